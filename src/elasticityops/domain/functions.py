@@ -1,0 +1,225 @@
+"""A GPU function: what users declare in YAML/JSON, validated with messages that name the
+field and the fix."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping
+from enum import StrEnum
+from typing import Any
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from elasticityops.domain.errors import FieldProblem, InvalidInput
+
+NAME_RE = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
+ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+CPU_RE = re.compile(r"^([0-9]+(\.[0-9]{1,3})?|[0-9]+m)$")
+MEMORY_RE = re.compile(r"^[0-9]+(\.[0-9]+)?(Ki|Mi|Gi|Ti|K|M|G|T)?$")
+MAX_NAME_LEN = 40
+MAX_GPUS_PER_JOB = 8
+KNOWN_GPU_TYPES = (
+    "nvidia-tesla-t4",
+    "nvidia-l4",
+    "nvidia-tesla-v100",
+    "nvidia-tesla-p100",
+    "nvidia-tesla-p4",
+    "nvidia-tesla-a100",
+    "nvidia-a100-80gb",
+    "nvidia-h100-80gb",
+    "nvidia-h100-mega-80gb",
+    "nvidia-h200-141gb",
+)
+
+
+class Priority(StrEnum):
+    high = "high"
+    normal = "normal"
+    low = "low"
+
+    @property
+    def rank(self) -> int:
+        """Smaller runs first."""
+        return {"high": 0, "normal": 1, "low": 2}[self.value]
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, str_strip_whitespace=True)
+
+
+class GpuSpec(_Strict):
+    type: str = Field(
+        "nvidia-tesla-t4", description="GKE accelerator name, e.g. nvidia-tesla-t4 or nvidia-l4"
+    )
+    count: int = Field(1, ge=1, le=MAX_GPUS_PER_JOB, description="GPUs per invocation, 1-8")
+
+    @field_validator("type")
+    @classmethod
+    def _known_type(cls, value: str) -> str:
+        if value not in KNOWN_GPU_TYPES:
+            raise ValueError(f"unknown GPU type {value!r}; use one of: {', '.join(KNOWN_GPU_TYPES)}")
+        return value
+
+
+class Resources(_Strict):
+    cpu: str | None = Field(
+        None, description='CPU request, e.g. "3" or "3500m"; default: sized to the machine'
+    )
+    memory: str | None = Field(None, description='memory request, e.g. "12Gi"; default: sized to the machine')
+
+    @field_validator("cpu")
+    @classmethod
+    def _cpu(cls, value: str | None) -> str | None:
+        if value is not None and not CPU_RE.match(value):
+            raise ValueError(f'{value!r} is not a CPU quantity; write it like "3" or "3500m"')
+        return value
+
+    @field_validator("memory")
+    @classmethod
+    def _memory(cls, value: str | None) -> str | None:
+        if value is not None and not MEMORY_RE.match(value):
+            raise ValueError(f'{value!r} is not a memory quantity; write it like "12Gi" or "512Mi"')
+        return value
+
+
+class FunctionSpec(_Strict):
+    """A registered GPU function. Field descriptions end up in the OpenAPI spec."""
+
+    name: str = Field(description="DNS-1123 label: lowercase letters, digits and '-', at most 40 characters")
+    image: str = Field("python:3.11-slim", min_length=1, description="container image (Kubernetes backend)")
+    command: list[str] = Field(
+        min_length=1, description="argv of the job, run without a shell (both backends)"
+    )
+    env: dict[str, str] = Field(default_factory=dict, description="environment variables for the job")
+    gpu: GpuSpec = Field(default_factory=lambda: GpuSpec())
+    machine_type: str = Field("n1-standard-4", description="node machine type, e.g. n1-standard-4")
+    resources: Resources = Field(default_factory=lambda: Resources())
+    timeout_seconds: int = Field(3600, gt=0, le=7 * 24 * 3600, description="run-time limit in seconds")
+    priority: Priority = Priority.normal
+    max_concurrency: int = Field(500, ge=1, le=100_000, description="most invocations of it at once")
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, value: str) -> str:
+        if len(value) > MAX_NAME_LEN:
+            raise ValueError(f"{value!r} is {len(value)} characters long; use at most {MAX_NAME_LEN}")
+        if not NAME_RE.match(value):
+            raise ValueError(
+                f"{value!r} is not a DNS-1123 label; use lowercase letters, digits and '-', "
+                "starting with a letter and not ending with '-'"
+            )
+        return value
+
+    @field_validator("command")
+    @classmethod
+    def _command(cls, value: list[str]) -> list[str]:
+        if any(part == "" for part in value):
+            raise ValueError("command has an empty argument; remove it")
+        return value
+
+    @field_validator("env")
+    @classmethod
+    def _env(cls, value: dict[str, str]) -> dict[str, str]:
+        for key in value:
+            if not ENV_NAME_RE.match(key):
+                raise ValueError(
+                    f"{key!r} is not a valid environment variable name; use [A-Za-z_][A-Za-z0-9_]*"
+                )
+            if key.startswith("EOPS_"):
+                raise ValueError(f"{key!r} is reserved (EOPS_* is set by ElasticityOps); rename it")
+        return value
+
+
+_FIXES = {
+    "extra_forbidden": "remove it (allowed fields: {allowed})",
+    "missing": "add it",
+    "greater_than": "use a larger number",
+    "greater_than_equal": "use a larger number",
+    "less_than_equal": "use a smaller number",
+    "int_parsing": "use a whole number",
+    "int_type": "use a whole number",
+    "string_type": "use a string",
+    "list_type": 'use a list of strings, e.g. ["python", "worker.py"]',
+    "too_short": "give at least one element",
+    "enum": "use one of the listed values",
+    "dict_type": "use a mapping of NAME: value",
+    "model_type": "use a mapping",
+}
+
+
+def problems_from_validation(
+    error: ValidationError, model: type[BaseModel] | None = None
+) -> list[FieldProblem]:
+    """Turn pydantic's errors into FieldProblems with a dotted field path and a fix."""
+    out: list[FieldProblem] = []
+    for item in error.errors():
+        loc = ".".join(str(part) for part in item["loc"]) or "(body)"
+        kind = item["type"]
+        message = item["msg"]
+        if message.startswith("Value error, "):
+            message = message.removeprefix("Value error, ")
+            fix = ""
+        else:
+            allowed = ""
+            if kind == "extra_forbidden" and model is not None:
+                allowed = ", ".join(_allowed_fields(model, item["loc"][:-1]))
+            fix = _FIXES.get(kind, "").format(allowed=allowed)
+        if kind == "extra_forbidden":
+            message = "unknown field"
+        out.append(FieldProblem(loc, message, fix))
+    return out
+
+
+def _allowed_fields(model: type[BaseModel], parent: tuple[int | str, ...]) -> list[str]:
+    current: Any = model
+    for part in parent:
+        field_info = getattr(current, "model_fields", {}).get(part)
+        if field_info is None:
+            return []
+        current = field_info.annotation
+    return list(getattr(current, "model_fields", {}))
+
+
+def parse_function_spec(data: object, *, name: str | None = None) -> FunctionSpec:
+    """Validate plain data into a FunctionSpec. `name`, when given (from the URL), must agree
+    with the body's name or fills it in."""
+    if not isinstance(data, Mapping):
+        raise InvalidInput(
+            [FieldProblem("(body)", "expected a mapping of fields", "send a JSON object / YAML mapping")]
+        )
+    body = dict(data)
+    if name is not None:
+        if "name" in body and body["name"] != name:
+            raise InvalidInput(
+                [
+                    FieldProblem(
+                        "name", f"{body['name']!r} differs from {name!r} in the URL", "make them equal"
+                    )
+                ]
+            )
+        body["name"] = name
+    try:
+        return FunctionSpec.model_validate(body)
+    except ValidationError as exc:
+        raise InvalidInput(problems_from_validation(exc, FunctionSpec)) from None
+
+
+def load_function_text(text: str, source: str = "spec") -> FunctionSpec:
+    """Parse YAML (a superset of JSON) text into a FunctionSpec."""
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        where = ""
+        mark = getattr(exc, "problem_mark", None)
+        if mark is not None:
+            where = f" at line {mark.line + 1}, column {mark.column + 1}"
+        raise InvalidInput(
+            [FieldProblem(source, f"not valid YAML or JSON{where}", "fix the syntax")]
+        ) from None
+    return parse_function_spec(data)
+
+
+def spec_to_json(spec: FunctionSpec) -> str:
+    return json.dumps(spec.model_dump(mode="json"), sort_keys=True)

@@ -1,0 +1,215 @@
+"""An invocation's life as one explicit state machine.
+
+accepted -> queued -> pending (waiting for capacity: node provisioning, image pull) -> running
+-> succeeded | failed | cancelled | timed_out. Every transition is stamped, so each invocation can
+say where its time went (queue, capacity, start, run)."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import hmac
+import os
+import time
+from dataclasses import dataclass, field, replace
+from datetime import datetime
+from enum import StrEnum
+
+from elasticityops.domain.errors import InvalidTransition
+from elasticityops.domain.functions import Priority
+
+
+class State(StrEnum):
+    queued = "queued"
+    pending = "pending"
+    running = "running"
+    succeeded = "succeeded"
+    failed = "failed"
+    cancelled = "cancelled"
+    timed_out = "timed_out"
+
+    @property
+    def terminal(self) -> bool:
+        return not TRANSITIONS[self]
+
+
+TRANSITIONS: dict[State, frozenset[State]] = {
+    State.queued: frozenset(
+        {
+            State.pending,  # admitted: handed to the backend, waiting for a GPU
+            State.cancelled,  # the user cancelled before it was admitted
+            State.failed,  # its function was deleted or could not be launched at all
+        }
+    ),
+    State.pending: frozenset(
+        {
+            State.running,  # capacity found, the process / container started
+            State.succeeded,  # so short that we saw only its end
+            State.failed,  # launch failed, image pull error, no capacity within the limit
+            State.cancelled,
+            State.timed_out,  # the deadline covers the wait for capacity too
+        }
+    ),
+    State.running: frozenset({State.succeeded, State.failed, State.cancelled, State.timed_out}),
+    # Terminal states: no way out.
+    State.succeeded: frozenset(),
+    State.failed: frozenset(),
+    State.cancelled: frozenset(),
+    State.timed_out: frozenset(),
+}
+
+ACTIVE_STATES = (State.pending, State.running)
+TERMINAL_STATES = tuple(s for s in State if s.terminal)
+
+
+class FailureReason(StrEnum):
+    """Why an invocation did not succeed, named for the user."""
+
+    exit_code = "exit_code"  # the job exited non-zero
+    timeout = "timeout"  # ran past timeout_seconds
+    cancelled = "cancelled"
+    launch_error = "launch_error"  # the command could not be started (not found, not executable)
+    image_pull = "image_pull"
+    oom_killed = "oom_killed"
+    deadline_exceeded = "deadline_exceeded"
+    evicted = "evicted"  # node preempted (spot) or pod evicted
+    no_capacity = "no_capacity"  # no GPU within the provisioning timeout
+    function_deleted = "function_deleted"
+    lost = "lost"  # the backend has no trace of it after a restart
+
+
+@dataclass(frozen=True)
+class Timeline:
+    """Timestamps of the milestones; None until reached."""
+
+    accepted: datetime
+    dispatched: datetime | None = None  # admitted and handed to the backend
+    capacity_ready: datetime | None = None  # a GPU (slot / node) is assigned
+    started: datetime | None = None  # the process / container is running
+    finished: datetime | None = None
+
+    def durations(self) -> dict[str, float | None]:
+        """Seconds spent in each phase: queue, capacity, start, run."""
+
+        def span(a: datetime | None, b: datetime | None) -> float | None:
+            return None if a is None or b is None else max(0.0, (b - a).total_seconds())
+
+        return {
+            "queue": span(self.accepted, self.dispatched),
+            "capacity": span(self.dispatched, self.capacity_ready),
+            "start": span(self.capacity_ready, self.started),
+            "run": span(self.started, self.finished),
+            "time_to_start": span(self.accepted, self.started),
+            "total": span(self.accepted, self.finished),
+        }
+
+
+@dataclass(frozen=True)
+class Note:
+    """Something the backend saw that explains the wait (TriggeredScaleUp, slot warming, ...)."""
+
+    at: datetime
+    kind: str
+    message: str
+
+
+@dataclass(frozen=True)
+class Invocation:
+    id: str
+    function: str
+    state: State
+    priority: Priority
+    timeline: Timeline
+    idempotency_key: str | None = None
+    exit_code: int | None = None
+    failure_reason: FailureReason | None = None
+    message: str = ""
+    result: bytes | None = None
+    node: str | None = None  # where it ran: GPU slot or Kubernetes node
+    notes: tuple[Note, ...] = field(default_factory=tuple)
+
+
+def advance(
+    inv: Invocation,
+    to: State,
+    at: datetime,
+    *,
+    exit_code: int | None = None,
+    reason: FailureReason | None = None,
+    message: str | None = None,
+    node: str | None = None,
+) -> Invocation:
+    """Return `inv` moved to `to` at time `at`, with its timeline filled in.
+
+    Refuses transitions the table does not allow. Moving to the state it is already in is not
+    a transition and is refused too, so callers can tell a lost race from progress."""
+    if to not in TRANSITIONS[inv.state]:
+        raise InvalidTransition(f"invocation {inv.id} cannot go from {inv.state} to {to}")
+    tl = inv.timeline
+    if to is State.pending:
+        tl = replace(tl, dispatched=tl.dispatched or at)
+    elif to is State.running:
+        tl = replace(tl, capacity_ready=tl.capacity_ready or at, started=tl.started or at)
+    elif to.terminal:
+        tl = replace(tl, finished=at)
+        if to is State.succeeded:
+            tl = replace(tl, capacity_ready=tl.capacity_ready or at, started=tl.started or at)
+    if to is State.cancelled and reason is None:
+        reason = FailureReason.cancelled
+    if to is State.timed_out and reason is None:
+        reason = FailureReason.timeout
+    return replace(
+        inv,
+        state=to,
+        timeline=tl,
+        exit_code=exit_code if exit_code is not None else inv.exit_code,
+        failure_reason=reason if reason is not None else inv.failure_reason,
+        message=message if message is not None else inv.message,
+        node=node if node is not None else inv.node,
+    )
+
+
+def mark_capacity_ready(inv: Invocation, at: datetime, node: str | None = None) -> Invocation:
+    """A GPU was assigned while still pending (node found, image pulling)."""
+    if inv.state is not State.pending or inv.timeline.capacity_ready is not None:
+        return inv
+    return replace(inv, timeline=replace(inv.timeline, capacity_ready=at), node=node or inv.node)
+
+
+def add_note(inv: Invocation, note: Note, limit: int = 50) -> Invocation:
+    """Keep the most recent `limit` notes: enough to explain a wait, bounded in size."""
+    return replace(inv, notes=(*inv.notes, note)[-limit:])
+
+
+def new_invocation_id(now_ns: int | None = None) -> str:
+    """Time-ordered id (48-bit milliseconds + 80 random bits, base32), so ids sort by
+    acceptance and serve as pagination cursors. Lowercase and DNS-safe, so a Kubernetes Job
+    name can be derived from it."""
+    ms = (now_ns if now_ns is not None else time.time_ns()) // 1_000_000
+    raw = ms.to_bytes(6, "big") + os.urandom(10)
+    return "inv-" + _b32(raw)
+
+
+_ALPHABET = "0123456789abcdefghjkmnpqrstvwxyz"  # Crockford base32, lowercase
+
+
+def _b32(raw: bytes) -> str:
+    number = int.from_bytes(raw, "big")
+    chars = []
+    for _ in range((len(raw) * 8 + 4) // 5):
+        chars.append(_ALPHABET[number & 31])
+        number >>= 5
+    return "".join(reversed(chars))
+
+
+def callback_token(server_secret: bytes, invocation_id: str) -> str:
+    """Per-invocation secret the job uses to hand back its result.
+
+    Derived (HMAC) rather than stored, so a relaunch after a restart can hand the job the same
+    token and nothing secret sits in the database."""
+    digest = hmac.new(server_secret, invocation_id.encode(), hashlib.sha256).digest()
+    return base64.urlsafe_b64encode(digest).decode().rstrip("=")
+
+
+def check_callback_token(server_secret: bytes, invocation_id: str, token: str) -> bool:
+    return hmac.compare_digest(callback_token(server_secret, invocation_id), token)

@@ -1,0 +1,164 @@
+"""The narrow seams between the pure core and the outside world: the store and the backends.
+
+Implementations: store/ (SQLite, PostgreSQL), backends/local (processes + GPU slots),
+backends/kubernetes (Jobs). The dispatcher and the API only ever talk to these protocols."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from enum import StrEnum
+from typing import Protocol
+
+from elasticityops.domain.functions import FunctionSpec
+from elasticityops.domain.invocations import FailureReason, Invocation, Note, State
+
+
+@dataclass(frozen=True)
+class FunctionRecord:
+    spec: FunctionSpec
+    version: int  # increases on every PUT that changes the spec
+    created_at: datetime
+    updated_at: datetime
+
+
+@dataclass(frozen=True)
+class NewInvocation:
+    id: str
+    function: str
+    spec_version: int
+    priority_rank: int
+    accepted_at: datetime
+    payload: bytes
+    idempotency_key: str | None = None
+
+
+@dataclass(frozen=True)
+class Page:
+    items: list[Invocation]
+    next_cursor: str | None
+
+
+@dataclass(frozen=True)
+class Change:
+    """A transition to apply if the invocation is still in one of `from_states`
+    (compare-and-set, so two writers never both win)."""
+
+    id: str
+    to: State
+    at: datetime
+    from_states: frozenset[State] | None = None  # None: any state the table allows
+    exit_code: int | None = None
+    reason: FailureReason | None = None
+    message: str | None = None
+    node: str | None = None
+
+
+class Store(Protocol):
+    """Durable state. Every write is committed before the call returns."""
+
+    async def put_function(self, spec: FunctionSpec, at: datetime) -> tuple[FunctionRecord, bool]:
+        """Create or replace; returns (record, created)."""
+        ...
+
+    async def get_function(self, name: str) -> FunctionRecord | None: ...
+    async def list_functions(self) -> list[FunctionRecord]: ...
+    async def delete_function(self, name: str) -> bool: ...
+
+    async def create_invocation(self, new: NewInvocation) -> tuple[Invocation, bool]:
+        """Store a new invocation in state `queued`; returns (invocation, created).
+
+        With an idempotency key already used for the same function, returns the existing
+        invocation and created=False."""
+        ...
+
+    async def get_invocation(self, invocation_id: str) -> Invocation | None: ...
+    async def get_payload(self, invocation_id: str) -> bytes | None: ...
+    async def list_invocations(
+        self, *, function: str | None, state: State | None, limit: int, cursor: str | None
+    ) -> Page: ...
+
+    async def queued(self, limit: int) -> list[Invocation]:
+        """Queued invocations, oldest first (admission orders by priority itself)."""
+        ...
+
+    async def active(self) -> list[Invocation]:
+        """Invocations in pending or running."""
+        ...
+
+    async def apply(self, change: Change) -> Invocation | None:
+        """Apply a transition; None when the compare-and-set lost (state moved on)."""
+        ...
+
+    async def mark_capacity_ready(self, invocation_id: str, at: datetime, node: str | None) -> None: ...
+    async def add_note(self, invocation_id: str, note: Note) -> None: ...
+    async def set_result(self, invocation_id: str, result: bytes) -> None: ...
+    async def counts_by_state(self) -> Mapping[State, int]: ...
+
+    async def create_api_token(self, name: str, token_hash: str, at: datetime) -> None: ...
+    async def check_api_token(self, token_hash: str) -> bool: ...
+
+    async def close(self) -> None: ...
+
+
+class EventKind(StrEnum):
+    note = "note"  # an explanation of the wait (no state change)
+    capacity_ready = "capacity_ready"  # a GPU is assigned; still starting
+    started = "started"
+    finished = "finished"  # exit_code / reason say how
+
+
+@dataclass(frozen=True)
+class BackendEvent:
+    invocation_id: str
+    kind: EventKind
+    at: datetime
+    exit_code: int | None = None
+    reason: FailureReason | None = None  # None with exit_code 0: success
+    message: str = ""
+    node: str | None = None
+    note_kind: str = ""  # for kind=note: e.g. TriggeredScaleUp, Unschedulable, SlotWarming
+    timed_out: bool = False
+    cancelled: bool = False
+
+
+EventSink = Callable[[BackendEvent], Awaitable[None]]
+
+
+@dataclass(frozen=True)
+class LaunchRequest:
+    invocation: Invocation
+    spec: FunctionSpec
+    payload: bytes
+    callback_url: str | None  # where the job POSTs its result, with `callback_token`
+    callback_token: str
+
+
+class Backend(Protocol):
+    name: str
+
+    async def start(self, sink: EventSink) -> None:
+        """Begin watching; every observation is delivered to `sink`."""
+        ...
+
+    async def stop(self) -> None:
+        """Stop watching. Running jobs keep running (a restart adopts them)."""
+        ...
+
+    def free_gpus(self) -> int | None:
+        """GPUs that can start work now; None when the backend has no fixed limit."""
+        ...
+
+    async def launch(self, request: LaunchRequest) -> None:
+        """Start the invocation. Idempotent: launching one that exists already is a no-op."""
+        ...
+
+    async def cancel(self, invocation: Invocation) -> None: ...
+
+    async def adopt(self, active: Sequence[Invocation]) -> list[str]:
+        """After a restart: re-attach to the work of these invocations. Returns the ids of
+        which the backend has no trace (never launched, or gone)."""
+        ...
+
+    def logs(self, invocation: Invocation, follow: bool) -> AsyncIterator[bytes]: ...

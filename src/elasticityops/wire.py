@@ -1,0 +1,126 @@
+"""The HTTP API's JSON shapes, shared by the server (api/) and the Python client (client.py).
+
+Plain pydantic models with no server imports, so the client stays light."""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+from elasticityops.domain.functions import FunctionSpec
+from elasticityops.domain.invocations import FailureReason, Invocation, State
+from elasticityops.domain.ports import FunctionRecord
+
+
+class ProblemOut(BaseModel):
+    field: str
+    problem: str
+    fix: str = ""
+
+
+class ErrorBody(BaseModel):
+    code: str = Field(description="machine-readable error code, e.g. invalid_input, not_found")
+    message: str = Field(description="what is wrong and how to fix it")
+    problems: list[ProblemOut] = Field(default_factory=list, description="one entry per bad field")
+
+
+class ErrorOut(BaseModel):
+    error: ErrorBody
+
+
+class FunctionOut(BaseModel):
+    spec: FunctionSpec
+    version: int
+    created_at: datetime
+    updated_at: datetime
+
+    @classmethod
+    def of(cls, record: FunctionRecord) -> FunctionOut:
+        return cls(
+            spec=record.spec,
+            version=record.version,
+            created_at=record.created_at,
+            updated_at=record.updated_at,
+        )
+
+
+class FunctionList(BaseModel):
+    items: list[FunctionOut]
+
+
+class TimelineOut(BaseModel):
+    accepted: datetime
+    dispatched: datetime | None = None
+    capacity_ready: datetime | None = None
+    started: datetime | None = None
+    finished: datetime | None = None
+
+
+class NoteOut(BaseModel):
+    at: datetime
+    kind: str
+    message: str
+
+
+class InvocationOut(BaseModel):
+    id: str
+    function: str
+    state: State
+    priority: str
+    idempotency_key: str | None = None
+    timeline: TimelineOut
+    durations: dict[str, float | None] = Field(
+        description="seconds per phase: queue, capacity, start, run, time_to_start, total"
+    )
+    exit_code: int | None = None
+    failure_reason: FailureReason | None = None
+    message: str = ""
+    result: Any = Field(None, description="what the job handed back: JSON if it parses, else text")
+    node: str | None = Field(None, description="where it ran: GPU slot or Kubernetes node")
+    notes: list[NoteOut] = Field(default_factory=list, description="what explains the wait")
+
+    @classmethod
+    def of(cls, inv: Invocation) -> InvocationOut:
+        tl = inv.timeline
+        return cls(
+            id=inv.id,
+            function=inv.function,
+            state=inv.state,
+            priority=inv.priority.value,
+            idempotency_key=inv.idempotency_key,
+            timeline=TimelineOut(
+                accepted=tl.accepted,
+                dispatched=tl.dispatched,
+                capacity_ready=tl.capacity_ready,
+                started=tl.started,
+                finished=tl.finished,
+            ),
+            durations=tl.durations(),
+            exit_code=inv.exit_code,
+            failure_reason=inv.failure_reason,
+            message=inv.message,
+            result=decode_result(inv.result),
+            node=inv.node,
+            notes=[NoteOut(at=n.at, kind=n.kind, message=n.message) for n in inv.notes],
+        )
+
+
+class InvocationList(BaseModel):
+    items: list[InvocationOut]
+    next_cursor: str | None = None
+
+
+class TokenOut(BaseModel):
+    token: str
+
+
+def decode_result(raw: bytes | None) -> Any:
+    if raw is None:
+        return None
+    try:
+        return json.loads(raw)
+    except ValueError:
+        return raw.decode("utf-8", errors="replace")
