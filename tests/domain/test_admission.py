@@ -1,0 +1,54 @@
+from __future__ import annotations
+
+from elasticityops.domain.admission import AdmissionSnapshot, QueuedItem, admit
+from elasticityops.domain.functions import Priority
+
+N, H, L = Priority.normal, Priority.high, Priority.low
+
+
+def snap(queued: list[QueuedItem], free: int | None = None, budget: int | None = None,
+         active: dict[str, int] | None = None, limits: dict[str, int] | None = None) -> AdmissionSnapshot:
+    return AdmissionSnapshot(queued=queued, free_gpus=free, gpu_budget_left=budget,
+                             active_by_function=active or {}, max_concurrency=limits or {})
+
+
+def q(i: str, fn: str = "f", prio: Priority = N, gpus: int = 1) -> QueuedItem:
+    return QueuedItem(id=i, function=fn, priority=prio, gpus=gpus)
+
+
+def test_fifo_within_free_slots() -> None:
+    assert admit(snap([q("a"), q("b"), q("c")], free=2)) == ["a", "b"]
+
+
+def test_priority_before_arrival() -> None:
+    assert admit(snap([q("a", prio=L), q("b"), q("c", prio=H)], free=2)) == ["c", "b"]
+
+
+def test_unbounded_backend_admits_everything() -> None:
+    assert admit(snap([q("a"), q("b")])) == ["a", "b"]
+
+
+def test_quota_budget_caps_an_unbounded_backend() -> None:
+    assert admit(snap([q("a"), q("b"), q("c")], budget=1)) == ["a"]
+
+
+def test_the_smaller_of_free_and_budget_wins() -> None:
+    assert admit(snap([q("a"), q("b"), q("c")], free=3, budget=2)) == ["a", "b"]
+
+
+def test_function_at_max_concurrency_is_skipped_not_blocking() -> None:
+    got = admit(snap([q("a", "busy"), q("b", "other")], free=5, active={"busy": 2}, limits={"busy": 2}))
+    assert got == ["b"]
+
+
+def test_max_concurrency_counts_admissions_in_the_same_cycle() -> None:
+    got = admit(snap([q("a"), q("b"), q("c")], free=5, limits={"f": 2}))
+    assert got == ["a", "b"]
+
+
+def test_a_big_job_at_the_head_is_not_overtaken() -> None:
+    assert admit(snap([q("big", gpus=4), q("small")], free=2)) == []
+
+
+def test_nothing_free_nothing_admitted() -> None:
+    assert admit(snap([q("a")], free=0)) == []

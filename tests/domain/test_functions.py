@@ -1,0 +1,98 @@
+from __future__ import annotations
+
+import pytest
+
+from elasticityops.domain.errors import InvalidInput
+from elasticityops.domain.functions import FunctionSpec, Priority, load_function_text, parse_function_spec
+
+VALID = {
+    "name": "embed-images",
+    "image": "us-docker.pkg.dev/acme/gpu/worker:1.4",
+    "command": ["python", "worker.py"],
+    "env": {"MODEL": "clip-vit"},
+    "gpu": {"type": "nvidia-tesla-t4", "count": 1},
+    "machine_type": "n1-standard-4",
+    "resources": {"cpu": "3", "memory": "12Gi"},
+    "timeout_seconds": 3600,
+    "priority": "normal",
+    "max_concurrency": 500,
+}
+
+
+def test_the_issue_example_is_valid() -> None:
+    spec = parse_function_spec(VALID)
+    assert spec.name == "embed-images"
+    assert spec.gpu.count == 1
+    assert spec.priority is Priority.normal
+    assert spec.resources.memory == "12Gi"
+
+
+def test_defaults_fill_in_what_is_left_out() -> None:
+    spec = parse_function_spec({"name": "tiny", "command": ["true"]})
+    assert spec.gpu.type == "nvidia-tesla-t4"
+    assert spec.gpu.count == 1
+    assert spec.timeout_seconds == 3600
+    assert spec.machine_type == "n1-standard-4"
+
+
+def _with(**changes: object) -> dict[str, object]:
+    body = dict(VALID)
+    for key, value in changes.items():
+        if value is None:
+            body.pop(key, None)
+        else:
+            body[key] = value
+    return body
+
+
+@pytest.mark.parametrize(
+    ("body", "field", "words"),
+    [
+        pytest.param(_with(name="Embed_Images"), "name", "DNS-1123", id="uppercase-name"),
+        pytest.param(_with(name="a" * 41), "name", "at most 40", id="long-name"),
+        pytest.param(_with(name="-x"), "name", "DNS-1123", id="leading-dash"),
+        pytest.param(_with(gpu={"count": 0}), "gpu.count", "larger", id="gpu-count-0"),
+        pytest.param(_with(gpu={"count": 9}), "gpu.count", "smaller", id="gpu-count-9"),
+        pytest.param(_with(gpu={"type": "nvidia-gtx-1080"}), "gpu.type", "nvidia-tesla-t4", id="gpu-type"),
+        pytest.param(_with(timeout_seconds=-5), "timeout_seconds", "larger", id="negative-timeout"),
+        pytest.param(_with(timeout_seconds="soon"), "timeout_seconds", "whole number", id="timeout-text"),
+        pytest.param(_with(colour="blue"), "colour", "allowed fields", id="unknown-field"),
+        pytest.param(_with(gpu={"count": 1, "vram": 16}), "gpu.vram", "allowed fields: type, count", id="nested-unknown"),
+        pytest.param(_with(command=[]), "command", "at least one", id="empty-command"),
+        pytest.param(_with(command=None), "command", "add it", id="missing-command"),
+        pytest.param(_with(priority="urgent"), "priority", "high", id="bad-priority"),
+        pytest.param(_with(env={"1X": "y"}), "env", "environment variable", id="bad-env-name"),
+        pytest.param(_with(env={"EOPS_TOKEN": "y"}), "env", "reserved", id="reserved-env"),
+        pytest.param(_with(resources={"cpu": "lots"}), "resources.cpu", "3500m", id="bad-cpu"),
+        pytest.param(_with(resources={"memory": "12 GB"}), "resources.memory", "12Gi", id="bad-memory"),
+        pytest.param(_with(max_concurrency=0), "max_concurrency", "larger", id="zero-concurrency"),
+    ],
+)
+def test_bad_specs_name_the_field_and_the_fix(body: dict[str, object], field: str, words: str) -> None:
+    with pytest.raises(InvalidInput) as caught:
+        parse_function_spec(body)
+    fields = [p.field for p in caught.value.problems]
+    assert field in fields, fields
+    assert words in str(caught.value)
+
+
+def test_url_name_must_match_the_body() -> None:
+    with pytest.raises(InvalidInput, match="differs"):
+        parse_function_spec(VALID, name="other")
+    assert parse_function_spec(_with(name=None), name="from-url").name == "from-url"
+
+
+def test_not_a_mapping() -> None:
+    with pytest.raises(InvalidInput, match="mapping"):
+        parse_function_spec(["a", "list"])
+
+
+def test_yaml_syntax_error_names_the_line() -> None:
+    with pytest.raises(InvalidInput, match="line 2"):
+        load_function_text("name: x\n\tcommand: [a]\n", source="fn.yaml")
+
+
+def test_json_is_yaml_too() -> None:
+    spec = load_function_text('{"name": "j", "command": ["echo", "hi"]}')
+    assert isinstance(spec, FunctionSpec)
+    assert spec.command == ["echo", "hi"]
