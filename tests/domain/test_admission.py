@@ -6,10 +6,20 @@ from elasticityops.domain.functions import Priority
 N, H, L = Priority.normal, Priority.high, Priority.low
 
 
-def snap(queued: list[QueuedItem], free: int | None = None, budget: int | None = None,
-         active: dict[str, int] | None = None, limits: dict[str, int] | None = None) -> AdmissionSnapshot:
-    return AdmissionSnapshot(queued=queued, free_gpus=free, gpu_budget_left=budget,
-                             active_by_function=active or {}, max_concurrency=limits or {})
+def snap(
+    queued: list[QueuedItem],
+    free: int | None = None,
+    budget: int | None = None,
+    active: dict[str, int] | None = None,
+    limits: dict[str, int] | None = None,
+) -> AdmissionSnapshot:
+    return AdmissionSnapshot(
+        queued=queued,
+        free_gpus=free,
+        gpu_budget_left=budget,
+        active_by_function=active or {},
+        max_concurrency=limits or {},
+    )
 
 
 def q(i: str, fn: str = "f", prio: Priority = N, gpus: int = 1) -> QueuedItem:

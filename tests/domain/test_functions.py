@@ -57,7 +57,12 @@ def _with(**changes: object) -> dict[str, object]:
         pytest.param(_with(timeout_seconds=-5), "timeout_seconds", "larger", id="negative-timeout"),
         pytest.param(_with(timeout_seconds="soon"), "timeout_seconds", "whole number", id="timeout-text"),
         pytest.param(_with(colour="blue"), "colour", "allowed fields", id="unknown-field"),
-        pytest.param(_with(gpu={"count": 1, "vram": 16}), "gpu.vram", "allowed fields: type, count", id="nested-unknown"),
+        pytest.param(
+            _with(gpu={"count": 1, "vram": 16}),
+            "gpu.vram",
+            "allowed fields: type, count",
+            id="nested-unknown",
+        ),
         pytest.param(_with(command=[]), "command", "at least one", id="empty-command"),
         pytest.param(_with(command=None), "command", "add it", id="missing-command"),
         pytest.param(_with(priority="urgent"), "priority", "high", id="bad-priority"),

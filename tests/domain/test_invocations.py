@@ -27,8 +27,9 @@ def at(seconds: float) -> datetime:
 
 
 def fresh() -> Invocation:
-    return Invocation(id="inv-1", function="f", state=State.queued, priority=Priority.normal,
-                      timeline=Timeline(accepted=T0))
+    return Invocation(
+        id="inv-1", function="f", state=State.queued, priority=Priority.normal, timeline=Timeline(accepted=T0)
+    )
 
 
 def test_happy_path_fills_the_timeline() -> None:
@@ -40,8 +41,14 @@ def test_happy_path_fills_the_timeline() -> None:
     assert (tl.dispatched, tl.capacity_ready, tl.started, tl.finished) == (at(2), at(40), at(45), at(60))
     assert inv.node == "slot-0"
     d = tl.durations()
-    assert d == {"queue": 2.0, "capacity": 38.0, "start": 5.0, "run": 15.0, "time_to_start": 45.0,
-                 "total": 60.0}
+    assert d == {
+        "queue": 2.0,
+        "capacity": 38.0,
+        "start": 5.0,
+        "run": 15.0,
+        "time_to_start": 45.0,
+        "total": 60.0,
+    }
 
 
 def test_terminal_states_have_no_way_out() -> None:
@@ -49,8 +56,17 @@ def test_terminal_states_have_no_way_out() -> None:
         if state.terminal:
             assert TRANSITIONS[state] == frozenset()
             with pytest.raises(InvalidTransition):
-                advance(Invocation(id="x", function="f", state=state, priority=Priority.low,
-                                   timeline=Timeline(accepted=T0)), State.running, at(1))
+                advance(
+                    Invocation(
+                        id="x",
+                        function="f",
+                        state=state,
+                        priority=Priority.low,
+                        timeline=Timeline(accepted=T0),
+                    ),
+                    State.running,
+                    at(1),
+                )
 
 
 @pytest.mark.parametrize(
@@ -87,7 +103,9 @@ def test_ids_sort_by_time_and_are_dns_safe() -> None:
     a = new_invocation_id(1_000_000_000_000_000_000)
     b = new_invocation_id(1_000_000_000_001_000_000)
     assert a < b
-    assert len(a) <= 63 and a == a.lower() and a.replace("-", "").isalnum()
+    assert len(a) <= 63
+    assert a == a.lower()
+    assert a.replace("-", "").isalnum()
 
 
 def test_callback_tokens_are_per_invocation_and_checked() -> None:

@@ -42,9 +42,8 @@ class ChangeHub:
         """New work was queued or capacity was freed: wake the dispatcher."""
         self._work.set()
 
-    async def wait_for_work(self, timeout: float) -> None:
-        try:
-            await asyncio.wait_for(self._work.wait(), timeout)
-        except TimeoutError:
-            pass
+    async def wait_for_work(self, tick_s: float) -> None:
+        """Return when work is signalled, or after `tick_s` seconds at the latest."""
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._work.wait(), tick_s)
         self._work.clear()

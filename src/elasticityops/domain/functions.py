@@ -18,6 +18,9 @@ NAME_RE = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
 ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 CPU_RE = re.compile(r"^([0-9]+(\.[0-9]{1,3})?|[0-9]+m)$")
 MEMORY_RE = re.compile(r"^[0-9]+(\.[0-9]+)?(Ki|Mi|Gi|Ti|K|M|G|T)?$")
+ANNOTATION_KEY_RE = re.compile(
+    r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$"
+)
 MAX_NAME_LEN = 40
 MAX_GPUS_PER_JOB = 8
 KNOWN_GPU_TYPES = (
@@ -99,6 +102,10 @@ class FunctionSpec(_Strict):
     timeout_seconds: int = Field(3600, gt=0, le=7 * 24 * 3600, description="run-time limit in seconds")
     priority: Priority = Priority.normal
     max_concurrency: int = Field(500, ge=1, le=100_000, description="most invocations of it at once")
+    annotations: dict[str, str] = Field(
+        default_factory=dict,
+        description="pod annotations (Kubernetes backend), e.g. for GKE features such as gcsfuse volumes",
+    )
 
     @field_validator("name")
     @classmethod
@@ -117,6 +124,17 @@ class FunctionSpec(_Strict):
     def _command(cls, value: list[str]) -> list[str]:
         if any(part == "" for part in value):
             raise ValueError("command has an empty argument; remove it")
+        return value
+
+    @field_validator("annotations")
+    @classmethod
+    def _annotations(cls, value: dict[str, str]) -> dict[str, str]:
+        for key in value:
+            if not ANNOTATION_KEY_RE.match(key):
+                raise ValueError(
+                    f"{key!r} is not a valid annotation key; "
+                    "use [prefix/]name with letters, digits, '-', '_', '.'"
+                )
         return value
 
     @field_validator("env")

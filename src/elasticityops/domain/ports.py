@@ -121,6 +121,7 @@ class BackendEvent:
     note_kind: str = ""  # for kind=note: e.g. TriggeredScaleUp, Unschedulable, SlotWarming
     timed_out: bool = False
     cancelled: bool = False
+    result: bytes | None = None  # for kind=finished: what the job left in its result file
 
 
 EventSink = Callable[[BackendEvent], Awaitable[None]]
@@ -148,6 +149,11 @@ class Backend(Protocol):
 
     def free_gpus(self) -> int | None:
         """GPUs that can start work now; None when the backend has no fixed limit."""
+        ...
+
+    def total_gpus(self) -> int | None:
+        """The most GPUs it can ever offer at once; None when there is no fixed limit. The
+        dispatcher fails an invocation needing more at once instead of queueing it forever."""
         ...
 
     async def launch(self, request: LaunchRequest) -> None:

@@ -1,0 +1,100 @@
+#!/usr/bin/env python3
+"""Dev-cluster scale benchmark: N simulated GKE T4 nodes, P single-GPU Jobs to completion.
+
+    .venv/bin/python bench/devcluster_scale.py --nodes 4000 --pods 4000
+    .venv/bin/python bench/devcluster_scale.py --nodes 200 --pods 200 --mode autoscale
+
+Starts its own dev cluster in a temporary state directory (stopped by PID at the end), prints
+a JSON summary (wall times, CPU seconds and peak RSS per component) and, with --markdown,
+the table row used in BENCHMARKS.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import tempfile
+import time
+from pathlib import Path
+
+import psutil
+
+from elasticityops.devcluster.build import ensure_built
+from elasticityops.devcluster.cluster import DevCluster
+from elasticityops.devcluster.config import AutoscalerSettings, ClusterConfig
+from elasticityops.devcluster.scale import run_scale
+
+
+def machine() -> str:
+    model = "unknown CPU"
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                model = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    mem = psutil.virtual_memory().total / 2**30
+    return f"nproc={os.cpu_count()}, {model}, {mem:.0f} GiB RAM, {platform.system()} {platform.release()}"
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--nodes", type=int, default=4000)
+    ap.add_argument("--pods", type=int, default=4000)
+    ap.add_argument("--run-seconds", type=float, default=30.0, help="simulated run time of each pod")
+    ap.add_argument("--mode", choices=["baseline", "autoscale"], default="baseline")
+    ap.add_argument("--timeout", type=float, default=3600.0)
+    ap.add_argument(
+        "--apf", action=argparse.BooleanOptionalAction, default=True, help="API priority and fairness"
+    )
+    ap.add_argument("--markdown", action="store_true")
+    args = ap.parse_args()
+
+    tc = ensure_built(allow_build=False)
+    knobs = AutoscalerSettings(
+        baseline=0,
+        max_nodes=max(args.nodes, 1),
+        scan_interval=2.0,
+        gpu_pod_delay=0.0,
+        provision_delay="fixed:5",
+        scale_down_after=3600.0,
+    )
+    with tempfile.TemporaryDirectory(prefix="eops-scale-") as tmp:
+        t0 = time.monotonic()
+        cluster = DevCluster.start(
+            ClusterConfig(
+                state_dir=Path(tmp), autoscaler=knobs, node_lease_seconds=400, apf_enabled=args.apf
+            ),
+            tc,
+        )
+        startup = time.monotonic() - t0
+        print(f"cluster up in {startup:.1f}s", flush=True)
+        try:
+            res = run_scale(
+                cluster,
+                nodes=args.nodes,
+                pods=args.pods,
+                namespace="scale",
+                run_seconds=args.run_seconds,
+                mode=args.mode,
+                timeout=args.timeout,
+                log=lambda m: print(m, flush=True),
+            )
+        finally:
+            cluster.stop()
+    summary = {"machine": machine(), "cluster_startup_s": round(startup, 1), **res.summary()}
+    print(json.dumps(summary, indent=2))
+    if args.markdown:
+        print(
+            f"| {res.nodes} | {res.pods} | {res.mode} | {res.run_seconds:g} | {res.nodes_ready_s:.0f} | "
+            f"{res.submit_s:.0f} | {res.all_done_s:.0f} | {sum(res.cpu_s.values()):.0f} | "
+            f"{sum(res.peak_rss_mib.values()):.0f} |"
+        )
+    return 0 if res.succeeded >= args.pods else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

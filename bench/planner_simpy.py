@@ -1,0 +1,162 @@
+"""The planner's cluster model written the plain SimPy way: one process per request, pending pods
+as events a freed node succeeds, an autoscaler loop process, one process per provisioning node.
+
+It follows the same rules as `elasticityops.planner.model.engine` (baseline pool, FIFO pending
+pods, most-recently-emptied node reused, GPU scale-up delay, quota and pool limits, stockouts and
+back-off, provisioning timeouts, scale-down window / parallelism / delays) and draws random numbers
+in the same order, so on a trace without simultaneous events the two give the same start times.
+Headroom policies and spot preemption are not implemented here (policy `none`, any baseline).
+Used by bench/planner_speed.py (speed, side by side) and tests/planner (agreement).
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from collections import deque
+from collections.abc import Generator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import simpy
+
+from elasticityops.planner.settings import ClusterSettings
+
+
+@dataclass(frozen=True)
+class SimpyResult:
+    start_s: list[float]
+    node: list[int]
+    node_created_s: list[float]
+    node_deleted_s: list[float]
+    horizon_s: float
+
+
+def simulate_simpy(arrivals: Sequence[float], durations: Sequence[float], s: ClusterSettings) -> SimpyResult:
+    env = simpy.Environment()
+    arr = list(arrivals)
+    dur = list(durations)
+    n = len(arr)
+    rng = random.Random(s.seed)
+    cap = s.autoscaled_cap
+    base = s.baseline
+    start = [-1.0] * n
+    end = [0.0] * n
+    node_of = [-1] * n
+    created = [0.0] * base
+    deleted = [math.inf] * base
+    idle_since = [0.0] * base
+    bfree = list(range(base - 1, -1, -1))
+    empty: deque[int] = deque()
+    pending: deque[tuple[int, float, Any]] = deque()  # (request, pod created, event)
+    st = {
+        "busy": 0,
+        "prov": 0,
+        "alive": 0,
+        "arrived": 0,
+        "last_up": -math.inf,
+        "last_fail": -math.inf,
+        "backoff_until": -math.inf,
+        "backoff": 0.0,
+    }
+
+    def fail_backoff(t: float) -> None:
+        st["backoff"] = (
+            s.backoff_initial_s
+            if t - st["last_fail"] > s.backoff_reset_s
+            else min(st["backoff"] * 2, s.backoff_max_s)
+        )
+        st["backoff_until"] = t + st["backoff"]
+        st["last_fail"] = t
+
+    def free(nd: int) -> None:
+        if pending:
+            _, _, ev = pending.popleft()
+            ev.succeed(nd)
+        elif nd < base:
+            bfree.append(nd)
+        else:
+            empty.append(nd)
+            idle_since[nd] = env.now
+
+    def job(r: int) -> Generator[Any, Any, None]:
+        if bfree:
+            nd = bfree.pop()
+        elif empty:
+            nd = empty.pop()
+        else:
+            ev = env.event()
+            pending.append((r, env.now, ev))
+            nd = yield ev
+        start[r] = env.now
+        node_of[r] = nd
+        st["busy"] += 1
+        yield env.timeout(dur[r])
+        end[r] = env.now
+        st["busy"] -= 1
+        free(nd)
+
+    def arrivals_proc() -> Generator[Any, Any, None]:
+        for r in range(n):
+            yield env.timeout(arr[r] - env.now)
+            st["arrived"] += 1
+            env.process(job(r))
+
+    def provision(nd: int, delay: float, fails: bool) -> Generator[Any, Any, None]:
+        yield env.timeout(delay)
+        st["prov"] -= 1
+        if fails:
+            st["alive"] -= 1
+            deleted[nd] = env.now
+            fail_backoff(env.now)
+        else:
+            free(nd)
+
+    def autoscaler() -> Generator[Any, Any, None]:
+        k = 0
+        while True:
+            t = k * s.scan_interval_s
+            yield env.timeout(t - env.now)
+            need = len(pending) - st["prov"]
+            if need > 0 and t >= st["backoff_until"]:
+                oldest = pending[st["prov"]][1]
+                if t - oldest >= s.gpu_scale_up_delay_s:
+                    add = min(need, cap - st["alive"])
+                    if add > 0:
+                        if s.stockout_probability > 0.0 and rng.random() < s.stockout_probability:
+                            fail_backoff(t)
+                        else:
+                            st["last_up"] = t
+                            st["prov"] += add
+                            st["alive"] += add
+                            for _ in range(add):
+                                nd = len(created)
+                                created.append(t)
+                                deleted.append(math.inf)
+                                idle_since.append(t)
+                                delay = s.provision_delay.sample(rng)
+                                fails = delay > s.max_provision_time_s
+                                env.process(provision(nd, s.max_provision_time_s if fails else delay, fails))
+            if (
+                empty
+                and t - st["last_up"] >= s.scale_down_delay_after_add_s
+                and t - st["last_fail"] >= s.scale_down_delay_after_failure_s
+            ):
+                removed = 0
+                while (
+                    empty
+                    and removed < s.scale_down_parallelism
+                    and t - idle_since[empty[0]] >= s.scale_down_after_s
+                ):
+                    deleted[empty.popleft()] = t
+                    st["alive"] -= 1
+                    removed += 1
+            if st["arrived"] >= n and st["busy"] == 0 and not pending and t >= s.horizon_s:
+                return
+            k += 1
+
+    env.process(arrivals_proc())
+    done = env.process(autoscaler())
+    env.run(until=done)
+    horizon = max([s.horizon_s, *end]) if n else s.horizon_s
+    return SimpyResult(start, node_of, created, deleted, horizon)

@@ -1,0 +1,1 @@
+"""The HTTP API (FastAPI): routes, auth, error mapping in one place (errors.py)."""

@@ -1,0 +1,63 @@
+"""Reading request bodies within the size limit, and parsing them with clear errors."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+import yaml
+from fastapi import Request
+
+from elasticityops.api.errors import MalformedBody
+from elasticityops.domain.errors import FieldProblem, PayloadTooLarge
+
+LIMIT_SETTING = "--max-payload-bytes / EOPS_MAX_PAYLOAD_BYTES"
+
+
+def _too_large(limit: int) -> PayloadTooLarge:
+    return PayloadTooLarge(
+        f"the request body is larger than the limit of {limit} bytes; send less "
+        f"(e.g. a reference to the data instead of the data) or raise the limit with {LIMIT_SETTING}"
+    )
+
+
+async def read_body(request: Request, limit: int) -> bytes:
+    """The whole body, refusing early (by Content-Length) or as soon as it passes `limit`."""
+    declared = request.headers.get("content-length")
+    if declared is not None and declared.isdigit() and int(declared) > limit:
+        raise _too_large(limit)
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > limit:
+            raise _too_large(limit)
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def parse_json(body: bytes, what: str = "(body)") -> Any:
+    try:
+        return orjson.loads(body)
+    except orjson.JSONDecodeError as exc:
+        raise MalformedBody(
+            [
+                FieldProblem(
+                    what, f"not valid JSON: {exc}", "send a JSON document with Content-Type: application/json"
+                )
+            ]
+        ) from None
+
+
+def parse_json_or_yaml(body: bytes, content_type: str) -> Any:
+    """JSON by default; YAML when the content type says so (a YAML parser also reads JSON)."""
+    if "yaml" not in content_type:
+        return parse_json(body)
+    try:
+        return yaml.safe_load(body.decode("utf-8"))
+    except (yaml.YAMLError, UnicodeDecodeError) as exc:
+        where = ""
+        mark = getattr(exc, "problem_mark", None)
+        if mark is not None:
+            where = f" at line {mark.line + 1}, column {mark.column + 1}"
+        raise MalformedBody([FieldProblem("(body)", f"not valid YAML{where}", "fix the syntax")]) from None

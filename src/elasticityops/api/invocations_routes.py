@@ -1,0 +1,368 @@
+"""/v1/.../invocations: accept, read, list, wait for, cancel, follow logs, hand back results."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import AsyncIterator, Callable
+
+from fastapi import APIRouter, Path, Query, Request, Response
+from fastapi.responses import StreamingResponse
+
+from elasticityops.api.body import parse_json, read_body
+from elasticityops.api.encode import invocation_json, invocation_list_json
+from elasticityops.api.runtime import Runtime
+from elasticityops.domain.errors import Conflict, FieldProblem, InvalidInput, NotFound, Unauthorized
+from elasticityops.domain.invocations import Invocation, State, check_callback_token, new_invocation_id
+from elasticityops.domain.ports import NewInvocation
+from elasticityops.wire import ErrorOut, InvocationList, InvocationOut
+
+_ERRORS: dict[int | str, dict[str, object]] = {
+    401: {"model": ErrorOut, "description": "missing or wrong token"},
+    404: {"model": ErrorOut, "description": "no such function or invocation"},
+    422: {"model": ErrorOut, "description": "invalid input; each problem names the field and the fix"},
+}
+_PAYLOAD_BODY = {
+    "requestBody": {
+        "required": False,
+        "description": "the payload: any JSON document (empty body: null), handed to the job as a file",
+        "content": {"application/json": {"schema": {}}},
+    }
+}
+IdPath = Path(description="invocation id (inv-...)", max_length=100)
+_ID_PREFIX = "inv-"
+_MAX_KEY = 200
+
+
+def _runtime(request: Request) -> Runtime:
+    runtime: Runtime = request.app.state.runtime
+    return runtime
+
+
+def _json(inv: Invocation, status: int, headers: dict[str, str] | None = None) -> Response:
+    return Response(
+        content=invocation_json(inv),
+        status_code=status,
+        media_type="application/json",
+        headers=headers,
+    )
+
+
+def _wait_query(max_wait: int) -> object:
+    return Query(
+        None,
+        ge=0,
+        le=max_wait,
+        description=f"hold the answer until the invocation ends, at most this many seconds (<= {max_wait})",
+    )
+
+
+def build_router(max_wait: int) -> APIRouter:
+    router = APIRouter(tags=["invocations"])
+    wait_query = _wait_query(max_wait)
+
+    @router.get(
+        "/invocations/{invocation_id}",
+        response_model=InvocationOut,
+        responses=_ERRORS,
+        summary="Read an invocation: state, timeline, exit code, result",
+    )
+    async def get_invocation(
+        request: Request,
+        invocation_id: str = IdPath,
+        wait: int | None = wait_query,  # type: ignore[assignment]
+    ) -> Response:
+        rt = _runtime(request)
+        inv = await _get(rt, invocation_id)
+        if wait:
+            inv = await _wait_for_end(rt, inv, wait)
+        return _json(inv, 200)
+
+    @router.get(
+        "/invocations",
+        response_model=InvocationList,
+        responses=_ERRORS,
+        summary="List invocations, newest first",
+    )
+    async def list_invocations(
+        request: Request,
+        function: str | None = Query(None, max_length=200, description="only this function's"),
+        state: State | None = Query(None, description="only those in this state"),
+        limit: int = Query(50, ge=1, le=500, description="page size"),
+        cursor: str | None = Query(None, max_length=100, description="next_cursor of the previous page"),
+    ) -> Response:
+        rt = _runtime(request)
+        if cursor is not None and not cursor.startswith(_ID_PREFIX):
+            raise InvalidInput(
+                [
+                    FieldProblem(
+                        "cursor", f"{cursor!r} is not a cursor", "pass next_cursor from the previous page"
+                    )
+                ]
+            )
+        page = await rt.store.list_invocations(function=function, state=state, limit=limit, cursor=cursor)
+        return Response(
+            content=invocation_list_json(page.items, page.next_cursor), media_type="application/json"
+        )
+
+    @router.post(
+        "/invocations/{invocation_id}/cancel",
+        response_model=InvocationOut,
+        responses={**_ERRORS, 409: {"model": ErrorOut, "description": "it has already ended otherwise"}},
+        summary="Cancel an invocation",
+        description="Queued: it never runs. Pending or running: its process or Job is killed. "
+        "Cancelling a cancelled invocation again is a no-op.",
+    )
+    async def cancel(request: Request, invocation_id: str = IdPath) -> Response:
+        rt = _runtime(request)
+        inv = await _get(rt, invocation_id)
+        if inv.state is State.cancelled:
+            return _json(inv, 200)
+        if inv.state.terminal:
+            raise Conflict(f"invocation {invocation_id} already ended ({inv.state.value}); nothing to cancel")
+        await rt.dispatcher.cancel(invocation_id)
+        return _json(await _get(rt, invocation_id), 200)
+
+    @router.get(
+        "/invocations/{invocation_id}/logs",
+        responses={**_ERRORS, 200: {"content": {"text/plain": {}}, "description": "the job's output"}},
+        response_class=StreamingResponse,
+        summary="The job's output (stdout and stderr)",
+    )
+    async def logs(
+        request: Request,
+        invocation_id: str = IdPath,
+        follow: bool = Query(
+            False,
+            description="keep streaming until the invocation ends (waiting for a queued one to start, "
+            "at most the longest ?wait)",
+        ),
+    ) -> StreamingResponse:
+        rt = _runtime(request)
+        inv = await _get(rt, invocation_id)
+        if follow:
+            # A job that has not started has no output yet: wait (bounded) for it to start.
+            inv = await _wait_for_end(rt, inv, rt.settings.api.max_wait_seconds, _started_or_ended)
+        chunks = rt.backend.logs(inv, follow)
+        # Pull the first chunk before answering, so a failure there is still a proper error answer.
+        try:
+            first = await anext(chunks)
+        except StopAsyncIteration:
+            first = b""
+
+        async def stream() -> AsyncIterator[bytes]:
+            if first:
+                yield first
+            async for chunk in chunks:
+                yield chunk
+
+        return StreamingResponse(stream(), media_type="text/plain; charset=utf-8")
+
+    return router
+
+
+def build_accept_router(max_wait: int) -> APIRouter:
+    """POST /v1/functions/{name}/invocations, the hot path.
+
+    Its parameters are read by hand and documented through `openapi_extra` rather than declared
+    for FastAPI's dependency injection, which costs more per request than the rest of the route
+    (measured with bench/gateway_accept.py); validation failures still answer 422 with field
+    and fix. It checks the token itself, so it is mounted without the /v1 auth dependency."""
+    router = APIRouter(tags=["invocations"])
+    openapi = {
+        "parameters": [
+            {
+                "name": "name",
+                "in": "path",
+                "required": True,
+                "description": "the function's name",
+                "schema": {"type": "string", "maxLength": 200},
+            },
+            {
+                "name": "wait",
+                "in": "query",
+                "required": False,
+                "description": f"hold the answer until the invocation ends, at most this many seconds "
+                f"(<= {max_wait})",
+                "schema": {"type": "integer", "minimum": 0, "maximum": max_wait},
+            },
+            {
+                "name": "Idempotency-Key",
+                "in": "header",
+                "required": False,
+                "description": "retry-safe key: the same key for the same function returns the same "
+                "invocation",
+                "schema": {"type": "string", "minLength": 1, "maxLength": _MAX_KEY},
+            },
+        ],
+        "security": [{"HTTPBearer": []}],
+        **_PAYLOAD_BODY,
+    }
+
+    @router.post(
+        "/functions/{name}/invocations",
+        status_code=202,
+        response_model=InvocationOut,
+        responses={
+            **_ERRORS,
+            200: {"model": InvocationOut, "description": "with ?wait: it ended within the wait"},
+            400: {"model": ErrorOut, "description": "the body is not JSON"},
+            413: {"model": ErrorOut, "description": "the payload is over the size limit"},
+        },
+        openapi_extra=openapi,
+        summary="Invoke a function",
+        description=(
+            "Stores the invocation durably, then answers 202 with its id (state `queued`). With "
+            "`?wait=SECONDS` the answer waits until the invocation ends (200) or the wait runs out "
+            "(202, still running). The same `Idempotency-Key` for the same function returns the "
+            "invocation it created first."
+        ),
+    )
+    async def invoke(request: Request) -> Response:
+        started = time.perf_counter()
+        rt = _runtime(request)
+        await rt.tokens.require_header(request.headers.get("authorization"))
+        name: str = request.path_params["name"]
+        wait = _wait_param(request.query_params.get("wait"), max_wait)
+        idempotency_key = _key_param(request.headers.get("idempotency-key"))
+        record = await rt.functions.get(name)
+        if record is None:
+            raise NotFound(f"no function named {name!r}; deploy it first (eops fn deploy FILE)")
+        body = await read_body(request, rt.settings.api.max_payload_bytes)
+        if body.strip():
+            parse_json(body)  # refuse what is not JSON; the job gets the bytes as sent
+        else:
+            body = b"null"
+        new = NewInvocation(
+            id=new_invocation_id(),
+            function=name,
+            spec_version=record.version,
+            priority_rank=record.spec.priority.rank,
+            accepted_at=rt.clock.now(),
+            payload=body,
+            idempotency_key=idempotency_key,
+        )
+        inv, created = await rt.store.create_invocation(new)
+        if created:
+            rt.metrics.accept_latency.observe(time.perf_counter() - started)
+            rt.metrics.accepted.inc()
+            rt.hub.work_available()
+        headers = None if created else {"Idempotent-Replayed": "true"}
+        if wait:
+            inv = await _wait_for_end(rt, inv, wait)
+        return _json(inv, 200 if inv.state.terminal else 202, headers)
+
+    return router
+
+
+def _wait_param(raw: str | None, max_wait: int) -> int:
+    if raw is None or raw == "":
+        return 0
+    try:
+        value = int(raw)
+    except ValueError:
+        raise InvalidInput(
+            [FieldProblem("wait", f"{raw!r} is not a whole number", "use a whole number")]
+        ) from None
+    if value < 0:
+        raise InvalidInput([FieldProblem("wait", f"{value} is below 0", "use a larger number")])
+    if value > max_wait:
+        raise InvalidInput(
+            [FieldProblem("wait", f"{value} is over the longest wait of {max_wait}s", "use a smaller number")]
+        )
+    return value
+
+
+def _key_param(raw: str | None) -> str | None:
+    if raw is None:
+        return None
+    if not 1 <= len(raw) <= _MAX_KEY:
+        raise InvalidInput(
+            [
+                FieldProblem(
+                    "header Idempotency-Key",
+                    f"is {len(raw)} characters long",
+                    f"use 1 to {_MAX_KEY} characters",
+                )
+            ]
+        )
+    return raw
+
+
+def build_callback_router() -> APIRouter:
+    """The result callback authenticates with the invocation's own token, not an API token."""
+    router = APIRouter(tags=["function authors"])
+
+    @router.post(
+        "/invocations/{invocation_id}/result",
+        status_code=204,
+        responses={**_ERRORS, 409: {"model": ErrorOut}, 413: {"model": ErrorOut}},
+        openapi_extra={
+            "requestBody": {
+                "required": True,
+                "description": "the result: JSON (kept as JSON) or any text",
+                "content": {"application/json": {"schema": {}}, "text/plain": {"schema": {"type": "string"}}},
+            }
+        },
+        summary="Hand back a result (called by the job)",
+        description=(
+            "Authenticated with `Authorization: Bearer $EOPS_CALLBACK_TOKEN`, the token the job "
+            "finds in its environment. The last result posted wins. See docs/functions.md."
+        ),
+    )
+    async def post_result(request: Request, invocation_id: str = IdPath) -> Response:
+        rt = _runtime(request)
+        header = request.headers.get("authorization", "")
+        scheme, _, token = header.partition(" ")
+        if scheme.lower() != "bearer" or not token:
+            raise Unauthorized(
+                "missing bearer token: the job sends 'Authorization: Bearer $EOPS_CALLBACK_TOKEN'"
+            )
+        if not (
+            check_callback_token(rt.server_secret, invocation_id, token) or await rt.tokens.is_valid(token)
+        ):
+            raise Unauthorized("the token is not this invocation's EOPS_CALLBACK_TOKEN nor an API token")
+        inv = await _get(rt, invocation_id)
+        if inv.state is State.queued:
+            raise Conflict(f"invocation {invocation_id} has not started; a result can only come from its job")
+        body = await read_body(request, rt.settings.api.max_payload_bytes)
+        await rt.store.set_result(invocation_id, body)
+        rt.hub.changed(invocation_id)
+        return Response(status_code=204)
+
+    return router
+
+
+async def _get(rt: Runtime, invocation_id: str) -> Invocation:
+    inv = await rt.store.get_invocation(invocation_id)
+    if inv is None:
+        raise NotFound(f"no invocation {invocation_id!r}; list them with GET /v1/invocations (eops ls)")
+    return inv
+
+
+def _ended(inv: Invocation) -> bool:
+    return inv.state.terminal
+
+
+def _started_or_ended(inv: Invocation) -> bool:
+    return inv.state not in (State.queued, State.pending)
+
+
+async def _wait_for_end(
+    rt: Runtime, inv: Invocation, seconds: float, done: Callable[[Invocation], bool] = _ended
+) -> Invocation:
+    """Subscribe, re-read, then sleep until a change or the deadline (see ChangeHub.watch)."""
+    deadline = rt.clock.monotonic() + seconds
+    while not done(inv):
+        remaining = deadline - rt.clock.monotonic()
+        with rt.hub.watch(inv.id) as changed:
+            current = await rt.store.get_invocation(inv.id)
+            if current is None:
+                return inv
+            inv = current
+            if done(inv) or remaining <= 0:
+                return inv
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(changed.wait(), remaining)
+    return inv

@@ -1,0 +1,77 @@
+"""Prometheus metrics of the gateway. State counts are read from the store at scrape time (so
+they are right after a restart); latencies are observed as they happen."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+
+from elasticityops.domain.invocations import Invocation, State
+
+# Seconds: from a warm local slot (milliseconds) to a GPU node being provisioned (minutes).
+_START_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 900, 1800)
+_RUN_BUCKETS = (0.1, 0.5, 1, 5, 10, 30, 60, 300, 900, 1800, 3600, 7200, 21600, 86400)
+_ACCEPT_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5)
+
+
+class Metrics:
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry()
+        self.invocations = Gauge(
+            "eops_invocations", "Invocations stored, by state", ["state"], registry=self.registry
+        )
+        self.queue_depth = Gauge(
+            "eops_queue_depth", "Invocations waiting in state queued", registry=self.registry
+        )
+        self.gpus_in_use = Gauge(
+            "eops_gpus_in_use", "GPUs held by pending or running invocations", registry=self.registry
+        )
+        self.gpus_free = Gauge(
+            "eops_gpus_free",
+            "GPUs that can start work now (-1: the backend has no fixed limit)",
+            registry=self.registry,
+        )
+        self.time_to_start = Histogram(
+            "eops_time_to_start_seconds",
+            "From accepted to started",
+            buckets=_START_BUCKETS,
+            registry=self.registry,
+        )
+        self.duration = Histogram(
+            "eops_invocation_duration_seconds",
+            "From started to finished, by final state",
+            ["state"],
+            buckets=_RUN_BUCKETS,
+            registry=self.registry,
+        )
+        self.accept_latency = Histogram(
+            "eops_accept_latency_seconds",
+            "From request to durably stored invocation",
+            buckets=_ACCEPT_BUCKETS,
+            registry=self.registry,
+        )
+        self.accepted = Counter(
+            "eops_invocations_accepted",
+            "Invocations accepted (new, not idempotent replays)",
+            registry=self.registry,
+        )
+
+    def on_transition(self, previous: State, after: Invocation) -> None:
+        """Observer of committed transitions (SqlStore.observe_transitions)."""
+        durations = after.timeline.durations()
+        started_now = after.state is State.running or (
+            after.state is State.succeeded and previous is not State.running
+        )
+        if started_now and durations["time_to_start"] is not None:
+            self.time_to_start.observe(durations["time_to_start"])
+        if after.state.terminal and durations["run"] is not None:
+            self.duration.labels(state=after.state.value).observe(durations["run"])
+
+    def render(self, counts: Mapping[State, int], gpus_in_use: int, gpus_free: int | None) -> bytes:
+        for state in State:
+            self.invocations.labels(state=state.value).set(counts.get(state, 0))
+        self.queue_depth.set(counts.get(State.queued, 0))
+        self.gpus_in_use.set(gpus_in_use)
+        self.gpus_free.set(-1 if gpus_free is None else gpus_free)
+        return generate_latest(self.registry)

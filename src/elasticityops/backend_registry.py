@@ -1,0 +1,67 @@
+"""Which backend runs invocations: a small registry from name to factory, so a new backend
+(kubernetes) plugs in with one `register()` call and `eops serve --backend NAME` finds it."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from elasticityops.domain.clock import Clock
+from elasticityops.domain.errors import FieldProblem, InvalidInput
+from elasticityops.domain.ports import Backend
+from elasticityops.settings import Settings
+
+BackendFactory = Callable[[Settings, Clock], Backend]
+
+_FACTORIES: dict[str, BackendFactory] = {}
+
+
+def register(name: str, factory: BackendFactory) -> None:
+    _FACTORIES[name] = factory
+
+
+def names() -> list[str]:
+    return sorted(_FACTORIES)
+
+
+def build_backend(settings: Settings, clock: Clock) -> Backend:
+    factory = _FACTORIES.get(settings.backend)
+    if factory is None:
+        raise InvalidInput(
+            [
+                FieldProblem(
+                    "backend",
+                    f"unknown backend {settings.backend!r}",
+                    f"use one of: {', '.join(names())} (--backend / EOPS_BACKEND)",
+                )
+            ]
+        )
+    return factory(settings, clock)
+
+
+def _local(settings: Settings, clock: Clock) -> Backend:
+    # Imported on use: the local backend pulls in process handling the API does not need.
+    from elasticityops.backends.local.backend import LocalBackend
+    from elasticityops.backends.local.settings import LocalBackendSettings
+
+    return LocalBackend(
+        LocalBackendSettings(
+            run_dir=settings.data_dir / "runs",
+            gpus=settings.local.gpus,
+            slot_provision_delay_s=settings.local.cold_start_seconds,
+            slot_idle_timeout_s=settings.local.idle_release_seconds,
+        ),
+        clock,
+    )
+
+
+register("local", _local)
+
+
+def _kubernetes(settings: Settings, clock: Clock) -> Backend:
+    # Issue 4: one GPU Job per invocation. Imported on use (the HTTP client and lightkube).
+    from elasticityops.backends.kubernetes.backend import KubernetesBackend
+
+    return KubernetesBackend(settings.kubernetes, clock)
+
+
+register("kubernetes", _kubernetes)

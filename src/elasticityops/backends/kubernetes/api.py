@@ -1,0 +1,273 @@
+"""The one seam to the Kubernetes API: plain JSON dicts in and out over an async HTTP client.
+
+Configuration and authentication (kubeconfig, in-cluster service account, exec plugins) come
+from lightkube's config loader; the requests themselves are sent here, so the hot paths decode
+straight into dicts with orjson (see bench/k8s_watch_decode.py for why) and every request passes
+the same rate limiter, retry loop and error translation. Client exceptions stop here: callers
+only ever see the domain error tree."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import random
+from collections.abc import AsyncIterator, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import httpx2
+import orjson
+from lightkube.config import client_adapter
+from lightkube.config.kubeconfig import KubeConfig, SingleConfig
+from lightkube.core.exceptions import ConfigError
+
+from elasticityops.backends.kubernetes.decode import Decoder, decode_full
+from elasticityops.backends.kubernetes.ratelimit import TokenBucket, backoff_delay, parse_retry_after
+from elasticityops.backends.kubernetes.settings import KubernetesSettings
+from elasticityops.domain.clock import Clock, SystemClock
+from elasticityops.domain.errors import (
+    Conflict,
+    EopsError,
+    NotFound,
+    PermanentError,
+    TemporaryError,
+)
+
+Obj = dict[str, Any]
+Params = Mapping[str, str | int]
+_RETRIED_STATUS = frozenset({429, 500, 502, 503, 504})
+
+
+class ResourceExpired(TemporaryError):
+    """410 Gone: the resourceVersion a watch or paged list asked for is compacted away;
+    list again from scratch."""
+
+
+@dataclass(frozen=True)
+class Failure:
+    """A failed request, translated: the domain error, and the server's Retry-After if any."""
+
+    error: EopsError
+    retry_after: float | None = None
+
+
+def translate_status(status: int, body: bytes, headers: Mapping[str, str], what: str) -> Failure:
+    """Map an HTTP error answer of the API server to the domain error tree (the only place)."""
+    message = ""
+    reason = ""
+    retry_after = parse_retry_after(headers.get("retry-after"))
+    with contextlib.suppress(ValueError, TypeError, AttributeError):
+        doc = orjson.loads(body)
+        message = str(doc.get("message") or "")
+        reason = str(doc.get("reason") or "")
+        details = doc.get("details") or {}
+        if retry_after is None and details.get("retryAfterSeconds"):
+            retry_after = float(details["retryAfterSeconds"])
+    text = f"{what}: {status} {reason} {message}".strip()
+    if status == 404:
+        return Failure(NotFound(text))
+    if status == 409:
+        return Failure(Conflict(text))
+    if status == 410:
+        return Failure(ResourceExpired(text))
+    if status in _RETRIED_STATUS:
+        return Failure(TemporaryError(text, retry_after=retry_after or 1.0), retry_after)
+    if status in (401, 403):
+        return Failure(
+            PermanentError(
+                f"{text} (the gateway's service account lacks a permission: see `eops render deploy`)"
+            )
+        )
+    return Failure(PermanentError(text))
+
+
+def translate_transport(exc: Exception, what: str) -> Failure:
+    """A dropped or refused connection or a timeout: worth retrying."""
+    return Failure(TemporaryError(f"{what}: {type(exc).__name__}: {exc}".rstrip(": ")))
+
+
+def load_config(settings: KubernetesSettings) -> SingleConfig:
+    """The kubeconfig file from the settings, else $KUBECONFIG / ~/.kube/config, else the
+    in-cluster service account."""
+    try:
+        config = KubeConfig.from_file(settings.kubeconfig) if settings.kubeconfig else KubeConfig.from_env()
+        single = config.get(context_name=settings.context)
+    except (ConfigError, OSError, KeyError, ValueError) as exc:
+        raise PermanentError(f"cannot load the Kubernetes configuration: {exc}") from None
+    if single is None:
+        raise PermanentError(
+            "the kubeconfig has no current context; pass --kubeconfig or set EOPS_KUBE_CONTEXT"
+        )
+    return single
+
+
+class KubeApi:
+    """Async JSON client of the API server with client-side rate limiting and retries."""
+
+    def __init__(
+        self,
+        http: httpx2.AsyncClient,
+        settings: KubernetesSettings,
+        clock: Clock | None = None,
+        rng: random.Random | None = None,
+    ) -> None:
+        self._http = http
+        self._settings = settings
+        self._clock = clock or SystemClock()
+        self._bucket = TokenBucket(settings.qps, settings.burst, self._clock)
+        self._inflight = asyncio.Semaphore(settings.concurrency)
+        self._rng = rng or random.Random()
+        self.requests = 0  # sent, retries included (for metrics and the benchmark)
+        self.retries = 0
+
+    @classmethod
+    def connect(cls, settings: KubernetesSettings, clock: Clock | None = None) -> KubeApi:
+        config = load_config(settings)
+        params = client_adapter.ConnectionParams(
+            timeout=httpx2.Timeout(settings.request_timeout_seconds), trust_env=False
+        ).httpx_params(config)
+        # Watches and log streams hold connections of their own on top of the request pool.
+        limits = httpx2.Limits(
+            max_connections=settings.concurrency + 16, max_keepalive_connections=settings.concurrency + 16
+        )
+        return cls(httpx2.AsyncClient(**params, limits=limits), settings, clock)
+
+    async def close(self) -> None:
+        await self._http.aclose()
+
+    async def request(
+        self, method: str, path: str, *, params: Params | None = None, body: Obj | None = None
+    ) -> Obj:
+        """Send one request, retrying 429 (after Retry-After), 5xx and dropped connections."""
+        what = f"{method} {path}"
+        content = orjson.dumps(body) if body is not None else None
+        headers = {"Content-Type": "application/json", "Accept": "application/json"}
+        attempt = 0
+        while True:
+            await self._bucket.acquire()
+            self.requests += 1
+            try:
+                async with self._inflight:
+                    response = await self._http.request(
+                        method, path, params=params, content=content, headers=headers
+                    )
+            except httpx2.TransportError as exc:
+                failure = translate_transport(exc, what)
+            else:
+                if response.status_code < 400:
+                    return orjson.loads(response.content) if response.content else {}
+                failure = translate_status(response.status_code, response.content, response.headers, what)
+            error = failure.error
+            if (
+                not isinstance(error, TemporaryError)
+                or isinstance(error, ResourceExpired)
+                or attempt >= self._settings.max_retries
+            ):
+                raise error
+            self.retries += 1
+            await self._clock.sleep(
+                backoff_delay(
+                    attempt,
+                    self._settings.retry_base_seconds,
+                    self._settings.retry_cap_seconds,
+                    failure.retry_after,
+                    self._rng,
+                )
+            )
+            attempt += 1
+
+    async def create(self, path: str, body: Obj) -> Obj:
+        return await self.request("POST", path, body=body)
+
+    async def get(self, path: str) -> Obj:
+        return await self.request("GET", path)
+
+    async def delete(self, path: str, propagation: str = "Background") -> bool:
+        """Delete; False when it was already gone."""
+        try:
+            await self.request(
+                "DELETE",
+                path,
+                body={"kind": "DeleteOptions", "apiVersion": "v1", "propagationPolicy": propagation},
+            )
+        except NotFound:
+            return False
+        return True
+
+    async def list(
+        self, path: str, params: Params | None = None, page_size: int = 500
+    ) -> tuple[list[Obj], str]:
+        """All items (paged) and the list's resourceVersion, from which a watch can resume."""
+        items: list[Obj] = []
+        query: dict[str, str | int] = {**(params or {}), "limit": page_size}
+        while True:
+            doc = await self.request("GET", path, params=query)
+            items.extend(doc.get("items") or [])
+            meta = doc.get("metadata") or {}
+            token = meta.get("continue")
+            if not token:
+                return items, str(meta.get("resourceVersion", ""))
+            query["continue"] = token
+
+    async def watch(
+        self, path: str, params: Params, decode: Decoder = decode_full
+    ) -> AsyncIterator[tuple[str, Obj]]:
+        """(type, object) pairs of one watch request until the server ends it.
+
+        Raises ResourceExpired on 410 (in the answer or as an ERROR event), TemporaryError when
+        the connection drops: the caller resumes or relists."""
+        what = f"WATCH {path}"
+        query: dict[str, str | int] = {
+            **params,
+            "watch": "true",
+            "allowWatchBookmarks": "true",
+            "timeoutSeconds": self._settings.watch_timeout_seconds,
+        }
+        timeout = httpx2.Timeout(
+            self._settings.request_timeout_seconds, read=self._settings.watch_timeout_seconds + 30.0
+        )
+        await self._bucket.acquire()
+        self.requests += 1
+        try:
+            async with self._http.stream("GET", path, params=query, timeout=timeout) as response:
+                if response.status_code >= 400:
+                    body = await response.aread()
+                    raise translate_status(response.status_code, body, response.headers, what).error
+                async for line in _lines(response.aiter_raw()):
+                    kind, obj = decode(line)
+                    if kind == "ERROR":
+                        raise translate_status(int(obj.get("code") or 500), line, {}, what).error
+                    yield kind, obj
+        except httpx2.TransportError as exc:
+            raise translate_transport(exc, what).error from None
+
+    async def stream(self, path: str, params: Params, follow: bool) -> AsyncIterator[bytes]:
+        """Raw bytes of a streamed GET (pod logs)."""
+        what = f"GET {path}"
+        timeout = httpx2.Timeout(self._settings.request_timeout_seconds, read=None if follow else 60.0)
+        await self._bucket.acquire()
+        self.requests += 1
+        try:
+            async with self._http.stream("GET", path, params=params, timeout=timeout) as response:
+                if response.status_code >= 400:
+                    body = await response.aread()
+                    raise translate_status(response.status_code, body, response.headers, what).error
+                async for chunk in response.aiter_raw():
+                    yield chunk
+        except httpx2.TransportError as exc:
+            raise translate_transport(exc, what).error from None
+
+
+async def _lines(chunks: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
+    """Split a byte stream into non-empty lines without decoding to str (orjson takes bytes)."""
+    rest = b""
+    async for chunk in chunks:
+        rest += chunk
+        if b"\n" not in chunk:
+            continue
+        *lines, rest = rest.split(b"\n")
+        for line in lines:
+            if line:
+                yield line
+    if rest.strip():
+        yield rest

@@ -1,0 +1,374 @@
+"""The Kubernetes backend: every invocation becomes one GPU Job on a node of its own.
+
+I/O lives here and in api.py; every decision (what a Job looks like, what an observed object
+means) is a pure function in manifests.py and observe.py. State kept in memory is only what the
+watches rebuild after a restart: progress per invocation and the names that map pods to it."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import AsyncIterator, Sequence
+from typing import Any
+
+from elasticityops.backends.kubernetes.api import KubeApi
+from elasticityops.backends.kubernetes.decode import decode_event, decode_job, decode_pod
+from elasticityops.backends.kubernetes.labels import GPU_RESOURCE, INVOCATION_LABEL, selector
+from elasticityops.backends.kubernetes.manifests import (
+    CONTAINER_NAME,
+    build_job,
+    build_payload_secret,
+    job_name,
+)
+from elasticityops.backends.kubernetes.observe import (
+    Progress,
+    invocation_of,
+    job_name_of_pod,
+    no_capacity,
+    observe_event,
+    observe_job,
+    observe_job_deleted,
+    observe_pod,
+    overdue,
+    parse_time,
+)
+from elasticityops.backends.kubernetes.settings import KubernetesSettings
+from elasticityops.backends.kubernetes.watch import KindWatch
+from elasticityops.domain.clock import Clock, SystemClock
+from elasticityops.domain.errors import Conflict, EopsError, NotFound, PermanentError
+from elasticityops.domain.invocations import FailureReason, Invocation, State
+from elasticityops.domain.ports import BackendEvent, EventKind, EventSink, LaunchRequest
+
+Obj = dict[str, Any]
+log = logging.getLogger(__name__)
+
+
+class KubernetesBackend:
+    name = "kubernetes"
+
+    def __init__(
+        self, settings: KubernetesSettings, clock: Clock | None = None, api: KubeApi | None = None
+    ) -> None:
+        self.settings = settings
+        self._clock = clock or SystemClock()
+        self._api = api
+        ns = settings.namespace
+        self.jobs_path = f"/apis/batch/v1/namespaces/{ns}/jobs"
+        self.pods_path = f"/api/v1/namespaces/{ns}/pods"
+        self.secrets_path = f"/api/v1/namespaces/{ns}/secrets"
+        self.events_path = f"/api/v1/namespaces/{ns}/events"
+        self._selector = selector(settings.instance)
+        self._sink: EventSink | None = None
+        self._progress: dict[str, Progress] = {}
+        self._gpus: dict[str, int] = {}  # GPUs held by Jobs not yet finished, by invocation
+        self._job_inv: dict[str, str] = {}  # Job name -> invocation id
+        self._pod_inv: dict[str, str] = {}  # pod name -> invocation id
+        self._cancelling: set[str] = set()
+        self._tasks: list[asyncio.Task[None]] = []
+        self._chores: set[asyncio.Task[None]] = set()
+        self._pending_events: list[BackendEvent] = []
+        self.watches: list[KindWatch] = []
+        self._launches: asyncio.Queue[tuple[LaunchRequest, Obj]] = asyncio.Queue()
+        self._launchers: list[asyncio.Task[None]] = []
+        self.jobs_created = 0
+
+    # -- lifecycle -------------------------------------------------------------------------
+
+    @property
+    def api(self) -> KubeApi:
+        if self._api is None:
+            self._api = KubeApi.connect(self.settings, self._clock)
+        return self._api
+
+    async def start(self, sink: EventSink) -> None:
+        self._sink = sink
+        held, self._pending_events = self._pending_events, []
+        for event in held:
+            await self._emit(event)
+        api = self.api
+        by_label = {"labelSelector": self._selector}
+        self.watches = [
+            KindWatch(api, self.jobs_path, by_label, self._on_job, self._clock, decode=decode_job),
+            KindWatch(api, self.pods_path, by_label, self._on_pod, self._clock, decode=decode_pod),
+            KindWatch(
+                api,
+                self.events_path,
+                {"fieldSelector": "involvedObject.kind=Pod"},
+                self._on_event,
+                self._clock,
+                track_deletes=False,
+                list_everything=False,
+                decode=decode_event,
+            ),
+        ]
+        # The first lists happen before start returns, so launches and adoptions that follow
+        # meet a complete picture.
+        for watch in self.watches:
+            await watch.relist()
+        self._tasks = [asyncio.create_task(w.run(), name=f"watch {w._path}") for w in self.watches]
+        self._tasks.append(asyncio.create_task(self._sweep(), name="no-capacity sweep"))
+
+    async def stop(self) -> None:
+        tasks = [*self._tasks, *self._launchers, *self._chores]
+        for task in tasks:
+            task.cancel()
+        for task in tasks:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+        self._tasks, self._launchers = [], []
+        if self._api is not None:
+            await self._api.close()
+            self._api = None
+
+    # -- capacity ----------------------------------------------------------------------------
+
+    def free_gpus(self) -> int | None:
+        if self.settings.max_gpus is None:
+            return None
+        return max(0, self.settings.max_gpus - sum(self._gpus.values()))
+
+    def total_gpus(self) -> int | None:
+        return self.settings.max_gpus
+
+    # -- operations --------------------------------------------------------------------------
+
+    async def launch(self, request: LaunchRequest) -> None:
+        """Build the Job now (a bad spec fails here, at once) and hand its creation to the
+        launch workers, so a burst of admissions is not serialised on API round trips. A failure
+        to create comes back as a `finished` event with reason launch_error; a gateway that dies
+        before creating it finds the invocation without a Job on restart and launches it again."""
+        inv = request.invocation
+        job = build_job(request.spec, inv, self.settings, request.callback_url)
+        self._gpus.setdefault(inv.id, request.spec.gpu.count)
+        self._job_inv[job["metadata"]["name"]] = inv.id
+        self._ensure_launchers()
+        await self._launches.put((request, job))
+
+    def _ensure_launchers(self) -> None:
+        if not self._launchers:
+            self._launchers = [
+                asyncio.create_task(self._launcher(), name=f"launcher {n}")
+                for n in range(self.settings.concurrency)
+            ]
+
+    async def _launcher(self) -> None:
+        while True:
+            request, job = await self._launches.get()
+            try:
+                await self.create_job(request, job)
+            except EopsError as exc:
+                inv = request.invocation.id
+                self._progress[inv] = self._progress.get(inv, Progress())._replace(finished=True)
+                await self._deliver(
+                    [
+                        BackendEvent(
+                            invocation_id=inv,
+                            kind=EventKind.finished,
+                            at=self._clock.now(),
+                            reason=FailureReason.launch_error,
+                            message=f"could not create its Job: {exc.message}",
+                        )
+                    ]
+                )
+            finally:
+                self._launches.task_done()
+
+    async def create_job(self, request: LaunchRequest, job: Obj) -> None:
+        """Create the Job, then its payload Secret owned by it; 409 means "already there"."""
+        inv = request.invocation
+        name = job["metadata"]["name"]
+        try:
+            created = await self.api.create(self.jobs_path, job)
+        except Conflict:
+            # Created before a crash or by a retried request: the same Job, never a second.
+            created = await self.api.get(f"{self.jobs_path}/{name}")
+            if invocation_of(created) != inv.id:
+                raise PermanentError(
+                    f"Job {name} exists but belongs to another invocation; delete it or use another namespace"
+                ) from None
+        secret = build_payload_secret(
+            inv.id, request.payload, request.callback_token, created["metadata"]["uid"], self.settings
+        )
+        with contextlib.suppress(Conflict):
+            await self.api.create(self.secrets_path, secret)
+        self.jobs_created += 1
+
+    async def drain_launches(self) -> None:
+        """Wait until every launch handed over so far has been created (or failed)."""
+        await self._launches.join()
+
+    async def cancel(self, invocation: Invocation) -> None:
+        self._cancelling.add(invocation.id)
+        deleted = await self.api.delete(f"{self.jobs_path}/{job_name(invocation.id)}", "Background")
+        if not deleted:
+            progress = self._progress.get(invocation.id, Progress())
+            events, self._progress[invocation.id] = observe_job_deleted(
+                {"metadata": {"labels": {INVOCATION_LABEL: invocation.id}}}, progress, True, self._clock.now()
+            )
+            await self._deliver(events)
+
+    async def adopt(self, active: Sequence[Invocation]) -> list[str]:
+        """Re-attach to the Jobs of `active`, replaying what they did while the gateway was away.
+
+        Returns the ids to launch again: those without a Job, and pending ones whose container
+        has not started, since their payload Secret may never have been made if the gateway died
+        between the two creates. Launching is idempotent (409 on both), and this needs no right to
+        read Secrets."""
+        jobs, _ = await self.api.list(self.jobs_path, {"labelSelector": self._selector})
+        pods, _ = await self.api.list(self.pods_path, {"labelSelector": self._selector})
+        for job in jobs:
+            await self._on_job("ADDED", job)
+        for pod in pods:
+            await self._on_pod("ADDED", pod)
+        have_job = {invocation_of(j) for j in jobs}
+        missing = []
+        for inv in active:
+            progress = self._progress.get(inv.id, Progress())
+            if inv.id not in have_job or (
+                inv.state is State.pending and not progress.started and not progress.finished
+            ):
+                missing.append(inv.id)
+        return missing
+
+    async def logs(self, invocation: Invocation, follow: bool) -> AsyncIterator[bytes]:
+        pod = await self._wait_for_pod(invocation.id, follow)
+        if pod is None:
+            return
+        params: dict[str, str | int] = {"container": CONTAINER_NAME}
+        if follow:
+            params["follow"] = "true"
+        async for chunk in self.api.stream(f"{self.pods_path}/{pod}/log", params, follow):
+            yield chunk
+
+    async def _wait_for_pod(self, invocation_id: str, follow: bool) -> str | None:
+        """The name of the invocation's pod once its container has started; None when there is
+        none (or, without follow, not yet)."""
+        while True:
+            pods, _ = await self.api.list(
+                self.pods_path, {"labelSelector": f"{self._selector},{INVOCATION_LABEL}={invocation_id}"}
+            )
+            if pods:
+                pods.sort(key=lambda p: (p.get("metadata") or {}).get("creationTimestamp", ""))
+                progress = self._progress.get(invocation_id, Progress())
+                if progress.started or progress.finished or not follow:
+                    return str(pods[-1]["metadata"]["name"])
+            elif not follow or self._progress.get(invocation_id, Progress()).finished:
+                return None
+            # Waiting for the container to start: the watches update progress, no API polling.
+            for _ in range(20):
+                await self._clock.sleep(0.25)
+                progress = self._progress.get(invocation_id, Progress())
+                if progress.started or progress.finished:
+                    break
+
+    # -- observations ------------------------------------------------------------------------
+
+    async def _on_job(self, kind: str, job: Obj) -> None:
+        name = (job.get("metadata") or {}).get("name", "")
+        inv = invocation_of(job) or self._job_inv.get(name)
+        if inv is None:
+            return
+        now = self._clock.now()
+        progress = self._progress.get(inv, Progress())
+        if kind == "DELETED":
+            labelled = {"metadata": {"name": name, "labels": {INVOCATION_LABEL: inv}}}
+            events, _ = observe_job_deleted(labelled, progress, inv in self._cancelling, now)
+            self._forget(inv, name)
+            await self._deliver(events)
+            return
+        self._job_inv[name] = inv
+        if progress.pending_since is None and not progress.capacity_ready:
+            created = parse_time((job.get("metadata") or {}).get("creationTimestamp"))
+            progress = progress._replace(pending_since=created or now)
+        if not progress.finished and inv not in self._gpus:
+            self._gpus[inv] = _job_gpus(job)
+        events, self._progress[inv] = observe_job(job, progress, now)
+        await self._deliver(events)
+
+    async def _on_pod(self, kind: str, pod: Obj) -> None:
+        inv = invocation_of(pod)
+        name = (pod.get("metadata") or {}).get("name", "")
+        if inv is None:
+            return
+        if kind == "DELETED":
+            self._pod_inv.pop(name, None)
+        else:
+            self._pod_inv[name] = inv
+        if inv not in self._progress and (
+            kind == "DELETED" or (pod.get("metadata") or {}).get("deletionTimestamp")
+        ):
+            # A pod going with its Job (TTL, cancel): nothing to tell.
+            return
+        events, self._progress[inv] = observe_pod(pod, self._progress.get(inv, Progress()), self._clock.now())
+        await self._deliver(events)
+
+    async def _on_event(self, kind: str, event: Obj) -> None:
+        if kind == "DELETED":
+            return
+        pod = (event.get("involvedObject") or {}).get("name", "")
+        inv = self._pod_inv.get(pod) or self._job_inv.get(job_name_of_pod(pod))
+        if inv is None or inv not in self._progress:
+            return
+        events, self._progress[inv] = observe_event(event, inv, self._progress[inv], self._clock.now())
+        await self._deliver(events)
+
+    async def _sweep(self) -> None:
+        """Fail invocations whose pod found no node within the provisioning timeout."""
+        timeout = self.settings.provisioning_timeout_seconds
+        period = max(0.5, min(5.0, timeout / 4))
+        while True:
+            await self._clock.sleep(period)
+            now = self._clock.now()
+            for inv, progress in list(self._progress.items()):
+                if overdue(progress, now, timeout):
+                    self._progress[inv] = progress._replace(finished=True)
+                    await self._deliver([no_capacity(inv, progress, now, timeout)])
+
+    async def _deliver(self, events: list[BackendEvent]) -> None:
+        for event in events:
+            if event.kind is EventKind.finished:
+                self._gpus.pop(event.invocation_id, None)
+                if event.reason is not None and not event.cancelled and event.reason.value in _STOP_JOB_ON:
+                    # The Job would linger (a pod stuck pulling or waiting for a node): stop it.
+                    self._chore(self._delete_job(event.invocation_id))
+            await self._emit(event)
+
+    async def _emit(self, event: BackendEvent) -> None:
+        if self._sink is None:
+            self._pending_events.append(event)
+            return
+        try:
+            await self._sink(event)
+        except Exception:
+            # A failing sink (the store, say) must not kill the watch; the next relist or
+            # adoption replays what matters.
+            log.exception("delivering %s for %s failed", event.kind, event.invocation_id)
+
+    def _chore(self, coro: Any) -> None:
+        task = asyncio.create_task(coro)
+        self._chores.add(task)
+        task.add_done_callback(self._chores.discard)
+
+    async def _delete_job(self, invocation_id: str) -> None:
+        try:
+            await self.api.delete(f"{self.jobs_path}/{job_name(invocation_id)}", "Background")
+        except (NotFound, EopsError) as exc:
+            log.warning("could not delete the Job of %s: %s", invocation_id, exc)
+
+    def _forget(self, inv: str, job: str) -> None:
+        self._progress.pop(inv, None)
+        self._gpus.pop(inv, None)
+        self._job_inv.pop(job, None)
+        self._cancelling.discard(inv)
+
+
+_STOP_JOB_ON = frozenset({"image_pull", "no_capacity", "launch_error"})
+
+
+def _job_gpus(job: Obj) -> int:
+    try:
+        containers = job["spec"]["template"]["spec"]["containers"]
+        return sum(int((c.get("resources") or {}).get("limits", {}).get(GPU_RESOURCE, 0)) for c in containers)
+    except (KeyError, TypeError, ValueError):
+        return 1

@@ -1,0 +1,280 @@
+"""Pure builders of the Kubernetes objects of one invocation: its Job and its payload Secret.
+
+One Job per invocation, sized to take a whole GPU node, named after the invocation id so that a
+retry after a crash finds the Job it already created (409 AlreadyExists means "already there").
+
+Order of creation: the Job first, then the Secret with an ownerReference to the Job's uid, so the
+Secret is garbage-collected with its Job and never outlives it. The pod mounts the Secret as a
+non-optional volume, so until the Secret exists the kubelet holds the pod in ContainerCreating;
+on a real cluster the pod waits minutes for a node anyway. The other order (Secret first, patch
+the ownerReference later) leaks an unowned Secret whenever the gateway dies between the steps."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import re
+from typing import Any
+
+from elasticityops.backends.kubernetes.labels import (
+    ACCELERATOR_LABEL,
+    DRIVER_VERSION_LABEL,
+    FUNCTION_LABEL,
+    GPU_RESOURCE,
+    INSTANCE_LABEL,
+    INVOCATION_ANNOTATION,
+    INVOCATION_LABEL,
+    MANAGED_BY,
+    MANAGED_BY_LABEL,
+    PRIORITY_CLASSES,
+    SAFE_TO_EVICT_ANNOTATION,
+)
+from elasticityops.backends.kubernetes.machines import (
+    MACHINES,
+    Allocatable,
+    allocatable,
+    parse_cpu_millis,
+    parse_memory_mib,
+    whole_node_requests,
+)
+from elasticityops.backends.kubernetes.settings import KubernetesSettings
+from elasticityops.domain.errors import FieldProblem, InvalidInput
+from elasticityops.domain.functions import FunctionSpec
+from elasticityops.domain.invocations import Invocation
+
+CONTAINER_NAME = "job"
+PAYLOAD_VOLUME = "payload"
+PAYLOAD_DIR = "/var/run/eops"
+PAYLOAD_KEY = "payload"
+TOKEN_KEY = "callback-token"
+PAYLOAD_PATH = f"{PAYLOAD_DIR}/{PAYLOAD_KEY}"
+# The container writes a small result here; Kubernetes copies it (<= 4 KiB) into the pod status
+# as the termination message, which the watch reads when no callback came.
+RESULT_PATH = "/dev/termination-log"
+SECRET_DATA_LIMIT = 1024 * 1024  # the API server's limit on a Secret's data
+_DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+_LABEL_VALUE = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$")
+_MAX_JOB_NAME = 52  # pod names add "-xxxxx"; keep them a 63-character label
+
+
+def job_name(invocation_id: str) -> str:
+    """Deterministic Job (and Secret) name of an invocation."""
+    name = f"eops-{invocation_id}"
+    if len(name) <= _MAX_JOB_NAME and _DNS_LABEL.match(name):
+        return name
+    return "eops-" + hashlib.sha256(invocation_id.encode()).hexdigest()[:32]
+
+
+def owner_labels(instance: str) -> dict[str, str]:
+    return {MANAGED_BY_LABEL: MANAGED_BY, INSTANCE_LABEL: instance}
+
+
+def _labels(spec: FunctionSpec, invocation: Invocation, settings: KubernetesSettings) -> dict[str, str]:
+    if len(invocation.id) > 63 or not _LABEL_VALUE.match(invocation.id):
+        raise InvalidInput(
+            [
+                FieldProblem(
+                    "invocation.id", f"{invocation.id!r} is not a label value", "use new_invocation_id()"
+                )
+            ]
+        )
+    return {
+        **owner_labels(settings.instance),
+        FUNCTION_LABEL: spec.name,
+        INVOCATION_LABEL: invocation.id,
+    }
+
+
+def container_requests(spec: FunctionSpec, settings: KubernetesSettings) -> dict[str, str]:
+    """CPU and memory requests: the function's own, else sized to take its machine type whole.
+
+    Either way they must fit the machine's allocatable, or the pod would never schedule."""
+    machine = MACHINES.get(spec.machine_type)
+    if machine is None and (spec.resources.cpu is None or spec.resources.memory is None):
+        raise InvalidInput(
+            [
+                FieldProblem(
+                    "machine_type",
+                    f"{spec.machine_type!r} is not a machine type ElasticityOps knows the size of",
+                    f"use one of {', '.join(MACHINES)}, or set resources.cpu and resources.memory",
+                )
+            ]
+        )
+    sized = (
+        whole_node_requests(machine, settings.daemonset_cpu_millis, settings.daemonset_memory_mib)
+        if machine is not None
+        else Allocatable(0, 0)
+    )
+    cpu = spec.resources.cpu or f"{sized.cpu_millis}m"
+    memory = spec.resources.memory or f"{sized.memory_mib}Mi"
+    if machine is not None:
+        alloc = allocatable(machine)
+        problems = []
+        if parse_cpu_millis(cpu) > alloc.cpu_millis:
+            problems.append(
+                FieldProblem(
+                    "resources.cpu",
+                    f"{cpu} is more than a {spec.machine_type} node has allocatable ({alloc.cpu_millis}m)",
+                    f"ask for at most {sized.cpu_millis}m or pick a larger machine_type",
+                )
+            )
+        if parse_memory_mib(memory) > alloc.memory_mib:
+            problems.append(
+                FieldProblem(
+                    "resources.memory",
+                    f"{memory} is more than a {spec.machine_type} node has allocatable "
+                    f"({alloc.memory_mib}Mi)",
+                    f"ask for at most {sized.memory_mib}Mi or pick a larger machine_type",
+                )
+            )
+        if problems:
+            raise InvalidInput(problems)
+    return {"cpu": cpu, "memory": memory}
+
+
+def build_job(
+    spec: FunctionSpec,
+    invocation: Invocation,
+    settings: KubernetesSettings,
+    callback_url: str | None = None,
+) -> dict[str, Any]:
+    """The Job of one invocation, as the API server takes it."""
+    name = job_name(invocation.id)
+    labels = _labels(spec, invocation, settings)
+    requests = container_requests(spec, settings)
+    gpus = str(spec.gpu.count)
+    node_selector = {ACCELERATOR_LABEL: spec.gpu.type}
+    if settings.gpu_driver_version:
+        node_selector[DRIVER_VERSION_LABEL] = settings.gpu_driver_version
+    env: list[dict[str, Any]] = [{"name": k, "value": v} for k, v in sorted(spec.env.items())]
+    env += [
+        {"name": "EOPS_INVOCATION_ID", "value": invocation.id},
+        {"name": "EOPS_PAYLOAD_PATH", "value": PAYLOAD_PATH},
+        {"name": "EOPS_RESULT_PATH", "value": RESULT_PATH},
+    ]
+    if callback_url:
+        env.append({"name": "EOPS_CALLBACK_URL", "value": callback_url})
+    env += [
+        {
+            "name": "EOPS_CALLBACK_TOKEN",
+            "valueFrom": {"secretKeyRef": {"name": name, "key": TOKEN_KEY}},
+        },
+    ]
+    pod_spec: dict[str, Any] = {
+        "restartPolicy": "Never",
+        "priorityClassName": PRIORITY_CLASSES[invocation.priority],
+        "nodeSelector": node_selector,
+        "tolerations": [{"key": GPU_RESOURCE, "operator": "Exists", "effect": "NoSchedule"}],
+        # Jobs talk to the gateway through the callback, never to the API server.
+        "automountServiceAccountToken": False,
+        # Service links put an env var per Service into every container: noise, and slow
+        # in namespaces with many Services.
+        "enableServiceLinks": False,
+        "terminationGracePeriodSeconds": 30,
+        "containers": [
+            {
+                "name": CONTAINER_NAME,
+                "image": spec.image,
+                "imagePullPolicy": settings.image_pull_policy,
+                "command": list(spec.command),
+                "env": env,
+                "resources": {
+                    "requests": {**requests, GPU_RESOURCE: gpus},
+                    # A memory limit equal to the request makes running out of memory a clean
+                    # OOMKilled of this container, not node pressure evicting it.
+                    "limits": {"memory": requests["memory"], GPU_RESOURCE: gpus},
+                },
+                "terminationMessagePath": RESULT_PATH,
+                "terminationMessagePolicy": "FallbackToLogsOnError",
+                "volumeMounts": [{"name": PAYLOAD_VOLUME, "mountPath": PAYLOAD_DIR, "readOnly": True}],
+            }
+        ],
+        "volumes": [
+            {
+                "name": PAYLOAD_VOLUME,
+                "secret": {
+                    "secretName": name,
+                    "items": [{"key": PAYLOAD_KEY, "path": PAYLOAD_KEY}],
+                    "defaultMode": 0o444,
+                },
+            }
+        ],
+    }
+    if settings.service_account:
+        pod_spec["serviceAccountName"] = settings.service_account
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {
+            "name": name,
+            "namespace": settings.namespace,
+            "labels": labels,
+            "annotations": {INVOCATION_ANNOTATION: invocation.id},
+        },
+        "spec": {
+            "backoffLimit": 0,
+            "completions": 1,
+            "parallelism": 1,
+            # The deadline counts from the Job's start, so the wait for a node is part of the
+            # timeout, as in the invocation state machine (pending -> timed_out).
+            "activeDeadlineSeconds": spec.timeout_seconds,
+            "ttlSecondsAfterFinished": settings.ttl_after_finished_seconds,
+            "template": {
+                "metadata": {
+                    "labels": dict(labels),
+                    # The function's own annotations first: ours must win.
+                    "annotations": {
+                        **spec.annotations,
+                        SAFE_TO_EVICT_ANNOTATION: "false",
+                        INVOCATION_ANNOTATION: invocation.id,
+                    },
+                },
+                "spec": pod_spec,
+            },
+        },
+    }
+
+
+def build_payload_secret(
+    invocation_id: str,
+    payload: bytes,
+    callback_token: str,
+    job_uid: str,
+    settings: KubernetesSettings,
+) -> dict[str, Any]:
+    """The Secret holding the payload and the callback token, owned by the Job `job_uid`."""
+    if len(payload) + len(callback_token) > SECRET_DATA_LIMIT:
+        raise InvalidInput(
+            [
+                FieldProblem(
+                    "payload",
+                    f"{len(payload)} bytes do not fit a Kubernetes Secret (1 MiB with the token)",
+                    "send at most 1,048,000 bytes, or pass a URL to the data instead",
+                )
+            ]
+        )
+    name = job_name(invocation_id)
+    return {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "type": "Opaque",
+        "metadata": {
+            "name": name,
+            "namespace": settings.namespace,
+            "labels": {**owner_labels(settings.instance), INVOCATION_LABEL: invocation_id},
+            "ownerReferences": [
+                {
+                    "apiVersion": "batch/v1",
+                    "kind": "Job",
+                    "name": name,
+                    "uid": job_uid,
+                    # blockOwnerDeletion would need update rights on jobs/finalizers.
+                    "blockOwnerDeletion": False,
+                }
+            ],
+        },
+        "data": {
+            PAYLOAD_KEY: base64.b64encode(payload).decode(),
+            TOKEN_KEY: base64.b64encode(callback_token.encode()).decode(),
+        },
+    }

@@ -1,0 +1,412 @@
+"""The local backend: every invocation a real process on this machine, on GPU slots of its own.
+
+Each job runs under a small supervisor process (see supervisor.py) in a session of its own, and
+everything about it lives in its run directory (see rundir.py). The backend only starts
+supervisors and watches run directories, so a gateway killed with SIGKILL loses nothing: the
+jobs run on, and the next gateway adopts them from their run directories. Creating the run
+directory is the launch's idempotency marker, so no job is ever started twice."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import shutil
+import signal
+import subprocess
+import sys
+from collections import deque
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from elasticityops.backends.local import rundir
+from elasticityops.backends.local.gpus import SlotDevice, detect_gpus, plan_slots
+from elasticityops.backends.local.jobenv import job_env, resolve_argv, slot_node
+from elasticityops.backends.local.outcome import finished_event, stamp
+from elasticityops.backends.local.rundir import RunState, classify
+from elasticityops.backends.local.settings import LocalBackendSettings
+from elasticityops.backends.local.slots import SlotPool, SlotView
+from elasticityops.backends.local.supervisor import MODULE as SUPERVISOR_MODULE
+from elasticityops.domain.clock import Clock, SystemClock
+from elasticityops.domain.errors import PermanentError
+from elasticityops.domain.invocations import FailureReason, Invocation
+from elasticityops.domain.ports import BackendEvent, EventKind, EventSink, LaunchRequest
+
+log = logging.getLogger(__name__)
+
+_LOG_CHUNK = 64 * 1024
+
+
+@dataclass
+class _Waiting:
+    request: LaunchRequest
+    gpus: int
+
+
+class LocalBackend:
+    name = "local"
+
+    def __init__(
+        self,
+        settings: LocalBackendSettings,
+        clock: Clock | None = None,
+        *,
+        detected_gpus: list[tuple[int, str]] | None = None,
+    ) -> None:
+        """`detected_gpus`: what `nvidia-smi -L` would list; None: ask nvidia-smi."""
+        self.settings = settings
+        self.clock = clock or SystemClock()
+        if detected_gpus is None:
+            detected_gpus = [] if settings.virtual else detect_gpus()
+        self.devices = plan_slots(settings.gpus, settings.virtual, detected_gpus)
+        self._pool = SlotPool(self.devices, settings.slot_idle_timeout_s)
+        self._run_root = settings.run_dir
+        self._workdir = str((settings.workdir or Path.cwd()).resolve())
+        self._sink: EventSink | None = None
+        self._watchers: dict[str, asyncio.Task[None]] = {}
+        self._waiting: deque[_Waiting] = deque()
+        self._launching: set[str] = set()
+
+    # --- Backend protocol -------------------------------------------------------------------
+
+    async def start(self, sink: EventSink) -> None:
+        self._run_root.mkdir(parents=True, exist_ok=True)
+        self._sink = sink
+
+    async def stop(self) -> None:
+        """Stop watching; the jobs and their supervisors run on (a restart adopts them)."""
+        tasks = list(self._watchers.values())
+        for task in tasks:
+            task.cancel()
+        for task in tasks:
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        self._watchers.clear()
+        self._sink = None
+
+    def free_gpus(self) -> int:
+        waiting = sum(w.gpus for w in self._waiting)
+        return max(0, self._pool.free() - waiting)
+
+    def total_gpus(self) -> int:
+        return self._pool.total
+
+    def slots(self) -> list[SlotView]:
+        """Who holds which slot and which are warm, for status pages and metrics."""
+        return self._pool.view(self.clock.monotonic())
+
+    async def launch(self, request: LaunchRequest) -> None:
+        inv_id = request.invocation.id
+        if inv_id in self._watchers or inv_id in self._launching:
+            return
+        if any(w.request.invocation.id == inv_id for w in self._waiting):
+            return
+        count = request.spec.gpu.count
+        if count > self._pool.total:
+            raise PermanentError(
+                f"gpu.count is {count} but this machine offers {self._pool.total} GPU slots; "
+                "lower gpu.count or start the gateway with more --gpus"
+            )
+        run_dir = self._run_root / inv_id
+        state = classify(run_dir)
+        if state is RunState.unstarted:
+            # A previous launch got as far as mkdir and died before its supervisor ran anything.
+            shutil.rmtree(run_dir, ignore_errors=True)
+        elif state is not RunState.absent:
+            self._attach(inv_id, run_dir, state)
+            return
+        taken = self._pool.take(inv_id, count, self.clock.monotonic())
+        if taken is None:
+            # Only after a restart (relaunching pending work) or a caller that ignores
+            # free_gpus(): hold it here, in order, until slots free up.
+            self._waiting.append(_Waiting(request, count))
+            await self._emit(
+                BackendEvent(
+                    inv_id,
+                    EventKind.note,
+                    self.clock.now(),
+                    note_kind="WaitingForSlot",
+                    message=f"all {self._pool.total} GPU slots are busy",
+                )
+            )
+            return
+        devices, cold = taken
+        await self._start_job(request, run_dir, devices, cold)
+
+    async def cancel(self, invocation: Invocation) -> None:
+        """Ask the job's supervisor to stop it (SIGTERM to its process group, SIGKILL after
+        kill_grace_s). Returns at once; the `finished` event follows when the group is gone."""
+        for waiting in list(self._waiting):
+            if waiting.request.invocation.id == invocation.id:
+                self._waiting.remove(waiting)
+                await self._emit(
+                    BackendEvent(invocation.id, EventKind.finished, self.clock.now(), cancelled=True)
+                )
+                return
+        run_dir = self._run_root / invocation.id
+        if run_dir.is_dir():
+            (run_dir / rundir.CANCEL).touch()
+
+    async def adopt(self, active: Sequence[Invocation]) -> list[str]:
+        missing: list[str] = []
+        for inv in active:
+            if inv.id in self._watchers:
+                continue
+            run_dir = self._run_root / inv.id
+            state = classify(run_dir)
+            if state in (RunState.absent, RunState.unstarted):
+                missing.append(inv.id)
+            else:
+                self._attach(inv.id, run_dir, state)
+        return missing
+
+    async def logs(self, invocation: Invocation, follow: bool) -> AsyncIterator[bytes]:
+        """The job's stdout and stderr so far; with `follow`, then what it writes until it ends.
+        Nothing for an invocation not launched yet."""
+        run_dir = self._run_root / invocation.id
+        if not run_dir.is_dir():
+            return
+        position = 0
+        while True:
+            ended = (run_dir / rundir.EXIT).exists()  # looked at before reading: no tail is lost
+            chunk = _read_from(run_dir / rundir.LOG, position)
+            if chunk:
+                position += len(chunk)
+                yield chunk
+                continue
+            if not follow or ended:
+                return
+            await self.clock.sleep(self.settings.poll_interval_s)
+
+    # --- internals --------------------------------------------------------------------------
+
+    async def _emit(self, event: BackendEvent) -> None:
+        if self._sink is not None:
+            await self._sink(event)
+
+    async def _start_job(
+        self, request: LaunchRequest, run_dir: Path, devices: list[SlotDevice], cold: bool
+    ) -> None:
+        inv_id = request.invocation.id
+        node = slot_node(devices)
+        delay = self.settings.slot_provision_delay_s if cold else 0.0
+        self._launching.add(inv_id)
+        try:
+            # Files and fork off the event loop: the gateway keeps answering meanwhile.
+            spawned, proc = await asyncio.to_thread(self._spawn, request, run_dir, devices, node, delay)
+        except BaseException:
+            # Nothing started (a half-made run dir reads as unstarted and is redone on relaunch).
+            self._pool.release(inv_id, self.clock.monotonic())
+            raise
+        finally:
+            self._launching.discard(inv_id)
+        if not spawned:
+            self._pool.release(inv_id, self.clock.monotonic())
+            return
+        if delay > 0:
+            await self._emit(
+                BackendEvent(
+                    inv_id,
+                    EventKind.note,
+                    self.clock.now(),
+                    note_kind="SlotWarming",
+                    message=f"{node} is cold; provisioning it takes {delay:g}s",
+                    node=node,
+                )
+            )
+        self._watch(inv_id, run_dir, node, proc)
+
+    def _spawn(
+        self, request: LaunchRequest, run_dir: Path, devices: list[SlotDevice], node: str, delay: float
+    ) -> tuple[bool, subprocess.Popen[bytes] | None]:
+        """Create the run dir (the idempotency marker), write what the job needs, start its
+        supervisor. (False, None) when the run dir exists already."""
+        inv_id = request.invocation.id
+        try:
+            run_dir.mkdir()
+        except FileExistsError:
+            return False, None
+        rundir.write_bytes_atomic(run_dir / rundir.PAYLOAD, request.payload)
+        env = job_env(
+            os.environ,
+            request.spec.env,
+            invocation_id=inv_id,
+            payload_path=str(run_dir / rundir.PAYLOAD),
+            result_path=str(run_dir / rundir.RESULT),
+            callback_url=request.callback_url,
+            callback_token=request.callback_token,
+            slots=devices,
+        )
+        rundir.write_json_atomic(
+            run_dir / rundir.LAUNCH,
+            {
+                "argv": resolve_argv(request.spec.command, sys.executable),
+                "env": env,
+                "cwd": self._workdir,
+                "timeout_s": request.spec.timeout_seconds,
+                "kill_grace_s": self.settings.kill_grace_s,
+                "provision_delay_s": delay,
+                "poll_interval_s": self.settings.poll_interval_s,
+                "slots": [d.index for d in devices],
+                "node": node,
+            },
+        )
+        # Locked before the supervisor exists and handed down to it: from here on a live
+        # supervisor (or this launch) holds the lock, so a new gateway never mistakes a starting
+        # job for an unstarted one.
+        lock_fd = rundir.acquire_lock(run_dir)
+        if lock_fd is None:
+            raise PermanentError(f"run directory {run_dir} is locked by another process")
+        try:
+            with open(run_dir / rundir.SUPERVISOR_LOG, "ab") as sup_log:
+                proc = subprocess.Popen(
+                    [sys.executable, "-m", SUPERVISOR_MODULE, str(run_dir), "--lock-fd", str(lock_fd)],
+                    pass_fds=(lock_fd,),
+                    start_new_session=True,
+                    stdin=subprocess.DEVNULL,
+                    stdout=sup_log,
+                    stderr=subprocess.STDOUT,
+                    cwd=run_dir,
+                )
+        except OSError as exc:
+            rundir.write_json_atomic(
+                run_dir / rundir.EXIT, {"launch_error": f"could not start the job's supervisor: {exc}"}
+            )
+            return True, None
+        finally:
+            os.close(lock_fd)
+        return True, proc
+
+    def _attach(self, inv_id: str, run_dir: Path, state: RunState) -> None:
+        """Watch a job this object did not start (a restart, or a repeated launch)."""
+        launch = rundir.read_json(run_dir / rundir.LAUNCH) or {}
+        node = launch.get("node") if isinstance(launch.get("node"), str) else None
+        if state is not RunState.done:
+            indices = [i for i in launch.get("slots", []) if isinstance(i, int)]
+            # A slot held by an adopted job stays taken until the job ends.
+            if self._pool.claim(inv_id, indices) is None:
+                log.warning("adopted %s holds slots %s that this gateway does not offer", inv_id, indices)
+        self._watch(inv_id, run_dir, node, None)
+
+    def _watch(
+        self, inv_id: str, run_dir: Path, node: str | None, proc: subprocess.Popen[bytes] | None
+    ) -> None:
+        task = asyncio.create_task(self._follow(inv_id, run_dir, node, proc), name=f"watch-{inv_id}")
+        self._watchers[inv_id] = task
+
+    async def _follow(
+        self, inv_id: str, run_dir: Path, node: str | None, proc: subprocess.Popen[bytes] | None
+    ) -> None:
+        capacity_seen = started_seen = False
+        try:
+            while True:
+                record = rundir.read_json(run_dir / rundir.EXIT)
+                if record is None and not self._supervisor_alive(run_dir, proc):
+                    # exit.json is written before the supervisor lets go of its lock: look again.
+                    record = rundir.read_json(run_dir / rundir.EXIT) or self._record_lost(run_dir)
+                if not capacity_seen:
+                    capacity = rundir.read_json(run_dir / rundir.CAPACITY)
+                    if capacity is not None:
+                        capacity_seen = True
+                        at = stamp(capacity, self.clock.now())
+                        await self._emit(BackendEvent(inv_id, EventKind.capacity_ready, at, node=node))
+                if not started_seen:
+                    started = rundir.read_json(run_dir / rundir.STARTED)
+                    if started is not None:
+                        started_seen = True
+                        at = stamp(started, self.clock.now())
+                        await self._emit(BackendEvent(inv_id, EventKind.started, at, node=node))
+                if record is not None:
+                    break
+                await self.clock.sleep(self.settings.poll_interval_s)
+            result, problem = _read_result(run_dir / rundir.RESULT, self.settings.max_result_bytes)
+            event = finished_event(
+                inv_id,
+                record,
+                at=stamp(record, self.clock.now()),
+                node=node,
+                result=result,
+                result_problem=problem,
+            )
+            # Free the slots before telling anyone, so the dispatcher sees the capacity (less
+            # what jobs held here in `_waiting` need: free_gpus() counts them).
+            self._pool.release(inv_id, self.clock.monotonic())
+            self._watchers.pop(inv_id, None)
+            await self._emit(event)
+            await self._start_waiting()
+        finally:
+            if self._watchers.get(inv_id) is asyncio.current_task():
+                del self._watchers[inv_id]
+
+    def _supervisor_alive(self, run_dir: Path, proc: subprocess.Popen[bytes] | None) -> bool:
+        if proc is not None:
+            return proc.poll() is None  # our own child: poll() also reaps it
+        return rundir.supervisor_alive(run_dir)
+
+    def _record_lost(self, run_dir: Path) -> dict[str, object]:
+        """The supervisor is gone without saying how the job ended. Stop whatever is left of the
+        job and record it as lost: the job may have run, so it is never started again."""
+        started = rundir.read_json(run_dir / rundir.STARTED)
+        if started is not None and isinstance(started.get("pid"), int):
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(started["pid"], signal.SIGKILL)
+        tail = _read_tail(run_dir / rundir.SUPERVISOR_LOG, 500)
+        record: dict[str, object] = {
+            "lost": True,
+            "message": "the job's supervisor process died before recording how the job ended"
+            + (f": {tail}" if tail else ""),
+        }
+        rundir.write_json_atomic(run_dir / rundir.EXIT, record)
+        return record
+
+    async def _start_waiting(self) -> None:
+        while self._waiting:
+            head = self._waiting[0]
+            taken = self._pool.take(head.request.invocation.id, head.gpus, self.clock.monotonic())
+            if taken is None:
+                return  # strict order: the head waits for enough slots
+            self._waiting.popleft()
+            devices, cold = taken
+            run_dir = self._run_root / head.request.invocation.id
+            try:
+                await self._start_job(head.request, run_dir, devices, cold)
+            except Exception as exc:
+                log.warning("starting %s failed: %s", head.request.invocation.id, exc)
+                await self._emit(
+                    BackendEvent(
+                        head.request.invocation.id,
+                        EventKind.finished,
+                        self.clock.now(),
+                        reason=FailureReason.launch_error,
+                        message=f"could not launch: {exc}",
+                    )
+                )
+
+
+def _read_from(path: Path, position: int) -> bytes:
+    try:
+        with open(path, "rb") as fh:
+            fh.seek(position)
+            return fh.read(_LOG_CHUNK)
+    except FileNotFoundError:
+        return b""
+
+
+def _read_tail(path: Path, limit: int) -> str:
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        return ""
+    return data[-limit:].decode("utf-8", errors="replace").strip()
+
+
+def _read_result(path: Path, limit: int) -> tuple[bytes | None, str]:
+    try:
+        size = path.stat().st_size
+    except FileNotFoundError:
+        return None, ""
+    if size > limit:
+        return None, f"result file is {size} bytes, over the {limit}-byte limit; it was dropped"
+    return path.read_bytes(), ""

@@ -1,0 +1,66 @@
+"""What a job is started with: its argv and environment. Pure functions.
+
+The job's environment is the gateway's own (so PATH, HOME and the like are there) without any
+`EOPS_*` or `CUDA_VISIBLE_DEVICES` of the gateway, then the function's `env`, then the variables
+below, which always win:
+
+    EOPS_INVOCATION_ID    the invocation's id
+    EOPS_PAYLOAD_PATH     file holding the request body
+    EOPS_RESULT_PATH      file the job may write its result to (JSON or text); read when it exits
+    EOPS_CALLBACK_URL     where the job may POST its result instead (absent when not configured)
+    EOPS_CALLBACK_TOKEN   bearer token for that POST, valid for this invocation only
+    EOPS_GPU_SLOT         the slot number(s) it holds, comma-separated ("0", "2,3")
+    CUDA_VISIBLE_DEVICES  the physical GPU index(es) of those slots; "" for virtual slots, so a
+                          framework on a machine with GPUs does not grab one by accident"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+from elasticityops.backends.local.gpus import SlotDevice
+
+PYTHON_NAMES = frozenset({"python", "python3"})
+
+
+def resolve_argv(command: Sequence[str], interpreter: str) -> list[str]:
+    """A leading bare `python` / `python3` becomes `interpreter` (the gateway's own), so functions
+    run in the environment ElasticityOps is installed in (e.g. its virtualenv) whatever PATH
+    says. Any other command is left for the OS to find on PATH."""
+    argv = list(command)
+    if argv and argv[0] in PYTHON_NAMES:
+        argv[0] = interpreter
+    return argv
+
+
+def job_env(
+    base: Mapping[str, str],
+    function_env: Mapping[str, str],
+    *,
+    invocation_id: str,
+    payload_path: str,
+    result_path: str,
+    callback_url: str | None,
+    callback_token: str,
+    slots: Sequence[SlotDevice],
+) -> dict[str, str]:
+    env = {k: v for k, v in base.items() if not k.startswith("EOPS_") and k != "CUDA_VISIBLE_DEVICES"}
+    env.update(function_env)
+    env["EOPS_INVOCATION_ID"] = invocation_id
+    env["EOPS_PAYLOAD_PATH"] = payload_path
+    env["EOPS_RESULT_PATH"] = result_path
+    if callback_url:
+        env["EOPS_CALLBACK_URL"] = callback_url
+    env["EOPS_CALLBACK_TOKEN"] = callback_token
+    env["EOPS_GPU_SLOT"] = ",".join(str(s.index) for s in slots)
+    env["CUDA_VISIBLE_DEVICES"] = ",".join(str(s.physical) for s in slots if s.physical is not None)
+    return env
+
+
+def slot_node(slots: Sequence[SlotDevice]) -> str:
+    """How the invocation's `node` names where it ran: `slot-0`, `slot-2+3`, with the GPU for
+    physical slots (`slot-0/gpu0`)."""
+    name = "slot-" + "+".join(str(s.index) for s in slots)
+    physical = [s.physical for s in slots if s.physical is not None]
+    if physical:
+        name += "/gpu" + "+".join(str(p) for p in physical)
+    return name

@@ -1,0 +1,111 @@
+"""One directory per invocation: the only state a job's supervisor and the gateway share, so a
+new gateway can pick up where a killed one left off.
+
+Standard library only: the supervisor imports this and must start fast.
+
+    launch.json     what to run (argv, env, cwd, timeout, slots), written before the supervisor starts
+    payload         the request body (EOPS_PAYLOAD_PATH)
+    result          what the job hands back (EOPS_RESULT_PATH), optional
+    log             the job's stdout and stderr
+    lock            flock-ed by the supervisor for its whole life: held <=> a supervisor is alive
+    cancel          present: the gateway asked to cancel
+    capacity.json   the slot is provisioned (after the cold-start delay)
+    started.json    the job's pid (= its process group) and start time
+    exit.json       how it ended; written once, atomically, last
+
+Creating the directory (mkdir, which fails if it exists) is the launch's idempotency marker."""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import os
+from enum import Enum
+from pathlib import Path
+from typing import Any
+
+LAUNCH = "launch.json"
+PAYLOAD = "payload"
+RESULT = "result"
+LOG = "log"
+LOCK = "lock"
+CANCEL = "cancel"
+CAPACITY = "capacity.json"
+STARTED = "started.json"
+EXIT = "exit.json"
+SUPERVISOR_LOG = "supervisor.log"
+
+
+def write_json_atomic(path: Path, data: dict[str, Any]) -> None:
+    """Write to a temporary name, then rename: a reader sees all of it or nothing.
+
+    No fsync: what this guards against is a process dying (the page cache survives that); a
+    machine crash takes the running jobs with it anyway, and the store keeps the invocations."""
+    write_bytes_atomic(path, json.dumps(data).encode())
+
+
+def write_bytes_atomic(path: Path, data: bytes) -> None:
+    tmp = path.with_name(f".{path.name}.tmp")
+    with open(tmp, "wb") as fh:
+        fh.write(data)
+    os.replace(tmp, path)
+
+
+def read_json(path: Path) -> dict[str, Any] | None:
+    """The file's object, or None when it is absent (or, never expected, torn)."""
+    try:
+        with open(path, encoding="utf-8") as fh:
+            data = json.load(fh)
+    except (FileNotFoundError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def acquire_lock(run_dir: Path) -> int | None:
+    """Open and flock the run dir's lock file without blocking. Returns the fd (the lock lives as
+    long as any process holds a copy of it), or None when someone else holds it."""
+    fd = os.open(run_dir / LOCK, os.O_CREAT | os.O_RDWR, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        return None
+    return fd
+
+
+def supervisor_alive(run_dir: Path) -> bool:
+    """True while a supervisor holds the run dir's lock (a dead process holds no lock, so pid
+    reuse cannot fool this)."""
+    if not (run_dir / LOCK).exists():
+        return False
+    fd = acquire_lock(run_dir)
+    if fd is None:
+        return True
+    with contextlib.suppress(OSError):
+        fcntl.flock(fd, fcntl.LOCK_UN)
+    os.close(fd)
+    return False
+
+
+class RunState(Enum):
+    absent = "absent"  # never launched here
+    unstarted = "unstarted"  # a launch died before its supervisor ran the command: safe to redo
+    alive = "alive"  # a supervisor holds the lock
+    orphaned = "orphaned"  # the command started but its supervisor is gone without an exit record
+    done = "done"  # exit.json is written
+
+
+def classify(run_dir: Path) -> RunState:
+    """What a run directory says about its job. The lock is looked at before exit.json, so a
+    supervisor that finishes in between is seen as done, never as orphaned."""
+    if not run_dir.is_dir():
+        return RunState.absent
+    alive = supervisor_alive(run_dir)
+    if (run_dir / EXIT).exists():
+        return RunState.done
+    if alive:
+        return RunState.alive
+    if (run_dir / STARTED).exists():
+        return RunState.orphaned
+    return RunState.unstarted

@@ -1,0 +1,94 @@
+"""`eops fn ...`: deploy, list, show and remove functions, through the Python client."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from elasticityops.cli import remote, render
+from elasticityops.client import spec_from
+from elasticityops.wire import FunctionList
+
+app = typer.Typer(
+    name="fn",
+    help="Deploy, list, show and remove functions. " + remote.ENV_HELP,
+    no_args_is_help=True,
+)
+
+JsonFlag = Annotated[bool, typer.Option("--json", help="Print JSON (the API's shape) instead of a table.")]
+
+
+def deploy(
+    file: Annotated[
+        Path,
+        typer.Argument(
+            metavar="FILE",
+            help="Function spec, YAML or JSON (name, command, gpu, timeout_seconds, ...).",
+            show_default=False,
+        ),
+    ],
+    as_json: JsonFlag = False,
+) -> None:
+    """Create or replace the function declared in FILE.
+
+    The file is validated here first, so a mistake is reported field by field (with the fix)
+    before anything is sent. Deploying the same spec twice changes nothing; a changed spec
+    gets a new version."""
+    with remote.connected() as client:
+        spec = spec_from(file)
+        item = client.deploy_function(spec)
+    if as_json:
+        remote.print_json(item.model_dump_json())
+        return
+    remote.out.print(f"deployed [bold]{item.spec.name}[/], version {item.version}")
+
+
+def list_functions(as_json: JsonFlag = False) -> None:
+    """List the deployed functions."""
+    with remote.connected() as client:
+        items = client.list_functions()
+    if as_json:
+        remote.print_json(FunctionList(items=items).model_dump_json())
+    elif not items:
+        remote.err.print("no functions yet: deploy one with `eops fn deploy FILE`")
+    else:
+        remote.out.print(render.functions_table(items))
+
+
+def get_function(
+    name: Annotated[str, typer.Argument(metavar="NAME", help="Function name.", show_default=False)],
+    as_json: JsonFlag = False,
+) -> None:
+    """Show one function: its version and its spec as YAML."""
+    with remote.connected() as client:
+        item = client.get_function(name)
+    if as_json:
+        remote.print_json(item.model_dump_json())
+    else:
+        remote.out.print(render.function_detail(item))
+
+
+def remove_function(
+    name: Annotated[str, typer.Argument(metavar="NAME", help="Function name.", show_default=False)],
+    force: Annotated[
+        bool,
+        typer.Option("--force", help="Also fail its queued invocations and cancel its running ones."),
+    ] = False,
+) -> None:
+    """Remove a function. Refused while it has queued or running invocations, unless --force.
+
+    Its finished invocations stay readable."""
+    with remote.connected() as client:
+        client.delete_function(name, force=force)
+    remote.out.print(f"removed [bold]{name}[/]")
+
+
+for _name, _command in (
+    ("deploy", deploy),
+    ("ls", list_functions),
+    ("get", get_function),
+    ("rm", remove_function),
+):
+    app.command(_name, help=remote.help_of(_command))(_command)

@@ -1,0 +1,257 @@
+"""`eops invoke`, `status`, `logs`, `cancel` and `ls`: run functions and follow their
+invocations, through the Python client."""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from collections.abc import Callable
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.status import Status
+
+from elasticityops.cli import remote, render
+from elasticityops.client import Client, WaitPolicy
+from elasticityops.domain.invocations import State
+from elasticityops.wire import InvocationList, InvocationOut, ProblemOut
+
+JsonFlag = Annotated[bool, typer.Option("--json", help="Print JSON (the API's shape) for machines.")]
+IdArg = Annotated[
+    str,
+    typer.Argument(
+        metavar="ID", help="Invocation id (inv-...), as `eops invoke` printed it.", show_default=False
+    ),
+]
+
+
+def register(app: typer.Typer) -> None:
+    """Add this module's commands to the root `eops` app."""
+    for name, command in (
+        ("invoke", invoke),
+        ("status", status),
+        ("logs", logs),
+        ("cancel", cancel),
+        ("ls", list_invocations),
+    ):
+        app.command(name, help=remote.help_of(command, remote.ENV_HELP))(command)
+
+
+def read_payload(data: str | None) -> bytes:
+    """--data as JSON bytes: inline JSON, or @FILE holding JSON; validated here so a typo is
+    caught before the request. None: no payload (the job gets JSON null)."""
+    if data is None:
+        return b""
+    if data.startswith("@"):
+        path = Path(data[1:])
+        try:
+            raw = path.read_bytes()
+        except OSError as exc:
+            remote.bad_input(
+                "cannot read the payload file",
+                [ProblemOut(field="--data", problem=f"{path}: {exc.strerror}", fix="check the path after @")],
+            )
+        source = str(path)
+    else:
+        raw = data.encode()
+        source = "the --data value"
+    try:
+        json.loads(raw)
+    except ValueError as exc:
+        remote.bad_input(
+            "the payload is not JSON",
+            [
+                ProblemOut(
+                    field="--data",
+                    problem=f"{source} is not valid JSON ({exc})",
+                    fix='pass JSON such as \'{"name": "Ada"}\', or @FILE with JSON in it',
+                )
+            ],
+        )
+    return raw
+
+
+def invoke(
+    name: Annotated[str, typer.Argument(metavar="NAME", help="Function to run.", show_default=False)],
+    data: Annotated[
+        str | None,
+        typer.Option(
+            "--data", "-d", help="Payload: JSON text, or @FILE to read it from a file. Default: none (null)."
+        ),
+    ] = None,
+    wait: Annotated[
+        bool, typer.Option("--wait", "-w", help="Wait for the end, showing progress; exit 0 only on success.")
+    ] = False,
+    timeout: Annotated[
+        float | None,
+        typer.Option(
+            "--timeout", "-t", min=0, help="With --wait: stop waiting after S seconds (it keeps running)."
+        ),
+    ] = None,
+    idempotency_key: Annotated[
+        str | None,
+        typer.Option(
+            "--idempotency-key", "-k", help="Same key, same function: the same invocation, not a new one."
+        ),
+    ] = None,
+    as_json: JsonFlag = False,
+) -> None:
+    """Invoke a function with a JSON payload.
+
+    Without --wait it prints the new invocation's id at once (the function runs on). With
+    --wait it shows the state and the time waited until the invocation ends, then its status;
+    the exit code is 0 if it succeeded, 1 otherwise."""
+    payload = read_payload(data)
+    # Long polls of a second: the end is seen at once and the progress line stays current.
+    with remote.connected(WaitPolicy(long_poll_s=1)) as client:
+        inv = client.invoke(name, payload, idempotency_key=idempotency_key)
+        if not wait and timeout is None:
+            if as_json:
+                remote.print_json(inv.model_dump_json())
+            else:
+                remote.out.print(inv.id)
+                remote.err.print(f"[dim]{inv.state.value}; follow it with `eops status {inv.id}`[/]")
+            return
+        final = _wait_with_progress(client, inv, timeout)
+    _show_final(final, as_json, timeout)
+
+
+def _wait_with_progress(client: Client, inv: InvocationOut, timeout: float | None) -> InvocationOut:
+    started = time.monotonic()
+    if remote.err.is_terminal:
+        line = _ProgressLine(inv, started)
+        with Status(line, console=remote.err):
+
+            def show(current: InvocationOut) -> None:
+                line.inv = current
+
+            return _wait(client, inv, timeout, show)
+
+    # Not a terminal (CI logs, pipes): one line per change of state instead of a spinner.
+    said: list[str] = []
+
+    def log(current: InvocationOut) -> None:
+        explained = render.explain_wait(current)
+        if current.state.terminal or (said and said[-1] == f"{current.state}:{explained}"):
+            return
+        said.append(f"{current.state}:{explained}")
+        remote.err.print(render.progress_line(current, time.monotonic() - started))
+
+    log(inv)
+    return _wait(client, inv, timeout, log)
+
+
+class _ProgressLine:
+    """The spinner's text, rendered afresh on every refresh so the elapsed time keeps counting
+    between the gateway's answers."""
+
+    def __init__(self, inv: InvocationOut, started: float) -> None:
+        self.inv = inv
+        self.started = started
+
+    def __rich__(self) -> str:
+        return render.progress_line(self.inv, time.monotonic() - self.started)
+
+
+def _wait(
+    client: Client, inv: InvocationOut, timeout: float | None, show: Callable[[InvocationOut], None]
+) -> InvocationOut:
+    try:
+        if inv.state.terminal:
+            return inv
+        return client.wait(inv.id, timeout, on_update=show)
+    except KeyboardInterrupt:
+        remote.err.print(
+            f"stopped waiting; {inv.id} keeps going: `eops status {inv.id}`, `eops cancel {inv.id}`"
+        )
+        raise typer.Exit(remote.EXIT_INTERRUPTED) from None
+
+
+def _show_final(inv: InvocationOut, as_json: bool, timeout: float | None) -> None:
+    if as_json:
+        remote.print_json(inv.model_dump_json())
+    else:
+        remote.out.print(render.invocation_detail(inv, datetime.now(UTC)))
+    if not inv.state.terminal:
+        remote.err.print(
+            f"still {inv.state.value} after {timeout:g}s of waiting; it keeps going: `eops status {inv.id}`"
+            if timeout is not None
+            else f"still {inv.state.value}"
+        )
+    if inv.state is not State.succeeded:
+        raise typer.Exit(remote.EXIT_FAILED)
+
+
+def status(invocation_id: IdArg, as_json: JsonFlag = False) -> None:
+    """Show an invocation: state, where its time went (queue, capacity, start, run), exit code,
+    failure reason, message and result."""
+    with remote.connected() as client:
+        inv = client.get_invocation(invocation_id)
+    if as_json:
+        remote.print_json(inv.model_dump_json())
+    else:
+        remote.out.print(render.invocation_detail(inv, datetime.now(UTC)))
+
+
+def logs(
+    invocation_id: IdArg,
+    follow: Annotated[bool, typer.Option("--follow", "-f", help="Keep printing until it ends.")] = False,
+) -> None:
+    """Print an invocation's output (stdout and stderr of the job)."""
+    with remote.connected() as client:
+        for chunk in client.logs(invocation_id, follow=follow):
+            sys.stdout.write(chunk)
+            sys.stdout.flush()
+
+
+def cancel(invocation_id: IdArg, as_json: JsonFlag = False) -> None:
+    """Cancel an invocation: a queued one never starts, a running one is killed (its whole
+    process group / its Job)."""
+    with remote.connected() as client:
+        inv = client.cancel(invocation_id)
+    if as_json:
+        remote.print_json(inv.model_dump_json())
+    else:
+        remote.out.print(f"{inv.id}: ", render.state_text(inv.state), sep="")
+
+
+def list_invocations(
+    function: Annotated[
+        str | None, typer.Option("--function", help="Only this function's invocations.")
+    ] = None,
+    state: Annotated[
+        State | None,
+        typer.Option("--state", "-s", help="Only invocations in this state.", case_sensitive=False),
+    ] = None,
+    limit: Annotated[int, typer.Option("--limit", "-n", min=1, max=1000, help="Show at most N.")] = 20,
+    cursor: Annotated[
+        str | None, typer.Option("--cursor", help="Continue after a previous page (printed below it).")
+    ] = None,
+    all_pages: Annotated[bool, typer.Option("--all", help="Fetch every page, not only the first.")] = False,
+    as_json: JsonFlag = False,
+) -> None:
+    """List invocations, newest first."""
+    state_value = state.value if state is not None else None
+    with remote.connected() as client:
+        if all_pages:
+            items = list(client.iter_invocations(function=function, state=state_value, page_size=limit))
+            page = InvocationList(items=items, next_cursor=None)
+        else:
+            page = client.list_invocations(function=function, state=state_value, limit=limit, cursor=cursor)
+    if as_json:
+        remote.print_json(page.model_dump_json())
+        return
+    if not page.items:
+        remote.err.print("no invocations match")
+        return
+    remote.out.print(render.invocations_table(page.items))
+    if page.next_cursor:
+        filters = "".join(
+            f" {flag} {value}"
+            for flag, value in (("--function", function), ("--state", state_value), ("--limit", limit))
+            if value is not None
+        )
+        remote.err.print(f"more: eops ls{filters} --cursor {page.next_cursor}", markup=False)

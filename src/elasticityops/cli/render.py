@@ -1,0 +1,217 @@
+"""How the CLI shows functions and invocations: tables for lists, a timeline that says where an
+invocation's time went, and the one-line progress text of `invoke --wait`. Pure: builds rich
+renderables and strings from wire models; printing is the commands' job."""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime
+from typing import Any
+
+import yaml
+from rich.console import Group, RenderableType
+from rich.markup import escape
+from rich.table import Table
+from rich.text import Text
+
+from elasticityops.domain.invocations import State
+from elasticityops.wire import FunctionOut, InvocationOut
+
+STATE_STYLE = {
+    State.queued: "cyan",
+    State.pending: "yellow",
+    State.running: "blue",
+    State.succeeded: "green",
+    State.failed: "red",
+    State.cancelled: "magenta",
+    State.timed_out: "red",
+}
+
+# (phase, from milestone, to milestone, what the time was spent on)
+PHASES = (
+    ("queue", "accepted", "dispatched", "waiting to be admitted"),
+    ("capacity", "dispatched", "capacity_ready", "waiting for a GPU (slot / node)"),
+    ("start", "capacity_ready", "started", "starting the process / container"),
+    ("run", "started", "finished", "running"),
+)
+BAR_WIDTH = 24
+
+
+def state_text(state: State) -> Text:
+    return Text(state.value, style=STATE_STYLE[state])
+
+
+def clock_time(at: datetime | None) -> str:
+    """Local wall-clock time with milliseconds, or '-'."""
+    if at is None:
+        return "-"
+    return at.astimezone().strftime("%H:%M:%S.%f")[:-3]
+
+
+def day_time(at: datetime) -> str:
+    return at.astimezone().strftime("%Y-%m-%d %H:%M:%S")
+
+
+def seconds(value: float | None) -> str:
+    if value is None:
+        return "-"
+    if value < 10:
+        return f"{value:.3f}s"
+    if value < 600:
+        return f"{value:.1f}s"
+    return f"{int(value) // 60}m{int(value) % 60:02d}s"
+
+
+def functions_table(items: list[FunctionOut]) -> Table:
+    table = Table(box=None, header_style="bold", pad_edge=False)
+    for column in ("NAME", "VERSION", "GPU", "PRIORITY", "TIMEOUT", "MAX CONC.", "UPDATED"):
+        table.add_column(column, no_wrap=True)
+    for item in items:
+        spec = item.spec
+        table.add_row(
+            spec.name,
+            str(item.version),
+            f"{spec.gpu.count} x {spec.gpu.type}",
+            spec.priority.value,
+            f"{spec.timeout_seconds}s",
+            str(spec.max_concurrency),
+            day_time(item.updated_at),
+        )
+    return table
+
+
+def function_detail(item: FunctionOut) -> RenderableType:
+    head = Text.assemble(
+        (item.spec.name, "bold"),
+        f"  version {item.version}, created {day_time(item.created_at)}, updated {day_time(item.updated_at)}",
+    )
+    body = yaml.safe_dump(item.spec.model_dump(mode="json"), sort_keys=False).rstrip()
+    return Group(head, Text(body))
+
+
+def invocations_table(items: list[InvocationOut]) -> Table:
+    table = Table(box=None, header_style="bold", pad_edge=False)
+    for column in ("ID", "FUNCTION", "STATE", "ACCEPTED", "TO START", "RUN", "EXIT"):
+        table.add_column(column, no_wrap=True)
+    for inv in items:
+        table.add_row(
+            inv.id,
+            inv.function,
+            state_text(inv.state),
+            day_time(inv.timeline.accepted),
+            seconds(inv.durations.get("time_to_start")),
+            seconds(inv.durations.get("run")),
+            "-" if inv.exit_code is None else str(inv.exit_code),
+        )
+    return table
+
+
+def phase_seconds(inv: InvocationOut, now: datetime) -> list[tuple[str, str, float | None, bool]]:
+    """(phase, explanation, seconds, still going) for each phase that has begun. A phase that
+    began and has not ended counts up to `now` while the invocation is live."""
+    rows: list[tuple[str, str, float | None, bool]] = []
+    marks: dict[str, datetime | None] = inv.timeline.model_dump()
+    for phase, start, end, what in PHASES:
+        began, ended = marks[start], marks[end]
+        if ended is not None and began is not None:
+            rows.append((phase, what, max(0.0, (ended - began).total_seconds()), False))
+        elif began is not None and not inv.state.terminal:
+            rows.append((phase, what, max(0.0, (now - began).total_seconds()), True))
+            break
+        elif began is None:
+            break
+    return rows
+
+
+def timeline_table(inv: InvocationOut, now: datetime) -> Table:
+    rows = phase_seconds(inv, now)
+    longest = max((s for _, _, s, _ in rows if s is not None), default=0.0)
+    table = Table(box=None, header_style="bold", pad_edge=False)
+    table.add_column("PHASE", no_wrap=True)
+    table.add_column("SECONDS", justify="right", no_wrap=True)
+    table.add_column("SHARE", no_wrap=True)
+    table.add_column("SPENT ON", no_wrap=True)
+    for phase, what, spent, going in rows:
+        width = 0 if not longest or spent is None else max(1, round(BAR_WIDTH * spent / longest))
+        label = seconds(spent) + (" so far" if going else "")
+        table.add_row(phase, label, Text("█" * width, style="cyan"), what)
+    return table
+
+
+def milestones_table(inv: InvocationOut) -> Table:
+    table = Table(box=None, header_style="bold", pad_edge=False)
+    table.add_column("MILESTONE", no_wrap=True)
+    table.add_column("AT", no_wrap=True)
+    tl = inv.timeline
+    for name, at in (
+        ("accepted", tl.accepted),
+        ("dispatched", tl.dispatched),
+        ("capacity ready", tl.capacity_ready),
+        ("started", tl.started),
+        ("finished", tl.finished),
+    ):
+        table.add_row(name, clock_time(at))
+    return table
+
+
+def invocation_detail(inv: InvocationOut, now: datetime) -> RenderableType:
+    """Everything `eops status` shows: state, where the time went, how it ended, the result."""
+    parts: list[RenderableType] = []
+    head = Text.assemble((inv.id, "bold"), "  ", inv.function, "  ", state_text(inv.state))
+    parts.append(head)
+    facts = [f"priority {inv.priority}"]
+    if inv.node:
+        facts.append(f"ran on {inv.node}")
+    if inv.exit_code is not None:
+        facts.append(f"exit code {inv.exit_code}")
+    if inv.idempotency_key:
+        facts.append(f"idempotency key {inv.idempotency_key}")
+    parts.append(Text(", ".join(facts), style="dim"))
+    if inv.failure_reason is not None:
+        parts.append(Text.assemble(("failure reason: ", "bold red"), inv.failure_reason.value))
+    if inv.message:
+        parts.append(Text.assemble(("message: ", "bold"), inv.message))
+    parts.append(Text(""))
+    parts.append(timeline_table(inv, now))
+    totals = []
+    for key, label in (("time_to_start", "time to start"), ("total", "total")):
+        value = inv.durations.get(key)
+        if value is not None:
+            totals.append(f"{label} {seconds(value)}")
+    if totals:
+        parts.append(Text(", ".join(totals), style="bold"))
+    parts.append(Text(""))
+    parts.append(milestones_table(inv))
+    if inv.notes:
+        parts.append(Text("\nnotes (what explained the wait):", style="bold"))
+        for note in inv.notes:
+            parts.append(Text(f"  {clock_time(note.at)}  {note.kind}: {note.message}"))
+    if inv.result is not None:
+        parts.append(Text("\nresult:", style="bold"))
+        parts.append(Text(result_text(inv.result)))
+    return Group(*parts)
+
+
+def result_text(result: Any) -> str:
+    if isinstance(result, str):
+        return result
+    return json.dumps(result, indent=2, ensure_ascii=False)
+
+
+def progress_line(inv: InvocationOut, elapsed: float) -> str:
+    """`pending 12.3s: waiting for a GPU slot`: the state, how long we have waited, and why."""
+    return f"{inv.state.value} {elapsed:.1f}s: {escape(explain_wait(inv))}"
+
+
+def explain_wait(inv: InvocationOut) -> str:
+    if inv.state is State.queued:
+        return "in the queue, waiting to be admitted"
+    if inv.state is State.pending:
+        if inv.notes:
+            return inv.notes[-1].message
+        if inv.timeline.capacity_ready is not None:
+            return f"GPU assigned{' on ' + inv.node if inv.node else ''}, starting"
+        return "waiting for a GPU slot"
+    if inv.state is State.running:
+        return f"running on {inv.node}" if inv.node else "running"
+    return inv.message or inv.state.value

@@ -1,0 +1,341 @@
+"""Every API call built as plain data, and every answer read back: no I/O here, so the sync
+and async clients share it and tests check it without a network."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TypeVar
+from urllib.parse import quote
+
+import httpx
+from pydantic import BaseModel, ValidationError
+
+from elasticityops.client.errors import URL_ENV, ApiError, InvalidSpec, render_problem
+from elasticityops.domain.errors import InvalidInput
+from elasticityops.domain.functions import FunctionSpec, load_function_text, parse_function_spec
+from elasticityops.wire import ErrorOut, ProblemOut
+
+DEFAULT_URL = "http://127.0.0.1:8080"
+TOKEN_ENV = "EOPS_TOKEN"
+
+M = TypeVar("M", bound=BaseModel)
+
+# --- settings -----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    """How often and how patiently safe requests are retried on connection errors and 429/503."""
+
+    attempts: int = 4  # tries in all, the first included
+    first_delay_s: float = 0.2  # doubled after each try
+    max_delay_s: float = 2.0  # cap for one delay, also for a server's Retry-After
+
+    def delay(self, attempt: int, retry_after: float | None) -> float:
+        if retry_after is not None:
+            return min(max(retry_after, 0.0), self.max_delay_s)
+        return min(self.first_delay_s * 2.0**attempt, self.max_delay_s)
+
+
+@dataclass(frozen=True)
+class WaitPolicy:
+    """How `wait` and `invoke(wait=...)` wait for an invocation's end: by long polls, each a
+    request that the server holds until the end or `long_poll_s` (`?wait=`), so the end is seen
+    at once without polling fast."""
+
+    long_poll_s: int = 20  # hold per request; well under the gateway's limit (900 s by default)
+    pause_s: float = 0.5  # between requests the server answered early without the end
+
+
+def wait_seconds(value: float) -> int:
+    """The gateway takes whole seconds; round down so a wait never overshoots its deadline."""
+    return max(0, int(value))
+
+
+def hold_for(policy: WaitPolicy, now: float, deadline: float | None) -> int:
+    """How long the next long poll may be held, within the deadline."""
+    if deadline is None:
+        return policy.long_poll_s
+    return min(policy.long_poll_s, wait_seconds(deadline - now))
+
+
+def pause_after(policy: WaitPolicy, hold: int, took: float, now: float, deadline: float | None) -> float:
+    """Seconds to pause before the next long poll: none when the server held the request; a
+    short pause when it answered early without the end (under a second left, or a gateway
+    that ignores ?wait), so waiting never turns into a busy loop."""
+    if hold > 0 and took >= hold / 2:
+        return 0.0
+    if deadline is None:
+        return policy.pause_s
+    return min(policy.pause_s, max(0.0, deadline - now))
+
+
+# --- pure request building ----------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Call:
+    """One API request as plain data, with how to read its answer."""
+
+    method: str
+    path: str
+    params: dict[str, str] = field(default_factory=dict)
+    headers: dict[str, str] = field(default_factory=dict)
+    content: bytes | None = None
+    expect: tuple[int, ...] = (200,)
+    # Safe to send twice: reads, full replacement (PUT) and POSTs with an idempotency key.
+    # Requests that never left (connection refused) are retried regardless.
+    repeatable: bool = False
+    read_timeout_s: float | None = 30.0  # None: no limit (a log stream being followed)
+
+
+def json_bytes(value: Any) -> bytes:
+    return json.dumps(value, separators=(",", ":")).encode()
+
+
+def spec_from(source: FunctionSpec | Mapping[str, Any] | str | Path) -> FunctionSpec:
+    """A FunctionSpec from a spec, a mapping, or a YAML/JSON file path; validated locally so a
+    bad file is reported field by field before anything is sent."""
+    try:
+        if isinstance(source, FunctionSpec):
+            return source
+        if isinstance(source, Mapping):
+            return parse_function_spec(source)
+        path = Path(source)
+        try:
+            text = path.read_text(encoding="utf-8")
+        except OSError as exc:
+            raise InvalidSpec(
+                [
+                    ProblemOut(
+                        field=str(path), problem=f"cannot read it ({exc.strerror})", fix="check the path"
+                    )
+                ]
+            ) from None
+        return load_function_text(text, source=str(path))
+    except InvalidInput as exc:
+        raise InvalidSpec(
+            [ProblemOut(field=p.field, problem=p.problem, fix=p.fix) for p in exc.problems]
+        ) from None
+
+
+def _quote(segment: str) -> str:
+    # Names and ids are DNS-safe when valid; quoting keeps an invalid one from changing the
+    # path, so the server can answer 404/422 for it instead of routing it elsewhere.
+    return quote(segment, safe="")
+
+
+class Requests:
+    """Builds each API call; no I/O."""
+
+    def deploy_function(self, spec: FunctionSpec) -> Call:
+        return Call(
+            "PUT",
+            f"/v1/functions/{_quote(spec.name)}",
+            headers={"Content-Type": "application/json"},
+            content=json_bytes(spec.model_dump(mode="json")),
+            expect=(200, 201),
+            repeatable=True,
+        )
+
+    def list_functions(self) -> Call:
+        return Call("GET", "/v1/functions", repeatable=True)
+
+    def get_function(self, name: str) -> Call:
+        return Call("GET", f"/v1/functions/{_quote(name)}", repeatable=True)
+
+    def delete_function(self, name: str, *, force: bool = False) -> Call:
+        """Without `force` the server refuses (409) while the function has live invocations."""
+        params = {"force": "true"} if force else {}
+        return Call("DELETE", f"/v1/functions/{_quote(name)}", params=params, expect=(200, 204))
+
+    def invoke(
+        self,
+        name: str,
+        payload: Any = None,
+        *,
+        wait: int | None = None,
+        idempotency_key: str | None = None,
+    ) -> Call:
+        """`payload` is sent as JSON; bytes are sent as they are (they must be JSON already);
+        None sends an empty body, which the job receives as JSON null. `wait`: seconds the
+        server may hold the answer until the invocation ends."""
+        body = payload if isinstance(payload, bytes) else (b"" if payload is None else json_bytes(payload))
+        headers = {"Content-Type": "application/json"}
+        if idempotency_key is not None:
+            headers["Idempotency-Key"] = idempotency_key
+        return Call(
+            "POST",
+            f"/v1/functions/{_quote(name)}/invocations",
+            params=_wait_param(wait),
+            headers=headers,
+            content=body,
+            expect=(200, 201, 202),
+            repeatable=idempotency_key is not None,
+            read_timeout_s=_read_timeout(wait),
+        )
+
+    def get_invocation(self, invocation_id: str, *, wait: int | None = None) -> Call:
+        """With `wait`, the server holds the answer up to that many seconds until it ends."""
+        return Call(
+            "GET",
+            f"/v1/invocations/{_quote(invocation_id)}",
+            params=_wait_param(wait),
+            repeatable=True,
+            read_timeout_s=_read_timeout(wait),
+        )
+
+    def list_invocations(
+        self,
+        *,
+        function: str | None = None,
+        state: str | None = None,
+        limit: int | None = None,
+        cursor: str | None = None,
+    ) -> Call:
+        params = {
+            key: str(value)
+            for key, value in (("function", function), ("state", state), ("limit", limit), ("cursor", cursor))
+            if value is not None
+        }
+        return Call("GET", "/v1/invocations", params=params, repeatable=True)
+
+    def logs(self, invocation_id: str, *, follow: bool = False) -> Call:
+        return Call(
+            "GET",
+            f"/v1/invocations/{_quote(invocation_id)}/logs",
+            params={"follow": "true"} if follow else {},
+            # A half-read stream cannot be resumed without repeating output: no retries.
+            repeatable=False,
+            read_timeout_s=None if follow else 30.0,
+        )
+
+    def cancel(self, invocation_id: str) -> Call:
+        return Call("POST", f"/v1/invocations/{_quote(invocation_id)}/cancel", expect=(200, 202))
+
+    def health(self) -> Call:
+        return Call("GET", "/readyz", repeatable=True)
+
+
+def _wait_param(wait: int | None) -> dict[str, str]:
+    return {"wait": str(wait)} if wait else {}
+
+
+def _read_timeout(wait: int | None) -> float:
+    # The server holds the request up to `wait` seconds before it answers.
+    return 30.0 + (wait or 0)
+
+
+# --- pure answer reading ------------------------------------------------------------------
+
+
+def error_from(status: int, body: bytes) -> ApiError:
+    """The server's ErrorOut as an ApiError; anything else (a proxy's HTML page, a crash)
+    still becomes an ApiError with what it said."""
+    try:
+        err = ErrorOut.model_validate_json(body).error
+        return ApiError(status, err.code, err.message, list(err.problems))
+    except ValidationError:
+        pass
+    # FastAPI's own validation answer, should one slip past the server's error mapping.
+    try:
+        data = json.loads(body)
+    except ValueError:
+        data = None
+    if isinstance(data, dict) and "detail" in data:
+        detail = data["detail"]
+        if isinstance(detail, list):
+            problems = [
+                ProblemOut(
+                    field=".".join(str(x) for x in item.get("loc", [])) or "(request)",
+                    problem=str(item.get("msg", "")),
+                )
+                for item in detail
+                if isinstance(item, dict)
+            ]
+            return ApiError(status, "invalid_input", "; ".join(map(render_problem, problems)), problems)
+        return ApiError(status, _code_for(status), str(detail), [])
+    text = body.decode("utf-8", errors="replace").strip()
+    return ApiError(status, _code_for(status), text[:300] or f"HTTP {status}", [])
+
+
+def _code_for(status: int) -> str:
+    return {
+        400: "bad_request",
+        401: "unauthorized",
+        403: "forbidden",
+        404: "not_found",
+        409: "conflict",
+        413: "payload_too_large",
+        422: "invalid_input",
+        429: "too_many_requests",
+        503: "temporarily_unavailable",
+    }.get(status, "server_error" if status >= 500 else "http_error")
+
+
+def parse(call: Call, status: int, body: bytes, model: type[M]) -> M:
+    """The answer as `model`, or the ApiError it stands for."""
+    check(call, status, body)
+    try:
+        return model.model_validate_json(body)
+    except ValidationError as exc:
+        raise ApiError(
+            status,
+            "bad_response",
+            f"the gateway answered {call.method} {call.path} with a body this client cannot read "
+            f"({exc.error_count()} problems); client and server versions may differ",
+            [],
+        ) from None
+
+
+def check(call: Call, status: int, body: bytes) -> None:
+    if status not in call.expect:
+        raise error_from(status, body)
+
+
+def retry_after_of(response: httpx.Response) -> float | None:
+    value = response.headers.get("Retry-After")
+    if value is None:
+        return None
+    try:
+        return float(value)
+    except ValueError:
+        return None
+
+
+def never_sent(exc: httpx.TransportError) -> bool:
+    """The request never reached the server, so even a non-repeatable one may be retried."""
+    return isinstance(exc, httpx.ConnectError | httpx.ConnectTimeout | httpx.PoolTimeout)
+
+
+def describe(exc: httpx.TransportError) -> str:
+    if isinstance(exc, httpx.ConnectError):
+        return "connection refused" if "refused" in str(exc).lower() else f"cannot connect: {exc}"
+    if isinstance(exc, httpx.TimeoutException):
+        return "timed out"
+    return str(exc) or type(exc).__name__
+
+
+def auth_headers(token: str | None) -> dict[str, str]:
+    return {"Authorization": f"Bearer {token}"} if token else {}
+
+
+def timeout_for(call: Call) -> httpx.Timeout:
+    return httpx.Timeout(10.0, read=call.read_timeout_s)
+
+
+def settings(url: str | None, token: str | None) -> tuple[str, str | None]:
+    base = (url or os.environ.get(URL_ENV) or DEFAULT_URL).rstrip("/")
+    return base, token if token is not None else (os.environ.get(TOKEN_ENV) or None)
+
+
+def as_dict(body: bytes) -> dict[str, Any]:
+    try:
+        data = json.loads(body)
+    except ValueError:
+        return {"status": body.decode("utf-8", errors="replace").strip()}
+    return data if isinstance(data, dict) else {"status": data}

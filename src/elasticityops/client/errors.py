@@ -1,0 +1,58 @@
+"""The client's own error tree: httpx exceptions and the server's error bodies become these."""
+
+from __future__ import annotations
+
+from elasticityops.wire import ProblemOut
+
+URL_ENV = "EOPS_URL"
+
+
+class ClientError(Exception):
+    """Base of every error this client raises."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+
+class ConnectionFailed(ClientError):
+    """No answer from the gateway: refused, unreachable, timed out or cut off."""
+
+    def __init__(self, url: str, detail: str) -> None:
+        super().__init__(
+            f"cannot reach the ElasticityOps gateway at {url} ({detail}); start it with "
+            f"`eops serve`, or point {URL_ENV} at a running one"
+        )
+        self.url = url
+        self.detail = detail
+
+
+class InvalidSpec(ClientError):
+    """A function spec that fails validation here, before any request is sent."""
+
+    def __init__(self, problems: list[ProblemOut]) -> None:
+        super().__init__("; ".join(render_problem(p) for p in problems) or "invalid function spec")
+        self.problems = problems
+
+
+class ApiError(ClientError):
+    """The gateway answered with an error (its `ErrorOut` body, or what we could make of it)."""
+
+    def __init__(self, status: int, code: str, message: str, problems: list[ProblemOut]) -> None:
+        super().__init__(message)
+        self.status = status
+        self.code = code
+        self.problems = problems
+
+    @property
+    def temporary(self) -> bool:
+        """Worth retrying later: the gateway is overloaded or not ready yet."""
+        return self.status in (429, 503)
+
+    def __str__(self) -> str:
+        return f"{self.status} {self.code}: {self.message}"
+
+
+def render_problem(p: ProblemOut) -> str:
+    text = f"{p.field}: {p.problem}"
+    return f"{text}; {p.fix}" if p.fix else text

@@ -1,0 +1,321 @@
+"""Bring a dev cluster up and down; the handle tests and the CLI use.
+
+`up` starts etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kwok and the node
+auto-provisioning emulator, in that order, each on 127.0.0.1 and a free port, waits for each
+to be ready, and records every PID in `state.json` before waiting (so a failed start is still
+cleaned up by `down`). `down` stops them by PID in reverse order.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import ssl
+import subprocess
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from elasticityops.devcluster import components, procs
+from elasticityops.devcluster.certs import generate_pki, write_kubeconfig
+from elasticityops.devcluster.components import Layout, Ports
+from elasticityops.devcluster.config import AutoscalerSettings, ClusterConfig
+from elasticityops.devcluster.errors import DevClusterError, StartupError
+from elasticityops.devcluster.kubeapi import Credentials, KubeApi
+from elasticityops.devcluster.nodes import ROLE_AUTOSCALED, ROLE_BASELINE, ROLE_LABEL
+from elasticityops.devcluster.paths import Toolchain
+from elasticityops.devcluster.procs import ProcessRecord
+from elasticityops.devcluster.stages import render_kwok_config
+
+StepFn = Callable[[str], None]
+
+
+def _quiet(_: str) -> None:
+    return None
+
+
+@dataclass(frozen=True)
+class ClusterState:
+    """What `state.json` holds: enough to find and stop everything later."""
+
+    state_dir: Path
+    server: str
+    ports: Ports
+    toolchain: Path
+    processes: tuple[ProcessRecord, ...]
+    started_at: float
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "state_dir": str(self.state_dir),
+            "server": self.server,
+            "ports": vars(self.ports),
+            "toolchain": str(self.toolchain),
+            "processes": [p.to_json() for p in self.processes],
+            "started_at": self.started_at,
+        }
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> ClusterState:
+        return cls(
+            state_dir=Path(data["state_dir"]),
+            server=str(data["server"]),
+            ports=Ports(**data["ports"]),
+            toolchain=Path(data["toolchain"]),
+            processes=tuple(ProcessRecord.from_json(p) for p in data["processes"]),
+            started_at=float(data["started_at"]),
+        )
+
+
+def _save(lay: Layout, state: ClusterState) -> None:
+    tmp = lay.state_file.with_suffix(".tmp")
+    tmp.write_text(json.dumps(state.to_json(), indent=2))
+    tmp.replace(lay.state_file)
+
+
+def load_state(state_dir: Path) -> ClusterState | None:
+    path = Layout(state_dir).state_file
+    if not path.is_file():
+        return None
+    return ClusterState.from_json(json.loads(path.read_text()))
+
+
+def _log_tail(path: str, chars: int = 2500) -> str:
+    try:
+        return Path(path).read_text(errors="replace")[-chars:]
+    except OSError:
+        return ""
+
+
+def _wait(rec: ProcessRecord, probe: Callable[[], bool], timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if not procs.is_alive(rec):
+            raise StartupError(f"{rec.name} exited during start-up; log {rec.log}:\n{_log_tail(rec.log)}")
+        if probe():
+            return
+        time.sleep(0.2)
+    raise StartupError(f"{rec.name} not ready after {timeout:.0f}s; log {rec.log}:\n{_log_tail(rec.log)}")
+
+
+def _http_ok(url: str, **kwargs: Any) -> Callable[[], bool]:
+    def probe() -> bool:
+        try:
+            return httpx.get(url, timeout=2.0, **kwargs).status_code == 200
+        except httpx.HTTPError:
+            return False
+
+    return probe
+
+
+def up(cfg: ClusterConfig, tc: Toolchain, step: StepFn = _quiet) -> ClusterState:
+    """Start a cluster in `cfg.state_dir` (which must not hold a running one)."""
+    lay = Layout(cfg.state_dir.resolve())
+    old = load_state(lay.root)
+    if old is not None and any(procs.is_alive(p) for p in old.processes):
+        raise DevClusterError(f"a dev cluster is already running in {lay.root}; run `eops dev-cluster down`")
+    for sub in (lay.etcd_data, lay.certs, lay.logs, lay.pki):
+        shutil.rmtree(sub, ignore_errors=True)
+    lay.root.mkdir(parents=True, exist_ok=True)
+    lay.logs.mkdir()
+    settings = cfg.autoscaler.validated()
+    settings.write(lay.autoscaler_settings)
+    lay.autoscaler_status.unlink(missing_ok=True)
+
+    step("certificates")
+    pki = generate_pki(lay.pki)
+    ports = Ports(*(procs.free_port() for _ in range(6)))
+    server = f"https://127.0.0.1:{ports.apiserver}"
+    write_kubeconfig(lay.kubeconfig, server, pki)
+    lay.kwok_config.write_text(
+        render_kwok_config(tc.stock_stages.read_text(), f"127.0.0.1:{ports.kwok}", cfg.node_lease_seconds)
+    )
+    state = ClusterState(lay.root, server, ports, tc.root, (), time.time())
+    creds = Credentials(server, pki.ca_cert, pki.admin_cert, pki.admin_key)
+    tls_ctx = ssl.create_default_context(cafile=str(pki.ca_cert))
+    tls_ctx.load_cert_chain(str(pki.admin_cert), str(pki.admin_key))
+
+    def launch(name: str, argv: list[str], probe: Callable[[], bool]) -> None:
+        nonlocal state
+        step(name)
+        rec = procs.start(name, argv, lay.logs / f"{name}.log")
+        state = replace(state, processes=(*state.processes, rec))
+        _save(lay, state)
+        _wait(rec, probe, cfg.startup_timeout)
+
+    try:
+        launch(
+            "etcd", components.etcd(tc, lay, ports), _http_ok(f"http://127.0.0.1:{ports.etcd_client}/health")
+        )
+        launch(
+            "kube-apiserver",
+            components.kube_apiserver(tc, lay, ports, cfg),
+            _http_ok(f"{server}/readyz", verify=tls_ctx),
+        )
+        # The controllers serve self-signed certificates; only their liveness is probed.
+        launch(
+            "kube-controller-manager",
+            components.kube_controller_manager(tc, lay, ports, cfg),
+            _http_ok(f"https://127.0.0.1:{ports.controller_manager}/healthz", verify=False),
+        )
+        launch(
+            "kube-scheduler",
+            components.kube_scheduler(tc, lay, ports, cfg),
+            _http_ok(f"https://127.0.0.1:{ports.scheduler}/healthz", verify=False),
+        )
+        launch("kwok", components.kwok(tc, lay), _http_ok(f"http://127.0.0.1:{ports.kwok}/healthz"))
+        launch("autoscaler", components.autoscaler(lay, server), lay.autoscaler_status.is_file)
+        step(f"baseline nodes ({settings.baseline})")
+        with KubeApi(creds) as api:
+            _wait_default_serviceaccount(api, cfg.startup_timeout)
+            wait_for_nodes(
+                api, ROLE_BASELINE, settings.baseline, timeout=cfg.startup_timeout + settings.baseline / 20
+            )
+    except BaseException:
+        down(lay.root)
+        raise
+    step("ready")
+    return state
+
+
+def _wait_default_serviceaccount(api: KubeApi, timeout: float) -> None:
+    # Pods are refused until the serviceaccount controller has created `default`.
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if api.ok("/api/v1/namespaces/default/serviceaccounts/default"):
+            return
+        time.sleep(0.2)
+    raise StartupError("the default service account did not appear")
+
+
+def count_ready_nodes(api: KubeApi, role: str) -> int:
+    nodes = api.list("/api/v1/nodes", {"labelSelector": f"{ROLE_LABEL}={role}"})
+    return sum(
+        1
+        for n in nodes
+        if any(
+            c.get("type") == "Ready" and c.get("status") == "True" for c in n["status"].get("conditions", [])
+        )
+    )
+
+
+def wait_for_nodes(api: KubeApi, role: str, count: int, timeout: float) -> None:
+    """Wait until exactly `count` nodes of `role` exist and are Ready."""
+    deadline = time.monotonic() + timeout
+    seen = -1
+    while time.monotonic() < deadline:
+        seen = count_ready_nodes(api, role)
+        total = sum(1 for _ in api.list("/api/v1/nodes", {"labelSelector": f"{ROLE_LABEL}={role}"}))
+        if seen == count and total == count:
+            return
+        time.sleep(0.5)
+    raise StartupError(f"expected {count} Ready {role} nodes, saw {seen} after {timeout:.0f}s")
+
+
+def down(state_dir: Path) -> list[str]:
+    """Stop every recorded process by PID (reverse start order); return the names stopped."""
+    lay = Layout(state_dir.resolve())
+    state = load_state(lay.root)
+    if state is None:
+        return []
+    stopped = []
+    for rec in reversed(state.processes):
+        if procs.is_alive(rec):
+            procs.stop(rec)
+            stopped.append(rec.name)
+    lay.state_file.unlink(missing_ok=True)
+    return stopped
+
+
+class DevCluster:
+    """A running dev cluster: what the pytest fixture yields and the CLI talks to."""
+
+    def __init__(self, state: ClusterState) -> None:
+        self.state = state
+        self.layout = Layout(state.state_dir)
+
+    @classmethod
+    def start(cls, cfg: ClusterConfig, tc: Toolchain, step: StepFn = _quiet) -> DevCluster:
+        return cls(up(cfg, tc, step))
+
+    @classmethod
+    def attach(cls, state_dir: Path) -> DevCluster:
+        state = load_state(state_dir.resolve())
+        if state is None:
+            raise DevClusterError(f"no dev cluster recorded in {state_dir}")
+        return cls(state)
+
+    # --- where things are -------------------------------------------------------------
+    @property
+    def server(self) -> str:
+        return self.state.server
+
+    @property
+    def kubeconfig_path(self) -> Path:
+        return self.layout.kubeconfig
+
+    @property
+    def state_dir(self) -> Path:
+        return self.state.state_dir
+
+    @property
+    def credentials(self) -> Credentials:
+        pki = self.layout.pki
+        return Credentials(self.server, pki / "ca.crt", pki / "admin.crt", pki / "admin.key")
+
+    def api(self) -> KubeApi:
+        """A small JSON client with admin rights (close it, or use it as a context manager)."""
+        return KubeApi(self.credentials)
+
+    def kubectl(
+        self, *args: str, check: bool = True, timeout: float = 60.0
+    ) -> subprocess.CompletedProcess[str]:
+        argv = [
+            str(Toolchain(self.state.toolchain).binary("kubectl")),
+            f"--kubeconfig={self.kubeconfig_path}",
+            *args,
+        ]
+        return subprocess.run(argv, capture_output=True, text=True, check=check, timeout=timeout)
+
+    # --- autoscaler knobs and node pools ----------------------------------------------
+    @property
+    def autoscaler_settings(self) -> AutoscalerSettings:
+        return AutoscalerSettings.read(self.layout.autoscaler_settings)
+
+    def configure_autoscaler(self, **knobs: Any) -> AutoscalerSettings:
+        """Change emulator knobs (planner names); the running emulator applies them next cycle."""
+        new = replace(self.autoscaler_settings, **knobs).validated()
+        new.write(self.layout.autoscaler_settings)
+        return new
+
+    def autoscaler_status(self) -> dict[str, Any]:
+        data: dict[str, Any] = json.loads(self.layout.autoscaler_status.read_text())
+        return data
+
+    def set_baseline(self, count: int, wait: bool = True, timeout: float = 120.0) -> None:
+        """Resize the static pool; waits until exactly `count` baseline nodes are Ready."""
+        self.configure_autoscaler(baseline=count)
+        if wait:
+            with self.api() as api:
+                wait_for_nodes(api, ROLE_BASELINE, count, timeout)
+
+    def add_baseline_nodes(self, count: int, wait: bool = True) -> None:
+        self.set_baseline(self.autoscaler_settings.baseline + count, wait=wait)
+
+    def remove_baseline_nodes(self, count: int, wait: bool = True) -> None:
+        self.set_baseline(max(self.autoscaler_settings.baseline - count, 0), wait=wait)
+
+    def node_counts(self) -> dict[str, int]:
+        with self.api() as api:
+            return {r: count_ready_nodes(api, r) for r in (ROLE_BASELINE, ROLE_AUTOSCALED)}
+
+    # --- lifecycle --------------------------------------------------------------------
+    def processes_alive(self) -> dict[str, bool]:
+        return {p.name: procs.is_alive(p) for p in self.state.processes}
+
+    def stop(self) -> list[str]:
+        return down(self.state.state_dir)

@@ -1,0 +1,175 @@
+"""Command lines of the control-plane components (pure: paths and ports in, argv out).
+
+Everything binds 127.0.0.1 (each component's default is 0.0.0.0 or ":port"), serving
+certificates of the controllers go to the state directory (their default cert dir is
+/var/run/kubernetes), and client QPS limits are raised because the defaults (20/30 for the
+controller-manager, 50/100 for the scheduler) throttle thousands of pods.
+"""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from elasticityops.devcluster.config import ClusterConfig
+from elasticityops.devcluster.paths import Toolchain
+
+
+@dataclass(frozen=True)
+class Ports:
+    etcd_client: int
+    etcd_peer: int
+    apiserver: int
+    controller_manager: int
+    scheduler: int
+    kwok: int
+
+
+@dataclass(frozen=True)
+class Layout:
+    """Files of one cluster inside its state directory."""
+
+    root: Path
+
+    @property
+    def pki(self) -> Path:
+        return self.root / "pki"
+
+    @property
+    def etcd_data(self) -> Path:
+        return self.root / "etcd"
+
+    @property
+    def logs(self) -> Path:
+        return self.root / "logs"
+
+    @property
+    def kubeconfig(self) -> Path:
+        return self.root / "kubeconfig"
+
+    @property
+    def kwok_config(self) -> Path:
+        return self.root / "kwok.yaml"
+
+    @property
+    def state_file(self) -> Path:
+        return self.root / "state.json"
+
+    @property
+    def autoscaler_settings(self) -> Path:
+        return self.root / "autoscaler.json"
+
+    @property
+    def autoscaler_status(self) -> Path:
+        return self.root / "autoscaler-status.json"
+
+    @property
+    def certs(self) -> Path:
+        return self.root / "serving-certs"
+
+
+def etcd(tc: Toolchain, lay: Layout, p: Ports) -> list[str]:
+    client, peer = f"http://127.0.0.1:{p.etcd_client}", f"http://127.0.0.1:{p.etcd_peer}"
+    return [
+        str(tc.binary("etcd")),
+        "--name=eops-dev",
+        f"--data-dir={lay.etcd_data}",
+        f"--listen-client-urls={client}",
+        f"--advertise-client-urls={client}",
+        f"--listen-peer-urls={peer}",
+        f"--initial-advertise-peer-urls={peer}",
+        f"--initial-cluster=eops-dev={peer}",
+        "--initial-cluster-state=new",
+        "--unsafe-no-fsync=true",  # throw-away data: durability costs disk I/O the tests do not need
+        "--quota-backend-bytes=8589934592",
+        "--log-level=warn",
+    ]
+
+
+def kube_apiserver(tc: Toolchain, lay: Layout, p: Ports, cfg: ClusterConfig) -> list[str]:
+    pki = lay.pki
+    argv = [
+        str(tc.binary("kube-apiserver")),
+        f"--etcd-servers=http://127.0.0.1:{p.etcd_client}",
+        "--bind-address=127.0.0.1",
+        "--advertise-address=127.0.0.1",
+        f"--secure-port={p.apiserver}",
+        f"--cert-dir={lay.certs}",
+        f"--tls-cert-file={pki / 'admin.crt'}",
+        f"--tls-private-key-file={pki / 'admin.key'}",
+        f"--client-ca-file={pki / 'ca.crt'}",
+        "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
+        f"--service-account-key-file={pki / 'admin.key'}",
+        f"--service-account-signing-key-file={pki / 'admin.key'}",
+        "--service-cluster-ip-range=10.96.0.0/16",
+        "--endpoint-reconciler-type=none",  # no real endpoints to advertise on 127.0.0.1
+        "--authorization-mode=RBAC",
+        # GKE adds the nvidia.com/gpu toleration to pods that request GPUs this way.
+        "--enable-admission-plugins=ExtendedResourceToleration",
+        "--allow-privileged=true",
+        "--event-ttl=1h",
+    ]
+    if not cfg.apf_enabled:
+        argv += [
+            "--enable-priority-and-fairness=false",
+            "--max-requests-inflight=0",
+            "--max-mutating-requests-inflight=0",
+        ]
+    return argv
+
+
+def kube_controller_manager(tc: Toolchain, lay: Layout, p: Ports, cfg: ClusterConfig) -> list[str]:
+    kc = str(lay.kubeconfig)
+    # Above kwok's lease renewal interval (a quarter of the lease) so simulated nodes stay Ready.
+    grace = max(cfg.node_lease_seconds // 4 * 3, 60)
+    return [
+        str(tc.binary("kube-controller-manager")),
+        f"--kubeconfig={kc}",
+        f"--authentication-kubeconfig={kc}",
+        f"--authorization-kubeconfig={kc}",
+        "--bind-address=127.0.0.1",
+        f"--secure-port={p.controller_manager}",
+        f"--cert-dir={lay.certs}",
+        "--leader-elect=false",
+        f"--kube-api-qps={cfg.api_qps}",
+        f"--kube-api-burst={cfg.api_burst}",
+        # Default controller set: job, ttl-after-finished, garbage-collector, pod-garbage-collector,
+        # namespace, serviceaccount(-token), root-ca publisher, node-lifecycle, taint-eviction...
+        "--controllers=*",
+        f"--service-account-private-key-file={lay.pki / 'admin.key'}",
+        f"--root-ca-file={lay.pki / 'ca.crt'}",
+        f"--node-monitor-grace-period={grace}s",
+    ]
+
+
+def kube_scheduler(tc: Toolchain, lay: Layout, p: Ports, cfg: ClusterConfig) -> list[str]:
+    kc = str(lay.kubeconfig)
+    return [
+        str(tc.binary("kube-scheduler")),
+        f"--kubeconfig={kc}",
+        f"--authentication-kubeconfig={kc}",
+        f"--authorization-kubeconfig={kc}",
+        "--bind-address=127.0.0.1",
+        f"--secure-port={p.scheduler}",
+        f"--cert-dir={lay.certs}",
+        "--leader-elect=false",
+        f"--kube-api-qps={cfg.api_qps}",
+        f"--kube-api-burst={cfg.api_burst}",
+    ]
+
+
+def kwok(tc: Toolchain, lay: Layout) -> list[str]:
+    return [str(tc.binary("kwok")), f"--kubeconfig={lay.kubeconfig}", f"--config={lay.kwok_config}"]
+
+
+def autoscaler(lay: Layout, server: str) -> list[str]:
+    return [
+        sys.executable,
+        "-m",
+        "elasticityops.devcluster.autoscaler_loop",
+        f"--server={server}",
+        f"--pki-dir={lay.pki}",
+        f"--settings={lay.autoscaler_settings}",
+        f"--status={lay.autoscaler_status}",
+    ]

@@ -1,0 +1,93 @@
+"""Simulated GKE T4 GPU nodes as plain Node manifests (pure functions, no I/O).
+
+A node is labelled and tainted like an n1-standard-4 + 1x T4 node of a GKE GPU node pool;
+kwok (selected by the `kwok.x-k8s.io/node: fake` annotation) marks it Ready and keeps it
+alive. The dummy GCE-style providerID keeps the node-lifecycle controller from treating
+it as a node without a cloud instance.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+KWOK_NODE_ANNOTATION = "kwok.x-k8s.io/node"
+ROLE_LABEL = "eops.dev/role"  # "baseline" (static pool) or "autoscaled" (emulator-managed)
+ROLE_BASELINE = "baseline"
+ROLE_AUTOSCALED = "autoscaled"
+POOL_LABEL = "cloud.google.com/gke-nodepool"
+ZONE_LABEL = "topology.kubernetes.io/zone"
+ACCELERATOR_LABEL = "cloud.google.com/gke-accelerator"
+GPU_RESOURCE = "nvidia.com/gpu"
+REGION = "us-central1"
+ZONES: tuple[str, ...] = ("us-central1-a", "us-central1-b", "us-central1-c", "us-central1-f")
+BASELINE_POOL = "baseline-t4"
+
+GPU_TAINT = {"key": GPU_RESOURCE, "value": "present", "effect": "NoSchedule"}
+# n1-standard-4 with one T4, as the issue fixes it (GKE's real allocatable is a little lower).
+NODE_RESOURCES = {
+    "cpu": "4",
+    "memory": "15Gi",
+    GPU_RESOURCE: "1",
+    "pods": "110",
+    "ephemeral-storage": "100Gi",
+}
+
+
+def gpu_node(name: str, *, pool: str, zone: str, role: str) -> dict[str, Any]:
+    """The Node manifest of one simulated T4 node."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {
+            "name": name,
+            "annotations": {KWOK_NODE_ANNOTATION: "fake", "node.alpha.kubernetes.io/ttl": "0"},
+            "labels": {
+                "kubernetes.io/arch": "amd64",
+                "kubernetes.io/os": "linux",
+                "kubernetes.io/hostname": name,
+                "beta.kubernetes.io/arch": "amd64",
+                "beta.kubernetes.io/os": "linux",
+                "type": "kwok",
+                ACCELERATOR_LABEL: "nvidia-tesla-t4",
+                "cloud.google.com/gke-gpu": "true",
+                POOL_LABEL: pool,
+                ZONE_LABEL: zone,
+                "topology.kubernetes.io/region": REGION,
+                "node.kubernetes.io/instance-type": "n1-standard-4",
+                ROLE_LABEL: role,
+            },
+        },
+        "spec": {
+            "providerID": f"gce://eops-dev/{zone}/{name}",
+            "taints": [dict(GPU_TAINT)],
+        },
+        "status": {
+            "allocatable": dict(NODE_RESOURCES),
+            "capacity": dict(NODE_RESOURCES),
+            "nodeInfo": {
+                "architecture": "amd64",
+                "operatingSystem": "linux",
+                "kubeletVersion": "fake",
+                "kubeProxyVersion": "fake",
+                "containerRuntimeVersion": "kwok",
+                "osImage": "Container-Optimized OS (simulated)",
+                "kernelVersion": "",
+                "bootID": "",
+                "machineID": "",
+                "systemUUID": "",
+            },
+            "phase": "Running",
+        },
+    }
+
+
+def baseline_node_name(index: int) -> str:
+    return f"gke-eops-{BASELINE_POOL}-{index:05d}"
+
+
+def baseline_nodes(count: int, start: int = 0) -> list[dict[str, Any]]:
+    """`count` static-pool nodes, spread round-robin over the zones."""
+    return [
+        gpu_node(baseline_node_name(i), pool=BASELINE_POOL, zone=ZONES[i % len(ZONES)], role=ROLE_BASELINE)
+        for i in range(start, start + count)
+    ]

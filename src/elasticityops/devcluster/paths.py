@@ -1,0 +1,61 @@
+"""Where things live: the binary cache (outside the repo) and the wrapper modules (inside it)."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from elasticityops.devcluster.versions import ALL_BINARIES, COMPONENTS, STOCK_STAGE_FILES
+
+GOMOD_DIR = Path(__file__).resolve().parent / "gomod"
+# Bumped when the build recipe itself (flags, stage assembly) changes, so old caches are not reused.
+RECIPE_VERSION = "1"
+
+
+def cache_root() -> Path:
+    """`${EOPS_CACHE_DIR:-~/.cache/elasticityops}/devcluster`."""
+    base = os.environ.get("EOPS_CACHE_DIR") or str(Path.home() / ".cache" / "elasticityops")
+    return Path(base).expanduser() / "devcluster"
+
+
+def build_stamp() -> str:
+    """Versions + a hash of every wrapper go.mod/go.sum + the recipe: equal stamp, equal binaries."""
+    digest = hashlib.sha256(RECIPE_VERSION.encode())
+    for comp in COMPONENTS:
+        digest.update(comp.name.encode() + comp.version.encode() + " ".join(comp.ldflags).encode())
+        for fname in ("go.mod", "go.sum"):
+            digest.update((GOMOD_DIR / comp.module_dir / fname).read_bytes())
+    digest.update("\n".join(STOCK_STAGE_FILES).encode())
+    versions = "-".join(f"{c.name}{c.version}" for c in COMPONENTS)
+    return f"{versions}-{digest.hexdigest()[:12]}"
+
+
+@dataclass(frozen=True)
+class Toolchain:
+    """The built artefacts of one stamp: binaries and the assembled stock kwok stages."""
+
+    root: Path
+
+    @property
+    def bin_dir(self) -> Path:
+        return self.root / "bin"
+
+    @property
+    def stock_stages(self) -> Path:
+        return self.root / "stages" / "stock-stages.yaml"
+
+    @property
+    def marker(self) -> Path:
+        return self.root / "complete.json"
+
+    def binary(self, name: str) -> Path:
+        return self.bin_dir / name
+
+    def is_complete(self) -> bool:
+        return self.marker.is_file() and all(self.binary(b).is_file() for b in ALL_BINARIES)
+
+
+def current_toolchain() -> Toolchain:
+    return Toolchain(cache_root() / build_stamp())

@@ -1,0 +1,120 @@
+"""Start processes detached, record them by PID, stop them by PID (SIGTERM, then SIGKILL).
+
+A record carries the process's create time as well as its PID, so a PID the kernel has
+reused for an unrelated process is never signalled.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import socket
+import subprocess
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import psutil
+
+
+@dataclass(frozen=True)
+class ProcessRecord:
+    name: str
+    pid: int
+    create_time: float
+    log: str
+    argv: tuple[str, ...]
+
+    def to_json(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["argv"] = list(self.argv)
+        return data
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> ProcessRecord:
+        return cls(
+            name=str(data["name"]),
+            pid=int(data["pid"]),
+            create_time=float(data["create_time"]),
+            log=str(data["log"]),
+            argv=tuple(str(a) for a in data["argv"]),
+        )
+
+
+def free_port() -> int:
+    """A port that is free on 127.0.0.1 right now (the kernel picks it)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def start(name: str, argv: list[str], log: Path, env: dict[str, str] | None = None) -> ProcessRecord:
+    """Start `argv` in its own session (it outlives the CLI that started it), output to `log`."""
+    log.parent.mkdir(parents=True, exist_ok=True)
+    with log.open("ab") as out:
+        proc = subprocess.Popen(
+            argv,
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            env=env,
+        )
+    try:
+        created = psutil.Process(proc.pid).create_time()
+    except psutil.NoSuchProcess:
+        created = 0.0
+    # The Popen object is dropped on purpose: the child is tracked by PID from here on, and
+    # reaped by whoever stops it (or by init once this process exits).
+    return ProcessRecord(name=name, pid=proc.pid, create_time=created, log=str(log), argv=tuple(argv))
+
+
+def _process(rec: ProcessRecord) -> psutil.Process | None:
+    try:
+        proc = psutil.Process(rec.pid)
+        if abs(proc.create_time() - rec.create_time) > 1.0:
+            return None  # the PID was reused by another process
+        if proc.status() == psutil.STATUS_ZOMBIE:
+            return None
+        return proc
+    except psutil.NoSuchProcess:
+        return None
+
+
+def is_alive(rec: ProcessRecord) -> bool:
+    return _process(rec) is not None
+
+
+def _reap(pid: int) -> None:
+    # Our own children become zombies until waited for; others are reaped by their parent.
+    with contextlib.suppress(ChildProcessError):
+        os.waitpid(pid, os.WNOHANG)
+
+
+def stop(rec: ProcessRecord, timeout: float = 10.0) -> None:
+    """SIGTERM the recorded process, SIGKILL it if it is still there after `timeout` seconds."""
+    proc = _process(rec)
+    if proc is None:
+        _reap(rec.pid)
+        return
+    try:
+        proc.send_signal(signal.SIGTERM)
+    except psutil.NoSuchProcess:
+        return
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        _reap(rec.pid)
+        if _process(rec) is None:
+            return
+        time.sleep(0.1)
+    try:
+        proc.send_signal(signal.SIGKILL)
+    except psutil.NoSuchProcess:
+        return
+    for _ in range(50):
+        _reap(rec.pid)
+        if _process(rec) is None:
+            return
+        time.sleep(0.1)

@@ -1,0 +1,112 @@
+"""pytest fixtures on top of the dev cluster: `dev_cluster` (session) and `dev_namespace`.
+
+Enable with `pytest_plugins = ["elasticityops.devcluster.pytest_plugin"]` (tests/conftest.py).
+Tests that use the cluster are marked `@pytest.mark.cluster`. The binaries must have been
+built (`scripts/build-devcluster`, which CI runs first); if they are missing the fixture FAILS
+the test rather than skipping it. Set EOPS_DEV_CLUSTER_BUILD=1 to let the fixture build them
+(a cold build takes ~25 minutes on 2 cores, longer than a test timeout).
+
+The cluster starts with fast autoscaler knobs, shared by the whole session (tests that change
+knobs use `dev_cluster.knobs(...)`, which restores them afterwards):
+baseline 2, max_nodes 50, scan_interval 1 s, gpu_pod_delay 1 s, provision_delay fixed:3,
+scale_down_after 10 s.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import os
+import secrets
+from collections.abc import Iterator
+from dataclasses import asdict
+from typing import Any
+
+import pytest
+
+from elasticityops.devcluster.config import AutoscalerSettings
+
+TEST_KNOBS = AutoscalerSettings(
+    baseline=2,
+    max_nodes=50,
+    scan_interval=1.0,
+    gpu_pod_delay=1.0,
+    provision_delay="fixed:3",
+    scale_down_after=10.0,
+    max_scale_down_parallelism=10,
+    seed=1,
+)
+
+
+class DevClusterFixture:
+    """What the `dev_cluster` fixture yields; wraps `cluster.DevCluster`.
+
+    Attributes and methods: `kubeconfig_path`, `server`, `state_dir`, `api()` (JSON client),
+    `kubectl(*args)`, `set_baseline(n)`, `add_baseline_nodes(k)`, `remove_baseline_nodes(k)`,
+    `configure_autoscaler(**knobs)`, `knobs(**knobs)` (context manager that restores),
+    `autoscaler_settings`, `autoscaler_status()`, `node_counts()`, `stop()`.
+    """
+
+    def __init__(self, cluster: Any) -> None:
+        from elasticityops.devcluster.cluster import DevCluster
+
+        self._cluster: DevCluster = cluster
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._cluster, name)
+
+    @contextlib.contextmanager
+    def knobs(self, **knobs: Any) -> Iterator[AutoscalerSettings]:
+        before = self._cluster.autoscaler_settings
+        try:
+            yield self._cluster.configure_autoscaler(**knobs)
+        finally:
+            # Restore everything but the baseline, which set_baseline() manages (it waits).
+            restore = asdict(before)
+            baseline = restore.pop("baseline")
+            self._cluster.configure_autoscaler(**restore)
+            if self._cluster.autoscaler_settings.baseline != baseline:
+                self._cluster.set_baseline(baseline)
+
+    def stop(self) -> list[str]:
+        stopped: list[str] = self._cluster.stop()
+        return stopped
+
+
+@pytest.fixture(scope="session")
+def dev_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DevClusterFixture]:
+    from elasticityops.devcluster.build import ensure_built
+    from elasticityops.devcluster.cluster import DevCluster
+    from elasticityops.devcluster.config import ClusterConfig
+    from elasticityops.devcluster.errors import DevClusterError
+
+    allow_build = os.environ.get("EOPS_DEV_CLUSTER_BUILD", "") == "1"
+    try:
+        tc = ensure_built(allow_build=allow_build)
+    except DevClusterError as exc:
+        pytest.fail(f"dev cluster binaries unavailable: {exc}", pytrace=False)
+    state_dir = tmp_path_factory.mktemp("dev-cluster")
+    try:
+        cluster = DevCluster.start(ClusterConfig(state_dir=state_dir, autoscaler=TEST_KNOBS), tc)
+    except DevClusterError as exc:
+        pytest.fail(f"dev cluster did not start: {exc}", pytrace=False)
+    # Belt and braces: if the session dies before fixture teardown, still stop by PID.
+    atexit.register(cluster.stop)
+    fixture = DevClusterFixture(cluster)
+    try:
+        yield fixture
+    finally:
+        cluster.stop()
+        atexit.unregister(cluster.stop)
+
+
+@pytest.fixture
+def dev_namespace(dev_cluster: DevClusterFixture) -> Iterator[str]:
+    """A fresh namespace per test (deleted afterwards), so tests sharing the cluster do not collide."""
+    name = f"t-{secrets.token_hex(4)}"
+    with dev_cluster.api() as api:
+        api.create(
+            "/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}}
+        )
+        yield name
+        api.delete(f"/api/v1/namespaces/{name}")

@@ -1,0 +1,189 @@
+"""The scale run: N simulated T4 nodes, P single-GPU Jobs to completion, time/CPU/memory measured.
+
+Used by `bench/devcluster_scale.py` (the 4,000-node benchmark) and by the test suite with a
+CI-sized count. Two ways to get the nodes: `baseline` (the static pool is resized to N) or
+`autoscale` (no baseline, quota N: the emulator provisions a node per pending pod).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any
+
+import psutil
+
+from elasticityops.devcluster.cluster import DevCluster, count_ready_nodes
+from elasticityops.devcluster.errors import DevClusterError, KubeApiError
+from elasticityops.devcluster.nodes import ROLE_BASELINE
+from elasticityops.devcluster.workloads import gpu_job
+
+
+@dataclass
+class ScaleResult:
+    nodes: int
+    pods: int
+    mode: str
+    run_seconds: float
+    nodes_ready_s: float = 0.0
+    submit_s: float = 0.0
+    all_done_s: float = 0.0  # from first submission to the last Job complete
+    total_s: float = 0.0
+    succeeded: int = 0
+    cpu_s: dict[str, float] = field(default_factory=dict)  # per component, over the run
+    peak_rss_mib: dict[str, float] = field(default_factory=dict)
+
+    def summary(self) -> dict[str, Any]:
+        return {
+            "nodes": self.nodes,
+            "pods": self.pods,
+            "mode": self.mode,
+            "run_seconds": self.run_seconds,
+            "nodes_ready_s": round(self.nodes_ready_s, 1),
+            "submit_s": round(self.submit_s, 1),
+            "all_done_s": round(self.all_done_s, 1),
+            "total_s": round(self.total_s, 1),
+            "succeeded": self.succeeded,
+            "cpu_s": {k: round(v, 1) for k, v in self.cpu_s.items()},
+            "cpu_s_total": round(sum(self.cpu_s.values()), 1),
+            "peak_rss_mib": {k: round(v) for k, v in self.peak_rss_mib.items()},
+            "peak_rss_mib_total": round(sum(self.peak_rss_mib.values())),
+        }
+
+
+class _Sampler:
+    """Samples each component's RSS once a second (peak memory is what the machine must hold)."""
+
+    def __init__(self, pids: dict[str, int]) -> None:
+        self.procs = {}
+        for name, pid in pids.items():
+            with contextlib.suppress(psutil.NoSuchProcess):
+                self.procs[name] = psutil.Process(pid)
+        self.peak: dict[str, float] = dict.fromkeys(self.procs, 0.0)
+        self.cpu0 = self._cpu()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _cpu(self) -> dict[str, float]:
+        out = {}
+        for name, p in self.procs.items():
+            with contextlib.suppress(psutil.NoSuchProcess):
+                t = p.cpu_times()
+                out[name] = t.user + t.system
+        return out
+
+    def _run(self) -> None:
+        while not self._stop.wait(1.0):
+            for name, p in self.procs.items():
+                with contextlib.suppress(psutil.NoSuchProcess):
+                    self.peak[name] = max(self.peak[name], p.memory_info().rss / 2**20)
+
+    def __enter__(self) -> _Sampler:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def cpu_delta(self) -> dict[str, float]:
+        now = self._cpu()
+        return {k: now[k] - self.cpu0.get(k, 0.0) for k in now}
+
+
+def _wait(predicate: Any, timeout: float, interval: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return
+        time.sleep(interval)
+    raise DevClusterError(f"timed out after {timeout:.0f}s waiting for {what}")
+
+
+def run_scale(
+    cluster: DevCluster,
+    *,
+    nodes: int,
+    pods: int,
+    namespace: str,
+    run_seconds: float = 10.0,
+    mode: str = "baseline",
+    timeout: float = 1800.0,
+    log: Any = print,
+) -> ScaleResult:
+    res = ScaleResult(nodes=nodes, pods=pods, mode=mode, run_seconds=run_seconds)
+    pids = {p.name: p.pid for p in cluster.state.processes}
+    pids["driver"] = psutil.Process().pid
+    started = time.monotonic()
+    with _Sampler(pids) as sampler, cluster.api() as api:
+        with contextlib.suppress(KubeApiError):
+            api.create(
+                "/api/v1/namespaces",
+                {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}},
+            )
+        _wait(
+            lambda: api.ok(f"/api/v1/namespaces/{namespace}/serviceaccounts/default"),
+            60,
+            0.2,
+            "service account",
+        )
+        if mode == "baseline":
+            cluster.configure_autoscaler(
+                baseline=nodes, max_nodes=max(nodes, cluster.autoscaler_settings.max_nodes)
+            )
+            _wait(
+                lambda: count_ready_nodes(api, ROLE_BASELINE) >= nodes,
+                timeout,
+                2.0,
+                f"{nodes} baseline nodes",
+            )
+            res.nodes_ready_s = time.monotonic() - started
+            log(f"{nodes} baseline nodes Ready after {res.nodes_ready_s:.1f}s")
+        else:
+            cluster.configure_autoscaler(baseline=0, max_nodes=nodes, pool_size_limit=1000)
+
+        t_submit = time.monotonic()
+        path = f"/apis/batch/v1/namespaces/{namespace}/jobs"
+
+        def submit(i: int) -> None:
+            for attempt in range(5):
+                try:
+                    api.create(path, gpu_job(f"scale-{i:05d}", run_seconds=run_seconds))
+                    return
+                except KubeApiError as exc:
+                    if exc.status == 409:
+                        return
+                    if attempt == 4:
+                        raise
+                    time.sleep(0.5 * (attempt + 1))  # 429s under load: back off and retry
+
+        with ThreadPoolExecutor(max_workers=8) as pool:
+            list(pool.map(submit, range(pods)))
+        res.submit_s = time.monotonic() - t_submit
+        log(f"{pods} Jobs submitted in {res.submit_s:.1f}s")
+
+        def done() -> bool:
+            jobs = api.list(path, {"resourceVersion": "0"}, page=5000)
+            n = sum(1 for j in jobs if (j.get("status") or {}).get("succeeded"))
+            res.succeeded = n
+            return n >= pods
+
+        last = [0.0]
+
+        def done_logged() -> bool:
+            ok = done()
+            if time.monotonic() - last[0] > 15:
+                last[0] = time.monotonic()
+                log(f"  {res.succeeded}/{pods} Jobs succeeded ({time.monotonic() - t_submit:.0f}s)")
+            return ok
+
+        _wait(done_logged, timeout, 3.0, f"{pods} Jobs to succeed")
+        res.all_done_s = time.monotonic() - t_submit
+        log(f"{pods} Jobs succeeded {res.all_done_s:.1f}s after the first submission")
+        res.cpu_s = sampler.cpu_delta()
+    res.peak_rss_mib = sampler.peak
+    res.total_s = time.monotonic() - started
+    return res

@@ -1,0 +1,141 @@
+"""kwok configuration: our pod-completion stages and the controller options (pure, YAML text out).
+
+Pod annotations (documented in docs/dev-cluster.md):
+- `eops.dev/run-seconds`: how long the pod runs once Running (decimal seconds, e.g. "45").
+- `eops.dev/exit-code`: the exit code of every container (integer; default 0). 0 gives phase
+  Succeeded, anything else Failed with reason Error.
+Pods owned by a Job without `eops.dev/run-seconds` run DEFAULT_RUN_SECONDS and exit with
+`eops.dev/exit-code` (or 0), so unmodified Jobs finish. Other pods without the annotation (bare
+pods, Deployment or placeholder pause pods) run until deleted.
+
+Pitfalls avoided (see kwok's stage docs): no jitter is set (a jitter <= the delay silently
+becomes the delay); the run time is turned into an absolute end time computed from
+`.status.startTime`, so a patch to a running pod does not restart it; the two completion
+stages have exclusive selectors (kwok picks one matching stage at random).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import yaml
+
+RUN_SECONDS_ANNOTATION = "eops.dev/run-seconds"
+EXIT_CODE_ANNOTATION = "eops.dev/exit-code"
+DEFAULT_RUN_SECONDS = 1.0
+
+# gojq: absolute end time = startTime + run-seconds; falls back to a relative Go duration.
+_END_TIME_JQ = (
+    f'.metadata.annotations["{RUN_SECONDS_ANNOTATION}"] as $s'
+    " | try (((.status.startTime | fromdateiso8601) + ($s | tonumber)) | todateiso8601)"
+    ' catch (($s | tostring) + "s")'
+)
+
+_COMPLETE_TEMPLATE = """\
+{{ $now := Now }}
+{{ $code := "0" }}
+{{ with .metadata.annotations }}{{ with index . "EXIT_ANNOTATION" }}{{ $code = . }}{{ end }}{{ end }}
+{{ $started := or .status.startTime $now }}
+conditions:
+- lastTransitionTime: {{ $now | Quote }}
+  status: "True"
+  type: Initialized
+- lastTransitionTime: {{ $now | Quote }}
+  reason: PodCompleted
+  status: "False"
+  type: Ready
+- lastTransitionTime: {{ $now | Quote }}
+  reason: PodCompleted
+  status: "False"
+  type: ContainersReady
+- lastTransitionTime: {{ $now | Quote }}
+  status: "True"
+  type: PodScheduled
+containerStatuses:
+{{ range $index, $item := .spec.containers }}
+- image: {{ $item.image | Quote }}
+  name: {{ $item.name | Quote }}
+  ready: false
+  restartCount: 0
+  started: false
+  state:
+    terminated:
+      exitCode: {{ $code }}
+      finishedAt: {{ $now | Quote }}
+      reason: {{ if eq $code "0" }}Completed{{ else }}Error{{ end }}
+      startedAt: {{ $started | Quote }}
+{{ end }}
+phase: {{ if eq $code "0" }}Succeeded{{ else }}Failed{{ end }}
+""".replace("EXIT_ANNOTATION", EXIT_CODE_ANNOTATION)
+
+_RUNNING_READY: list[dict[str, Any]] = [
+    {"key": ".metadata.deletionTimestamp", "operator": "DoesNotExist"},
+    {"key": ".status.phase", "operator": "In", "values": ["Running"]},
+    {
+        "key": '.status.conditions.[] | select( .type == "Ready" ) | .status',
+        "operator": "In",
+        "values": ["True"],
+    },
+]
+
+
+def _stage(name: str, extra: list[dict[str, Any]], delay: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "apiVersion": "kwok.x-k8s.io/v1alpha1",
+        "kind": "Stage",
+        "metadata": {"name": name},
+        "spec": {
+            "resourceRef": {"apiGroup": "v1", "kind": "Pod"},
+            "selector": {"matchExpressions": [*_RUNNING_READY, *extra]},
+            "delay": delay,
+            "next": {
+                "event": {"type": "Normal", "reason": "Completed", "message": "simulated run finished"},
+                "statusTemplate": _COMPLETE_TEMPLATE,
+            },
+        },
+    }
+
+
+def completion_stages() -> list[dict[str, Any]]:
+    """Two exclusive stages: annotated pods, and Job pods without the annotation."""
+    annotated = _stage(
+        "eops-pod-complete-annotated",
+        [{"key": f'.metadata.annotations["{RUN_SECONDS_ANNOTATION}"]', "operator": "Exists"}],
+        {
+            "durationMilliseconds": int(DEFAULT_RUN_SECONDS * 1000),
+            "durationFrom": {"expressionFrom": _END_TIME_JQ},
+        },
+    )
+    job_default = _stage(
+        "eops-pod-complete-job-default",
+        [
+            {"key": f'.metadata.annotations["{RUN_SECONDS_ANNOTATION}"]', "operator": "DoesNotExist"},
+            {"key": ".metadata.ownerReferences.[].kind", "operator": "In", "values": ["Job"]},
+        ],
+        {"durationMilliseconds": int(DEFAULT_RUN_SECONDS * 1000)},
+    )
+    return [annotated, job_default]
+
+
+def kwok_configuration(server_address: str, node_lease_seconds: int) -> dict[str, Any]:
+    """Controller options; parallelism raised so thousands of pods move through their stages."""
+    return {
+        "apiVersion": "config.kwok.x-k8s.io/v1alpha1",
+        "kind": "KwokConfiguration",
+        "options": {
+            "cidr": "10.0.0.0/16",  # the default /24 has room for only 254 pod IPs
+            "nodeIP": "10.1.0.1",
+            "serverAddress": server_address,
+            "manageNodesWithAnnotationSelector": "kwok.x-k8s.io/node=fake",
+            "nodeLeaseDurationSeconds": node_lease_seconds,
+            "podPlayStageParallelism": 16,
+            "nodePlayStageParallelism": 8,
+            "nodeLeaseParallelism": 8,
+        },
+    }
+
+
+def render_kwok_config(stock_stages_yaml: str, server_address: str, node_lease_seconds: int) -> str:
+    """One multi-document config: options, the stock stages from the module, then ours."""
+    ours = [kwok_configuration(server_address, node_lease_seconds), *completion_stages()]
+    return yaml.safe_dump_all(ours, sort_keys=False, width=1000) + "---\n" + stock_stages_yaml.strip() + "\n"

@@ -1,0 +1,86 @@
+"""Pinned versions of everything the dev cluster builds, and how each binary is built.
+
+Why these versions: they are the newest that build with Go 1.26 and fit together
+(kwok v0.8.0 is built against Kubernetes 0.36.x; etcd 3.6 is what Kubernetes 1.36 is tested
+with, and 1.35+ needs etcd >= 3.5.13 for consistent watches). The wrapper modules under
+`gomod/` pin the exact module graph; their go.sum files are part of the cache stamp.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+KUBERNETES_VERSION = "v1.36.3"
+ETCD_VERSION = "v3.6.16"
+KWOK_VERSION = "v0.8.0"
+
+
+def _kube_version_ldflags(version: str) -> list[str]:
+    # Upstream's build injects the version into both packages; without it /version says v0.0.0.
+    major, minor = version.lstrip("v").split(".")[:2]
+    flags: list[str] = []
+    for pkg in ("k8s.io/component-base/version", "k8s.io/client-go/pkg/version"):
+        flags += [
+            f"-X {pkg}.gitVersion={version}",
+            f"-X {pkg}.gitMajor={major}",
+            f"-X {pkg}.gitMinor={minor}",
+            f"-X {pkg}.gitTreeState=clean",
+        ]
+    return flags
+
+
+@dataclass(frozen=True)
+class Component:
+    """One `go build` invocation: a wrapper module directory and the packages it builds."""
+
+    name: str
+    module_dir: str  # directory name under gomod/
+    version: str
+    packages: tuple[str, ...]
+    binaries: tuple[str, ...]  # output file names, in the order of `packages`
+    ldflags: tuple[str, ...] = field(default=())
+
+
+COMPONENTS: tuple[Component, ...] = (
+    Component(
+        name="etcd",
+        module_dir="etcd",
+        version=ETCD_VERSION,
+        packages=("go.etcd.io/etcd/server/v3",),
+        binaries=("etcd",),
+        ldflags=("-s", "-w", f"-X go.etcd.io/etcd/api/v3/version.GitSHA={ETCD_VERSION}"),
+    ),
+    Component(
+        name="kwok",
+        module_dir="kwok",
+        version=KWOK_VERSION,
+        packages=("sigs.k8s.io/kwok/cmd/kwok",),
+        binaries=("kwok",),
+        ldflags=("-s", "-w"),
+    ),
+    Component(
+        name="kubernetes",
+        module_dir="kubernetes",
+        version=KUBERNETES_VERSION,
+        packages=(
+            "k8s.io/kubernetes/cmd/kube-apiserver",
+            "k8s.io/kubernetes/cmd/kube-controller-manager",
+            "k8s.io/kubernetes/cmd/kube-scheduler",
+            "k8s.io/kubernetes/cmd/kubectl",
+        ),
+        binaries=("kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubectl"),
+        ldflags=("-s", "-w", *_kube_version_ldflags(KUBERNETES_VERSION)),
+    ),
+)
+
+ALL_BINARIES: tuple[str, ...] = tuple(b for c in COMPONENTS for b in c.binaries)
+
+# Stock kwok stages assembled from the kwok module at build time (paths inside the module).
+# Node: create-and-keep-alive. Pod: the zero-delay "ready" and "delete" stages; pod completion
+# is ours (see stages.py) because it reads the run time and exit code from annotations.
+STOCK_STAGE_FILES: tuple[str, ...] = (
+    "kustomize/stage/node/fast/node-initialize.yaml",
+    "kustomize/stage/node/heartbeat-with-lease/node-heartbeat-with-lease.yaml",
+    "kustomize/stage/pod/fast/pod-ready.yaml",
+    "kustomize/stage/pod/fast/pod-delete.yaml",
+)

@@ -1,0 +1,76 @@
+"""One admission pass over a snapshot: which queued invocations to launch now and which to fail
+because they can never run. Pure; `domain.admission.admit` makes the ordering decision."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+
+from elasticityops.domain.admission import AdmissionSnapshot, QueuedItem, admit
+from elasticityops.domain.functions import FunctionSpec
+from elasticityops.domain.invocations import FailureReason, Invocation, State
+from elasticityops.domain.ports import Change
+
+_FROM_QUEUED = frozenset({State.queued})
+
+
+@dataclass(frozen=True)
+class CyclePlan:
+    admit: list[Invocation]  # in launch order
+    fail: list[Change]  # queued invocations that can never run
+
+
+def plan_cycle(
+    *,
+    queued: Sequence[Invocation],
+    active: Sequence[Invocation],
+    functions: Mapping[str, FunctionSpec],
+    free_gpus: int | None,
+    total_gpus: int | None,
+    gpu_budget: int | None,
+    at: datetime,
+) -> CyclePlan:
+    """`queued` oldest first; `functions` the specs that exist now, by name (a queued
+    invocation whose function is not there was deleted)."""
+    fail: list[Change] = []
+    runnable: list[Invocation] = []
+    for inv in queued:
+        spec = functions.get(inv.function)
+        if spec is None:
+            fail.append(
+                Change(
+                    id=inv.id,
+                    to=State.failed,
+                    at=at,
+                    from_states=_FROM_QUEUED,
+                    reason=FailureReason.function_deleted,
+                    message=f"function {inv.function!r} was deleted before this invocation could run",
+                )
+            )
+        elif total_gpus is not None and spec.gpu.count > total_gpus:
+            # Queueing it would block everything behind it forever (admission keeps strict order).
+            fail.append(
+                Change(
+                    id=inv.id,
+                    to=State.failed,
+                    at=at,
+                    from_states=_FROM_QUEUED,
+                    reason=FailureReason.no_capacity,
+                    message=f"gpu.count is {spec.gpu.count} but the backend offers at most {total_gpus} "
+                    "GPUs at once; lower gpu.count or give the backend more GPUs",
+                )
+            )
+        else:
+            runnable.append(inv)
+    in_use = sum(functions[i.function].gpu.count if i.function in functions else 1 for i in active)
+    snapshot = AdmissionSnapshot(
+        queued=[QueuedItem(i.id, i.function, i.priority, functions[i.function].gpu.count) for i in runnable],
+        free_gpus=free_gpus,
+        gpu_budget_left=None if gpu_budget is None else max(0, gpu_budget - in_use),
+        active_by_function=Counter(i.function for i in active),
+        max_concurrency={name: spec.max_concurrency for name, spec in functions.items()},
+    )
+    by_id = {i.id: i for i in runnable}
+    return CyclePlan(admit=[by_id[i] for i in admit(snapshot)], fail=fail)

@@ -1,0 +1,266 @@
+"""The dispatcher: admits queued invocations to the backend and turns the backend's events into
+state transitions.
+
+Each cycle takes a snapshot (queued, active, functions, free GPUs), lets the pure `plan_cycle`
+decide, then applies the plan once. Admission writes `queued -> pending` BEFORE calling
+`backend.launch`: launch is idempotent, so if the gateway dies between the two, the restart finds
+a pending invocation the backend has no trace of and launches it (exactly once). A running
+invocation the backend has lost is failed as `lost`, never run a second time."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from dataclasses import dataclass
+
+from elasticityops.dispatch.cycle import plan_cycle
+from elasticityops.dispatch.hub import ChangeHub
+from elasticityops.dispatch.reconcile import callback_url, plan_event, plan_recovery
+from elasticityops.domain.clock import Clock
+from elasticityops.domain.errors import NotFound
+from elasticityops.domain.functions import FunctionSpec
+from elasticityops.domain.invocations import FailureReason, Invocation, State, callback_token
+from elasticityops.domain.ports import Backend, BackendEvent, Change, LaunchRequest, Store
+
+log = logging.getLogger(__name__)
+
+_ACTIVE = frozenset({State.pending, State.running})
+
+
+@dataclass(frozen=True)
+class DispatchSettings:
+    server_secret: bytes
+    """Key of the per-invocation callback tokens (`callback_token(server_secret, id)`)."""
+    callback_base_url: str | None = None
+    """Base URL jobs reach the gateway at, e.g. http://127.0.0.1:8080; the job gets
+    `{base}/v1/invocations/{id}/result` as EOPS_CALLBACK_URL. None: no callback URL is given."""
+    tick_s: float = 1.0
+    """Longest pause between two admission cycles when nothing wakes the dispatcher (seconds)."""
+    batch_size: int = 256
+    """Most queued invocations looked at per cycle (count), oldest first; a full batch that
+    admitted work is followed at once by another cycle."""
+    gpu_budget: int | None = None
+    """Most GPUs in use at once across all functions (count); None: only the backend limits."""
+    paused: bool = False
+    """Admit nothing (invocations are accepted and stay queued); events are still handled."""
+    event_retries: int = 5
+    """Attempts to record one backend event when the store fails (count), with growing pauses."""
+
+
+class Dispatcher:
+    def __init__(
+        self, store: Store, backend: Backend, hub: ChangeHub, clock: Clock, settings: DispatchSettings
+    ) -> None:
+        self.store = store
+        self.backend = backend
+        self.hub = hub
+        self.clock = clock
+        self.settings = settings
+        self._task: asyncio.Task[None] | None = None
+        self._stopping = False
+
+    @property
+    def running(self) -> bool:
+        return self._task is not None and not self._task.done()
+
+    async def start(self) -> None:
+        """Watch the backend, adopt or repair what a previous gateway left active, then loop."""
+        if self.running:
+            return
+        self._stopping = False
+        await self.backend.start(self._on_event)
+        await self._recover()
+        self._task = asyncio.create_task(self._loop(), name="dispatcher")
+
+    async def stop(self) -> None:
+        """Stop admitting and watching. Running jobs keep running; the next start adopts them."""
+        self._stopping = True
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+            self._task = None
+        await self.backend.stop()
+
+    async def cancel(self, invocation_id: str) -> Invocation:
+        """Cancel: a queued invocation at once; a pending or running one by asking the backend to
+        stop it, then recording `cancelled`. An invocation already over is returned unchanged."""
+        latest: Invocation | None = None
+        for _ in range(5):  # each round loses only to a real state change, so this ends quickly
+            latest = await self.store.get_invocation(invocation_id)
+            if latest is None:
+                raise NotFound(f"no invocation {invocation_id!r}")
+            if latest.state.terminal:
+                return latest
+            if latest.state is State.queued:
+                change = Change(
+                    invocation_id,
+                    State.cancelled,
+                    self.clock.now(),
+                    from_states=frozenset({State.queued}),
+                    message="cancelled before it started",
+                )
+            else:
+                await self.backend.cancel(latest)
+                change = Change(
+                    invocation_id, State.cancelled, self.clock.now(), from_states=_ACTIVE, message="cancelled"
+                )
+            changed = await self.store.apply(change)
+            if changed is not None:
+                self.hub.changed(invocation_id)
+                return changed
+        assert latest is not None
+        return latest
+
+    # --- the loop ---------------------------------------------------------------------------
+
+    async def _loop(self) -> None:
+        while not self._stopping:
+            try:
+                more = await self._cycle()
+            except Exception:
+                # The store or backend failed this time; the next cycle looks again.
+                log.exception("dispatch cycle failed")
+                more = False
+            if not more:
+                await self.hub.wait_for_work(self.settings.tick_s)
+
+    async def _cycle(self) -> bool:
+        """One admission pass. Returns True when another should follow at once."""
+        if self.settings.paused:
+            return False
+        free = self.backend.free_gpus()
+        if free is not None and free <= 0:
+            return False  # nothing can start; a finished job wakes us
+        queued = await self.store.queued(self.settings.batch_size)
+        if not queued:
+            return False
+        active = await self.store.active()
+        functions = await self._functions({i.function for i in queued} | {i.function for i in active})
+        plan = plan_cycle(
+            queued=queued,
+            active=active,
+            functions=functions,
+            free_gpus=free,
+            total_gpus=self.backend.total_gpus(),
+            gpu_budget=self.settings.gpu_budget,
+            at=self.clock.now(),
+        )
+        for change in plan.fail:
+            await self._apply(change)
+        for inv in plan.admit:
+            pending = await self._apply(
+                Change(inv.id, State.pending, self.clock.now(), from_states=frozenset({State.queued}))
+            )
+            if pending is not None:  # None: cancelled meanwhile
+                await self._launch(pending, functions[inv.function])
+        return len(queued) >= self.settings.batch_size and bool(plan.admit or plan.fail)
+
+    async def _functions(self, names: set[str]) -> dict[str, FunctionSpec]:
+        found: dict[str, FunctionSpec] = {}
+        for name in sorted(names):
+            record = await self.store.get_function(name)
+            if record is not None:
+                found[name] = record.spec
+        return found
+
+    async def _launch(self, inv: Invocation, spec: FunctionSpec) -> None:
+        payload = await self.store.get_payload(inv.id)
+        request = LaunchRequest(
+            invocation=inv,
+            spec=spec,
+            payload=payload or b"",
+            callback_url=callback_url(self.settings.callback_base_url, inv.id),
+            callback_token=callback_token(self.settings.server_secret, inv.id),
+        )
+        try:
+            await self.backend.launch(request)
+        except Exception as exc:
+            log.warning("launching %s failed: %s", inv.id, exc)
+            await self._apply(
+                Change(
+                    inv.id,
+                    State.failed,
+                    self.clock.now(),
+                    from_states=frozenset({State.pending}),
+                    reason=FailureReason.launch_error,
+                    message=f"could not launch: {exc}",
+                )
+            )
+
+    async def _apply(self, change: Change) -> Invocation | None:
+        changed = await self.store.apply(change)
+        if changed is not None:
+            self.hub.changed(change.id)
+        return changed
+
+    # --- restart ----------------------------------------------------------------------------
+
+    async def _recover(self) -> None:
+        active = await self.store.active()
+        missing = await self.backend.adopt(active)
+        plan = plan_recovery(active, missing, self.clock.now())
+        for change in plan.lose:
+            await self._apply(change)
+        if plan.relaunch:
+            functions = await self._functions({i.function for i in plan.relaunch})
+            for inv in plan.relaunch:
+                spec = functions.get(inv.function)
+                if spec is None:
+                    await self._apply(
+                        Change(
+                            inv.id,
+                            State.failed,
+                            self.clock.now(),
+                            from_states=frozenset({State.pending}),
+                            reason=FailureReason.function_deleted,
+                            message=f"function {inv.function!r} was deleted before this invocation ran",
+                        )
+                    )
+                else:
+                    await self._launch(inv, spec)
+        if active:
+            log.info(
+                "restart: %d active invocations, %d adopted, %d relaunched, %d lost",
+                len(active),
+                len(active) - len(missing),
+                len(plan.relaunch),
+                len(plan.lose),
+            )
+
+    # --- backend events ---------------------------------------------------------------------
+
+    async def _on_event(self, event: BackendEvent) -> None:
+        """Record one backend event. Store failures are retried: an event dropped here would
+        leave the invocation active until the next restart re-reads the backend."""
+        for attempt in range(1, self.settings.event_retries + 1):
+            try:
+                await self._record(event)
+                return
+            except Exception:
+                if attempt == self.settings.event_retries:
+                    log.exception("could not record %s event of %s", event.kind, event.invocation_id)
+                    return
+                await self.clock.sleep(0.2 * attempt)
+
+    async def _record(self, event: BackendEvent) -> None:
+        current = await self.store.get_invocation(event.invocation_id)
+        plan = plan_event(current, event)
+        touched = False
+        if plan.note is not None:
+            await self.store.add_note(event.invocation_id, plan.note)
+            touched = True
+        if plan.capacity_ready is not None:
+            at, node = plan.capacity_ready
+            await self.store.mark_capacity_ready(event.invocation_id, at, node)
+            touched = True
+        if plan.result is not None:
+            await self.store.set_result(event.invocation_id, plan.result)
+            touched = True
+        if plan.change is not None and await self.store.apply(plan.change) is not None:
+            touched = True
+        if touched:
+            self.hub.changed(event.invocation_id)
+        if plan.frees_capacity:
+            self.hub.work_available()

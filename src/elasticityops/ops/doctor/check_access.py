@@ -1,0 +1,111 @@
+"""Checks: the API server answers and the identity has the permissions ElasticityOps needs."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from elasticityops.backends.kubernetes.deploy import NODE_RULES, ROLE_RULES
+from elasticityops.ops.doctor.findings import Finding, Status, names
+from elasticityops.ops.doctor.snapshot import AccessRule, ClusterSnapshot
+
+
+def check_api(s: ClusterSnapshot) -> list[Finding]:
+    if not s.api_reachable:
+        return [
+            Finding(
+                "api",
+                Status.fail,
+                f"API server not reachable: {s.api_error}",
+                "check --kubeconfig, the current context and that the API server answers (kubectl version)",
+            )
+        ]
+    return [
+        Finding(
+            "api", Status.passed, f"API server reachable (Kubernetes {s.server_version or 'unknown version'})"
+        )
+    ]
+
+
+# What ElasticityOps' gateway does with each permission, for the explanation.
+def _rules_to_access(rules: list[dict[str, Any]], namespaced: bool) -> tuple[AccessRule, ...]:
+    found: list[AccessRule] = []
+    for rule in rules:
+        for group in rule["apiGroups"]:
+            for resource in rule["resources"]:
+                name, _, sub = resource.partition("/")
+                found.extend(AccessRule(verb, name, group, sub, namespaced) for verb in rule["verbs"])
+    return tuple(found)
+
+
+# Exactly the Role and ClusterRole that `eops render deploy` grants the gateway: one source.
+REQUIRED_ACCESS: tuple[AccessRule, ...] = (
+    *_rules_to_access(ROLE_RULES, namespaced=True),
+    *_rules_to_access(NODE_RULES, namespaced=False),
+)
+
+
+def _grant_command(missing: list[AccessRule], namespace: str) -> str:
+    namespaced = [r for r in missing if r.namespaced]
+    cluster = [r for r in missing if not r.namespaced]
+    parts: list[str] = []
+    if namespaced:
+        verbs = ",".join(sorted({r.verb for r in namespaced}))
+        resources = ",".join(
+            sorted(
+                {
+                    (f"{r.resource}/{r.subresource}" if r.subresource else r.resource)
+                    + (f".{r.group}" if r.group else "")
+                    for r in namespaced
+                }
+            )
+        )
+        parts.append(f"kubectl -n {namespace} create role eops-gateway --verb={verbs} --resource={resources}")
+    if cluster:
+        verbs = ",".join(sorted({r.verb for r in cluster}))
+        parts.append(f"kubectl create clusterrole eops-nodes --verb={verbs} --resource=nodes")
+    return (
+        "; ".join(parts)
+        + ", then bind them to the gateway's ServiceAccount (or apply the Role from `eops render deploy`)"
+    )
+
+
+def check_permissions(s: ClusterSnapshot) -> list[Finding]:
+    if "access" in s.unreadable:
+        return [
+            Finding(
+                "permissions",
+                Status.warn,
+                f"could not review permissions: {s.unreadable['access']}",
+                "allow create on selfsubjectaccessreviews.authorization.k8s.io (every authenticated user has "
+                "it by default)",
+            )
+        ]
+    missing = [rule for rule in s.access if not rule.allowed]
+    who = f" for {s.identity}" if s.identity else ""
+    if not s.access:
+        return [
+            Finding(
+                "permissions",
+                Status.warn,
+                "no permission was reviewed",
+                "run doctor against a reachable cluster",
+            )
+        ]
+    if missing:
+        return [
+            Finding(
+                "permissions",
+                Status.fail,
+                f"ElasticityOps cannot {names([r.label for r in missing], limit=8)} in namespace "
+                f"{s.namespace}{who}: "
+                "it creates one Job per request and watches its pods, events and logs",
+                _grant_command(missing, s.namespace),
+            )
+        ]
+    return [
+        Finding(
+            "permissions",
+            Status.passed,
+            f"all {len(s.access)} permissions ElasticityOps needs are granted in {s.namespace}{who}",
+        )
+    ]

@@ -1,0 +1,183 @@
+"""What `doctor` knows about a cluster: plain frozen data, gathered once at the edge.
+
+Every check is a pure function of a `ClusterSnapshot`, so checks are tested table-driven with
+hand-built snapshots and the gatherer is the only code that talks to the cluster. A section the
+gatherer could not read carries the error text instead of data (`None` plus an entry in
+`unreadable`), and the checks say so instead of guessing.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+GPU_RESOURCE = "nvidia.com/gpu"
+ACCELERATOR_LABEL = "cloud.google.com/gke-accelerator"
+GPU_NODE_LABELS = (ACCELERATOR_LABEL, "cloud.google.com/gke-gpu", "nvidia.com/gpu.present")
+
+
+@dataclass(frozen=True)
+class Taint:
+    key: str
+    value: str
+    effect: str
+
+
+@dataclass(frozen=True)
+class NodeInfo:
+    name: str
+    ready: bool
+    labels: dict[str, str] = field(default_factory=dict)
+    taints: tuple[Taint, ...] = ()
+    gpu_capacity: int = 0
+    gpu_allocatable: int = 0
+    unschedulable: bool = False
+
+    @property
+    def looks_like_gpu_node(self) -> bool:
+        """Labelled as a GPU node, or advertising GPU capacity."""
+        return self.gpu_capacity > 0 or any(label in self.labels for label in GPU_NODE_LABELS)
+
+    @property
+    def zone(self) -> str:
+        return self.labels.get("topology.kubernetes.io/zone", "")
+
+
+@dataclass(frozen=True)
+class DaemonSetInfo:
+    namespace: str
+    name: str
+    desired: int
+    ready: int
+    unavailable_message: str = ""
+
+
+@dataclass(frozen=True)
+class PodLog:
+    namespace: str
+    pod: str
+    node: str
+    text: str
+
+
+@dataclass(frozen=True)
+class AccessRule:
+    """One permission ElasticityOps needs and whether the current identity has it."""
+
+    verb: str
+    resource: str
+    group: str = ""
+    subresource: str = ""
+    namespaced: bool = True
+    allowed: bool = False
+    reason: str = ""
+
+    @property
+    def label(self) -> str:
+        resource = f"{self.resource}/{self.subresource}" if self.subresource else self.resource
+        resource = f"{resource}.{self.group}" if self.group else resource
+        return f"{self.verb} {resource}"
+
+
+@dataclass(frozen=True)
+class ApiServiceInfo:
+    name: str
+    available: bool
+    message: str = ""
+
+
+@dataclass(frozen=True)
+class CustomMetrics:
+    """The custom metrics API: its APIService and the metric resources it lists."""
+
+    api_service: ApiServiceInfo | None
+    served: tuple[str, ...] = ()  # e.g. "pods/gpu_utilization"
+    error: str = ""
+
+
+@dataclass(frozen=True)
+class Condition:
+    type: str
+    status: str
+    reason: str = ""
+    message: str = ""
+
+
+@dataclass(frozen=True)
+class HpaMetric:
+    type: str  # Resource, Pods, Object, External, ContainerResource
+    name: str
+    has_current: bool
+
+
+@dataclass(frozen=True)
+class HpaInfo:
+    namespace: str
+    name: str
+    target: str  # Kind/name
+    metrics: tuple[HpaMetric, ...]
+    conditions: tuple[Condition, ...] = ()
+
+
+@dataclass(frozen=True)
+class EventInfo:
+    reason: str
+    message: str
+    source: str = ""
+    count: int = 1
+
+
+@dataclass(frozen=True)
+class PendingPod:
+    namespace: str
+    name: str
+    gpu_request: int
+    scheduler_message: str = ""
+    events: tuple[EventInfo, ...] = ()
+    node_selector: dict[str, str] = field(default_factory=dict)
+    tolerates_gpu_taint: bool = False
+
+
+@dataclass(frozen=True)
+class PriorityClassInfo:
+    name: str
+    value: int
+    preemption_policy: str = "PreemptLowerPriority"
+
+
+@dataclass(frozen=True)
+class QuotaReading:
+    """Regional quotas read with gcloud, or why they could not be."""
+
+    gcloud_found: bool
+    project: str = ""
+    region: str = ""
+    limits: dict[str, tuple[float, float]] = field(default_factory=dict)  # metric -> (limit, usage)
+    error: str = ""
+    target_unknown: bool = False  # no project or region to ask about: not checked, not an error
+
+
+@dataclass(frozen=True)
+class ClusterSnapshot:
+    api_reachable: bool
+    api_error: str = ""
+    server_version: str = ""
+    namespace: str = "default"
+    identity: str = ""
+    access: tuple[AccessRule, ...] = ()
+    nodes: tuple[NodeInfo, ...] = ()
+    device_plugins: tuple[DaemonSetInfo, ...] = ()
+    device_plugin_logs: tuple[PodLog, ...] = ()
+    api_services: tuple[ApiServiceInfo, ...] = ()
+    custom_metrics: CustomMetrics = field(default_factory=lambda: CustomMetrics(api_service=None))
+    hpas: tuple[HpaInfo, ...] = ()
+    priority_classes: tuple[PriorityClassInfo, ...] = ()
+    pending_pods: tuple[PendingPod, ...] = ()
+    autoscaler_status: str | None = None
+    quota: QuotaReading | None = None
+    peak: int | None = None
+    gpu_type: str = "nvidia-tesla-t4"
+    unreadable: dict[str, str] = field(default_factory=dict)  # section -> error text
+
+    @property
+    def gpu_nodes(self) -> tuple[NodeInfo, ...]:
+        return tuple(node for node in self.nodes if node.looks_like_gpu_node)

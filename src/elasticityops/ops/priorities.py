@@ -1,0 +1,35 @@
+"""The PriorityClasses ElasticityOps relies on, as the Kubernetes backend defines them.
+
+One definition only: `backends.kubernetes.deploy.priority_classes()` (what `eops render deploy`
+applies). `eops render gke` renders the same objects and `doctor` checks a cluster against them;
+two definitions would fight over values that Kubernetes does not let anyone change in place.
+All real jobs share one value (a running job is never preempted by another real one, which would
+lose its GPU work); placeholders sit at -10, the autoscaler's expendable cutoff, so they still
+trigger scale-up while every real pod preempts them, and never preempt anything themselves.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from elasticityops.backends.kubernetes.deploy import priority_classes
+
+
+@dataclass(frozen=True)
+class PriorityLevel:
+    name: str
+    value: int
+    preempts: bool
+
+
+def priority_class_manifests() -> list[dict[str, Any]]:
+    """`scheduling.k8s.io/v1` PriorityClasses, none of them the cluster's global default."""
+    return priority_classes()
+
+
+PRIORITY_LEVELS: tuple[PriorityLevel, ...] = tuple(
+    PriorityLevel(m["metadata"]["name"], int(m["value"]), m.get("preemptionPolicy") != "Never")
+    for m in priority_class_manifests()
+)
+PRIORITY_CLASS_NAMES: tuple[str, ...] = tuple(level.name for level in PRIORITY_LEVELS)

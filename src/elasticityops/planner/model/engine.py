@@ -1,0 +1,383 @@
+"""The discrete-event model of a GPU cluster under the cluster autoscaler, on a virtual clock.
+
+Pure: no wall clock, no I/O; the only randomness is a `random.Random(settings.seed)`.
+
+The world, one GPU per node and one request per node:
+- Requests arrive in trace order. An arrival takes, in this order, a free baseline node, the most
+  recently emptied autoscaled node, or a node held by a placeholder pod (preempting it; the
+  placeholder becomes pending). Otherwise it waits (FIFO by pod creation time).
+- A node that frees (request ended, or node became ready) goes to the oldest waiting request,
+  else to a pending placeholder (autoscaled nodes only), else it is empty.
+- Every `scan_interval_s` (at t = 0, 10, 20, ...) the autoscaler loop runs: first the headroom
+  controller when due (`size_headroom`), then scale-up and scale-down. Scale-up: pending pods not
+  covered by nodes already provisioning are served by new nodes, once the oldest uncovered pod is
+  `gpu_scale_up_delay_s` old, within quota and pool limits and outside back-off. Scale-down: empty
+  autoscaled nodes idle for `scale_down_after_s`, oldest first, at most `scale_down_parallelism`
+  per loop, not within the delays after a scale-up or a failure.
+- Events at the same instant: request ends, then node events, then arrivals; all events at or
+  before a loop's time are handled before that loop.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+import random
+from bisect import bisect_left
+from collections import deque
+from collections.abc import Sequence
+
+from elasticityops.elasticity.sizing import (
+    HeadroomObservation,
+    HeadroomPolicy,
+    NoHeadroom,
+    StaticBaseline,
+    WarmHeadroom,
+    size_headroom,
+)
+from elasticityops.planner.model.result import SimResult, Timeline
+from elasticityops.planner.settings import ClusterSettings
+
+_READY, _FAIL, _PREEMPT = 0, 1, 2
+_INF = math.inf
+_STALL_S = 400 * 86_400.0  # a model that runs this far past the last arrival is stuck
+
+
+class ModelStalledError(RuntimeError):
+    """The cluster can never serve the waiting requests (e.g. every node fails to provision)."""
+
+
+def simulate(
+    arrivals: Sequence[float],
+    durations: Sequence[float],
+    settings: ClusterSettings,
+    policy: HeadroomPolicy | None = None,
+) -> SimResult:
+    """Replay requests (arrival times sorted ascending, seconds; durations in seconds)."""
+    policy = policy if policy is not None else NoHeadroom()
+    arr = [float(a) for a in arrivals]
+    dur = [float(d) for d in durations]
+    n = len(arr)
+    if len(dur) != n:
+        raise ValueError("arrivals and durations differ in length")
+    s = settings
+    cap = s.autoscaled_cap
+    if n and s.baseline == 0 and cap <= 0:
+        raise ModelStalledError("no capacity: the quota leaves no room for any node")
+    prov = s.provision_delay
+    if n and s.baseline == 0 and prov.kind == "fixed" and prov.a > s.max_provision_time_s:
+        raise ModelStalledError("every node exceeds max-provision-time; nothing can ever run")
+    rng = random.Random(s.seed)
+    scan = s.scan_interval_s
+    gpu_delay = s.gpu_scale_up_delay_s
+    max_prov = s.max_provision_time_s
+    window = s.scale_down_after_s
+    parallel = s.scale_down_parallelism
+    delay_add = s.scale_down_delay_after_add_s
+    delay_fail = s.scale_down_delay_after_failure_s
+    stockout = s.stockout_probability
+    preempt_rate = s.preemption_rate_per_hour / 3600.0
+    baseline = s.baseline
+
+    start = [-1.0] * n
+    end = [0.0] * n
+    node_of = [-1] * n
+    restarts = [0] * n
+    created = [0.0] * baseline
+    ready_at = [0.0] * baseline
+    deleted = [_INF] * baseline
+    running = [-1] * baseline  # request on each node, -1 if none
+    idle_since = [0.0] * baseline
+
+    bfree = list(range(baseline - 1, -1, -1))  # free baseline nodes (stack)
+    empty: deque[int] = deque()  # empty autoscaled nodes, longest idle on the left
+    warm: list[int] = []  # autoscaled nodes holding a placeholder
+    ph_pend: list[float] = []  # creation times of pending placeholders
+    ph_head = 0
+    pend: list[int] = []  # waiting requests
+    pend_t: list[float] = []  # their pod creation times
+    head = 0
+    ends: list[tuple[float, int]] = []
+    misc: list[tuple[float, int, int]] = []
+
+    busy = 0
+    busy_s = 0.0
+    provisioning = 0
+    auto_alive = 0  # autoscaled nodes provisioning or ready
+    peak = baseline
+    quota_hits = failures = timeouts = preemptions = 0
+    last_up = last_fail = -_INF
+    backoff_until = -_INF
+    backoff = 0.0
+    push, pop = heapq.heappush, heapq.heappop
+
+    constant = isinstance(policy, NoHeadroom | StaticBaseline | WarmHeadroom)
+    target = size_headroom(HeadroomObservation(0.0, 0.0, 0.0), policy) if constant else 0
+    next_hr = 0.0
+    rate_window = s.rate_window_s
+    done_t: list[float] = []  # completion times, in order (for the recent departure rate)
+    tl_t: list[float] = []
+    tl_demand: list[int] = []
+    tl_busy: list[int] = []
+    tl_ready: list[int] = []
+    tl_prov: list[int] = []
+    tl_head: list[int] = []
+    next_tl = 0.0
+    tl_step = s.timeline_step_s
+
+    def fail_backoff(t: float) -> None:
+        nonlocal backoff, backoff_until, last_fail
+        backoff = (
+            s.backoff_initial_s if t - last_fail > s.backoff_reset_s else min(backoff * 2, s.backoff_max_s)
+        )
+        backoff_until = t + backoff
+        last_fail = t
+
+    i = 0
+    next_arr = arr[0] if n else _INF
+    last_arrival = arr[-1] if n else 0.0
+    k_scan = 0
+    while True:
+        t_scan = k_scan * scan
+        # ---- events up to and including this autoscaler loop --------------------------------
+        while True:
+            te = ends[0][0] if ends else _INF
+            tm = misc[0][0] if misc else _INF
+            if te <= next_arr and te <= tm:
+                if te > t_scan:
+                    break
+                r = pop(ends)[1]
+                if end[r] != te:  # stale: the run was cut by a preemption
+                    continue
+                nd = node_of[r]
+                busy -= 1
+                done_t.append(te)
+                t = te
+            elif tm <= next_arr:
+                if tm > t_scan:
+                    break
+                t, kind, nd = pop(misc)
+                if kind == _READY:
+                    provisioning -= 1
+                    ready_at[nd] = t
+                    if preempt_rate > 0.0:
+                        push(misc, (t + rng.expovariate(preempt_rate), _PREEMPT, nd))
+                elif kind == _FAIL:
+                    provisioning -= 1
+                    auto_alive -= 1
+                    deleted[nd] = t
+                    timeouts += 1
+                    fail_backoff(t)
+                    continue
+                else:  # preemption of a ready spot node
+                    if deleted[nd] != _INF:
+                        continue
+                    deleted[nd] = t
+                    auto_alive -= 1
+                    preemptions += 1
+                    r = running[nd]
+                    if r >= 0:
+                        running[nd] = -1
+                        busy -= 1
+                        busy_s -= end[r] - t
+                        end[r] = -1.0
+                        restarts[r] += 1
+                        pend.append(r)
+                        pend_t.append(t)
+                    elif nd in warm:
+                        warm.remove(nd)
+                        ph_pend.append(t)
+                    else:
+                        empty.remove(nd)
+                    # the invariant "nothing waits while a node is free" may now be broken
+                    while head < len(pend) and (bfree or empty or warm):
+                        r = pend[head]
+                        head += 1
+                        if bfree:
+                            nd = bfree.pop()
+                        elif empty:
+                            nd = empty.pop()
+                        else:
+                            nd = warm.pop()
+                            ph_pend.append(t)
+                        running[nd] = r
+                        node_of[r] = nd
+                        busy += 1
+                        busy_s += dur[r]
+                        e = t + dur[r]
+                        end[r] = e
+                        push(ends, (e, r))
+                    while empty and ph_head < len(ph_pend):
+                        warm.append(empty.pop())
+                        ph_head += 1
+                    continue
+            else:
+                if next_arr > t_scan:
+                    break
+                # ---- arrival ----
+                t = next_arr
+                r = i
+                i += 1
+                next_arr = arr[i] if i < n else _INF
+                if bfree:
+                    nd = bfree.pop()
+                elif empty:
+                    nd = empty.pop()
+                elif warm:
+                    nd = warm.pop()
+                    ph_pend.append(t)
+                else:
+                    pend.append(r)
+                    pend_t.append(t)
+                    continue
+                start[r] = t
+                running[nd] = r
+                node_of[r] = nd
+                busy += 1
+                d = dur[r]
+                busy_s += d
+                e = t + d
+                end[r] = e
+                push(ends, (e, r))
+                continue
+            # ---- node nd is free at time t ----
+            if head < len(pend):
+                r = pend[head]
+                head += 1
+                if start[r] < 0.0:
+                    start[r] = t
+                running[nd] = r
+                node_of[r] = nd
+                busy += 1
+                d = dur[r]
+                busy_s += d
+                e = t + d
+                end[r] = e
+                push(ends, (e, r))
+            elif nd < baseline:
+                running[nd] = -1
+                bfree.append(nd)
+            elif ph_head < len(ph_pend):
+                running[nd] = -1
+                warm.append(nd)
+                ph_head += 1
+            else:
+                running[nd] = -1
+                empty.append(nd)
+                idle_since[nd] = t
+
+        # ---- autoscaler loop at t_scan ---------------------------------------------------------
+        t = t_scan
+        if not constant and t >= next_hr:
+            next_hr = t + s.headroom_interval_s
+            recent = i - bisect_left(arr, t - rate_window, 0, i)
+            obs = HeadroomObservation(
+                now_s=t,
+                time_of_day_s=t % 86_400.0,
+                arrival_rate_per_s=recent / rate_window,
+                departure_rate_per_s=(len(done_t) - bisect_left(done_t, t - rate_window)) / rate_window,
+                busy_nodes=busy,
+                free_nodes=len(bfree) + len(empty) + len(warm),
+                pending_requests=len(pend) - head,
+                provisioning_nodes=provisioning,
+            )
+            target = size_headroom(obs, policy)
+        held = len(warm) + len(ph_pend) - ph_head
+        if target != held:
+            if target > held:
+                ph_pend.extend([t] * (target - held))
+                while empty and ph_head < len(ph_pend):
+                    warm.append(empty.pop())
+                    ph_head += 1
+            else:
+                drop = held - target
+                cancel = min(drop, len(ph_pend) - ph_head)
+                if cancel:
+                    del ph_pend[len(ph_pend) - cancel :]
+                for _ in range(drop - cancel):
+                    nd = warm.pop()
+                    empty.append(nd)
+                    idle_since[nd] = t
+        real_p = len(pend) - head
+        ph_p = len(ph_pend) - ph_head
+        need = real_p + ph_p - provisioning
+        if need > 0 and t >= backoff_until:
+            if real_p > provisioning:
+                oldest = pend_t[head + provisioning]
+                if ph_p and ph_pend[ph_head] < oldest:
+                    oldest = ph_pend[ph_head]
+            else:
+                oldest = ph_pend[ph_head + provisioning - real_p]
+            if t - oldest >= gpu_delay:
+                k = min(need, cap - auto_alive)
+                if k < need:
+                    quota_hits += 1
+                if k > 0:
+                    if stockout > 0.0 and rng.random() < stockout:
+                        failures += 1
+                        fail_backoff(t)
+                    else:
+                        last_up = t
+                        provisioning += k
+                        auto_alive += k
+                        for _ in range(k):
+                            nd = len(created)
+                            created.append(t)
+                            ready_at.append(_INF)
+                            deleted.append(_INF)
+                            running.append(-1)
+                            idle_since.append(t)
+                            delay = prov.sample(rng)
+                            if delay > max_prov:
+                                push(misc, (t + max_prov, _FAIL, nd))
+                            else:
+                                push(misc, (t + delay, _READY, nd))
+                        if baseline + auto_alive > peak:
+                            peak = baseline + auto_alive
+        if empty and t - last_up >= delay_add and t - last_fail >= delay_fail:
+            removed = 0
+            while empty and removed < parallel and t - idle_since[empty[0]] >= window:
+                deleted[empty.popleft()] = t
+                auto_alive -= 1
+                removed += 1
+        if t >= next_tl:
+            next_tl = t + tl_step
+            tl_t.append(t)
+            tl_busy.append(busy)
+            tl_demand.append(busy + len(pend) - head)
+            tl_ready.append(baseline + auto_alive - provisioning)
+            tl_prov.append(provisioning)
+            tl_head.append(target)
+        if head > 65_536 and head * 2 > len(pend):
+            del pend[:head], pend_t[:head]
+            head = 0
+        if ph_head > 65_536 and ph_head * 2 > len(ph_pend):
+            del ph_pend[:ph_head]
+            ph_head = 0
+        if i >= n and busy == 0 and head == len(pend) and t >= s.horizon_s:
+            break
+        if t > last_arrival + _STALL_S:
+            raise ModelStalledError(
+                f"requests still waiting {_STALL_S / 86400:.0f} days after the last arrival"
+            )
+        k_scan += 1
+
+    horizon = max([s.horizon_s, *end]) if n else s.horizon_s
+    return SimResult(
+        start_s=start,
+        end_s=end,
+        node=node_of,
+        restarts=restarts,
+        node_created_s=created,
+        node_ready_s=ready_at,
+        node_deleted_s=deleted,
+        baseline=baseline,
+        horizon_s=horizon,
+        busy_node_s=busy_s,
+        peak_nodes=peak,
+        quota_hits=quota_hits,
+        scale_up_failures=failures,
+        provision_timeouts=timeouts,
+        preemptions=preemptions,
+        timeline=Timeline(tl_t, tl_demand, tl_busy, tl_ready, tl_prov, tl_head),
+    )

@@ -1,0 +1,113 @@
+"""Write everything `eops plan run` and `eops plan recommend` leave in --out DIR."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from elasticityops.planner.config import settings_dict
+from elasticityops.planner.plots import PlottedRun, plot_cost_vs_wait, plot_demand, plot_wait_cdf
+from elasticityops.planner.recommend import Recommendation
+from elasticityops.planner.report import safe_name, write_html, write_invocations, write_json
+from elasticityops.planner.runner import RunOutcome
+from elasticityops.planner.summary import wait_times
+from elasticityops.planner.trace import Trace
+
+
+def _plotted(trace: Trace, outcomes: Sequence[RunOutcome]) -> list[PlottedRun]:
+    return [PlottedRun(o.summary, o.result.timeline, wait_times(trace, o.result)) for o in outcomes]
+
+
+def write_run(
+    out: Path, trace: Trace, outcomes: Sequence[RunOutcome], notes: Sequence[str], *, plots: bool = True
+) -> list[Path]:
+    """summary.json and invocations.csv (one policy: flat; several: a `runs` list and one CSV per
+    policy), the three PNGs and report.html."""
+    out.mkdir(parents=True, exist_ok=True)
+    written: list[Path] = []
+    settings = settings_dict(outcomes[0].settings)
+    if len(outcomes) == 1:
+        payload: dict[str, Any] = {
+            **outcomes[0].summary.to_dict(),
+            "settings": settings,
+            "notes": list(notes),
+        }
+        written.append(write_json(out / "summary.json", payload))
+        written.append(write_invocations(out / "invocations.csv", trace, outcomes[0].result))
+    else:
+        runs = [o.summary.to_dict() for o in outcomes]
+        written.append(
+            write_json(out / "summary.json", {"runs": runs, "settings": settings, "notes": list(notes)})
+        )
+        for o in outcomes:
+            path = out / f"invocations-{safe_name(o.summary.policy)}.csv"
+            written.append(write_invocations(path, trace, o.result))
+    if plots:
+        runs_p = _plotted(trace, outcomes)
+        images = [
+            plot_demand(runs_p, out / "demand.png"),
+            plot_wait_cdf(runs_p, out / "wait_cdf.png"),
+            plot_cost_vs_wait([o.summary for o in outcomes], out / "cost_vs_wait.png"),
+        ]
+        written.extend(images)
+        written.append(
+            write_html(
+                out / "report.html",
+                "ElasticityOps capacity plan",
+                [o.summary for o in outcomes],
+                images,
+                notes,
+            )
+        )
+    return written
+
+
+def recommendation_dict(rec: Recommendation) -> dict[str, Any]:
+    def cand(c: Any) -> dict[str, Any] | None:
+        if c is None:
+            return None
+        return {
+            "family": c.family,
+            "size": c.size,
+            "scale_down_after_s": c.scale_down_after_s,
+            **c.summary.to_dict(),
+        }
+
+    return {
+        "target_p95_wait_s": rec.target_p95_s,
+        "met": rec.best is not None,
+        "recommended": cand(rec.best),
+        "closest": cand(rec.closest),
+        "quota_gpus": rec.quota_gpus,
+        "quota_margin": rec.margin,
+        "autoprovisioned_node_pools": rec.node_pools,
+        "frontier": [cand(c) for c in rec.frontier],
+        "evaluated": [cand(c) for c in rec.evaluated],
+    }
+
+
+def write_recommendation(
+    out: Path, rec: Recommendation, settings: dict[str, Any], notes: Sequence[str], *, plots: bool = True
+) -> list[Path]:
+    out.mkdir(parents=True, exist_ok=True)
+    written = [write_json(out / "recommendation.json", {**recommendation_dict(rec), "settings": settings})]
+    if plots:
+        img = plot_cost_vs_wait(
+            [c.summary for c in rec.evaluated],
+            out / "frontier.png",
+            frontier=[c.summary for c in rec.frontier],
+            target_p95_s=rec.target_p95_s,
+        )
+        written.append(img)
+        shown = list(rec.frontier) + ([rec.best] if rec.best and rec.best not in rec.frontier else [])
+        written.append(
+            write_html(
+                out / "report.html",
+                "ElasticityOps capacity recommendation",
+                [c.summary for c in shown],
+                [img],
+                notes,
+            )
+        )
+    return written

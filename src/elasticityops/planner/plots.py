@@ -1,0 +1,139 @@
+"""PNG plots of planner runs (matplotlib, Agg backend): demand vs nodes, time-to-start CDF,
+cost vs p95 wait. Each function writes one file and returns its path."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt
+import numpy as np
+
+from elasticityops.planner.model.result import Timeline
+from elasticityops.planner.summary import Summary
+
+
+@dataclass(frozen=True)
+class PlottedRun:
+    """What the plots need from one run."""
+
+    summary: Summary
+    timeline: Timeline
+    waits: np.ndarray
+
+
+def _time_axis(t_s: Sequence[float]) -> tuple[np.ndarray, str]:
+    t = np.asarray(t_s, dtype=np.float64)
+    span = float(t[-1]) if len(t) else 0.0
+    if span > 3 * 86_400:
+        return t / 86_400.0, "days since trace start"
+    if span > 3 * 3600:
+        return t / 3600.0, "hours since trace start"
+    return t / 60.0, "minutes since trace start"
+
+
+def plot_demand(runs: Sequence[PlottedRun], path: Path) -> Path:
+    fig, axes = plt.subplots(len(runs), 1, figsize=(11, 2.8 * len(runs) + 0.6), sharex=True, squeeze=False)
+    for ax, run in zip(axes[:, 0], runs, strict=True):
+        tl = run.timeline
+        x, label = _time_axis(tl.t_s)
+        ax.plot(x, tl.demand, color="#d62728", lw=0.8, label="demand (running + waiting)")
+        ax.plot(x, tl.ready, color="#1f77b4", lw=0.8, label="ready nodes")
+        ax.fill_between(
+            x,
+            tl.ready,
+            np.asarray(tl.ready) + np.asarray(tl.provisioning),
+            color="#ff7f0e",
+            alpha=0.35,
+            lw=0,
+            label="provisioning nodes",
+        )
+        if any(tl.headroom):
+            ax.plot(x, tl.headroom, color="#2ca02c", lw=0.8, label="headroom asked")
+        s = run.summary
+        ax.set_title(
+            f"{s.policy}: p95 wait {s.time_to_start_s.p95:.0f} s, cost ${s.cost_usd:,.0f}, "
+            f"peak {s.peak_nodes} nodes",
+            fontsize=10,
+            loc="left",
+        )
+        ax.set_ylabel("GPU nodes / requests")
+        ax.grid(alpha=0.3)
+        ax.set_xlabel(label)
+        ax.legend(loc="upper right", fontsize=7, ncol=2)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def plot_wait_cdf(runs: Sequence[PlottedRun], path: Path) -> Path:
+    fig, ax = plt.subplots(figsize=(8, 4.8))
+    for run in runs:
+        w = np.sort(run.waits)
+        if not len(w):
+            continue
+        y = np.arange(1, len(w) + 1) / len(w)
+        step = max(1, len(w) // 5000)  # thin the curve; keep the last point
+        idx = np.r_[np.arange(0, len(w), step), len(w) - 1]
+        ax.step(w[idx], y[idx], where="post", lw=1.4, label=run.summary.policy)
+    ax.axhline(0.95, color="grey", lw=0.8, ls="--")
+    ax.text(ax.get_xlim()[1], 0.95, " p95", va="center", ha="left", fontsize=8, color="grey")
+    ax.set_xlabel("time to start (s): arrival until a GPU node takes the request")
+    ax.set_ylabel("share of requests started")
+    ax.set_ylim(0, 1.01)
+    ax.set_title("Time-to-start CDF per policy", loc="left")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8, loc="lower right")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def plot_cost_vs_wait(
+    summaries: Sequence[Summary],
+    path: Path,
+    *,
+    frontier: Sequence[Summary] = (),
+    target_p95_s: float | None = None,
+) -> Path:
+    fig, ax = plt.subplots(figsize=(8, 4.8))
+    xs = [s.time_to_start_s.p95 for s in summaries]
+    ys = [s.cost_usd for s in summaries]
+    ax.scatter(xs, ys, s=28, color="#1f77b4", alpha=0.7, label="settings evaluated", zorder=3)
+    if len(summaries) <= 12:
+        for s in summaries:
+            ax.annotate(
+                s.policy,
+                (s.time_to_start_s.p95, s.cost_usd),
+                fontsize=7,
+                xytext=(4, 3),
+                textcoords="offset points",
+            )
+    if frontier:
+        f = sorted(frontier, key=lambda s: s.time_to_start_s.p95)
+        ax.plot(
+            [s.time_to_start_s.p95 for s in f],
+            [s.cost_usd for s in f],
+            color="#d62728",
+            marker="o",
+            lw=1.2,
+            label="frontier (cheapest for its wait)",
+            zorder=4,
+        )
+    if target_p95_s is not None:
+        ax.axvline(target_p95_s, color="grey", ls="--", lw=0.9, label=f"target p95 {target_p95_s:g} s")
+    ax.set_xlabel("p95 time to start (s)")
+    ax.set_ylabel("cost over the trace (USD)")
+    ax.set_title("Cost vs p95 wait", loc="left")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path

@@ -1,0 +1,115 @@
+"""Policy specs as users write them, turned into the sizing policies of `elasticity.sizing`.
+
+none                      pure auto-provisioning (baseline from --baseline, default 0)
+static                    a fixed pool of --baseline nodes, no placeholders (needs --baseline > 0)
+warm:K                    K placeholder pods (warm nodes) at all times
+scheduled:HH:MM=K,...     K placeholders from each time of day (trace time) to the next entry
+predictive[:W]            placeholders sized from the recent arrival rate so that p95 time-to-start
+                          stays within W seconds (default --target-wait)
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from elasticityops.elasticity.sizing import (
+    HeadroomPolicy,
+    NoHeadroom,
+    PredictiveHeadroom,
+    ScheduledHeadroom,
+    StaticBaseline,
+    WarmHeadroom,
+)
+from elasticityops.planner.errors import PlannerInputError
+from elasticityops.planner.settings import ClusterSettings
+
+_FLAG = "--policy"
+
+
+@dataclass(frozen=True)
+class PolicyChoice:
+    """A named policy: `name` is the label in tables, plots and file names."""
+
+    name: str
+    sizing: HeadroomPolicy
+
+
+def lead_time_s(settings: ClusterSettings, quantile: float = 0.95) -> float:
+    """Seconds from a placeholder being consumed to its replacement being ready (high percentile):
+    the GPU-pod delay, a full scan interval, and the provisioning time's `quantile`."""
+    return (
+        settings.gpu_scale_up_delay_s + settings.scan_interval_s + settings.provision_delay.quantile(quantile)
+    )
+
+
+def parse_policy(spec: str, settings: ClusterSettings, target_wait_s: float = 10.0) -> PolicyChoice:
+    text = spec.strip()
+    kind, _, arg = text.partition(":")
+    kind = kind.strip().lower()
+    arg = arg.strip()
+    if kind == "none" and not arg:
+        return PolicyChoice(
+            "none" if settings.baseline == 0 else f"baseline:{settings.baseline}", NoHeadroom()
+        )
+    if kind == "static" and not arg:
+        if settings.baseline <= 0:
+            raise PlannerInputError(f"{_FLAG} static needs --baseline > 0 (the size of the fixed pool)")
+        return PolicyChoice(f"static:{settings.baseline}", StaticBaseline(settings.baseline))
+    if kind == "warm":
+        k = _int(arg, text)
+        return PolicyChoice(_with_baseline(f"warm:{k}", settings), WarmHeadroom(k))
+    if kind == "scheduled":
+        return PolicyChoice(
+            _with_baseline(f"scheduled:{arg}", settings), ScheduledHeadroom(_schedule(arg, text))
+        )
+    if kind == "predictive":
+        wait = _float(arg, text) if arg else target_wait_s
+        sizing = PredictiveHeadroom(
+            target_wait_s=wait, lead_time_s=lead_time_s(settings), max_nodes=settings.autoscaled_cap
+        )
+        return PolicyChoice(_with_baseline(f"predictive:{wait:g}", settings), sizing)
+    raise PlannerInputError(
+        f"{_FLAG}: cannot parse {spec!r}; "
+        "expected none, static, warm:K, scheduled:HH:MM=K,... or predictive[:W]"
+    )
+
+
+def _with_baseline(name: str, settings: ClusterSettings) -> str:
+    return name if settings.baseline == 0 else f"{name}+baseline:{settings.baseline}"
+
+
+def _int(text: str, spec: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise PlannerInputError(f"{_FLAG}: {spec!r} needs a whole number of nodes, e.g. warm:50") from None
+    if value < 0:
+        raise PlannerInputError(f"{_FLAG}: {spec!r} needs a node count >= 0")
+    return value
+
+
+def _float(text: str, spec: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise PlannerInputError(f"{_FLAG}: {spec!r} needs a wait in seconds, e.g. predictive:10") from None
+    if not value >= 0:
+        raise PlannerInputError(f"{_FLAG}: {spec!r} needs a wait >= 0")
+    return value
+
+
+def _schedule(arg: str, spec: str) -> tuple[tuple[int, int], ...]:
+    entries: list[tuple[int, int]] = []
+    try:
+        for part in arg.split(","):
+            when, _, count = part.strip().partition("=")
+            hh, _, mm = when.strip().partition(":")
+            hour, minute = int(hh), int(mm or "0")
+            if not (0 <= hour < 24 and 0 <= minute < 60):
+                raise ValueError
+            entries.append((hour * 3600 + minute * 60, int(count)))
+        return ScheduledHeadroom(tuple(sorted(entries))).table
+    except ValueError:
+        raise PlannerInputError(
+            f"{_FLAG}: cannot parse schedule {spec!r}; expected e.g. scheduled:08:00=50,20:00=5"
+        ) from None

@@ -1,0 +1,137 @@
+"""Wiring: settings -> store -> backend -> dispatcher -> FastAPI app, and the files a gateway
+keeps in its data dir (server secret, admin token)."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import secrets
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+
+from fastapi import FastAPI
+
+from elasticityops.api.app import create_app
+from elasticityops.api.auth import TokenChecker, hash_token, new_api_token
+from elasticityops.api.metrics import Metrics
+from elasticityops.api.runtime import FunctionCache, Runtime
+from elasticityops.backend_registry import build_backend
+from elasticityops.dispatch.dispatcher import Dispatcher, DispatchSettings
+from elasticityops.dispatch.hub import ChangeHub
+from elasticityops.domain.clock import Clock, SystemClock
+from elasticityops.domain.functions import load_function_text
+from elasticityops.domain.ports import FunctionRecord
+from elasticityops.settings import Settings
+from elasticityops.store.sql import SqlStore
+
+SECRET_FILE = "server-secret"
+ADMIN_TOKEN_FILE = "admin-token"
+
+
+def prepare_data_dir(data_dir: Path) -> Path:
+    data_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+    return data_dir
+
+
+def _write_private(path: Path, data: bytes) -> None:
+    """Create `path` readable by its owner only; fails if it exists (no silent overwrite)."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "wb") as file:
+        file.write(data)
+
+
+def server_secret(data_dir: Path) -> bytes:
+    """The key that per-invocation callback tokens are derived from; made on first start and
+    kept, so jobs adopted after a restart keep valid tokens."""
+    path = prepare_data_dir(data_dir) / SECRET_FILE
+    if not path.exists():
+        # Another process may make it first; then use theirs.
+        with contextlib.suppress(FileExistsError):
+            _write_private(path, secrets.token_bytes(32))
+    return path.read_bytes()
+
+
+async def open_store(settings: Settings) -> SqlStore:
+    prepare_data_dir(settings.data_dir)
+    return await SqlStore.open(
+        settings.database_url,
+        group_commit_max=settings.store.group_commit_max,
+        read_threads=settings.store.read_threads,
+    )
+
+
+async def create_token(store: SqlStore, name: str, clock: Clock) -> str:
+    token = new_api_token()
+    await store.create_api_token(name, hash_token(token), clock.now())
+    return token
+
+
+async def admin_token(store: SqlStore, data_dir: Path, clock: Clock) -> tuple[str, bool]:
+    """The admin token kept (mode 0600) in the data dir for the operator; (token, created).
+    The database holds only its hash."""
+    path = data_dir / ADMIN_TOKEN_FILE
+    if path.exists():
+        token = path.read_text().strip()
+        if await store.check_api_token(hash_token(token)):
+            return token, False
+        path.unlink()  # left from another database (e.g. EOPS_DATABASE_URL changed)
+    token = await create_token(store, "admin", clock)
+    _write_private(path, token.encode())
+    return token, True
+
+
+async def deploy_files(store: SqlStore, files: list[Path], clock: Clock) -> list[FunctionRecord]:
+    records = []
+    for file in files:
+        spec = load_function_text(file.read_text(), source=str(file))
+        record, _ = await store.put_function(spec, clock.now())
+        records.append(record)
+    return records
+
+
+def dispatch_settings(settings: Settings, secret: bytes) -> DispatchSettings:
+    return DispatchSettings(
+        server_secret=secret,
+        callback_base_url=settings.callback_base_url,
+        tick_s=settings.dispatch.tick_seconds,
+        gpu_budget=settings.dispatch.gpu_budget,
+        paused=settings.dispatch.paused,
+    )
+
+
+def build_app(settings: Settings, clock: Clock | None = None) -> FastAPI:
+    the_clock = clock or SystemClock()
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        store = await open_store(settings)
+        try:
+            metrics = Metrics()
+            store.observe_transitions(metrics.on_transition)
+            hub = ChangeHub()
+            backend = build_backend(settings, the_clock)
+            secret = server_secret(settings.data_dir)
+            dispatcher = Dispatcher(store, backend, hub, the_clock, dispatch_settings(settings, secret))
+            runtime = Runtime(
+                settings=settings,
+                store=store,
+                hub=hub,
+                backend=backend,
+                dispatcher=dispatcher,
+                clock=the_clock,
+                server_secret=secret,
+                tokens=TokenChecker(store),
+                functions=FunctionCache(store),
+                metrics=metrics,
+            )
+            app.state.runtime = runtime
+            await dispatcher.start()
+            try:
+                yield
+            finally:
+                await dispatcher.stop()
+        finally:
+            await store.close()
+
+    return create_app(settings, lifespan)

@@ -1,0 +1,132 @@
+"""Conversions between database rows and domain objects (pure)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from datetime import datetime
+from typing import Any
+
+from elasticityops.domain.functions import FunctionSpec, Priority, spec_to_json
+from elasticityops.domain.invocations import FailureReason, Invocation, Note, State, Timeline
+from elasticityops.domain.ports import FunctionRecord, NewInvocation
+
+PRIORITY_BY_RANK = {p.rank: p for p in Priority}
+
+# Every column but the payload: listings never drag payloads (up to the size limit each) along.
+INVOCATION_COLUMNS = (
+    "id",
+    "function",
+    "priority",
+    "state",
+    "idempotency_key",
+    "accepted_at",
+    "dispatched_at",
+    "capacity_ready_at",
+    "started_at",
+    "finished_at",
+    "exit_code",
+    "failure_reason",
+    "message",
+    "node",
+    "notes",
+    "result",
+)
+
+
+def function_from_row(row: Mapping[Any, Any]) -> FunctionRecord:
+    return FunctionRecord(
+        spec=FunctionSpec.model_validate_json(row["spec"]),
+        version=row["version"],
+        created_at=row["created_at"],
+        updated_at=row["updated_at"],
+    )
+
+
+def function_row(spec: FunctionSpec) -> str:
+    return spec_to_json(spec)
+
+
+def notes_to_json(notes: tuple[Note, ...]) -> str:
+    return json.dumps([{"at": n.at.isoformat(), "kind": n.kind, "message": n.message} for n in notes])
+
+
+def notes_from_json(text: str) -> tuple[Note, ...]:
+    return tuple(
+        Note(at=datetime.fromisoformat(n["at"]), kind=n["kind"], message=n["message"])
+        for n in json.loads(text or "[]")
+    )
+
+
+def invocation_from_row(row: Mapping[Any, Any]) -> Invocation:
+    reason = row["failure_reason"]
+    return Invocation(
+        id=row["id"],
+        function=row["function"],
+        state=State(row["state"]),
+        priority=Priority(row["priority"]),
+        timeline=Timeline(
+            accepted=row["accepted_at"],
+            dispatched=row["dispatched_at"],
+            capacity_ready=row["capacity_ready_at"],
+            started=row["started_at"],
+            finished=row["finished_at"],
+        ),
+        idempotency_key=row["idempotency_key"],
+        exit_code=row["exit_code"],
+        failure_reason=FailureReason(reason) if reason else None,
+        message=row["message"] or "",
+        result=row["result"],
+        node=row["node"],
+        notes=notes_from_json(row["notes"]),
+    )
+
+
+def new_invocation_row(new: NewInvocation) -> dict[str, Any]:
+    return {
+        "id": new.id,
+        "function": new.function,
+        "spec_version": new.spec_version,
+        "priority": PRIORITY_BY_RANK[new.priority_rank].value,
+        "state": State.queued.value,
+        "idempotency_key": new.idempotency_key,
+        "accepted_at": new.accepted_at,
+        "message": "",
+        "notes": "[]",
+        "payload": new.payload,
+    }
+
+
+def invocation_of_new(new: NewInvocation) -> Invocation:
+    return Invocation(
+        id=new.id,
+        function=new.function,
+        state=State.queued,
+        priority=PRIORITY_BY_RANK[new.priority_rank],
+        timeline=Timeline(accepted=new.accepted_at),
+        idempotency_key=new.idempotency_key,
+    )
+
+
+def invocation_update(before: Invocation, after: Invocation) -> dict[str, Any]:
+    """Columns that differ between two versions of an invocation."""
+    tb, ta = before.timeline, after.timeline
+    pairs: dict[str, tuple[Any, Any]] = {
+        "state": (before.state.value, after.state.value),
+        "dispatched_at": (tb.dispatched, ta.dispatched),
+        "capacity_ready_at": (tb.capacity_ready, ta.capacity_ready),
+        "started_at": (tb.started, ta.started),
+        "finished_at": (tb.finished, ta.finished),
+        "exit_code": (before.exit_code, after.exit_code),
+        "failure_reason": (
+            before.failure_reason.value if before.failure_reason else None,
+            after.failure_reason.value if after.failure_reason else None,
+        ),
+        "message": (before.message, after.message),
+        "node": (before.node, after.node),
+        "result": (before.result, after.result),
+    }
+    out = {name: new for name, (old, new) in pairs.items() if old != new}
+    if before.notes != after.notes:
+        out["notes"] = notes_to_json(after.notes)
+    return out

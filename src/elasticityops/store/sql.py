@@ -1,0 +1,424 @@
+"""The Store on SQLAlchemy: SQLite (default, a WAL-mode file) or PostgreSQL, chosen by URL.
+
+Writes go through one group-commit writer thread (see writer.py); reads run on a small thread
+pool, so the event loop never blocks on the database. Every write is committed before its call
+returns. Database exceptions never leave this module: they become TemporaryError (the database
+is unreachable or busy) or Conflict."""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import logging
+from collections.abc import Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from datetime import datetime
+from typing import Any, TypeVar
+
+from sqlalchemy import Connection, Dialect, Engine, create_engine, event, func, insert, select, update
+from sqlalchemy.engine import make_url
+from sqlalchemy.exc import DBAPIError, IntegrityError, OperationalError, SQLAlchemyError
+
+from elasticityops.domain.errors import (
+    Conflict,
+    EopsError,
+    FieldProblem,
+    InvalidInput,
+    InvalidTransition,
+    TemporaryError,
+)
+from elasticityops.domain.functions import FunctionSpec
+from elasticityops.domain.invocations import (
+    ACTIVE_STATES,
+    Invocation,
+    Note,
+    State,
+    add_note,
+    advance,
+    mark_capacity_ready,
+)
+from elasticityops.domain.ports import Change, FunctionRecord, NewInvocation, Page
+from elasticityops.store import rows
+from elasticityops.store.tables import api_tokens, functions, invocations, metadata
+from elasticityops.store.writer import GroupCommitWriter
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+
+# Called on the event loop after a committed transition: (state before, invocation after).
+TransitionObserver = Callable[[State, Invocation], None]
+
+_COLUMNS = [invocations.c[name] for name in rows.INVOCATION_COLUMNS]
+
+
+def _translate(exc: BaseException) -> BaseException:
+    if isinstance(exc, EopsError):
+        return exc
+    if isinstance(exc, IntegrityError):
+        return Conflict(f"the database refused a duplicate: {exc.orig}")
+    if isinstance(exc, OperationalError | DBAPIError):
+        return TemporaryError(f"database unavailable: {exc.orig}", retry_after=1.0)
+    if isinstance(exc, SQLAlchemyError):
+        return TemporaryError(f"database error: {exc}", retry_after=1.0)
+    return exc
+
+
+def make_engine(url: str, pool_size: int) -> Engine:
+    parsed = make_url(url)
+    if parsed.get_backend_name() == "sqlite":
+        engine = create_engine(
+            url,
+            connect_args={"check_same_thread": False, "timeout": 30},
+            pool_size=pool_size + 1,
+            max_overflow=4,
+        )
+
+        @event.listens_for(engine, "connect")
+        def _pragmas(dbapi_conn: Any, _record: Any) -> None:
+            cursor = dbapi_conn.cursor()
+            # WAL: readers never block the writer. synchronous=FULL: a commit is on disk (fsync)
+            # before the caller hears of it, which is the promise behind every 202.
+            cursor.execute("PRAGMA journal_mode=WAL")
+            cursor.execute("PRAGMA synchronous=FULL")
+            cursor.execute("PRAGMA busy_timeout=30000")
+            cursor.close()
+
+        return engine
+    if parsed.get_backend_name() == "postgresql":
+        return create_engine(url, pool_size=pool_size + 1, max_overflow=4, pool_pre_ping=True)
+    raise InvalidInput(
+        [
+            FieldProblem(
+                "database_url",
+                f"unsupported database {parsed.get_backend_name()!r}",
+                "use sqlite:///PATH or postgresql+psycopg://USER:PASS@HOST/DB",
+            )
+        ]
+    )
+
+
+class SqlStore:
+    def __init__(self, engine: Engine, *, group_commit_max: int = 512, read_threads: int = 4) -> None:
+        self._engine = engine
+        self._writer = GroupCommitWriter(engine, group_commit_max, _translate)
+        self._readers = ThreadPoolExecutor(max_workers=read_threads, thread_name_prefix="eops-store-read")
+        self._observers: list[TransitionObserver] = []
+        self._closed = False
+
+    @classmethod
+    async def open(cls, url: str, *, group_commit_max: int = 512, read_threads: int = 4) -> SqlStore:
+        """Connect and create the tables if missing."""
+        engine = make_engine(url, read_threads)
+        try:
+            await asyncio.to_thread(metadata.create_all, engine)
+        except SQLAlchemyError as exc:
+            engine.dispose()
+            raise _translate(exc) from None
+        return cls(engine, group_commit_max=group_commit_max, read_threads=read_threads)
+
+    def observe_transitions(self, observer: TransitionObserver) -> None:
+        self._observers.append(observer)
+
+    @property
+    def dialect(self) -> str:
+        return self._engine.dialect.name
+
+    async def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        await asyncio.to_thread(self._writer.stop)
+        self._readers.shutdown(wait=True)
+        self._engine.dispose()
+
+    # -- plumbing ---------------------------------------------------------------------------
+
+    async def _read(self, fn: Callable[[Connection], T]) -> T:
+        def run() -> T:
+            try:
+                with self._engine.connect() as conn:
+                    return fn(conn)
+            except SQLAlchemyError as exc:
+                raise _translate(exc) from None
+
+        return await asyncio.get_running_loop().run_in_executor(self._readers, run)
+
+    async def _write(self, fn: Callable[[Connection], T]) -> T:
+        result: T = await self._writer.run(fn)
+        return result
+
+    # -- functions --------------------------------------------------------------------------
+
+    async def put_function(self, spec: FunctionSpec, at: datetime) -> tuple[FunctionRecord, bool]:
+        text = rows.function_row(spec)
+
+        def run(conn: Connection) -> tuple[FunctionRecord, bool]:
+            row = conn.execute(select(functions).where(functions.c.name == spec.name)).mappings().first()
+            if row is None:
+                values = {"name": spec.name, "spec": text, "version": 1, "created_at": at, "updated_at": at}
+                conn.execute(insert(functions).values(**values))
+                return rows.function_from_row(values), True
+            if row["spec"] == text:
+                return rows.function_from_row(row), False
+            values = {"spec": text, "version": row["version"] + 1, "updated_at": at}
+            conn.execute(update(functions).where(functions.c.name == spec.name).values(**values))
+            return rows.function_from_row({**row, **values}), False
+
+        return await self._write(run)
+
+    async def get_function(self, name: str) -> FunctionRecord | None:
+        def run(conn: Connection) -> FunctionRecord | None:
+            row = conn.execute(select(functions).where(functions.c.name == name)).mappings().first()
+            return None if row is None else rows.function_from_row(row)
+
+        return await self._read(run)
+
+    async def list_functions(self) -> list[FunctionRecord]:
+        def run(conn: Connection) -> list[FunctionRecord]:
+            result = conn.execute(select(functions).order_by(functions.c.name)).mappings()
+            return [rows.function_from_row(r) for r in result]
+
+        return await self._read(run)
+
+    async def delete_function(self, name: str) -> bool:
+        def run(conn: Connection) -> bool:
+            return conn.execute(functions.delete().where(functions.c.name == name)).rowcount > 0
+
+        return await self._write(run)
+
+    # -- invocations ------------------------------------------------------------------------
+
+    async def create_invocation(self, new: NewInvocation) -> tuple[Invocation, bool]:
+        result: tuple[Invocation, bool] = await self._writer.run_batched(_create_many, new)
+        return result
+
+    async def get_invocation(self, invocation_id: str) -> Invocation | None:
+        def run(conn: Connection) -> Invocation | None:
+            return _get(conn, invocation_id)
+
+        return await self._read(run)
+
+    async def get_payload(self, invocation_id: str) -> bytes | None:
+        def run(conn: Connection) -> bytes | None:
+            value = conn.execute(
+                select(invocations.c.payload).where(invocations.c.id == invocation_id)
+            ).scalar()
+            return None if value is None else bytes(value)
+
+        return await self._read(run)
+
+    async def list_invocations(
+        self, *, function: str | None, state: State | None, limit: int, cursor: str | None
+    ) -> Page:
+        """Newest first; `cursor` is the id of the last item of the previous page."""
+        if limit < 1:
+            raise InvalidInput([FieldProblem("limit", f"{limit} is below 1", "use 1 or more")])
+
+        def run(conn: Connection) -> Page:
+            query = select(*_COLUMNS).order_by(invocations.c.id.desc()).limit(limit + 1)
+            if function is not None:
+                query = query.where(invocations.c.function == function)
+            if state is not None:
+                query = query.where(invocations.c.state == state.value)
+            if cursor is not None:
+                query = query.where(invocations.c.id < cursor)
+            items = [rows.invocation_from_row(r) for r in conn.execute(query).mappings()]
+            more = len(items) > limit
+            items = items[:limit]
+            return Page(items=items, next_cursor=items[-1].id if more else None)
+
+        return await self._read(run)
+
+    async def queued(self, limit: int) -> list[Invocation]:
+        def run(conn: Connection) -> list[Invocation]:
+            query = (
+                select(*_COLUMNS)
+                .where(invocations.c.state == State.queued.value)
+                .order_by(invocations.c.id)
+                .limit(limit)
+            )
+            return [rows.invocation_from_row(r) for r in conn.execute(query).mappings()]
+
+        return await self._read(run)
+
+    async def active(self) -> list[Invocation]:
+        def run(conn: Connection) -> list[Invocation]:
+            query = (
+                select(*_COLUMNS)
+                .where(invocations.c.state.in_([s.value for s in ACTIVE_STATES]))
+                .order_by(invocations.c.id)
+            )
+            return [rows.invocation_from_row(r) for r in conn.execute(query).mappings()]
+
+        return await self._read(run)
+
+    async def apply(self, change: Change) -> Invocation | None:
+        def run(conn: Connection) -> tuple[State, Invocation] | None:
+            before = _get(conn, change.id)
+            if before is None:
+                return None
+            if change.from_states is not None and before.state not in change.from_states:
+                return None
+            try:
+                after = advance(
+                    before,
+                    change.to,
+                    change.at,
+                    exit_code=change.exit_code,
+                    reason=change.reason,
+                    message=change.message,
+                    node=change.node,
+                )
+            except InvalidTransition:
+                return None  # the state moved on: a lost race, not an error
+            if not _update_if_state(conn, before, after):
+                return None
+            return before.state, after
+
+        outcome = await self._write(run)
+        if outcome is None:
+            return None
+        previous, after = outcome
+        for observer in self._observers:
+            try:
+                observer(previous, after)
+            except Exception:
+                log.exception("transition observer failed")
+        return after
+
+    async def mark_capacity_ready(self, invocation_id: str, at: datetime, node: str | None) -> None:
+        await self._modify(invocation_id, lambda inv: mark_capacity_ready(inv, at, node))
+
+    async def add_note(self, invocation_id: str, note: Note) -> None:
+        await self._modify(invocation_id, lambda inv: add_note(inv, note))
+
+    async def set_result(self, invocation_id: str, result: bytes) -> None:
+        def run(conn: Connection) -> None:
+            conn.execute(update(invocations).where(invocations.c.id == invocation_id).values(result=result))
+
+        await self._write(run)
+
+    async def _modify(self, invocation_id: str, change: Callable[[Invocation], Invocation]) -> None:
+        def run(conn: Connection) -> None:
+            before = _get(conn, invocation_id)
+            if before is not None:
+                _update_if_state(conn, before, change(before))
+
+        await self._write(run)
+
+    async def counts_by_state(self) -> Mapping[State, int]:
+        def run(conn: Connection) -> Mapping[State, int]:
+            query = select(invocations.c.state, func.count()).group_by(invocations.c.state)
+            counts = dict.fromkeys(State, 0)
+            for state, count in conn.execute(query):
+                counts[State(state)] = count
+            return counts
+
+        return await self._read(run)
+
+    # -- API tokens -------------------------------------------------------------------------
+
+    async def create_api_token(self, name: str, token_hash: str, at: datetime) -> None:
+        def run(conn: Connection) -> None:
+            conn.execute(insert(api_tokens).values(token_hash=token_hash, name=name, created_at=at))
+
+        await self._write(run)
+
+    async def check_api_token(self, token_hash: str) -> bool:
+        def run(conn: Connection) -> bool:
+            query = select(api_tokens.c.token_hash).where(api_tokens.c.token_hash == token_hash)
+            return conn.execute(query).first() is not None
+
+        return await self._read(run)
+
+
+def _get(conn: Connection, invocation_id: str) -> Invocation | None:
+    row = conn.execute(select(*_COLUMNS).where(invocations.c.id == invocation_id)).mappings().first()
+    return None if row is None else rows.invocation_from_row(row)
+
+
+def _update_if_state(conn: Connection, before: Invocation, after: Invocation) -> bool:
+    """Compare-and-set on the state, so a second gateway on the same database cannot win too."""
+    values = rows.invocation_update(before, after)
+    if not values:
+        return True
+    result = conn.execute(
+        update(invocations)
+        .where(invocations.c.id == before.id, invocations.c.state == before.state.value)
+        .values(**values)
+    )
+    return result.rowcount == 1
+
+
+def _create_many(conn: Connection, news: list[NewInvocation]) -> list[tuple[Invocation, bool]]:
+    """Insert a batch of new invocations with one statement; an idempotency key already used for
+    the same function (in the database or earlier in this batch) yields the existing one."""
+    results: list[tuple[Invocation, bool] | None] = [None] * len(news)
+    seen: dict[tuple[str, str], Invocation] = {}
+    to_insert: list[dict[str, Any]] = []
+    for i, new in enumerate(news):
+        if new.idempotency_key is not None:
+            key = (new.function, new.idempotency_key)
+            existing = seen.get(key)
+            if existing is None:
+                row = (
+                    conn.execute(
+                        select(*_COLUMNS).where(
+                            invocations.c.function == new.function,
+                            invocations.c.idempotency_key == new.idempotency_key,
+                        )
+                    )
+                    .mappings()
+                    .first()
+                )
+                if row is not None:
+                    existing = rows.invocation_from_row(row)
+                    seen[key] = existing
+            if existing is not None:
+                results[i] = (existing, False)
+                continue
+        invocation = rows.invocation_of_new(new)
+        if new.idempotency_key is not None:
+            seen[(new.function, new.idempotency_key)] = invocation
+        to_insert.append(rows.new_invocation_row(new))
+        results[i] = (invocation, True)
+    if to_insert:
+        _insert_rows(conn, to_insert)
+    return [r for r in results if r is not None]
+
+
+_INSERT_COLUMNS = (
+    "id",
+    "function",
+    "spec_version",
+    "priority",
+    "state",
+    "idempotency_key",
+    "accepted_at",
+    "message",
+    "notes",
+    "payload",
+)
+
+
+@functools.cache
+def _insert_plan(dialect: Dialect) -> tuple[str, Callable[[Any], Any]]:
+    """The driver-level INSERT and the accepted_at converter SQLAlchemy itself would use.
+
+    The hot path skips SQLAlchemy's per-row statement machinery (measured at about a third of
+    the writer's time per batch) and hands the driver plain tuples in one executemany."""
+    mark = "?" if dialect.paramstyle == "qmark" else "%s"
+    sql = (
+        f"INSERT INTO {invocations.name} ({', '.join(_INSERT_COLUMNS)}) "
+        f"VALUES ({', '.join([mark] * len(_INSERT_COLUMNS))})"
+    )
+    processor = invocations.c.accepted_at.type.dialect_impl(dialect).bind_processor(dialect)
+    return sql, processor or (lambda value: value)
+
+
+def _insert_rows(conn: Connection, values: list[dict[str, Any]]) -> None:
+    sql, convert = _insert_plan(conn.dialect)
+    params = [
+        tuple(convert(row[c]) if c == "accepted_at" else row[c] for c in _INSERT_COLUMNS) for row in values
+    ]
+    conn.exec_driver_sql(sql, params)

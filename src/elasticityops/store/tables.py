@@ -1,0 +1,93 @@
+"""The database schema (SQLAlchemy Core), the same for SQLite and PostgreSQL."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+from sqlalchemy import (
+    Column,
+    DateTime,
+    Dialect,
+    Index,
+    Integer,
+    LargeBinary,
+    MetaData,
+    String,
+    Table,
+    Text,
+    TypeDecorator,
+    UniqueConstraint,
+)
+
+
+class UtcDateTime(TypeDecorator[datetime]):
+    """Timezone-aware UTC in and out: SQLite keeps no zone, so it is attached on read."""
+
+    impl = DateTime(timezone=True)
+    cache_ok = True
+
+    def process_bind_param(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        if value is None:
+            return None
+        if value.tzinfo is None:
+            raise ValueError("naive datetime given to the store; use an aware UTC datetime")
+        value = value.astimezone(UTC)
+        # SQLite stores the text form; dropping the zone keeps it sortable as text.
+        return value.replace(tzinfo=None) if dialect.name == "sqlite" else value
+
+    def process_result_value(self, value: Any, dialect: Dialect) -> datetime | None:
+        if value is None:
+            return None
+        assert isinstance(value, datetime)
+        return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+
+
+metadata = MetaData()
+
+functions = Table(
+    "functions",
+    metadata,
+    Column("name", String(64), primary_key=True),
+    Column("spec", Text, nullable=False),  # canonical JSON of the FunctionSpec
+    Column("version", Integer, nullable=False),
+    Column("created_at", UtcDateTime, nullable=False),
+    Column("updated_at", UtcDateTime, nullable=False),
+)
+
+invocations = Table(
+    "invocations",
+    metadata,
+    # Time-ordered id: the primary key is also the pagination cursor and the acceptance order.
+    Column("id", String(40), primary_key=True),
+    Column("function", String(64), nullable=False),
+    Column("spec_version", Integer, nullable=False),
+    Column("priority", String(16), nullable=False),
+    Column("state", String(16), nullable=False),
+    Column("idempotency_key", String(256), nullable=True),
+    Column("accepted_at", UtcDateTime, nullable=False),
+    Column("dispatched_at", UtcDateTime, nullable=True),
+    Column("capacity_ready_at", UtcDateTime, nullable=True),
+    Column("started_at", UtcDateTime, nullable=True),
+    Column("finished_at", UtcDateTime, nullable=True),
+    Column("exit_code", Integer, nullable=True),
+    Column("failure_reason", String(32), nullable=True),
+    Column("message", Text, nullable=False, default=""),
+    Column("node", String(256), nullable=True),
+    Column("notes", Text, nullable=False, default="[]"),  # JSON list, bounded by add_note's limit
+    Column("result", LargeBinary, nullable=True),
+    # Kept in the row but never selected by listings, which name their columns.
+    Column("payload", LargeBinary, nullable=False),
+    # NULL keys never collide (both databases treat NULLs as distinct in unique constraints).
+    UniqueConstraint("function", "idempotency_key", name="uq_invocation_idempotency"),
+    Index("ix_invocations_state_id", "state", "id"),
+    Index("ix_invocations_function_id", "function", "id"),
+)
+
+api_tokens = Table(
+    "api_tokens",
+    metadata,
+    Column("token_hash", String(64), primary_key=True),  # sha256 hex; the token itself is never stored
+    Column("name", String(128), nullable=False),
+    Column("created_at", UtcDateTime, nullable=False),
+)

@@ -1,0 +1,49 @@
+"""The fast invocation encoder writes exactly what wire.InvocationOut describes."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from elasticityops.api.encode import invocation_json, invocation_list_json
+from elasticityops.domain.functions import Priority
+from elasticityops.domain.invocations import FailureReason, Invocation, Note, State, Timeline
+from elasticityops.wire import InvocationList, InvocationOut
+
+T0 = datetime(2026, 3, 1, 12, 0, 0, 123456, tzinfo=UTC)
+
+CASES = [
+    Invocation("inv-a", "f", State.queued, Priority.normal, Timeline(accepted=T0)),
+    Invocation(
+        "inv-b",
+        "g",
+        State.failed,
+        Priority.high,
+        Timeline(
+            accepted=T0.replace(microsecond=0),
+            dispatched=T0 + timedelta(seconds=1),
+            capacity_ready=T0 + timedelta(seconds=2),
+            started=T0 + timedelta(seconds=3),
+            finished=T0 + timedelta(seconds=70),
+        ),
+        idempotency_key="k-1",
+        exit_code=3,
+        failure_reason=FailureReason.exit_code,
+        message="exited with 3",
+        result=b'{"partial": [1, 2]}',
+        node="slot-1",
+        notes=(Note(T0, "SlotWarming", "slot 1 warming"),),
+    ),
+    Invocation("inv-c", "h", State.succeeded, Priority.low, Timeline(accepted=T0), result=b"plain text \xff"),
+]
+
+
+@pytest.mark.parametrize("inv", CASES, ids=[c.id for c in CASES])
+def test_the_fast_encoding_is_the_wire_shape(inv: Invocation) -> None:
+    assert InvocationOut.model_validate_json(invocation_json(inv)) == InvocationOut.of(inv)
+
+
+def test_lists_too() -> None:
+    decoded = InvocationList.model_validate_json(invocation_list_json(CASES, "inv-a"))
+    assert decoded == InvocationList(items=[InvocationOut.of(i) for i in CASES], next_cursor="inv-a")

@@ -1,0 +1,228 @@
+"""The client seam against a real HTTP server: retries, Retry-After, error translation, watches.
+
+Time is a ManualClock: back-off sleeps advance it instantly, so the tests assert how long the
+client chose to wait without waiting."""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import replace
+
+import httpx2
+import pytest
+
+from elasticityops.backends.kubernetes.api import KubeApi, ResourceExpired
+from elasticityops.backends.kubernetes.ratelimit import TokenBucket, backoff_delay
+from elasticityops.backends.kubernetes.settings import KubernetesSettings
+from elasticityops.backends.kubernetes.watch import KindWatch
+from elasticityops.domain.clock import ManualClock
+from elasticityops.domain.errors import Conflict, NotFound, PermanentError, TemporaryError
+
+from .scripted_server import Reply, ScriptedServer, scripted
+
+pytestmark = pytest.mark.anyio
+
+SETTINGS = KubernetesSettings(max_retries=3, retry_base_seconds=0.5, retry_cap_seconds=8.0)
+JOBS = "/apis/batch/v1/namespaces/ns/jobs"
+
+
+@pytest.fixture
+def clock() -> ManualClock:
+    return ManualClock()
+
+
+async def _api(
+    server: ScriptedServer, clock: ManualClock, settings: KubernetesSettings = SETTINGS
+) -> KubeApi:
+    return KubeApi(httpx2.AsyncClient(base_url=server.url, trust_env=False), settings, clock)
+
+
+async def test_429_waits_what_retry_after_says(clock: ManualClock) -> None:
+    async with scripted(
+        [Reply(429, {"message": "slow down"}, {"Retry-After": "7"}), Reply(201, {"ok": 1})]
+    ) as srv:
+        api = await _api(srv, clock)
+        assert await api.create(JOBS, {"kind": "Job"}) == {"ok": 1}
+        await api.close()
+    assert clock.monotonic() == 7.0
+    assert [s.method for s in srv.seen] == ["POST", "POST"]
+    assert srv.seen[1].body == b'{"kind":"Job"}'
+
+
+async def test_5xx_and_dropped_connections_are_retried(clock: ManualClock) -> None:
+    async with scripted([Reply(503), Reply(drop=True), Reply(500), Reply(200, {"ok": 2})]) as srv:
+        api = await _api(srv, clock)
+        assert await api.get(f"{JOBS}/a") == {"ok": 2}
+        assert api.retries == 3
+        await api.close()
+    assert 0 < clock.monotonic() <= 0.5 + 1.0 + 2.0
+
+
+async def test_gives_up_after_max_retries_with_a_temporary_error(clock: ManualClock) -> None:
+    async with scripted([Reply(503, {"message": "etcd down"})] * 4) as srv:
+        api = await _api(srv, clock)
+        with pytest.raises(TemporaryError, match="etcd down"):
+            await api.get(f"{JOBS}/a")
+        await api.close()
+    assert len(srv.seen) == 4
+
+
+@pytest.mark.parametrize(
+    ("status", "error", "words"),
+    [
+        pytest.param(409, Conflict, "AlreadyExists", id="409-conflict"),
+        pytest.param(404, NotFound, "not found", id="404-not-found"),
+        pytest.param(403, PermanentError, "render deploy", id="403-names-rbac"),
+        pytest.param(422, PermanentError, "Invalid", id="422-invalid"),
+        pytest.param(410, ResourceExpired, "Expired", id="410-expired"),
+    ],
+)
+async def test_errors_are_translated_once(
+    clock: ManualClock, status: int, error: type[Exception], words: str
+) -> None:
+    body = {
+        "kind": "Status",
+        "reason": {409: "AlreadyExists", 404: "NotFound", 403: "Forbidden", 422: "Invalid", 410: "Expired"}[
+            status
+        ],
+        "message": "jobs x not found",
+    }
+    async with scripted([Reply(status, body)]) as srv:
+        api = await _api(srv, clock)
+        with pytest.raises(error, match=words):
+            await api.get(f"{JOBS}/x")
+        await api.close()
+    assert len(srv.seen) == 1  # never retried
+
+
+async def test_delete_of_a_missing_object_is_false(clock: ManualClock) -> None:
+    async with scripted([Reply(404, {"reason": "NotFound"}), Reply(200, {"kind": "Status"})]) as srv:
+        api = await _api(srv, clock)
+        assert await api.delete(f"{JOBS}/x") is False
+        assert await api.delete(f"{JOBS}/y", "Foreground") is True
+        await api.close()
+    assert b'"propagationPolicy":"Foreground"' in srv.seen[1].body
+
+
+async def test_list_follows_continue_tokens(clock: ManualClock) -> None:
+    pages = [
+        Reply(
+            200,
+            {"items": [{"metadata": {"name": "a"}}], "metadata": {"continue": "t1", "resourceVersion": "5"}},
+        ),
+        Reply(200, {"items": [{"metadata": {"name": "b"}}], "metadata": {"resourceVersion": "9"}}),
+    ]
+    async with scripted(pages) as srv:
+        api = await _api(srv, clock)
+        items, rv = await api.list(JOBS, {"labelSelector": "a=b"}, page_size=1)
+        await api.close()
+    assert [i["metadata"]["name"] for i in items] == ["a", "b"]
+    assert rv == "9"
+    assert "continue=t1" in srv.seen[1].target
+
+
+def _obj(name: str, rv: str) -> dict[str, object]:
+    return {"metadata": {"name": name, "resourceVersion": rv}}
+
+
+async def test_watch_yields_events_and_raises_expired_on_410(clock: ManualClock) -> None:
+    lines = [
+        {"type": "ADDED", "object": _obj("a", "11")},
+        {"type": "BOOKMARK", "object": _obj("", "12")},
+        {
+            "type": "ERROR",
+            "object": {"kind": "Status", "code": 410, "reason": "Expired", "message": "too old"},
+        },
+    ]
+    seen: list[str] = []
+    async with scripted([Reply(200, lines=lines)]) as srv:
+        api = await _api(srv, clock)
+
+        async def consume() -> None:
+            async for kind, obj in api.watch(JOBS, {"resourceVersion": "10"}):
+                seen.append(f"{kind} {obj['metadata']['resourceVersion']}")
+
+        with pytest.raises(ResourceExpired):
+            await consume()
+        await api.close()
+    assert seen == ["ADDED 11", "BOOKMARK 12"]
+    assert "allowWatchBookmarks=true" in srv.seen[0].target
+    assert "resourceVersion=10" in srv.seen[0].target
+
+
+async def test_kind_watch_resumes_from_bookmarks_and_relists_on_410(clock: ManualClock) -> None:
+    script = [
+        Reply(200, {"items": [_obj("a", "3"), _obj("b", "4")], "metadata": {"resourceVersion": "10"}}),
+        Reply(
+            200,
+            lines=[
+                {"type": "MODIFIED", "object": _obj("a", "11")},
+                {"type": "BOOKMARK", "object": _obj("", "15")},
+            ],
+        ),
+        Reply(200, lines=[{"type": "ERROR", "object": {"code": 410, "message": "too old"}}]),
+        # b vanished while the watch was expired: the relist must say so.
+        Reply(200, {"items": [_obj("a", "20")], "metadata": {"resourceVersion": "21"}}),
+    ]
+    got: list[str] = []
+    done = asyncio.Event()
+
+    async def handler(kind: str, obj: dict[str, object]) -> None:
+        meta = obj["metadata"]
+        assert isinstance(meta, dict)
+        got.append(f"{kind} {meta['name']}")
+        if len(got) == 5:
+            done.set()
+
+    async with scripted(script) as srv:
+        api = await _api(srv, clock)
+        watch = KindWatch(api, JOBS, {"labelSelector": "x=y"}, handler, clock)
+        task = asyncio.create_task(watch.run())
+        await asyncio.wait_for(done.wait(), 10)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        await api.close()
+    assert got == ["ADDED a", "ADDED b", "MODIFIED a", "MODIFIED a", "DELETED b"]
+    watch_targets = [s.target for s in srv.seen if "watch=true" in s.target]
+    assert "resourceVersion=10" in watch_targets[0]
+    assert "resourceVersion=15" in watch_targets[1]
+    assert watch.stats.relists == 2
+    assert watch.stats.bookmarks == 1
+
+
+async def test_token_bucket_paces_a_burst(clock: ManualClock) -> None:
+    bucket = TokenBucket(rate=10, burst=2, clock=clock)
+    for _ in range(5):
+        await bucket.acquire()
+    # 2 from the burst, 3 more at 10/s.
+    assert clock.monotonic() == pytest.approx(0.3)
+
+
+@pytest.mark.parametrize(
+    ("attempt", "retry_after", "low", "high"),
+    [
+        pytest.param(0, None, 0.25, 0.5, id="first"),
+        pytest.param(3, None, 2.0, 4.0, id="doubles"),
+        pytest.param(10, None, 4.0, 8.0, id="capped"),
+        pytest.param(0, 3.0, 3.0, 3.0, id="retry-after-wins"),
+        pytest.param(0, 60.0, 8.0, 8.0, id="retry-after-capped"),
+    ],
+)
+def test_backoff_delay(attempt: int, retry_after: float | None, low: float, high: float) -> None:
+    assert low <= backoff_delay(attempt, 0.5, 8.0, retry_after) <= high
+
+
+def test_settings_are_checked() -> None:
+    from elasticityops.backends.kubernetes.settings import check_settings, load_kubernetes_settings
+    from elasticityops.domain.errors import InvalidInput
+
+    loaded = load_kubernetes_settings(
+        {"EOPS_KUBE_NAMESPACE": "gpu", "EOPS_KUBE_QPS": "20", "EOPS_KUBE_MAX_GPUS": "8"}
+    )
+    assert (loaded.namespace, loaded.qps, loaded.max_gpus) == ("gpu", 20.0, 8)
+    with pytest.raises(InvalidInput) as caught:
+        check_settings(replace(SETTINGS, qps=0, gpu_driver_version="newest"))
+    assert {p.field for p in caught.value.problems} == {"qps", "gpu_driver_version"}
+    with pytest.raises(InvalidInput, match="EOPS_KUBE_QPS"):
+        load_kubernetes_settings({"EOPS_KUBE_QPS": "fast"})

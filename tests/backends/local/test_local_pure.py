@@ -1,0 +1,203 @@
+"""The local backend's pure parts: slot bookkeeping, slot planning, job env, exit outcomes."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import pytest
+
+from elasticityops.backends.local.gpus import SlotDevice, parse_nvidia_smi_list, plan_slots
+from elasticityops.backends.local.jobenv import job_env, resolve_argv, slot_node
+from elasticityops.backends.local.outcome import finished_event
+from elasticityops.backends.local.slots import SlotPool
+from elasticityops.domain.invocations import FailureReason
+
+VIRTUAL = [SlotDevice(i, None, "virtual") for i in range(3)]
+AT = datetime(2026, 1, 1, tzinfo=UTC)
+
+
+def test_nvidia_smi_list_is_parsed() -> None:
+    text = (
+        "GPU 0: NVIDIA H100 80GB HBM3 (UUID: GPU-1234)\n"
+        "GPU 1: NVIDIA L4 (UUID: GPU-5678)\n"
+        "No devices were found\n"
+    )
+    assert parse_nvidia_smi_list(text) == [(0, "NVIDIA H100 80GB HBM3"), (1, "NVIDIA L4")]
+
+
+@pytest.mark.parametrize(
+    ("gpus", "virtual", "detected", "physical"),
+    [
+        pytest.param(None, False, [], [None, None], id="no-gpu-default-virtual"),
+        pytest.param(3, False, [], [None, None, None], id="no-gpu-n-virtual"),
+        pytest.param(None, False, [(0, "L4"), (1, "L4")], [0, 1], id="all-physical"),
+        pytest.param(1, False, [(0, "L4"), (1, "L4")], [0], id="first-n-physical"),
+        pytest.param(2, True, [(0, "L4")], [None, None], id="told-virtual"),
+        pytest.param(4, False, [(0, "L4")], [None] * 4, id="more-than-physical-is-virtual"),
+    ],
+)
+def test_plan_slots(
+    gpus: int | None, virtual: bool, detected: list[tuple[int, str]], physical: list[int | None]
+) -> None:
+    slots = plan_slots(gpus, virtual, detected)
+    assert [s.physical for s in slots] == physical
+    assert [s.index for s in slots] == list(range(len(physical)))
+
+
+def test_plan_slots_reads_zero_as_auto_and_refuses_negative() -> None:
+    assert [s.physical for s in plan_slots(0, False, [(0, "L4")])] == [0]
+    with pytest.raises(ValueError, match="0 \\(auto\\) or more"):
+        plan_slots(-1, False, [])
+
+
+def test_zero_idle_timeout_means_never_released() -> None:
+    pool = SlotPool(VIRTUAL[:1], idle_timeout_s=0)
+    assert pool.take("a", 1, now=0) is not None
+    pool.release("a", now=0)
+    assert pool.view(now=1e9)[0].warm
+
+
+def test_slots_are_never_shared_and_free_counts_down() -> None:
+    pool = SlotPool(VIRTUAL, idle_timeout_s=None)
+    first = pool.take("a", 2, now=0)
+    assert first is not None
+    assert pool.free() == 1
+    assert pool.take("b", 2, now=0) is None  # not enough: nothing taken
+    assert pool.free() == 1
+    second = pool.take("c", 1, now=0)
+    assert second is not None
+    assert {d.index for d in first[0]}.isdisjoint(d.index for d in second[0])
+    assert pool.free() == 0
+    assert pool.release("a", now=1) == 2
+    assert pool.free() == 2
+
+
+def test_cold_then_warm_then_cold_after_idle_timeout() -> None:
+    pool = SlotPool(VIRTUAL[:1], idle_timeout_s=10)
+    taken = pool.take("a", 1, now=0)
+    assert taken is not None
+    assert taken[1] is True
+    pool.release("a", now=5)
+    warm = pool.take("b", 1, now=14)
+    assert warm is not None
+    assert warm[1] is False
+    pool.release("b", now=20)
+    assert pool.view(now=29)[0].warm
+    assert not pool.view(now=30)[0].warm
+    cold = pool.take("c", 1, now=30)
+    assert cold is not None
+    assert cold[1] is True
+
+
+def test_warm_slots_are_handed_out_first() -> None:
+    pool = SlotPool(VIRTUAL, idle_timeout_s=None)
+    assert pool.take("a", 1, now=0) is not None  # slot 0
+    assert pool.take("b", 1, now=0) is not None  # slot 1
+    pool.release("b", now=1)
+    taken = pool.take("c", 1, now=2)
+    assert taken is not None
+    assert [d.index for d in taken[0]] == [1]
+    assert taken[1] is False
+
+
+def test_claim_keeps_an_adopted_slot_taken_and_refuses_conflicts() -> None:
+    pool = SlotPool(VIRTUAL, idle_timeout_s=None)
+    assert pool.claim("a", [2]) is not None
+    assert pool.free() == 2
+    assert pool.claim("b", [2]) is None  # held by a
+    assert pool.claim("c", [7]) is None  # no such slot here
+    taken = pool.take("d", 2, now=0)
+    assert taken is not None
+    assert 2 not in [d.index for d in taken[0]]
+
+
+def test_leading_python_becomes_the_gateway_interpreter() -> None:
+    assert resolve_argv(["python", "x.py"], "/venv/bin/python") == ["/venv/bin/python", "x.py"]
+    assert resolve_argv(["python3", "-c", "1"], "/venv/bin/python")[0] == "/venv/bin/python"
+    assert resolve_argv(["/usr/bin/python", "x"], "/venv/bin/python")[0] == "/usr/bin/python"
+    assert resolve_argv(["echo", "python"], "/venv/bin/python") == ["echo", "python"]
+
+
+def test_job_env_layers_and_hides_the_gateways_own_settings() -> None:
+    env = job_env(
+        {"PATH": "/bin", "EOPS_TOKEN": "secret", "CUDA_VISIBLE_DEVICES": "0,1", "MODEL": "base"},
+        {"MODEL": "clip"},
+        invocation_id="inv-1",
+        payload_path="/r/payload",
+        result_path="/r/result",
+        callback_url=None,
+        callback_token="t",
+        slots=[SlotDevice(2, None, "virtual"), SlotDevice(3, None, "virtual")],
+    )
+    assert env["PATH"] == "/bin"
+    assert env["MODEL"] == "clip"
+    assert "EOPS_TOKEN" not in env
+    assert "EOPS_CALLBACK_URL" not in env
+    assert env["EOPS_GPU_SLOT"] == "2,3"
+    assert env["CUDA_VISIBLE_DEVICES"] == ""  # virtual slots: no real GPU by accident
+
+
+def test_physical_slots_expose_their_gpus() -> None:
+    slots = [SlotDevice(0, 3, "L4")]
+    env = job_env(
+        {},
+        {},
+        invocation_id="i",
+        payload_path="p",
+        result_path="r",
+        callback_url="http://h/v1/invocations/i/result",
+        callback_token="t",
+        slots=slots,
+    )
+    assert env["CUDA_VISIBLE_DEVICES"] == "3"
+    assert env["EOPS_CALLBACK_URL"] == "http://h/v1/invocations/i/result"
+    assert slot_node(slots) == "slot-0/gpu3"
+    assert slot_node(VIRTUAL[1:]) == "slot-1+2"
+
+
+@pytest.mark.parametrize(
+    ("record", "reason", "exit_code", "timed_out", "cancelled"),
+    [
+        pytest.param({"exit_code": 0}, None, 0, False, False, id="success"),
+        pytest.param({"exit_code": 3}, FailureReason.exit_code, 3, False, False, id="non-zero"),
+        pytest.param(
+            {"exit_code": 137, "signal": "SIGKILL"}, FailureReason.exit_code, 137, False, False, id="signal"
+        ),
+        pytest.param(
+            {"launch_error": "command not found"},
+            FailureReason.launch_error,
+            None,
+            False,
+            False,
+            id="launch-error",
+        ),
+        pytest.param(
+            {"exit_code": 143, "timed_out": True}, FailureReason.timeout, 143, True, False, id="timeout"
+        ),
+        pytest.param(
+            {"exit_code": 143, "cancelled": True}, FailureReason.cancelled, 143, False, True, id="cancelled"
+        ),
+        pytest.param({"lost": True}, FailureReason.lost, None, False, False, id="lost"),
+    ],
+)
+def test_exit_records_become_finished_events(
+    record: dict[str, object],
+    reason: FailureReason | None,
+    exit_code: int | None,
+    timed_out: bool,
+    cancelled: bool,
+) -> None:
+    event = finished_event("inv-1", record, at=AT, node="slot-0", result=None)
+    assert (event.reason, event.exit_code, event.timed_out, event.cancelled) == (
+        reason,
+        exit_code,
+        timed_out,
+        cancelled,
+    )
+    assert (event.message == "") == (reason is None)
+
+
+def test_an_oversized_result_is_explained() -> None:
+    event = finished_event("i", {"exit_code": 0}, at=AT, node=None, result=None, result_problem="too big")
+    assert event.reason is None
+    assert event.message == "too big"

@@ -1,0 +1,106 @@
+"""How the CLI explains an invocation: pure functions over wire models."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from rich.console import Console
+
+from elasticityops.cli import render
+from elasticityops.domain.invocations import FailureReason, State
+from elasticityops.wire import InvocationOut, NoteOut, TimelineOut
+
+T0 = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)
+
+
+def at(seconds: float) -> datetime:
+    return T0 + timedelta(seconds=seconds)
+
+
+def inv(state: State, marks: dict[str, float], **kw: object) -> InvocationOut:
+    timeline = TimelineOut(accepted=T0, **{k: at(v) for k, v in marks.items()})
+    return InvocationOut(
+        id="inv-1", function="hello", state=state, priority="normal", timeline=timeline, durations={}, **kw
+    )
+
+
+def test_a_finished_invocation_has_four_closed_phases() -> None:
+    done = inv(State.succeeded, {"dispatched": 1, "capacity_ready": 31, "started": 33, "finished": 38})
+    rows = render.phase_seconds(done, now=at(100))
+    assert [(phase, spent, going) for phase, _, spent, going in rows] == [
+        ("queue", 1.0, False),
+        ("capacity", 30.0, False),
+        ("start", 2.0, False),
+        ("run", 5.0, False),
+    ]
+
+
+def test_a_waiting_invocation_counts_its_open_phase_up_to_now() -> None:
+    waiting = inv(State.pending, {"dispatched": 2})
+    rows = render.phase_seconds(waiting, now=at(14.5))
+    assert [(phase, spent, going) for phase, _, spent, going in rows] == [
+        ("queue", 2.0, False),
+        ("capacity", 12.5, True),
+    ]
+
+
+def test_a_cancelled_queued_invocation_shows_no_open_phase() -> None:
+    cancelled = inv(State.cancelled, {"finished": 3})
+    assert render.phase_seconds(cancelled, now=at(10)) == []
+
+
+def test_the_timeline_shows_where_the_time_went() -> None:
+    done = inv(
+        State.failed,
+        {"dispatched": 1, "capacity_ready": 31, "started": 33, "finished": 38},
+        exit_code=3,
+        failure_reason=FailureReason.exit_code,
+        message="exited with 3",
+        result={"partial": True},
+        notes=[NoteOut(at=at(2), kind="SlotWarming", message="slot 0 is cold: provisioning")],
+    )
+    console = Console(width=200, record=True, color_system=None)
+    console.print(render.invocation_detail(done, now=at(40)))
+    text = console.export_text()
+    assert "capacity    30.0s  ████████████████████████  waiting for a GPU" in text
+    assert "run        5.000s  ████    " in text
+    assert "exit code 3" in text
+    assert "failure reason: exit_code" in text
+    assert "message: exited with 3" in text
+    assert "SlotWarming: slot 0 is cold: provisioning" in text
+    assert '"partial": true' in text
+
+
+@pytest.mark.parametrize(
+    ("current", "says"),
+    [
+        pytest.param(inv(State.queued, {}), "in the queue, waiting to be admitted", id="queued"),
+        pytest.param(inv(State.pending, {"dispatched": 1}), "waiting for a GPU slot", id="pending"),
+        pytest.param(
+            inv(State.pending, {"dispatched": 1, "capacity_ready": 2}, node="slot-1"),
+            "GPU assigned on slot-1, starting",
+            id="pending-assigned",
+        ),
+        pytest.param(
+            inv(
+                State.pending,
+                {"dispatched": 1},
+                notes=[NoteOut(at=at(1), kind="TriggeredScaleUp", message="a GPU node is being added")],
+            ),
+            "a GPU node is being added",
+            id="pending-with-note",
+        ),
+        pytest.param(inv(State.running, {"started": 1}, node="slot-0"), "running on slot-0", id="running"),
+    ],
+)
+def test_progress_explains_the_wait(current: InvocationOut, says: str) -> None:
+    assert render.progress_line(current, 12.34) == f"{current.state.value} 12.3s: {says}"
+
+
+@pytest.mark.parametrize(
+    ("value", "text"),
+    [(None, "-"), (0.0123, "0.012s"), (12.34, "12.3s"), (754.0, "12m34s")],
+)
+def test_seconds(value: float | None, text: str) -> None:
+    assert render.seconds(value) == text

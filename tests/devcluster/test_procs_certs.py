@@ -1,0 +1,65 @@
+"""Process supervision by PID, and the generated PKI/kubeconfig (real processes, real TLS)."""
+
+from __future__ import annotations
+
+import ssl
+import sys
+import time
+from pathlib import Path
+
+import yaml
+from cryptography import x509
+
+from elasticityops.devcluster import procs
+from elasticityops.devcluster.certs import generate_pki, write_kubeconfig
+
+
+def test_start_and_stop_by_pid(tmp_path: Path) -> None:
+    rec = procs.start("sleeper", [sys.executable, "-c", "import time; time.sleep(60)"], tmp_path / "s.log")
+    assert procs.is_alive(rec)
+    procs.stop(rec, timeout=5)
+    assert not procs.is_alive(rec)
+
+
+def test_stop_escalates_to_sigkill(tmp_path: Path) -> None:
+    code = (
+        "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); "
+        "print('up', flush=True); time.sleep(60)"
+    )
+    log = tmp_path / "stubborn.log"
+    rec = procs.start("stubborn", [sys.executable, "-c", code], log)
+    deadline = time.monotonic() + 10
+    while "up" not in log.read_text() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    started = time.monotonic()
+    procs.stop(rec, timeout=0.5)
+    assert not procs.is_alive(rec)
+    assert time.monotonic() - started < 5
+
+
+def test_reused_pid_is_not_signalled(tmp_path: Path) -> None:
+    rec = procs.start("sleeper", [sys.executable, "-c", "import time; time.sleep(60)"], tmp_path / "s.log")
+    impostor = procs.ProcessRecord("x", rec.pid, rec.create_time - 100, rec.log, rec.argv)
+    assert not procs.is_alive(impostor)
+    procs.stop(impostor)  # must not touch the real process
+    assert procs.is_alive(rec)
+    procs.stop(rec)
+
+
+def test_free_ports_are_distinct_and_bindable() -> None:
+    ports = {procs.free_port() for _ in range(5)}
+    assert len(ports) == 5
+
+
+def test_pki_and_kubeconfig(tmp_path: Path) -> None:
+    pki = generate_pki(tmp_path)
+    cert = x509.load_pem_x509_certificate(pki.admin_cert.read_bytes())
+    assert "O=system:masters" in cert.subject.rfc4514_string()
+    sans = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
+    assert "127.0.0.1" in {str(ip) for ip in sans.get_values_for_type(x509.IPAddress)}
+    ctx = ssl.create_default_context(cafile=str(pki.ca_cert))
+    ctx.load_cert_chain(str(pki.admin_cert), str(pki.admin_key))  # the pair matches
+    write_kubeconfig(tmp_path / "kc", "https://127.0.0.1:6443", pki)
+    kc = yaml.safe_load((tmp_path / "kc").read_text())
+    assert kc["clusters"][0]["cluster"]["server"] == "https://127.0.0.1:6443"
+    assert (tmp_path / "kc").stat().st_mode & 0o077 == 0

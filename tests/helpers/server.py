@@ -1,0 +1,158 @@
+"""A real `eops serve` for tests: started as a subprocess on a free 127.0.0.1 port with its own
+data dir, ready once /readyz says so, stopped by its PID.
+
+    with running_server(tmp_path / "data", "--gpus", "2") as srv:
+        httpx.get(srv.url + "/v1/functions", headers=srv.auth)
+        subprocess.run([EOPS, "fn", "ls"], env=srv.env())
+
+`start_server` / `RunningServer.stop()` / `.kill()` are there for tests that restart it (a
+SIGKILL and a second start on the same data dir and port)."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+
+REPO = Path(__file__).resolve().parents[2]
+VENV_BIN = Path(sys.executable).parent
+EOPS = str(VENV_BIN / "eops")
+_TOKEN_LINE = re.compile(r"EOPS_TOKEN=(\S+)")
+_URL_LINE = re.compile(r"EOPS_URL=(\S+)")
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+def base_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The environment for `eops` subprocesses: this venv first on PATH (so a function's
+    `python` is the project's), no inherited EOPS_* settings, no terminal width."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("EOPS_") and k != "COLUMNS"}
+    env["PATH"] = f"{VENV_BIN}{os.pathsep}{env.get('PATH', '')}"
+    env["PYTHONUNBUFFERED"] = "1"
+    env.update(extra or {})
+    return env
+
+
+@dataclass
+class RunningServer:
+    process: subprocess.Popen[bytes]
+    url: str
+    token: str
+    data_dir: Path
+    log_path: Path
+
+    @property
+    def pid(self) -> int:
+        return self.process.pid
+
+    @property
+    def auth(self) -> dict[str, str]:
+        return {"Authorization": f"Bearer {self.token}"}
+
+    def env(self, **overrides: str) -> dict[str, str]:
+        """Environment for a CLI subprocess pointed at this server."""
+        return base_env({"EOPS_URL": self.url, "EOPS_TOKEN": self.token, **overrides})
+
+    def output(self) -> str:
+        return self.log_path.read_text(errors="replace")
+
+    def stop(self, timeout: float = 20.0) -> int:
+        """SIGTERM by PID, then SIGKILL if it has not ended within `timeout`; its exit code."""
+        if self.process.poll() is None:
+            os.kill(self.pid, signal.SIGTERM)
+            try:
+                return self.process.wait(timeout)
+            except subprocess.TimeoutExpired:
+                os.kill(self.pid, signal.SIGKILL)
+        return self.process.wait(timeout)
+
+    def kill(self) -> int:
+        """SIGKILL by PID: a crash, for restart tests."""
+        if self.process.poll() is None:
+            os.kill(self.pid, signal.SIGKILL)
+        return self.process.wait(20.0)
+
+
+def start_server(
+    data_dir: Path,
+    *args: str,
+    port: int | None = None,
+    env: Mapping[str, str] | None = None,
+    cwd: Path = REPO,
+    ready_timeout: float = 90.0,
+) -> RunningServer:
+    """Start `eops serve --host 127.0.0.1 --port P --data-dir DATA_DIR ARGS...` and return once
+    /readyz answers 200 and the admin token is printed. Raises with the server's output if it
+    exits or is not ready in time (the process is stopped first)."""
+    data_dir.mkdir(parents=True, exist_ok=True)
+    port = port or free_port()
+    log_path = data_dir / f"serve-{port}-{time.monotonic_ns()}.log"
+    command = [EOPS, "serve", "--host", "127.0.0.1", "--port", str(port), "--data-dir", str(data_dir), *args]
+    with log_path.open("wb") as log:
+        process = subprocess.Popen(
+            command,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            cwd=cwd,
+            env=base_env(env),
+            stdin=subprocess.DEVNULL,
+        )
+    server = RunningServer(process, f"http://127.0.0.1:{port}", "", data_dir, log_path)
+    try:
+        _await_ready(server, ready_timeout)
+    except BaseException:
+        server.stop()
+        raise
+    return server
+
+
+def _await_ready(server: RunningServer, timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while True:
+        if server.process.poll() is not None:
+            raise RuntimeError(f"eops serve exited with {server.process.returncode}:\n{server.output()}")
+        text = server.output()
+        token = _TOKEN_LINE.search(text)
+        url = _URL_LINE.search(text)
+        if token and url:
+            server.token, server.url = token.group(1), url.group(1)
+            try:
+                if httpx.get(server.url + "/readyz", timeout=2.0).status_code == 200:
+                    return
+            except httpx.TransportError:
+                pass
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"eops serve not ready after {timeout}s:\n{text}")
+        time.sleep(0.1)
+
+
+@contextmanager
+def running_server(
+    data_dir: Path,
+    *args: str,
+    port: int | None = None,
+    env: Mapping[str, str] | None = None,
+    cwd: Path = REPO,
+    ready_timeout: float = 90.0,
+) -> Iterator[RunningServer]:
+    """`start_server` for the length of a with block; stopped by PID at its end."""
+    server = start_server(data_dir, *args, port=port, env=env, cwd=cwd, ready_timeout=ready_timeout)
+    try:
+        yield server
+    finally:
+        server.stop()

@@ -1,0 +1,241 @@
+"""`eops plan` through Typer's CliRunner: outputs, config files, and bad input (exit 2, one line)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from elasticityops.cli.plan import app
+
+runner = CliRunner()
+SMALL = [
+    "--days",
+    "0.25",
+    "--seed",
+    "2",
+    "--bursts-per-day",
+    "8",
+    "--burst-peak-min",
+    "150",
+    "--burst-peak-max",
+    "250",
+    "--burst-ramp",
+    "120",
+    "--burst-duration",
+    "300",
+]
+
+
+@pytest.fixture(scope="module")
+def small_trace(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("trace") / "trace.csv"
+    result = runner.invoke(app, ["trace", "--out", str(path), *SMALL])
+    assert result.exit_code == 0, result.output
+    return path
+
+
+@pytest.mark.parametrize("command", [[], ["run"], ["trace"], ["recommend"]])
+def test_help_everywhere(command: list[str]) -> None:
+    result = runner.invoke(app, [*command, "--help"])
+    assert result.exit_code == 0
+    assert "Usage" in result.output
+
+
+def test_run_writes_summary_invocations_plots_and_html(small_trace: Path, tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    result = runner.invoke(
+        app,
+        [
+            "run",
+            "--trace",
+            str(small_trace),
+            "--policy",
+            "warm:5",
+            "--provision-delay",
+            "fixed:120",
+            "--out",
+            str(out),
+        ],
+    )
+    assert result.exit_code == 0, result.output
+    assert "p95 wait" in result.output
+    summary = json.loads((out / "summary.json").read_text())
+    for key in ("p50", "p95", "p99", "max", "mean"):
+        assert key in summary["time_to_start_s"]
+    for key in (
+        "waited_share",
+        "node_hours_billed",
+        "busy_gpu_hours",
+        "idle_gpu_hours",
+        "cost_usd",
+        "peak_nodes",
+        "quota_hits",
+    ):
+        assert key in summary
+    assert summary["settings"]["provision-delay"] == "fixed:120"
+    rows = (out / "invocations.csv").read_text().splitlines()
+    assert rows[0] == "arrival_s,start_s,end_s,wait_s,node,restarts"
+    assert len(rows) - 1 == summary["requests"] == len(small_trace.read_text().splitlines()) - 1
+    first = rows[1].split(",")
+    assert float(first[1]) >= float(first[0])
+    for png in ("demand.png", "wait_cdf.png", "cost_vs_wait.png"):
+        assert (out / png).read_bytes()[:4] == b"\x89PNG"
+    html = (out / "report.html").read_text()
+    assert html.count("data:image/png;base64,") == 3
+    assert 'src="http' not in html
+
+
+def test_plain_plan_with_options_means_run_and_compares_policies(small_trace: Path, tmp_path: Path) -> None:
+    out = tmp_path / "cmp"
+    result = runner.invoke(
+        app,
+        [
+            "--trace",
+            str(small_trace),
+            "--policy",
+            "none",
+            "--policy",
+            "predictive",
+            "--out",
+            str(out),
+            "--no-plots",
+        ],
+    )
+    assert result.exit_code == 0, result.output
+    runs = json.loads((out / "summary.json").read_text())["runs"]
+    assert [r["policy"] for r in runs] == ["none", "predictive:10"]
+    assert (out / "invocations-predictive_10.csv").exists()
+    assert not (out / "report.html").exists()
+
+
+def test_config_keys_are_flag_names_and_flags_win(small_trace: Path, tmp_path: Path) -> None:
+    config = tmp_path / "plan.yaml"
+    config.write_text(
+        f"trace: {small_trace}\nbaseline: 3\nmax-nodes: 40\nscale_down_after: 120\n"
+        "policy: [static]\nspot: true\n"
+    )
+    out = tmp_path / "cfg"
+    result = runner.invoke(
+        app, ["run", "--config", str(config), "--max-nodes", "50", "--out", str(out), "--no-plots"]
+    )
+    assert result.exit_code == 0, result.output
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["policy"] == "static:3"
+    assert summary["settings"]["baseline"] == 3
+    assert summary["settings"]["max-nodes"] == 50
+    assert summary["settings"]["scale-down-after"] == 120.0
+    assert summary["price_per_node_hour"] == 0.24
+
+
+def test_recommend_finds_setting_and_quota(small_trace: Path, tmp_path: Path) -> None:
+    out = tmp_path / "rec"
+    result = runner.invoke(
+        app,
+        [
+            "recommend",
+            "--trace",
+            str(small_trace),
+            "--p95-wait",
+            "10",
+            "--windows",
+            "600",
+            "--out",
+            str(out),
+            "--provision-delay",
+            "fixed:120",
+        ],
+    )
+    assert result.exit_code == 0, result.output
+    assert "GPU quota to request" in result.output
+    rec = json.loads((out / "recommendation.json").read_text())
+    assert rec["met"] is True
+    best = rec["recommended"]
+    assert best["time_to_start_s"]["p95"] <= 10.0
+    cheaper_ok = [
+        c
+        for c in rec["evaluated"]
+        if c["time_to_start_s"]["p95"] <= 10.0 and c["cost_usd"] < best["cost_usd"]
+    ]
+    assert cheaper_ok == []
+    assert rec["quota_gpus"] >= best["peak_nodes"]
+    costs = [c["cost_usd"] for c in rec["frontier"]]
+    assert costs == sorted(costs, reverse=True)
+    assert (out / "frontier.png").exists()
+    assert (out / "report.html").exists()
+
+
+def _bad(tmp_path: Path, name: str, text: str) -> Path:
+    path = tmp_path / name
+    path.write_text(text)
+    return path
+
+
+@pytest.mark.parametrize(
+    ("args", "needle"),
+    [
+        pytest.param(["run"], "--trace is required", id="no-trace"),
+        pytest.param(["run", "--trace", "{missing}"], "cannot read", id="missing-file"),
+        pytest.param(
+            ["run", "--trace", "{cols}"], "line 1: missing column(s) duration_s", id="missing-column"
+        ),
+        pytest.param(["run", "--trace", "{nonnum}"], "line 3: arrival_s 'soon'", id="non-numeric"),
+        pytest.param(["run", "--trace", "{neg}"], "line 2: arrival_s '-1'", id="negative"),
+        pytest.param(["run", "--trace", "{empty}"], "no rows", id="empty"),
+        pytest.param(["run", "--trace", "{unsorted}", "--strict-order"], "line 3", id="unsorted-refused"),
+        pytest.param(
+            ["run", "--trace", "{good}", "--provision-delay", "lognormal:median=oops"],
+            "--provision-delay",
+            id="bad-distribution",
+        ),
+        pytest.param(["run", "--trace", "{good}", "--policy", "warm:lots"], "--policy", id="bad-policy"),
+        pytest.param(
+            ["run", "--trace", "{good}", "--baseline", "5", "--max-nodes", "2"],
+            "--max-nodes",
+            id="quota-below-baseline",
+        ),
+        pytest.param(
+            ["run", "--trace", "{good}", "--config", "{badcfg}"],
+            "unknown key 'scale-down'",
+            id="unknown-config-key",
+        ),
+        pytest.param(
+            ["run", "--trace", "{good}", "--config", "{badval}"],
+            "--baseline: invalid value",
+            id="bad-config-value",
+        ),
+        pytest.param(["recommend", "--trace", "{good}", "--windows", "a,b"], "--windows", id="bad-windows"),
+    ],
+)
+def test_bad_input_exits_2_with_one_line(tmp_path: Path, args: list[str], needle: str) -> None:
+    files = {
+        "missing": tmp_path / "missing.csv",
+        "cols": _bad(tmp_path, "cols.csv", "arrival_s\n1\n"),
+        "nonnum": _bad(tmp_path, "nonnum.csv", "arrival_s,duration_s\n0,1\nsoon,1\n"),
+        "neg": _bad(tmp_path, "neg.csv", "arrival_s,duration_s\n-1,1\n"),
+        "empty": _bad(tmp_path, "empty.csv", "arrival_s,duration_s\n"),
+        "unsorted": _bad(tmp_path, "unsorted.csv", "arrival_s,duration_s\n5,1\n1,1\n"),
+        "good": _bad(tmp_path, "good.csv", "arrival_s,duration_s\n0,10\n"),
+        "badcfg": _bad(tmp_path, "bad.yaml", "scale-down: 10\n"),
+        "badval": _bad(tmp_path, "badval.yaml", "baseline: lots\n"),
+    }
+    result = runner.invoke(app, [a.format(**files) for a in args])
+    assert result.exit_code == 2, result.output
+    assert needle in result.stderr
+    assert "Traceback" not in result.output
+    assert len(result.stderr.strip().splitlines()) == 1
+
+
+def test_unsorted_trace_is_sorted_with_a_note(tmp_path: Path) -> None:
+    path = _bad(tmp_path, "u.csv", "arrival_s,duration_s\n5,1\n1,1\n")
+    result = runner.invoke(app, ["run", "--trace", str(path)])
+    assert result.exit_code == 0, result.output
+    assert "sorted it" in result.stderr
+
+
+def test_bad_flag_type_is_a_usage_error() -> None:
+    result = runner.invoke(app, ["run", "--baseline", "many"])
+    assert result.exit_code == 2
+    assert "Traceback" not in result.output

@@ -1,0 +1,127 @@
+"""A throwaway PostgreSQL cluster for tests: initdb + pg_ctl in a temp dir on a free
+127.0.0.1 port, run as the `postgres` user when we are root (PostgreSQL refuses root), and
+stopped by its PID. `scripts/test` installs PostgreSQL with apt when it is missing."""
+
+from __future__ import annotations
+
+import contextlib
+import glob
+import os
+import pwd
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+
+class PostgresUnavailable(RuntimeError):
+    pass
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+def _bindir() -> Path:
+    for name in ("initdb", "pg_ctl"):
+        found = shutil.which(name)
+        if found:
+            return Path(os.path.realpath(found)).parent
+    candidates = sorted(glob.glob("/usr/lib/postgresql/*/bin/initdb"))
+    if candidates:
+        return Path(candidates[-1]).parent
+    raise PostgresUnavailable(
+        "PostgreSQL is not installed (no initdb); install it with `apt-get install -y postgresql` "
+        "or run scripts/test, which does"
+    )
+
+
+@dataclass(frozen=True)
+class PgCluster:
+    host: str
+    port: int
+    user: str
+    pid: int
+
+    def url(self, database: str = "postgres") -> str:
+        return f"postgresql+psycopg://{self.user}@{self.host}:{self.port}/{database}"
+
+    def dsn(self, database: str = "postgres") -> str:
+        return f"host={self.host} port={self.port} user={self.user} dbname={database}"
+
+
+@contextlib.contextmanager
+def pg_cluster() -> Iterator[PgCluster]:
+    bindir = _bindir()
+    root = Path(tempfile.mkdtemp(prefix="eops-pg-"))
+    data = root / "data"
+    prefix: list[str] = []
+    if os.geteuid() == 0:
+        try:
+            owner = pwd.getpwnam("postgres")
+        except KeyError:
+            raise PostgresUnavailable(
+                "running as root and there is no `postgres` user to run the server"
+            ) from None
+        os.chown(root, owner.pw_uid, owner.pw_gid)
+        prefix = ["runuser", "-u", "postgres", "--"]
+    port = free_port()
+    pid = 0
+    try:
+        subprocess.run(
+            [*prefix, str(bindir / "initdb"), "-D", str(data), "-A", "trust", "-U", "eops", "--no-sync"],
+            check=True,
+            capture_output=True,
+        )
+        options = f"-p {port} -k {root} -c listen_addresses=127.0.0.1 -c fsync=off"
+        subprocess.run(
+            [
+                *prefix,
+                str(bindir / "pg_ctl"),
+                "-D",
+                str(data),
+                "-o",
+                options,
+                "-l",
+                str(root / "log"),
+                "-w",
+                "start",
+            ],
+            check=True,
+            capture_output=True,
+            timeout=120,
+        )
+        pid = int((data / "postmaster.pid").read_text().splitlines()[0])
+        yield PgCluster("127.0.0.1", port, "eops", pid)
+    finally:
+        if pid:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGINT)  # fast shutdown
+            deadline = time.monotonic() + 30
+            while time.monotonic() < deadline and _alive(pid):
+                time.sleep(0.1)
+            if _alive(pid):
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGKILL)
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    # A zombie child is dead for our purposes; pg_ctl daemonized it, so it is not our child.
+    with contextlib.suppress(OSError):
+        stat = Path(f"/proc/{pid}/stat").read_text()
+        if stat.split(") ", 1)[1].startswith("Z"):
+            return False
+    return True

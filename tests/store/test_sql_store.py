@@ -1,0 +1,275 @@
+"""SqlStore against SQLite and PostgreSQL (each test runs on both)."""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from elasticityops.domain.errors import Conflict, InvalidInput
+from elasticityops.domain.functions import FunctionSpec, Priority
+from elasticityops.domain.invocations import FailureReason, Note, State, new_invocation_id
+from elasticityops.domain.ports import Change, NewInvocation
+from elasticityops.store.sql import SqlStore
+
+from .conftest import open_store
+
+T0 = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
+
+
+def spec(name: str = "hello", **extra: object) -> FunctionSpec:
+    return FunctionSpec.model_validate({"name": name, "command": ["python", "-c", "pass"], **extra})
+
+
+def new(
+    function: str = "hello", key: str | None = None, at: datetime = T0, payload: bytes = b"{}"
+) -> NewInvocation:
+    return NewInvocation(
+        id=new_invocation_id(),
+        function=function,
+        spec_version=1,
+        priority_rank=Priority.normal.rank,
+        accepted_at=at,
+        payload=payload,
+        idempotency_key=key,
+    )
+
+
+def test_functions_are_created_replaced_listed_and_deleted(store: SqlStore, run: asyncio.Runner) -> None:
+    async def body() -> None:
+        record, created = await store.put_function(spec(), T0)
+        assert created
+        assert record.version == 1
+        assert record.created_at == T0
+        same, created = await store.put_function(spec(), T0 + timedelta(seconds=1))
+        assert not created
+        assert same.version == 1, "an unchanged spec keeps its version"
+        changed, created = await store.put_function(spec(timeout_seconds=60), T0 + timedelta(seconds=2))
+        assert not created
+        assert changed.version == 2
+        assert changed.spec.timeout_seconds == 60
+        await store.put_function(spec("another"), T0)
+        got = await store.get_function("hello")
+        assert got is not None
+        assert got.version == 2
+        assert got.created_at == T0
+        assert got.updated_at == T0 + timedelta(seconds=2)
+        assert [r.spec.name for r in await store.list_functions()] == ["another", "hello"]
+        assert await store.delete_function("hello") is True
+        assert await store.delete_function("hello") is False
+        assert await store.get_function("hello") is None
+
+    run.run(body())
+
+
+def test_an_invocation_is_stored_queued_with_its_payload(store: SqlStore, run: asyncio.Runner) -> None:
+    async def body() -> None:
+        item = new(payload=b'{"x": 1}')
+        inv, created = await store.create_invocation(item)
+        assert created
+        assert inv.state is State.queued
+        got = await store.get_invocation(item.id)
+        assert got is not None
+        assert got.state is State.queued
+        assert got.function == "hello"
+        assert got.priority is Priority.normal
+        assert got.timeline.accepted == T0
+        assert got.timeline.accepted.tzinfo is not None
+        assert await store.get_payload(item.id) == b'{"x": 1}'
+        assert await store.get_invocation("inv-unknown") is None
+        assert await store.get_payload("inv-unknown") is None
+
+    run.run(body())
+
+
+def test_an_idempotency_key_returns_the_first_invocation(store: SqlStore, run: asyncio.Runner) -> None:
+    async def body() -> None:
+        first, created = await store.create_invocation(new(key="k1"))
+        again, created_again = await store.create_invocation(new(key="k1"))
+        assert created
+        assert not created_again
+        assert again.id == first.id
+        other, created_other = await store.create_invocation(new(function="other", key="k1"))
+        assert created_other
+        assert other.id != first.id, "keys are per function"
+
+    run.run(body())
+
+
+def test_concurrent_requests_with_one_key_create_one_invocation(store: SqlStore, run: asyncio.Runner) -> None:
+    async def body() -> None:
+        results = await asyncio.gather(*(store.create_invocation(new(key="same")) for _ in range(50)))
+        assert sum(created for _, created in results) == 1
+        assert len({inv.id for inv, _ in results}) == 1
+        page = await store.list_invocations(function="hello", state=None, limit=100, cursor=None)
+        assert len(page.items) == 1
+
+    run.run(body())
+
+
+def test_group_commit_stores_every_concurrent_invocation(store: SqlStore, run: asyncio.Runner) -> None:
+    async def body() -> None:
+        items = [new() for _ in range(600)]
+        results = await asyncio.gather(*(store.create_invocation(i) for i in items))
+        assert all(created for _, created in results)
+        counts = await store.counts_by_state()
+        assert counts[State.queued] == 600
+        assert counts[State.running] == 0
+
+    run.run(body())
+
+
+def test_one_failing_write_fails_only_its_caller(store: SqlStore, run: asyncio.Runner) -> None:
+    async def body() -> None:
+        await store.create_api_token("first", "a" * 64, T0)
+        outcomes = await asyncio.gather(
+            *(store.create_invocation(new()) for _ in range(20)),
+            store.create_api_token("dup", "a" * 64, T0),
+            *(store.create_invocation(new()) for _ in range(20)),
+            return_exceptions=True,
+        )
+        assert isinstance(outcomes[20], Conflict)
+        assert all(not isinstance(o, BaseException) for i, o in enumerate(outcomes) if i != 20)
+        assert (await store.counts_by_state())[State.queued] == 40
+
+    run.run(body())
+
+
+def test_pages_walk_newest_first_without_gaps_or_repeats(store: SqlStore, run: asyncio.Runner) -> None:
+    async def body() -> None:
+        ids = []
+        for i in range(25):
+            item = new(function="a" if i % 2 else "b", at=T0 + timedelta(seconds=i))
+            ids.append(item.id)
+            await store.create_invocation(item)
+            await asyncio.sleep(0.002)  # ids carry milliseconds: keep them apart
+        seen: list[str] = []
+        cursor = None
+        while True:
+            page = await store.list_invocations(function=None, state=None, limit=10, cursor=cursor)
+            seen.extend(i.id for i in page.items)
+            if page.next_cursor is None:
+                break
+            cursor = page.next_cursor
+        assert seen == sorted(ids, reverse=True)
+        only_a = await store.list_invocations(function="a", state=None, limit=100, cursor=None)
+        assert len(only_a.items) == 12
+        assert only_a.next_cursor is None
+        none_running = await store.list_invocations(function=None, state=State.running, limit=5, cursor=None)
+        assert none_running.items == []
+        with pytest.raises(InvalidInput):
+            await store.list_invocations(function=None, state=None, limit=0, cursor=None)
+
+    run.run(body())
+
+
+def test_transitions_are_compare_and_set(store: SqlStore, run: asyncio.Runner) -> None:
+    async def body() -> None:
+        item = new()
+        await store.create_invocation(item)
+        t1 = T0 + timedelta(seconds=1)
+        pending = await store.apply(Change(item.id, State.pending, t1, from_states=frozenset({State.queued})))
+        assert pending is not None
+        assert pending.state is State.pending
+        assert pending.timeline.dispatched == t1
+        lost = await store.apply(Change(item.id, State.pending, t1, from_states=frozenset({State.queued})))
+        assert lost is None, "the second writer with the same expectation loses"
+        assert await store.apply(Change(item.id, State.queued, t1)) is None, "not an allowed transition"
+        assert await store.apply(Change("inv-unknown", State.pending, t1)) is None
+        t2 = T0 + timedelta(seconds=3)
+        await store.mark_capacity_ready(item.id, t1 + timedelta(seconds=1), "slot-0")
+        await store.add_note(item.id, Note(t1, "SlotWarming", "slot 0 is provisioning"))
+        running = await store.apply(Change(item.id, State.running, t2))
+        assert running is not None
+        assert running.node == "slot-0"
+        t3 = T0 + timedelta(seconds=10)
+        done = await store.apply(
+            Change(item.id, State.failed, t3, exit_code=3, reason=FailureReason.exit_code, message="boom")
+        )
+        assert done is not None
+        await store.set_result(item.id, b'{"answer": 42}')
+        got = await store.get_invocation(item.id)
+        assert got is not None
+        assert got.state is State.failed
+        assert got.exit_code == 3
+        assert got.failure_reason is FailureReason.exit_code
+        assert got.message == "boom"
+        assert got.timeline.capacity_ready == t1 + timedelta(seconds=1)
+        assert got.timeline.started == t2
+        assert got.timeline.finished == t3
+        assert got.notes == (Note(t1, "SlotWarming", "slot 0 is provisioning"),)
+        assert got.result == b'{"answer": 42}'
+        assert await store.apply(Change(item.id, State.cancelled, t3)) is None, "terminal is final"
+
+    run.run(body())
+
+
+def test_transition_observers_see_each_committed_change_once(store: SqlStore, run: asyncio.Runner) -> None:
+    seen: list[tuple[State, State]] = []
+    store.observe_transitions(lambda before, after: seen.append((before, after.state)))
+
+    async def body() -> None:
+        item = new()
+        await store.create_invocation(item)
+        await store.apply(Change(item.id, State.pending, T0))
+        await store.apply(Change(item.id, State.pending, T0))  # refused: not observed
+        await store.apply(Change(item.id, State.succeeded, T0, exit_code=0))
+
+    run.run(body())
+    assert seen == [(State.queued, State.pending), (State.pending, State.succeeded)]
+
+
+def test_queued_is_oldest_first_and_active_is_pending_or_running(
+    store: SqlStore, run: asyncio.Runner
+) -> None:
+    async def body() -> None:
+        items = []
+        for _ in range(4):
+            items.append(new())
+            await store.create_invocation(items[-1])
+            await asyncio.sleep(0.002)
+        await store.apply(Change(items[0].id, State.pending, T0))
+        await store.apply(Change(items[1].id, State.pending, T0))
+        await store.apply(Change(items[1].id, State.running, T0))
+        assert [i.id for i in await store.queued(10)] == [items[2].id, items[3].id]
+        assert [i.id for i in await store.queued(1)] == [items[2].id]
+        assert {i.id for i in await store.active()} == {items[0].id, items[1].id}
+
+    run.run(body())
+
+
+def test_api_tokens_are_checked_by_hash(store: SqlStore, run: asyncio.Runner) -> None:
+    async def body() -> None:
+        await store.create_api_token("admin", "f" * 64, T0)
+        assert await store.check_api_token("f" * 64)
+        assert not await store.check_api_token("e" * 64)
+        with pytest.raises(Conflict):
+            await store.create_api_token("again", "f" * 64, T0)
+
+    run.run(body())
+
+
+def test_what_was_stored_is_there_after_reopening(store_url: str, run: asyncio.Runner) -> None:
+    async def body() -> None:
+        first = await open_store(store_url)
+        items = [new() for _ in range(100)]
+        await asyncio.gather(*(first.create_invocation(i) for i in items))
+        await first.put_function(spec(), T0)
+        await first.close()
+        second = await open_store(store_url)
+        try:
+            assert (await second.counts_by_state())[State.queued] == 100
+            assert await second.get_function("hello") is not None
+            for item in items[:5]:
+                assert await second.get_invocation(item.id) is not None
+        finally:
+            await second.close()
+
+    run.run(body())
+
+
+def test_an_unknown_database_is_refused_with_the_fix(run: asyncio.Runner) -> None:
+    with pytest.raises(InvalidInput) as caught:
+        run.run(open_store("mysql://localhost/x"))
+    assert "postgresql+psycopg" in str(caught.value)
