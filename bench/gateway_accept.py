@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import psutil
 
 HERE = Path(__file__).resolve().parent
 EOPS = str(Path(sys.executable).parent / "eops")
@@ -83,7 +84,9 @@ def stop(proc: subprocess.Popen[bytes], sig: int = signal.SIGTERM) -> None:
             proc.wait(timeout=30)
 
 
-def wrk(url: str, token: str, args: argparse.Namespace, duration: float) -> dict[str, Any]:
+def wrk(url: str, token: str, args: argparse.Namespace, duration: float, server_pid: int) -> dict[str, Any]:
+    server = psutil.Process(server_pid)
+    before = server.cpu_times()
     done = subprocess.run(
         [
             "wrk",
@@ -107,6 +110,12 @@ def wrk(url: str, token: str, args: argparse.Namespace, duration: float) -> dict
     result["ok"] = result["requests"] - result["non_2xx"]
     result["errors"] = errors
     result["per_s"] = result["ok"] / (result["duration_us"] / 1e6)
+    after = server.cpu_times()
+    # CPU the server process spent (all threads), per request answered: independent of how
+    # much of the machine other work took meanwhile.
+    cpu = (after.user - before.user) + (after.system - before.system)
+    result["server_cpu_s"] = cpu
+    result["server_cpu_us_per_request"] = cpu / max(1, result["requests"]) * 1e6
     return result
 
 
@@ -144,13 +153,14 @@ def main() -> None:
         put = httpx.put(f"{eops_base}/v1/functions/noop", json={"command": ["true"]}, headers=headers)
         put.raise_for_status()
         eops_ok = 0
+        pids = {"bare": bare.pid, "eops": gateway.pid}
         for target, url, tok in (("bare", bare_url, ""), ("eops", eops_base + PATH, token)):
-            warm = wrk(url, tok, args, 3)  # warm-up, not reported
+            warm = wrk(url, tok, args, 3, pids[target])  # warm-up, not reported
             if target == "eops":
                 eops_ok += warm["ok"]
         for round_no in range(1, args.rounds + 1):
             for target, url, tok in (("bare", bare_url, ""), ("eops", eops_base + PATH, token)):
-                result = wrk(url, tok, args, args.duration)
+                result = wrk(url, tok, args, args.duration, pids[target])
                 result.update(target=target, round=round_no)
                 runs.append(result)
                 if target == "eops":
@@ -158,7 +168,7 @@ def main() -> None:
                 print(
                     f"round {round_no} {target}: {result['per_s']:.0f}/s "
                     f"p50 {result['p50_us'] / 1000:.1f} ms p99 {result['p99_us'] / 1000:.1f} ms "
-                    f"errors {result['errors']}",
+                    f"errors {result['errors']} server CPU {result['server_cpu_us_per_request']:.0f} us/request",
                     flush=True,
                 )
         metrics = httpx.get(f"{eops_base}/metrics").text
@@ -178,6 +188,7 @@ def main() -> None:
             "p50_ms": sum(r["p50_us"] for r in chosen) / len(chosen) / 1000,
             "p99_ms": max(r["p99_us"] for r in chosen) / 1000,
             "errors": sum(r["errors"] for r in chosen),
+            "cpu_us": sum(r["server_cpu_us_per_request"] for r in chosen) / len(chosen),
         }
 
     bare_s, eops_s = summary("bare"), summary("eops")
@@ -212,10 +223,13 @@ def main() -> None:
         "alternating"
     )
     print()
-    print("| target | accepted/s | p50 ms | p99 ms (worst run) | errors |")
-    print("|---|---:|---:|---:|---:|")
+    print("| target | accepted/s | p50 ms | p99 ms (worst run) | errors | server CPU per request |")
+    print("|---|---:|---:|---:|---:|---:|")
     for name, s in (("bare FastAPI 202", bare_s), ("eops serve (SQLite, paused dispatcher)", eops_s)):
-        print(f"| {name} | {s['per_s']:.0f} | {s['p50_ms']:.1f} | {s['p99_ms']:.1f} | {s['errors']:.0f} |")
+        print(
+            f"| {name} | {s['per_s']:.0f} | {s['p50_ms']:.1f} | {s['p99_ms']:.1f} | {s['errors']:.0f} "
+            f"| {s['cpu_us']:.0f} us |"
+        )
     print()
     print(
         f"eops / bare: {ratio:.0%}; answered 202: {eops_ok}; accepted counter: {accepted_counter}; "

@@ -33,6 +33,8 @@ class SimpyResult:
 
 
 def simulate_simpy(arrivals: Sequence[float], durations: Sequence[float], s: ClusterSettings) -> SimpyResult:
+    if s.node_delete_time_s:
+        raise NotImplementedError("the SimPy reference models instantaneous node deletion only")
     env = simpy.Environment()
     arr = list(arrivals)
     dur = list(durations)

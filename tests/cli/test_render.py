@@ -63,8 +63,8 @@ def test_the_timeline_shows_where_the_time_went() -> None:
     console = Console(width=200, record=True, color_system=None)
     console.print(render.invocation_detail(done, now=at(40)))
     text = console.export_text()
-    assert "capacity    30.0s  ████████████████████████  waiting for a GPU" in text
-    assert "run        5.000s  ████    " in text
+    assert "capacity    30.0s  ████████████████████  waiting for a GPU" in text
+    assert "run        5.000s  ███ " in text  # a sixth of the longest phase
     assert "exit code 3" in text
     assert "failure reason: exit_code" in text
     assert "message: exited with 3" in text
@@ -104,3 +104,14 @@ def test_progress_explains_the_wait(current: InvocationOut, says: str) -> None:
 )
 def test_seconds(value: float | None, text: str) -> None:
     assert render.seconds(value) == text
+
+
+def test_ids_are_never_cut_in_a_narrow_terminal() -> None:
+    items = [
+        inv(State.running, {"dispatched": 1, "started": 2}).model_copy(
+            update={"id": "inv-01m8msz5t283r74t34ea7pdbjn", "function": "a-function-with-a-long-name"}
+        )
+    ]
+    console = Console(width=60, record=True, color_system=None)
+    console.print(render.invocations_table(items))
+    assert "inv-01m8msz5t283r74t34ea7pdbjn" in console.export_text()

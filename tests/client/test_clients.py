@@ -358,3 +358,32 @@ def test_async_client_waits_and_maps_errors() -> None:
     with pytest.raises(ConnectionFailed, match=r"gw\.test"):
         asyncio.run(unreachable())
     assert len(refused.requests) == FAST.attempts
+
+
+def test_a_gateway_with_a_lower_wait_limit_is_polled_instead() -> None:
+    """A gateway run with EOPS_MAX_WAIT_SECONDS=2 answers 422 for ?wait=20: the client drops
+    the hold (safe: nothing was created) and polls."""
+    seen: list[tuple[str, str | None]] = []
+    states = iter([State.running, State.succeeded])
+    refusal = {
+        "error": {
+            "code": "invalid_input",
+            "message": "wait: Input should be less than or equal to 2",
+            "problems": [{"field": "wait", "problem": "Input should be less than or equal to 2", "fix": ""}],
+        }
+    }
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        wait = request.url.params.get("wait")
+        seen.append((request.method, wait))
+        if wait is not None and int(wait) > 2:
+            return httpx.Response(422, json=refusal)
+        if request.method == "POST":
+            return answer(invocation(state=State.queued), 202)
+        return answer(invocation(state=next(states)))
+
+    sleeps: list[float] = []
+    with client(handler, sleeps, wait_policy=WaitPolicy(long_poll_s=20, pause_s=0.1)) as c:
+        assert c.invoke("hello", {}, wait=60).state is State.succeeded
+    assert seen == [("POST", "20"), ("POST", None), ("GET", None), ("GET", None)]
+    assert sleeps == [0.1]

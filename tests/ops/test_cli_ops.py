@@ -162,3 +162,12 @@ def test_render_commands_are_registered_under_eops_render() -> None:
     result = runner.invoke(root_app, ["render", "elasticity", "--deployment", "infer", "--concurrency", "1"])
     assert result.exit_code == 0, result.output
     assert "queue depth" in result.output
+
+
+def test_render_gke_picks_the_machine_for_the_gpu() -> None:
+    args = ["gke", "--project", "my-proj-1", "--region", "us-central1", "--zones", "a", "--peak", "100"]
+    result = runner.invoke(
+        render_app(), [*args, "--gpu-type", "nvidia-l4", "--fallback-gpu-type", "nvidia-tesla-t4"]
+    )
+    assert result.exit_code == 0, result.output
+    assert "--machine-type g2-standard-4" in result.output

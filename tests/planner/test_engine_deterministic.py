@@ -166,3 +166,27 @@ def test_spot_preemption_restarts_requests() -> None:
 def test_impossible_provisioning_is_refused() -> None:
     with pytest.raises(ModelStalledError):
         run([0.0], [1.0], provision_delay=fixed(1000.0))
+
+
+def test_deletions_in_flight_respect_parallelism() -> None:
+    r = run(
+        [0.0] * 25,
+        [10.0] * 25,
+        scale_down_after_s=60.0,
+        scale_down_delay_after_add_s=0.0,
+        node_delete_time_s=45.0,
+        horizon_s=2000.0,
+    )
+    times = sorted(r.node_deleted_s)
+    first = times[0]
+    # 10 deletions start at one loop and finish 45 s later; the next 10 start at the loop after that
+    assert times.count(first) == 10
+    assert times.count(first + 50.0) == 10
+    assert times.count(first + 100.0) == 5
+
+
+def test_impossible_uniform_provisioning_is_refused() -> None:
+    from elasticityops.planner.distributions import parse_distribution
+
+    with pytest.raises(ModelStalledError, match="max-provision-time"):
+        run([0.0], [1.0], provision_delay=parse_distribution("uniform:1000,1200"))

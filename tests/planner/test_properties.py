@@ -42,6 +42,7 @@ def scenarios(draw: st.DrawFn) -> tuple[list[float], list[float], ClusterSetting
         ),
         scale_down_after_s=draw(st.sampled_from([0.0, 60.0, 600.0])),
         scale_down_delay_after_add_s=draw(st.sampled_from([0.0, 600.0])),
+        node_delete_time_s=draw(st.sampled_from([0.0, 45.0])),
         stockout_probability=draw(st.sampled_from([0.0, 0.3])),
         preemption_rate_per_hour=draw(st.sampled_from([0.0, 2.0])),
         seed=draw(st.integers(0, 1000)),

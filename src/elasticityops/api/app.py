@@ -5,8 +5,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from contextlib import AbstractAsyncContextManager
+from typing import Any
 
 from fastapi import APIRouter, Depends, FastAPI
+from fastapi.openapi.utils import get_openapi
 
 from elasticityops import __version__
 from elasticityops.api import errors, functions_routes, health_routes, invocations_routes
@@ -33,7 +35,25 @@ def create_app(settings: Settings, lifespan: Lifespan) -> FastAPI:
     v1.include_router(functions_routes.router)
     v1.include_router(invocations_routes.build_router(settings.api.max_wait_seconds))
     app.include_router(v1)
-    app.include_router(invocations_routes.build_accept_router(settings.api.max_wait_seconds), prefix="/v1")
     app.include_router(invocations_routes.build_callback_router(), prefix="/v1")
     app.include_router(health_routes.router)
+    # The accept route first: routes are matched in order, and it is the one under load.
+    app.router.routes.insert(0, invocations_routes.accept_route(settings.api.max_wait_seconds))
+    _document_accept_route(app, settings.api.max_wait_seconds)
     return app
+
+
+def _document_accept_route(app: FastAPI, max_wait: int) -> None:
+    """FastAPI documents only its own routes; add the plain accept route's operation."""
+
+    def openapi() -> dict[str, Any]:
+        if app.openapi_schema is None:
+            schema = get_openapi(
+                title=app.title, version=app.version, description=app.description, routes=app.routes
+            )
+            path = schema["paths"].setdefault(invocations_routes.ACCEPT_PATH, {})
+            path["post"] = invocations_routes.accept_operation(max_wait)
+            app.openapi_schema = schema
+        return app.openapi_schema
+
+    app.openapi = openapi  # type: ignore[method-assign]

@@ -88,7 +88,11 @@ def invoke(
     timeout: Annotated[
         float | None,
         typer.Option(
-            "--timeout", "-t", min=0, help="With --wait: stop waiting after S seconds (it keeps running)."
+            "--timeout",
+            "-t",
+            min=0,
+            metavar="S",
+            help="Wait at most S seconds (implies --wait); it keeps running after.",
         ),
     ] = None,
     idempotency_key: Annotated[

@@ -101,6 +101,10 @@ ScaleDown = Annotated[
 SdParallel = Annotated[
     int | None, typer.Option("--scale-down-parallelism", help="Most nodes removed per loop. [default: 10]")
 ]
+NodeDeleteTime = Annotated[
+    float | None,
+    typer.Option("--node-delete-time", help="Seconds one node deletion is in flight. [default: 0]"),
+]
 SdAfterAdd = Annotated[
     float | None,
     typer.Option(
@@ -290,6 +294,7 @@ def run_cmd(
     max_provision_time: MaxProv = None,
     scale_down_after: ScaleDown = None,
     scale_down_parallelism: SdParallel = None,
+    node_delete_time: NodeDeleteTime = None,
     scale_down_delay_after_add: SdAfterAdd = None,
     scale_down_delay_after_failure: SdAfterFail = None,
     stockout_probability: Stockout = None,
@@ -420,6 +425,7 @@ def recommend_cmd(
     provision_delay: ProvDelay = None,
     max_provision_time: MaxProv = None,
     scale_down_parallelism: SdParallel = None,
+    node_delete_time: NodeDeleteTime = None,
     scale_down_delay_after_add: SdAfterAdd = None,
     scale_down_delay_after_failure: SdAfterFail = None,
     stockout_probability: Stockout = None,

@@ -34,7 +34,7 @@ PHASES = (
     ("start", "capacity_ready", "started", "starting the process / container"),
     ("run", "started", "finished", "running"),
 )
-BAR_WIDTH = 24
+BAR_WIDTH = 20  # the timeline table then fits 80 columns
 
 
 def state_text(state: State) -> Text:
@@ -91,14 +91,16 @@ def function_detail(item: FunctionOut) -> RenderableType:
 
 def invocations_table(items: list[InvocationOut]) -> Table:
     table = Table(box=None, header_style="bold", pad_edge=False)
-    for column in ("ID", "FUNCTION", "STATE", "ACCEPTED", "TO START", "RUN", "EXIT"):
+    # Ids are what users copy into the next command: never cut, whatever the terminal width.
+    table.add_column("ID", no_wrap=True, min_width=max((len(inv.id) for inv in items), default=2))
+    for column in ("FUNCTION", "STATE", "ACCEPTED", "TO START", "RUN", "EXIT"):
         table.add_column(column, no_wrap=True)
     for inv in items:
         table.add_row(
             inv.id,
             inv.function,
             state_text(inv.state),
-            day_time(inv.timeline.accepted),
+            inv.timeline.accepted.astimezone().strftime("%m-%d %H:%M:%S"),
             seconds(inv.durations.get("time_to_start")),
             seconds(inv.durations.get("run")),
             "-" if inv.exit_code is None else str(inv.exit_code),
@@ -161,7 +163,7 @@ def invocation_detail(inv: InvocationOut, now: datetime) -> RenderableType:
     parts.append(head)
     facts = [f"priority {inv.priority}"]
     if inv.node:
-        facts.append(f"ran on {inv.node}")
+        facts.append(f"on {inv.node}")
     if inv.exit_code is not None:
         facts.append(f"exit code {inv.exit_code}")
     if inv.idempotency_key:

@@ -10,7 +10,7 @@ from rich.console import Console
 
 from elasticityops.domain.errors import InvalidInput
 from elasticityops.ops.elasticity import ElasticityInputs, parse_label, render_elasticity
-from elasticityops.ops.gke import GkeInputs, expand_zones, render_gke
+from elasticityops.ops.gke import GPU_SHAPES, GkeInputs, expand_zones, render_gke
 
 _err = Console(stderr=True)
 
@@ -47,7 +47,10 @@ def gke(
     baseline: int = typer.Option(60, help="always-on GPU nodes for usual traffic (part of the peak)"),
     spot: bool = typer.Option(False, "--spot", help="prefer spot VMs, fall back to on-demand"),
     gpu_type: str = typer.Option("nvidia-tesla-t4", help="GPU model"),
-    machine_type: str = typer.Option("n1-standard-4", help="machine for one GPU (never n1-standard-1)"),
+    machine_type: str | None = typer.Option(
+        None,
+        help="machine for one GPU (default: n1-standard-4 for T4, g2-standard-4 for L4; never n1-standard-1)",
+    ),
     fallback_gpu_type: str = typer.Option("nvidia-l4", help="GPU model to fall back to, or 'none'"),
     cluster: str = typer.Option("eops", help="cluster name"),
     margin: int = typer.Option(10, help="percent above the peak for GPU limits and quota"),
@@ -68,7 +71,8 @@ def gke(
         baseline=baseline,
         spot=spot,
         gpu_type=gpu_type,
-        machine_type=machine_type,
+        machine_type=machine_type
+        or (GPU_SHAPES[gpu_type].machine_type if gpu_type in GPU_SHAPES else "n1-standard-4"),
         fallback_gpu_type=None if fallback_gpu_type in ("", "none") else fallback_gpu_type,
         cluster=cluster,
         margin_pct=margin,

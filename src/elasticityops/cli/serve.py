@@ -192,6 +192,9 @@ def serve(
         lifespan="on",
         timeout_graceful_shutdown=10,
     )
+    # The store's writer thread and the event loop share the GIL; at the default 5 ms switch
+    # interval a loop waiting for it stalls every request behind one batch's Python work.
+    sys.setswitchinterval(0.0005)
     server = uvicorn.Server(config)
     server.run()
     if not server.started:

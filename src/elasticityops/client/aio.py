@@ -24,13 +24,14 @@ from elasticityops.client.calls import (
     never_sent,
     parse,
     pause_after,
+    refuses_hold,
     retry_after_of,
     settings,
     spec_from,
     timeout_for,
     wait_seconds,
 )
-from elasticityops.client.errors import ConnectionFailed
+from elasticityops.client.errors import ApiError, ConnectionFailed
 from elasticityops.domain.functions import FunctionSpec
 from elasticityops.wire import FunctionList, FunctionOut, InvocationList, InvocationOut
 
@@ -54,6 +55,7 @@ class AsyncClient:
         self._http = httpx.AsyncClient(
             base_url=self.url, headers=auth_headers(self.token), transport=transport
         )
+        self._long_polls = True  # off once the gateway refuses our holds; then plain polling
 
     async def __aenter__(self) -> AsyncClient:
         return self
@@ -118,9 +120,20 @@ class AsyncClient:
     ) -> InvocationOut:
         loop = asyncio.get_running_loop()
         began = loop.time()
-        hold = None if wait is None else min(self.wait_policy.long_poll_s, wait_seconds(wait))
-        call = self.requests.invoke(name, payload, wait=hold, idempotency_key=idempotency_key)
-        inv = await self._fetch(call, InvocationOut)
+        hold = None
+        if wait is not None and self._long_polls:
+            hold = min(self.wait_policy.long_poll_s, wait_seconds(wait))
+        try:
+            inv = await self._fetch(
+                self.requests.invoke(name, payload, wait=hold, idempotency_key=idempotency_key), InvocationOut
+            )
+        except ApiError as exc:
+            if not (hold and refuses_hold(exc)):
+                raise
+            self._long_polls = False
+            inv = await self._fetch(
+                self.requests.invoke(name, payload, idempotency_key=idempotency_key), InvocationOut
+            )
         if wait is None or inv.state.terminal:
             return inv
         left = wait - (loop.time() - began)
@@ -174,8 +187,14 @@ class AsyncClient:
         deadline = None if timeout is None else loop.time() + timeout
         while True:
             began = loop.time()
-            hold = hold_for(self.wait_policy, began, deadline)
-            inv = await self.get_invocation(invocation_id, wait=hold)
+            hold = hold_for(self.wait_policy, began, deadline) if self._long_polls else 0
+            try:
+                inv = await self.get_invocation(invocation_id, wait=hold)
+            except ApiError as exc:
+                if not (hold and refuses_hold(exc)):
+                    raise
+                self._long_polls = False
+                continue
             now = loop.time()
             if inv.state.terminal or (deadline is not None and now >= deadline):
                 return inv

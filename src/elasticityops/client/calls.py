@@ -63,6 +63,12 @@ def hold_for(policy: WaitPolicy, now: float, deadline: float | None) -> int:
     return min(policy.long_poll_s, wait_seconds(deadline - now))
 
 
+def refuses_hold(exc: ApiError) -> bool:
+    """The gateway turned down `?wait=` itself (its EOPS_MAX_WAIT_SECONDS is below our hold):
+    nothing was created or changed, so the same request without a hold is safe."""
+    return exc.status == 422 and any(p.field.rsplit(".", 1)[-1] == "wait" for p in exc.problems)
+
+
 def pause_after(policy: WaitPolicy, hold: int, took: float, now: float, deadline: float | None) -> float:
     """Seconds to pause before the next long poll: none when the server held the request; a
     short pause when it answered early without the end (under a second left, or a gateway

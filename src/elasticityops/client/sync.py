@@ -24,13 +24,14 @@ from elasticityops.client.calls import (
     never_sent,
     parse,
     pause_after,
+    refuses_hold,
     retry_after_of,
     settings,
     spec_from,
     timeout_for,
     wait_seconds,
 )
-from elasticityops.client.errors import ConnectionFailed
+from elasticityops.client.errors import ApiError, ConnectionFailed
 from elasticityops.domain.functions import FunctionSpec
 from elasticityops.wire import FunctionList, FunctionOut, InvocationList, InvocationOut
 
@@ -59,6 +60,7 @@ class Client:
         self._sleep = sleep
         self._monotonic = monotonic
         self._http = httpx.Client(base_url=self.url, headers=auth_headers(self.token), transport=transport)
+        self._long_polls = True  # off once the gateway refuses our holds; then plain polling
 
     def __enter__(self) -> Client:
         return self
@@ -127,9 +129,20 @@ class Client:
         return when it ends or after that many seconds, whichever comes first: the answer is
         final if `.state.terminal`, else its state at that moment."""
         began = self._monotonic()
-        hold = None if wait is None else min(self.wait_policy.long_poll_s, wait_seconds(wait))
-        call = self.requests.invoke(name, payload, wait=hold, idempotency_key=idempotency_key)
-        inv = self._fetch(call, InvocationOut)
+        hold = None
+        if wait is not None and self._long_polls:
+            hold = min(self.wait_policy.long_poll_s, wait_seconds(wait))
+        try:
+            inv = self._fetch(
+                self.requests.invoke(name, payload, wait=hold, idempotency_key=idempotency_key), InvocationOut
+            )
+        except ApiError as exc:
+            if not (hold and refuses_hold(exc)):
+                raise
+            self._long_polls = False
+            inv = self._fetch(
+                self.requests.invoke(name, payload, idempotency_key=idempotency_key), InvocationOut
+            )
         if wait is None or inv.state.terminal:
             return inv
         left = wait - (self._monotonic() - began)
@@ -192,8 +205,14 @@ class Client:
         deadline = None if timeout is None else self._monotonic() + timeout
         while True:
             began = self._monotonic()
-            hold = hold_for(self.wait_policy, began, deadline)
-            inv = self.get_invocation(invocation_id, wait=hold)
+            hold = hold_for(self.wait_policy, began, deadline) if self._long_polls else 0
+            try:
+                inv = self.get_invocation(invocation_id, wait=hold)
+            except ApiError as exc:
+                if not (hold and refuses_hold(exc)):
+                    raise
+                self._long_polls = False
+                continue
             if on_update is not None:
                 on_update(inv)
             now = self._monotonic()

@@ -24,10 +24,12 @@ RUN_SECONDS_ANNOTATION = "eops.dev/run-seconds"
 EXIT_CODE_ANNOTATION = "eops.dev/exit-code"
 DEFAULT_RUN_SECONDS = 1.0
 
-# gojq: absolute end time = startTime + run-seconds; falls back to a relative Go duration.
+# gojq: absolute end time = startTime + run-seconds + 1; falls back to a relative Go duration.
+# startTime is stored to the second (truncated), so the +1 makes the run last at least
+# run-seconds (and less than run-seconds + 1): "runs at least N s" is what timeout tests need.
 _END_TIME_JQ = (
     f'.metadata.annotations["{RUN_SECONDS_ANNOTATION}"] as $s'
-    " | try (((.status.startTime | fromdateiso8601) + ($s | tonumber)) | todateiso8601)"
+    " | try (((.status.startTime | fromdateiso8601) + ($s | tonumber) + 1) | todateiso8601)"
     ' catch (($s | tostring) + "s")'
 )
 

@@ -48,6 +48,7 @@ SETTINGS_FLAGS: dict[str, tuple[str, Callable[[Any], Any]]] = {
     "max-provision-time": ("max_provision_time_s", float),
     "scale-down-after": ("scale_down_after_s", float),
     "scale-down-parallelism": ("scale_down_parallelism", _int),
+    "node-delete-time": ("node_delete_time_s", float),
     "scale-down-delay-after-add": ("scale_down_delay_after_add_s", float),
     "scale-down-delay-after-failure": ("scale_down_delay_after_failure_s", float),
     "stockout-probability": ("stockout_probability", float),

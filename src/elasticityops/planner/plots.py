@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import matplotlib
 
@@ -36,35 +37,50 @@ def _time_axis(t_s: Sequence[float]) -> tuple[np.ndarray, str]:
     return t / 60.0, "minutes since trace start"
 
 
-def plot_demand(runs: Sequence[PlottedRun], path: Path) -> Path:
-    fig, axes = plt.subplots(len(runs), 1, figsize=(11, 2.8 * len(runs) + 0.6), sharex=True, squeeze=False)
-    for ax, run in zip(axes[:, 0], runs, strict=True):
+def _demand_panel(ax: Any, tl: Timeline, x: np.ndarray, mask: np.ndarray) -> None:
+    ready = np.asarray(tl.ready)[mask]
+    ax.plot(x[mask], np.asarray(tl.demand)[mask], color="#d62728", lw=0.8, label="demand (running + waiting)")
+    ax.plot(x[mask], ready, color="#1f77b4", lw=0.8, label="ready nodes")
+    ax.fill_between(
+        x[mask],
+        ready,
+        ready + np.asarray(tl.provisioning)[mask],
+        color="#ff7f0e",
+        alpha=0.35,
+        lw=0,
+        label="provisioning nodes",
+    )
+    if any(tl.headroom):
+        ax.plot(x[mask], np.asarray(tl.headroom)[mask], color="#2ca02c", lw=0.8, label="headroom asked")
+    ax.grid(alpha=0.3)
+
+
+def plot_demand(runs: Sequence[PlottedRun], path: Path, zoom_s: float = 5400.0) -> Path:
+    """Left: the whole trace. Right: `zoom_s` around the first run's peak demand (the burst)."""
+    fig, axes = plt.subplots(
+        len(runs), 2, figsize=(13, 2.9 * len(runs) + 0.6), squeeze=False, gridspec_kw={"width_ratios": [3, 1]}
+    )
+    first = runs[0].timeline
+    t_peak = first.t_s[int(np.argmax(first.demand))] if first.t_s else 0.0
+    for row, run in enumerate(runs):
         tl = run.timeline
+        t = np.asarray(tl.t_s, dtype=np.float64)
         x, label = _time_axis(tl.t_s)
-        ax.plot(x, tl.demand, color="#d62728", lw=0.8, label="demand (running + waiting)")
-        ax.plot(x, tl.ready, color="#1f77b4", lw=0.8, label="ready nodes")
-        ax.fill_between(
-            x,
-            tl.ready,
-            np.asarray(tl.ready) + np.asarray(tl.provisioning),
-            color="#ff7f0e",
-            alpha=0.35,
-            lw=0,
-            label="provisioning nodes",
-        )
-        if any(tl.headroom):
-            ax.plot(x, tl.headroom, color="#2ca02c", lw=0.8, label="headroom asked")
+        whole, near = np.ones(len(t), dtype=bool), np.abs(t - t_peak) <= zoom_s / 2
+        _demand_panel(axes[row, 0], tl, x, whole)
+        _demand_panel(axes[row, 1], tl, (t - t_peak) / 60.0, near)
         s = run.summary
-        ax.set_title(
+        axes[row, 0].set_title(
             f"{s.policy}: p95 wait {s.time_to_start_s.p95:.0f} s, cost ${s.cost_usd:,.0f}, "
-            f"peak {s.peak_nodes} nodes",
+            f"peak {s.peak_nodes:,} nodes",
             fontsize=10,
             loc="left",
         )
-        ax.set_ylabel("GPU nodes / requests")
-        ax.grid(alpha=0.3)
-        ax.set_xlabel(label)
-        ax.legend(loc="upper right", fontsize=7, ncol=2)
+        axes[row, 1].set_title("around peak demand", fontsize=9, loc="left")
+        axes[row, 0].set_ylabel("GPU nodes / requests")
+        axes[row, 0].set_xlabel(label)
+        axes[row, 1].set_xlabel("minutes from peak demand")
+        axes[row, 0].legend(loc="upper right", fontsize=7, ncol=2)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)

@@ -34,8 +34,11 @@ class ClusterSettings:
         Default 900 s (max-node-provision-time 15 min).
     scale_down_after_s: an empty node is removed after this long. Default 600 s
         (scale-down-unneeded-time 10 min).
-    scale_down_parallelism: most empty nodes removed per autoscaler loop. Default 10
+    scale_down_parallelism: most node deletions in flight at once. Default 10
         (max-scale-down-parallelism / max-empty-bulk-delete).
+    node_delete_time_s: how long one deletion is in flight (billed, unusable, holding a quota
+        slot and a parallelism slot). Default 0: deletions complete within the loop, so at most
+        `scale_down_parallelism` nodes go per 10 s loop. No published figure; try 30-90 s.
     scale_down_delay_after_add_s: no scale-down this long after any scale-up. Default 600 s.
     scale_down_delay_after_failure_s: no scale-down this long after a failed scale-up. Default 180 s.
     stockout_probability: chance that one scale-up attempt fails (stockout, quota). Default 0.
@@ -64,6 +67,7 @@ class ClusterSettings:
     max_provision_time_s: float = 900.0
     scale_down_after_s: float = 600.0
     scale_down_parallelism: int = 10
+    node_delete_time_s: float = 0.0
     scale_down_delay_after_add_s: float = 600.0
     scale_down_delay_after_failure_s: float = 180.0
     stockout_probability: float = 0.0
@@ -91,6 +95,7 @@ class ClusterSettings:
             (self.max_provision_time_s > 0, "--max-provision-time must be > 0"),
             (self.scale_down_after_s >= 0, "--scale-down-after must be >= 0"),
             (self.scale_down_parallelism >= 1, "--scale-down-parallelism must be >= 1"),
+            (self.node_delete_time_s >= 0, "--node-delete-time must be >= 0"),
             (0.0 <= self.stockout_probability < 1.0, "--stockout-probability must be in [0, 1)"),
             (self.preemption_rate_per_hour >= 0, "--preemption-rate must be >= 0"),
             (self.price_per_node_hour is None or self.price_per_node_hour >= 0, "--price must be >= 0"),

@@ -18,6 +18,7 @@ class Reply:
     headers: dict[str, str] = field(default_factory=dict)
     lines: list[object] | None = None  # streamed as a chunked watch answer
     drop: bool = False  # close the connection without answering
+    hold: bool = False  # answer 200 with a chunked body that never ends (an idle watch)
 
 
 @dataclass
@@ -28,8 +29,13 @@ class Seen:
 
 
 class ScriptedServer:
-    def __init__(self, replies: list[Reply]) -> None:
+    """Replies in order; or, with `routes`, the first reply queued for the first route (a
+    "METHOD /path" prefix of the request line) that matches, so concurrent clients (watches and
+    launches) each get theirs."""
+
+    def __init__(self, replies: list[Reply], routes: dict[str, list[Reply]] | None = None) -> None:
         self.replies = list(replies)
+        self.routes = routes or {}
         self.seen: list[Seen] = []
         self._server: asyncio.Server | None = None
         self.url = ""
@@ -46,7 +52,7 @@ class ScriptedServer:
                         length = int(line.split(":", 1)[1])
                 body = await reader.readexactly(length) if length else b""
                 self.seen.append(Seen(method, target, body))
-                reply = self.replies.pop(0) if self.replies else Reply(500, {"message": "script exhausted"})
+                reply = self._next(f"{method} {target}")
                 if reply.drop:
                     writer.close()
                     return
@@ -56,8 +62,18 @@ class ScriptedServer:
         finally:
             writer.close()
 
+    def _next(self, request: str) -> Reply:
+        for prefix, queue in self.routes.items():
+            if request.startswith(prefix) and queue:
+                return queue.pop(0) if len(queue) > 1 else queue[0]  # the last one repeats
+        return self.replies.pop(0) if self.replies else Reply(500, {"message": "script exhausted"})
+
     async def _answer(self, writer: asyncio.StreamWriter, reply: Reply) -> None:
         headers = {"Content-Type": "application/json", **reply.headers}
+        if reply.hold:
+            writer.write(_head(200, {**headers, "Transfer-Encoding": "chunked"}))
+            await writer.drain()
+            await asyncio.Event().wait()  # until the server is closed
         if reply.lines is not None:
             headers["Transfer-Encoding"] = "chunked"
             writer.write(_head(reply.status, headers))
@@ -79,8 +95,10 @@ def _head(status: int, headers: dict[str, str]) -> bytes:
 
 
 @contextlib.asynccontextmanager
-async def scripted(replies: list[Reply]) -> AsyncIterator[ScriptedServer]:
-    server = ScriptedServer(replies)
+async def scripted(
+    replies: list[Reply], routes: dict[str, list[Reply]] | None = None
+) -> AsyncIterator[ScriptedServer]:
+    server = ScriptedServer(replies, routes)
     srv = await asyncio.start_server(server._handle, "127.0.0.1", 0)
     port = srv.sockets[0].getsockname()[1]
     server.url = f"http://127.0.0.1:{port}"

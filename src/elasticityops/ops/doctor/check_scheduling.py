@@ -29,8 +29,8 @@ def check_priority_classes(s: ClusterSnapshot) -> list[Finding]:
             Finding(
                 "priority-classes",
                 Status.fail,
-                f"PriorityClass(es) missing: {', '.join(missing)}; Jobs that name them are rejected "
-                "at creation",
+                f"PriorityClass(es) missing: {', '.join(missing)}; pods that name one are refused "
+                "at admission, so their Jobs never start",
                 "kubectl apply -f priorityclasses.yaml (from eops render gke)",
             )
         )

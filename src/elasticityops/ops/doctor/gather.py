@@ -193,11 +193,9 @@ async def _gcloud(options: GatherOptions, args: list[str]) -> str:
         await process.wait()
         raise OSError(f"gcloud {' '.join(args[:3])} did not answer in {GCLOUD_TIMEOUT_S:.0f} s") from None
     if process.returncode != 0:
-        raise OSError(
-            err.decode(errors="replace").strip().splitlines()[-1]
-            if err.strip()
-            else f"gcloud exited {process.returncode}"
-        )
+        # gcloud wraps one message over several lines; keep it whole, on one line.
+        text = " ".join(err.decode(errors="replace").split())
+        raise OSError(text[:300] or f"gcloud exited {process.returncode}")
     return out.decode()
 
 

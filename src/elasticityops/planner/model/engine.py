@@ -11,9 +11,10 @@ The world, one GPU per node and one request per node:
 - Every `scan_interval_s` (at t = 0, 10, 20, ...) the autoscaler loop runs: first the headroom
   controller when due (`size_headroom`), then scale-up and scale-down. Scale-up: pending pods not
   covered by nodes already provisioning are served by new nodes, once the oldest uncovered pod is
-  `gpu_scale_up_delay_s` old, within quota and pool limits and outside back-off. Scale-down: empty
-  autoscaled nodes idle for `scale_down_after_s`, oldest first, at most `scale_down_parallelism`
-  per loop, not within the delays after a scale-up or a failure.
+  `gpu_scale_up_delay_s` old, within quota and pool limits and outside back-off. Scale-down:
+  empty autoscaled nodes idle for `scale_down_after_s`, oldest first, at most
+  `scale_down_parallelism` deletions in flight (each takes `node_delete_time_s`; with 0, that
+  many per loop), not within the delays after a scale-up or a failure.
 - Events at the same instant: request ends, then node events, then arrivals; all events at or
   before a loop's time are handled before that loop.
 """
@@ -65,7 +66,7 @@ def simulate(
     if n and s.baseline == 0 and cap <= 0:
         raise ModelStalledError("no capacity: the quota leaves no room for any node")
     prov = s.provision_delay
-    if n and s.baseline == 0 and prov.kind == "fixed" and prov.a > s.max_provision_time_s:
+    if n and s.baseline == 0 and prov.quantile(1e-9) > s.max_provision_time_s:
         raise ModelStalledError("every node exceeds max-provision-time; nothing can ever run")
     rng = random.Random(s.seed)
     scan = s.scan_interval_s
@@ -73,6 +74,8 @@ def simulate(
     max_prov = s.max_provision_time_s
     window = s.scale_down_after_s
     parallel = s.scale_down_parallelism
+    delete_time = s.node_delete_time_s
+    deleting: deque[float] = deque()  # finish times of deletions in flight
     delay_add = s.scale_down_delay_after_add_s
     delay_fail = s.scale_down_delay_after_failure_s
     stockout = s.stockout_probability
@@ -334,12 +337,20 @@ def simulate(
                                 push(misc, (t + delay, _READY, nd))
                         if baseline + auto_alive > peak:
                             peak = baseline + auto_alive
+        while deleting and deleting[0] <= t:  # deletions finished: the quota slot is free again
+            deleting.popleft()
+            auto_alive -= 1
         if empty and t - last_up >= delay_add and t - last_fail >= delay_fail:
-            removed = 0
-            while empty and removed < parallel and t - idle_since[empty[0]] >= window:
-                deleted[empty.popleft()] = t
-                auto_alive -= 1
-                removed += 1
+            slots = parallel - len(deleting)
+            while slots > 0 and empty and t - idle_since[empty[0]] >= window:
+                nd = empty.popleft()
+                slots -= 1
+                if delete_time > 0.0:
+                    deleted[nd] = t + delete_time
+                    deleting.append(t + delete_time)
+                else:
+                    deleted[nd] = t
+                    auto_alive -= 1
         if t >= next_tl:
             next_tl = t + tl_step
             tl_t.append(t)

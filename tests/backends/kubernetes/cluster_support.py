@@ -1,0 +1,104 @@
+"""Helpers of the Kubernetes backend's cluster tests: a real `eops serve --backend kubernetes`
+against the dev cluster, functions deployed and invoked over HTTP, objects read back from the
+API server."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from elasticityops.backends.kubernetes.deploy import priority_classes
+from elasticityops.backends.kubernetes.labels import INVOCATION_LABEL
+from helpers.server import RunningServer, start_server
+
+TERMINAL = {"succeeded", "failed", "cancelled", "timed_out"}
+
+
+def ensure_priority_classes(dev_cluster: Any) -> None:
+    """The Jobs name eops-* PriorityClasses; `eops render deploy` creates them in a real cluster."""
+    with dev_cluster.api() as api:
+        for pc in priority_classes():
+            try:
+                api.create("/apis/scheduling.k8s.io/v1/priorityclasses", pc)
+            except Exception as exc:
+                if getattr(exc, "status", None) != 409:
+                    raise
+
+
+@contextmanager
+def k8s_gateway(
+    dev_cluster: Any, namespace: str, data_dir: Path, port: int | None = None, **env: str
+) -> Iterator[RunningServer]:
+    server = start_k8s_gateway(dev_cluster, namespace, data_dir, port, **env)
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+def start_k8s_gateway(
+    dev_cluster: Any, namespace: str, data_dir: Path, port: int | None = None, **env: str
+) -> RunningServer:
+    return start_server(
+        data_dir,
+        "--backend",
+        "kubernetes",
+        "--kubeconfig",
+        str(dev_cluster.kubeconfig_path),
+        "--namespace",
+        namespace,
+        port=port,
+        env=env,
+    )
+
+
+def deploy(server: RunningServer, **spec: Any) -> None:
+    body = {"image": "worker:1", "command": ["python", "worker.py"], **spec}
+    answer = httpx.put(
+        f"{server.url}/v1/functions/{spec['name']}", json=body, headers=server.auth, timeout=30
+    )
+    assert answer.status_code in (200, 201), answer.text
+
+
+def invoke(server: RunningServer, function: str, payload: Any = None) -> str:
+    answer = httpx.post(
+        f"{server.url}/v1/functions/{function}/invocations",
+        json=payload if payload is not None else {"n": 1},
+        headers=server.auth,
+        timeout=30,
+    )
+    assert answer.status_code == 202, answer.text
+    return str(answer.json()["id"])
+
+
+def status(server: RunningServer, inv: str) -> dict[str, Any]:
+    answer = httpx.get(f"{server.url}/v1/invocations/{inv}", headers=server.auth, timeout=30)
+    assert answer.status_code == 200, answer.text
+    data: dict[str, Any] = answer.json()
+    return data
+
+
+def wait_state(server: RunningServer, inv: str, states: set[str], timeout: float = 120) -> dict[str, Any]:
+    deadline = time.monotonic() + timeout
+    while True:
+        current = status(server, inv)
+        if current["state"] in states:
+            return current
+        if current["state"] in TERMINAL or time.monotonic() > deadline:
+            raise AssertionError(
+                f"{inv} is {current['state']}, expected {states}: {current}\n{server.output()[-3000:]}"
+            )
+        time.sleep(0.2)
+
+
+def jobs_of(dev_cluster: Any, namespace: str, inv: str | None = None) -> list[dict[str, Any]]:
+    selector = "app.kubernetes.io/managed-by=elasticityops"
+    if inv:
+        selector += f",{INVOCATION_LABEL}={inv}"
+    with dev_cluster.api() as api:
+        return list(api.list(f"/apis/batch/v1/namespaces/{namespace}/jobs", {"labelSelector": selector}))

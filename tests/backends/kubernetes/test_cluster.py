@@ -1,0 +1,235 @@
+"""The Kubernetes backend against the real control plane (dev cluster, simulated GKE T4 nodes),
+through the real gateway over HTTP: `eops serve --backend kubernetes` as a subprocess."""
+
+from __future__ import annotations
+
+import subprocess
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+import yaml
+
+from elasticityops.backends.kubernetes.deploy import DeployOptions, build_deploy
+from elasticityops.backends.kubernetes.manifests import build_job, build_payload_secret
+from elasticityops.backends.kubernetes.settings import KubernetesSettings
+from elasticityops.cli.render_app import dump_yaml
+from elasticityops.devcluster.stages import EXIT_CODE_ANNOTATION, RUN_SECONDS_ANNOTATION
+
+from .builders import invocation, spec
+from .cluster_support import (
+    deploy,
+    ensure_priority_classes,
+    invoke,
+    jobs_of,
+    k8s_gateway,
+    start_k8s_gateway,
+    status,
+    wait_state,
+)
+
+pytestmark = [pytest.mark.cluster, pytest.mark.slow]
+
+
+def _runs(seconds: float, exit_code: int = 0) -> dict[str, str]:
+    return {RUN_SECONDS_ANNOTATION: str(seconds), EXIT_CODE_ANNOTATION: str(exit_code)}
+
+
+@pytest.fixture(scope="module")
+def cluster(dev_cluster: Any) -> Any:
+    ensure_priority_classes(dev_cluster)
+    return dev_cluster
+
+
+def _apply_dry_run(cluster: Any, objects: list[dict[str, Any]]) -> subprocess.CompletedProcess[str]:
+    text = dump_yaml(objects)
+    path = Path(cluster.state_dir) / f"dry-run-{time.monotonic_ns()}.yaml"
+    path.write_text(text)
+    return cluster.kubectl("apply", "--server-side", "--dry-run=server", "-f", str(path), check=False)
+
+
+def test_rendered_deploy_is_accepted_by_the_api_server(cluster: Any, dev_namespace: str) -> None:
+    objects = build_deploy(DeployOptions(namespace=dev_namespace, max_gpus=8, gpu_driver_version="latest"))
+    done = _apply_dry_run(cluster, objects)
+    assert done.returncode == 0, done.stderr
+    kinds = {line.split("/")[0] for line in done.stdout.splitlines()}
+    assert {
+        "namespace",
+        "serviceaccount",
+        "role.rbac.authorization.k8s.io",
+        "rolebinding.rbac.authorization.k8s.io",
+        "clusterrole.rbac.authorization.k8s.io",
+        "clusterrolebinding.rbac.authorization.k8s.io",
+        "priorityclass.scheduling.k8s.io",
+        "persistentvolumeclaim",
+        "deployment.apps",
+        "service",
+    } <= kinds
+
+
+def test_rendered_job_and_secret_are_accepted(cluster: Any, dev_namespace: str) -> None:
+    settings = KubernetesSettings(namespace=dev_namespace)
+    inv = invocation()
+    job = build_job(spec(annotations=_runs(1)), inv, settings, "http://gw/v1/invocations/x/result")
+    secret = build_payload_secret(inv.id, b"{}", "token", "00000000-0000-0000-0000-000000000000", settings)
+    done = _apply_dry_run(cluster, [job, secret])
+    assert done.returncode == 0, done.stderr
+
+
+def test_eops_render_output_is_what_kubectl_applies(cluster: Any, dev_namespace: str, tmp_path: Path) -> None:
+    from helpers.server import EOPS
+
+    fn = tmp_path / "fn.yaml"
+    fn.write_text("name: embed\nimage: worker:1\ncommand: [python, w.py]\npriority: high\n")
+    for argv in (
+        ["render", "job", str(fn), "--namespace", dev_namespace],
+        ["render", "deploy", "--namespace", dev_namespace],
+    ):
+        rendered = subprocess.run([EOPS, *argv], capture_output=True, text=True, check=True, timeout=60)
+        objects = list(yaml.safe_load_all(rendered.stdout))
+        done = _apply_dry_run(cluster, objects)
+        assert done.returncode == 0, f"{argv}: {done.stderr}"
+
+
+def test_invocation_runs_as_a_job_on_a_new_gpu_node(cluster: Any, dev_namespace: str, tmp_path: Path) -> None:
+    with cluster.knobs(baseline=0), k8s_gateway(cluster, dev_namespace, tmp_path / "gw") as gw:
+        deploy(gw, name="embed", annotations=_runs(2), timeout_seconds=300, env={"MODEL": "clip"})
+        inv = invoke(gw, "embed", {"image": "cat.png"})
+        pending = wait_state(gw, inv, {"pending", "running"})
+        assert pending["timeline"]["dispatched"] is not None
+        [job] = jobs_of(cluster, dev_namespace, inv)
+        pod_spec = job["spec"]["template"]["spec"]
+        container = pod_spec["containers"][0]
+        assert job["metadata"]["name"] == f"eops-{inv}"
+        assert job["spec"]["backoffLimit"] == 0
+        assert job["spec"]["activeDeadlineSeconds"] == 300
+        assert job["spec"]["ttlSecondsAfterFinished"] == 3600
+        assert pod_spec["restartPolicy"] == "Never"
+        assert pod_spec["priorityClassName"] == "eops-normal"
+        assert pod_spec["nodeSelector"] == {"cloud.google.com/gke-accelerator": "nvidia-tesla-t4"}
+        assert {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"} in pod_spec[
+            "tolerations"
+        ]
+        assert container["resources"]["limits"]["nvidia.com/gpu"] == "1"
+        assert container["terminationMessagePolicy"] == "FallbackToLogsOnError"
+        annotations = job["spec"]["template"]["metadata"]["annotations"]
+        assert annotations["cluster-autoscaler.kubernetes.io/safe-to-evict"] == "false"
+        env = {e["name"]: e for e in container["env"]}
+        assert env["MODEL"]["value"] == "clip"
+        assert env["EOPS_CALLBACK_URL"]["value"].endswith(f"/v1/invocations/{inv}/result")
+        with cluster.api() as api:
+            secret = api.get(f"/api/v1/namespaces/{dev_namespace}/secrets/eops-{inv}")
+        assert secret["metadata"]["ownerReferences"][0]["uid"] == job["metadata"]["uid"]
+
+        done = wait_state(gw, inv, {"succeeded"}, timeout=180)
+        timeline = done["timeline"]
+        for milestone in ("accepted", "dispatched", "capacity_ready", "started", "finished"):
+            assert timeline[milestone] is not None, milestone
+        assert (
+            timeline["dispatched"]
+            <= timeline["capacity_ready"]
+            <= timeline["started"]
+            <= timeline["finished"]
+        )
+        assert done["node"].startswith("nap-t4-") or "t4" in done["node"]
+        # With no baseline node the pod was unschedulable until the autoscaler added one.
+        assert any(n["kind"] == "Unschedulable" for n in done["notes"]), done["notes"]
+        assert done["exit_code"] == 0
+
+
+def test_failures_are_named(cluster: Any, dev_namespace: str, tmp_path: Path) -> None:
+    with k8s_gateway(
+        cluster, dev_namespace, tmp_path / "gw", EOPS_KUBE_PROVISIONING_TIMEOUT_SECONDS="8"
+    ) as gw:
+        deploy(gw, name="fails", annotations=_runs(1, exit_code=3))
+        deploy(gw, name="slow", annotations=_runs(600), timeout_seconds=3)
+        # The dev cluster only ever provisions T4 nodes: an L4 never comes.
+        deploy(gw, name="l4", gpu={"type": "nvidia-l4"}, timeout_seconds=600)
+        failing, slow, starved = invoke(gw, "fails"), invoke(gw, "slow"), invoke(gw, "l4")
+
+        failed = wait_state(gw, failing, {"failed"}, timeout=120)
+        assert failed["exit_code"] == 3
+        assert failed["failure_reason"] == "exit_code"
+        assert "exit code 3" in failed["message"]
+
+        timed_out = wait_state(gw, slow, {"timed_out"}, timeout=120)
+        assert timed_out["failure_reason"] == "deadline_exceeded"
+        assert "timeout of 3 s" in timed_out["message"]
+
+        no_node = wait_state(gw, starved, {"failed"}, timeout=120)
+        assert no_node["failure_reason"] == "no_capacity"
+        assert "provisioning timeout of 8 s" in no_node["message"]
+        assert "nvidia-l4" in no_node["message"] or "node" in no_node["message"]
+        # Its Job is deleted, so the pod stops asking for a node.
+        deadline = time.monotonic() + 60
+        while jobs_of(cluster, dev_namespace, starved) and time.monotonic() < deadline:
+            time.sleep(0.5)
+        assert jobs_of(cluster, dev_namespace, starved) == []
+
+
+def test_cancel_deletes_the_job_and_its_pod(cluster: Any, dev_namespace: str, tmp_path: Path) -> None:
+    with k8s_gateway(cluster, dev_namespace, tmp_path / "gw") as gw:
+        deploy(gw, name="long", annotations=_runs(600))
+        inv = invoke(gw, "long")
+        wait_state(gw, inv, {"running"}, timeout=120)
+        answer = httpx.post(f"{gw.url}/v1/invocations/{inv}/cancel", headers=gw.auth, timeout=30)
+        assert answer.status_code == 200, answer.text
+        assert status(gw, inv)["state"] == "cancelled"
+        deadline = time.monotonic() + 60
+        pods: list[Any] = ["?"]
+        while time.monotonic() < deadline:
+            with cluster.api() as api:
+                pods = list(
+                    api.list(
+                        f"/api/v1/namespaces/{dev_namespace}/pods",
+                        {"labelSelector": f"elasticityops.dev/invocation={inv}"},
+                    )
+                )
+            if not pods and not jobs_of(cluster, dev_namespace, inv):
+                break
+            time.sleep(0.5)
+        assert pods == []
+        assert jobs_of(cluster, dev_namespace, inv) == []
+
+
+def test_logs_ask_the_pod_log_api_of_the_invocations_pod(
+    cluster: Any, dev_namespace: str, tmp_path: Path
+) -> None:
+    """kwok serves no container output unless configured with ClusterLogs (the dev cluster is not),
+    so the API server answers 404 for pods/log: the gateway must have asked it for this
+    invocation's pod and container, and pass the answer on as a 4xx, never a 500. The streaming
+    itself (follow, chunks) is tested against a real HTTP server in test_backend.py."""
+    with k8s_gateway(cluster, dev_namespace, tmp_path / "gw") as gw:
+        deploy(gw, name="talks", annotations=_runs(1))
+        inv = invoke(gw, "talks")
+        wait_state(gw, inv, {"succeeded"}, timeout=120)
+        for follow in ("false", "true"):
+            answer = httpx.get(
+                f"{gw.url}/v1/invocations/{inv}/logs", params={"follow": follow}, headers=gw.auth, timeout=30
+            )
+            assert answer.status_code == 404, answer.text
+            assert f"/pods/eops-{inv}-" in answer.json()["error"]["message"]
+            assert "pods/log" in answer.json()["error"]["message"]
+
+
+def test_gateway_killed_mid_flight_finishes_everything_once(
+    cluster: Any, dev_namespace: str, tmp_path: Path
+) -> None:
+    data = tmp_path / "gw"
+    gw = start_k8s_gateway(cluster, dev_namespace, data)
+    try:
+        deploy(gw, name="work", annotations=_runs(6))
+        ids = [invoke(gw, "work", {"i": i}) for i in range(6)]
+        wait_state(gw, ids[0], {"running"}, timeout=120)
+        port = int(gw.url.rsplit(":", 1)[1])
+        gw.kill()
+        gw = start_k8s_gateway(cluster, dev_namespace, data, port=port)
+        finals = [wait_state(gw, inv, {"succeeded"}, timeout=180) for inv in ids]
+        assert all(f["exit_code"] == 0 for f in finals)
+        jobs = jobs_of(cluster, dev_namespace)
+        names = [j["metadata"]["name"] for j in jobs]
+        assert sorted(names) == sorted(f"eops-{inv}" for inv in ids)  # one Job each, no duplicate
+    finally:
+        gw.stop()
