@@ -50,6 +50,7 @@ def main() -> int:
     ap.add_argument(
         "--apf", action=argparse.BooleanOptionalAction, default=True, help="API priority and fairness"
     )
+    ap.add_argument("--job-workers", type=int, default=5, help="controller-manager --concurrent-job-syncs")
     ap.add_argument("--markdown", action="store_true")
     args = ap.parse_args()
 
@@ -66,7 +67,11 @@ def main() -> int:
         t0 = time.monotonic()
         cluster = DevCluster.start(
             ClusterConfig(
-                state_dir=Path(tmp), autoscaler=knobs, node_lease_seconds=400, apf_enabled=args.apf
+                state_dir=Path(tmp),
+                autoscaler=knobs,
+                node_lease_seconds=400,
+                apf_enabled=args.apf,
+                job_workers=args.job_workers,
             ),
             tc,
         )
@@ -85,7 +90,13 @@ def main() -> int:
             )
         finally:
             cluster.stop()
-    summary = {"machine": machine(), "cluster_startup_s": round(startup, 1), **res.summary()}
+    summary = {
+        "machine": machine(),
+        "cluster_startup_s": round(startup, 1),
+        "job_workers": args.job_workers,
+        "apf": args.apf,
+        **res.summary(),
+    }
     print(json.dumps(summary, indent=2))
     if args.markdown:
         print(

@@ -168,7 +168,8 @@ def main() -> None:
                 print(
                     f"round {round_no} {target}: {result['per_s']:.0f}/s "
                     f"p50 {result['p50_us'] / 1000:.1f} ms p99 {result['p99_us'] / 1000:.1f} ms "
-                    f"errors {result['errors']} server CPU {result['server_cpu_us_per_request']:.0f} us/request",
+                    f"errors {result['errors']} "
+                    f"server CPU {result['server_cpu_us_per_request']:.0f} us/request",
                     flush=True,
                 )
         metrics = httpx.get(f"{eops_base}/metrics").text

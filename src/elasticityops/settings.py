@@ -165,7 +165,13 @@ def load_settings(
     `field` or `group.field`, None values are ignored)."""
     env = os.environ if env is None else env
     top: dict[str, Any] = {}
-    groups: dict[str, dict[str, Any]] = {"store": {}, "api": {}, "local": {}, "dispatch": {}, "kubernetes": {}}
+    groups: dict[str, dict[str, Any]] = {
+        "store": {},
+        "api": {},
+        "local": {},
+        "dispatch": {},
+        "kubernetes": {},
+    }
     group_types = {
         "": _types(Settings),
         "store": _types(StoreSettings),

@@ -42,9 +42,10 @@ def test_sigkill_loses_nothing_and_runs_nothing_twice(tmp_path: Path) -> None:
             put = client.put("/v1/functions/append", json={"command": appender(ledger, 2.0)})
             assert put.status_code == 201
         accepted = asyncio.run(_accept_many(first, "append", 12))
-        # Wait until some run (so the kill hits running and queued ones alike).
+        # Wait until the oldest has run (admission goes oldest first), so the kill hits running
+        # and queued ones alike.
         with first.client() as client:
-            client.get(f"/v1/invocations/{accepted[0]}?wait=30")
+            client.get(f"/v1/invocations/{min(accepted)}?wait=30")
             states = {client.get(f"/v1/invocations/{i}").json()["state"] for i in accepted}
         assert "queued" in states, states
     finally:

@@ -493,6 +493,12 @@ def test_classify_pending(message: str, reason: str) -> None:
     assert reason in classify_pending(PendingPod("ns", "p", 1, message))[0]
 
 
+def test_pending_gpu_pod_with_no_gpu_nodes_says_so() -> None:
+    pod = PendingPod("ns", "p", 1, "0/1 nodes are available: 1 Insufficient nvidia.com/gpu.")
+    assert classify_pending(pod, gpu_nodes=0)[0].startswith("no GPU nodes at all")
+    assert classify_pending(pod, gpu_nodes=3)[0] == "no free GPU"
+
+
 def test_reports_render() -> None:
     findings = run_checks(replace(healthy(), priority_classes=()))
     text = findings_json(findings)

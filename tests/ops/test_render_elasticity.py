@@ -151,6 +151,14 @@ def test_dcgm_exporter_is_scrapable_and_maps_pods() -> None:
         pytest.param({"concurrency": 0}, "concurrency", id="zero-concurrency"),
         pytest.param({"gpu_node_label": ("bad key!", None)}, "gpu-node-label", id="bad-label"),
         pytest.param({"prometheus_url": "prometheus:9090"}, "prometheus-url", id="url-without-scheme"),
+        pytest.param(
+            {"device_plugin_image": "nvcr.io/nvidia/k8s-device-plugin"},
+            "device-plugin-image",
+            id="untagged-image",
+        ),
+        pytest.param(
+            {"dcgm_image": "nvcr.io/nvidia/k8s/dcgm-exporter:latest"}, "dcgm-image", id="latest-image"
+        ),
     ],
 )
 def test_invalid_inputs_name_the_field(change: dict[str, object], field: str) -> None:

@@ -39,7 +39,9 @@ class _PlainDumper(yaml.SafeDumper):
 
 def dump_yaml(objects: list[dict[str, Any]]) -> str:
     """Multi-document YAML, keys in the order written (apiVersion, kind, metadata first)."""
-    return "---\n".join(yaml.dump(obj, Dumper=_PlainDumper, sort_keys=False, default_flow_style=False) for obj in objects)
+    return "---\n".join(
+        yaml.dump(obj, Dumper=_PlainDumper, sort_keys=False, default_flow_style=False) for obj in objects
+    )
 
 
 @app.command("job")

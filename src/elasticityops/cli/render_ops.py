@@ -114,6 +114,12 @@ def elasticity(
     gpu_node_label: str = typer.Option(
         "nvidia.com/gpu.present=true", help="label of GPU nodes: key or key=value"
     ),
+    device_plugin_image: str = typer.Option(
+        ElasticityInputs.device_plugin_image, help="NVIDIA device plugin image, with a pinned tag"
+    ),
+    dcgm_image: str = typer.Option(
+        ElasticityInputs.dcgm_image, help="DCGM exporter image, with a pinned tag"
+    ),
     out: Path | None = typer.Option(None, help="directory to write the files to (default: stdout)"),
 ) -> None:
     """Device plugin, DCGM exporter, Prometheus Adapter rules, HPA and PDB for a GPU Deployment."""
@@ -138,6 +144,8 @@ def elasticity(
         prometheus_url=prometheus_url,
         prometheus_port=prometheus_port,
         gpu_node_label=parse_label(gpu_node_label),
+        device_plugin_image=device_plugin_image,
+        dcgm_image=dcgm_image,
     )
     try:
         rendered = render_elasticity(inputs)

@@ -30,10 +30,12 @@ def register(app: typer.Typer) -> None:
 
 
 def _fail(exc: EopsError) -> None:
-    typer.secho(f"error: {exc.message}", err=True, fg=typer.colors.RED)
-    if isinstance(exc, InvalidInput):
+    if isinstance(exc, InvalidInput) and len(exc.problems) > 1:
+        typer.secho("error: invalid settings", err=True, fg=typer.colors.RED)
         for problem in exc.problems:
             typer.echo(f"  {problem.render()}", err=True)
+    else:
+        typer.secho(f"error: {exc.message}", err=True, fg=typer.colors.RED)
     raise typer.Exit(2)
 
 
@@ -146,6 +148,12 @@ def serve(
             "kubernetes.namespace": namespace,
         }
     )
+    if kubeconfig is not None and not kubeconfig.is_file():  # kubernetes backend (issue 4)
+        _fail(
+            InvalidInput(
+                [FieldProblem("--kubeconfig", f"{kubeconfig} is not a file", "pass a kubeconfig file")]
+            )
+        )
     from elasticityops import backend_registry
 
     if settings.backend not in backend_registry.names():
@@ -178,7 +186,8 @@ def serve(
         f"  export EOPS_TOKEN={token}",
     ]
     if deployed:
-        lines.append(f"  deployed: {', '.join(deployed)} (try: eops invoke {deployed[0]} --wait)")
+        first = "hello" if "hello" in deployed else deployed[0]
+        lines.append(f"  deployed: {', '.join(deployed)} (try: eops invoke {first} --wait)")
     print("\n".join(lines), flush=True)
     logging.basicConfig(
         level=settings.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"

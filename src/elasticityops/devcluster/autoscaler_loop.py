@@ -163,11 +163,16 @@ class Loop:
                 raise
 
     def apply(self, actions: Actions) -> None:
-        bodies = [gpu_node(o.name, pool=o.pool, zone=o.zone, role=ROLE_AUTOSCALED) for o in actions.create]
+        now = dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        bodies = [
+            gpu_node(o.name, pool=o.pool, zone=o.zone, role=ROLE_AUTOSCALED, now=now) for o in actions.create
+        ]
         for name in actions.create_baseline:
             index = int(name.rsplit("-", 1)[1])
             bodies.append(
-                gpu_node(name, pool=BASELINE_POOL, zone=ZONES[index % len(ZONES)], role=ROLE_BASELINE)
+                gpu_node(
+                    name, pool=BASELINE_POOL, zone=ZONES[index % len(ZONES)], role=ROLE_BASELINE, now=now
+                )
             )
         jobs = [self.pool.submit(self._create, b) for b in bodies]
         jobs += [self.pool.submit(self.api.delete, f"/api/v1/nodes/{n}") for n in actions.delete]

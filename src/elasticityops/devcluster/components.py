@@ -134,12 +134,16 @@ def kube_controller_manager(tc: Toolchain, lay: Layout, p: Ports, cfg: ClusterCo
         "--leader-elect=false",
         f"--kube-api-qps={cfg.api_qps}",
         f"--kube-api-burst={cfg.api_burst}",
+        f"--concurrent-job-syncs={cfg.job_workers}",
         # Default controller set: job, ttl-after-finished, garbage-collector, pod-garbage-collector,
         # namespace, serviceaccount(-token), root-ca publisher, node-lifecycle, taint-eviction...
         "--controllers=*",
         f"--service-account-private-key-file={lay.pki / 'admin.key'}",
         f"--root-ca-file={lay.pki / 'ca.crt'}",
         f"--node-monitor-grace-period={grace}s",
+        # A node kwok has not initialised yet counts as "never posted status"; the 1 min default
+        # taints it unreachable when thousands of nodes are created at once on 2 cores.
+        f"--node-startup-grace-period={max(grace, 600)}s",
     ]
 
 
@@ -160,7 +164,13 @@ def kube_scheduler(tc: Toolchain, lay: Layout, p: Ports, cfg: ClusterConfig) -> 
 
 
 def kwok(tc: Toolchain, lay: Layout) -> list[str]:
-    return [str(tc.binary("kwok")), f"--kubeconfig={lay.kubeconfig}", f"--config={lay.kwok_config}"]
+    # WARN: at INFO kwok logs one JSON line per node and pod patch, a real CPU cost at scale.
+    return [
+        str(tc.binary("kwok")),
+        f"--kubeconfig={lay.kubeconfig}",
+        f"--config={lay.kwok_config}",
+        "--v=WARN",
+    ]
 
 
 def autoscaler(lay: Layout, server: str) -> list[str]:

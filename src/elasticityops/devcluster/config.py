@@ -72,3 +72,4 @@ class ClusterConfig:
     api_burst: int = 1000
     startup_timeout: float = 120.0  # s each component gets to become ready
     apf_enabled: bool = True  # API priority and fairness; off lifts the inflight limits too
+    job_workers: int = 5  # --concurrent-job-syncs; upstream's 5 keeps Job throughput realistic

@@ -33,8 +33,44 @@ NODE_RESOURCES = {
 }
 
 
-def gpu_node(name: str, *, pool: str, zone: str, role: str) -> dict[str, Any]:
-    """The Node manifest of one simulated T4 node."""
+_CONDITIONS = (
+    ("Ready", "True", "KubeletReady", "kubelet is posting ready status"),
+    ("MemoryPressure", "False", "KubeletHasSufficientMemory", "kubelet has sufficient memory available"),
+    ("DiskPressure", "False", "KubeletHasNoDiskPressure", "kubelet has no disk pressure"),
+    ("PIDPressure", "False", "KubeletHasSufficientPID", "kubelet has sufficient PID available"),
+    ("NetworkUnavailable", "False", "RouteCreated", "RouteController created a route"),
+)
+NODE_IP = "10.1.0.1"  # kwok's convention: every simulated node shares one fake InternalIP
+
+
+def gpu_node(name: str, *, pool: str, zone: str, role: str, now: str = "") -> dict[str, Any]:
+    """The Node manifest of one simulated T4 node.
+
+    With `now` (RFC 3339) the node is created already registered and Ready, as a kubelet
+    posts it, so kwok only keeps it alive (lease, heartbeat) instead of first patching every
+    node's status: at thousands of nodes that patch is most of the start-up time.
+    """
+    node = _manifest(name, pool=pool, zone=zone, role=role)
+    if now:
+        node["status"]["conditions"] = [
+            {
+                "type": t,
+                "status": st,
+                "reason": reason,
+                "message": msg,
+                "lastHeartbeatTime": now,
+                "lastTransitionTime": now,
+            }
+            for t, st, reason, msg in _CONDITIONS
+        ]
+        node["status"]["addresses"] = [
+            {"type": "InternalIP", "address": NODE_IP},
+            {"type": "Hostname", "address": name},
+        ]
+    return node
+
+
+def _manifest(name: str, *, pool: str, zone: str, role: str) -> dict[str, Any]:
     return {
         "apiVersion": "v1",
         "kind": "Node",

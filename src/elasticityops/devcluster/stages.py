@@ -20,6 +20,8 @@ from typing import Any
 
 import yaml
 
+from elasticityops.devcluster.nodes import NODE_IP
+
 RUN_SECONDS_ANNOTATION = "eops.dev/run-seconds"
 EXIT_CODE_ANNOTATION = "eops.dev/exit-code"
 DEFAULT_RUN_SECONDS = 1.0
@@ -126,7 +128,7 @@ def kwok_configuration(server_address: str, node_lease_seconds: int) -> dict[str
         "kind": "KwokConfiguration",
         "options": {
             "cidr": "10.0.0.0/16",  # the default /24 has room for only 254 pod IPs
-            "nodeIP": "10.1.0.1",
+            "nodeIP": NODE_IP,
             "serverAddress": server_address,
             "manageNodesWithAnnotationSelector": "kwok.x-k8s.io/node=fake",
             "nodeLeaseDurationSeconds": node_lease_seconds,

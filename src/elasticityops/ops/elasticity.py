@@ -36,12 +36,12 @@ _LABEL_VALUE = re.compile(r"^([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?$")
 _METRIC = re.compile(r"^[a-z_][a-z0-9_]*$")
 
 GPU_UTIL_WARNING = (
-    "GPU utilisation is the WRONG signal when one request saturates the GPU (one request per pod,\n"
-    "as ElasticityOps jobs run): utilisation reads ~100% on the first request and the HPA climbs\n"
-    "to maxReplicas and stays there. Then scale on queue depth per replica instead (requests\n"
-    "waiting / replicas, an External or Object metric from your queue), or let ElasticityOps run\n"
-    "one Job per request and size warm capacity with its headroom controller. Utilisation works\n"
-    "when one pod batches many concurrent requests and utilisation grows with load."
+    "GPU utilisation is the WRONG signal when one request saturates the GPU (one request per pod,\nas "
+    "ElasticityOps jobs run): utilisation reads ~100% on the first request and the HPA climbs\nto "
+    "maxReplicas and stays there. Then scale on queue depth per replica instead (requests\nwaiting / "
+    "replicas, an External or Object metric from your queue), or let ElasticityOps run\none Job per "
+    "request and size warm capacity with its headroom controller. Utilisation works\nwhen one pod batches "
+    "many concurrent requests and utilisation grows with load."
 )
 
 
@@ -62,8 +62,8 @@ class ElasticityInputs:
     prometheus_url: str = "http://prometheus-server.monitoring.svc"
     prometheus_port: int = 80
     gpu_node_label: tuple[str, str | None] = ("nvidia.com/gpu.present", "true")
-    device_plugin_image: str = "nvcr.io/nvidia/k8s-device-plugin:v0.17.2"
-    dcgm_image: str = "nvcr.io/nvidia/k8s/dcgm-exporter:3.3.9-3.6.1-ubuntu22.04"
+    device_plugin_image: str = "nvcr.io/nvidia/k8s-device-plugin:v0.17.1"
+    dcgm_image: str = "nvcr.io/nvidia/k8s/dcgm-exporter:4.2.3-4.1.3-ubuntu22.04"
 
 
 @dataclass(frozen=True)
@@ -162,6 +162,18 @@ def validate(inputs: ElasticityInputs) -> None:
                 "write key or key=value, e.g. nvidia.com/gpu.present=true",
             )
         )
+    for name, image in (
+        ("device-plugin-image", inputs.device_plugin_image),
+        ("dcgm-image", inputs.dcgm_image),
+    ):
+        if ":" not in image.rsplit("/", 1)[-1] or image.endswith(":latest"):
+            problems.append(
+                FieldProblem(
+                    name,
+                    f"{image!r} has no pinned tag",
+                    "pin a release tag: the plugin must match the driver",
+                )
+            )
     if not inputs.prometheus_url.startswith(("http://", "https://")):
         problems.append(
             FieldProblem(
@@ -392,15 +404,18 @@ def warnings_for(inputs: ElasticityInputs) -> tuple[str, ...]:
     if inputs.concurrency == 1:
         found.append(
             "--concurrency 1: one request saturates the GPU, so GPU utilisation cannot tell 1 request from "
-            "100; "
-            "this HPA would sit at maxReplicas. Scale on queue depth per replica instead."
+            "100; this HPA would sit at maxReplicas. Scale on queue depth per replica instead."
         )
     if inputs.scale_down_window_s < 60:
         found.append(
-            f"scale-down window {inputs.scale_down_window_s} s: GPU pods take minutes to come back; flapping "
-            "costs cold starts."
+            f"scale-down window {inputs.scale_down_window_s} s: GPU pods take minutes to come back; "
+            "flapping costs cold starts."
         )
     return tuple(found)
+
+
+def _lines(*lines: str) -> str:
+    return "\n".join(lines)
 
 
 def render_elasticity(inputs: ElasticityInputs) -> ElasticityRender:
@@ -416,80 +431,75 @@ def render_elasticity(inputs: ElasticityInputs) -> ElasticityRender:
     signal_note = GPU_UTIL_WARNING
     if warnings:
         signal_note += "\n\nWARNINGS for these inputs:\n" + "\n".join(f"! {w}" for w in warnings)
+    ns, metric = inputs.namespace, inputs.metric_name
     files = {
         "device-plugin-values.yaml": dump_documents(
             [Document(plugin_values)],
-            header=(
-                "NVIDIA device plugin, Helm values (only where GKE does not manage the plugin: GKE\n"
-                "installs its own with gpu-driver-version; a second plugin fights it).\n"
-                "  helm repo add nvidia https://nvidia.github.io/k8s-device-plugin\n"
-                "  helm install nvidia-device-plugin nvidia/k8s-device-plugin -n kube-system -f "
-                "device-plugin-values.yaml\n"
-                "`Failed to initialize NVML` or `no NVIDIA devices found` in its logs: the driver is\n"
-                "missing or does not match the plugin; fix the driver first (eops doctor names it)."
+            header=_lines(
+                "NVIDIA device plugin, Helm values (only where GKE does not manage the plugin: GKE",
+                "installs its own with gpu-driver-version; a second plugin fights it).",
+                "  helm repo add nvidia https://nvidia.github.io/k8s-device-plugin",
+                "  helm install nvidia-device-plugin nvidia/k8s-device-plugin -n kube-system \\",
+                "    -f device-plugin-values.yaml",
+                "`Failed to initialize NVML` or `no NVIDIA devices found` in its logs: the driver is",
+                "missing or does not match the plugin; fix the driver first (eops doctor names it).",
             ),
         ),
         "device-plugin.yaml": dump_documents(
             [Document(plugin_ds)],
-            header="The same device plugin as a plain DaemonSet (kubectl apply -f), for clusters without "
-            "Helm.",
+            header="The same device plugin as a plain DaemonSet (kubectl apply -f), where Helm is not used",
         ),
         "dcgm-exporter.yaml": dump_documents(
             [Document(m) for m in dcgm],
-            header=(
-                "DCGM exporter: per-GPU metrics (DCGM_FI_DEV_GPU_UTIL, FB_USED, XID errors) labelled with\n"
-                "the pod that holds the GPU. GKE 1.32.1+ can run a managed DCGM: use one or the other."
+            header=_lines(
+                "DCGM exporter: per-GPU metrics (DCGM_FI_DEV_GPU_UTIL, FB_USED, XID errors) labelled with",
+                "the pod that holds the GPU. GKE 1.32.1+ can run a managed DCGM: use one or the other.",
             ),
         ),
         "prometheus-adapter-values.yaml": dump_documents(
             [Document(a_values)],
-            header=(
-                "Prometheus Adapter, Helm values: exposes DCGM GPU utilisation per pod as the custom\n"
-                f"metric {inputs.metric_name} (custom.metrics.k8s.io/v1beta1).\n"
-                "  helm install prometheus-adapter prometheus-community/prometheus-adapter -n "
-                f"{inputs.monitoring_namespace} -f prometheus-adapter-values.yaml\n"
-                "The rule maps exported_pod/exported_namespace, not pod/namespace: after a scrape those\n"
-                "name the exporter pod, and an HPA on them reads <unknown>. Check with:\n"
-                "  kubectl get --raw "
-                f"'/apis/custom.metrics.k8s.io/v1beta1/namespaces/{inputs.namespace}/pods/*/{inputs.metric_name}'"
+            header=_lines(
+                "Prometheus Adapter, Helm values: exposes DCGM GPU utilisation per pod as the custom",
+                f"metric {metric} (custom.metrics.k8s.io/v1beta1).",
+                "  helm install prometheus-adapter prometheus-community/prometheus-adapter \\",
+                f"    -n {inputs.monitoring_namespace} -f prometheus-adapter-values.yaml",
+                "The rule maps exported_pod/exported_namespace, not pod/namespace: after a scrape those",
+                "name the exporter pod, and an HPA on them reads <unknown>. Check with:",
+                f"  kubectl get --raw '/apis/custom.metrics.k8s.io/v1beta1/namespaces/{ns}/pods/*/{metric}'",
             ),
         ),
         "hpa.yaml": dump_documents(
             [
                 Document(
                     the_hpa,
-                    comment=(
-                        f"Scale {inputs.deployment} on average GPU utilisation per pod (target "
-                        f"{inputs.target_util}%).\n"
-                        f"Scale-up waits {inputs.scale_up_window_s} s of sustained load, scale-down "
-                        f"{inputs.scale_down_window_s} "
-                        "s\n"
-                        "(HPA default 300 s): a GPU replica that goes away costs a cold node to "
-                        "bring back.\n\n" + signal_note
+                    comment=_lines(
+                        f"Scale {inputs.deployment} on average GPU utilisation per pod "
+                        f"(target {inputs.target_util}%).",
+                        f"Scale-up waits {inputs.scale_up_window_s} s of sustained load, "
+                        f"scale-down {inputs.scale_down_window_s} s",
+                        "(HPA default 300 s): a GPU replica that goes away costs a cold node to bring back.",
+                        "",
+                        signal_note,
                     ),
                 ),
                 Document(
                     the_pdb,
-                    comment=(
-                        "At most one replica down at a time for voluntary disruptions: node "
-                        "scale-down drains\n"
-                        "respect it, so the autoscaler cannot empty several GPU nodes of this service at "
-                        "once."
+                    comment=_lines(
+                        "At most one replica down at a time for voluntary disruptions: node scale-down",
+                        "drains respect it, so the autoscaler cannot empty several GPU nodes of this",
+                        "service at once.",
                     ),
                 ),
             ]
         ),
         "deployment-patch.yaml": dump_documents(
             [Document(patch)],
-            header=(
-                f"kubectl -n {inputs.namespace} patch deployment {inputs.deployment} --patch-file "
-                "deployment-patch.yaml\n"
-                f"terminationGracePeriodSeconds {inputs.grace_period_s}: set it to the longest request plus "
-                "the time to\n"
-                "stop taking new ones (handle SIGTERM: fail readiness, finish in-flight work, exit). The "
-                "cluster\n"
-                "autoscaler honours it on scale-down up to 10 min (upstream max-graceful-termination-sec);\n"
-                "spot reclaims give pods only ~15 s whatever it says."
+            header=_lines(
+                f"kubectl -n {ns} patch deployment {inputs.deployment} --patch-file deployment-patch.yaml",
+                f"terminationGracePeriodSeconds {inputs.grace_period_s}: the longest request plus the time",
+                "to stop taking new ones (handle SIGTERM: fail readiness, finish in-flight work, exit).",
+                "The cluster autoscaler honours it on scale-down up to 10 min (upstream",
+                "max-graceful-termination-sec); spot reclaims give pods only ~15 s whatever it says.",
             ),
         ),
     }

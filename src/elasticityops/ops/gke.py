@@ -69,12 +69,12 @@ GPU_SHAPES: dict[str, GpuShape] = {
 # Machine types that must never carry a GPU here, and why (the answer shown to the user).
 REFUSED_MACHINE_TYPES: dict[str, str] = {
     "n1-standard-1": (
-        "n1-standard-1 has 1 vCPU and 3.75 GB: data loading, decoding and the CUDA host threads "
-        "starve the T4, which then idles; use n1-standard-4 (4 vCPU, 15 GB) for one T4"
+        "n1-standard-1 has 1 vCPU and 3.75 GB: data loading, decoding and the CUDA host threads starve the "
+        "T4, which then idles; use n1-standard-4 (4 vCPU, 15 GB) for one T4"
     ),
     "n1-standard-2": (
-        "n1-standard-2 (2 vCPU, 7.5 GB) still leaves a T4 waiting on the host for typical "
-        "inference pre-processing; use n1-standard-4"
+        "n1-standard-2 (2 vCPU, 7.5 GB) still leaves a T4 waiting on the host for typical inference "
+        "pre-processing; use n1-standard-4"
     ),
 }
 
@@ -308,21 +308,18 @@ def size(inputs: GkeInputs) -> GkeSizing:
         quota["CPUS"] = gpu_limit * shape.vcpus + system_nodes * SYSTEM_NODE_VCPUS
     rules = (
         f"GPU limit {gpu_limit} = {inputs.peak} peak x {100 + inputs.margin_pct}%, rounded up to a step of "
-        f"{5 * 10 ** max(0, len(str(inputs.peak)) - 2)}: margin for retried requests and nodes "
-        "still draining.",
+        f"{5 * 10 ** max(0, len(str(inputs.peak)) - 2)}: margin for retried requests and nodes still "
+        "draining.",
         f"NAP CPU limit {nap_cpu} vCPU / memory {nap_memory} GB = {gpu_limit} GPU machines + {system_nodes} "
         "system nodes: NAP limits count every node pool, and the CPU limit is what caps primary + fallback "
         "together.",
-        f"Pool-zones: {inputs.peak} nodes need {pool_zones_needed(inputs.peak)} at {NODES_PER_POOL_PER_ZONE} "
-        "nodes "
-        f"per node pool per zone; {zones} zone(s) give {zones} per auto-provisioned pool.",
+        f"Pool-zones: {inputs.peak} nodes need {pool_zones_needed(inputs.peak)} at "
+        f"{NODES_PER_POOL_PER_ZONE} nodes per node pool per zone; {zones} zone(s) give {zones} per "
+        "auto-provisioned pool.",
         f"Baseline: {inputs.baseline} nodes over {zones} zone(s) = {baseline_per_zone} per zone "
-        f"({baseline_total} "
-        "in total).",
+        f"({baseline_total} in total).",
         f"Pod range /{pod_range_prefix} = {max_nodes} nodes x /{node_pod_prefix} ({MAX_PODS_PER_NODE} pods "
-        "per "
-        "node); "
-        f"node subnet /{node_subnet_prefix} for {max_nodes} nodes + 4 reserved addresses.",
+        f"per node); node subnet /{node_subnet_prefix} for {max_nodes} nodes + 4 reserved addresses.",
     )
     return GkeSizing(
         gpu_limit=gpu_limit,
@@ -347,19 +344,16 @@ def warnings_for(inputs: GkeInputs, sizing: GkeSizing) -> tuple[str, ...]:
     if sizing.pool_zones_available < sizing.pool_zones_needed:
         found.append(
             f"{inputs.peak} nodes need {sizing.pool_zones_needed} pool-zones ({NODES_PER_POOL_PER_ZONE} "
-            "nodes "
-            "per node "
-            f"pool per zone) but {sizing.pool_zones_available} zone(s) were given: one auto-provisioned pool "
-            "tops out at "
-            f"{sizing.pool_zones_available * NODES_PER_POOL_PER_ZONE}. Add zones (--zones) or rely on the "
-            "ComputeClass "
-            "rules, each of which NAP turns into pools of its own."
+            f"nodes per node pool per zone) but {sizing.pool_zones_available} zone(s) were given: one "
+            f"auto-provisioned pool tops out at {sizing.pool_zones_available * NODES_PER_POOL_PER_ZONE}. "
+            "Add zones (--zones) or rely on the ComputeClass rules, each of which NAP turns into pools of "
+            "its own."
         )
     if inputs.peak > NODES_PER_POOL_PER_ZONE:
         found.append(
             "The upstream cluster autoscaler is performance-tested to 1,000 nodes and GKE supports up to "
-            "5,000 "
-            "with autoscaling on a regional cluster: rehearse the peak (eops plan) before relying on it."
+            "5,000 with autoscaling on a regional cluster: rehearse the peak (eops plan) before relying on "
+            "it."
         )
     if inputs.baseline and inputs.baseline % len(inputs.zones):
         found.append(
@@ -454,11 +448,8 @@ def _script(inputs: GkeInputs, sizing: GkeSizing, warnings: tuple[str, ...]) -> 
     if inputs.baseline:
         secondary = ""
         if inputs.preload_disk_image:
-            secondary = (
-                "  "
-                f"--secondary-boot-disk=disk-image=projects/{inputs.project}/global/images/{inputs.preload_disk_image},"
-                "mode=CONTAINER_IMAGE_CACHE \\\n"
-            )
+            image = f"projects/{inputs.project}/global/images/{inputs.preload_disk_image}"
+            secondary = f"  --secondary-boot-disk=disk-image={image},mode=CONTAINER_IMAGE_CACHE \\\n"
         baseline_section = f"""
 # 4. The always-on baseline pool: {sizing.baseline_total} x {inputs.machine_type} + 1 {inputs.gpu_type}
 #    ({sizing.baseline_per_zone} per zone). Usual traffic never waits for a cold node; NAP handles
@@ -478,8 +469,8 @@ gcloud container node-pools create eops-baseline \\
     if inputs.preload_disk_image:
         preload_note = (
             f"#    Function images are preloaded from the disk image {inputs.preload_disk_image} (built "
-            "beforehand\n"
-            "#    with gke-disk-image-builder) as a secondary boot disk: no pull at all on a new node.\n"
+            "beforehand\n#    with gke-disk-image-builder) as a secondary boot disk: no pull at all on a "
+            "new node.\n"
         )
     market = "spot -> on-demand" if inputs.spot else "on-demand"
     fallback_order = f"{shape.gpu_type} {market}" + (
@@ -554,7 +545,8 @@ kubectl apply -f "$HERE/priorityclasses.yaml"
 #    requests, which for a small request is an n1-standard-1 that starves the GPU.
 {preload_note}#    Pods opt in with nodeSelector cloud.google.com/compute-class: {COMPUTE_CLASS_NAME}.
 #    Older GKE versions lack the CRD: then skip it and keep the pods' nodeSelector on the
-#    accelerator label.
+#    accelerator label, plus cloud.google.com/gke-gpu-driver-version: latest (eops render deploy
+#    --gpu-driver-version latest), or auto-provisioned GPU nodes get no driver and no GPU.
 if kubectl api-resources --api-group=cloud.google.com -o name | grep -q '^computeclasses\\.'; then
   kubectl apply -f "$HERE/computeclass.yaml"
 else
@@ -584,15 +576,16 @@ def render_gke(inputs: GkeInputs) -> GkeRender:
         "priorityclasses.yaml": dump_documents(
             [Document(m) for m in priority_classes],
             header=(
-                "ElasticityOps PriorityClasses (kubectl apply -f). The placeholder at -10 is the\n"
-                "autoscaler's expendable cutoff."
+                "ElasticityOps PriorityClasses (kubectl apply -f). The placeholder at -10 is "
+                "the\nautoscaler's expendable cutoff."
             ),
         ),
         "computeclass.yaml": dump_documents(
             [Document(klass)],
             header=(
-                "GKE custom ComputeClass: rules are tried in order when the first has no capacity\n"
-                "(stockout, quota). Needs a GKE version with ComputeClass support and NAP enabled."
+                "GKE custom ComputeClass: rules are tried in order when the first has no "
+                "capacity\n(stockout, quota). Needs a GKE version with ComputeClass support and NAP "
+                "enabled."
             ),
         ),
     }

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import re
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 
@@ -29,9 +30,9 @@ class Seen:
 
 
 class ScriptedServer:
-    """Replies in order; or, with `routes`, the first reply queued for the first route (a
-    "METHOD /path" prefix of the request line) that matches, so concurrent clients (watches and
-    launches) each get theirs."""
+    """Replies in order; or, with `routes`, the next reply queued for the first route (a regular
+    expression searched in "METHOD /path?query") that matches, so concurrent clients (watches
+    and launches) each get theirs. The last reply of a route repeats."""
 
     def __init__(self, replies: list[Reply], routes: dict[str, list[Reply]] | None = None) -> None:
         self.replies = list(replies)
@@ -64,7 +65,7 @@ class ScriptedServer:
 
     def _next(self, request: str) -> Reply:
         for prefix, queue in self.routes.items():
-            if request.startswith(prefix) and queue:
+            if re.search(prefix, request) and queue:
                 return queue.pop(0) if len(queue) > 1 else queue[0]  # the last one repeats
         return self.replies.pop(0) if self.replies else Reply(500, {"message": "script exhausted"})
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import re
 from typing import Any
 
 import httpx2
@@ -34,15 +35,12 @@ EMPTY = {"items": [], "metadata": {"resourceVersion": "1"}}
 
 
 def _watching(**extra: list[Reply]) -> dict[str, list[Reply]]:
-    """Routes of a quiet cluster: empty lists, watches that stay open."""
-    routes = {
-        f"GET {JOBS}?labelSelector": [Reply(200, EMPTY)],
-        f"GET {PODS}?labelSelector": [Reply(200, EMPTY)],
-        f"GET {EVENTS}?fieldSelector": [Reply(200, EMPTY)],
-    }
-    for prefix in (JOBS, PODS, EVENTS):
-        routes = {f"GET {prefix}?allowWatch": [Reply(hold=True)], **routes}
-    return {**extra, **routes}
+    """Routes of a quiet cluster (empty lists, watches that stay open), `extra` first."""
+    routes: dict[str, list[Reply]] = dict(extra)
+    for path in (JOBS, PODS, EVENTS):
+        routes.setdefault(f"^GET {re.escape(path)}\\?.*watch=true", [Reply(hold=True)])
+        routes.setdefault(f"^GET {re.escape(path)}\\?", [Reply(200, EMPTY)])
+    return routes
 
 
 def _backend(srv: ScriptedServer, clock: ManualClock, **settings: Any) -> KubernetesBackend:
@@ -80,8 +78,8 @@ def _bodies(srv: ScriptedServer, prefix: str) -> list[dict[str, Any]]:
 async def test_launch_creates_job_then_secret_owned_by_it() -> None:
     clock = ManualClock()
     routes = {
-        f"POST {JOBS}": [Reply(201, {**job(), "metadata": {**job()["metadata"], "uid": "uid-1"}})],
-        f"POST {SECRETS}": [Reply(201, {})],
+        f"^POST {JOBS}": [Reply(201, {**job(), "metadata": {**job()["metadata"], "uid": "uid-1"}})],
+        f"^POST {SECRETS}": [Reply(201, {})],
     }
     async with scripted([], _watching(**routes)) as srv:
         backend = _backend(srv, clock)
@@ -100,11 +98,11 @@ async def test_launch_creates_job_then_secret_owned_by_it() -> None:
 async def test_launch_after_a_crash_finds_its_job_and_makes_no_second() -> None:
     clock = ManualClock()
     routes = {
-        f"POST {JOBS}": [Reply(409, {"reason": "AlreadyExists"})],
-        f"GET {JOBS}/eops-{INV}": [
+        f"^POST {JOBS}": [Reply(409, {"reason": "AlreadyExists"})],
+        f"^GET {JOBS}/eops-{INV}": [
             Reply(200, {**job(), "metadata": {**job()["metadata"], "uid": "uid-old"}})
         ],
-        f"POST {SECRETS}": [Reply(409, {"reason": "AlreadyExists"})],
+        f"^POST {SECRETS}": [Reply(409, {"reason": "AlreadyExists"})],
     }
     sink = Sink()
     async with scripted([], _watching(**routes)) as srv:
@@ -121,7 +119,7 @@ async def test_launch_after_a_crash_finds_its_job_and_makes_no_second() -> None:
 
 async def test_a_refused_launch_comes_back_as_a_launch_error() -> None:
     clock = ManualClock()
-    routes = {f"POST {JOBS}": [Reply(403, {"reason": "Forbidden", "message": "jobs.batch is forbidden"})]}
+    routes = {f"^POST {JOBS}": [Reply(403, {"reason": "Forbidden", "message": "jobs.batch is forbidden"})]}
     sink = Sink()
     async with scripted([], _watching(**routes)) as srv:
         backend = _backend(srv, clock, max_gpus=4)
@@ -138,7 +136,7 @@ async def test_a_refused_launch_comes_back_as_a_launch_error() -> None:
 
 async def test_cancel_deletes_the_job_in_the_background() -> None:
     clock = ManualClock()
-    routes = {f"DELETE {JOBS}/eops-{INV}": [Reply(200, {"kind": "Status"})]}
+    routes = {f"^DELETE {JOBS}/eops-{INV}": [Reply(200, {"kind": "Status"})]}
     async with scripted([], _watching(**routes)) as srv:
         backend = _backend(srv, clock)
         await backend.start(Sink())
@@ -175,11 +173,11 @@ async def test_adopt_replays_what_happened_and_names_what_to_launch_again() -> N
         "metadata": {},
     }
     routes = {
-        f"GET {JOBS}?labelSelector": [Reply(200, jobs)],
-        f"GET {PODS}?labelSelector": [Reply(200, pods)],
+        f"^GET {re.escape(JOBS)}\\?labelSelector=[^&]*&limit": [Reply(200, jobs)],
+        f"^GET {re.escape(PODS)}\\?labelSelector=[^&]*&limit": [Reply(200, pods)],
     }
     sink = Sink()
-    async with scripted([], routes) as srv:
+    async with scripted([], _watching(**routes)) as srv:
         backend = _backend(srv, clock)
         missing = await backend.adopt(
             [
@@ -202,8 +200,10 @@ async def test_logs_stream_from_the_pod_log_api() -> None:
     the_pod = pod(node="n", phase="Running", state={"running": {"startedAt": ts(1)}})
     name = the_pod["metadata"]["name"]
     routes = {
-        f"GET {PODS}?labelSelector={SELECTOR}%2C": [Reply(200, {"items": [the_pod], "metadata": {}})],
-        f"GET {PODS}/{name}/log": [Reply(200, lines=["line one", "line two"])],
+        f"^GET {re.escape(PODS)}\\?labelSelector={SELECTOR}%2C": [
+            Reply(200, {"items": [the_pod], "metadata": {}})
+        ],
+        f"^GET {PODS}/{name}/log": [Reply(200, lines=["line one", "line two"])],
     }
     async with scripted([], _watching(**routes)) as srv:
         backend = _backend(srv, clock)

@@ -23,6 +23,7 @@ from elasticityops.backends.kubernetes.manifests import (
 )
 from elasticityops.backends.kubernetes.observe import (
     Progress,
+    container_started,
     invocation_of,
     job_name_of_pod,
     no_capacity,
@@ -65,6 +66,7 @@ class KubernetesBackend:
         self._job_inv: dict[str, str] = {}  # Job name -> invocation id
         self._pod_inv: dict[str, str] = {}  # pod name -> invocation id
         self._cancelling: set[str] = set()
+        self._deferred: set[str] = set()  # Jobs seen Complete, waiting for their pod's end
         self._tasks: list[asyncio.Task[None]] = []
         self._chores: set[asyncio.Task[None]] = set()
         self._pending_events: list[BackendEvent] = []
@@ -89,8 +91,9 @@ class KubernetesBackend:
         api = self.api
         by_label = {"labelSelector": self._selector}
         self.watches = [
-            KindWatch(api, self.jobs_path, by_label, self._on_job, self._clock, decode=decode_job),
+            # Pods first, so the first list sees a finished pod (and its result) before its Job.
             KindWatch(api, self.pods_path, by_label, self._on_pod, self._clock, decode=decode_pod),
+            KindWatch(api, self.jobs_path, by_label, self._on_job, self._clock, decode=decode_job),
             KindWatch(
                 api,
                 self.events_path,
@@ -217,10 +220,11 @@ class KubernetesBackend:
         read Secrets."""
         jobs, _ = await self.api.list(self.jobs_path, {"labelSelector": self._selector})
         pods, _ = await self.api.list(self.pods_path, {"labelSelector": self._selector})
-        for job in jobs:
-            await self._on_job("ADDED", job)
+        # Pods first: a finished pod carries the result, its Job only that it completed.
         for pod in pods:
             await self._on_pod("ADDED", pod)
+        for job in jobs:
+            await self._on_job("ADDED", job)
         have_job = {invocation_of(j) for j in jobs}
         missing = []
         for inv in active:
@@ -242,20 +246,21 @@ class KubernetesBackend:
             yield chunk
 
     async def _wait_for_pod(self, invocation_id: str, follow: bool) -> str | None:
-        """The name of the invocation's pod once its container has started; None when there is
-        none (or, without follow, not yet)."""
+        """The name of the invocation's newest pod; with follow, once its container has started
+        (there is nothing to follow before). None when it has no pod (not yet, or any more)."""
         while True:
             pods, _ = await self.api.list(
                 self.pods_path, {"labelSelector": f"{self._selector},{INVOCATION_LABEL}={invocation_id}"}
             )
             if pods:
                 pods.sort(key=lambda p: (p.get("metadata") or {}).get("creationTimestamp", ""))
-                progress = self._progress.get(invocation_id, Progress())
-                if progress.started or progress.finished or not follow:
-                    return str(pods[-1]["metadata"]["name"])
-            elif not follow or self._progress.get(invocation_id, Progress()).finished:
-                return None
-            # Waiting for the container to start: the watches update progress, no API polling.
+                newest = pods[-1]
+                if not follow or container_started(newest):
+                    return str(newest["metadata"]["name"])
+            if not follow or self._progress.get(invocation_id, Progress()).finished:
+                return None  # never started, and never will
+            # Waiting for the container to start: the watches update progress, so look at the
+            # API again only when they say something changed (or after a few seconds).
             for _ in range(20):
                 await self._clock.sleep(0.25)
                 progress = self._progress.get(invocation_id, Progress())
@@ -283,7 +288,25 @@ class KubernetesBackend:
             progress = progress._replace(pending_since=created or now)
         if not progress.finished and inv not in self._gpus:
             self._gpus[inv] = _job_gpus(job)
-        events, self._progress[inv] = observe_job(job, progress, now)
+        events, after = observe_job(job, progress, now)
+        if events and events[-1].reason is None and not events[-1].timed_out:
+            # Complete, but the pod's own end (with the termination message, the small result)
+            # may still be on its way through the pod watch: give it a moment to arrive first.
+            self._progress[inv] = progress
+            if inv not in self._deferred:
+                self._deferred.add(inv)
+                self._chore(self._finish_later(inv, events))
+            return
+        self._progress[inv] = after
+        await self._deliver(events)
+
+    async def _finish_later(self, inv: str, events: list[BackendEvent]) -> None:
+        await self._clock.sleep(SUCCESS_GRACE_SECONDS)
+        self._deferred.discard(inv)
+        progress = self._progress.get(inv)
+        if progress is None or progress.finished:
+            return
+        self._progress[inv] = progress._replace(finished=True)
         await self._deliver(events)
 
     async def _on_pod(self, kind: str, pod: Obj) -> None:
@@ -363,6 +386,7 @@ class KubernetesBackend:
         self._cancelling.discard(inv)
 
 
+SUCCESS_GRACE_SECONDS = 2.0
 _STOP_JOB_ON = frozenset({"image_pull", "no_capacity", "launch_error"})
 
 

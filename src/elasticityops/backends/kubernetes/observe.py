@@ -81,6 +81,12 @@ def _container_status(pod: Obj) -> Obj | None:
     return statuses[0] if statuses else None
 
 
+def container_started(pod: Obj) -> bool:
+    """Its container is running or has run (so it has output to read)."""
+    state = (_container_status(pod) or {}).get("state") or {}
+    return bool(state.get("running") or state.get("terminated"))
+
+
 def _ev(inv: str, kind: EventKind, at: datetime, **fields: Any) -> BackendEvent:
     return BackendEvent(invocation_id=inv, kind=kind, at=at, **fields)
 

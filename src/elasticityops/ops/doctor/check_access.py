@@ -76,8 +76,8 @@ def check_permissions(s: ClusterSnapshot) -> list[Finding]:
                 "permissions",
                 Status.warn,
                 f"could not review permissions: {s.unreadable['access']}",
-                "allow create on selfsubjectaccessreviews.authorization.k8s.io (every authenticated user has "
-                "it by default)",
+                "allow create on selfsubjectaccessreviews.authorization.k8s.io (every authenticated user "
+                "has it by default)",
             )
         ]
     missing = [rule for rule in s.access if not rule.allowed]
@@ -97,8 +97,7 @@ def check_permissions(s: ClusterSnapshot) -> list[Finding]:
                 "permissions",
                 Status.fail,
                 f"ElasticityOps cannot {names([r.label for r in missing], limit=8)} in namespace "
-                f"{s.namespace}{who}: "
-                "it creates one Job per request and watches its pods, events and logs",
+                f"{s.namespace}{who}: it creates one Job per request and watches its pods, events and logs",
                 _grant_command(missing, s.namespace),
             )
         ]

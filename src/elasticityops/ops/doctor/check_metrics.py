@@ -79,9 +79,8 @@ def check_custom_metrics(s: ClusterSnapshot) -> list[Finding]:
                 Status.fail if needed else Status.warn,
                 f"custom metrics API serves {len(served)} metric(s) but not {names(missing)}",
                 "the adapter rule does not match the series: DCGM labels arrive as "
-                "exported_pod/exported_namespace "
-                "after a scrape; "
-                "map those to pod/namespace (eops render elasticity, prometheus-adapter-values.yaml)",
+                "exported_pod/exported_namespace after a scrape; map those to pod/namespace (eops render "
+                "elasticity, prometheus-adapter-values.yaml)",
             )
         ]
     return [
@@ -121,9 +120,8 @@ def _hpa_reason(s: ClusterSnapshot, hpa: HpaInfo, metric_type: str, metric_name:
         if metric_name not in served:
             return (
                 f"the adapter does not serve {metric_name}",
-                "its rules do not match the series: map exported_pod/exported_namespace to pod/namespace and "
-                "name it "
-                f"{metric_name} (eops render elasticity --metric-name {metric_name})",
+                "its rules do not match the series: map exported_pod/exported_namespace to pod/namespace "
+                f"and name it {metric_name} (eops render elasticity --metric-name {metric_name})",
             )
     for cond in hpa.conditions:
         if cond.type == "ScalingActive" and cond.status == "False":
@@ -154,8 +152,8 @@ def check_hpas(s: ClusterSnapshot) -> list[Finding]:
                 Finding(
                     "hpa",
                     Status.fail,
-                    f"HPA {hpa.namespace}/{hpa.name} reads <unknown> for {metric.type} metric {metric.name}: "
-                    f"{why}",
+                    f"HPA {hpa.namespace}/{hpa.name} reads <unknown> for {metric.type} metric "
+                    f"{metric.name}: {why}",
                     fix,
                 )
             )

@@ -8,8 +8,8 @@ from elasticityops.ops.doctor.snapshot import ACCELERATOR_LABEL, GPU_RESOURCE, C
 NVML_MARKERS = ("Failed to initialize NVML", "no NVIDIA devices found", "could not load NVML library")
 DRIVER_HINT = (
     "GKE: create GPU pools with --accelerator type=...,count=1,gpu-driver-version=latest, and for "
-    "auto-provisioned pools let pods select cloud.google.com/gke-gpu-driver-version: latest; "
-    "elsewhere install the NVIDIA driver and the device plugin (eops render elasticity)"
+    "auto-provisioned pools let pods select cloud.google.com/gke-gpu-driver-version: latest; elsewhere "
+    "install the NVIDIA driver and the device plugin (eops render elasticity)"
 )
 
 
@@ -31,8 +31,7 @@ def check_gpu_nodes(s: ClusterSnapshot) -> list[Finding]:
                 Status.warn,
                 "no GPU nodes right now: every request waits for a node to be provisioned (minutes)",
                 "fine if node auto-provisioning scales from zero; for usual traffic keep a baseline pool "
-                "(eops "
-                "render gke --baseline N)",
+                "(eops render gke --baseline N)",
             )
         ]
     findings: list[Finding] = []
@@ -44,8 +43,7 @@ def check_gpu_nodes(s: ClusterSnapshot) -> list[Finding]:
                 Status.fail,
                 f"{len(not_ready)} GPU node(s) not Ready: {names(not_ready)}",
                 "kubectl describe node NAME (conditions, kubelet); GKE auto-repair replaces nodes NotReady "
-                "for "
-                "~10 min",
+                "for ~10 min",
             )
         )
     unlabelled = [n.name for n in gpu_nodes if n.gpu_capacity > 0 and ACCELERATOR_LABEL not in n.labels]
@@ -55,8 +53,7 @@ def check_gpu_nodes(s: ClusterSnapshot) -> list[Finding]:
                 "gpu-nodes",
                 Status.warn,
                 f"{len(unlabelled)} node(s) have GPUs but no {ACCELERATOR_LABEL} label: "
-                f"{names(unlabelled)}; "
-                "jobs that select it never land there",
+                f"{names(unlabelled)}; jobs that select it never land there",
                 f"kubectl label node NAME {ACCELERATOR_LABEL}=nvidia-tesla-t4 (GKE sets it on GPU pools "
                 "itself)",
             )
@@ -85,10 +82,8 @@ def check_gpu_allocatable(s: ClusterSnapshot) -> list[Finding]:
                 "gpu-allocatable",
                 Status.fail,
                 f"{len(missing)} GPU node(s) expose no allocatable {GPU_RESOURCE}: {names(missing)}; the "
-                "driver "
-                "is not installed "
-                "or the device plugin is broken, and the autoscaler counts such a node as not started for up "
-                "to 15 min",
+                "driver is not installed or the device plugin is broken, and the autoscaler counts such a "
+                "node as not started for up to 15 min",
                 DRIVER_HINT,
             )
         ]
@@ -119,8 +114,7 @@ def check_device_plugin(s: ClusterSnapshot) -> list[Finding]:
                     Status.info,
                     "no GPU device plugin DaemonSet and no GPU nodes yet",
                     "GKE installs its plugin with the driver; elsewhere apply device-plugin.yaml from eops "
-                    "render "
-                    "elasticity",
+                    "render elasticity",
                 )
             ]
         return [
@@ -128,9 +122,8 @@ def check_device_plugin(s: ClusterSnapshot) -> list[Finding]:
                 "device-plugin",
                 Status.warn,
                 "no NVIDIA device plugin DaemonSet found",
-                "GKE installs nvidia-gpu-device-plugin when driver installation is on; elsewhere: "
-                "eops render "
-                "elasticity, then kubectl apply -f device-plugin.yaml",
+                "GKE installs nvidia-gpu-device-plugin when driver installation is on; elsewhere: eops "
+                "render elasticity, then kubectl apply -f device-plugin.yaml",
             )
         ]
     findings: list[Finding] = []
@@ -142,9 +135,8 @@ def check_device_plugin(s: ClusterSnapshot) -> list[Finding]:
                     "device-plugin",
                     Status.warn,
                     f"{where} schedules on no node although {len(s.gpu_nodes)} GPU node(s) exist",
-                    "its node affinity or nodeSelector matches no GPU node label: fix the label in "
-                    "its affinity "
-                    "(eops render elasticity --gpu-node-label)",
+                    "its node affinity or nodeSelector matches no GPU node label: fix the label in its "
+                    "affinity (eops render elasticity --gpu-node-label)",
                 )
             )
         elif ds.ready < ds.desired:
@@ -153,8 +145,7 @@ def check_device_plugin(s: ClusterSnapshot) -> list[Finding]:
                     "device-plugin",
                     Status.fail,
                     f"{where}: {ds.ready} of {ds.desired} pods ready; GPU nodes without a running plugin "
-                    "expose "
-                    f"no {GPU_RESOURCE}",
+                    f"expose no {GPU_RESOURCE}",
                     f"kubectl -n {ds.namespace} get pods -o wide and read the failing pods' logs and events "
                     "(image pull, missing driver, tolerations)",
                 )

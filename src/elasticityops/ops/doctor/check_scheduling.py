@@ -29,8 +29,8 @@ def check_priority_classes(s: ClusterSnapshot) -> list[Finding]:
             Finding(
                 "priority-classes",
                 Status.fail,
-                f"PriorityClass(es) missing: {', '.join(missing)}; pods that name one are refused "
-                "at admission, so their Jobs never start",
+                f"PriorityClass(es) missing: {', '.join(missing)}; pods that name one are refused at "
+                "admission, so their Jobs never start",
                 "kubectl apply -f priorityclasses.yaml (from eops render gke)",
             )
         )
@@ -45,8 +45,8 @@ def check_priority_classes(s: ClusterSnapshot) -> list[Finding]:
                     "priority-classes",
                     Status.warn,
                     f"{pc.name} is {pc.value}/{pc.preemption_policy}, expected {level.value}/{policy}",
-                    f"kubectl delete priorityclass {pc.name} && kubectl apply -f priorityclasses.yaml (value "
-                    "is immutable)",
+                    f"kubectl delete priorityclass {pc.name} && kubectl apply -f priorityclasses.yaml "
+                    "(value is immutable)",
                 )
             )
     if not findings:
@@ -63,8 +63,9 @@ def check_priority_classes(s: ClusterSnapshot) -> list[Finding]:
 _ZONE_RE = re.compile(r"\b([a-z]+-[a-z]+[0-9]+-[a-z])\b")
 
 
-def classify_pending(pod: PendingPod) -> tuple[str, Status, str]:
-    """(reason, severity, fix) for one Pending pod, from the scheduler's and autoscaler's words."""
+def classify_pending(pod: PendingPod, gpu_nodes: int | None = None) -> tuple[str, Status, str]:
+    """(reason, severity, fix) for one Pending pod, from the scheduler's and autoscaler's words;
+    `gpu_nodes` (how many the cluster has, if known) tells "none exist" from "all busy"."""
     texts = [pod.scheduler_message] + [f"{e.reason}: {e.message}" for e in pod.events]
     blob = "\n".join(texts)
     low = blob.lower()
@@ -79,9 +80,8 @@ def classify_pending(pod: PendingPod) -> tuple[str, Status, str]:
         return (
             f"GPU stockout{where}",
             Status.fail,
-            "add zones / fallbacks (ComputeClass spot->on-demand, T4->L4) or keep warm capacity; "
-            "the autoscaler "
-            "backs off 5-30 min per pool",
+            "add zones / fallbacks (ComputeClass spot->on-demand, T4->L4) or keep warm capacity; the "
+            "autoscaler backs off 5-30 min per pool",
         )
     if "quota" in low:
         return (
@@ -93,16 +93,15 @@ def classify_pending(pod: PendingPod) -> tuple[str, Status, str]:
         return (
             "autoscaler at its limits",
             Status.fail,
-            "raise node auto-provisioning limits or the node pool max (eops render gke sizes them "
-            "from --peak)",
+            "raise node auto-provisioning limits or the node pool max (eops render gke sizes them from "
+            "--peak)",
         )
     if "untolerated taint" in low or "had taint" in low or "didn't tolerate" in low:
         return (
             "taint not tolerated (no toleration for nvidia.com/gpu)",
             Status.fail,
-            "add tolerations: [{key: nvidia.com/gpu, operator: Exists, effect: NoSchedule}] to the "
-            "pod (ElasticityOps "
-            "Jobs carry it)",
+            "add tolerations: [{key: nvidia.com/gpu, operator: Exists, effect: NoSchedule}] to the pod "
+            "(ElasticityOps Jobs carry it)",
         )
     if (
         "didn't match pod's node affinity" in low
@@ -113,8 +112,7 @@ def classify_pending(pod: PendingPod) -> tuple[str, Status, str]:
             "no node matches its nodeSelector/affinity",
             Status.warn,
             "check the selector labels against kubectl get nodes --show-labels; NAP creates nodes only for "
-            "selectors "
-            "it knows",
+            "selectors it knows",
         )
     if f"insufficient {GPU_RESOURCE}" in low:
         if "triggeredscaleup" in low:
@@ -122,6 +120,13 @@ def classify_pending(pod: PendingPod) -> tuple[str, Status, str]:
                 "waiting for a new GPU node (scale-up triggered)",
                 Status.info,
                 "normal: a GPU node takes minutes; keep warm capacity (placeholders) for faster starts",
+            )
+        if gpu_nodes == 0 and pod.gpu_request:
+            return (
+                "no GPU nodes at all, and no scale-up triggered yet",
+                Status.warn,
+                "if it stays: check node auto-provisioning is on with a GPU limit (eops render gke) and "
+                "the pod selects a GPU the cluster may create (cloud.google.com/gke-accelerator)",
             )
         return (
             "no free GPU",
@@ -166,7 +171,7 @@ def check_pending(s: ClusterSnapshot) -> list[Finding]:
         return [Finding("pending-pods", Status.passed, "no Pending pods")]
     groups: dict[str, tuple[Status, str, list[str]]] = {}
     for pod in s.pending_pods:
-        reason, status, fix = classify_pending(pod)
+        reason, status, fix = classify_pending(pod, None if "nodes" in s.unreadable else len(s.gpu_nodes))
         groups.setdefault(reason, (status, fix, []))[2].append(f"{pod.namespace}/{pod.name}")
     return [
         Finding("pending-pods", status, f"{len(pods)} Pending pod(s), {reason}: {names(pods)}", fix)
@@ -219,8 +224,7 @@ def check_quota(s: ClusterSnapshot) -> list[Finding]:
                 Status.info,
                 "gcloud is not installed: GPU quota not checked",
                 "install the Google Cloud CLI, or check by hand: gcloud compute regions describe REGION "
-                "--flatten=quotas "
-                "--filter='quotas.metric~GPUS'",
+                "--flatten=quotas --filter='quotas.metric~GPUS'",
             )
         ]
     if q.target_unknown:
@@ -277,8 +281,8 @@ def check_quota(s: ClusterSnapshot) -> list[Finding]:
             Finding(
                 "gpu-quota",
                 Status.warn,
-                f"{metric} in {q.region} is {limit:.0f}: covers the peak {s.peak} but not the "
-                f"margin ({wanted})",
+                f"{metric} in {q.region} is {limit:.0f}: covers the peak {s.peak} but not the margin "
+                f"({wanted})",
                 f"request {wanted}",
             )
         ]

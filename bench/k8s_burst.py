@@ -1,0 +1,436 @@
+#!/usr/bin/env python3
+"""A burst of invocations against the dev cluster with its GPU nodes already present: how fast
+ElasticityOps turns them into Jobs, running pods and finished invocations, side by side with
+the naive way and the API server's own ceiling, in the same run on the same cluster.
+
+    .venv/bin/python bench/k8s_burst.py                        # quick: 200 nodes, 200 invocations
+    .venv/bin/python bench/k8s_burst.py --nodes 1000 --invocations 1000 --markdown
+
+Phases, each in a fresh namespace (deleted afterwards), timed by one watch on its Jobs and pods:
+- ceiling: a tight concurrent loop (64 in flight, no client-side limit) creating the same Job +
+  payload Secret pairs the gateway creates, straight at the API server;
+- naive: the seed's way, one Job created synchronously per request with the official
+  `kubernetes` client's defaults;
+- eops: `eops serve --backend kubernetes` as a subprocess, fed by a concurrent HTTP load
+  generator (32 connections); its CPU seconds and peak RSS are read from /proc.
+For each: seconds from the first request to all Jobs created, all pods started (Running or
+done) and all pods succeeded; Jobs created per second. Pods run --run-seconds (kwok).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import os
+import platform
+import sys
+import tempfile
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+import psutil
+
+from elasticityops.backends.kubernetes.api import KubeApi
+from elasticityops.backends.kubernetes.deploy import priority_classes
+from elasticityops.backends.kubernetes.manifests import build_job, build_payload_secret
+from elasticityops.backends.kubernetes.settings import KubernetesSettings
+from elasticityops.backends.kubernetes.watch import KindWatch
+from elasticityops.devcluster.build import ensure_built
+from elasticityops.devcluster.cluster import DevCluster
+from elasticityops.devcluster.config import AutoscalerSettings, ClusterConfig
+from elasticityops.devcluster.kubeapi import KubeApiError
+from elasticityops.devcluster.stages import RUN_SECONDS_ANNOTATION
+from elasticityops.domain.clock import SystemClock
+from elasticityops.domain.functions import FunctionSpec, Priority
+from elasticityops.domain.invocations import Invocation, State, Timeline, new_invocation_id
+
+REPO = Path(__file__).resolve().parents[1]
+EOPS = str(Path(sys.executable).parent / "eops")
+UNLIMITED = KubernetesSettings(qps=1e6, burst=10**6, concurrency=64, max_retries=8)
+
+
+@dataclass
+class Phase:
+    name: str
+    n: int
+    t0: float = 0.0
+    created_at: list[float] = field(default_factory=list)
+    started: set[str] = field(default_factory=set)
+    succeeded: set[str] = field(default_factory=set)
+    jobs: set[str] = field(default_factory=set)
+    t_jobs: float | None = None
+    t_started: float | None = None
+    t_succeeded: float | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def summary(self) -> dict[str, Any]:
+        rate = self.n / self.t_jobs if self.t_jobs else None
+        return {
+            "phase": self.name,
+            "invocations": self.n,
+            "all_jobs_created_s": _r(self.t_jobs),
+            "jobs_per_s": _r(rate),
+            "all_pods_started_s": _r(self.t_started),
+            "all_succeeded_s": _r(self.t_succeeded),
+            **self.extra,
+        }
+
+
+def _r(value: float | None) -> float | None:
+    return None if value is None else round(value, 2)
+
+
+class Observer:
+    """One watch on Jobs and one on pods of a namespace; stamps when counts reach N."""
+
+    def __init__(self, kubeconfig: str, namespace: str, phase: Phase) -> None:
+        self.settings = KubernetesSettings(kubeconfig=kubeconfig, namespace=namespace, qps=1e6, burst=10**6)
+        self.phase = phase
+        self.ns = namespace
+
+    async def on_job(self, kind: str, obj: dict[str, Any]) -> None:
+        p = self.phase
+        if kind != "DELETED":
+            p.jobs.add(obj["metadata"]["name"])
+            if p.t_jobs is None and len(p.jobs) >= p.n and p.t0:
+                p.t_jobs = time.monotonic() - p.t0
+
+    async def on_pod(self, kind: str, obj: dict[str, Any]) -> None:
+        p = self.phase
+        name = obj["metadata"]["name"]
+        phase = (obj.get("status") or {}).get("phase")
+        if phase in ("Running", "Succeeded", "Failed"):
+            p.started.add(name)
+        if phase == "Succeeded":
+            p.succeeded.add(name)
+        now = time.monotonic() - p.t0
+        if p.t_started is None and len(p.started) >= p.n:
+            p.t_started = now
+        if p.t_succeeded is None and len(p.succeeded) >= p.n:
+            p.t_succeeded = now
+
+    async def run(self, done: asyncio.Event) -> None:
+        api = KubeApi.connect(self.settings)
+        clock = SystemClock()
+        watches = [
+            KindWatch(api, f"/apis/batch/v1/namespaces/{self.ns}/jobs", {}, self.on_job, clock),
+            KindWatch(api, f"/api/v1/namespaces/{self.ns}/pods", {}, self.on_pod, clock),
+        ]
+        tasks = [asyncio.create_task(w.run()) for w in watches]
+        try:
+            await done.wait()
+        finally:
+            for t in tasks:
+                t.cancel()
+            for t in tasks:
+                with contextlib.suppress(asyncio.CancelledError, Exception):
+                    await t
+            await api.close()
+
+
+def spec(run_seconds: float) -> FunctionSpec:
+    return FunctionSpec(
+        name="burst",
+        image="worker:1",
+        command=["python", "w.py"],
+        annotations={RUN_SECONDS_ANNOTATION: str(run_seconds)},
+        timeout_seconds=3600,
+    )
+
+
+def invocation() -> Invocation:
+    return Invocation(
+        id=new_invocation_id(),
+        function="burst",
+        state=State.pending,
+        priority=Priority.normal,
+        timeline=Timeline(accepted=SystemClock().now()),
+    )
+
+
+async def wait_until(cond: Any, limit_s: float, what: str) -> None:
+    deadline = time.monotonic() + limit_s
+    while not cond():
+        if time.monotonic() > deadline:
+            raise TimeoutError(what)
+        await asyncio.sleep(0.2)
+
+
+async def run_ceiling(cluster: DevCluster, phase: Phase, ns: str, args: argparse.Namespace) -> None:
+    settings = KubernetesSettings(
+        **{**UNLIMITED.__dict__, "namespace": ns, "kubeconfig": str(cluster.kubeconfig_path)}
+    )
+    api = KubeApi.connect(settings)
+    s = spec(args.run_seconds)
+    work = [invocation() for _ in range(phase.n)]
+    queue: asyncio.Queue[Invocation] = asyncio.Queue()
+    for inv in work:
+        queue.put_nowait(inv)
+
+    async def worker() -> None:
+        while not queue.empty():
+            inv = queue.get_nowait()
+            job = await api.create(f"/apis/batch/v1/namespaces/{ns}/jobs", build_job(s, inv, settings))
+            await api.create(
+                f"/api/v1/namespaces/{ns}/secrets",
+                build_payload_secret(inv.id, b"{}", "t", job["metadata"]["uid"], settings),
+            )
+
+    phase.t0 = time.monotonic()
+    await asyncio.gather(*(worker() for _ in range(64)))
+    phase.extra["loop_s"] = round(time.monotonic() - phase.t0, 2)
+    await api.close()
+
+
+def run_naive_sync(cluster: DevCluster, phase: Phase, ns: str, args: argparse.Namespace) -> None:
+    from kubernetes import client, config
+
+    api_client = config.new_client_from_config(config_file=str(cluster.kubeconfig_path))
+    batch = client.BatchV1Api(api_client)
+    settings = KubernetesSettings(namespace=ns)
+    s = spec(args.run_seconds)
+    phase.t0 = time.monotonic()
+    for _ in range(phase.n):
+        # One request, one synchronous create, as a handler of the seed did it.
+        batch.create_namespaced_job(ns, build_job(s, invocation(), settings))
+    phase.extra["loop_s"] = round(time.monotonic() - phase.t0, 2)
+
+
+async def run_eops(cluster: DevCluster, phase: Phase, ns: str, args: argparse.Namespace, tmp: Path) -> None:
+    port = _free_port()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("EOPS_")}
+    env.update({"PYTHONUNBUFFERED": "1", **{k: v for k, v in args.gateway_env}})
+    log = (tmp / "gateway.log").open("wb")
+    proc = psutil.Popen(
+        [
+            EOPS,
+            "serve",
+            "--backend",
+            "kubernetes",
+            "--kubeconfig",
+            str(cluster.kubeconfig_path),
+            "--namespace",
+            ns,
+            "--data-dir",
+            str(tmp / "data"),
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+        ],
+        stdout=log,
+        stderr=log,
+        env=env,
+        cwd=REPO,
+    )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        await wait_until(lambda: _ready(url), 60, "gateway ready")
+        token = (tmp / "data" / "admin-token").read_text().strip()
+        headers = {"Authorization": f"Bearer {token}"}
+        async with httpx.AsyncClient(
+            base_url=url, headers=headers, timeout=60, limits=httpx.Limits(max_connections=32)
+        ) as http:
+            answer = await http.put(
+                "/v1/functions/burst", json=spec(args.run_seconds).model_dump(mode="json")
+            )
+            answer.raise_for_status()
+            cpu0 = sum(proc.cpu_times()[:2])
+            sent = iter(range(phase.n))
+            accepted: list[str] = []
+
+            async def client() -> None:
+                for i in sent:
+                    r = await http.post("/v1/functions/burst/invocations", json={"i": i})
+                    r.raise_for_status()
+                    accepted.append(r.json()["id"])
+
+            phase.t0 = time.monotonic()
+            await asyncio.gather(*(client() for _ in range(32)))
+            phase.extra["accept_s"] = round(time.monotonic() - phase.t0, 2)
+            await wait_until(lambda: phase.t_succeeded is not None, args.timeout, "eops: all succeeded")
+
+            # Succeeded pods are visible before the gateway records them: wait for its view too.
+            async def succeeded() -> int:
+                count, cursor = 0, None
+                while True:
+                    params: dict[str, Any] = {"state": "succeeded", "limit": 100}
+                    if cursor:
+                        params["cursor"] = cursor
+                    page = (await http.get("/v1/invocations", params=params)).json()
+                    count += len(page["items"])
+                    cursor = page.get("next_cursor")
+                    if not cursor:
+                        return count
+
+            for _ in range(int(args.timeout / 0.5)):
+                if await succeeded() >= phase.n:
+                    break
+                await asyncio.sleep(0.5)
+            phase.extra["gateway_all_succeeded_s"] = round(time.monotonic() - phase.t0, 2)
+            phase.extra["gateway_cpu_s"] = round(sum(proc.cpu_times()[:2]) - cpu0, 1)
+            phase.extra["gateway_peak_rss_mib"] = _peak_rss_mib(proc.pid)
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(20)
+        except psutil.TimeoutExpired:
+            proc.kill()
+        log.close()
+
+
+def _peak_rss_mib(pid: int) -> float | None:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return round(int(line.split()[1]) / 1024, 1)
+    return None
+
+
+def _ready(url: str) -> bool:
+    try:
+        return httpx.get(url + "/readyz", timeout=2).status_code == 200
+    except httpx.HTTPError:
+        return False
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+def make_namespace(cluster: DevCluster, ns: str) -> None:
+    with cluster.api() as api:
+        api.create("/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})
+        deadline = time.monotonic() + 60
+        while not api.ok(f"/api/v1/namespaces/{ns}/serviceaccounts/default"):
+            if time.monotonic() > deadline:
+                raise TimeoutError("default service account")
+            time.sleep(0.2)
+
+
+def drop_namespace(cluster: DevCluster, ns: str, timeout: float) -> None:
+    with cluster.api() as api:
+        api.delete(f"/api/v1/namespaces/{ns}")
+        deadline = time.monotonic() + timeout
+        while api.ok(f"/api/v1/namespaces/{ns}") and time.monotonic() < deadline:
+            time.sleep(1)
+
+
+async def run_phase(cluster: DevCluster, name: str, args: argparse.Namespace, tmp: Path) -> Phase:
+    ns = f"burst-{name}"
+    make_namespace(cluster, ns)
+    phase = Phase(name, args.invocations)
+    done = asyncio.Event()
+    observer = asyncio.create_task(Observer(str(cluster.kubeconfig_path), ns, phase).run(done))
+    await asyncio.sleep(1.0)  # the watches are listening before the first request
+    cpu0 = psutil.cpu_times()
+    try:
+        if name == "ceiling":
+            await run_ceiling(cluster, phase, ns, args)
+        elif name == "naive":
+            thread = threading.Thread(target=run_naive_sync, args=(cluster, phase, ns, args))
+            thread.start()
+            await asyncio.to_thread(thread.join)
+        else:
+            await run_eops(cluster, phase, ns, args, tmp / name)
+        await wait_until(lambda: phase.t_succeeded is not None, args.timeout, f"{name}: all succeeded")
+    finally:
+        done.set()
+        await observer
+    used = psutil.cpu_times()
+    phase.extra["machine_cpu_s"] = round((used.user + used.system) - (cpu0.user + cpu0.system), 1)
+    print(json.dumps(phase.summary()), flush=True)
+    drop_namespace(cluster, ns, args.drain_timeout)
+    return phase
+
+
+def machine() -> str:
+    model = "unknown CPU"
+    with contextlib.suppress(OSError):
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                model = line.split(":", 1)[1].strip()
+                break
+    mem = psutil.virtual_memory().total / 2**30
+    return f"nproc={os.cpu_count()}, {model}, {mem:.0f} GiB RAM, Python {platform.python_version()}"
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--nodes", type=int, default=200)
+    ap.add_argument("--invocations", type=int, default=200)
+    ap.add_argument("--run-seconds", type=float, default=5.0)
+    ap.add_argument("--phases", default="ceiling,naive,eops")
+    ap.add_argument("--timeout", type=float, default=1200.0)
+    ap.add_argument("--drain-timeout", type=float, default=300.0)
+    ap.add_argument(
+        "--gateway-env",
+        nargs="*",
+        default=[],
+        type=lambda s: tuple(s.split("=", 1)),
+        help="extra KEY=VALUE for the gateway, e.g. EOPS_KUBE_QPS=400",
+    )
+    ap.add_argument("--markdown", action="store_true")
+    args = ap.parse_args()
+
+    tc = ensure_built(allow_build=False)
+    knobs = AutoscalerSettings(
+        baseline=0,
+        max_nodes=max(args.nodes, 1),
+        scan_interval=2.0,
+        gpu_pod_delay=0.0,
+        provision_delay="fixed:5",
+        scale_down_after=3600.0,
+    )
+    results: list[Phase] = []
+    with tempfile.TemporaryDirectory(prefix="eops-burst-") as name:
+        tmp = Path(name)
+        cluster = DevCluster.start(
+            ClusterConfig(state_dir=tmp / "cluster", autoscaler=knobs, node_lease_seconds=400), tc
+        )
+        try:
+            t0 = time.monotonic()
+            cluster.set_baseline(args.nodes, timeout=max(120.0, args.nodes / 5))
+            print(f"{args.nodes} GPU nodes ready in {time.monotonic() - t0:.0f}s", flush=True)
+            with cluster.api() as api:
+                for pc in priority_classes():
+                    with contextlib.suppress(KubeApiError):
+                        api.create("/apis/scheduling.k8s.io/v1/priorityclasses", pc)
+            for phase_name in args.phases.split(","):
+                (tmp / phase_name).mkdir()
+                results.append(asyncio.run(run_phase(cluster, phase_name, args, tmp)))
+        finally:
+            cluster.stop()
+    out = {
+        "machine": machine(),
+        "nodes": args.nodes,
+        "run_seconds": args.run_seconds,
+        "gateway_env": dict(args.gateway_env),
+        "phases": [p.summary() for p in results],
+    }
+    print(json.dumps(out, indent=2))
+    if args.markdown:
+        print("\n| way | Jobs created (s) | Jobs/s | all pods started (s) | all succeeded (s) | notes |")
+        print("|---|---|---|---|---|---|")
+        for p in results:
+            s = p.summary()
+            notes = ", ".join(f"{k} {v}" for k, v in s.items() if k.startswith("gateway_") or k == "accept_s")
+            print(
+                f"| {p.name} | {s['all_jobs_created_s']} | {s['jobs_per_s']} | {s['all_pods_started_s']} | "
+                f"{s['all_succeeded_s']} | {notes} |"
+            )
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
