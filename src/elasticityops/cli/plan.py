@@ -18,12 +18,13 @@ from typer.core import TyperGroup
 from elasticityops.planner.config import SETTINGS_FLAGS, build_settings, load_config, merge, settings_dict
 from elasticityops.planner.errors import PlannerInputError
 from elasticityops.planner.model import ModelStalledError
-from elasticityops.planner.report import table_rows
-from elasticityops.planner.summary import Summary
-from elasticityops.planner.trace import Trace, load_trace
 
 if TYPE_CHECKING:
+    # numpy-backed modules load only when a plan command runs, so every other `eops` command
+    # starts without paying for them.
     from elasticityops.planner.recommend import Recommendation
+    from elasticityops.planner.summary import Summary
+    from elasticityops.planner.trace import Trace
 
 console = Console()
 err_console = Console(stderr=True)
@@ -188,6 +189,8 @@ def _load(values: dict[str, Any]) -> tuple[Trace, list[str]]:
     path = values.get("trace")
     if not path:
         raise PlannerInputError("--trace is required (a CSV, or make one with `eops plan trace`)")
+    from elasticityops.planner.trace import load_trace
+
     trace, notes = load_trace(Path(path), on_unsorted="refuse" if values.get("strict-order") else "sort")
     messages = []
     if notes.unsorted_rows:
@@ -200,6 +203,8 @@ def _load(values: dict[str, Any]) -> tuple[Trace, list[str]]:
 
 
 def _print_table(title: str, summaries: list[Summary]) -> None:
+    from elasticityops.planner.report import table_rows
+
     table = Table(title=title, title_justify="left")
     table.add_column("metric")
     for s in summaries:
