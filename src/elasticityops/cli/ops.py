@@ -11,9 +11,6 @@ from pathlib import Path
 import typer
 from rich.console import Console
 
-from elasticityops.ops.doctor.checks import exit_code, run_checks
-from elasticityops.ops.doctor.gather import GatherOptions, gather
-from elasticityops.ops.doctor.report import findings_json, findings_table, summary_line
 from elasticityops.ops.gke import GPU_SHAPES
 
 
@@ -55,6 +52,11 @@ def doctor(
             highlight=False,
         )
         raise typer.Exit(2)
+    # The Kubernetes client loads only when doctor runs, so other commands start faster.
+    from elasticityops.ops.doctor.checks import exit_code, run_checks
+    from elasticityops.ops.doctor.gather import GatherOptions, gather
+    from elasticityops.ops.doctor.report import findings_json, findings_table, summary_line
+
     options = GatherOptions(
         kubeconfig=kubeconfig,
         context=context,
