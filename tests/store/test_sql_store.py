@@ -239,6 +239,10 @@ def test_queued_is_oldest_first_and_active_is_pending_or_running(
     run.run(body())
 
 
+def test_ping_reaches_the_database(store: SqlStore, run: asyncio.Runner) -> None:
+    run.run(store.ping())
+
+
 def test_api_tokens_are_checked_by_hash(store: SqlStore, run: asyncio.Runner) -> None:
     async def body() -> None:
         await store.create_api_token("admin", "f" * 64, T0)

@@ -34,7 +34,7 @@ async def healthz() -> dict[str, str]:
 async def readyz(request: Request) -> Response:
     rt = _runtime(request)
     try:
-        await asyncio.wait_for(rt.store.counts_by_state(), _READY_TIMEOUT_S)
+        await asyncio.wait_for(rt.store.ping(), _READY_TIMEOUT_S)
     except (TimeoutError, EopsError) as exc:
         return error_response(503, "not_ready", f"the store does not answer: {exc}")
     if not rt.dispatcher.running:

@@ -36,6 +36,7 @@ _PAYLOAD_BODY = {
 IdPath = Path(description="invocation id (inv-...)", max_length=100)
 _ID_PREFIX = "inv-"
 _MAX_KEY = 200
+ACCEPT_PATH = "/v1/functions/{name}/invocations"
 
 
 def _runtime(request: Request) -> Runtime:
@@ -211,9 +212,6 @@ def accept_route(max_wait: int) -> Route:
         return _json(inv, 200 if inv.state.terminal else 202, headers)
 
     return Route(ACCEPT_PATH, invoke, methods=["POST"], name="invoke")
-
-
-ACCEPT_PATH = "/v1/functions/{name}/invocations"
 
 
 def accept_operation(max_wait: int) -> dict[str, Any]:

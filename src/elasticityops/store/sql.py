@@ -316,6 +316,12 @@ class SqlStore:
 
         return await self._read(run)
 
+    async def ping(self) -> None:
+        def run(conn: Connection) -> None:
+            conn.exec_driver_sql("SELECT 1")
+
+        await self._read(run)
+
     # -- API tokens -------------------------------------------------------------------------
 
     async def create_api_token(self, name: str, token_hash: str, at: datetime) -> None:
