@@ -25,11 +25,13 @@ import contextlib
 import json
 import os
 import platform
+import signal
 import sys
 import tempfile
 import threading
 import time
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -51,8 +53,7 @@ from elasticityops.domain.functions import FunctionSpec, Priority
 from elasticityops.domain.invocations import Invocation, State, Timeline, new_invocation_id
 
 REPO = Path(__file__).resolve().parents[1]
-EOPS = str(Path(sys.executable).parent / "eops")
-UNLIMITED = KubernetesSettings(qps=1e6, burst=10**6, concurrency=64, max_retries=8)
+UNLIMITED = KubernetesSettings(qps=1e6, burst=10**6, concurrency=64, max_retries=8, http2=True)
 
 
 @dataclass
@@ -207,9 +208,13 @@ async def run_eops(cluster: DevCluster, phase: Phase, ns: str, args: argparse.Na
     env = {k: v for k, v in os.environ.items() if not k.startswith("EOPS_")}
     env.update({"PYTHONUNBUFFERED": "1", **{k: v for k, v in args.gateway_env}})
     log = (tmp / "gateway.log").open("wb")
+    profile = ["-m", "cProfile", "-o", args.profile_gateway] if args.profile_gateway else []
     proc = psutil.Popen(
         [
-            EOPS,
+            sys.executable,
+            *profile,
+            "-m",
+            "elasticityops.cli.main",
             "serve",
             "--backend",
             "kubernetes",
@@ -231,7 +236,14 @@ async def run_eops(cluster: DevCluster, phase: Phase, ns: str, args: argparse.Na
     )
     url = f"http://127.0.0.1:{port}"
     try:
-        await wait_until(lambda: _ready(url), 60, "gateway ready")
+        try:
+            await wait_until(lambda: _ready(url) or proc.poll() is not None, 120, "gateway ready")
+            if proc.poll() is not None:
+                raise RuntimeError("the gateway exited")
+        except (TimeoutError, RuntimeError):
+            log.flush()
+            print((tmp / "gateway.log").read_text(errors="replace")[-3000:], file=sys.stderr)
+            raise
         token = (tmp / "data" / "admin-token").read_text().strip()
         headers = {"Authorization": f"Bearer {token}"}
         async with httpx.AsyncClient(
@@ -257,29 +269,37 @@ async def run_eops(cluster: DevCluster, phase: Phase, ns: str, args: argparse.Na
             await wait_until(lambda: phase.t_succeeded is not None, args.timeout, "eops: all succeeded")
 
             # Succeeded pods are visible before the gateway records them: wait for its view too.
-            async def succeeded() -> int:
-                count, cursor = 0, None
+            async def succeeded() -> list[dict[str, Any]]:
+                items: list[dict[str, Any]] = []
+                cursor = None
                 while True:
-                    params: dict[str, Any] = {"state": "succeeded", "limit": 100}
+                    params: dict[str, Any] = {"state": "succeeded", "limit": 500}
                     if cursor:
                         params["cursor"] = cursor
                     page = (await http.get("/v1/invocations", params=params)).json()
-                    count += len(page["items"])
+                    items += page["items"]
                     cursor = page.get("next_cursor")
                     if not cursor:
-                        return count
+                        return items
 
+            items: list[dict[str, Any]] = []
             for _ in range(int(args.timeout / 0.5)):
-                if await succeeded() >= phase.n:
+                items = await succeeded()
+                if len(items) >= phase.n:
                     break
                 await asyncio.sleep(0.5)
+            # How fast the dispatcher admitted (queued -> pending, then launch): the gateway's
+            # own pace, apart from the Kubernetes side.
+            dispatched = sorted(datetime.fromisoformat(i["timeline"]["dispatched"]) for i in items)
+            if len(dispatched) > 1:
+                phase.extra["dispatch_span_s"] = round((dispatched[-1] - dispatched[0]).total_seconds(), 2)
             phase.extra["gateway_all_succeeded_s"] = round(time.monotonic() - phase.t0, 2)
             phase.extra["gateway_cpu_s"] = round(sum(proc.cpu_times()[:2]) - cpu0, 1)
             phase.extra["gateway_peak_rss_mib"] = _peak_rss_mib(proc.pid)
     finally:
-        proc.terminate()
+        proc.send_signal(signal.SIGINT)  # a graceful stop, so a profile gets written
         try:
-            proc.wait(20)
+            proc.wait(60)
         except psutil.TimeoutExpired:
             proc.kill()
         log.close()
@@ -381,6 +401,7 @@ def main() -> int:
         help="extra KEY=VALUE for the gateway, e.g. EOPS_KUBE_QPS=400",
     )
     ap.add_argument("--markdown", action="store_true")
+    ap.add_argument("--profile-gateway", default="", help="write a cProfile of the gateway here")
     args = ap.parse_args()
 
     tc = ensure_built(allow_build=False)

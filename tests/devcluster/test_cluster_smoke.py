@@ -126,3 +126,25 @@ def test_bare_pod_without_annotation_keeps_running(dev_cluster, dev_namespace) -
         time.sleep(3)
         assert api.get(path)["status"]["phase"] == "Running"
         api.delete(path)
+
+
+def test_kubeconfig_works_with_lightkube_and_kubectl(dev_cluster) -> None:
+    import asyncio
+
+    from lightkube import AsyncClient, KubeConfig
+    from lightkube.resources.core_v1 import Node
+
+    async def names() -> list[str]:
+        client = AsyncClient(KubeConfig.from_file(dev_cluster.kubeconfig_path))
+        try:
+            # Baseline nodes only: autoscaled ones may come and go between the two listings.
+            return [n.metadata.name async for n in client.list(Node, labels={"eops.dev/role": "baseline"})]
+        finally:
+            await client.close()
+
+    listed = asyncio.run(names())
+    assert len(listed) == dev_cluster.autoscaler_settings.baseline
+    out = dev_cluster.kubectl("get", "nodes", "-l", "eops.dev/role=baseline", "-o", "name").stdout
+    assert sorted(line.removeprefix("node/") for line in out.split()) == sorted(listed)
+    version = dev_cluster.kubectl("version", "-o", "json").stdout
+    assert '"gitVersion": "v1.36.3"' in version

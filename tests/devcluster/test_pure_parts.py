@@ -85,9 +85,19 @@ def test_completion_stages_are_exclusive_and_jitter_free() -> None:
 
 
 def test_kwok_config_is_valid_multi_document_yaml() -> None:
-    stock = "apiVersion: kwok.x-k8s.io/v1alpha1\nkind: Stage\nmetadata:\n  name: node-initialize\n"
+    stock = (
+        "apiVersion: kwok.x-k8s.io/v1alpha1\nkind: Stage\nmetadata:\n  name: node-initialize\n---\n"
+        "apiVersion: kwok.x-k8s.io/v1alpha1\nkind: Stage\nmetadata:\n  name: pod-ready\n"
+    )
     docs = list(yaml.safe_load_all(render_kwok_config(stock, "127.0.0.1:1234", 240)))
-    assert [d["kind"] for d in docs] == ["KwokConfiguration", "Stage", "Stage", "Stage"]
+    assert docs[0]["kind"] == "KwokConfiguration"
+    # Ours replace the stock pod-ready; the stock node stage is kept.
+    assert [d["metadata"]["name"] for d in docs[1:]] == [
+        "eops-pod-ready",
+        "eops-pod-complete-annotated",
+        "eops-pod-complete-job-default",
+        "node-initialize",
+    ]
     assert docs[0]["options"]["serverAddress"] == "127.0.0.1:1234"
 
 

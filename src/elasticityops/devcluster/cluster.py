@@ -203,16 +203,37 @@ def count_ready_nodes(api: KubeApi, role: str) -> int:
     )
 
 
+def _leased(api: KubeApi) -> set[str]:
+    """Nodes kwok has taken on: it creates a Lease in kube-node-lease for each one it manages."""
+    return {
+        lease["metadata"]["name"]
+        for lease in api.list("/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases")
+    }
+
+
 def wait_for_nodes(api: KubeApi, role: str, count: int, timeout: float) -> None:
-    """Wait until exactly `count` nodes of `role` exist and are Ready."""
+    """Wait until exactly `count` nodes of `role` exist, are Ready, and are managed by kwok.
+
+    Ready alone is not enough for nodes created Ready (the baseline pool): a pod bound before
+    kwok has taken its node on may never be started.
+    """
     deadline = time.monotonic() + timeout
     seen = -1
     while time.monotonic() < deadline:
-        seen = count_ready_nodes(api, role)
-        total = sum(1 for _ in api.list("/api/v1/nodes", {"labelSelector": f"{ROLE_LABEL}={role}"}))
-        if seen == count and total == count:
+        nodes = list(api.list("/api/v1/nodes", {"labelSelector": f"{ROLE_LABEL}={role}"}))
+        ready = [
+            n["metadata"]["name"]
+            for n in nodes
+            if any(
+                c.get("type") == "Ready" and c.get("status") == "True"
+                for c in n["status"].get("conditions", [])
+            )
+        ]
+        seen = len(ready)
+        if seen == count and len(nodes) == count and (count == 0 or set(ready) <= _leased(api)):
             return
-        time.sleep(0.5)
+        # Listing thousands of nodes is itself load on the API server: poll less often then.
+        time.sleep(max(0.5, count / 1000))
     raise StartupError(f"expected {count} Ready {role} nodes, saw {seen} after {timeout:.0f}s")
 
 

@@ -16,7 +16,7 @@ from typing import Any
 
 import psutil
 
-from elasticityops.devcluster.cluster import DevCluster, count_ready_nodes
+from elasticityops.devcluster.cluster import DevCluster, wait_for_nodes
 from elasticityops.devcluster.errors import DevClusterError, KubeApiError
 from elasticityops.devcluster.nodes import ROLE_BASELINE
 from elasticityops.devcluster.workloads import gpu_job
@@ -33,6 +33,7 @@ class ScaleResult:
     all_done_s: float = 0.0  # from first submission to the last Job complete
     total_s: float = 0.0
     succeeded: int = 0
+    autoscaled_nodes: int = 0  # autoscale mode: nodes the emulator provisioned (kept: no scale-down)
     cpu_s: dict[str, float] = field(default_factory=dict)  # per component, over the run
     peak_rss_mib: dict[str, float] = field(default_factory=dict)
 
@@ -47,6 +48,7 @@ class ScaleResult:
             "all_done_s": round(self.all_done_s, 1),
             "total_s": round(self.total_s, 1),
             "succeeded": self.succeeded,
+            "autoscaled_nodes": self.autoscaled_nodes,
             "cpu_s": {k: round(v, 1) for k, v in self.cpu_s.items()},
             "cpu_s_total": round(sum(self.cpu_s.values()), 1),
             "peak_rss_mib": {k: round(v) for k, v in self.peak_rss_mib.items()},
@@ -134,12 +136,7 @@ def run_scale(
             cluster.configure_autoscaler(
                 baseline=nodes, max_nodes=max(nodes, cluster.autoscaler_settings.max_nodes)
             )
-            _wait(
-                lambda: count_ready_nodes(api, ROLE_BASELINE) >= nodes,
-                timeout,
-                2.0,
-                f"{nodes} baseline nodes",
-            )
+            wait_for_nodes(api, ROLE_BASELINE, nodes, timeout)
             res.nodes_ready_s = time.monotonic() - started
             log(f"{nodes} baseline nodes Ready after {res.nodes_ready_s:.1f}s")
         else:
@@ -183,6 +180,8 @@ def run_scale(
         _wait(done_logged, timeout, 3.0, f"{pods} Jobs to succeed")
         res.all_done_s = time.monotonic() - t_submit
         log(f"{pods} Jobs succeeded {res.all_done_s:.1f}s after the first submission")
+        if mode == "autoscale":
+            res.autoscaled_nodes = int(cluster.autoscaler_status()["totals"]["created"])
         res.cpu_s = sampler.cpu_delta()
     res.peak_rss_mib = sampler.peak
     res.total_s = time.monotonic() - started

@@ -8,6 +8,7 @@ Pods owned by a Job without `eops.dev/run-seconds` run DEFAULT_RUN_SECONDS and e
 `eops.dev/exit-code` (or 0), so unmodified Jobs finish. Other pods without the annotation (bare
 pods, Deployment or placeholder pause pods) run until deleted.
 
+Our pod-ready stage replaces kwok's stock pod/fast one (see _READY_TEMPLATE for why).
 Pitfalls avoided (see kwok's stage docs): no jitter is set (a jitter <= the delay silently
 becomes the delay); the run time is turned into an absolute end time computed from
 `.status.startTime`, so a patch to a running pod does not restart it; the two completion
@@ -71,6 +72,70 @@ containerStatuses:
 {{ end }}
 phase: {{ if eq $code "0" }}Succeeded{{ else }}Failed{{ end }}
 """.replace("EXIT_ANNOTATION", EXIT_CODE_ANNOTATION)
+
+# Our pod-ready replaces kwok's stock pod/fast one. The stock one allocates a pod IP each time
+# it is applied; under load kwok sometimes applies it twice (a stale watch event), the second
+# patch adds a second IP, the API server rejects it ("may specify no more than one IP for each
+# IP family"), and the pod stays Running forever because its completion is never scheduled
+# (seen at 4,000 pods: 4 stuck). This one is idempotent: no pod IP, and startTime is kept once set.
+_READY_TEMPLATE = """\
+{{ $now := Now }}
+conditions:
+- lastTransitionTime: {{ $now | Quote }}
+  status: "True"
+  type: Initialized
+- lastTransitionTime: {{ $now | Quote }}
+  status: "True"
+  type: Ready
+- lastTransitionTime: {{ $now | Quote }}
+  status: "True"
+  type: ContainersReady
+containerStatuses:
+{{ range .spec.containers }}
+- image: {{ .image | Quote }}
+  name: {{ .name | Quote }}
+  ready: true
+  restartCount: 0
+  started: true
+  state:
+    running:
+      startedAt: {{ $now | Quote }}
+{{ end }}
+{{ with NodeIPWith .spec.nodeName }}
+hostIP: {{ . | Quote }}
+hostIPs:
+- ip: {{ . | Quote }}
+{{ end }}
+phase: Running
+startTime: {{ or .status.startTime $now | Quote }}
+"""
+
+# Stock stages that ours replace: dropped from the assembled stock file when rendering.
+OVERRIDDEN_STOCK_STAGES = frozenset({"pod-ready"})
+
+
+def ready_stage() -> dict[str, Any]:
+    return {
+        "apiVersion": "kwok.x-k8s.io/v1alpha1",
+        "kind": "Stage",
+        "metadata": {"name": "eops-pod-ready"},
+        "spec": {
+            "resourceRef": {"apiGroup": "v1", "kind": "Pod"},
+            "selector": {
+                "matchExpressions": [
+                    {"key": ".metadata.deletionTimestamp", "operator": "DoesNotExist"},
+                    {"key": ".status.phase", "operator": "In", "values": ["Pending"]},
+                    {
+                        "key": '.status.conditions.[] | select( .type == "Ready" ) | .status',
+                        "operator": "NotIn",
+                        "values": ["True"],
+                    },
+                ]
+            },
+            "next": {"statusTemplate": _READY_TEMPLATE},
+        },
+    }
+
 
 _RUNNING_READY: list[dict[str, Any]] = [
     {"key": ".metadata.deletionTimestamp", "operator": "DoesNotExist"},
@@ -140,6 +205,11 @@ def kwok_configuration(server_address: str, node_lease_seconds: int) -> dict[str
 
 
 def render_kwok_config(stock_stages_yaml: str, server_address: str, node_lease_seconds: int) -> str:
-    """One multi-document config: options, the stock stages from the module, then ours."""
-    ours = [kwok_configuration(server_address, node_lease_seconds), *completion_stages()]
-    return yaml.safe_dump_all(ours, sort_keys=False, width=1000) + "---\n" + stock_stages_yaml.strip() + "\n"
+    """One multi-document config: options, our stages, then the stock stages we do not replace."""
+    ours = [kwok_configuration(server_address, node_lease_seconds), ready_stage(), *completion_stages()]
+    stock = [
+        doc
+        for doc in yaml.safe_load_all(stock_stages_yaml)
+        if doc and doc.get("metadata", {}).get("name") not in OVERRIDDEN_STOCK_STAGES
+    ]
+    return yaml.safe_dump_all([*ours, *stock], sort_keys=False, width=1000)

@@ -198,20 +198,23 @@ def test_logs_ask_the_pod_log_api_of_the_invocations_pod(
     cluster: Any, dev_namespace: str, tmp_path: Path
 ) -> None:
     """kwok serves no container output unless configured with ClusterLogs (the dev cluster is not),
-    so the API server answers 404 for pods/log: the gateway must have asked it for this
-    invocation's pod and container, and pass the answer on as a 4xx, never a 500. The streaming
-    itself (follow, chunks) is tested against a real HTTP server in test_backend.py."""
+    so the API server cannot give logs here: 404 from kwok's kubelet endpoint, or 500 when the
+    node's address does not resolve. The gateway must have asked the pod log API for this
+    invocation's pod and container, and answer with that reason (a 404, or a 503 for the
+    upstream failure), never a 500 or a hang. The streaming itself (follow, chunks) is tested
+    against a real HTTP server in test_backend.py."""
     with k8s_gateway(cluster, dev_namespace, tmp_path / "gw") as gw:
         deploy(gw, name="talks", annotations=_runs(1))
         inv = invoke(gw, "talks")
         wait_state(gw, inv, {"succeeded"}, timeout=120)
         for follow in ("false", "true"):
             answer = httpx.get(
-                f"{gw.url}/v1/invocations/{inv}/logs", params={"follow": follow}, headers=gw.auth, timeout=30
+                f"{gw.url}/v1/invocations/{inv}/logs", params={"follow": follow}, headers=gw.auth, timeout=90
             )
-            assert answer.status_code == 404, answer.text
-            assert f"/pods/eops-{inv}-" in answer.json()["error"]["message"]
-            assert "pods/log" in answer.json()["error"]["message"]
+            assert answer.status_code in (404, 503), answer.text
+            message = answer.json()["error"]["message"]
+            assert f"/pods/eops-{inv}-" in message
+            assert "/log" in message
 
 
 def test_gateway_killed_mid_flight_finishes_everything_once(

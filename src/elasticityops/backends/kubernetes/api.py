@@ -110,8 +110,13 @@ class KubeApi:
         settings: KubernetesSettings,
         clock: Clock | None = None,
         rng: random.Random | None = None,
+        streams: httpx2.AsyncClient | None = None,
     ) -> None:
         self._http = http
+        # Watches and log streams: HTTP/1.1, a connection each. Over HTTP/2 (httpcore2), a
+        # request queued behind idle watch streams on the shared connection stalled until the
+        # next bookmark (about a minute), so long-lived streams never share the request client.
+        self._streams = streams or http
         self._settings = settings
         self._clock = clock or SystemClock()
         self._bucket = TokenBucket(settings.qps, settings.burst, self._clock)
@@ -123,17 +128,20 @@ class KubeApi:
     @classmethod
     def connect(cls, settings: KubernetesSettings, clock: Clock | None = None) -> KubeApi:
         config = load_config(settings)
-        params = client_adapter.ConnectionParams(
-            timeout=httpx2.Timeout(settings.request_timeout_seconds), trust_env=False
-        ).httpx_params(config)
-        # Watches and log streams hold connections of their own on top of the request pool.
-        limits = httpx2.Limits(
-            max_connections=settings.concurrency + 16, max_keepalive_connections=settings.concurrency + 16
-        )
-        return cls(httpx2.AsyncClient(**params, limits=limits), settings, clock)
+
+        def client(http2: bool, connections: int) -> httpx2.AsyncClient:
+            params = client_adapter.ConnectionParams(
+                timeout=httpx2.Timeout(settings.request_timeout_seconds), trust_env=False, http2=http2
+            ).httpx_params(config)
+            limits = httpx2.Limits(max_connections=connections, max_keepalive_connections=connections)
+            return httpx2.AsyncClient(**params, limits=limits)
+
+        return cls(client(settings.http2, settings.concurrency), settings, clock, streams=client(False, 64))
 
     async def close(self) -> None:
         await self._http.aclose()
+        if self._streams is not self._http:
+            await self._streams.aclose()
 
     async def request(
         self, method: str, path: str, *, params: Params | None = None, body: Obj | None = None
@@ -229,7 +237,7 @@ class KubeApi:
         await self._bucket.acquire()
         self.requests += 1
         try:
-            async with self._http.stream("GET", path, params=query, timeout=timeout) as response:
+            async with self._streams.stream("GET", path, params=query, timeout=timeout) as response:
                 if response.status_code >= 400:
                     body = await response.aread()
                     raise translate_status(response.status_code, body, response.headers, what).error
@@ -248,7 +256,7 @@ class KubeApi:
         await self._bucket.acquire()
         self.requests += 1
         try:
-            async with self._http.stream("GET", path, params=params, timeout=timeout) as response:
+            async with self._streams.stream("GET", path, params=params, timeout=timeout) as response:
                 if response.status_code >= 400:
                     body = await response.aread()
                     raise translate_status(response.status_code, body, response.headers, what).error

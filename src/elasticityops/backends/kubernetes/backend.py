@@ -109,7 +109,7 @@ class KubernetesBackend:
         # meet a complete picture.
         for watch in self.watches:
             await watch.relist()
-        self._tasks = [asyncio.create_task(w.run(), name=f"watch {w._path}") for w in self.watches]
+        self._tasks = [asyncio.create_task(w.run(), name=f"watch {w.path}") for w in self.watches]
         self._tasks.append(asyncio.create_task(self._sweep(), name="no-capacity sweep"))
 
     async def stop(self) -> None:

@@ -49,7 +49,7 @@ class KindWatch:
     ) -> None:
         self._decode = decode
         self._api = api
-        self._path = path
+        self.path = path
         self._params = dict(params)
         self._handler = handler
         self._clock = clock
@@ -64,9 +64,9 @@ class KindWatch:
     async def relist(self) -> None:
         self.stats.relists += 1
         if self._list_everything:
-            items, rv = await self._api.list(self._path, self._params)
+            items, rv = await self._api.list(self.path, self._params)
         else:
-            doc = await self._api.request("GET", self._path, params={**self._params, "limit": 1})
+            doc = await self._api.request("GET", self.path, params={**self._params, "limit": 1})
             items, rv = [], str((doc.get("metadata") or {}).get("resourceVersion", ""))
         seen: set[str] = set()
         for obj in items:
@@ -82,7 +82,7 @@ class KindWatch:
 
     async def _watch_once(self) -> None:
         params = {**self._params, "resourceVersion": self.resource_version}
-        async for kind, obj in self._api.watch(self._path, params, self._decode):
+        async for kind, obj in self._api.watch(self.path, params, self._decode):
             meta = obj.get("metadata") or {}
             rv = meta.get("resourceVersion")
             if rv:
@@ -116,13 +116,13 @@ class KindWatch:
             except TemporaryError as exc:
                 self.stats.errors.append(exc.message)
                 del self.stats.errors[:-20]
-                log.warning("watch %s: %s; resuming", self._path, exc.message)
+                log.warning("watch %s: %s; resuming", self.path, exc.message)
                 await self._clock.sleep(backoff_delay(failures, 0.5, 30.0))
                 failures += 1
             except EopsError as exc:
                 # Permanent (e.g. RBAC): keep trying slowly so a fixed Role heals the gateway.
                 self.stats.errors.append(exc.message)
                 del self.stats.errors[:-20]
-                log.error("watch %s: %s", self._path, exc.message)
+                log.error("watch %s: %s", self.path, exc.message)
                 await self._clock.sleep(30.0)
                 need_list = True
