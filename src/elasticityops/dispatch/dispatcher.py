@@ -46,6 +46,8 @@ class DispatchSettings:
     """Admit nothing (invocations are accepted and stay queued); events are still handled."""
     event_retries: int = 5
     """Attempts to record one backend event when the store fails (count), with growing pauses."""
+    launch_concurrency: int = 64
+    """Most admissions (store transition + launch) in flight at once within one cycle (count)."""
 
 
 class Dispatcher:
@@ -59,6 +61,7 @@ class Dispatcher:
         self.settings = settings
         self._task: asyncio.Task[None] | None = None
         self._stopping = False
+        self._admitting = asyncio.Semaphore(settings.launch_concurrency)
 
     @property
     def running(self) -> bool:
@@ -147,15 +150,20 @@ class Dispatcher:
             gpu_budget=self.settings.gpu_budget,
             at=self.clock.now(),
         )
-        for change in plan.fail:
-            await self._apply(change)
-        for inv in plan.admit:
+        # Concurrently, so the store's group-commit writer puts a whole pass of transitions in a
+        # few transactions instead of one commit per invocation (a 1,000-request burst was
+        # admitted at about the rate of sequential commits), and slow launches overlap.
+        await asyncio.gather(*(self._apply(change) for change in plan.fail))
+        await asyncio.gather(*(self._admit(inv, functions[inv.function]) for inv in plan.admit))
+        return len(queued) >= self.settings.batch_size and bool(plan.admit or plan.fail)
+
+    async def _admit(self, inv: Invocation, spec: FunctionSpec) -> None:
+        async with self._admitting:
             pending = await self._apply(
                 Change(inv.id, State.pending, self.clock.now(), from_states=frozenset({State.queued}))
             )
             if pending is not None:  # None: cancelled meanwhile
-                await self._launch(pending, functions[inv.function])
-        return len(queued) >= self.settings.batch_size and bool(plan.admit or plan.fail)
+                await self._launch(pending, spec)
 
     async def _functions(self, names: set[str]) -> dict[str, FunctionSpec]:
         found: dict[str, FunctionSpec] = {}
