@@ -109,6 +109,9 @@ def kube_apiserver(tc: Toolchain, lay: Layout, p: Ports, cfg: ClusterConfig) -> 
         "--enable-admission-plugins=ExtendedResourceToleration",
         "--allow-privileged=true",
         "--event-ttl=1h",
+        # Reach "kubelets" (pods/log, exec) by the nodes' loopback InternalIP only: the default
+        # order starts with Hostname, which sends a DNS query off the machine for a fake name.
+        "--kubelet-preferred-address-types=InternalIP",
     ]
     if not cfg.apf_enabled:
         argv += [

@@ -40,7 +40,10 @@ _CONDITIONS = (
     ("PIDPressure", "False", "KubeletHasSufficientPID", "kubelet has sufficient PID available"),
     ("NetworkUnavailable", "False", "RouteCreated", "RouteController created a route"),
 )
-NODE_IP = "10.1.0.1"  # kwok's convention: every simulated node shares one fake InternalIP
+# Every simulated node shares one InternalIP. Loopback, not kwok's usual 10.x address: the API
+# server dials a node's address for pods/log and exec, and nothing of ours may send traffic off
+# this machine (with --kubelet-preferred-address-types=InternalIP it never resolves a hostname).
+NODE_IP = "127.0.0.1"
 
 
 def gpu_node(name: str, *, pool: str, zone: str, role: str, now: str = "") -> dict[str, Any]:
