@@ -113,10 +113,6 @@ class InvocationList(BaseModel):
     next_cursor: str | None = None
 
 
-class TokenOut(BaseModel):
-    token: str
-
-
 def decode_result(raw: bytes | None) -> Any:
     if raw is None:
         return None

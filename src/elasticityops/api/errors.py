@@ -18,6 +18,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.responses import Response
 
 from elasticityops.domain.errors import EopsError, FieldProblem, InvalidInput, TemporaryError
+from elasticityops.domain.functions import validation_fix
 from elasticityops.wire import ErrorBody, ErrorOut, ProblemOut
 
 log = logging.getLogger("elasticityops.api")
@@ -59,25 +60,6 @@ def eops_error_response(exc: EopsError) -> Response:
     return error_response(exc.status_code, exc.code, exc.message, problems, headers)
 
 
-# Fixes for FastAPI's own validation of path, query and header parameters.
-_FIXES = {
-    "missing": "add it",
-    "int_parsing": "use a whole number",
-    "float_parsing": "use a number",
-    "bool_parsing": "use true or false",
-    "greater_than_equal": "use a larger number",
-    "greater_than": "use a larger number",
-    "less_than_equal": "use a smaller number",
-    "less_than": "use a smaller number",
-    "string_too_long": "use a shorter value",
-    "string_too_short": "use a longer value",
-    "string_pattern_mismatch": "match the pattern given in /openapi.json",
-    "enum": "use one of the listed values",
-    "literal_error": "use one of the listed values",
-    "json_invalid": "send valid JSON",
-}
-
-
 def validation_problems(errors: Sequence[Any]) -> list[FieldProblem]:
     out: list[FieldProblem] = []
     for item in errors:
@@ -88,7 +70,8 @@ def validation_problems(errors: Sequence[Any]) -> list[FieldProblem]:
             name = f"header {name}"
         elif where == "body":
             name = f"(body).{name}" if len(loc) > 1 else "(body)"
-        out.append(FieldProblem(name, str(item.get("msg", "invalid")), _FIXES.get(item.get("type", ""), "")))
+        fix = validation_fix(str(item.get("type", "")))
+        out.append(FieldProblem(name, str(item.get("msg", "invalid")), fix))
     return out
 
 

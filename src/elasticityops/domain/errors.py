@@ -63,11 +63,6 @@ class Unauthorized(EopsError):
     code = "unauthorized"
 
 
-class Forbidden(EopsError):
-    status_code = 403
-    code = "forbidden"
-
-
 class PayloadTooLarge(EopsError):
     status_code = 413
     code = "payload_too_large"

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from enum import StrEnum
 from typing import Any
 
@@ -150,21 +150,39 @@ class FunctionSpec(_Strict):
         return value
 
 
+# How to fix each kind of pydantic validation error: one table for function specs and for the
+# API's own checks of path, query and header parameters.
 _FIXES = {
-    "extra_forbidden": "remove it (allowed fields: {allowed})",
+    "extra_forbidden": "remove it",
     "missing": "add it",
     "greater_than": "use a larger number",
     "greater_than_equal": "use a larger number",
+    "less_than": "use a smaller number",
     "less_than_equal": "use a smaller number",
     "int_parsing": "use a whole number",
     "int_type": "use a whole number",
+    "float_parsing": "use a number",
+    "bool_parsing": "use true or false",
     "string_type": "use a string",
+    "string_too_long": "use a shorter value",
+    "string_too_short": "use a longer value",
+    "string_pattern_mismatch": "match the pattern given in /openapi.json",
     "list_type": 'use a list of strings, e.g. ["python", "worker.py"]',
     "too_short": "give at least one element",
     "enum": "use one of the listed values",
+    "literal_error": "use one of the listed values",
+    "json_invalid": "send valid JSON",
     "dict_type": "use a mapping of NAME: value",
     "model_type": "use a mapping",
 }
+
+
+def validation_fix(kind: str, allowed: Sequence[str] = ()) -> str:
+    """The fix for one pydantic error type; for an unknown field, name the allowed ones."""
+    fix = _FIXES.get(kind, "")
+    if kind == "extra_forbidden" and allowed:
+        fix = f"{fix} (allowed fields: {', '.join(allowed)})"
+    return fix
 
 
 def problems_from_validation(
@@ -180,10 +198,10 @@ def problems_from_validation(
             message = message.removeprefix("Value error, ")
             fix = ""
         else:
-            allowed = ""
+            allowed: list[str] = []
             if kind == "extra_forbidden" and model is not None:
-                allowed = ", ".join(_allowed_fields(model, item["loc"][:-1]))
-            fix = _FIXES.get(kind, "").format(allowed=allowed)
+                allowed = _allowed_fields(model, item["loc"][:-1])
+            fix = validation_fix(kind, allowed)
         if kind == "extra_forbidden":
             message = "unknown field"
         out.append(FieldProblem(loc, message, fix))
