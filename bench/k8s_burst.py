@@ -53,7 +53,7 @@ from elasticityops.domain.functions import FunctionSpec, Priority
 from elasticityops.domain.invocations import Invocation, State, Timeline, new_invocation_id
 
 REPO = Path(__file__).resolve().parents[1]
-UNLIMITED = KubernetesSettings(qps=1e6, burst=10**6, concurrency=64, max_retries=8, http2=True)
+UNLIMITED = KubernetesSettings(qps=1e6, burst=10**6, concurrency=64, max_retries=8)
 
 
 @dataclass

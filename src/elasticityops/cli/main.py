@@ -24,9 +24,11 @@ def _register() -> None:
 
     serve.register(app)
     from elasticityops.cli.plan import app as plan_app
+
     app.add_typer(plan_app, name="plan")
 
     from elasticityops.cli.devcluster import app as devcluster_app
+
     app.add_typer(devcluster_app, name="dev-cluster")
 
     from elasticityops.cli import ops

@@ -129,8 +129,10 @@ def serve(
     ] = None,
     namespace: Annotated[
         str | None,
-        typer.Option(help="Namespace of the Jobs (kubernetes backend). [env: EOPS_KUBE_NAMESPACE; "
-                     "default elasticityops]"),
+        typer.Option(
+            help="Namespace of the Jobs (kubernetes backend). [env: EOPS_KUBE_NAMESPACE; "
+            "default elasticityops]"
+        ),
     ] = None,
 ) -> None:
     """Run the gateway and the dispatcher; print the URL and an admin token."""

@@ -8,6 +8,7 @@ import contextlib
 import re
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
+from urllib.parse import unquote
 
 import orjson
 
@@ -53,7 +54,9 @@ class ScriptedServer:
                         length = int(line.split(":", 1)[1])
                 body = await reader.readexactly(length) if length else b""
                 self.seen.append(Seen(method, target, body))
-                reply = self._next(f"{method} {target}")
+                # Routes match the decoded target: clients differ in which query characters
+                # they escape (a comma, a slash), the server reads the same either way.
+                reply = self._next(f"{method} {unquote(target)}")
                 if reply.drop:
                     writer.close()
                     return

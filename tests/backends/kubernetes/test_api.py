@@ -8,7 +8,6 @@ from __future__ import annotations
 import asyncio
 from dataclasses import replace
 
-import httpx2
 import pytest
 
 from elasticityops.backends.kubernetes.api import KubeApi, ResourceExpired
@@ -34,7 +33,7 @@ def clock() -> ManualClock:
 async def _api(
     server: ScriptedServer, clock: ManualClock, settings: KubernetesSettings = SETTINGS
 ) -> KubeApi:
-    return KubeApi(httpx2.AsyncClient(base_url=server.url, trust_env=False), settings, clock)
+    return KubeApi.at(server.url, settings, clock)
 
 
 async def test_429_waits_what_retry_after_says(clock: ManualClock) -> None:
@@ -53,8 +52,11 @@ async def test_5xx_and_dropped_connections_are_retried(clock: ManualClock) -> No
     async with scripted([Reply(503), Reply(drop=True), Reply(500), Reply(200, {"ok": 2})]) as srv:
         api = await _api(srv, clock)
         assert await api.get(f"{JOBS}/a") == {"ok": 2}
-        assert api.retries == 3
+        # aiohttp itself resends an idempotent request once when the kept-alive connection it
+        # reused turns out closed, so the drop may cost no retry of ours.
+        assert api.retries in (2, 3)
         await api.close()
+    assert len(srv.seen) == 4
     assert 0 < clock.monotonic() <= 0.5 + 1.0 + 2.0
 
 

@@ -9,7 +9,6 @@ import base64
 import re
 from typing import Any
 
-import httpx2
 import orjson
 import pytest
 
@@ -30,7 +29,7 @@ JOBS = f"/apis/batch/v1{NS}/jobs"
 PODS = f"/api/v1{NS}/pods"
 SECRETS = f"/api/v1{NS}/secrets"
 EVENTS = f"/api/v1{NS}/events"
-SELECTOR = "app.kubernetes.io%2Fmanaged-by%3Delasticityops%2Celasticityops.dev%2Finstance%3Ddefault"
+SELECTOR = "app.kubernetes.io/managed-by=elasticityops,elasticityops.dev/instance=default"
 EMPTY = {"items": [], "metadata": {"resourceVersion": "1"}}
 
 
@@ -45,7 +44,7 @@ def _watching(**extra: list[Reply]) -> dict[str, list[Reply]]:
 
 def _backend(srv: ScriptedServer, clock: ManualClock, **settings: Any) -> KubernetesBackend:
     config = KubernetesSettings(max_retries=1, concurrency=4, **settings)
-    api = KubeApi(httpx2.AsyncClient(base_url=srv.url, trust_env=False), config, clock)
+    api = KubeApi.at(srv.url, config, clock)
     return KubernetesBackend(config, clock, api)
 
 
@@ -200,7 +199,7 @@ async def test_logs_stream_from_the_pod_log_api() -> None:
     the_pod = pod(node="n", phase="Running", state={"running": {"startedAt": ts(1)}})
     name = the_pod["metadata"]["name"]
     routes = {
-        f"^GET {re.escape(PODS)}\\?labelSelector={SELECTOR}%2C": [
+        f"^GET {re.escape(PODS)}\\?labelSelector={re.escape(SELECTOR)},": [
             Reply(200, {"items": [the_pod], "metadata": {}})
         ],
         f"^GET {PODS}/{name}/log": [Reply(200, lines=["line one", "line two"])],

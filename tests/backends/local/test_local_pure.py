@@ -150,6 +150,7 @@ def test_physical_slots_expose_their_gpus() -> None:
         slots=slots,
     )
     assert env["CUDA_VISIBLE_DEVICES"] == "3"
+    assert env["CUDA_DEVICE_ORDER"] == "PCI_BUS_ID"  # nvidia-smi's numbering, not fastest-first
     assert env["EOPS_CALLBACK_URL"] == "http://h/v1/invocations/i/result"
     assert slot_node(slots) == "slot-0/gpu3"
     assert slot_node(VIRTUAL[1:]) == "slot-1+2"

@@ -1,10 +1,10 @@
 """The one seam to the Kubernetes API: plain JSON dicts in and out over an async HTTP client.
 
 Configuration and authentication (kubeconfig, in-cluster service account, exec plugins) come
-from lightkube's config loader; the requests themselves are sent here, so the hot paths decode
-straight into dicts with orjson (see bench/k8s_watch_decode.py for why) and every request passes
-the same rate limiter, retry loop and error translation. Client exceptions stop here: callers
-only ever see the domain error tree."""
+from lightkube's config loader; the requests themselves are sent by transport.py (aiohttp), so
+the hot paths decode straight into dicts with orjson (see bench/k8s_watch_decode.py for why) and
+every request passes the same rate limiter, retry loop and error translation. Client exceptions
+stop here: callers only ever see the domain error tree."""
 
 from __future__ import annotations
 
@@ -15,7 +15,6 @@ from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-import httpx2
 import orjson
 from lightkube.config import client_adapter
 from lightkube.config.kubeconfig import KubeConfig, SingleConfig
@@ -24,6 +23,7 @@ from lightkube.core.exceptions import ConfigError
 from elasticityops.backends.kubernetes.decode import Decoder, decode_full
 from elasticityops.backends.kubernetes.ratelimit import TokenBucket, backoff_delay, parse_retry_after
 from elasticityops.backends.kubernetes.settings import KubernetesSettings
+from elasticityops.backends.kubernetes.transport import TRANSPORT_ERRORS, Transport
 from elasticityops.domain.clock import Clock, SystemClock
 from elasticityops.domain.errors import (
     Conflict,
@@ -36,6 +36,8 @@ from elasticityops.domain.errors import (
 Obj = dict[str, Any]
 Params = Mapping[str, str | int]
 _RETRIED_STATUS = frozenset({429, 500, 502, 503, 504})
+_JSON_HEADERS = {"Content-Type": "application/json", "Accept": "application/json"}
+_ACCEPT_JSON = {"Accept": "application/json"}
 
 
 class ResourceExpired(TemporaryError):
@@ -106,17 +108,12 @@ class KubeApi:
 
     def __init__(
         self,
-        http: httpx2.AsyncClient,
+        transport: Transport,
         settings: KubernetesSettings,
         clock: Clock | None = None,
         rng: random.Random | None = None,
-        streams: httpx2.AsyncClient | None = None,
     ) -> None:
-        self._http = http
-        # Watches and log streams: HTTP/1.1, a connection each. Over HTTP/2 (httpcore2), a
-        # request queued behind idle watch streams on the shared connection stalled until the
-        # next bookmark (about a minute), so long-lived streams never share the request client.
-        self._streams = streams or http
+        self._transport = transport
         self._settings = settings
         self._clock = clock or SystemClock()
         self._bucket = TokenBucket(settings.qps, settings.burst, self._clock)
@@ -128,20 +125,26 @@ class KubeApi:
     @classmethod
     def connect(cls, settings: KubernetesSettings, clock: Clock | None = None) -> KubeApi:
         config = load_config(settings)
+        params = client_adapter.ConnectionParams(trust_env=False).httpx_params(config)
+        transport = Transport(
+            params["base_url"],
+            ssl_context=params["verify"],
+            auth=params["auth"],
+            connections=settings.concurrency,
+            request_timeout=settings.request_timeout_seconds,
+        )
+        return cls(transport, settings, clock)
 
-        def client(http2: bool, connections: int) -> httpx2.AsyncClient:
-            params = client_adapter.ConnectionParams(
-                timeout=httpx2.Timeout(settings.request_timeout_seconds), trust_env=False, http2=http2
-            ).httpx_params(config)
-            limits = httpx2.Limits(max_connections=connections, max_keepalive_connections=connections)
-            return httpx2.AsyncClient(**params, limits=limits)
-
-        return cls(client(settings.http2, settings.concurrency), settings, clock, streams=client(False, 64))
+    @classmethod
+    def at(cls, base_url: str, settings: KubernetesSettings, clock: Clock | None = None) -> KubeApi:
+        """A client of a server that needs no credentials (plain HTTP in tests)."""
+        transport = Transport(
+            base_url, connections=settings.concurrency, request_timeout=settings.request_timeout_seconds
+        )
+        return cls(transport, settings, clock)
 
     async def close(self) -> None:
-        await self._http.aclose()
-        if self._streams is not self._http:
-            await self._streams.aclose()
+        await self._transport.close()
 
     async def request(
         self, method: str, path: str, *, params: Params | None = None, body: Obj | None = None
@@ -149,22 +152,22 @@ class KubeApi:
         """Send one request, retrying 429 (after Retry-After), 5xx and dropped connections."""
         what = f"{method} {path}"
         content = orjson.dumps(body) if body is not None else None
-        headers = {"Content-Type": "application/json", "Accept": "application/json"}
+        headers = _JSON_HEADERS if content is not None else _ACCEPT_JSON
         attempt = 0
         while True:
             await self._bucket.acquire()
             self.requests += 1
             try:
                 async with self._inflight:
-                    response = await self._http.request(
+                    answer = await self._transport.send(
                         method, path, params=params, content=content, headers=headers
                     )
-            except httpx2.TransportError as exc:
+            except TRANSPORT_ERRORS as exc:
                 failure = translate_transport(exc, what)
             else:
-                if response.status_code < 400:
-                    return orjson.loads(response.content) if response.content else {}
-                failure = translate_status(response.status_code, response.content, response.headers, what)
+                if answer.status < 400:
+                    return orjson.loads(answer.body) if answer.body else {}
+                failure = translate_status(answer.status, answer.body, answer.headers, what)
             error = failure.error
             if (
                 not isinstance(error, TemporaryError)
@@ -231,38 +234,40 @@ class KubeApi:
             "allowWatchBookmarks": "true",
             "timeoutSeconds": self._settings.watch_timeout_seconds,
         }
-        timeout = httpx2.Timeout(
-            self._settings.request_timeout_seconds, read=self._settings.watch_timeout_seconds + 30.0
-        )
         await self._bucket.acquire()
         self.requests += 1
         try:
-            async with self._streams.stream("GET", path, params=query, timeout=timeout) as response:
-                if response.status_code >= 400:
-                    body = await response.aread()
-                    raise translate_status(response.status_code, body, response.headers, what).error
-                async for line in _lines(response.aiter_raw()):
+            async with self._transport.stream(
+                path, query, read_timeout=self._settings.watch_timeout_seconds + 30.0
+            ) as (status, chunks, headers):
+                if status >= 400:
+                    body = b"".join([chunk async for chunk in chunks])
+                    raise translate_status(status, body, headers, what).error
+                async for line in _lines(chunks):
                     kind, obj = decode(line)
                     if kind == "ERROR":
                         raise translate_status(int(obj.get("code") or 500), line, {}, what).error
                     yield kind, obj
-        except httpx2.TransportError as exc:
+        except TRANSPORT_ERRORS as exc:
             raise translate_transport(exc, what).error from None
 
     async def stream(self, path: str, params: Params, follow: bool) -> AsyncIterator[bytes]:
         """Raw bytes of a streamed GET (pod logs)."""
         what = f"GET {path}"
-        timeout = httpx2.Timeout(self._settings.request_timeout_seconds, read=None if follow else 60.0)
         await self._bucket.acquire()
         self.requests += 1
         try:
-            async with self._streams.stream("GET", path, params=params, timeout=timeout) as response:
-                if response.status_code >= 400:
-                    body = await response.aread()
-                    raise translate_status(response.status_code, body, response.headers, what).error
-                async for chunk in response.aiter_raw():
+            async with self._transport.stream(path, params, read_timeout=None if follow else 60.0) as (
+                status,
+                chunks,
+                headers,
+            ):
+                if status >= 400:
+                    body = b"".join([chunk async for chunk in chunks])
+                    raise translate_status(status, body, headers, what).error
+                async for chunk in chunks:
                     yield chunk
-        except httpx2.TransportError as exc:
+        except TRANSPORT_ERRORS as exc:
             raise translate_transport(exc, what).error from None
 
 

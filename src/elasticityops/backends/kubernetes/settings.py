@@ -37,10 +37,6 @@ class KubernetesSettings:
     """Token bucket size (requests). Env: EOPS_KUBE_BURST."""
     concurrency: int = 32
     """Most API requests in flight at once (count). Env: EOPS_KUBE_CONCURRENCY."""
-    http2: bool = False
-    """Send requests over one multiplexed HTTP/2 connection instead of a pool of HTTP/1.1 ones
-    (watches and log streams use HTTP/1.1 either way). Measured no faster here
-    (bench/k8s_burst.py, docs/kubernetes.md). Env: EOPS_KUBE_HTTP2."""
     max_retries: int = 6
     """Retries of a request after 429, 5xx or a dropped connection (count). Env: EOPS_KUBE_MAX_RETRIES."""
     retry_base_seconds: float = 0.2
@@ -84,7 +80,6 @@ _ENV: dict[str, str] = {
     "EOPS_KUBE_QPS": "qps",
     "EOPS_KUBE_BURST": "burst",
     "EOPS_KUBE_CONCURRENCY": "concurrency",
-    "EOPS_KUBE_HTTP2": "http2",
     "EOPS_KUBE_MAX_RETRIES": "max_retries",
     "EOPS_KUBE_RETRY_BASE_SECONDS": "retry_base_seconds",
     "EOPS_KUBE_RETRY_CAP_SECONDS": "retry_cap_seconds",

@@ -53,6 +53,9 @@ def job_env(
     env["EOPS_CALLBACK_TOKEN"] = callback_token
     env["EOPS_GPU_SLOT"] = ",".join(str(s.index) for s in slots)
     env["CUDA_VISIBLE_DEVICES"] = ",".join(str(s.physical) for s in slots if s.physical is not None)
+    # The indices are nvidia-smi's, which follow the PCI bus; CUDA numbers fastest-first unless
+    # told otherwise, so on a machine of mixed GPUs slot N would get another GPU than it names.
+    env["CUDA_DEVICE_ORDER"] = "PCI_BUS_ID"
     return env
 
 
