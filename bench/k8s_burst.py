@@ -25,6 +25,7 @@ import contextlib
 import json
 import os
 import platform
+import shutil
 import signal
 import sys
 import tempfile
@@ -303,6 +304,8 @@ async def run_eops(cluster: DevCluster, phase: Phase, ns: str, args: argparse.Na
         except psutil.TimeoutExpired:
             proc.kill()
         log.close()
+        if args.gateway_log:
+            shutil.copyfile(tmp / "gateway.log", args.gateway_log)
 
 
 def _peak_rss_mib(pid: int) -> float | None:
@@ -401,6 +404,7 @@ def main() -> int:
         help="extra KEY=VALUE for the gateway, e.g. EOPS_KUBE_QPS=400",
     )
     ap.add_argument("--markdown", action="store_true")
+    ap.add_argument("--gateway-log", default="", help="keep a copy of the gateway's log here")
     ap.add_argument("--profile-gateway", default="", help="write a cProfile of the gateway here")
     args = ap.parse_args()
 

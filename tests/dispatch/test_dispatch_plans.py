@@ -3,7 +3,6 @@ one admission cycle."""
 
 from __future__ import annotations
 
-from dataclasses import replace
 from datetime import UTC, datetime
 
 import pytest
@@ -114,7 +113,7 @@ def cycle(
     queued: list[Invocation], **kwargs: object
 ) -> tuple[list[str], list[tuple[str, FailureReason | None]]]:
     options: dict[str, object] = {
-        "active": [],
+        "active_by_function": {},
         "functions": {"fn": spec()},
         "free_gpus": 10,
         "total_gpus": 10,
@@ -149,6 +148,9 @@ def test_cycle_fails_deleted_functions_and_impossible_gpu_counts() -> None:
 
 def test_cycle_respects_the_gpu_budget_and_max_concurrency() -> None:
     queued = [inv(str(i), State.queued) for i in range(5)]
-    running = [replace(inv("r1", State.running)), replace(inv("r2", State.running))]
-    assert cycle(queued, active=running, gpu_budget=3)[0] == ["0"]
-    assert cycle(queued, active=running, functions={"fn": spec(max_concurrency=4)})[0] == ["0", "1"]
+    running = {"fn": 2}
+    assert cycle(queued, active_by_function=running, gpu_budget=3)[0] == ["0"]
+    capped = {"fn": spec(max_concurrency=4)}
+    assert cycle(queued, active_by_function=running, functions=capped)[0] == ["0", "1"]
+    # A deleted function's running invocations still count against the budget.
+    assert cycle(queued, active_by_function={"gone": 2}, gpu_budget=3)[0] == ["0"]

@@ -235,6 +235,11 @@ def test_queued_is_oldest_first_and_active_is_pending_or_running(
         assert [i.id for i in await store.queued(10)] == [items[2].id, items[3].id]
         assert [i.id for i in await store.queued(1)] == [items[2].id]
         assert {i.id for i in await store.active()} == {items[0].id, items[1].id}
+        other = new(function="other")
+        await store.create_invocation(other)
+        await store.apply(Change(other.id, State.pending, T0))
+        await store.apply(Change(items[0].id, State.succeeded, T0, from_states=frozenset({State.pending})))
+        assert await store.active_counts() == {"hello": 1, "other": 1}
 
     run.run(body())
 

@@ -25,15 +25,16 @@ class CyclePlan:
 def plan_cycle(
     *,
     queued: Sequence[Invocation],
-    active: Sequence[Invocation],
+    active_by_function: Mapping[str, int],
     functions: Mapping[str, FunctionSpec],
     free_gpus: int | None,
     total_gpus: int | None,
     gpu_budget: int | None,
     at: datetime,
 ) -> CyclePlan:
-    """`queued` oldest first; `functions` the specs that exist now, by name (a queued
-    invocation whose function is not there was deleted)."""
+    """`queued` oldest first; `active_by_function` how many are pending or running per function;
+    `functions` the specs that exist now, by name (a queued invocation whose function is not
+    there was deleted)."""
     fail: list[Change] = []
     runnable: list[Invocation] = []
     for inv in queued:
@@ -64,12 +65,16 @@ def plan_cycle(
             )
         else:
             runnable.append(inv)
-    in_use = sum(functions[i.function].gpu.count if i.function in functions else 1 for i in active)
+    # A deleted function's running invocations still hold GPUs: one each, at least.
+    in_use = sum(
+        count * (functions[name].gpu.count if name in functions else 1)
+        for name, count in active_by_function.items()
+    )
     snapshot = AdmissionSnapshot(
         queued=[QueuedItem(i.id, i.function, i.priority, functions[i.function].gpu.count) for i in runnable],
         free_gpus=free_gpus,
         gpu_budget_left=None if gpu_budget is None else max(0, gpu_budget - in_use),
-        active_by_function=Counter(i.function for i in active),
+        active_by_function=Counter(active_by_function),
         max_concurrency={name: spec.max_concurrency for name, spec in functions.items()},
     )
     by_id = {i.id: i for i in runnable}

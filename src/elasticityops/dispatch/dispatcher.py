@@ -139,11 +139,11 @@ class Dispatcher:
         queued = await self.store.queued(self.settings.batch_size)
         if not queued:
             return False
-        active = await self.store.active()
-        functions = await self._functions({i.function for i in queued} | {i.function for i in active})
+        active = await self.store.active_counts()
+        functions = await self._functions({i.function for i in queued} | set(active))
         plan = plan_cycle(
             queued=queued,
-            active=active,
+            active_by_function=active,
             functions=functions,
             free_gpus=free,
             total_gpus=self.backend.total_gpus(),

@@ -87,6 +87,11 @@ class Store(Protocol):
         """Invocations in pending or running."""
         ...
 
+    async def active_counts(self) -> Mapping[str, int]:
+        """How many invocations are pending or running, by function (what admission needs each
+        cycle, without reading every active row)."""
+        ...
+
     async def apply(self, change: Change) -> Invocation | None:
         """Apply a transition; None when the compare-and-set lost (state moved on)."""
         ...

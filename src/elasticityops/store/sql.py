@@ -252,6 +252,17 @@ class SqlStore:
 
         return await self._read(run)
 
+    async def active_counts(self) -> Mapping[str, int]:
+        def run(conn: Connection) -> Mapping[str, int]:
+            query = (
+                select(invocations.c.function, func.count())
+                .where(invocations.c.state.in_([s.value for s in ACTIVE_STATES]))
+                .group_by(invocations.c.function)
+            )
+            return {function: count for function, count in conn.execute(query)}
+
+        return await self._read(run)
+
     async def apply(self, change: Change) -> Invocation | None:
         def run(conn: Connection) -> tuple[State, Invocation] | None:
             before = _get(conn, change.id)
