@@ -12,6 +12,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from collections import deque
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 from elasticityops.dispatch.cycle import plan_cycle
@@ -48,6 +50,55 @@ class DispatchSettings:
     """Attempts to record one backend event when the store fails (count), with growing pauses."""
     launch_concurrency: int = 64
     """Most admissions (store transition + launch) in flight at once within one cycle (count)."""
+    event_concurrency: int = 128
+    """Most invocations whose backend events are being recorded at once (count); each one's
+    events are recorded in the order they came."""
+    drain_seconds: float = 10.0
+    """On stop, how long to wait for backend events still being recorded (seconds); whatever
+    is left is read again from the backend by the next start's adoption."""
+
+
+class EventLanes:
+    """Backend events recorded in order per invocation, and for different invocations at once.
+
+    The backend's watch hands over an event and goes on at once instead of waiting for its
+    durable commit, so a burst's events share group commits (one watch recording one event per
+    fsync fell minutes behind 1,000 Jobs) while each invocation still sees its events in order."""
+
+    def __init__(self, record: Callable[[BackendEvent], Awaitable[None]], concurrency: int) -> None:
+        self._record = record
+        self._queues: dict[str, deque[BackendEvent]] = {}
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._slots = asyncio.Semaphore(concurrency)
+
+    def put(self, event: BackendEvent) -> None:
+        queue = self._queues.get(event.invocation_id)
+        if queue is not None:
+            queue.append(event)  # its lane is running: it takes this one in turn
+            return
+        self._queues[event.invocation_id] = deque([event])
+        task = asyncio.create_task(self._drain(event.invocation_id), name=f"events {event.invocation_id}")
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _drain(self, invocation_id: str) -> None:
+        queue = self._queues[invocation_id]
+        try:
+            async with self._slots:
+                while queue:
+                    await self._record(queue[0])
+                    queue.popleft()
+        finally:
+            # No await between the last check of `queue` and here: a put() for this invocation
+            # either landed in the queue above or finds no lane and starts a new one.
+            del self._queues[invocation_id]
+
+    async def drain(self, seconds: float) -> None:
+        """Wait (at most `seconds`) until every event handed over has been recorded."""
+        if self._tasks:
+            await asyncio.wait(set(self._tasks), timeout=seconds)
+        for task in list(self._tasks):
+            task.cancel()
 
 
 class Dispatcher:
@@ -62,6 +113,7 @@ class Dispatcher:
         self._task: asyncio.Task[None] | None = None
         self._stopping = False
         self._admitting = asyncio.Semaphore(settings.launch_concurrency)
+        self._events = EventLanes(self._record_with_retries, settings.event_concurrency)
 
     @property
     def running(self) -> bool:
@@ -85,6 +137,7 @@ class Dispatcher:
                 await self._task
             self._task = None
         await self.backend.stop()
+        await self._events.drain(self.settings.drain_seconds)
 
     async def cancel(self, invocation_id: str) -> Invocation:
         """Cancel: a queued invocation at once; a pending or running one by asking the backend to
@@ -240,6 +293,10 @@ class Dispatcher:
     # --- backend events ---------------------------------------------------------------------
 
     async def _on_event(self, event: BackendEvent) -> None:
+        """The backend's sink: hand the event to its invocation's lane and return."""
+        self._events.put(event)
+
+    async def _record_with_retries(self, event: BackendEvent) -> None:
         """Record one backend event. Store failures are retried: an event dropped here would
         leave the invocation active until the next restart re-reads the backend."""
         for attempt in range(1, self.settings.event_retries + 1):
