@@ -202,3 +202,19 @@ def test_an_oversized_result_is_explained() -> None:
     event = finished_event("i", {"exit_code": 0}, at=AT, node=None, result=None, result_problem="too big")
     assert event.reason is None
     assert event.message == "too big"
+
+
+def test_the_gateways_own_cuda_visible_devices_limits_the_gpus_offered() -> None:
+    from elasticityops.backends.local.gpus import visible_gpus
+
+    detected = [(0, "NVIDIA L4"), (1, "NVIDIA L4"), (2, "NVIDIA H100"), (3, "NVIDIA H100")]
+    assert visible_gpus(detected, None) == (detected, None)
+    assert visible_gpus(detected, "3,2") == ([(3, "NVIDIA H100"), (2, "NVIDIA H100")], None)
+    assert visible_gpus(detected, "2,9,2") == ([(2, "NVIDIA H100")], None)  # absent and repeated
+    assert visible_gpus(detected, "") == ([], None)  # CUDA's "no GPU"
+    chosen, warning = visible_gpus(detected, "GPU-1234abcd")
+    assert chosen == detected
+    assert warning is not None
+    assert "indices" in warning
+    slots = plan_slots(None, False, visible_gpus(detected, "3,2")[0])
+    assert [(s.index, s.physical) for s in slots] == [(0, 3), (1, 2)]

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from elasticityops.backends.local import rundir
-from elasticityops.backends.local.gpus import SlotDevice, detect_gpus, plan_slots
+from elasticityops.backends.local.gpus import SlotDevice, detect_gpus, plan_slots, visible_gpus
 from elasticityops.backends.local.jobenv import job_env, resolve_argv, slot_node
 from elasticityops.backends.local.outcome import finished_event, stamp
 from elasticityops.backends.local.rundir import RunState, classify
@@ -59,8 +59,20 @@ class LocalBackend:
         self.settings = settings
         self.clock = clock or SystemClock()
         if detected_gpus is None:
-            detected_gpus = [] if settings.virtual else detect_gpus()
+            detected_gpus = []
+            if not settings.virtual:
+                detected_gpus, warning = visible_gpus(detect_gpus(), os.environ.get("CUDA_VISIBLE_DEVICES"))
+                if warning:
+                    log.warning(warning)
         self.devices = plan_slots(settings.gpus, settings.virtual, detected_gpus)
+        if detected_gpus and self.devices[0].physical is None:
+            log.warning(
+                "%d GPU slots asked for but %d GPUs found: all slots are virtual (no GPU); "
+                "ask for at most %d to run on the GPUs",
+                len(self.devices),
+                len(detected_gpus),
+                len(detected_gpus),
+            )
         self._pool = SlotPool(self.devices, settings.slot_idle_timeout_s)
         self._run_root = settings.run_dir
         self._workdir = str((settings.workdir or Path.cwd()).resolve())

@@ -41,6 +41,26 @@ def detect_gpus(timeout_s: float = 10.0) -> list[tuple[int, str]]:
     return parse_nvidia_smi_list(done.stdout) if done.returncode == 0 else []
 
 
+def visible_gpus(
+    detected: list[tuple[int, str]], cuda_visible_devices: str | None
+) -> tuple[list[tuple[int, str]], str | None]:
+    """The detected GPUs the gateway itself may use, after its own CUDA_VISIBLE_DEVICES (so a
+    gateway started with `CUDA_VISIBLE_DEVICES=2,3` hands out GPUs 2 and 3, never 0), and a
+    warning when the variable could not be followed. Indices only: UUIDs and MIG names are not
+    matched against `nvidia-smi -L`, so then every GPU stays offered and the warning says so."""
+    if cuda_visible_devices is None:
+        return detected, None
+    wanted = [part.strip() for part in cuda_visible_devices.split(",") if part.strip()]
+    if not all(part.isdigit() for part in wanted):
+        return detected, (
+            f"CUDA_VISIBLE_DEVICES={cuda_visible_devices!r} is not a list of GPU indices; "
+            "offering every GPU nvidia-smi lists (use indices, e.g. 0,1)"
+        )
+    by_index = dict(detected)
+    chosen = [(int(i), by_index[int(i)]) for i in dict.fromkeys(wanted) if int(i) in by_index]
+    return chosen, None
+
+
 def plan_slots(gpus: int | None, virtual: bool, detected: list[tuple[int, str]]) -> list[SlotDevice]:
     """The slots to offer, from the settings and what the machine has (see LocalBackendSettings).
     `gpus` None or 0: as many as the machine has (0 is what `--gpus` leaves unset)."""
