@@ -6,7 +6,9 @@ the naive way and the API server's own ceiling, in the same run on the same clus
     .venv/bin/python bench/k8s_burst.py                        # quick: 200 nodes, 200 invocations
     .venv/bin/python bench/k8s_burst.py --nodes 1000 --invocations 1000 --markdown
 
-Phases, each in a fresh namespace (deleted afterwards), timed by one watch on its Jobs and pods:
+First an unreported warm-up (--warmup invocations through the ceiling loop), then the phases
+--rounds times in turn, each in a fresh namespace (deleted afterwards), timed by one watch on
+its Jobs and pods:
 - ceiling: a tight concurrent loop (64 in flight, no client-side limit) creating the same Job +
   payload Secret pairs the gateway creates, straight at the API server;
 - naive: the seed's way, one Job created synchronously per request with the official
@@ -361,10 +363,12 @@ def drop_namespace(cluster: DevCluster, ns: str, timeout: float) -> None:
             time.sleep(1)
 
 
-async def run_phase(cluster: DevCluster, name: str, args: argparse.Namespace, tmp: Path) -> Phase:
-    ns = f"burst-{name}"
+async def run_phase(
+    cluster: DevCluster, name: str, args: argparse.Namespace, tmp: Path, n: int, tag: str
+) -> Phase:
+    ns = f"burst-{name}-{tag}"
     make_namespace(cluster, ns)
-    phase = Phase(name, args.invocations)
+    phase = Phase(name, n)
     done = asyncio.Event()
     observer = asyncio.create_task(Observer(str(cluster.kubeconfig_path), ns, phase).run(done))
     await asyncio.sleep(1.0)  # the watches are listening before the first request
@@ -377,7 +381,7 @@ async def run_phase(cluster: DevCluster, name: str, args: argparse.Namespace, tm
             thread.start()
             await asyncio.to_thread(thread.join)
         else:
-            await run_eops(cluster, phase, ns, args, tmp / name)
+            await run_eops(cluster, phase, ns, args, tmp)
         await wait_until(lambda: phase.t_succeeded is not None, args.timeout, f"{name}: all succeeded")
     finally:
         done.set()
@@ -406,6 +410,8 @@ def main() -> int:
     ap.add_argument("--invocations", type=int, default=200)
     ap.add_argument("--run-seconds", type=float, default=5.0)
     ap.add_argument("--phases", default="ceiling,naive,eops")
+    ap.add_argument("--rounds", type=int, default=1, help="run the phases this many times, in turn")
+    ap.add_argument("--warmup", type=int, default=100, help="invocations of an unreported first phase")
     ap.add_argument("--timeout", type=float, default=1200.0)
     ap.add_argument("--drain-timeout", type=float, default=300.0)
     ap.add_argument(
@@ -444,9 +450,20 @@ def main() -> int:
                 for pc in priority_classes():
                     with contextlib.suppress(KubeApiError):
                         api.create("/apis/scheduling.k8s.io/v1/priorityclasses", pc)
-            for phase_name in args.phases.split(","):
-                (tmp / phase_name).mkdir()
-                results.append(asyncio.run(run_phase(cluster, phase_name, args, tmp)))
+            if args.warmup:
+                # The first phase after the nodes appear ran slower whichever way it was (cold
+                # caches, node status churn): warm the cluster up first, not reported.
+                (tmp / "warmup").mkdir()
+                asyncio.run(run_phase(cluster, "ceiling", args, tmp / "warmup", args.warmup, "warmup"))
+            for round_no in range(1, args.rounds + 1):
+                for phase_name in args.phases.split(","):
+                    where = tmp / f"{phase_name}-{round_no}"
+                    where.mkdir()
+                    phase = asyncio.run(
+                        run_phase(cluster, phase_name, args, where, args.invocations, str(round_no))
+                    )
+                    phase.extra["round"] = round_no
+                    results.append(phase)
         finally:
             cluster.stop()
     out = {
@@ -466,6 +483,18 @@ def main() -> int:
             print(
                 f"| {p.name} | {s['all_jobs_created_s']} | {s['jobs_per_s']} | {s['all_pods_started_s']} | "
                 f"{s['all_succeeded_s']} | {notes} |"
+            )
+        rates: dict[str, list[float]] = {}
+        for p in results:
+            if p.t_jobs:
+                rates.setdefault(p.name, []).append(p.n / p.t_jobs)
+        mean = {name: sum(r) / len(r) for name, r in rates.items()}
+        print()
+        print("mean Jobs/s: " + ", ".join(f"{name} {rate:.1f}" for name, rate in mean.items()))
+        if {"eops", "ceiling", "naive"} <= mean.keys():
+            print(
+                f"eops: {mean['eops'] / mean['ceiling']:.0%} of the ceiling, "
+                f"{mean['eops'] / mean['naive']:.1f}x naive"
             )
     return 0
 

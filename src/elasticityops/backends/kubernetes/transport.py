@@ -108,7 +108,11 @@ class Transport:
             limit = self._stream_connections if streams else self._connections
             connector = aiohttp.TCPConnector(ssl=self._ssl, limit=limit, limit_per_host=0)
             session = aiohttp.ClientSession(
-                connector=connector, timeout=self._timeout, auto_decompress=False, trust_env=False
+                connector=connector,
+                timeout=self._timeout,
+                auto_decompress=False,
+                trust_env=False,
+                cookie_jar=aiohttp.DummyCookieJar(),  # the API server sets none; skip the jar's work
             )
             if streams:
                 self._streams = session
