@@ -223,3 +223,42 @@ async def test_logs_of_an_invocation_without_a_pod_are_empty() -> None:
         chunks = [c async for c in backend.logs(invocation(), follow=False)]
         await backend.stop()
     assert chunks == []
+
+
+async def test_a_pod_refused_for_good_fails_the_invocation_and_stops_its_job() -> None:
+    clock = ManualClock()
+    refused = {
+        "apiVersion": "v1",
+        "kind": "Event",
+        "metadata": {"name": f"eops-{INV}.1", "resourceVersion": "9"},
+        "involvedObject": {"kind": "Job", "name": f"eops-{INV}", "namespace": "elasticityops"},
+        "reason": "FailedCreate",
+        "message": 'Error creating: pods "p" is forbidden: no PriorityClass with name eops-high was found',
+        "lastTimestamp": "2026-01-01T00:00:05Z",
+    }
+    routes = {
+        # The Job is known from the first list; its Event arrives on the Events watch.
+        f"^GET {re.escape(JOBS)}\\?labelSelector=[^&]*&limit": [
+            Reply(200, {"items": [job()], "metadata": {"resourceVersion": "1"}})
+        ],
+        f"^GET {re.escape(EVENTS)}\\?.*watch=true": [
+            Reply(lines=[{"type": "ADDED", "object": refused}]),
+            Reply(hold=True),
+        ],
+        f"^DELETE {JOBS}/eops-{INV}": [Reply(200, {"kind": "Status"})],
+    }
+    sink = Sink()
+    async with scripted([], _watching(**routes)) as srv:
+        backend = _backend(srv, clock)
+        await backend.start(sink)
+        [event] = await sink.wait_for(1)
+        for _ in range(100):  # the Job's deletion is a background chore
+            if _bodies(srv, f"DELETE {JOBS}"):
+                break
+            await asyncio.sleep(0.01)
+        await backend.stop()
+    assert event.kind is EventKind.finished
+    assert event.reason is FailureReason.launch_error
+    assert "no PriorityClass" in event.message
+    assert _bodies(srv, f"DELETE {JOBS}")[0]["propagationPolicy"] == "Background"
+    assert "fieldSelector" not in next(s.target for s in srv.seen if s.target.startswith(EVENTS))

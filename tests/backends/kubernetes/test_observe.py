@@ -14,6 +14,7 @@ from elasticityops.backends.kubernetes.observe import (
     observe_event,
     observe_job,
     observe_job_deleted,
+    observe_job_event,
     observe_pod,
     overdue,
 )
@@ -293,6 +294,40 @@ def test_event_notes(reason: str, message: str, kind: str) -> None:
     assert events[0].note_kind == kind
     assert events[0].at == T0.replace(second=5)
     assert observe_event(k8s_event(reason, message), INV, progress, NOW)[0] == []
+
+
+def job_event(reason: str, message: str) -> dict[str, Any]:
+    event = k8s_event(reason, message)
+    event["involvedObject"] = {"kind": "Job", "name": f"eops-{INV}", "namespace": "elasticityops"}
+    return event
+
+
+NO_CLASS = 'Error creating: pods "eops-x-1" is forbidden: no PriorityClass with name eops-high was found'
+QUOTA = 'Error creating: pods "eops-x-1" is forbidden: exceeded quota: gpus, requested: nvidia.com/gpu=1'
+WEBHOOK = 'Error creating: admission webhook "policy.example.com" denied the request: no GPUs here'
+SERVER = "Error creating: Internal error occurred: etcdserver: request timed out"
+
+
+def test_a_pod_the_cluster_refuses_for_good_fails_at_once() -> None:
+    for message in (NO_CLASS, WEBHOOK):
+        events, progress = observe_job_event(job_event("FailedCreate", message), INV, Progress(), NOW)
+        assert kinds(events) == ["finished"]
+        assert events[0].reason is FailureReason.launch_error
+        assert message in events[0].message
+        assert events[0].at == T0.replace(second=5)
+        assert progress.finished
+        assert observe_job_event(job_event("FailedCreate", message), INV, progress, NOW)[0] == []
+
+
+def test_quota_and_server_errors_in_pod_creation_only_explain_the_wait() -> None:
+    events, progress = observe_job_event(job_event("FailedCreate", QUOTA), INV, Progress(), NOW)
+    assert [(e.kind, e.note_kind) for e in events] == [(EventKind.note, "QuotaExceeded")]
+    assert not progress.finished
+    assert progress.last_wait == f"QuotaExceeded: {QUOTA}"  # named again if it ends in no_capacity
+    events, progress = observe_job_event(job_event("FailedCreate", SERVER), INV, Progress(), NOW)
+    assert [(e.kind, e.note_kind) for e in events] == [(EventKind.note, "FailedCreate")]
+    assert not progress.finished
+    assert observe_job_event(job_event("SuccessfulCreate", "Created pod: x"), INV, Progress(), NOW)[0] == []
 
 
 @pytest.mark.parametrize("reason", ["Scheduled", "Created", "Started", "SuccessfulCreate"])

@@ -30,6 +30,7 @@ from elasticityops.backends.kubernetes.observe import (
     observe_event,
     observe_job,
     observe_job_deleted,
+    observe_job_event,
     observe_pod,
     overdue,
     parse_time,
@@ -97,7 +98,7 @@ class KubernetesBackend:
             KindWatch(
                 api,
                 self.events_path,
-                {"fieldSelector": "involvedObject.kind=Pod"},
+                {},  # about Pods and Jobs (one watch per kind: Events of both)
                 self._on_event,
                 self._clock,
                 track_deletes=False,
@@ -329,8 +330,19 @@ class KubernetesBackend:
     async def _on_event(self, kind: str, event: Obj) -> None:
         if kind == "DELETED":
             return
-        pod = (event.get("involvedObject") or {}).get("name", "")
-        inv = self._pod_inv.get(pod) or self._job_inv.get(job_name_of_pod(pod))
+        involved = event.get("involvedObject") or {}
+        name = involved.get("name", "")
+        if involved.get("kind") == "Job":
+            inv = self._job_inv.get(name)
+            if inv is None:
+                return
+            progress = self._progress.get(inv, Progress())
+            events, self._progress[inv] = observe_job_event(event, inv, progress, self._clock.now())
+            await self._deliver(events)
+            return
+        if involved.get("kind") != "Pod":
+            return
+        inv = self._pod_inv.get(name) or self._job_inv.get(job_name_of_pod(name))
         if inv is None or inv not in self._progress:
             return
         events, self._progress[inv] = observe_event(event, inv, self._progress[inv], self._clock.now())

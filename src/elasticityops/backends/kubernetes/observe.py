@@ -411,6 +411,44 @@ def observe_event(
     return _note(inv, progress, at, note[0], note[1])
 
 
+# What the Job controller says when the API server refuses its pod for good: retrying (it does,
+# with back-off) cannot help until someone changes the cluster or the function.
+_PERMANENT_CREATE_WORDS = (
+    "no PriorityClass",
+    "is invalid",
+    "denied the request",
+    "forbidden",
+    "not found",
+)
+
+
+def observe_job_event(
+    event: Obj, inv: str, progress: Progress, now: datetime
+) -> tuple[list[BackendEvent], Progress]:
+    """A Kubernetes Event about the invocation's Job. `FailedCreate` means its pod was refused:
+    a quota refusal explains the wait (the Job controller retries once quota frees); a
+    refusal that retrying cannot cure (a missing PriorityClass, an admission webhook, an invalid
+    or forbidden pod) fails the invocation at once instead of after the provisioning timeout;
+    anything else (a server error) is a note and the Job controller's retries go on."""
+    if progress.finished or str(event.get("reason") or "") != "FailedCreate":
+        return [], progress
+    message = str(event.get("message") or "")
+    at = parse_time(event.get("lastTimestamp")) or parse_time(event.get("eventTime")) or now
+    lowered = message.lower()
+    if any(word.lower() in lowered for word in _QUOTA_WORDS):
+        return _note(inv, progress, at, "QuotaExceeded", message)
+    if any(word.lower() in lowered for word in _PERMANENT_CREATE_WORDS):
+        failed = _ev(
+            inv,
+            EventKind.finished,
+            at,
+            reason=FailureReason.launch_error,
+            message=f"the cluster refused the Job's pod: {message}",
+        )
+        return [failed], progress._replace(finished=True)
+    return _note(inv, progress, at, "FailedCreate", message)
+
+
 def job_name_of_pod(pod_name: str) -> str:
     """Pods of a Job are named `<job>-<5 random characters>`."""
     head, sep, _ = pod_name.rpartition("-")
