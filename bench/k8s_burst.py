@@ -262,6 +262,24 @@ async def run_eops(cluster: DevCluster, phase: Phase, ns: str, args: argparse.Na
             )
             answer.raise_for_status()
             cpu0 = sum(proc.cpu_times()[:2])
+            spy = None
+            if args.spy_gateway:
+                # Sampled stacks of every gateway thread over the burst window (py-spy, not a
+                # dependency: pip install py-spy), folded for a flame graph.
+                spy = await asyncio.create_subprocess_exec(
+                    *(
+                        shutil.which("py-spy") or str(Path(sys.executable).parent / "py-spy"),
+                        "record",
+                        "--pid",
+                        str(proc.pid),
+                        "--duration",
+                        str(args.spy_seconds),
+                    ),
+                    *("--rate", "250", "--threads", "--format", "raw", "--output", args.spy_gateway),
+                    stdout=asyncio.subprocess.DEVNULL,
+                    stderr=asyncio.subprocess.DEVNULL,
+                )
+                await asyncio.sleep(0.5)
             sent = iter(range(phase.n))
             accepted: list[str] = []
 
@@ -282,6 +300,8 @@ async def run_eops(cluster: DevCluster, phase: Phase, ns: str, args: argparse.Na
                 await asyncio.gather(*(client() for _ in range(args.connections)))
                 phase.extra["accept_s"] = round(time.monotonic() - phase.t0, 2)
             await wait_until(lambda: phase.t_succeeded is not None, args.timeout, "eops: all succeeded")
+            if spy is not None:
+                await spy.wait()
 
             # Succeeded pods are visible before the gateway records them: wait for its view too.
             async def succeeded() -> list[dict[str, Any]]:
@@ -423,6 +443,8 @@ def main() -> int:
     )
     ap.add_argument("--markdown", action="store_true")
     ap.add_argument("--connections", type=int, default=32, help="load generator connections (eops)")
+    ap.add_argument("--spy-gateway", default="", help="py-spy the gateway's burst window into this file")
+    ap.add_argument("--spy-seconds", type=int, default=8, help="how long --spy-gateway samples")
     ap.add_argument("--gateway-log", default="", help="keep a copy of the gateway's log here")
     ap.add_argument("--profile-gateway", default="", help="write a cProfile of the gateway here")
     args = ap.parse_args()

@@ -30,8 +30,11 @@ class StoreSettings:
     `postgresql+psycopg://user:pass@host/db`. Env: EOPS_DATABASE_URL."""
     group_commit_max: int = 512
     """Most writes committed in one transaction (count). Env: EOPS_GROUP_COMMIT_MAX."""
-    read_threads: int = 4
-    """Threads serving reads (count). Env: EOPS_STORE_READ_THREADS."""
+    read_threads: int = 1
+    """Threads serving reads (count). Each read is mostly Python work under the GIL, so more
+    threads mainly contend with the event loop: in a 1,000-invocation burst one thread gave
+    176 Jobs/s and 9.9 gateway CPU-s against ~145 Jobs/s and 10.6-12 CPU-s with four
+    (bench/k8s_burst.py). Env: EOPS_STORE_READ_THREADS."""
 
 
 @dataclass(frozen=True)

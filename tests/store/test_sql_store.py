@@ -282,3 +282,21 @@ def test_an_unknown_database_is_refused_with_the_fix(run: asyncio.Runner) -> Non
     with pytest.raises(InvalidInput) as caught:
         run.run(open_store("mysql://localhost/x"))
     assert "postgresql+psycopg" in str(caught.value)
+
+
+def test_small_payloads_are_read_together_and_large_ones_left_out(
+    store: SqlStore, run: asyncio.Runner
+) -> None:
+    async def body() -> None:
+        small, large, other = new(payload=b'{"a": 1}'), new(payload=b"x" * 5000), new(payload=b"[]")
+        for item in (small, large, other):
+            await store.create_invocation(item)
+        found = await store.small_payloads([small.id, large.id, "inv-missing"], max_bytes=4096)
+        assert found == {small.id: b'{"a": 1}'}
+        assert await store.small_payloads([], max_bytes=4096) == {}
+        many = [new(payload=b"%d" % i) for i in range(600)]  # more ids than one query takes
+        for item in many:
+            await store.create_invocation(item)
+        assert len(await store.small_payloads([i.id for i in many], max_bytes=10)) == 600
+
+    run.run(body())

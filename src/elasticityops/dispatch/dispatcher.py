@@ -28,6 +28,7 @@ from elasticityops.domain.ports import Backend, BackendEvent, Change, LaunchRequ
 log = logging.getLogger(__name__)
 
 _ACTIVE = frozenset({State.pending, State.running})
+_BATCH_PAYLOAD_BYTES = 64 * 1024  # payloads read together per cycle; a pass holds at most 16 MiB
 
 
 @dataclass(frozen=True)
@@ -207,16 +208,20 @@ class Dispatcher:
         # few transactions instead of one commit per invocation (a 1,000-request burst was
         # admitted at about the rate of sequential commits), and slow launches overlap.
         await asyncio.gather(*(self._apply(change) for change in plan.fail))
-        await asyncio.gather(*(self._admit(inv, functions[inv.function]) for inv in plan.admit))
+        # One read for the pass's small payloads instead of one per launch.
+        payloads = await self.store.small_payloads([i.id for i in plan.admit], _BATCH_PAYLOAD_BYTES)
+        await asyncio.gather(
+            *(self._admit(inv, functions[inv.function], payloads.get(inv.id)) for inv in plan.admit)
+        )
         return len(queued) >= self.settings.batch_size and bool(plan.admit or plan.fail)
 
-    async def _admit(self, inv: Invocation, spec: FunctionSpec) -> None:
+    async def _admit(self, inv: Invocation, spec: FunctionSpec, payload: bytes | None) -> None:
         async with self._admitting:
             pending = await self._apply(
                 Change(inv.id, State.pending, self.clock.now(), from_states=frozenset({State.queued}))
             )
             if pending is not None:  # None: cancelled meanwhile
-                await self._launch(pending, spec)
+                await self._launch(pending, spec, payload)
 
     async def _functions(self, names: set[str]) -> dict[str, FunctionSpec]:
         found: dict[str, FunctionSpec] = {}
@@ -226,8 +231,9 @@ class Dispatcher:
                 found[name] = record.spec
         return found
 
-    async def _launch(self, inv: Invocation, spec: FunctionSpec) -> None:
-        payload = await self.store.get_payload(inv.id)
+    async def _launch(self, inv: Invocation, spec: FunctionSpec, payload: bytes | None = None) -> None:
+        if payload is None:
+            payload = await self.store.get_payload(inv.id)
         request = LaunchRequest(
             invocation=inv,
             spec=spec,

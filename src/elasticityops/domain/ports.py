@@ -87,6 +87,11 @@ class Store(Protocol):
         """Invocations in pending or running."""
         ...
 
+    async def small_payloads(self, invocation_ids: Sequence[str], max_bytes: int) -> dict[str, bytes]:
+        """The payloads of those invocations that are at most `max_bytes` long, in one read (a
+        burst's admissions need theirs at once; larger ones are read one by one at launch)."""
+        ...
+
     async def active_counts(self) -> Mapping[str, int]:
         """How many invocations are pending or running, by function (what admission needs each
         cycle, without reading every active row)."""

@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
 from typing import Any, TypeVar
@@ -204,6 +204,19 @@ class SqlStore:
                 select(invocations.c.payload).where(invocations.c.id == invocation_id)
             ).scalar()
             return None if value is None else bytes(value)
+
+        return await self._read(run)
+
+    async def small_payloads(self, invocation_ids: Sequence[str], max_bytes: int) -> dict[str, bytes]:
+        def run(conn: Connection) -> dict[str, bytes]:
+            found: dict[str, bytes] = {}
+            for start in range(0, len(invocation_ids), 500):  # stay under bound-parameter limits
+                query = select(invocations.c.id, invocations.c.payload).where(
+                    invocations.c.id.in_(invocation_ids[start : start + 500]),
+                    func.length(invocations.c.payload) <= max_bytes,
+                )
+                found.update((row.id, bytes(row.payload)) for row in conn.execute(query))
+            return found
 
         return await self._read(run)
 
