@@ -300,3 +300,34 @@ def test_small_payloads_are_read_together_and_large_ones_left_out(
         assert len(await store.small_payloads([i.id for i in many], max_bytes=10)) == 600
 
     run.run(body())
+
+
+def test_transitions_queued_together_are_applied_in_order_each_compare_and_set(
+    store: SqlStore, run: asyncio.Runner
+) -> None:
+    async def body() -> None:
+        items = [new() for _ in range(50)]
+        for item in items:
+            await store.create_invocation(item)
+        queued = frozenset({State.queued})
+        first = items[0].id
+        # Sent at once, so the writer takes them as batches: the second queued -> pending of
+        # `first` must lose, and its pending -> running (queued after it) must see pending.
+        results = await asyncio.gather(
+            *(store.apply(Change(i.id, State.pending, T0, from_states=queued)) for i in items),
+            store.apply(Change(first, State.pending, T0, from_states=queued)),
+            store.apply(Change(first, State.running, T0, from_states=frozenset({State.pending}))),
+            store.apply(Change("inv-missing", State.pending, T0)),
+        )
+        assert all(r is not None and r.state is State.pending for r in results[:50])
+        assert results[50] is None
+        assert results[51] is not None
+        assert results[51].state is State.running
+        assert results[52] is None
+        stored = await store.get_invocation(first)
+        assert stored is not None
+        assert stored.state is State.running
+        assert stored.timeline.dispatched is not None
+        assert await store.active_counts() == {"hello": 50}
+
+    run.run(body())
