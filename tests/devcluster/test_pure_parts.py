@@ -11,7 +11,7 @@ import yaml
 from elasticityops.devcluster.autoscaler_loop import pod_gpus, snapshot_from
 from elasticityops.devcluster.config import AutoscalerSettings
 from elasticityops.devcluster.distributions import Delay, parse_delay
-from elasticityops.devcluster.nodes import baseline_nodes, gpu_node
+from elasticityops.devcluster.nodes import baseline_nodes, gpu_node, node_ready
 from elasticityops.devcluster.stages import completion_stages, render_kwok_config
 
 
@@ -139,3 +139,10 @@ def test_snapshot_from_listed_objects() -> None:
     assert snap.nodes[0].ready
     assert [p.key for p in snap.pending] == ["ns/b"]
     assert pod_gpus(_pod("x", gpus=3)) == 3
+
+
+def test_node_ready_reads_the_ready_condition() -> None:
+    assert node_ready(gpu_node("n1", pool="p", zone="z", role="baseline", now="2026-01-01T00:00:00Z"))
+    assert not node_ready(gpu_node("n1", pool="p", zone="z", role="autoscaled"))  # kwok readies it
+    assert not node_ready({"status": {"conditions": [{"type": "Ready", "status": "False"}]}})
+    assert not node_ready({})

@@ -41,6 +41,7 @@ from elasticityops.devcluster.nodes import (
     ROLE_LABEL,
     ZONES,
     gpu_node,
+    node_ready,
 )
 
 _UNFINISHED = "status.phase!=Succeeded,status.phase!=Failed"
@@ -105,10 +106,6 @@ def snapshot_from(
     for n in nodes:
         meta = n.get("metadata", {})
         labels = meta.get("labels", {}) or {}
-        ready = any(
-            c.get("type") == "Ready" and c.get("status") == "True"
-            for c in n.get("status", {}).get("conditions", []) or []
-        )
         views.append(
             NodeView(
                 name=meta["name"],
@@ -116,7 +113,7 @@ def snapshot_from(
                 role=labels.get(ROLE_LABEL, ""),
                 gpus=_quantity_int(n.get("status", {}).get("allocatable", {}).get(GPU_RESOURCE, 0)),
                 gpus_requested=requested.get(meta["name"], 0),
-                ready=ready,
+                ready=node_ready(n),
             )
         )
     return Snapshot(now=now, nodes=tuple(views), pending=tuple(pending))

@@ -26,7 +26,7 @@ from elasticityops.devcluster.components import Layout, Ports
 from elasticityops.devcluster.config import AutoscalerSettings, ClusterConfig
 from elasticityops.devcluster.errors import DevClusterError, StartupError
 from elasticityops.devcluster.kubeapi import Credentials, KubeApi
-from elasticityops.devcluster.nodes import ROLE_AUTOSCALED, ROLE_BASELINE, ROLE_LABEL
+from elasticityops.devcluster.nodes import ROLE_AUTOSCALED, ROLE_BASELINE, ROLE_LABEL, node_ready
 from elasticityops.devcluster.paths import Toolchain
 from elasticityops.devcluster.procs import ProcessRecord
 from elasticityops.devcluster.stages import render_kwok_config
@@ -194,13 +194,7 @@ def _wait_default_serviceaccount(api: KubeApi, timeout: float) -> None:
 
 def count_ready_nodes(api: KubeApi, role: str) -> int:
     nodes = api.list("/api/v1/nodes", {"labelSelector": f"{ROLE_LABEL}={role}"})
-    return sum(
-        1
-        for n in nodes
-        if any(
-            c.get("type") == "Ready" and c.get("status") == "True" for c in n["status"].get("conditions", [])
-        )
-    )
+    return sum(1 for n in nodes if node_ready(n))
 
 
 def _leased(api: KubeApi) -> set[str]:
@@ -221,14 +215,7 @@ def wait_for_nodes(api: KubeApi, role: str, count: int, timeout: float) -> None:
     seen = -1
     while time.monotonic() < deadline:
         nodes = list(api.list("/api/v1/nodes", {"labelSelector": f"{ROLE_LABEL}={role}"}))
-        ready = [
-            n["metadata"]["name"]
-            for n in nodes
-            if any(
-                c.get("type") == "Ready" and c.get("status") == "True"
-                for c in n["status"].get("conditions", [])
-            )
-        ]
+        ready = [n["metadata"]["name"] for n in nodes if node_ready(n)]
         seen = len(ready)
         if seen == count and len(nodes) == count and (count == 0 or set(ready) <= _leased(api)):
             return

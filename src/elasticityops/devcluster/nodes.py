@@ -46,6 +46,12 @@ _CONDITIONS = (
 NODE_IP = "127.0.0.1"
 
 
+def node_ready(node: dict[str, Any]) -> bool:
+    """Its Ready condition is True."""
+    conditions = (node.get("status") or {}).get("conditions") or []
+    return any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
+
+
 def gpu_node(name: str, *, pool: str, zone: str, role: str, now: str = "") -> dict[str, Any]:
     """The Node manifest of one simulated T4 node.
 
