@@ -55,14 +55,7 @@ def main() -> int:
     args = ap.parse_args()
 
     tc = ensure_built(allow_build=False)
-    knobs = AutoscalerSettings(
-        baseline=0,
-        max_nodes=max(args.nodes, 1),
-        scan_interval=2.0,
-        gpu_pod_delay=0.0,
-        provision_delay="fixed:5",
-        scale_down_after=3600.0,
-    )
+    knobs = AutoscalerSettings.for_benchmarks(args.nodes)
     with tempfile.TemporaryDirectory(prefix="eops-scale-") as tmp:
         t0 = time.monotonic()
         cluster = DevCluster.start(

@@ -146,3 +146,12 @@ def test_node_ready_reads_the_ready_condition() -> None:
     assert not node_ready(gpu_node("n1", pool="p", zone="z", role="autoscaled"))  # kwok readies it
     assert not node_ready({"status": {"conditions": [{"type": "Ready", "status": "False"}]}})
     assert not node_ready({})
+
+
+def test_benchmark_autoscaler_settings_are_valid_and_keep_nodes() -> None:
+    from elasticityops.devcluster.config import AutoscalerSettings
+
+    knobs = AutoscalerSettings.for_benchmarks(0).validated()
+    assert knobs.max_nodes == 1
+    assert knobs.provision_delay == "fixed:5"
+    assert knobs.scale_down_after == 3600.0

@@ -39,6 +39,19 @@ class AutoscalerSettings:
             raise ValueError("scan_interval must be > 0")
         return self
 
+    @classmethod
+    def for_benchmarks(cls, max_nodes: int) -> AutoscalerSettings:
+        """Quick and the same every run: a scan every 2 s, no GPU pod delay, 5 s to provision a
+        node, no scale-down within a run (bench/devcluster_scale.py, bench/k8s_burst.py)."""
+        return cls(
+            baseline=0,
+            max_nodes=max(max_nodes, 1),
+            scan_interval=2.0,
+            gpu_pod_delay=0.0,
+            provision_delay="fixed:5",
+            scale_down_after=3600.0,
+        )
+
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
 
