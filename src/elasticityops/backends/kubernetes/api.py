@@ -234,30 +234,30 @@ class KubeApi:
             "allowWatchBookmarks": "true",
             "timeoutSeconds": self._settings.watch_timeout_seconds,
         }
-        await self._bucket.acquire()
-        self.requests += 1
-        try:
-            async with self._transport.stream(
-                path, query, read_timeout=self._settings.watch_timeout_seconds + 30.0
-            ) as (status, chunks, headers):
-                if status >= 400:
-                    body = b"".join([chunk async for chunk in chunks])
-                    raise translate_status(status, body, headers, what).error
-                async for line in _lines(chunks):
-                    kind, obj = decode(line)
-                    if kind == "ERROR":
-                        raise translate_status(int(obj.get("code") or 500), line, {}, what).error
-                    yield kind, obj
-        except TRANSPORT_ERRORS as exc:
-            raise translate_transport(exc, what).error from None
+        read_timeout = self._settings.watch_timeout_seconds + 30.0
+        async with self._open_stream(path, query, read_timeout, what) as chunks:
+            async for line in _lines(chunks):
+                kind, obj = decode(line)
+                if kind == "ERROR":
+                    raise translate_status(int(obj.get("code") or 500), line, {}, what).error
+                yield kind, obj
 
     async def stream(self, path: str, params: Params, follow: bool) -> AsyncIterator[bytes]:
         """Raw bytes of a streamed GET (pod logs)."""
-        what = f"GET {path}"
+        async with self._open_stream(path, params, None if follow else 60.0, f"GET {path}") as chunks:
+            async for chunk in chunks:
+                yield chunk
+
+    @contextlib.asynccontextmanager
+    async def _open_stream(
+        self, path: str, params: Params, read_timeout: float | None, what: str
+    ) -> AsyncIterator[AsyncIterator[bytes]]:
+        """A streamed GET's chunks, through the rate limiter; an error answer and a dropped
+        connection (also while the caller reads) come out as domain errors."""
         await self._bucket.acquire()
         self.requests += 1
         try:
-            async with self._transport.stream(path, params, read_timeout=None if follow else 60.0) as (
+            async with self._transport.stream(path, params, read_timeout=read_timeout) as (
                 status,
                 chunks,
                 headers,
@@ -265,8 +265,7 @@ class KubeApi:
                 if status >= 400:
                     body = b"".join([chunk async for chunk in chunks])
                     raise translate_status(status, body, headers, what).error
-                async for chunk in chunks:
-                    yield chunk
+                yield chunks
         except TRANSPORT_ERRORS as exc:
             raise translate_transport(exc, what).error from None
 
