@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
 from typing import Any, TypeVar
@@ -210,10 +210,9 @@ class SqlStore:
     async def small_payloads(self, invocation_ids: Sequence[str], max_bytes: int) -> dict[str, bytes]:
         def run(conn: Connection) -> dict[str, bytes]:
             found: dict[str, bytes] = {}
-            for start in range(0, len(invocation_ids), 500):  # stay under bound-parameter limits
+            for ids in _id_batches(invocation_ids):
                 query = select(invocations.c.id, invocations.c.payload).where(
-                    invocations.c.id.in_(invocation_ids[start : start + 500]),
-                    func.length(invocations.c.payload) <= max_bytes,
+                    invocations.c.id.in_(ids), func.length(invocations.c.payload) <= max_bytes
                 )
                 found.update((row.id, bytes(row.payload)) for row in conn.execute(query))
             return found
@@ -347,13 +346,19 @@ def _get(conn: Connection, invocation_id: str) -> Invocation | None:
     return None if row is None else rows.invocation_from_row(row)
 
 
+def _id_batches(ids: Sequence[str], size: int = 500) -> Iterator[Sequence[str]]:
+    """`ids` in slices small enough for one IN (...): SQLite and drivers cap bound parameters."""
+    for start in range(0, len(ids), size):
+        yield ids[start : start + size]
+
+
 def _apply_many(conn: Connection, changes: list[Change]) -> list[tuple[State, Invocation] | None]:
     """Apply transitions in order: (state before, invocation after) each, None where the
     compare-and-set lost. The rows are read with one SELECT for the batch."""
     ids = list(dict.fromkeys(change.id for change in changes))
     current: dict[str, Invocation] = {}
-    for start in range(0, len(ids), 500):  # stay under bound-parameter limits
-        query = select(*_COLUMNS).where(invocations.c.id.in_(ids[start : start + 500]))
+    for batch in _id_batches(ids):
+        query = select(*_COLUMNS).where(invocations.c.id.in_(batch))
         for row in conn.execute(query).mappings():
             inv = rows.invocation_from_row(row)
             current[inv.id] = inv
