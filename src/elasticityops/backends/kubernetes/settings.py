@@ -101,19 +101,13 @@ ENV_VARS = tuple(_ENV)
 
 def _convert(kind: str, raw: str, var: str) -> Any:
     try:
-        if kind.startswith("bool"):
-            if raw.lower() in ("1", "true", "yes", "on", "0", "false", "no", "off"):
-                return raw.lower() in ("1", "true", "yes", "on")
-            raise ValueError(raw)
         if kind.startswith("int"):
             return int(raw)
         if kind.startswith("float"):
             return float(raw)
         return raw
     except ValueError:
-        raise InvalidInput(
-            [FieldProblem(var, f"{raw!r} is not a valid {kind}", "set a number (true/false for a switch)")]
-        ) from None
+        raise InvalidInput([FieldProblem(var, f"{raw!r} is not a valid {kind}", "set a number")]) from None
 
 
 def load_kubernetes_settings(
@@ -135,11 +129,11 @@ def load_kubernetes_settings(
 def check_settings(settings: KubernetesSettings) -> None:
     problems: list[FieldProblem] = []
     if settings.qps <= 0:
-        problems.append(FieldProblem("qps", "must be positive", "use e.g. 200"))
+        problems.append(FieldProblem("qps", "must be positive", "use e.g. 500"))
     if settings.burst < 1:
-        problems.append(FieldProblem("burst", "must be at least 1", "use e.g. 400"))
+        problems.append(FieldProblem("burst", "must be at least 1", "use e.g. 1000"))
     if settings.concurrency < 1:
-        problems.append(FieldProblem("concurrency", "must be at least 1", "use e.g. 32"))
+        problems.append(FieldProblem("concurrency", "must be at least 1", "use e.g. 64"))
     if settings.max_gpus is not None and settings.max_gpus < 0:
         problems.append(FieldProblem("max_gpus", "must not be negative", "use 0 or more, or unset it"))
     if settings.gpu_driver_version not in (None, "default", "latest"):
