@@ -14,7 +14,8 @@ its Jobs and pods:
 - naive: the seed's way, one Job created synchronously per request with the official
   `kubernetes` client's defaults;
 - eops: `eops serve --backend kubernetes` as a subprocess, fed by a concurrent HTTP load
-  generator (aiohttp, 32 connections); its CPU seconds and peak RSS are read from /proc.
+  generator (h2load, nghttp2's C client, when installed; else aiohttp; 32 connections); its CPU
+  seconds and peak RSS are read from /proc.
 For each: seconds from the first request to all Jobs created, all pods started (Running or
 done) and all pods succeeded; Jobs created per second. Pods run --run-seconds (kwok).
 """
@@ -27,6 +28,8 @@ import contextlib
 import json
 import os
 import platform
+import re
+import resource
 import shutil
 import signal
 import sys
@@ -74,6 +77,19 @@ class Phase:
     t_started: float | None = None
     t_succeeded: float | None = None
     extra: dict[str, Any] = field(default_factory=dict)
+    cpu_at_start: dict[int, tuple[str, float]] = field(default_factory=dict)
+
+    def start(self) -> None:
+        """The first request is about to go out: stamp the clock and every process's CPU."""
+        self.cpu_at_start = cpu_by_process()
+        self.t0 = time.monotonic()
+
+    def jobs_created(self) -> None:
+        self.t_jobs = time.monotonic() - self.t0
+        # CPU seconds each process spent from the first request to the last Job: where the
+        # creation window's two cores went (the control plane, the gateway, the load generator).
+        spent = cpu_spent(self.cpu_at_start, cpu_by_process())
+        self.extra["window_cpu_s"] = {k: round(v, 2) for k, v in sorted(spent.items()) if v >= 0.05}
 
     def summary(self) -> dict[str, Any]:
         rate = self.n / self.t_jobs if self.t_jobs else None
@@ -92,6 +108,38 @@ def _r(value: float | None) -> float | None:
     return None if value is None else round(value, 2)
 
 
+def cpu_by_process() -> dict[int, tuple[str, float]]:
+    """pid -> (name, user + system CPU seconds so far); the bench itself is "bench", an
+    `eops serve` "gateway", the kernel's own threads "kernel"."""
+    me = os.getpid()
+    seen: dict[int, tuple[str, float]] = {}
+    for proc in psutil.process_iter(["pid", "ppid", "name", "cmdline", "cpu_times"]):
+        times = proc.info["cpu_times"]
+        if times is None:
+            continue
+        cmdline = proc.info["cmdline"] or []
+        if proc.info["pid"] == me:
+            name = "bench"
+        elif "serve" in cmdline and any("elasticityops" in part for part in cmdline):
+            name = "gateway"
+        elif proc.info["ppid"] == 2 or not cmdline:
+            name = "kernel"  # kworkers (named after their current work item), ksoftirqd, jbd2
+        else:
+            name = proc.info["name"] or "?"
+        seen[proc.info["pid"]] = (name, times.user + times.system)
+    return seen
+
+
+def cpu_spent(before: dict[int, tuple[str, float]], after: dict[int, tuple[str, float]]) -> dict[str, float]:
+    """CPU seconds by process name between two `cpu_by_process` snapshots (per pid, so a
+    process started meanwhile counts from zero)."""
+    totals: dict[str, float] = {}
+    for pid, (name, cpu) in after.items():
+        start = before.get(pid)
+        totals[name] = totals.get(name, 0.0) + cpu - (start[1] if start else 0.0)
+    return totals
+
+
 class Observer:
     """One watch on Jobs and one on pods of a namespace; stamps when counts reach N."""
 
@@ -105,7 +153,7 @@ class Observer:
         if kind != "DELETED":
             p.jobs.add(obj["metadata"]["name"])
             if p.t_jobs is None and len(p.jobs) >= p.n and p.t0:
-                p.t_jobs = time.monotonic() - p.t0
+                p.jobs_created()
 
     async def on_pod(self, kind: str, obj: dict[str, Any]) -> None:
         p = self.phase
@@ -191,7 +239,7 @@ async def run_ceiling(cluster: DevCluster, phase: Phase, ns: str, args: argparse
                 build_payload_secret(inv.id, b"{}", "t", job["metadata"]["uid"], settings),
             )
 
-    phase.t0 = time.monotonic()
+    phase.start()
     await asyncio.gather(*(worker() for _ in range(64)))
     phase.extra["loop_s"] = round(time.monotonic() - phase.t0, 2)
     await api.close()
@@ -204,7 +252,7 @@ def run_naive_sync(cluster: DevCluster, phase: Phase, ns: str, args: argparse.Na
     batch = client.BatchV1Api(api_client)
     settings = KubernetesSettings(namespace=ns)
     s = spec(args.run_seconds)
-    phase.t0 = time.monotonic()
+    phase.start()
     for _ in range(phase.n):
         # One request, one synchronous create, as a handler of the seed did it.
         batch.create_namespaced_job(ns, build_job(s, invocation(), settings))
@@ -280,25 +328,10 @@ async def run_eops(cluster: DevCluster, phase: Phase, ns: str, args: argparse.Na
                     stderr=asyncio.subprocess.DEVNULL,
                 )
                 await asyncio.sleep(0.5)
-            sent = iter(range(phase.n))
-            accepted: list[str] = []
-
-            # The load generator shares the 2 cores with the gateway and the control plane, so it
-            # is an aiohttp client (C parser), not httpx: it should take as little as it can.
-            connector = aiohttp.TCPConnector(limit=args.connections)
-            async with aiohttp.ClientSession(url, headers=headers, connector=connector) as load:
-
-                async def client() -> None:
-                    for i in sent:
-                        async with load.post(
-                            "/v1/functions/burst/invocations", data=b'{"i": %d}' % i, headers=JSON
-                        ) as r:
-                            r.raise_for_status()
-                            accepted.append((await r.json())["id"])
-
-                phase.t0 = time.monotonic()
-                await asyncio.gather(*(client() for _ in range(args.connections)))
-                phase.extra["accept_s"] = round(time.monotonic() - phase.t0, 2)
+            if args.load == "h2load":
+                await _send_with_h2load(phase, url, token, args.connections, tmp)
+            else:
+                await _send_with_aiohttp(phase, url, headers, args.connections)
             await wait_until(lambda: phase.t_succeeded is not None, args.timeout, "eops: all succeeded")
             if spy is not None:
                 await spy.wait()
@@ -330,6 +363,14 @@ async def run_eops(cluster: DevCluster, phase: Phase, ns: str, args: argparse.Na
                 phase.extra["dispatch_span_s"] = round((dispatched[-1] - dispatched[0]).total_seconds(), 2)
             phase.extra["gateway_all_succeeded_s"] = round(time.monotonic() - phase.t0, 2)
             phase.extra["gateway_cpu_s"] = round(sum(proc.cpu_times()[:2]) - cpu0, 1)
+            scrape = (await http.get("/metrics")).text
+            commits = {
+                line.split()[0]: float(line.split()[1])
+                for line in scrape.splitlines()
+                if line.startswith(("eops_store_commit_writes_count", "eops_store_commit_writes_sum"))
+            }
+            phase.extra["gateway_store_commits"] = int(commits.get("eops_store_commit_writes_count", 0))
+            phase.extra["gateway_store_writes"] = int(commits.get("eops_store_commit_writes_sum", 0))
             phase.extra["gateway_peak_rss_mib"] = _peak_rss_mib(proc.pid)
     finally:
         proc.send_signal(signal.SIGINT)  # a graceful stop, so a profile gets written
@@ -340,6 +381,53 @@ async def run_eops(cluster: DevCluster, phase: Phase, ns: str, args: argparse.Na
         log.close()
         if args.gateway_log:
             shutil.copyfile(tmp / "gateway.log", args.gateway_log)
+
+
+async def _send_with_h2load(phase: Phase, url: str, token: str, connections: int, tmp: Path) -> None:
+    """The burst from h2load (nghttp2's C load generator, HTTP/1.1 here): exactly `phase.n`
+    POSTs over `connections` keep-alive connections. The load generator shares the two cores
+    with the gateway and the control plane; real clients would not, so it should take as little
+    as it can (the aiohttp one took ~0.45 CPU-seconds of the window for 1,000 requests)."""
+    body = tmp / "body.json"
+    body.write_bytes(b'{"i": 1}')
+    command = [
+        *("h2load", "--h1", "-n", str(phase.n), "-c", str(connections), "-t", "1", "-m", "1"),
+        *("-d", str(body), "-H", f"Authorization: Bearer {token}", "-H", "Content-Type: application/json"),
+        f"{url}/v1/functions/burst/invocations",
+    ]
+    children = resource.getrusage(resource.RUSAGE_CHILDREN)
+    phase.start()
+    proc = await asyncio.create_subprocess_exec(
+        *command, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT
+    )
+    out = (await proc.communicate())[0].decode(errors="replace")
+    phase.extra["accept_s"] = round(time.monotonic() - phase.t0, 2)
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    # h2load is the only child that ends meanwhile; it has exited before the window's end
+    # snapshot, so its CPU is taken from the children's usage instead.
+    used = after.ru_utime + after.ru_stime - children.ru_utime - children.ru_stime
+    phase.extra["load_generator_cpu_s"] = round(used, 2)
+    done = re.search(r"status codes: (\d+) 2xx", out)
+    if proc.returncode != 0 or done is None or int(done.group(1)) != phase.n:
+        raise RuntimeError(f"h2load did not get {phase.n} answers 2xx:\n{out[-2000:]}")
+
+
+async def _send_with_aiohttp(phase: Phase, url: str, headers: dict[str, str], connections: int) -> None:
+    """The burst from an aiohttp client in this process (when h2load is not installed)."""
+    sent = iter(range(phase.n))
+    connector = aiohttp.TCPConnector(limit=connections)
+    async with aiohttp.ClientSession(url, headers=headers, connector=connector) as load:
+
+        async def client() -> None:
+            for i in sent:
+                async with load.post(
+                    "/v1/functions/burst/invocations", data=b'{"i": %d}' % i, headers=JSON
+                ) as r:
+                    r.raise_for_status()
+
+        phase.start()
+        await asyncio.gather(*(client() for _ in range(connections)))
+        phase.extra["accept_s"] = round(time.monotonic() - phase.t0, 2)
 
 
 def _peak_rss_mib(pid: int) -> float | None:
@@ -443,6 +531,12 @@ def main() -> int:
     )
     ap.add_argument("--markdown", action="store_true")
     ap.add_argument("--connections", type=int, default=32, help="load generator connections (eops)")
+    ap.add_argument(
+        "--load",
+        choices=["h2load", "aiohttp"],
+        default="h2load" if shutil.which("h2load") else "aiohttp",
+        help="eops load generator: h2load (apt-get install nghttp2-client; default when found) or aiohttp",
+    )
     ap.add_argument("--spy-gateway", default="", help="py-spy the gateway's burst window into this file")
     ap.add_argument("--spy-seconds", type=int, default=8, help="how long --spy-gateway samples")
     ap.add_argument("--gateway-log", default="", help="keep a copy of the gateway's log here")
@@ -486,6 +580,7 @@ def main() -> int:
         "nodes": args.nodes,
         "run_seconds": args.run_seconds,
         "gateway_env": dict(args.gateway_env),
+        "load_generator": args.load,
         "phases": [p.summary() for p in results],
     }
     print(json.dumps(out, indent=2))

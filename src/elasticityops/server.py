@@ -119,6 +119,7 @@ def build_app(settings: Settings, clock: Clock | None = None) -> FastAPI:
         try:
             metrics = Metrics()
             store.observe_transitions(metrics.on_transition)
+            store.observe_commits(metrics.on_commit)
             hub = ChangeHub()
             backend = build_backend(settings, the_clock)
             secret = server_secret(settings.data_dir)

@@ -4,14 +4,17 @@ from __future__ import annotations
 
 import asyncio
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import pytest
+from sqlalchemy import event, update
 
 from elasticityops.domain.errors import Conflict, InvalidInput
 from elasticityops.domain.functions import FunctionSpec, Priority
 from elasticityops.domain.invocations import FailureReason, Note, State, new_invocation_id
 from elasticityops.domain.ports import Change, NewInvocation
 from elasticityops.store.sql import SqlStore
+from elasticityops.store.tables import invocations
 
 from .conftest import open_store
 
@@ -329,5 +332,98 @@ def test_transitions_queued_together_are_applied_in_order_each_compare_and_set(
         assert stored.state is State.running
         assert stored.timeline.dispatched is not None
         assert await store.active_counts() == {"hello": 50}
+
+    run.run(body())
+
+
+def test_transitions_of_a_burst_share_update_statements(store: SqlStore, run: asyncio.Runner) -> None:
+    updates: list[int] = []
+
+    def count(_conn: Any, _cursor: Any, statement: str, params: Any, _ctx: Any, many: bool) -> None:
+        if statement.startswith("UPDATE invocations"):
+            updates.append(len(params) if many else 1)
+
+    event.listen(store._engine, "before_cursor_execute", count)
+
+    async def body() -> None:
+        items = [new() for _ in range(100)]
+        await asyncio.gather(*(store.create_invocation(i) for i in items))
+        queued = frozenset({State.queued})
+        results = await asyncio.gather(
+            *(store.apply(Change(i.id, State.pending, T0, from_states=queued)) for i in items)
+        )
+        assert all(r is not None and r.state is State.pending for r in results)
+        assert sum(updates) == 100, "every row written once"
+        assert len(updates) < 50, f"100 transitions took {len(updates)} UPDATE statements"
+        page = await store.list_invocations(function=None, state=State.pending, limit=200, cursor=None)
+        assert {i.id for i in page.items} == {i.id for i in items}
+        assert all(i.timeline.dispatched == T0 for i in page.items)
+
+    run.run(body())
+
+
+def test_a_compare_and_set_lost_inside_a_batch_is_redone_one_by_one(
+    store: SqlStore, run: asyncio.Runner
+) -> None:
+    """Another writer (a second gateway on the same database) moves one row on between the
+    batch's read and its UPDATE: that change loses, the rest of the batch still lands."""
+    interfered: list[str] = []
+    victim: list[str] = []
+
+    def other_writer(_conn: Any, _cursor: Any, statement: str, _params: Any, _ctx: Any, many: bool) -> None:
+        if many and statement.startswith("UPDATE invocations") and not interfered:
+            interfered.append(statement)
+            with store._engine.begin() as other:
+                other.execute(
+                    update(invocations)
+                    .where(invocations.c.id == victim[0])
+                    .values(state=State.cancelled.value)
+                )
+
+    async def body() -> None:
+        items = [new() for _ in range(60)]
+        await asyncio.gather(*(store.create_invocation(i) for i in items))
+        victim.append(items[30].id)
+        event.listen(store._engine, "before_cursor_execute", other_writer)
+        queued = frozenset({State.queued})
+        results = await asyncio.gather(
+            *(store.apply(Change(i.id, State.pending, T0, from_states=queued)) for i in items)
+        )
+        assert interfered, "the other writer never ran: the batch was not written as one statement"
+        assert results[30] is None
+        assert all(r is not None and r.state is State.pending for k, r in enumerate(results) if k != 30)
+        lost = await store.get_invocation(victim[0])
+        assert lost is not None
+        assert lost.state is State.cancelled
+        assert await store.active_counts() == {"hello": 59}
+
+    run.run(body())
+
+
+def test_notes_and_nodes_queued_together_are_each_kept(store: SqlStore, run: asyncio.Runner) -> None:
+    async def body() -> None:
+        items = [new() for _ in range(40)]
+        await asyncio.gather(*(store.create_invocation(i) for i in items))
+        await asyncio.gather(
+            *(
+                store.apply(Change(i.id, State.pending, T0, from_states=frozenset({State.queued})))
+                for i in items
+            )
+        )
+        t1 = T0 + timedelta(seconds=3)
+        await asyncio.gather(
+            *(store.add_note(i.id, Note(T0, "Unschedulable", f"no node for {i.id}")) for i in items),
+            *(store.add_note(i.id, Note(t1, "TriggeredScaleUp", "pool gpu-t4 1->2")) for i in items),
+            *(store.mark_capacity_ready(i.id, t1, f"node-{k}") for k, i in enumerate(items)),
+            store.add_note("inv-missing", Note(T0, "Unschedulable", "nobody")),
+        )
+        for k, item in enumerate(items):
+            stored = await store.get_invocation(item.id)
+            assert stored is not None
+            assert [n.kind for n in stored.notes] == ["Unschedulable", "TriggeredScaleUp"]
+            assert stored.notes[0].message == f"no node for {item.id}"
+            assert stored.timeline.capacity_ready == t1
+            assert stored.node == f"node-{k}"
+            assert stored.state is State.pending
 
     run.run(body())

@@ -12,6 +12,7 @@ from elasticityops.domain.invocations import Invocation, State
 # Seconds: from a warm local slot (milliseconds) to a GPU node being provisioned (minutes).
 _START_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 900, 1800)
 _RUN_BUCKETS = (0.1, 0.5, 1, 5, 10, 30, 60, 300, 900, 1800, 3600, 7200, 21600, 86400)
+_WRITES_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512)
 _ACCEPT_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5)
 
 
@@ -56,6 +57,17 @@ class Metrics:
             "Invocations accepted (new, not idempotent replays)",
             registry=self.registry,
         )
+
+        self.commit_writes = Histogram(
+            "eops_store_commit_writes",
+            "Writes made durable by each store commit (group commit: one fsync for all of them)",
+            buckets=_WRITES_BUCKETS,
+            registry=self.registry,
+        )
+
+    def on_commit(self, writes: int) -> None:
+        """Observer of store commits (SqlStore.observe_commits); runs on the writer thread."""
+        self.commit_writes.observe(writes)
 
     def on_transition(self, previous: State, after: Invocation) -> None:
         """Observer of committed transitions (SqlStore.observe_transitions)."""

@@ -40,7 +40,7 @@ from elasticityops.domain.invocations import (
 from elasticityops.domain.ports import Change, FunctionRecord, NewInvocation, Page
 from elasticityops.store import rows
 from elasticityops.store.tables import api_tokens, functions, invocations, metadata
-from elasticityops.store.writer import GroupCommitWriter
+from elasticityops.store.writer import CommitObserver, GroupCommitWriter
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -118,6 +118,11 @@ class SqlStore:
 
     def observe_transitions(self, observer: TransitionObserver) -> None:
         self._observers.append(observer)
+
+    def observe_commits(self, observer: CommitObserver) -> None:
+        """`observer(writes)` after each commit, on the writer thread: how well writes share
+        commits (each commit is one fsync on SQLite)."""
+        self._writer.commit_observers.append(observer)
 
     @property
     def dialect(self) -> str:
@@ -302,12 +307,9 @@ class SqlStore:
         await self._write(run)
 
     async def _modify(self, invocation_id: str, change: Callable[[Invocation], Invocation]) -> None:
-        def run(conn: Connection) -> None:
-            before = _get(conn, invocation_id)
-            if before is not None:
-                _update_if_state(conn, before, change(before))
-
-        await self._write(run)
+        # Batched like transitions: a burst's watch events (notes, nodes found) share a SELECT
+        # and an UPDATE statement with the other modifications queued meanwhile.
+        await self._writer.run_batched(_modify_many, (invocation_id, change))
 
     async def counts_by_state(self) -> Mapping[State, int]:
         def run(conn: Connection) -> Mapping[State, int]:
@@ -352,34 +354,63 @@ def _id_batches(ids: Sequence[str], size: int = 500) -> Iterator[Sequence[str]]:
         yield ids[start : start + size]
 
 
-def _apply_many(conn: Connection, changes: list[Change]) -> list[tuple[State, Invocation] | None]:
-    """Apply transitions in order: (state before, invocation after) each, None where the
-    compare-and-set lost. The rows are read with one SELECT for the batch."""
-    ids = list(dict.fromkeys(change.id for change in changes))
+class _LostRace(Exception):
+    """A compare-and-set in a batch of updates matched fewer rows than it wrote (another
+    gateway on the same database got there first). The batch's transaction is rolled back and
+    the writer runs each operation in a transaction of its own, where the count is exact."""
+
+
+def _read_current(conn: Connection, ids: Sequence[str]) -> dict[str, Invocation]:
     current: dict[str, Invocation] = {}
-    for batch in _id_batches(ids):
+    for batch in _id_batches(list(dict.fromkeys(ids))):
         query = select(*_COLUMNS).where(invocations.c.id.in_(batch))
         for row in conn.execute(query).mappings():
             inv = rows.invocation_from_row(row)
             current[inv.id] = inv
+    return current
+
+
+def _apply_many(conn: Connection, changes: list[Change]) -> list[tuple[State, Invocation] | None]:
+    """Apply transitions in order: (state before, invocation after) each, None where the
+    compare-and-set lost. One SELECT reads the batch's rows, and the updates go out as few
+    statements as their columns allow (see _write_updates)."""
+    current = _read_current(conn, [change.id for change in changes])
     outcomes: list[tuple[State, Invocation] | None] = []
+    updates: list[tuple[Invocation, Invocation]] = []
     for change in changes:
-        outcome = _apply_one(conn, current.get(change.id), change)
-        if outcome is not None:
-            current[change.id] = outcome[1]  # a later change to the same one in this batch
-        outcomes.append(outcome)
+        before = current.get(change.id)
+        after = None if before is None else _advanced(before, change)
+        if before is None or after is None:
+            outcomes.append(None)
+            continue
+        current[change.id] = after  # a later change to the same one in this batch
+        updates.append((before, after))
+        outcomes.append((before.state, after))
+    if not all(_write_updates(conn, updates)):
+        # Only ever with a single update (a larger batch raises _LostRace instead): it lost.
+        return [None] * len(outcomes)
     return outcomes
 
 
-def _apply_one(
-    conn: Connection, before: Invocation | None, change: Change
-) -> tuple[State, Invocation] | None:
-    if before is None:
-        return None
+def _modify_many(conn: Connection, items: list[tuple[str, Callable[[Invocation], Invocation]]]) -> list[None]:
+    """Rewrite invocations in place (notes, node found), in order, without changing their
+    state; one that is gone or that another writer moved on meanwhile is left alone."""
+    current = _read_current(conn, [invocation_id for invocation_id, _ in items])
+    updates: list[tuple[Invocation, Invocation]] = []
+    for invocation_id, change in items:
+        before = current.get(invocation_id)
+        if before is not None:
+            current[invocation_id] = after = change(before)
+            updates.append((before, after))
+    _write_updates(conn, updates)
+    return [None] * len(items)
+
+
+def _advanced(before: Invocation, change: Change) -> Invocation | None:
     if change.from_states is not None and before.state not in change.from_states:
         return None
     try:
-        after = advance(
+        return advance(
             before,
             change.to,
             change.at,
@@ -390,22 +421,68 @@ def _apply_one(
         )
     except InvalidTransition:
         return None  # the state moved on: a lost race, not an error
-    if not _update_if_state(conn, before, after):
-        return None
-    return before.state, after
 
 
-def _update_if_state(conn: Connection, before: Invocation, after: Invocation) -> bool:
-    """Compare-and-set on the state, so a second gateway on the same database cannot win too."""
-    values = rows.invocation_update(before, after)
-    if not values:
-        return True
-    result = conn.execute(
-        update(invocations)
-        .where(invocations.c.id == before.id, invocations.c.state == before.state.value)
-        .values(**values)
-    )
-    return result.rowcount == 1
+def _write_updates(conn: Connection, updates: Sequence[tuple[Invocation, Invocation]]) -> list[bool]:
+    """Write each (before, after) in order as a compare-and-set on the state, so a second
+    gateway on the same database cannot win too. Consecutive updates of the same columns go
+    to the driver as one executemany (a burst's 256 admissions are one statement instead of
+    256 through SQLAlchemy's per-statement machinery, which was most of the writer's time).
+
+    Returns whether each won. A single update reports its own outcome; in a larger batch a lost
+    compare-and-set raises _LostRace, so the writer re-runs each operation alone."""
+    values = [rows.invocation_update(before, after) for before, after in updates]
+    won: list[bool] = []
+    i = 0
+    while i < len(updates):
+        columns = tuple(values[i])
+        j = i + 1
+        while j < len(updates) and tuple(values[j]) == columns:
+            j += 1
+        if not columns:
+            won.extend([True] * (j - i))  # nothing changed, nothing to write
+            i = j
+            continue
+        sql, converters = _update_plan(conn.dialect, columns)
+        params = [
+            (
+                *(convert(values[k][c]) for c, convert in zip(columns, converters, strict=True)),
+                updates[k][0].id,
+                updates[k][0].state.value,
+            )
+            for k in range(i, j)
+        ]
+        matched = conn.exec_driver_sql(sql, params).rowcount
+        if len(updates) == 1:
+            return [matched == 1]
+        if matched != j - i:
+            raise _LostRace(f"{j - i - matched} of {j - i} compare-and-set updates lost")
+        won.extend([True] * (j - i))
+        i = j
+    return won
+
+
+@functools.cache
+def _update_plan(dialect: Dialect, columns: tuple[str, ...]) -> tuple[str, tuple[Callable[[Any], Any], ...]]:
+    """The driver-level compare-and-set UPDATE of these columns, and each column's converter
+    (the one SQLAlchemy itself would apply: timestamps to SQLite's text, for one)."""
+    mark = _mark(dialect)
+    sets = ", ".join(f"{c} = {mark}" for c in columns)
+    sql = f"UPDATE {invocations.name} SET {sets} WHERE id = {mark} AND state = {mark}"
+    return sql, tuple(_converter(dialect, c) for c in columns)
+
+
+def _mark(dialect: Dialect) -> str:
+    return "?" if dialect.paramstyle == "qmark" else "%s"
+
+
+def _converter(dialect: Dialect, column: str) -> Callable[[Any], Any]:
+    processor = invocations.c[column].type.dialect_impl(dialect).bind_processor(dialect)
+    return processor or _same
+
+
+def _same(value: Any) -> Any:
+    return value
 
 
 def _create_many(conn: Connection, news: list[NewInvocation]) -> list[tuple[Invocation, bool]]:
@@ -460,23 +537,20 @@ _INSERT_COLUMNS = (
 
 
 @functools.cache
-def _insert_plan(dialect: Dialect) -> tuple[str, Callable[[Any], Any]]:
-    """The driver-level INSERT and the accepted_at converter SQLAlchemy itself would use.
-
-    The hot path skips SQLAlchemy's per-row statement machinery (measured at about a third of
-    the writer's time per batch) and hands the driver plain tuples in one executemany."""
-    mark = "?" if dialect.paramstyle == "qmark" else "%s"
-    sql = (
+def _insert_plan(dialect: Dialect) -> str:
+    """The driver-level INSERT. The hot path skips SQLAlchemy's per-row statement machinery
+    (measured at about a third of the writer's time per batch) and hands the driver plain
+    tuples in one executemany."""
+    mark = _mark(dialect)
+    return (
         f"INSERT INTO {invocations.name} ({', '.join(_INSERT_COLUMNS)}) "
         f"VALUES ({', '.join([mark] * len(_INSERT_COLUMNS))})"
     )
-    processor = invocations.c.accepted_at.type.dialect_impl(dialect).bind_processor(dialect)
-    return sql, processor or (lambda value: value)
 
 
 def _insert_rows(conn: Connection, values: list[dict[str, Any]]) -> None:
-    sql, convert = _insert_plan(conn.dialect)
+    convert = _converter(conn.dialect, "accepted_at")
     params = [
         tuple(convert(row[c]) if c == "accepted_at" else row[c] for c in _INSERT_COLUMNS) for row in values
     ]
-    conn.exec_driver_sql(sql, params)
+    conn.exec_driver_sql(_insert_plan(conn.dialect), params)

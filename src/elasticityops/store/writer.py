@@ -39,6 +39,9 @@ class _Op:
 
 _STOP = object()
 
+# Called on the writer thread after each commit with the number of writes it made durable.
+CommitObserver = Callable[[int], None]
+
 
 class GroupCommitWriter:
     def __init__(self, engine: Engine, max_batch: int, translate: Callable[[BaseException], BaseException]):
@@ -46,6 +49,7 @@ class GroupCommitWriter:
         self._max_batch = max(1, max_batch)
         self._translate = translate
         self._queue: queue.SimpleQueue[_Op | object] = queue.SimpleQueue()
+        self.commit_observers: list[CommitObserver] = []
         self._thread = threading.Thread(target=self._loop, name="eops-store-writer", daemon=True)
         self._thread.start()
 
@@ -91,6 +95,7 @@ class GroupCommitWriter:
         try:
             with self._engine.begin() as conn:
                 results = self._run_in(conn, batch)
+            self._committed(len(batch))
             return [(True, r) for r in results]
         except Exception:
             if len(batch) == 1:
@@ -100,9 +105,18 @@ class GroupCommitWriter:
     def _alone(self, op: _Op) -> tuple[bool, Any]:
         try:
             with self._engine.begin() as conn:
-                return True, self._run_in(conn, [op])[0]
+                result = self._run_in(conn, [op])[0]
+            self._committed(1)
+            return True, result
         except Exception as exc:
             return False, self._translate(exc)
+
+    def _committed(self, writes: int) -> None:
+        for observer in self.commit_observers:
+            try:
+                observer(writes)
+            except Exception:
+                log.exception("commit observer failed")
 
     @staticmethod
     def _run_in(conn: Connection, batch: Sequence[_Op]) -> list[Any]:

@@ -7,7 +7,9 @@ from typing import Any
 import pytest
 
 from elasticityops.backends.kubernetes.observe import (
+    ROUTINE_EVENT_REASONS,
     Progress,
+    events_field_selector,
     job_name_of_pod,
     no_capacity,
     note_of_event,
@@ -330,9 +332,12 @@ def test_quota_and_server_errors_in_pod_creation_only_explain_the_wait() -> None
     assert observe_job_event(job_event("SuccessfulCreate", "Created pod: x"), INV, Progress(), NOW)[0] == []
 
 
-@pytest.mark.parametrize("reason", ["Scheduled", "Created", "Started", "SuccessfulCreate"])
-def test_routine_events_are_no_notes(reason: str) -> None:
+@pytest.mark.parametrize("reason", ROUTINE_EVENT_REASONS)
+def test_routine_events_left_out_of_the_watch_are_no_notes(reason: str) -> None:
+    # The Events watch asks the API server not to send these: they must be ones that mean nothing.
     assert note_of_event(k8s_event(reason, "fine")) is None
+    assert observe_job_event(job_event(reason, "fine"), INV, Progress(), NOW)[0] == []
+    assert f"reason!={reason}" in events_field_selector().split(",")
 
 
 def test_no_capacity_after_the_provisioning_timeout() -> None:

@@ -24,6 +24,7 @@ from elasticityops.backends.kubernetes.manifests import (
 from elasticityops.backends.kubernetes.observe import (
     Progress,
     container_started,
+    events_field_selector,
     invocation_of,
     job_name_of_pod,
     no_capacity,
@@ -98,7 +99,8 @@ class KubernetesBackend:
             KindWatch(
                 api,
                 self.events_path,
-                {},  # about Pods and Jobs (one watch per kind: Events of both)
+                # About Pods and Jobs (one watch per kind: Events of both), routine ones left out.
+                {"fieldSelector": events_field_selector()},
                 self._on_event,
                 self._clock,
                 track_deletes=False,
