@@ -6,6 +6,7 @@ import asyncio
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+import psycopg
 import pytest
 from sqlalchemy import event, update
 
@@ -16,7 +17,8 @@ from elasticityops.domain.ports import Change, NewInvocation
 from elasticityops.store.sql import SqlStore
 from elasticityops.store.tables import invocations
 
-from .conftest import open_store
+from .conftest import _fresh_database, open_store
+from .pg_cluster import PgCluster
 
 T0 = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
 
@@ -425,5 +427,38 @@ def test_notes_and_nodes_queued_together_are_each_kept(store: SqlStore, run: asy
             assert stored.timeline.capacity_ready == t1
             assert stored.node == f"node-{k}"
             assert stored.state is State.pending
+
+    run.run(body())
+
+
+def test_writes_go_on_after_the_database_drops_the_writers_connection(
+    postgres: PgCluster, run: asyncio.Runner
+) -> None:
+    """The writer keeps one connection; a server that closes it (a restart, an idle timeout)
+    costs a reconnect, not a failed write."""
+    url = _fresh_database(postgres)
+    database = url.rsplit("/", 1)[-1]
+
+    async def body() -> None:
+        store = await open_store(url)
+        try:
+            first, _ = await store.create_invocation(new())
+            with psycopg.connect(postgres.dsn(), autocommit=True) as admin:
+                killed = admin.execute(
+                    "SELECT count(*) FROM (SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                    "WHERE datname = %s AND pid <> pg_backend_pid()) AS k",
+                    (database,),
+                ).fetchone()
+            assert killed is not None
+            assert killed[0] >= 1, "the writer's connection was not there to drop"
+            second, created = await store.create_invocation(new())
+            assert created
+            moved = await store.apply(
+                Change(first.id, State.pending, T0, from_states=frozenset({State.queued}))
+            )
+            assert moved is not None
+            assert {i.id for i in (await store.queued(10))} == {second.id}
+        finally:
+            await store.close()
 
     run.run(body())

@@ -50,6 +50,7 @@ class GroupCommitWriter:
         self._translate = translate
         self._queue: queue.SimpleQueue[_Op | object] = queue.SimpleQueue()
         self.commit_observers: list[CommitObserver] = []
+        self._conn: Connection | None = None  # used by the writer thread only
         self._thread = threading.Thread(target=self._loop, name="eops-store-writer", daemon=True)
         self._thread.start()
 
@@ -77,7 +78,7 @@ class GroupCommitWriter:
         while not stopping:
             first = self._queue.get()
             if first is _STOP:
-                return
+                break
             batch: list[_Op] = [first]  # type: ignore[list-item]
             while len(batch) < self._max_batch:
                 try:
@@ -90,13 +91,11 @@ class GroupCommitWriter:
                 assert isinstance(item, _Op)
                 batch.append(item)
             self._settle(batch, self._run_batch(batch))
+        self._drop_connection()
 
     def _run_batch(self, batch: list[_Op]) -> list[tuple[bool, Any]]:
         try:
-            with self._engine.begin() as conn:
-                results = self._run_in(conn, batch)
-            self._committed(len(batch))
-            return [(True, r) for r in results]
+            return [(True, r) for r in self._transaction(batch)]
         except Exception:
             if len(batch) == 1:
                 return [self._alone(batch[0])]
@@ -104,12 +103,33 @@ class GroupCommitWriter:
 
     def _alone(self, op: _Op) -> tuple[bool, Any]:
         try:
-            with self._engine.begin() as conn:
-                result = self._run_in(conn, [op])[0]
-            self._committed(1)
-            return True, result
+            return True, self._transaction([op])[0]
         except Exception as exc:
             return False, self._translate(exc)
+
+    def _transaction(self, ops: Sequence[_Op]) -> list[Any]:
+        # One connection kept for the writer's life: checking one out of the pool per batch
+        # (and the pool's rollback on return) doubled the CPU a small commit costs. After any
+        # failure it is dropped, so a broken one (a restarted PostgreSQL) is never reused.
+        if self._conn is None:
+            self._conn = self._engine.connect()
+        conn = self._conn
+        try:
+            with conn.begin():
+                results = self._run_in(conn, ops)
+        except Exception:
+            self._drop_connection()
+            raise
+        self._committed(len(ops))
+        return results
+
+    def _drop_connection(self) -> None:
+        conn, self._conn = self._conn, None
+        if conn is not None:
+            try:
+                conn.close()
+            except Exception:
+                log.debug("closing the writer's connection failed", exc_info=True)
 
     def _committed(self, writes: int) -> None:
         for observer in self.commit_observers:
