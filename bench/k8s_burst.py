@@ -7,8 +7,8 @@ the naive way and the API server's own ceiling, in the same run on the same clus
     .venv/bin/python bench/k8s_burst.py --nodes 1000 --invocations 1000 --markdown
 
 First an unreported warm-up (--warmup invocations through the ceiling loop), then the phases
---rounds times in turn, each in a fresh namespace (deleted afterwards), timed by one watch on
-its Jobs and pods:
+--rounds times in turn (every other round in reverse order), each in a fresh namespace
+(deleted afterwards), timed by one watch on its Jobs and pods:
 - ceiling: a tight concurrent loop (64 in flight, no client-side limit) creating the same Job +
   payload Secret pairs the gateway creates, straight at the API server;
 - naive: the seed's way, one Job created synchronously per request with the official
@@ -565,7 +565,12 @@ def main() -> int:
                 (tmp / "warmup").mkdir()
                 asyncio.run(run_phase(cluster, "ceiling", args, tmp / "warmup", args.warmup, "warmup"))
             for round_no in range(1, args.rounds + 1):
-                for phase_name in args.phases.split(","):
+                order = args.phases.split(",")
+                if round_no % 2 == 0:
+                    # Every other round in reverse, so no way always runs right after another
+                    # (a phase ran slower after some than after others).
+                    order.reverse()
+                for phase_name in order:
                     where = tmp / f"{phase_name}-{round_no}"
                     where.mkdir()
                     phase = asyncio.run(

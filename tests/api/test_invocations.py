@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 import uuid
 from typing import Any
 
@@ -207,3 +208,27 @@ def test_any_json_document_is_a_payload(paused_gateway: Gateway, payload: bytes)
             f"/v1/functions/{name}/invocations", content=payload, headers={"Content-Type": "application/json"}
         )
         assert response.status_code == 202, response.text
+
+
+def _metric(text: str, series: str) -> float:
+    for line in text.splitlines():
+        if line.startswith(series + " "):
+            return float(line.split()[1])
+    raise AssertionError(f"{series} not in /metrics")
+
+
+def test_metrics_count_the_gpus_held_by_running_invocations(gateway: Gateway) -> None:
+    with gateway.client(timeout=60) as client:
+        name = deploy(client, SLEEP, gpu={"count": 2})
+        inv = client.post(f"/v1/functions/{name}/invocations", json={}).json()
+        for _ in range(300):
+            if client.get(f"/v1/invocations/{inv['id']}").json()["state"] == "running":
+                break
+            time.sleep(0.1)
+        held = client.get("/metrics").text
+        client.post(f"/v1/invocations/{inv['id']}/cancel")
+        released = client.get("/metrics").text
+    assert _metric(held, "eops_gpus_in_use") == 2, "one invocation of a 2-GPU function"
+    assert _metric(held, "eops_gpus_free") == 0
+    assert _metric(released, "eops_gpus_in_use") == 0
+    assert _metric(held, 'eops_invocations{state="running"}') >= 1

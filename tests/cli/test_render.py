@@ -75,7 +75,11 @@ def test_the_timeline_shows_where_the_time_went() -> None:
 @pytest.mark.parametrize(
     ("current", "says"),
     [
-        pytest.param(inv(State.queued, {}), "in the queue, waiting to be admitted", id="queued"),
+        pytest.param(
+            inv(State.queued, {}),
+            "in the queue, waiting for admission (a free GPU, the GPU budget, max_concurrency)",
+            id="queued",
+        ),
         pytest.param(inv(State.pending, {"dispatched": 1}), "waiting for a GPU slot", id="pending"),
         pytest.param(
             inv(State.pending, {"dispatched": 1, "capacity_ready": 2}, node="slot-1"),

@@ -29,7 +29,9 @@ STATE_STYLE = {
 
 # (phase, from milestone, to milestone, what the time was spent on)
 PHASES = (
-    ("queue", "accepted", "dispatched", "waiting to be admitted"),
+    # Admission waits for a free GPU too where the GPUs are counted (local slots, a GPU budget,
+    # EOPS_KUBE_MAX_GPUS): then a busy GPU shows here, not as capacity time.
+    ("queue", "accepted", "dispatched", "waiting for admission (free GPU, quota)"),
     ("capacity", "dispatched", "capacity_ready", "waiting for a GPU (slot / node)"),
     ("start", "capacity_ready", "started", "starting the process / container"),
     ("run", "started", "finished", "running"),
@@ -207,7 +209,7 @@ def progress_line(inv: InvocationOut, elapsed: float) -> str:
 
 def explain_wait(inv: InvocationOut) -> str:
     if inv.state is State.queued:
-        return "in the queue, waiting to be admitted"
+        return "in the queue, waiting for admission (a free GPU, the GPU budget, max_concurrency)"
     if inv.state is State.pending:
         if inv.notes:
             return inv.notes[-1].message
