@@ -116,3 +116,17 @@ def test_callback_tokens_are_per_invocation_and_checked() -> None:
     assert check_callback_token(secret, "inv-a", token)
     assert not check_callback_token(secret, "inv-b", token)
     assert not check_callback_token(b"t" * 32, "inv-a", token)
+
+
+def test_milestones_never_go_backwards() -> None:
+    # Kubernetes stamps a container's start and end in whole seconds: a pod that started 0.4 s
+    # after dispatch can say it started 0.3 s before.
+    inv = advance(fresh(), State.pending, at(10.3))
+    inv = mark_capacity_ready(inv, at(10.0), node="gke-t4-1")
+    inv = advance(inv, State.running, at(10.0))
+    inv = advance(inv, State.failed, at(9.0), exit_code=1)
+    tl = inv.timeline
+    assert (tl.dispatched, tl.capacity_ready, tl.started, tl.finished) == (at(10.3),) * 4
+    early = advance(advance(fresh(), State.pending, at(-1)), State.succeeded, at(-2))
+    assert early.timeline.dispatched == T0, "not before it was accepted"
+    assert early.timeline.started == early.timeline.finished == T0

@@ -148,13 +148,13 @@ def advance(
         raise InvalidTransition(f"invocation {inv.id} cannot go from {inv.state} to {to}")
     tl = inv.timeline
     if to is State.pending:
-        tl = replace(tl, dispatched=tl.dispatched or at)
-    elif to is State.running:
-        tl = replace(tl, capacity_ready=tl.capacity_ready or at, started=tl.started or at)
-    elif to.terminal:
-        tl = replace(tl, finished=at)
-        if to is State.succeeded:
-            tl = replace(tl, capacity_ready=tl.capacity_ready or at, started=tl.started or at)
+        tl = replace(tl, dispatched=tl.dispatched or _not_before(at, tl))
+    elif to is State.running or to is State.succeeded:
+        capacity_ready = tl.capacity_ready or _not_before(at, tl)
+        tl = replace(tl, capacity_ready=capacity_ready)
+        tl = replace(tl, started=tl.started or _not_before(at, tl))
+    if to.terminal:
+        tl = replace(tl, finished=_not_before(at, tl))
     if to is State.cancelled and reason is None:
         reason = FailureReason.cancelled
     if to is State.timed_out and reason is None:
@@ -174,7 +174,26 @@ def mark_capacity_ready(inv: Invocation, at: datetime, node: str | None = None) 
     """A GPU was assigned while still pending (node found, image pulling)."""
     if inv.state is not State.pending or inv.timeline.capacity_ready is not None:
         return inv
-    return replace(inv, timeline=replace(inv.timeline, capacity_ready=at), node=node or inv.node)
+    ready = _not_before(at, inv.timeline)
+    return replace(inv, timeline=replace(inv.timeline, capacity_ready=ready), node=node or inv.node)
+
+
+def _not_before(at: datetime, timeline: Timeline) -> datetime:
+    """`at`, or the latest milestone already set if that is later. Kubernetes stamps container
+    start and finish in whole seconds (and a cluster's clock is not the gateway's), so a
+    container could seem to start before it was dispatched; milestones never go backwards."""
+    earlier = [
+        t
+        for t in (
+            timeline.accepted,
+            timeline.dispatched,
+            timeline.capacity_ready,
+            timeline.started,
+            timeline.finished,
+        )
+        if t is not None
+    ]
+    return max([at, *earlier])
 
 
 def add_note(inv: Invocation, note: Note, limit: int = 50) -> Invocation:

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import subprocess
 import time
+from concurrent.futures import ThreadPoolExecutor
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -236,3 +238,23 @@ def test_gateway_killed_mid_flight_finishes_everything_once(
         assert sorted(names) == sorted(f"eops-{inv}" for inv in ids)  # one Job each, no duplicate
     finally:
         gw.stop()
+
+
+def test_a_burst_becomes_one_job_each_and_every_invocation_ends(
+    cluster: Any, dev_namespace: str, tmp_path: Path
+) -> None:
+    """The suite's small version of bench/k8s_burst.py: 40 invocations sent at once go through
+    batched admission, parallel launches and the watches to the end, each with one Job."""
+    count = 40
+    with k8s_gateway(cluster, dev_namespace, tmp_path / "gw") as gw:
+        deploy(gw, name="burst", annotations=_runs(1), max_concurrency=count)
+        with ThreadPoolExecutor(max_workers=16) as pool:
+            ids = list(pool.map(lambda i: invoke(gw, "burst", {"i": i}), range(count)))
+        finals = [wait_state(gw, inv, {"succeeded"}, timeout=240) for inv in ids]
+        jobs = jobs_of(cluster, dev_namespace)
+    assert len(set(ids)) == count
+    assert sorted(j["metadata"]["name"] for j in jobs) == sorted(f"eops-{inv}" for inv in ids)
+    for final in finals:
+        t = {k: datetime.fromisoformat(v) for k, v in final["timeline"].items() if v is not None}
+        assert t["accepted"] <= t["dispatched"] <= t["capacity_ready"] <= t["started"] <= t["finished"], t
+        assert final["node"], "the node it ran on is recorded"
