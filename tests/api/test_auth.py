@@ -59,5 +59,6 @@ def test_metrics_name_the_promised_series(gateway: Gateway) -> None:
         "eops_time_to_start_seconds_bucket",
         "eops_invocation_duration_seconds",
         "eops_accept_latency_seconds_bucket",
+        "eops_store_commit_writes_bucket",
     ):
         assert series in text

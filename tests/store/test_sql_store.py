@@ -372,8 +372,14 @@ def test_a_compare_and_set_lost_inside_a_batch_is_redone_one_by_one(
     interfered: list[str] = []
     victim: list[str] = []
 
-    def other_writer(_conn: Any, _cursor: Any, statement: str, _params: Any, _ctx: Any, many: bool) -> None:
-        if many and statement.startswith("UPDATE invocations") and not interfered:
+    def other_writer(_conn: Any, _cursor: Any, statement: str, params: Any, _ctx: Any, many: bool) -> None:
+        # Only a multi-row UPDATE that is about to write the victim: (..., id, expected state).
+        if (
+            many
+            and statement.startswith("UPDATE invocations")
+            and not interfered
+            and victim[0] in {row[-2] for row in params}
+        ):
             interfered.append(statement)
             with store._engine.begin() as other:
                 other.execute(
@@ -391,7 +397,7 @@ def test_a_compare_and_set_lost_inside_a_batch_is_redone_one_by_one(
         results = await asyncio.gather(
             *(store.apply(Change(i.id, State.pending, T0, from_states=queued)) for i in items)
         )
-        assert interfered, "the other writer never ran: the batch was not written as one statement"
+        assert interfered, "the other writer never ran: the victim was not written in a multi-row batch"
         assert results[30] is None
         assert all(r is not None and r.state is State.pending for k, r in enumerate(results) if k != 30)
         lost = await store.get_invocation(victim[0])
@@ -434,8 +440,8 @@ def test_notes_and_nodes_queued_together_are_each_kept(store: SqlStore, run: asy
 def test_writes_go_on_after_the_database_drops_the_writers_connection(
     postgres: PgCluster, run: asyncio.Runner
 ) -> None:
-    """The writer keeps one connection; a server that closes it (a restart, an idle timeout)
-    costs a reconnect, not a failed write."""
+    """A server that closes the writer's connection (a restart, an idle timeout) costs a
+    reconnect, not a failed write: neither for a lone write nor for a batch of them."""
     url = _fresh_database(postgres)
     database = url.rsplit("/", 1)[-1]
 
@@ -458,7 +464,31 @@ def test_writes_go_on_after_the_database_drops_the_writers_connection(
             )
             assert moved is not None
             assert {i.id for i in (await store.queued(10))} == {second.id}
+            with psycopg.connect(postgres.dsn(), autocommit=True) as admin:
+                admin.execute(
+                    "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                    "WHERE datname = %s AND pid <> pg_backend_pid()",
+                    (database,),
+                )
+            batch = await asyncio.gather(*(store.create_invocation(new()) for _ in range(30)))
+            assert all(created for _, created in batch)
+            assert len(await store.queued(100)) == 31
         finally:
             await store.close()
 
     run.run(body())
+
+
+def test_commit_observers_see_how_many_writes_each_commit_carried(
+    store: SqlStore, run: asyncio.Runner
+) -> None:
+    commits: list[int] = []
+    store.observe_commits(commits.append)
+
+    async def body() -> None:
+        await asyncio.gather(*(store.create_invocation(new()) for _ in range(50)))
+        await store.put_function(spec("observed"), T0)
+
+    run.run(body())
+    assert sum(commits) == 51, "every write is in exactly one observed commit"
+    assert all(n >= 1 for n in commits)
