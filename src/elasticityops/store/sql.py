@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import itertools
 import logging
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -386,7 +387,7 @@ def _apply_many(conn: Connection, changes: list[Change]) -> list[tuple[State, In
         current[change.id] = after  # a later change to the same one in this batch
         updates.append((before, after))
         outcomes.append((before.state, after))
-    if not all(_write_updates(conn, updates)):
+    if not _write_updates(conn, updates):
         # Only ever with a single update (a larger batch raises _LostRace instead): it lost.
         return [None] * len(outcomes)
     return outcomes
@@ -423,43 +424,34 @@ def _advanced(before: Invocation, change: Change) -> Invocation | None:
         return None  # the state moved on: a lost race, not an error
 
 
-def _write_updates(conn: Connection, updates: Sequence[tuple[Invocation, Invocation]]) -> list[bool]:
+def _write_updates(conn: Connection, updates: Sequence[tuple[Invocation, Invocation]]) -> bool:
     """Write each (before, after) in order as a compare-and-set on the state, so a second
     gateway on the same database cannot win too. Consecutive updates of the same columns go
     to the driver as one executemany (a burst's 256 admissions are one statement instead of
     256 through SQLAlchemy's per-statement machinery, which was most of the writer's time).
 
-    Returns whether each won. A single update reports its own outcome; in a larger batch a lost
-    compare-and-set raises _LostRace, so the writer re-runs each operation alone."""
-    values = [rows.invocation_update(before, after) for before, after in updates]
-    won: list[bool] = []
-    i = 0
-    while i < len(updates):
-        columns = tuple(values[i])
-        j = i + 1
-        while j < len(updates) and tuple(values[j]) == columns:
-            j += 1
+    Returns False only when a single update lost; in a larger batch a lost compare-and-set
+    raises _LostRace, so the writer re-runs each operation alone, where the count is exact."""
+    changed = [(before, rows.invocation_update(before, after)) for before, after in updates]
+    for columns, group in itertools.groupby(changed, key=lambda item: tuple(item[1])):
         if not columns:
-            won.extend([True] * (j - i))  # nothing changed, nothing to write
-            i = j
-            continue
+            continue  # nothing changed, nothing to write
+        run = list(group)
         sql, converters = _update_plan(conn.dialect, columns)
         params = [
             (
-                *(convert(values[k][c]) for c, convert in zip(columns, converters, strict=True)),
-                updates[k][0].id,
-                updates[k][0].state.value,
+                *(convert(values[c]) for c, convert in zip(columns, converters, strict=True)),
+                before.id,
+                before.state.value,
             )
-            for k in range(i, j)
+            for before, values in run
         ]
         matched = conn.exec_driver_sql(sql, params).rowcount
-        if len(updates) == 1:
-            return [matched == 1]
-        if matched != j - i:
-            raise _LostRace(f"{j - i - matched} of {j - i} compare-and-set updates lost")
-        won.extend([True] * (j - i))
-        i = j
-    return won
+        if matched != len(run):
+            if len(updates) == 1:
+                return False
+            raise _LostRace(f"{len(run) - matched} of {len(run)} compare-and-set updates lost")
+    return True
 
 
 @functools.cache
