@@ -1,7 +1,7 @@
 """The client seam against a real HTTP server: retries, Retry-After, error translation, watches.
 
-Time is a ManualClock: back-off sleeps advance it instantly, so the tests assert how long the
-client chose to wait without waiting."""
+Time is a ManualClock driven by `clock.run`: it jumps to the next deadline whenever the call
+is blocked sleeping, so the tests assert how long the client chose to wait without waiting."""
 
 from __future__ import annotations
 
@@ -41,7 +41,7 @@ async def test_429_waits_what_retry_after_says(clock: ManualClock) -> None:
         [Reply(429, {"message": "slow down"}, {"Retry-After": "7"}), Reply(201, {"ok": 1})]
     ) as srv:
         api = await _api(srv, clock)
-        assert await api.create(JOBS, {"kind": "Job"}) == {"ok": 1}
+        assert await clock.run(api.create(JOBS, {"kind": "Job"})) == {"ok": 1}
         await api.close()
     assert clock.monotonic() == 7.0
     assert [s.method for s in srv.seen] == ["POST", "POST"]
@@ -51,7 +51,7 @@ async def test_429_waits_what_retry_after_says(clock: ManualClock) -> None:
 async def test_5xx_and_dropped_connections_are_retried(clock: ManualClock) -> None:
     async with scripted([Reply(503), Reply(drop=True), Reply(500), Reply(200, {"ok": 2})]) as srv:
         api = await _api(srv, clock)
-        assert await api.get(f"{JOBS}/a") == {"ok": 2}
+        assert await clock.run(api.get(f"{JOBS}/a")) == {"ok": 2}
         # aiohttp itself resends an idempotent request once when the kept-alive connection it
         # reused turns out closed, so the drop may cost no retry of ours.
         assert api.retries in (2, 3)
@@ -64,7 +64,7 @@ async def test_gives_up_after_max_retries_with_a_temporary_error(clock: ManualCl
     async with scripted([Reply(503, {"message": "etcd down"})] * 4) as srv:
         api = await _api(srv, clock)
         with pytest.raises(TemporaryError, match="etcd down"):
-            await api.get(f"{JOBS}/a")
+            await clock.run(api.get(f"{JOBS}/a"))
         await api.close()
     assert len(srv.seen) == 4
 
@@ -180,7 +180,7 @@ async def test_kind_watch_resumes_from_bookmarks_and_relists_on_410(clock: Manua
         api = await _api(srv, clock)
         watch = KindWatch(api, JOBS, {"labelSelector": "x=y"}, handler, clock)
         task = asyncio.create_task(watch.run())
-        await asyncio.wait_for(done.wait(), 10)
+        await clock.run(asyncio.wait_for(done.wait(), 10))
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
             await task
@@ -196,7 +196,7 @@ async def test_kind_watch_resumes_from_bookmarks_and_relists_on_410(clock: Manua
 async def test_token_bucket_paces_a_burst(clock: ManualClock) -> None:
     bucket = TokenBucket(rate=10, burst=2, clock=clock)
     for _ in range(5):
-        await bucket.acquire()
+        await clock.run(bucket.acquire())
     # 2 from the burst, 3 more at 10/s.
     assert clock.monotonic() == pytest.approx(0.3)
 

@@ -20,7 +20,7 @@ from elasticityops.domain.clock import ManualClock
 from elasticityops.domain.invocations import FailureReason, State
 from elasticityops.domain.ports import BackendEvent, EventKind, LaunchRequest
 
-from .builders import INV, condition, invocation, job, pod, spec, ts
+from .builders import INV, T0, condition, invocation, job, pod, spec, ts
 from .scripted_server import Reply, ScriptedServer, scripted
 
 pytestmark = pytest.mark.anyio
@@ -76,7 +76,7 @@ def _bodies(srv: ScriptedServer, prefix: str) -> list[dict[str, Any]]:
 
 
 async def test_launch_creates_job_then_secret_owned_by_it() -> None:
-    clock = ManualClock()
+    clock = ManualClock(T0)
     routes = {
         f"^POST {JOBS}": [Reply(201, {**job(), "metadata": {**job()["metadata"], "uid": "uid-1"}})],
         f"^POST {SECRETS}": [Reply(201, {})],
@@ -96,7 +96,7 @@ async def test_launch_creates_job_then_secret_owned_by_it() -> None:
 
 
 async def test_launch_after_a_crash_finds_its_job_and_makes_no_second() -> None:
-    clock = ManualClock()
+    clock = ManualClock(T0)
     routes = {
         f"^POST {JOBS}": [Reply(409, {"reason": "AlreadyExists"})],
         f"^GET {JOBS}/eops-{INV}": [
@@ -118,7 +118,7 @@ async def test_launch_after_a_crash_finds_its_job_and_makes_no_second() -> None:
 
 
 async def test_a_refused_launch_comes_back_as_a_launch_error() -> None:
-    clock = ManualClock()
+    clock = ManualClock(T0)
     routes = {f"^POST {JOBS}": [Reply(403, {"reason": "Forbidden", "message": "jobs.batch is forbidden"})]}
     sink = Sink()
     async with scripted([], _watching(**routes)) as srv:
@@ -135,7 +135,7 @@ async def test_a_refused_launch_comes_back_as_a_launch_error() -> None:
 
 
 async def test_cancel_deletes_the_job_in_the_background() -> None:
-    clock = ManualClock()
+    clock = ManualClock(T0)
     routes = {f"^DELETE {JOBS}/eops-{INV}": [Reply(200, {"kind": "Status"})]}
     async with scripted([], _watching(**routes)) as srv:
         backend = _backend(srv, clock)
@@ -147,7 +147,7 @@ async def test_cancel_deletes_the_job_in_the_background() -> None:
 
 
 async def test_adopt_replays_what_happened_and_names_what_to_launch_again() -> None:
-    clock = ManualClock()
+    clock = ManualClock(T0)
     finished = "inv-0000000000000000000000done"
     starting = "inv-000000000000000000000start"
     gone = "inv-0000000000000000000000gone"
@@ -196,7 +196,7 @@ async def test_adopt_replays_what_happened_and_names_what_to_launch_again() -> N
 
 
 async def test_logs_stream_from_the_pod_log_api() -> None:
-    clock = ManualClock()
+    clock = ManualClock(T0)
     the_pod = pod(node="n", phase="Running", state={"running": {"startedAt": ts(1)}})
     name = the_pod["metadata"]["name"]
     routes = {
@@ -217,7 +217,7 @@ async def test_logs_stream_from_the_pod_log_api() -> None:
 
 
 async def test_logs_of_an_invocation_without_a_pod_are_empty() -> None:
-    clock = ManualClock()
+    clock = ManualClock(T0)
     async with scripted([], _watching()) as srv:
         backend = _backend(srv, clock)
         await backend.start(Sink())
@@ -227,7 +227,7 @@ async def test_logs_of_an_invocation_without_a_pod_are_empty() -> None:
 
 
 async def test_a_pod_refused_for_good_fails_the_invocation_and_stops_its_job() -> None:
-    clock = ManualClock()
+    clock = ManualClock(T0)
     refused = {
         "apiVersion": "v1",
         "kind": "Event",
@@ -266,3 +266,26 @@ async def test_a_pod_refused_for_good_fails_the_invocation_and_stops_its_job() -
     watch_target = unquote(next(s.target for s in srv.seen if s.target.startswith(EVENTS)))
     assert "involvedObject" not in watch_target
     assert "reason!=Scheduled" in watch_target
+
+
+async def test_virtual_time_holds_still_while_the_sweep_sleeps() -> None:
+    """The no-capacity sweep sleeps on the clock and must not move virtual time by itself: the
+    old ManualClock advanced on every sleep, so a week passed in half a second and a Job
+    created at the clock's "now" failed as no_capacity within 50 ms."""
+    clock = ManualClock(T0)
+    routes = {f"^GET {re.escape(JOBS)}\\?(?!.*watch=true)": [Reply(200, {**EMPTY, "items": [job()]})]}
+    sink = Sink()
+    async with scripted([], _watching(**routes)) as srv:
+        backend = _backend(srv, clock, provisioning_timeout_seconds=60)
+        await backend.start(sink)
+        await asyncio.sleep(0.5)
+        assert clock.now() == T0
+        assert sink.events == []
+        # Time moves when the test says so, and then the sweep does its work.
+        clock.advance(59)
+        await asyncio.sleep(0.05)
+        assert sink.events == []
+        clock.advance(5)
+        [event] = await sink.wait_for(1)
+        await backend.stop()
+    assert event.reason is FailureReason.no_capacity
