@@ -7,7 +7,7 @@ import contextlib
 import gc
 import os
 import secrets
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
 
@@ -16,13 +16,14 @@ from fastapi import FastAPI
 from elasticityops.api.app import create_app
 from elasticityops.api.auth import TokenChecker, hash_token, new_api_token
 from elasticityops.api.metrics import Metrics
-from elasticityops.api.runtime import FunctionCache, Runtime
+from elasticityops.api.runtime import Runtime
 from elasticityops.backend_registry import build_backend
 from elasticityops.dispatch.dispatcher import Dispatcher, DispatchSettings
+from elasticityops.dispatch.functions import FunctionCache
 from elasticityops.dispatch.hub import ChangeHub
 from elasticityops.domain.clock import Clock, SystemClock
 from elasticityops.domain.functions import load_function_text
-from elasticityops.domain.ports import FunctionRecord
+from elasticityops.domain.ports import Backend, FunctionRecord
 from elasticityops.settings import Settings
 from elasticityops.store.sql import SqlStore
 
@@ -110,40 +111,56 @@ def _freeze_startup_heap() -> None:
     gc.freeze()
 
 
-def build_app(settings: Settings, clock: Clock | None = None) -> FastAPI:
+def build_app(
+    settings: Settings,
+    clock: Clock | None = None,
+    *,
+    backend: Backend | None = None,
+    store: Callable[[SqlStore], SqlStore] | None = None,
+    freeze_heap: bool = True,
+) -> FastAPI:
+    """The gateway as an ASGI app; its lifespan opens the store and runs the dispatcher.
+    `backend` replaces the one the settings name, and `store` wraps the opened store (tests
+    drive the dispatcher's failure paths in process through these, without `freeze_heap`,
+    which only pays in a gateway process of its own)."""
     the_clock = clock or SystemClock()
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        store = await open_store(settings)
+        opened = await open_store(settings)
+        store_ = opened if store is None else store(opened)
         try:
             metrics = Metrics()
-            store.observe_transitions(metrics.on_transition)
-            store.observe_commits(metrics.on_commit)
+            store_.observe_transitions(metrics.on_transition)
+            store_.observe_commits(metrics.on_commit)
             hub = ChangeHub()
-            backend = build_backend(settings, the_clock)
+            backend_ = backend or build_backend(settings, the_clock)
             secret = server_secret(settings.data_dir)
-            dispatcher = Dispatcher(store, backend, hub, the_clock, dispatch_settings(settings, secret))
+            functions = FunctionCache(store_)
+            dispatcher = Dispatcher(
+                store_, backend_, hub, the_clock, dispatch_settings(settings, secret), functions
+            )
             runtime = Runtime(
                 settings=settings,
-                store=store,
+                store=store_,
                 hub=hub,
-                backend=backend,
+                backend=backend_,
                 dispatcher=dispatcher,
                 clock=the_clock,
                 server_secret=secret,
-                tokens=TokenChecker(store),
-                functions=FunctionCache(store),
+                tokens=TokenChecker(store_),
+                functions=functions,
                 metrics=metrics,
             )
             app.state.runtime = runtime
             await dispatcher.start()
-            _freeze_startup_heap()
+            if freeze_heap:
+                _freeze_startup_heap()
             try:
                 yield
             finally:
                 await dispatcher.stop()
         finally:
-            await store.close()
+            await store_.close()
 
     return create_app(settings, lifespan)

@@ -1,5 +1,5 @@
-"""The dispatcher's decisions, as pure functions: events to store writes, restart recovery and
-one admission cycle."""
+"""The dispatcher's decisions, as pure functions: cancel, restart recovery and one admission
+cycle. (What a backend event does is tests/domain/test_events.py.)"""
 
 from __future__ import annotations
 
@@ -8,10 +8,10 @@ from datetime import UTC, datetime
 import pytest
 
 from elasticityops.dispatch.cycle import plan_cycle
-from elasticityops.dispatch.reconcile import callback_url, plan_event, plan_recovery
+from elasticityops.dispatch.reconcile import callback_url, plan_cancel, plan_recovery
+from elasticityops.domain.errors import Conflict
 from elasticityops.domain.functions import FunctionSpec, GpuSpec, Priority
 from elasticityops.domain.invocations import FailureReason, Invocation, State, Timeline
-from elasticityops.domain.ports import BackendEvent, EventKind
 
 AT = datetime(2026, 1, 1, tzinfo=UTC)
 
@@ -28,74 +28,40 @@ def inv(
     )
 
 
-def event(kind: EventKind, **fields: object) -> BackendEvent:
-    return BackendEvent("inv-1", kind, AT, **fields)  # type: ignore[arg-type]
-
-
-FINISHED_CASES = [
-    pytest.param({"exit_code": 0}, State.succeeded, id="success"),
-    pytest.param({"exit_code": 2, "reason": FailureReason.exit_code}, State.failed, id="non-zero"),
-    pytest.param({"reason": FailureReason.launch_error}, State.failed, id="launch-error"),
-    pytest.param({"timed_out": True, "reason": FailureReason.timeout}, State.timed_out, id="timeout"),
-    pytest.param({"cancelled": True, "reason": FailureReason.cancelled}, State.cancelled, id="cancelled"),
-    pytest.param({"reason": FailureReason.lost}, State.failed, id="lost"),
-]
-
-
-@pytest.mark.parametrize(("fields", "to"), FINISHED_CASES)
-@pytest.mark.parametrize("state", [State.pending, State.running])
-def test_finished_becomes_its_terminal_state(fields: dict[str, object], to: State, state: State) -> None:
-    plan = plan_event(inv(state=state), event(EventKind.finished, **fields))
-    assert plan.change is not None
-    assert plan.change.to is to
-    assert plan.change.from_states == frozenset({State.pending, State.running})
-    assert plan.frees_capacity
-
-
-def test_finished_after_the_invocation_ended_only_frees_capacity() -> None:
-    plan = plan_event(inv(state=State.cancelled), event(EventKind.finished, exit_code=143, cancelled=True))
-    assert plan.change is None
-    assert plan.result is None
-    assert plan.frees_capacity
-
-
-def test_result_file_is_kept_unless_the_job_posted_one() -> None:
-    fresh = plan_event(inv(state=State.running), event(EventKind.finished, exit_code=0, result=b"{}"))
-    assert fresh.result == b"{}"
-    posted = plan_event(
-        inv(state=State.running, result=b"posted"), event(EventKind.finished, exit_code=0, result=b"{}")
-    )
-    assert posted.result is None
-
-
-def test_started_moves_pending_to_running_once() -> None:
-    plan = plan_event(inv(), event(EventKind.started, node="slot-0"))
-    assert plan.change is not None
-    assert (plan.change.to, plan.change.node) == (State.running, "slot-0")
-    assert plan_event(inv(state=State.running), event(EventKind.started)).change is None
-
-
-def test_capacity_ready_and_notes() -> None:
-    assert plan_event(inv(), event(EventKind.capacity_ready, node="slot-1")).capacity_ready == (AT, "slot-1")
-    assert plan_event(inv(state=State.running), event(EventKind.capacity_ready)).capacity_ready is None
-    note = plan_event(inv(), event(EventKind.note, note_kind="SlotWarming", message="cold")).note
-    assert note is not None
-    assert (note.kind, note.message) == ("SlotWarming", "cold")
-    assert plan_event(inv(state=State.failed), event(EventKind.note, note_kind="X")).note is None
-
-
-def test_unknown_invocation_is_ignored() -> None:
-    plan = plan_event(None, event(EventKind.finished, exit_code=0))
-    assert plan.change is None
-    assert not plan.frees_capacity
-
-
 def test_recovery_relaunches_pending_and_loses_running() -> None:
     active = [inv("a", State.pending), inv("b", State.running), inv("c", State.running)]
     plan = plan_recovery(active, ["a", "b"], AT)
     assert [i.id for i in plan.relaunch] == ["a"]
     assert [(c.id, c.to, c.reason) for c in plan.lose] == [("b", State.failed, FailureReason.lost)]
     assert plan.lose[0].from_states == frozenset({State.running})
+
+
+@pytest.mark.parametrize(
+    ("state", "from_states", "stop_backend"),
+    [
+        pytest.param(State.queued, {State.queued}, False, id="queued-never-runs"),
+        pytest.param(State.pending, {State.pending, State.running}, True, id="pending-stops-its-job"),
+        pytest.param(State.running, {State.pending, State.running}, True, id="running-stops-its-job"),
+    ],
+)
+def test_cancel_of_an_active_or_queued_invocation(
+    state: State, from_states: set[State], stop_backend: bool
+) -> None:
+    plan = plan_cancel(inv(state=state), AT)
+    assert plan.change is not None
+    assert (plan.change.to, plan.change.from_states) == (State.cancelled, frozenset(from_states))
+    assert plan.stop_backend is stop_backend
+
+
+def test_cancelling_a_cancelled_invocation_again_changes_nothing() -> None:
+    plan = plan_cancel(inv(state=State.cancelled), AT)
+    assert (plan.change, plan.stop_backend) == (None, False)
+
+
+@pytest.mark.parametrize("state", [State.succeeded, State.failed, State.timed_out])
+def test_an_invocation_that_ended_otherwise_cannot_be_cancelled(state: State) -> None:
+    with pytest.raises(Conflict, match=f"already ended \\({state.value}\\)"):
+        plan_cancel(inv(state=state), AT)
 
 
 def test_callback_url() -> None:

@@ -34,8 +34,14 @@ class Gateway:
     dispatcher: Dispatcher
 
     async def deploy(self, spec: FunctionSpec) -> FunctionSpec:
+        # As the API routes do: write, then drop the name from the one cache of specs.
         await self.store.put_function(spec, datetime.now(UTC))
+        self.dispatcher.functions.forget(spec.name)
         return spec
+
+    async def delete(self, name: str) -> None:
+        assert await self.store.delete_function(name)
+        self.dispatcher.functions.forget(name)
 
     async def submit(self, function: str, payload: dict[str, Any] | None = None) -> str:
         record = await self.store.get_function(function)
@@ -239,7 +245,7 @@ def test_function_deleted_while_queued_fails_it(tmp_path: Path) -> None:
         async with gateway(tmp_path, start=False) as gw:
             await gw.deploy(recorder("doomed"))
             inv_id = await gw.submit("doomed")
-            await gw.store.delete_function("doomed")
+            await gw.delete("doomed")
             await gw.dispatcher.start()
             inv = await gw.ended(inv_id)
             assert (inv.state, inv.failure_reason) == (State.failed, FailureReason.function_deleted)

@@ -6,23 +6,30 @@ import asyncio
 from datetime import UTC, datetime
 
 from elasticityops.dispatch.dispatcher import EventLanes
-from elasticityops.domain.ports import BackendEvent, EventKind
+from elasticityops.domain.events import BackendEvent, Finished
 
 AT = datetime(2026, 1, 1, tzinfo=UTC)
 
 
-def event(inv: str, kind: EventKind) -> BackendEvent:
-    return BackendEvent(invocation_id=inv, kind=kind, at=AT)
+class EventKind:
+    started = "started"
+    finished = "finished"
+
+
+def event(inv: str, kind: str) -> BackendEvent:
+    if kind == EventKind.started:
+        return BackendEvent(inv, started=AT)
+    return BackendEvent(inv, finished=Finished.succeeded(AT))
 
 
 def test_one_invocations_events_are_recorded_in_order_others_meanwhile() -> None:
-    recorded: list[tuple[str, EventKind]] = []
+    recorded: list[tuple[str, str]] = []
     gates = {"a": asyncio.Event(), "b": asyncio.Event()}
 
     async def record(e: BackendEvent) -> None:
-        if e.kind is EventKind.started:
+        if e.parts == (EventKind.started,):
             await gates[e.invocation_id].wait()  # a slow commit
-        recorded.append((e.invocation_id, e.kind))
+        recorded.append((e.invocation_id, e.parts[-1]))
 
     async def body() -> None:
         lanes = EventLanes(record, concurrency=8)

@@ -11,6 +11,7 @@ import pytest
 from sqlalchemy import event, update
 
 from elasticityops.domain.errors import Conflict, InvalidInput
+from elasticityops.domain.events import BackendEvent, Finished
 from elasticityops.domain.functions import FunctionSpec, Priority
 from elasticityops.domain.invocations import FailureReason, Note, State, new_invocation_id
 from elasticityops.domain.ports import Change, NewInvocation
@@ -183,8 +184,8 @@ def test_transitions_are_compare_and_set(store: SqlStore, run: asyncio.Runner) -
         assert await store.apply(Change(item.id, State.queued, t1)) is None, "not an allowed transition"
         assert await store.apply(Change("inv-unknown", State.pending, t1)) is None
         t2 = T0 + timedelta(seconds=3)
-        await store.mark_capacity_ready(item.id, t1 + timedelta(seconds=1), "slot-0")
-        await store.add_note(item.id, Note(t1, "SlotWarming", "slot 0 is provisioning"))
+        await store.record(BackendEvent(item.id, node="slot-0", capacity_ready=t1 + timedelta(seconds=1)))
+        await store.record(BackendEvent(item.id, note=Note(t1, "SlotWarming", "slot 0 is provisioning")))
         running = await store.apply(Change(item.id, State.running, t2))
         assert running is not None
         assert running.node == "slot-0"
@@ -408,6 +409,65 @@ def test_a_compare_and_set_lost_inside_a_batch_is_redone_one_by_one(
     run.run(body())
 
 
+def note(invocation_id: str, n: Note) -> BackendEvent:
+    return BackendEvent(invocation_id, note=n)
+
+
+def test_an_event_is_one_write_of_transition_milestones_notes_and_result(
+    store: SqlStore, run: asyncio.Runner
+) -> None:
+    updates: list[str] = []
+
+    def count(_conn: Any, _cursor: Any, statement: str, params: Any, _ctx: Any, many: bool) -> None:
+        if statement.startswith("UPDATE invocations"):
+            updates.append(statement)
+
+    seen: list[tuple[State, State]] = []
+    store.observe_transitions(lambda before, after: seen.append((before, after.state)))
+
+    async def body() -> None:
+        item = new()
+        await store.create_invocation(item)
+        await store.apply(Change(item.id, State.pending, T0, from_states=frozenset({State.queued})))
+        event.listen(store._engine, "before_cursor_execute", count)
+        t = [T0 + timedelta(seconds=s) for s in range(5)]
+        short_job = BackendEvent(
+            item.id,
+            node="gpu-3",
+            capacity_ready=t[1],
+            started=t[2],
+            note=Note(t[1], "Pulled", "image pulled"),
+            finished=Finished.succeeded(t[3], result=b'{"ok": 1}'),
+        )
+        outcome = await store.record(short_job)
+        assert outcome is not None
+        before, after = outcome
+        assert (before, after.state) == (State.pending, State.succeeded)
+        assert len(updates) == 1, updates
+        stored = await store.get_invocation(item.id)
+        assert stored is not None
+        assert stored == after
+        assert (stored.timeline.capacity_ready, stored.timeline.started, stored.timeline.finished) == (
+            t[1],
+            t[2],
+            t[3],
+        )
+        assert (stored.node, stored.result, [n.kind for n in stored.notes]) == (
+            "gpu-3",
+            b'{"ok": 1}',
+            ["Pulled"],
+        )
+        assert seen[-1] == (State.pending, State.succeeded)
+        # Late or repeated news of an ended invocation writes nothing.
+        late = BackendEvent(item.id, finished=Finished.cancelled(t[4]), note=Note(t[4], "Killing", "late"))
+        assert await store.record(late) is None
+        assert await store.record(BackendEvent("inv-unknown", started=t[4])) is None
+        assert len(updates) == 1
+        assert await store.get_invocation(item.id) == stored
+
+    run.run(body())
+
+
 def test_notes_and_nodes_queued_together_are_each_kept(store: SqlStore, run: asyncio.Runner) -> None:
     async def body() -> None:
         items = [new() for _ in range(40)]
@@ -420,10 +480,13 @@ def test_notes_and_nodes_queued_together_are_each_kept(store: SqlStore, run: asy
         )
         t1 = T0 + timedelta(seconds=3)
         await asyncio.gather(
-            *(store.add_note(i.id, Note(T0, "Unschedulable", f"no node for {i.id}")) for i in items),
-            *(store.add_note(i.id, Note(t1, "TriggeredScaleUp", "pool gpu-t4 1->2")) for i in items),
-            *(store.mark_capacity_ready(i.id, t1, f"node-{k}") for k, i in enumerate(items)),
-            store.add_note("inv-missing", Note(T0, "Unschedulable", "nobody")),
+            *(store.record(note(i.id, Note(T0, "Unschedulable", f"no node for {i.id}"))) for i in items),
+            *(store.record(note(i.id, Note(t1, "TriggeredScaleUp", "pool gpu-t4 1->2"))) for i in items),
+            *(
+                store.record(BackendEvent(i.id, node=f"node-{k}", capacity_ready=t1))
+                for k, i in enumerate(items)
+            ),
+            store.record(note("inv-missing", Note(T0, "Unschedulable", "nobody"))),
         )
         for k, item in enumerate(items):
             stored = await store.get_invocation(item.id)

@@ -14,24 +14,30 @@ from elasticityops.domain.errors import FieldProblem, PayloadTooLarge
 LIMIT_SETTING = "--max-payload-bytes / EOPS_MAX_PAYLOAD_BYTES"
 
 
-def _too_large(limit: int) -> PayloadTooLarge:
+def _too_large(limit: int, why: str | None) -> PayloadTooLarge:
+    if why is not None:
+        return PayloadTooLarge(
+            f"the request body is larger than the limit of {limit} bytes ({why}); send less "
+            "(e.g. a reference to the data instead of the data)"
+        )
     return PayloadTooLarge(
         f"the request body is larger than the limit of {limit} bytes; send less "
         f"(e.g. a reference to the data instead of the data) or raise the limit with {LIMIT_SETTING}"
     )
 
 
-async def read_body(request: Request, limit: int) -> bytes:
-    """The whole body, refusing early (by Content-Length) or as soon as it passes `limit`."""
+async def read_body(request: Request, limit: int, why: str | None = None) -> bytes:
+    """The whole body, refusing early (by Content-Length) or as soon as it passes `limit`.
+    `why`: what sets the limit when it is not the setting (the backend's own limit)."""
     declared = request.headers.get("content-length")
     if declared is not None and declared.isdigit() and int(declared) > limit:
-        raise _too_large(limit)
+        raise _too_large(limit, why)
     chunks: list[bytes] = []
     size = 0
     async for chunk in request.stream():
         size += len(chunk)
         if size > limit:
-            raise _too_large(limit)
+            raise _too_large(limit, why)
         chunks.append(chunk)
     return b"".join(chunks)
 

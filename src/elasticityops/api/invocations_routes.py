@@ -119,14 +119,8 @@ def build_router(max_wait: int) -> APIRouter:
         "Cancelling a cancelled invocation again is a no-op.",
     )
     async def cancel(request: Request, invocation_id: str = IdPath) -> Response:
-        rt = _runtime(request)
-        inv = await _get(rt, invocation_id)
-        if inv.state is State.cancelled:
-            return _json(inv, 200)
-        if inv.state.terminal:
-            raise Conflict(f"invocation {invocation_id} already ended ({inv.state.value}); nothing to cancel")
-        await rt.dispatcher.cancel(invocation_id)
-        return _json(await _get(rt, invocation_id), 200)
+        # The dispatcher decides (dispatch/reconcile.py plan_cancel), on the row as it is then.
+        return _json(await _runtime(request).dispatcher.cancel(invocation_id), 200)
 
     @router.get(
         "/invocations/{invocation_id}/logs",
@@ -187,7 +181,7 @@ def accept_route(max_wait: int) -> Route:
         record = await rt.functions.get(name)
         if record is None:
             raise NotFound(f"no function named {name!r}; deploy it first (eops fn deploy FILE)")
-        body = await read_body(request, rt.settings.api.max_payload_bytes)
+        body = await read_body(request, *_payload_limit(rt))
         if body.strip():
             parse_json(body)  # refuse what is not JSON; the job gets the bytes as sent
         else:
@@ -348,6 +342,16 @@ def build_callback_router() -> APIRouter:
         return Response(status_code=204)
 
     return router
+
+
+def _payload_limit(rt: Runtime) -> tuple[int, str | None]:
+    """The largest payload this gateway accepts, and why when the backend sets it: refused here,
+    at once, rather than accepted and then failed at launch."""
+    limit = rt.settings.api.max_payload_bytes
+    carried = rt.backend.max_payload_bytes()
+    if carried is not None and carried < limit:
+        return carried, f"the most a {rt.backend.name} launch can carry"
+    return limit, None
 
 
 async def _get(rt: Runtime, invocation_id: str) -> Invocation:

@@ -37,6 +37,8 @@ def plan_cycle(
     there was deleted)."""
     fail: list[Change] = []
     runnable: list[Invocation] = []
+    limits = ((total_gpus, "the backend offers"), (gpu_budget, "the GPU budget allows"))
+    ceiling = min(((n, what) for n, what in limits if n is not None), default=None)
     for inv in queued:
         spec = functions.get(inv.function)
         if spec is None:
@@ -50,8 +52,9 @@ def plan_cycle(
                     message=f"function {inv.function!r} was deleted before this invocation could run",
                 )
             )
-        elif total_gpus is not None and spec.gpu.count > total_gpus:
+        elif ceiling is not None and spec.gpu.count > ceiling[0]:
             # Queueing it would block everything behind it forever (admission keeps strict order).
+            most, what = ceiling
             fail.append(
                 Change(
                     id=inv.id,
@@ -59,8 +62,8 @@ def plan_cycle(
                     at=at,
                     from_states=_FROM_QUEUED,
                     reason=FailureReason.no_capacity,
-                    message=f"gpu.count is {spec.gpu.count} but the backend offers at most {total_gpus} "
-                    "GPUs at once; lower gpu.count or give the backend more GPUs",
+                    message=f"gpu.count is {spec.gpu.count} but {what} at most {most} GPUs at once; "
+                    "lower gpu.count or raise the limit (--gpus, EOPS_GPU_BUDGET)",
                 )
             )
         else:

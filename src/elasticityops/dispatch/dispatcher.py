@@ -17,17 +17,18 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 from elasticityops.dispatch.cycle import plan_cycle
+from elasticityops.dispatch.functions import FunctionCache
 from elasticityops.dispatch.hub import ChangeHub
-from elasticityops.dispatch.reconcile import callback_url, plan_event, plan_recovery
+from elasticityops.dispatch.reconcile import callback_url, plan_cancel, plan_recovery
 from elasticityops.domain.clock import Clock
-from elasticityops.domain.errors import NotFound
+from elasticityops.domain.errors import NotFound, TemporaryError
+from elasticityops.domain.events import BackendEvent, Finished, finished_event
 from elasticityops.domain.functions import FunctionSpec
 from elasticityops.domain.invocations import FailureReason, Invocation, State, callback_token
-from elasticityops.domain.ports import Backend, BackendEvent, Change, LaunchRequest, Store
+from elasticityops.domain.ports import Backend, Change, LaunchRequest, Store
 
 log = logging.getLogger(__name__)
 
-_ACTIVE = frozenset({State.pending, State.running})
 _BATCH_PAYLOAD_BYTES = 64 * 1024  # payloads read together per cycle; a pass holds at most 16 MiB
 
 
@@ -104,13 +105,21 @@ class EventLanes:
 
 class Dispatcher:
     def __init__(
-        self, store: Store, backend: Backend, hub: ChangeHub, clock: Clock, settings: DispatchSettings
+        self,
+        store: Store,
+        backend: Backend,
+        hub: ChangeHub,
+        clock: Clock,
+        settings: DispatchSettings,
+        functions: FunctionCache | None = None,
     ) -> None:
         self.store = store
         self.backend = backend
         self.hub = hub
         self.clock = clock
         self.settings = settings
+        # The same cache the accept route reads (server.py hands both the one object).
+        self.functions = functions or FunctionCache(store)
         self._task: asyncio.Task[None] | None = None
         self._stopping = False
         self._admitting = asyncio.Semaphore(settings.launch_concurrency)
@@ -142,33 +151,26 @@ class Dispatcher:
 
     async def cancel(self, invocation_id: str) -> Invocation:
         """Cancel: a queued invocation at once; a pending or running one by asking the backend to
-        stop it, then recording `cancelled`. An invocation already over is returned unchanged."""
-        latest: Invocation | None = None
+        stop it, then recording `cancelled`. What to do is `plan_cancel`'s one decision, made
+        again on the row as it is whenever the compare-and-set loses (a finish got there first:
+        then it answers Conflict, never a 200 that says `succeeded`)."""
         for _ in range(5):  # each round loses only to a real state change, so this ends quickly
             latest = await self.store.get_invocation(invocation_id)
             if latest is None:
-                raise NotFound(f"no invocation {invocation_id!r}")
-            if latest.state.terminal:
-                return latest
-            if latest.state is State.queued:
-                change = Change(
-                    invocation_id,
-                    State.cancelled,
-                    self.clock.now(),
-                    from_states=frozenset({State.queued}),
-                    message="cancelled before it started",
+                raise NotFound(
+                    f"no invocation {invocation_id!r}; list them with GET /v1/invocations (eops ls)"
                 )
-            else:
+            plan = plan_cancel(latest, self.clock.now())
+            if plan.change is None:
+                return latest  # cancelled already: cancelling again is a no-op
+            if plan.stop_backend:
                 await self.backend.cancel(latest)
-                change = Change(
-                    invocation_id, State.cancelled, self.clock.now(), from_states=_ACTIVE, message="cancelled"
-                )
-            changed = await self.store.apply(change)
+            changed = await self.store.apply(plan.change)
             if changed is not None:
                 self.hub.changed(invocation_id)
                 return changed
-        assert latest is not None
-        return latest
+        changing = f"invocation {invocation_id!r} kept changing while being cancelled"
+        raise TemporaryError(changing, retry_after=1.0)
 
     # --- the loop ---------------------------------------------------------------------------
 
@@ -224,12 +226,7 @@ class Dispatcher:
                 await self._launch(pending, spec, payload)
 
     async def _functions(self, names: set[str]) -> dict[str, FunctionSpec]:
-        found: dict[str, FunctionSpec] = {}
-        for name in sorted(names):
-            record = await self.store.get_function(name)
-            if record is not None:
-                found[name] = record.spec
-        return found
+        return {name: record.spec for name, record in (await self.functions.get_many(names)).items()}
 
     async def _launch(self, inv: Invocation, spec: FunctionSpec, payload: bytes | None = None) -> None:
         if payload is None:
@@ -244,17 +241,11 @@ class Dispatcher:
         try:
             await self.backend.launch(request)
         except Exception as exc:
+            # A backend reports launch failures as events; one that raises instead (a bug, a
+            # store read failing) takes the same route, so the end is recorded in one place.
             log.warning("launching %s failed: %s", inv.id, exc)
-            await self._apply(
-                Change(
-                    inv.id,
-                    State.failed,
-                    self.clock.now(),
-                    from_states=frozenset({State.pending}),
-                    reason=FailureReason.launch_error,
-                    message=f"could not launch: {exc}",
-                )
-            )
+            failed = Finished.failed(self.clock.now(), FailureReason.launch_error, f"could not launch: {exc}")
+            self._events.put(finished_event(inv.id, failed))
 
     async def _apply(self, change: Change) -> Invocation | None:
         changed = await self.store.apply(change)
@@ -311,27 +302,14 @@ class Dispatcher:
                 return
             except Exception:
                 if attempt == self.settings.event_retries:
-                    log.exception("could not record %s event of %s", event.kind, event.invocation_id)
+                    log.exception("could not record an event of %s: %s", event.invocation_id, event)
                     return
                 await self.clock.sleep(0.2 * attempt)
 
     async def _record(self, event: BackendEvent) -> None:
-        current = await self.store.get_invocation(event.invocation_id)
-        plan = plan_event(current, event)
-        touched = False
-        if plan.note is not None:
-            await self.store.add_note(event.invocation_id, plan.note)
-            touched = True
-        if plan.capacity_ready is not None:
-            at, node = plan.capacity_ready
-            await self.store.mark_capacity_ready(event.invocation_id, at, node)
-            touched = True
-        if plan.result is not None:
-            await self.store.set_result(event.invocation_id, plan.result)
-            touched = True
-        if plan.change is not None and await self.store.apply(plan.change) is not None:
-            touched = True
-        if touched:
+        """One store write per event: the store folds it into the row (`apply_event`)."""
+        if await self.store.record(event) is not None:
             self.hub.changed(event.invocation_id)
-        if plan.frees_capacity:
+        if event.finished is not None:
+            # The job is over (even if a cancel ended the invocation first): its GPU is free.
             self.hub.work_available()

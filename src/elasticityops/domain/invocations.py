@@ -64,16 +64,17 @@ TERMINAL_STATES = tuple(s for s in State if s.terminal)
 
 
 class FailureReason(StrEnum):
-    """Why an invocation did not succeed, named for the user."""
+    """Why an invocation did not succeed, named for the user: one vocabulary for every backend
+    (a backend maps what it sees onto these; a new cause, such as priority preemption, joins
+    this list rather than a backend's own)."""
 
     exit_code = "exit_code"  # the job exited non-zero
-    timeout = "timeout"  # ran past timeout_seconds
+    timeout = "timeout"  # ran past timeout_seconds (a Job's DeadlineExceeded, a killed process)
     cancelled = "cancelled"
     launch_error = "launch_error"  # the command could not be started (not found, not executable)
     image_pull = "image_pull"
     oom_killed = "oom_killed"
-    deadline_exceeded = "deadline_exceeded"
-    evicted = "evicted"  # node preempted (spot) or pod evicted
+    evicted = "evicted"  # lost or preempted node (spot), pod evicted
     no_capacity = "no_capacity"  # no GPU within the provisioning timeout
     function_deleted = "function_deleted"
     lost = "lost"  # the backend has no trace of it after a restart

@@ -8,11 +8,11 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from enum import StrEnum
 from typing import Protocol
 
+from elasticityops.domain.events import BackendEvent
 from elasticityops.domain.functions import FunctionSpec
-from elasticityops.domain.invocations import FailureReason, Invocation, Note, State
+from elasticityops.domain.invocations import FailureReason, Invocation, State
 
 
 @dataclass(frozen=True)
@@ -101,8 +101,13 @@ class Store(Protocol):
         """Apply a transition; None when the compare-and-set lost (state moved on)."""
         ...
 
-    async def mark_capacity_ready(self, invocation_id: str, at: datetime, node: str | None) -> None: ...
-    async def add_note(self, invocation_id: str, note: Note) -> None: ...
+    async def record(self, event: BackendEvent) -> tuple[State, Invocation] | None:
+        """Fold a backend event into its invocation (`events.apply_event`) and write it as one
+        compare-and-set UPDATE: transition, notes, milestones and result together. Returns
+        (state before, invocation after), or None when it changed nothing (an unknown id, an
+        invocation already over, a milestone already passed)."""
+        ...
+
     async def set_result(self, invocation_id: str, result: bytes) -> None: ...
     async def counts_by_state(self) -> Mapping[State, int]: ...
 
@@ -114,28 +119,6 @@ class Store(Protocol):
     async def check_api_token(self, token_hash: str) -> bool: ...
 
     async def close(self) -> None: ...
-
-
-class EventKind(StrEnum):
-    note = "note"  # an explanation of the wait (no state change)
-    capacity_ready = "capacity_ready"  # a GPU is assigned; still starting
-    started = "started"
-    finished = "finished"  # exit_code / reason say how
-
-
-@dataclass(frozen=True)
-class BackendEvent:
-    invocation_id: str
-    kind: EventKind
-    at: datetime
-    exit_code: int | None = None
-    reason: FailureReason | None = None  # None with exit_code 0: success
-    message: str = ""
-    node: str | None = None
-    note_kind: str = ""  # for kind=note: e.g. TriggeredScaleUp, Unschedulable, SlotWarming
-    timed_out: bool = False
-    cancelled: bool = False
-    result: bytes | None = None  # for kind=finished: what the job left in its result file
 
 
 EventSink = Callable[[BackendEvent], Awaitable[None]]
@@ -170,8 +153,15 @@ class Backend(Protocol):
         dispatcher fails an invocation needing more at once instead of queueing it forever."""
         ...
 
+    def max_payload_bytes(self) -> int | None:
+        """The largest payload a launch can carry (bytes); None: no limit of its own. The API
+        refuses larger ones at once (413) instead of accepting them to fail at launch."""
+        ...
+
     async def launch(self, request: LaunchRequest) -> None:
-        """Start the invocation. Idempotent: launching one that exists already is a no-op."""
+        """Start the invocation. Idempotent: launching one that exists already is a no-op.
+        Every failure to launch is reported through the sink as the invocation's end
+        (reason launch_error), never raised: one route for every way a job can end."""
         ...
 
     async def cancel(self, invocation: Invocation) -> None: ...

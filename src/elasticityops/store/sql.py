@@ -28,16 +28,9 @@ from elasticityops.domain.errors import (
     InvalidTransition,
     TemporaryError,
 )
+from elasticityops.domain.events import BackendEvent, apply_event
 from elasticityops.domain.functions import FunctionSpec
-from elasticityops.domain.invocations import (
-    ACTIVE_STATES,
-    Invocation,
-    Note,
-    State,
-    add_note,
-    advance,
-    mark_capacity_ready,
-)
+from elasticityops.domain.invocations import ACTIVE_STATES, Invocation, State, advance
 from elasticityops.domain.ports import Change, FunctionRecord, NewInvocation, Page
 from elasticityops.store import rows
 from elasticityops.store.tables import api_tokens, functions, invocations, metadata
@@ -287,30 +280,29 @@ class SqlStore:
         outcome: tuple[State, Invocation] | None = await self._writer.run_batched(_apply_many, change)
         if outcome is None:
             return None
-        previous, after = outcome
+        self._notify(*outcome)
+        return outcome[1]
+
+    def _notify(self, previous: State, after: Invocation) -> None:
         for observer in self._observers:
             try:
                 observer(previous, after)
             except Exception:
                 log.exception("transition observer failed")
-        return after
 
-    async def mark_capacity_ready(self, invocation_id: str, at: datetime, node: str | None) -> None:
-        await self._modify(invocation_id, lambda inv: mark_capacity_ready(inv, at, node))
-
-    async def add_note(self, invocation_id: str, note: Note) -> None:
-        await self._modify(invocation_id, lambda inv: add_note(inv, note))
+    async def record(self, event: BackendEvent) -> tuple[State, Invocation] | None:
+        # Batched like transitions: a burst's watch events share a SELECT and UPDATE statements
+        # with the other writes queued meanwhile (see _record_many).
+        outcome: tuple[State, Invocation] | None = await self._writer.run_batched(_record_many, event)
+        if outcome is not None and outcome[0] is not outcome[1].state:
+            self._notify(*outcome)
+        return outcome
 
     async def set_result(self, invocation_id: str, result: bytes) -> None:
         def run(conn: Connection) -> None:
             conn.execute(update(invocations).where(invocations.c.id == invocation_id).values(result=result))
 
         await self._write(run)
-
-    async def _modify(self, invocation_id: str, change: Callable[[Invocation], Invocation]) -> None:
-        # Batched like transitions: a burst's watch events (notes, nodes found) share a SELECT
-        # and an UPDATE statement with the other modifications queued meanwhile.
-        await self._writer.run_batched(_modify_many, (invocation_id, change))
 
     async def counts_by_state(self) -> Mapping[State, int]:
         def run(conn: Connection) -> Mapping[State, int]:
@@ -393,18 +385,25 @@ def _apply_many(conn: Connection, changes: list[Change]) -> list[tuple[State, In
     return outcomes
 
 
-def _modify_many(conn: Connection, items: list[tuple[str, Callable[[Invocation], Invocation]]]) -> list[None]:
-    """Rewrite invocations in place (notes, node found), in order, without changing their
-    state; one that is gone or that another writer moved on meanwhile is left alone."""
-    current = _read_current(conn, [invocation_id for invocation_id, _ in items])
+def _record_many(conn: Connection, events: list[BackendEvent]) -> list[tuple[State, Invocation] | None]:
+    """Fold backend events into their invocations in order (`apply_event`: transition, notes,
+    milestones and result) and write each changed row as one compare-and-set UPDATE. An event
+    that changes nothing (unknown id, ended already, a repeat) writes nothing and yields None."""
+    current = _read_current(conn, [seen.invocation_id for seen in events])
+    outcomes: list[tuple[State, Invocation] | None] = []
     updates: list[tuple[Invocation, Invocation]] = []
-    for invocation_id, change in items:
-        before = current.get(invocation_id)
-        if before is not None:
-            current[invocation_id] = after = change(before)
-            updates.append((before, after))
-    _write_updates(conn, updates)
-    return [None] * len(items)
+    for seen in events:
+        before = current.get(seen.invocation_id)
+        after = None if before is None else apply_event(before, seen)
+        if before is None or after is None or after == before:
+            outcomes.append(None)
+            continue
+        current[seen.invocation_id] = after  # a later event of the same one in this batch
+        updates.append((before, after))
+        outcomes.append((before.state, after))
+    if not _write_updates(conn, updates):
+        return [None] * len(outcomes)  # a single update that lost (see _write_updates)
+    return outcomes
 
 
 def _advanced(before: Invocation, change: Change) -> Invocation | None:

@@ -17,8 +17,9 @@ from elasticityops.backends.kubernetes.api import KubeApi
 from elasticityops.backends.kubernetes.backend import KubernetesBackend
 from elasticityops.backends.kubernetes.settings import KubernetesSettings
 from elasticityops.domain.clock import ManualClock
-from elasticityops.domain.invocations import FailureReason, State
-from elasticityops.domain.ports import BackendEvent, EventKind, LaunchRequest
+from elasticityops.domain.events import BackendEvent, Finished
+from elasticityops.domain.invocations import FailureReason, State, callback_token
+from elasticityops.domain.ports import LaunchRequest
 
 from .builders import INV, T0, condition, invocation, job, pod, spec, ts
 from .scripted_server import Reply, ScriptedServer, scripted
@@ -51,8 +52,17 @@ def _backend(srv: ScriptedServer, clock: ManualClock, **settings: Any) -> Kubern
 
 def _request(payload: bytes = b'{"x": 1}') -> LaunchRequest:
     return LaunchRequest(
-        invocation=invocation(), spec=spec(), payload=payload, callback_url=None, callback_token="tok"
+        invocation=invocation(),
+        spec=spec(),
+        payload=payload,
+        callback_url=None,
+        callback_token=callback_token(b"server secret", INV),
     )
+
+
+def ended(event: BackendEvent) -> Finished:
+    assert event.finished is not None, event
+    return event.finished
 
 
 class Sink:
@@ -122,16 +132,32 @@ async def test_a_refused_launch_comes_back_as_a_launch_error() -> None:
     routes = {f"^POST {JOBS}": [Reply(403, {"reason": "Forbidden", "message": "jobs.batch is forbidden"})]}
     sink = Sink()
     async with scripted([], _watching(**routes)) as srv:
-        backend = _backend(srv, clock, max_gpus=4)
+        backend = _backend(srv, clock)
         await backend.start(sink)
         await backend.launch(_request())
-        assert backend.free_gpus() == 3
         [event] = await sink.wait_for(1)
         await backend.stop()
-    assert event.kind is EventKind.finished
-    assert event.reason is FailureReason.launch_error
-    assert "forbidden" in event.message
-    assert backend.free_gpus() == 4
+    done = ended(event)
+    assert (done.state, done.reason) == (State.failed, FailureReason.launch_error)
+    assert "forbidden" in done.message
+    assert _bodies(srv, f"POST {SECRETS}") == []  # nothing more was made for it
+    assert backend.free_gpus() is None  # the one GPU cap is the dispatcher's budget
+
+
+async def test_a_payload_too_big_for_its_secret_fails_before_anything_is_created() -> None:
+    clock = ManualClock(T0)
+    sink = Sink()
+    async with scripted([], _watching()) as srv:
+        backend = _backend(srv, clock)
+        await backend.start(sink)
+        too_big = b"x" * (backend.max_payload_bytes() + 1)
+        await backend.launch(_request(payload=too_big))
+        [event] = await sink.wait_for(1)
+        await backend.stop()
+    done = ended(event)
+    assert (done.state, done.reason) == (State.failed, FailureReason.launch_error)
+    assert "do not fit a Kubernetes Secret" in done.message
+    assert [s for s in srv.seen if s.method == "POST"] == []  # no Job, no Secret
 
 
 async def test_cancel_deletes_the_job_in_the_background() -> None:
@@ -179,6 +205,7 @@ async def test_adopt_replays_what_happened_and_names_what_to_launch_again() -> N
     sink = Sink()
     async with scripted([], _watching(**routes)) as srv:
         backend = _backend(srv, clock)
+        await backend.start(sink)  # the watches' first lists replay what happened meanwhile
         missing = await backend.adopt(
             [
                 invocation(finished, state=State.running),
@@ -186,13 +213,16 @@ async def test_adopt_replays_what_happened_and_names_what_to_launch_again() -> N
                 invocation(gone, state=State.running),
             ]
         )
-        await backend.start(sink)  # events gathered before start are delivered now
         await backend.stop()
     # The starting one may lack its payload Secret (crash between the two creates): relaunch.
     assert sorted(missing) == sorted([starting, gone])
-    done = [e for e in sink.events if e.invocation_id == finished and e.kind is EventKind.finished]
+    done = [e for e in sink.events if e.invocation_id == finished and e.finished is not None]
     assert len(done) == 1
-    assert done[0].result == b"42"
+    assert ended(done[0]).result == b"42"
+    # Pods and Jobs were listed once each, by the watches; adoption listed nothing again.
+    lists = [s.target for s in srv.seen if s.method == "GET" and "watch=true" not in s.target]
+    assert sum(t.startswith(JOBS) for t in lists) == 1
+    assert sum(t.startswith(PODS) for t in lists) == 1
 
 
 async def test_logs_stream_from_the_pod_log_api() -> None:
@@ -258,9 +288,8 @@ async def test_a_pod_refused_for_good_fails_the_invocation_and_stops_its_job() -
                 break
             await asyncio.sleep(0.01)
         await backend.stop()
-    assert event.kind is EventKind.finished
-    assert event.reason is FailureReason.launch_error
-    assert "no PriorityClass" in event.message
+    assert (ended(event).state, ended(event).reason) == (State.failed, FailureReason.launch_error)
+    assert "no PriorityClass" in ended(event).message
     assert _bodies(srv, f"DELETE {JOBS}")[0]["propagationPolicy"] == "Background"
     # Events of Jobs too: the selector leaves out only routine reasons, never a kind.
     watch_target = unquote(next(s.target for s in srv.seen if s.target.startswith(EVENTS)))
@@ -288,4 +317,4 @@ async def test_virtual_time_holds_still_while_the_sweep_sleeps() -> None:
         clock.advance(5)
         [event] = await sink.wait_for(1)
         await backend.stop()
-    assert event.reason is FailureReason.no_capacity
+    assert ended(event).reason is FailureReason.no_capacity

@@ -157,7 +157,7 @@ def test_failures_are_named(cluster: Any, dev_namespace: str, tmp_path: Path) ->
         assert "exit code 3" in failed["message"]
 
         timed_out = wait_state(gw, slow, {"timed_out"}, timeout=120)
-        assert timed_out["failure_reason"] == "deadline_exceeded"
+        assert timed_out["failure_reason"] == "timeout"
         assert "timeout of 3 s" in timed_out["message"]
 
         no_node = wait_state(gw, starved, {"failed"}, timeout=120)

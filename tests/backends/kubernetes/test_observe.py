@@ -20,8 +20,8 @@ from elasticityops.backends.kubernetes.observe import (
     observe_pod,
     overdue,
 )
-from elasticityops.domain.invocations import FailureReason
-from elasticityops.domain.ports import EventKind
+from elasticityops.domain.events import BackendEvent, Finished
+from elasticityops.domain.invocations import FailureReason, Note, State
 
 from .builders import INV, T0, condition, job, k8s_event, pod, scheduled, ts, unschedulable
 
@@ -42,47 +42,65 @@ def terminated(code: int, reason: str = "Error", message: str = "") -> dict[str,
     }
 
 
-def kinds(events: list[Any]) -> list[str]:
-    return [e.kind.value for e in events]
+def parts(event: BackendEvent | None) -> tuple[str, ...]:
+    return () if event is None else event.parts
+
+
+def end(event: BackendEvent | None) -> Finished:
+    assert event is not None, "no event"
+    assert event.finished is not None, event
+    return event.finished
+
+
+def the_note(event: BackendEvent | None) -> Note:
+    assert event is not None, "no event"
+    assert event.note is not None, event
+    return event.note
+
+
+def present(event: BackendEvent | None) -> BackendEvent:
+    assert event is not None, "no event"
+    return event
 
 
 def test_pending_without_node_explains_why_once() -> None:
     p = pod(conditions=[unschedulable()])
-    events, progress = observe_pod(p, Progress(), NOW)
-    assert kinds(events) == ["note"]
-    assert events[0].note_kind == "Unschedulable"
-    assert "Insufficient nvidia.com/gpu" in events[0].message
+    event, progress = observe_pod(p, Progress(), NOW)
+    assert parts(event) == ("note",)
+    assert the_note(event).kind == "Unschedulable"
+    assert "Insufficient nvidia.com/gpu" in the_note(event).message
     assert progress.pending_since == T0
     again, _ = observe_pod(p, progress, NOW)
-    assert again == []
+    assert again is None
 
 
 def test_node_assigned_is_capacity_ready_at_scheduling_time() -> None:
-    events, progress = observe_pod(pod(node="gpu-7", conditions=[scheduled(30)]), Progress(), NOW)
-    assert kinds(events) == ["capacity_ready"]
-    assert events[0].node == "gpu-7"
-    assert events[0].at == T0.replace(second=30)
+    event, progress = observe_pod(pod(node="gpu-7", conditions=[scheduled(30)]), Progress(), NOW)
+    assert parts(event) == ("capacity_ready",)
+    assert present(event).node == "gpu-7"
+    assert present(event).capacity_ready == T0.replace(second=30)
     assert progress.capacity_ready
     assert not progress.started
 
 
-def test_running_reports_capacity_then_started_in_order() -> None:
-    events, progress = observe_pod(
+def test_running_reports_capacity_and_start_in_one_event() -> None:
+    event, progress = observe_pod(
         pod(node="gpu-7", phase="Running", conditions=[scheduled()], state=RUNNING), Progress(), NOW
     )
-    assert kinds(events) == ["capacity_ready", "started"]
-    assert events[1].at == T0.replace(minute=1)
-    assert observe_pod(pod(node="gpu-7", phase="Running", state=RUNNING), progress, NOW)[0] == []
+    assert parts(event) == ("capacity_ready", "started")
+    told = present(event)
+    assert (told.capacity_ready, told.started) == (T0.replace(second=30), T0.replace(minute=1))
+    assert observe_pod(pod(node="gpu-7", phase="Running", state=RUNNING), progress, NOW)[0] is None
 
 
 def test_short_job_seen_only_at_its_end_tells_everything() -> None:
-    events, _ = observe_pod(
+    event, _ = observe_pod(
         pod(node="n", phase="Succeeded", state=terminated(0, "Completed", '{"ok":1}')), Progress(), NOW
     )
-    assert kinds(events) == ["capacity_ready", "started", "finished"]
-    assert events[-1].exit_code == 0
-    assert events[-1].reason is None
-    assert events[-1].result == b'{"ok":1}'
+    assert parts(event) == ("capacity_ready", "started", "finished")
+    assert (end(event).state, end(event).exit_code, end(event).reason) == (State.succeeded, 0, None)
+    assert end(event).result == b'{"ok":1}'
+    assert end(event).at == T0.replace(minute=1, second=30)
 
 
 # (pod, expected reason, expected exit code, words in the message)
@@ -149,24 +167,25 @@ ENDINGS = [
 def test_failures_are_classified(
     obj: dict[str, Any], reason: FailureReason, code: int | None, words: str
 ) -> None:
-    events, progress = observe_pod(obj, SEEN_RUNNING, NOW)
-    assert kinds(events) == ["finished"]
-    assert events[0].reason is reason
-    assert events[0].exit_code == code
-    assert words in events[0].message
+    event, progress = observe_pod(obj, SEEN_RUNNING, NOW)
+    assert parts(event) == ("finished",)
+    assert end(event).state is State.failed
+    assert end(event).reason is reason
+    assert end(event).exit_code == code
+    assert words in end(event).message
     assert progress.finished
 
 
 def test_err_image_pull_alone_still_waits() -> None:
-    events, _ = observe_pod(pod(node="n", state={"waiting": {"reason": "ErrImagePull"}}), SEEN_RUNNING, NOW)
-    assert events == []
+    event, _ = observe_pod(pod(node="n", state={"waiting": {"reason": "ErrImagePull"}}), SEEN_RUNNING, NOW)
+    assert event is None
 
 
 def test_container_killed_with_its_pod_defers_to_the_job() -> None:
-    events, progress = observe_pod(
+    event, progress = observe_pod(
         pod(node="n", phase="Failed", state=terminated(137), deleting=True), SEEN_RUNNING, NOW
     )
-    assert events == []
+    assert event is None
     assert progress.exit_code == 137
     assert not progress.finished
 
@@ -176,84 +195,86 @@ def test_disruption_is_remembered_for_the_job() -> None:
     _, progress = observe_pod(
         pod(node="gpu-7", phase="Running", state=RUNNING, conditions=[gone], deleting=True), SEEN_RUNNING, NOW
     )
-    events, _ = observe_job(
+    event, _ = observe_job(
         job([condition("Failed", "BackoffLimitExceeded", "Job has reached the backoff limit")]), progress, NOW
     )
-    assert events[0].reason is FailureReason.evicted
-    assert "node disappeared" in events[0].message
+    assert end(event).reason is FailureReason.evicted
+    assert "node disappeared" in end(event).message
 
 
-# (job conditions, progress, reason, timed out)
+# (job conditions, progress, reason, state): the timeout is the same reason the local backend gives
 JOB_ENDINGS = [
-    pytest.param([condition("Complete")], SEEN_RUNNING, None, False, id="complete"),
-    pytest.param([condition("SuccessCriteriaMet")], SEEN_RUNNING, None, False, id="success-criteria-met"),
+    pytest.param([condition("Complete")], SEEN_RUNNING, None, State.succeeded, id="complete"),
+    pytest.param(
+        [condition("SuccessCriteriaMet")], SEEN_RUNNING, None, State.succeeded, id="success-criteria-met"
+    ),
     pytest.param(
         [condition("FailureTarget", "DeadlineExceeded", "Job was active longer than specified deadline")],
         SEEN_RUNNING,
-        FailureReason.deadline_exceeded,
-        True,
+        FailureReason.timeout,
+        State.timed_out,
         id="deadline-exceeded-early",
     ),
     pytest.param(
         [condition("Failed", "DeadlineExceeded")],
         Progress(),
-        FailureReason.deadline_exceeded,
-        True,
+        FailureReason.timeout,
+        State.timed_out,
         id="deadline-exceeded-while-pending",
     ),
     pytest.param(
         [condition("Failed", "BackoffLimitExceeded")],
         SEEN_RUNNING._replace(exit_code=2),
         FailureReason.exit_code,
-        False,
+        State.failed,
         id="backoff-after-exit-code",
     ),
     pytest.param(
         [condition("Failed", "BackoffLimitExceeded")],
         Progress(),
         FailureReason.evicted,
-        False,
+        State.failed,
         id="pod-lost-before-start",
     ),
 ]
 
 
-@pytest.mark.parametrize(("conditions", "progress", "reason", "timed_out"), JOB_ENDINGS)
+@pytest.mark.parametrize(("conditions", "progress", "reason", "state"), JOB_ENDINGS)
 def test_job_conditions(
-    conditions: list[dict[str, Any]], progress: Progress, reason: FailureReason | None, timed_out: bool
+    conditions: list[dict[str, Any]], progress: Progress, reason: FailureReason | None, state: State
 ) -> None:
-    events, after = observe_job(job(conditions), progress, NOW)
-    assert kinds(events) == ["finished"]
-    assert events[0].reason is reason
-    assert events[0].timed_out is timed_out
+    event, after = observe_job(job(conditions), progress, NOW)
+    assert parts(event) == ("finished",)
+    assert end(event).reason is reason
+    assert end(event).state is state
     assert after.finished
-    assert observe_job(job(conditions), after, NOW)[0] == []
+    assert observe_job(job(conditions), after, NOW)[0] is None
 
 
 def test_running_job_tells_nothing() -> None:
-    assert observe_job(job(active=1), SEEN_RUNNING, NOW)[0] == []
+    assert observe_job(job(active=1), SEEN_RUNNING, NOW)[0] is None
 
 
 def test_deadline_message_names_the_timeout() -> None:
-    events, _ = observe_job(job([condition("Failed", "DeadlineExceeded")]), SEEN_RUNNING, NOW)
-    assert "600 s" in events[0].message
+    event, _ = observe_job(job([condition("Failed", "DeadlineExceeded")]), SEEN_RUNNING, NOW)
+    assert "600 s" in end(event).message
 
 
 @pytest.mark.parametrize(
-    ("cancelling", "reason", "cancelled"),
+    ("cancelling", "reason", "state"),
     [
-        pytest.param(True, FailureReason.cancelled, True, id="cancelled-by-us"),
-        pytest.param(False, FailureReason.lost, False, id="deleted-by-someone-else"),
+        pytest.param(True, FailureReason.cancelled, State.cancelled, id="cancelled-by-us"),
+        pytest.param(False, FailureReason.lost, State.failed, id="deleted-by-someone-else"),
     ],
 )
-def test_job_deleted_before_the_end(cancelling: bool, reason: FailureReason, cancelled: bool) -> None:
-    events, _ = observe_job_deleted(job(), SEEN_RUNNING, cancelling, NOW)
-    assert events[0].reason is reason
-    assert events[0].cancelled is cancelled
+def test_job_deleted_before_the_end(cancelling: bool, reason: FailureReason, state: State) -> None:
+    event, after = observe_job_deleted(INV, SEEN_RUNNING._replace(cancelling=cancelling), NOW)
+    assert (end(event).reason, end(event).state) == (reason, state)
+    assert after.finished
 
 
 def test_job_deleted_after_the_end_tells_nothing() -> None:
-    assert observe_job_deleted(job(), SEEN_RUNNING._replace(finished=True), False, NOW)[0] == []
+    assert observe_job_deleted(INV, SEEN_RUNNING._replace(finished=True), NOW)[0] is None
 
 
 # (reason, message, note kind)
@@ -292,10 +313,10 @@ NOTES = [
 @pytest.mark.parametrize(("reason", "message", "kind"), NOTES)
 def test_event_notes(reason: str, message: str, kind: str) -> None:
     assert note_of_event(k8s_event(reason, message)) == (kind, message)
-    events, progress = observe_event(k8s_event(reason, message), INV, Progress(), NOW)
-    assert events[0].note_kind == kind
-    assert events[0].at == T0.replace(second=5)
-    assert observe_event(k8s_event(reason, message), INV, progress, NOW)[0] == []
+    event, progress = observe_event(k8s_event(reason, message), INV, Progress(), NOW)
+    assert (the_note(event).kind, the_note(event).message) == (kind, message)
+    assert the_note(event).at == T0.replace(second=5)
+    assert observe_event(k8s_event(reason, message), INV, progress, NOW)[0] is None
 
 
 def job_event(reason: str, message: str) -> dict[str, Any]:
@@ -312,32 +333,59 @@ SERVER = "Error creating: Internal error occurred: etcdserver: request timed out
 
 def test_a_pod_the_cluster_refuses_for_good_fails_at_once() -> None:
     for message in (NO_CLASS, WEBHOOK):
-        events, progress = observe_job_event(job_event("FailedCreate", message), INV, Progress(), NOW)
-        assert kinds(events) == ["finished"]
-        assert events[0].reason is FailureReason.launch_error
-        assert message in events[0].message
-        assert events[0].at == T0.replace(second=5)
+        event, progress = observe_job_event(job_event("FailedCreate", message), INV, Progress(), NOW)
+        assert parts(event) == ("finished",)
+        assert end(event).reason is FailureReason.launch_error
+        assert message in end(event).message
+        assert end(event).at == T0.replace(second=5)
         assert progress.finished
-        assert observe_job_event(job_event("FailedCreate", message), INV, progress, NOW)[0] == []
+        assert observe_job_event(job_event("FailedCreate", message), INV, progress, NOW)[0] is None
 
 
 def test_quota_and_server_errors_in_pod_creation_only_explain_the_wait() -> None:
-    events, progress = observe_job_event(job_event("FailedCreate", QUOTA), INV, Progress(), NOW)
-    assert [(e.kind, e.note_kind) for e in events] == [(EventKind.note, "QuotaExceeded")]
+    event, progress = observe_job_event(job_event("FailedCreate", QUOTA), INV, Progress(), NOW)
+    assert parts(event) == ("note",)
+    assert the_note(event).kind == "QuotaExceeded"
     assert not progress.finished
     assert progress.last_wait == f"QuotaExceeded: {QUOTA}"  # named again if it ends in no_capacity
-    events, progress = observe_job_event(job_event("FailedCreate", SERVER), INV, Progress(), NOW)
-    assert [(e.kind, e.note_kind) for e in events] == [(EventKind.note, "FailedCreate")]
+    event, progress = observe_job_event(job_event("FailedCreate", SERVER), INV, Progress(), NOW)
+    assert parts(event) == ("note",)
+    assert the_note(event).kind == "FailedCreate"
     assert not progress.finished
-    assert observe_job_event(job_event("SuccessfulCreate", "Created pod: x"), INV, Progress(), NOW)[0] == []
+    assert observe_job_event(job_event("SuccessfulCreate", "Created pod: x"), INV, Progress(), NOW)[0] is None
 
 
 @pytest.mark.parametrize("reason", ROUTINE_EVENT_REASONS)
 def test_routine_events_left_out_of_the_watch_are_no_notes(reason: str) -> None:
     # The Events watch asks the API server not to send these: they must be ones that mean nothing.
     assert note_of_event(k8s_event(reason, "fine")) is None
-    assert observe_job_event(job_event(reason, "fine"), INV, Progress(), NOW)[0] == []
-    assert f"reason!={reason}" in events_field_selector().split(",")
+    assert observe_job_event(job_event(reason, "fine"), INV, Progress(), NOW)[0] is None
+
+
+def _left_out(selector: str) -> set[str]:
+    """The reasons a field selector excludes, read as the API server reads it: terms joined by
+    commas, each `field!=value` (anything else would make it refuse the watch)."""
+    excluded = set()
+    for term in selector.split(","):
+        field, op, value = term.partition("!=")
+        assert (field, op) == ("reason", "!="), term
+        assert value, term
+        assert value.strip() == value, term
+        excluded.add(value)
+    return excluded
+
+
+def test_the_events_watch_leaves_out_the_routine_reasons_and_keeps_every_note() -> None:
+    left_out = _left_out(events_field_selector())
+    # What a healthy Job and its pod produce, as a real cluster sends it (kube-scheduler's
+    # Scheduled, the Job controller's SuccessfulCreate and Completed, the kubelet's Created and
+    # Started): none of it reaches the gateway.
+    assert left_out == {"Scheduled", "SuccessfulCreate", "Created", "Started", "Completed"}
+    # Every reason that explains a wait or ends an invocation still comes through.
+    for param in NOTES:
+        assert param.values[0] not in left_out
+    for reason in ("FailedCreate", "NotTriggerScaleUp", "Preempted", "Evicted", "Killing"):
+        assert reason not in left_out
 
 
 def test_no_capacity_after_the_provisioning_timeout() -> None:
@@ -348,10 +396,10 @@ def test_no_capacity_after_the_provisioning_timeout() -> None:
     assert not overdue(progress, T0.replace(second=59), 60)
     assert overdue(progress, T0.replace(minute=1), 60)
     event = no_capacity(INV, progress, NOW, 60)
-    assert event.reason is FailureReason.no_capacity
-    assert event.kind is EventKind.finished
-    assert "60 s" in event.message
-    assert "quota" in event.message
+    assert parts(event) == ("finished",)
+    assert (end(event).state, end(event).reason) == (State.failed, FailureReason.no_capacity)
+    assert "60 s" in end(event).message
+    assert "quota" in end(event).message
 
 
 def test_a_node_in_time_is_never_overdue() -> None:
@@ -366,4 +414,4 @@ def test_pod_name_to_job_name() -> None:
 def test_foreign_objects_are_ignored() -> None:
     foreign = pod()
     del foreign["metadata"]["labels"]["elasticityops.dev/invocation"]
-    assert observe_pod(foreign, Progress(), NOW)[0] == []
+    assert observe_pod(foreign, Progress(), NOW)[0] is None

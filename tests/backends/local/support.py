@@ -17,9 +17,10 @@ from typing import Any
 import psutil
 
 from elasticityops.domain.clock import SystemClock
+from elasticityops.domain.events import BackendEvent, Finished
 from elasticityops.domain.functions import FunctionSpec, Priority
 from elasticityops.domain.invocations import Invocation, State, Timeline, new_invocation_id
-from elasticityops.domain.ports import BackendEvent, EventKind, LaunchRequest
+from elasticityops.domain.ports import LaunchRequest
 
 RECORDER = str(Path(__file__).resolve().parents[2] / "jobs" / "recorder.py")
 
@@ -61,20 +62,25 @@ class Events:
         self.items.append(event)
         self._changed.set()
 
-    def of(self, inv_id: str, kind: EventKind | None = None) -> list[BackendEvent]:
-        return [e for e in self.items if e.invocation_id == inv_id and (kind is None or e.kind is kind)]
+    def of(self, inv_id: str, part: str | None = None) -> list[BackendEvent]:
+        """Its events; with `part` (note, capacity_ready, started, finished), those telling it."""
+        return [e for e in self.items if e.invocation_id == inv_id and (part is None or part in e.parts)]
+
+    def parts(self, inv_id: str) -> list[str]:
+        """Everything told about it, in order."""
+        return [part for e in self.of(inv_id) for part in e.parts]
 
     async def changed(self) -> None:
         """Wait for the next event."""
         self._changed.clear()
         await self._changed.wait()
 
-    async def finished(self, inv_id: str, within_s: float = 60.0) -> BackendEvent:
+    async def finished(self, inv_id: str, within_s: float = 60.0) -> Finished:
         async with asyncio.timeout(within_s):
             while True:
-                done = self.of(inv_id, EventKind.finished)
-                if done:
-                    return done[0]
+                done = self.of(inv_id, "finished")
+                if done and done[0].finished is not None:
+                    return done[0].finished
                 self._changed.clear()
                 await self._changed.wait()
 

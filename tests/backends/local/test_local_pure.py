@@ -8,9 +8,9 @@ import pytest
 
 from elasticityops.backends.local.gpus import SlotDevice, parse_nvidia_smi_list, plan_slots
 from elasticityops.backends.local.jobenv import job_env, resolve_argv, slot_node
-from elasticityops.backends.local.outcome import finished_event
+from elasticityops.backends.local.outcome import outcome_of
 from elasticityops.backends.local.slots import SlotPool
-from elasticityops.domain.invocations import FailureReason
+from elasticityops.domain.invocations import FailureReason, State
 
 VIRTUAL = [SlotDevice(i, None, "virtual") for i in range(3)]
 AT = datetime(2026, 1, 1, tzinfo=UTC)
@@ -188,20 +188,30 @@ def test_exit_records_become_finished_events(
     timed_out: bool,
     cancelled: bool,
 ) -> None:
-    event = finished_event("inv-1", record, at=AT, node="slot-0", result=None)
-    assert (event.reason, event.exit_code, event.timed_out, event.cancelled) == (
+    end = outcome_of(record, at=AT, result=None)
+    assert (end.reason, end.exit_code, end.state is State.timed_out, end.state is State.cancelled) == (
         reason,
         exit_code,
         timed_out,
         cancelled,
     )
-    assert (event.message == "") == (reason is None)
+    assert end.state is (State.succeeded if reason is None else _STATE_OF.get(reason, State.failed))
+    assert end.at == AT
+    assert (end.message == "") == (reason is None)
+
+
+_STATE_OF = {FailureReason.timeout: State.timed_out, FailureReason.cancelled: State.cancelled}
 
 
 def test_an_oversized_result_is_explained() -> None:
-    event = finished_event("i", {"exit_code": 0}, at=AT, node=None, result=None, result_problem="too big")
-    assert event.reason is None
-    assert event.message == "too big"
+    end = outcome_of({"exit_code": 0}, at=AT, result=None, result_problem="too big")
+    assert (end.state, end.reason) == (State.succeeded, None)
+    assert end.message == "too big"
+
+
+def test_a_result_is_kept_whichever_way_the_job_ended() -> None:
+    for record in ({"exit_code": 0}, {"exit_code": 2}):
+        assert outcome_of(record, at=AT, result=b"{}").result == b"{}"
 
 
 def test_the_gateways_own_cuda_visible_devices_limits_the_gpus_offered() -> None:

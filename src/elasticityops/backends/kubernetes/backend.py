@@ -1,8 +1,10 @@
 """The Kubernetes backend: every invocation becomes one GPU Job on a node of its own.
 
 I/O lives here and in api.py; every decision (what a Job looks like, what an observed object
-means) is a pure function in manifests.py and observe.py. State kept in memory is only what the
-watches rebuild after a restart: progress per invocation and the names that map pods to it."""
+means) is a pure function in manifests.py and observe.py. The only state kept in memory is one
+`Progress` record per invocation (what was reported already), which the watches' first lists
+rebuild after a restart; Job, Secret and pod names derive from the invocation id, so no map of
+names is needed. The backend reports; the store decides what a report does (events.apply_event)."""
 
 from __future__ import annotations
 
@@ -14,18 +16,22 @@ from typing import Any
 
 from elasticityops.backends.kubernetes.api import KubeApi
 from elasticityops.backends.kubernetes.decode import decode_event, decode_job, decode_pod
-from elasticityops.backends.kubernetes.labels import GPU_RESOURCE, INVOCATION_LABEL, selector
+from elasticityops.backends.kubernetes.labels import INVOCATION_LABEL, selector
 from elasticityops.backends.kubernetes.manifests import (
+    CALLBACK_TOKEN_BYTES,
     CONTAINER_NAME,
+    SECRET_DATA_LIMIT,
     build_job,
     build_payload_secret,
     job_name,
+    owned_by,
 )
 from elasticityops.backends.kubernetes.observe import (
     Progress,
     container_started,
     events_field_selector,
     invocation_of,
+    invocation_of_job_name,
     job_name_of_pod,
     no_capacity,
     observe_event,
@@ -40,8 +46,9 @@ from elasticityops.backends.kubernetes.settings import KubernetesSettings
 from elasticityops.backends.kubernetes.watch import KindWatch
 from elasticityops.domain.clock import Clock, SystemClock
 from elasticityops.domain.errors import Conflict, EopsError, NotFound, PermanentError
+from elasticityops.domain.events import BackendEvent, Finished
 from elasticityops.domain.invocations import FailureReason, Invocation, State
-from elasticityops.domain.ports import BackendEvent, EventKind, EventSink, LaunchRequest
+from elasticityops.domain.ports import EventSink, LaunchRequest
 
 Obj = dict[str, Any]
 log = logging.getLogger(__name__)
@@ -64,16 +71,12 @@ class KubernetesBackend:
         self._selector = selector(settings.instance)
         self._sink: EventSink | None = None
         self._progress: dict[str, Progress] = {}
-        self._gpus: dict[str, int] = {}  # GPUs held by Jobs not yet finished, by invocation
-        self._job_inv: dict[str, str] = {}  # Job name -> invocation id
-        self._pod_inv: dict[str, str] = {}  # pod name -> invocation id
-        self._cancelling: set[str] = set()
-        self._deferred: set[str] = set()  # Jobs seen Complete, waiting for their pod's end
+        self._jobs_seen: set[str] = set()  # invocations whose Job the watch has listed or seen
         self._tasks: list[asyncio.Task[None]] = []
         self._chores: set[asyncio.Task[None]] = set()
         self._pending_events: list[BackendEvent] = []
         self.watches: list[KindWatch] = []
-        self._launches: asyncio.Queue[tuple[LaunchRequest, Obj]] = asyncio.Queue()
+        self._launches: asyncio.Queue[tuple[LaunchRequest, Obj, Obj]] = asyncio.Queue()
         self._launchers: list[asyncio.Task[None]] = []
         self.jobs_created = 0
 
@@ -130,26 +133,37 @@ class KubernetesBackend:
     # -- capacity ----------------------------------------------------------------------------
 
     def free_gpus(self) -> int | None:
-        if self.settings.max_gpus is None:
-            return None
-        return max(0, self.settings.max_gpus - sum(self._gpus.values()))
+        """No fixed limit: the cluster provisions nodes, and the one GPU cap (the GPU budget)
+        is the dispatcher's, counted from the store."""
+        return None
 
     def total_gpus(self) -> int | None:
-        return self.settings.max_gpus
+        return None
+
+    def max_payload_bytes(self) -> int:
+        """The largest payload a launch can carry: it travels in a Secret beside the token."""
+        return SECRET_DATA_LIMIT - CALLBACK_TOKEN_BYTES
 
     # -- operations --------------------------------------------------------------------------
 
     async def launch(self, request: LaunchRequest) -> None:
-        """Build the Job now (a bad spec fails here, at once) and hand its creation to the
-        launch workers, so a burst of admissions is not serialised on API round trips. A failure
-        to create comes back as a `finished` event with reason launch_error; a gateway that dies
+        """Build the Job and its Secret and check every limit now, before anything is created
+        (a bad spec or payload fails here, at once, as a launch_error event), then hand the
+        creation to the launch workers, so a burst of admissions is not serialised on API round
+        trips. A failure to create comes back as a launch_error event too; a gateway that dies
         before creating it finds the invocation without a Job on restart and launches it again."""
         inv = request.invocation
-        job = build_job(request.spec, inv, self.settings, request.callback_url)
-        self._gpus.setdefault(inv.id, request.spec.gpu.count)
-        self._job_inv[job["metadata"]["name"]] = inv.id
+        self._progress.setdefault(inv.id, Progress())
+        try:
+            job = build_job(request.spec, inv, self.settings, request.callback_url)
+            secret = build_payload_secret(
+                inv.id, request.payload, request.callback_token, _UID_UNKNOWN, self.settings
+            )
+        except EopsError as exc:
+            await self._fail_launch(inv.id, f"could not build its Job: {exc.message}")
+            return
         self._ensure_launchers()
-        await self._launches.put((request, job))
+        await self._launches.put((request, job, secret))
 
     def _ensure_launchers(self) -> None:
         if not self._launchers:
@@ -160,27 +174,20 @@ class KubernetesBackend:
 
     async def _launcher(self) -> None:
         while True:
-            request, job = await self._launches.get()
+            request, job, secret = await self._launches.get()
             try:
-                await self.create_job(request, job)
+                await self.create_job(request, job, secret)
             except EopsError as exc:
-                inv = request.invocation.id
-                self._progress[inv] = self._progress.get(inv, Progress())._replace(finished=True)
-                await self._deliver(
-                    [
-                        BackendEvent(
-                            invocation_id=inv,
-                            kind=EventKind.finished,
-                            at=self._clock.now(),
-                            reason=FailureReason.launch_error,
-                            message=f"could not create its Job: {exc.message}",
-                        )
-                    ]
-                )
+                await self._fail_launch(request.invocation.id, f"could not create its Job: {exc.message}")
             finally:
                 self._launches.task_done()
 
-    async def create_job(self, request: LaunchRequest, job: Obj) -> None:
+    async def _fail_launch(self, inv: str, message: str) -> None:
+        self._progress[inv] = self._progress.get(inv, Progress())._replace(finished=True)
+        failed = Finished.failed(self._clock.now(), FailureReason.launch_error, message)
+        await self._deliver(BackendEvent(inv, finished=failed))
+
+    async def create_job(self, request: LaunchRequest, job: Obj, secret: Obj) -> None:
         """Create the Job, then its payload Secret owned by it; 409 means "already there"."""
         inv = request.invocation
         name = job["metadata"]["name"]
@@ -193,11 +200,8 @@ class KubernetesBackend:
                 raise PermanentError(
                     f"Job {name} exists but belongs to another invocation; delete it or use another namespace"
                 ) from None
-        secret = build_payload_secret(
-            inv.id, request.payload, request.callback_token, created["metadata"]["uid"], self.settings
-        )
         with contextlib.suppress(Conflict):
-            await self.api.create(self.secrets_path, secret)
+            await self.api.create(self.secrets_path, owned_by(secret, created["metadata"]["uid"]))
         self.jobs_created += 1
 
     async def drain_launches(self) -> None:
@@ -205,34 +209,26 @@ class KubernetesBackend:
         await self._launches.join()
 
     async def cancel(self, invocation: Invocation) -> None:
-        self._cancelling.add(invocation.id)
+        progress = self._progress.get(invocation.id, Progress())._replace(cancelling=True)
+        self._progress[invocation.id] = progress
         deleted = await self.api.delete(f"{self.jobs_path}/{job_name(invocation.id)}", "Background")
         if not deleted:
-            progress = self._progress.get(invocation.id, Progress())
-            events, self._progress[invocation.id] = observe_job_deleted(
-                {"metadata": {"labels": {INVOCATION_LABEL: invocation.id}}}, progress, True, self._clock.now()
-            )
-            await self._deliver(events)
+            now = self._clock.now()
+            event, self._progress[invocation.id] = observe_job_deleted(invocation.id, progress, now)
+            await self._deliver(event)
 
     async def adopt(self, active: Sequence[Invocation]) -> list[str]:
-        """Re-attach to the Jobs of `active`, replaying what they did while the gateway was away.
+        """Re-attach to the Jobs of `active`. The watches' first lists (made in `start`) have
+        replayed what the Jobs and pods did while the gateway was away; nothing is listed again.
 
         Returns the ids to launch again: those without a Job, and pending ones whose container
         has not started, since their payload Secret may never have been made if the gateway died
         between the two creates. Launching is idempotent (409 on both), and this needs no right to
         read Secrets."""
-        jobs, _ = await self.api.list(self.jobs_path, {"labelSelector": self._selector})
-        pods, _ = await self.api.list(self.pods_path, {"labelSelector": self._selector})
-        # Pods first: a finished pod carries the result, its Job only that it completed.
-        for pod in pods:
-            await self._on_pod("ADDED", pod)
-        for job in jobs:
-            await self._on_job("ADDED", job)
-        have_job = {invocation_of(j) for j in jobs}
         missing = []
         for inv in active:
             progress = self._progress.get(inv.id, Progress())
-            if inv.id not in have_job or (
+            if inv.id not in self._jobs_seen or (
                 inv.state is State.pending and not progress.started and not progress.finished
             ):
                 missing.append(inv.id)
@@ -274,81 +270,68 @@ class KubernetesBackend:
 
     async def _on_job(self, kind: str, job: Obj) -> None:
         name = (job.get("metadata") or {}).get("name", "")
-        inv = invocation_of(job) or self._job_inv.get(name)
+        inv = invocation_of(job) or invocation_of_job_name(name)
         if inv is None:
             return
         now = self._clock.now()
         progress = self._progress.get(inv, Progress())
         if kind == "DELETED":
-            labelled = {"metadata": {"name": name, "labels": {INVOCATION_LABEL: inv}}}
-            events, _ = observe_job_deleted(labelled, progress, inv in self._cancelling, now)
-            self._forget(inv, name)
-            await self._deliver(events)
+            event, _ = observe_job_deleted(inv, progress, now)
+            self._progress.pop(inv, None)
+            self._jobs_seen.discard(inv)
+            await self._deliver(event)
             return
-        self._job_inv[name] = inv
+        self._jobs_seen.add(inv)
         if progress.pending_since is None and not progress.capacity_ready:
             created = parse_time((job.get("metadata") or {}).get("creationTimestamp"))
             progress = progress._replace(pending_since=created or now)
-        if not progress.finished and inv not in self._gpus:
-            self._gpus[inv] = _job_gpus(job)
-        events, after = observe_job(job, progress, now)
-        if events and events[-1].reason is None and not events[-1].timed_out:
+        event, after = observe_job(job, progress, now)
+        if event is not None and event.finished is not None and event.finished.state is State.succeeded:
             # Complete, but the pod's own end (with the termination message, the small result)
             # may still be on its way through the pod watch: give it a moment to arrive first.
-            self._progress[inv] = progress
-            if inv not in self._deferred:
-                self._deferred.add(inv)
-                self._chore(self._finish_later(inv, events))
+            if not progress.success_seen:
+                self._chore(self._finish_later(inv, event))
+            self._progress[inv] = progress._replace(success_seen=True)
             return
         self._progress[inv] = after
-        await self._deliver(events)
+        await self._deliver(event)
 
-    async def _finish_later(self, inv: str, events: list[BackendEvent]) -> None:
+    async def _finish_later(self, inv: str, event: BackendEvent) -> None:
         await self._clock.sleep(SUCCESS_GRACE_SECONDS)
-        self._deferred.discard(inv)
         progress = self._progress.get(inv)
         if progress is None or progress.finished:
             return
         self._progress[inv] = progress._replace(finished=True)
-        await self._deliver(events)
+        await self._deliver(event)
 
     async def _on_pod(self, kind: str, pod: Obj) -> None:
         inv = invocation_of(pod)
-        name = (pod.get("metadata") or {}).get("name", "")
         if inv is None:
             return
-        if kind == "DELETED":
-            self._pod_inv.pop(name, None)
-        else:
-            self._pod_inv[name] = inv
         if inv not in self._progress and (
             kind == "DELETED" or (pod.get("metadata") or {}).get("deletionTimestamp")
         ):
             # A pod going with its Job (TTL, cancel): nothing to tell.
             return
-        events, self._progress[inv] = observe_pod(pod, self._progress.get(inv, Progress()), self._clock.now())
-        await self._deliver(events)
+        event, self._progress[inv] = observe_pod(pod, self._progress.get(inv, Progress()), self._clock.now())
+        await self._deliver(event)
 
     async def _on_event(self, kind: str, event: Obj) -> None:
         if kind == "DELETED":
             return
         involved = event.get("involvedObject") or {}
-        name = involved.get("name", "")
+        name = str(involved.get("name", ""))
         if involved.get("kind") == "Job":
-            inv = self._job_inv.get(name)
-            if inv is None:
-                return
-            progress = self._progress.get(inv, Progress())
-            events, self._progress[inv] = observe_job_event(event, inv, progress, self._clock.now())
-            await self._deliver(events)
+            observe = observe_job_event
+        elif involved.get("kind") == "Pod":
+            observe, name = observe_event, job_name_of_pod(name)
+        else:
             return
-        if involved.get("kind") != "Pod":
-            return
-        inv = self._pod_inv.get(name) or self._job_inv.get(job_name_of_pod(name))
+        inv = invocation_of_job_name(name)
         if inv is None or inv not in self._progress:
             return
-        events, self._progress[inv] = observe_event(event, inv, self._progress[inv], self._clock.now())
-        await self._deliver(events)
+        told, self._progress[inv] = observe(event, inv, self._progress[inv], self._clock.now())
+        await self._deliver(told)
 
     async def _sweep(self) -> None:
         """Fail invocations whose pod found no node within the provisioning timeout."""
@@ -360,16 +343,15 @@ class KubernetesBackend:
             for inv, progress in list(self._progress.items()):
                 if overdue(progress, now, timeout):
                     self._progress[inv] = progress._replace(finished=True)
-                    await self._deliver([no_capacity(inv, progress, now, timeout)])
+                    await self._deliver(no_capacity(inv, progress, now, timeout))
 
-    async def _deliver(self, events: list[BackendEvent]) -> None:
-        for event in events:
-            if event.kind is EventKind.finished:
-                self._gpus.pop(event.invocation_id, None)
-                if event.reason is not None and not event.cancelled and event.reason.value in _STOP_JOB_ON:
-                    # The Job would linger (a pod stuck pulling or waiting for a node): stop it.
-                    self._chore(self._delete_job(event.invocation_id))
-            await self._emit(event)
+    async def _deliver(self, event: BackendEvent | None) -> None:
+        if event is None:
+            return
+        if event.finished is not None and event.finished.reason in _STOP_JOB_ON:
+            # The Job would linger (a pod stuck pulling or waiting for a node): stop it.
+            self._chore(self._delete_job(event.invocation_id))
+        await self._emit(event)
 
     async def _emit(self, event: BackendEvent) -> None:
         if self._sink is None:
@@ -380,7 +362,7 @@ class KubernetesBackend:
         except Exception:
             # A failing sink (the store, say) must not kill the watch; the next relist or
             # adoption replays what matters.
-            log.exception("delivering %s for %s failed", event.kind, event.invocation_id)
+            log.exception("delivering an event of %s failed: %s", event.invocation_id, event)
 
     def _chore(self, coro: Any) -> None:
         task = asyncio.create_task(coro)
@@ -393,20 +375,7 @@ class KubernetesBackend:
         except (NotFound, EopsError) as exc:
             log.warning("could not delete the Job of %s: %s", invocation_id, exc)
 
-    def _forget(self, inv: str, job: str) -> None:
-        self._progress.pop(inv, None)
-        self._gpus.pop(inv, None)
-        self._job_inv.pop(job, None)
-        self._cancelling.discard(inv)
-
 
 SUCCESS_GRACE_SECONDS = 2.0
-_STOP_JOB_ON = frozenset({"image_pull", "no_capacity", "launch_error"})
-
-
-def _job_gpus(job: Obj) -> int:
-    try:
-        containers = job["spec"]["template"]["spec"]["containers"]
-        return sum(int((c.get("resources") or {}).get("limits", {}).get(GPU_RESOURCE, 0)) for c in containers)
-    except (KeyError, TypeError, ValueError):
-        return 1
+_STOP_JOB_ON = frozenset({FailureReason.image_pull, FailureReason.no_capacity, FailureReason.launch_error})
+_UID_UNKNOWN = "unknown-until-the-job-exists"  # the Secret's owner uid, set once the Job is created

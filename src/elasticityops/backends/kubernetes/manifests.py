@@ -52,6 +52,7 @@ PAYLOAD_PATH = f"{PAYLOAD_DIR}/{PAYLOAD_KEY}"
 # as the termination message, which the watch reads when no callback came.
 RESULT_PATH = "/dev/termination-log"
 SECRET_DATA_LIMIT = 1024 * 1024  # the API server's limit on a Secret's data
+CALLBACK_TOKEN_BYTES = 43  # domain.invocations.callback_token: 32 bytes, unpadded base64
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 _LABEL_VALUE = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$")
 _MAX_JOB_NAME = 52  # pod names add "-xxxxx"; keep them a 63-character label
@@ -244,12 +245,13 @@ def build_payload_secret(
 ) -> dict[str, Any]:
     """The Secret holding the payload and the callback token, owned by the Job `job_uid`."""
     if len(payload) + len(callback_token) > SECRET_DATA_LIMIT:
+        most = SECRET_DATA_LIMIT - len(callback_token)
         raise InvalidInput(
             [
                 FieldProblem(
                     "payload",
                     f"{len(payload)} bytes do not fit a Kubernetes Secret (1 MiB with the token)",
-                    "send at most 1,048,000 bytes, or pass a URL to the data instead",
+                    f"send at most {most:,} bytes, or pass a URL to the data instead",
                 )
             ]
         )
@@ -278,3 +280,11 @@ def build_payload_secret(
             TOKEN_KEY: base64.b64encode(callback_token.encode()).decode(),
         },
     }
+
+
+def owned_by(secret: dict[str, Any], job_uid: str) -> dict[str, Any]:
+    """`secret` (from build_payload_secret) with its owner reference naming the Job `job_uid`,
+    known only once the Job exists."""
+    meta = secret["metadata"]
+    owners = [{**ref, "uid": job_uid} for ref in meta["ownerReferences"]]
+    return {**secret, "metadata": {**meta, "ownerReferences": owners}}

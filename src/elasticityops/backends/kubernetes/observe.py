@@ -1,20 +1,24 @@
 """Pure functions from observed Jobs, Pods and Events to BackendEvents.
 
-Each invocation carries a small `Progress` record of what was already reported, so replays (a
-relist, an adoption after a restart, the same fact seen through two watches) report nothing
-twice. Failures are classified here and named for the user."""
+Each observation yields at most one event (a pod first seen finished tells its capacity, start
+and end in one), with the end as one `Finished` outcome. Each invocation carries a small
+`Progress` record of what was already reported, so replays (a relist, an adoption after a
+restart, the same fact seen through two watches) report nothing twice. Failures are classified
+here and named for the user in the shared FailureReason vocabulary."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import Any, NamedTuple
 
 from elasticityops.backends.kubernetes.labels import INVOCATION_LABEL
 from elasticityops.backends.kubernetes.manifests import CONTAINER_NAME
-from elasticityops.domain.invocations import FailureReason
-from elasticityops.domain.ports import BackendEvent, EventKind
+from elasticityops.domain.events import BackendEvent, Finished
+from elasticityops.domain.invocations import FailureReason, Note
 
 Obj = dict[str, Any]
+Observed = tuple[BackendEvent | None, "Progress"]
 
 # kubelet reasons of a waiting container that will not get better by waiting
 IMAGE_PULL_FAILURES = frozenset({"ImagePullBackOff", "InvalidImageName", "ErrImageNeverPull"})
@@ -43,7 +47,9 @@ class Progress(NamedTuple):
 
     capacity_ready: bool = False
     started: bool = False
-    finished: bool = False
+    finished: bool = False  # its end was reported (the store decides what that end does)
+    cancelling: bool = False  # we deleted its Job to cancel it
+    success_seen: bool = False  # Job Complete seen; waiting a moment for the pod's result
     pending_since: datetime | None = None  # first seen without a node
     last_note: str = ""  # kind + message of the latest note, to drop repeats
     last_wait: str = ""  # the latest explanation of the wait, for a no-capacity failure
@@ -87,28 +93,24 @@ def container_started(pod: Obj) -> bool:
     return bool(state.get("running") or state.get("terminated"))
 
 
-def _ev(inv: str, kind: EventKind, at: datetime, **fields: Any) -> BackendEvent:
-    return BackendEvent(invocation_id=inv, kind=kind, at=at, **fields)
+def _end(inv: str, finished: Finished, node: str | None = None) -> BackendEvent:
+    return BackendEvent(inv, node=node, finished=finished)
 
 
-def _note(
-    inv: str, progress: Progress, at: datetime, kind: str, message: str
-) -> tuple[list[BackendEvent], Progress]:
+def _note(inv: str, progress: Progress, at: datetime, kind: str, message: str) -> Observed:
     key = f"{kind}\0{message}"
     if progress.finished or key == progress.last_note:
-        return [], progress
+        return None, progress
     wait = progress.last_wait if kind in ("Pulling", "Pulled") else f"{kind}: {message}"
-    return [_ev(inv, EventKind.note, at, note_kind=kind, message=message)], progress._replace(
-        last_note=key, last_wait=wait
-    )
+    event = BackendEvent(inv, note=Note(at=at, kind=kind, message=message))
+    return event, progress._replace(last_note=key, last_wait=wait)
 
 
-def observe_pod(pod: Obj, progress: Progress, now: datetime) -> tuple[list[BackendEvent], Progress]:
-    """What a pod's current state tells that was not told before."""
+def observe_pod(pod: Obj, progress: Progress, now: datetime) -> Observed:
+    """What a pod's current state tells that was not told before, as one event (or None)."""
     inv = invocation_of(pod)
     if inv is None or progress.finished:
-        return [], progress
-    out: list[BackendEvent] = []
+        return None, progress
     meta = pod.get("metadata") or {}
     spec = pod.get("spec") or {}
     status = pod.get("status") or {}
@@ -129,14 +131,14 @@ def observe_pod(pod: Obj, progress: Progress, now: datetime) -> tuple[list[Backe
         scheduled = _condition(pod, "PodScheduled")
         if scheduled and scheduled.get("status") == "False" and scheduled.get("reason") == "Unschedulable":
             at = parse_time(scheduled.get("lastTransitionTime")) or now
-            notes, progress = _note(inv, progress, at, "Unschedulable", str(scheduled.get("message") or ""))
-            out += notes
-        return out, progress
+            return _note(inv, progress, at, "Unschedulable", str(scheduled.get("message") or ""))
+        return None, progress
 
+    event = BackendEvent(inv, node=node)
     if not progress.capacity_ready:
         scheduled = _condition(pod, "PodScheduled")
         at = (parse_time(scheduled.get("lastTransitionTime")) if scheduled else None) or now
-        out.append(_ev(inv, EventKind.capacity_ready, at, node=node))
+        event = replace(event, capacity_ready=at)
         progress = progress._replace(capacity_ready=True)
 
     container = _container_status(pod) or {}
@@ -147,142 +149,69 @@ def observe_pod(pod: Obj, progress: Progress, now: datetime) -> tuple[list[Backe
 
     if (running or terminated) and not progress.started:
         started_at = parse_time((running or terminated or {}).get("startedAt")) or now
-        out.append(_ev(inv, EventKind.started, started_at, node=node))
+        event = replace(event, started=started_at)
         progress = progress._replace(started=True)
 
+    finished: Finished | None = None
     if waiting:
         reason = str(waiting.get("reason") or "")
         message = str(waiting.get("message") or "")
         if reason in IMAGE_PULL_FAILURES:
-            out.append(
-                _ev(
-                    inv,
-                    EventKind.finished,
-                    now,
-                    reason=FailureReason.image_pull,
-                    node=node,
-                    message=f"cannot pull image: {reason}: {message}".rstrip(": "),
-                )
-            )
-            return out, progress._replace(finished=True)
-        if reason in LAUNCH_FAILURES:
-            out.append(
-                _ev(
-                    inv,
-                    EventKind.finished,
-                    now,
-                    reason=FailureReason.launch_error,
-                    node=node,
-                    message=f"container could not start: {reason}: {message}".rstrip(": "),
-                )
-            )
-            return out, progress._replace(finished=True)
-
-    if terminated:
+            text = f"cannot pull image: {reason}: {message}".rstrip(": ")
+            finished = Finished.failed(now, FailureReason.image_pull, text)
+        elif reason in LAUNCH_FAILURES:
+            text = f"container could not start: {reason}: {message}".rstrip(": ")
+            finished = Finished.failed(now, FailureReason.launch_error, text)
+    if finished is None and terminated:
         code = int(terminated.get("exitCode") or 0)
         if deleting:
             # Killed because its Job or node went away: the Job's condition tells why.
-            return out, progress._replace(exit_code=code)
-        phase = status.get("phase")
-        if phase not in ("Succeeded", "Failed"):
-            return out, progress
-        at = parse_time(terminated.get("finishedAt")) or now
-        out.append(
-            _finished_from_container(
-                inv,
-                terminated,
-                progress,
-                at,
-                node,
-                str(status.get("reason") or ""),
-                str(status.get("message") or ""),
-            )
-        )
-        return out, progress._replace(finished=True, exit_code=code)
-
-    if status.get("phase") == "Failed" and not deleting:
+            progress = progress._replace(exit_code=code)
+        elif status.get("phase") in ("Succeeded", "Failed"):
+            at = parse_time(terminated.get("finishedAt")) or now
+            pod_reason, pod_message = str(status.get("reason") or ""), str(status.get("message") or "")
+            finished = _container_outcome(terminated, progress, at, pod_reason, pod_message)
+            progress = progress._replace(exit_code=code)
+    elif finished is None and status.get("phase") == "Failed" and not deleting:
         # Failed without a terminated container: evicted or rejected by the node.
         reason = str(status.get("reason") or "")
         message = str(status.get("message") or "") or progress.disruption or reason
-        out.append(
-            _ev(
-                inv,
-                EventKind.finished,
-                now,
-                reason=FailureReason.evicted,
-                node=node,
-                message=f"pod {reason or 'failed'}: {message}",
-            )
-        )
-        return out, progress._replace(finished=True)
-    return out, progress
+        finished = Finished.failed(now, FailureReason.evicted, f"pod {reason or 'failed'}: {message}")
+
+    if finished is not None:
+        event = replace(event, finished=finished)
+        progress = progress._replace(finished=True)
+    return (event if event.tells_something else None), progress
 
 
-def _finished_from_container(
-    inv: str,
-    terminated: Obj,
-    progress: Progress,
-    at: datetime,
-    node: str | None,
-    pod_reason: str,
-    pod_message: str,
-) -> BackendEvent:
+def _container_outcome(
+    terminated: Obj, progress: Progress, at: datetime, pod_reason: str, pod_message: str
+) -> Finished:
     code = int(terminated.get("exitCode") or 0)
     reason = str(terminated.get("reason") or "")
     text = str(terminated.get("message") or "")
     if code == 0:
         # The termination message is what the container wrote to EOPS_RESULT_PATH: its small
         # result (a callback, when it came, has stored the result already and wins).
-        return _ev(
-            inv, EventKind.finished, at, exit_code=0, node=node, result=text.encode() if text else None
-        )
+        return Finished.succeeded(at, result=text.encode() if text else None)
     if reason == "OOMKilled":
-        return _ev(
-            inv,
-            EventKind.finished,
-            at,
-            exit_code=code,
-            reason=FailureReason.oom_killed,
-            node=node,
-            message="out of memory: the container used more than its memory request (OOMKilled)",
-        )
+        message = "out of memory: the container used more than its memory request (OOMKilled)"
+        return Finished.failed(at, FailureReason.oom_killed, message, exit_code=code)
     if reason in LAUNCH_FAILURES:
-        return _ev(
-            inv,
-            EventKind.finished,
-            at,
-            exit_code=code,
-            reason=FailureReason.launch_error,
-            node=node,
-            message=f"container could not start: {reason}: {text}".rstrip(": "),
-        )
+        message = f"container could not start: {reason}: {text}".rstrip(": ")
+        return Finished.failed(at, FailureReason.launch_error, message, exit_code=code)
     if pod_reason in ("Evicted", "Terminated", "NodeShutdown") or progress.disruption:
-        return _ev(
-            inv,
-            EventKind.finished,
-            at,
-            exit_code=code,
-            reason=FailureReason.evicted,
-            node=node,
-            message=progress.disruption or f"pod {pod_reason}: {pod_message}".rstrip(": "),
-        )
+        message = progress.disruption or f"pod {pod_reason}: {pod_message}".rstrip(": ")
+        return Finished.failed(at, FailureReason.evicted, message, exit_code=code)
     tail = f": {text.strip()[-500:]}" if text.strip() else ""
-    return _ev(
-        inv,
-        EventKind.finished,
-        at,
-        exit_code=code,
-        reason=FailureReason.exit_code,
-        node=node,
-        message=f"exit code {code}{tail}",
-    )
+    return Finished.failed(at, FailureReason.exit_code, f"exit code {code}{tail}", exit_code=code)
 
 
-def observe_job(job: Obj, progress: Progress, now: datetime) -> tuple[list[BackendEvent], Progress]:
+def observe_job(job: Obj, progress: Progress, now: datetime) -> Observed:
     """The end of an invocation as its Job's conditions tell it (success, deadline, failure)."""
     inv = invocation_of(job)
     if inv is None or progress.finished:
-        return [], progress
+        return None, progress
     for kind in ("Complete", "SuccessCriteriaMet"):
         cond = _condition(job, kind)
         if cond and cond.get("status") == "True":
@@ -291,87 +220,41 @@ def observe_job(job: Obj, progress: Progress, now: datetime) -> tuple[list[Backe
                 or parse_time(cond.get("lastTransitionTime"))
                 or now
             )
-            return [_ev(inv, EventKind.finished, at, exit_code=0)], progress._replace(finished=True)
+            return _end(inv, Finished.succeeded(at)), progress._replace(finished=True)
     for kind in ("FailureTarget", "Failed"):
         cond = _condition(job, kind)
         if cond and cond.get("status") == "True":
             at = parse_time(cond.get("lastTransitionTime")) or now
-            return [
-                job_failure(
-                    inv, str(cond.get("reason") or ""), str(cond.get("message") or ""), progress, at, job
-                )
-            ], progress._replace(finished=True)
-    return [], progress
+            reason, message = str(cond.get("reason") or ""), str(cond.get("message") or "")
+            failure = job_failure(reason, message, progress, at, job)
+            return _end(inv, failure), progress._replace(finished=True)
+    return None, progress
 
 
-def job_failure(
-    inv: str, reason: str, message: str, progress: Progress, at: datetime, job: Obj
-) -> BackendEvent:
+def job_failure(reason: str, message: str, progress: Progress, at: datetime, job: Obj) -> Finished:
     if reason == "DeadlineExceeded":
         limit = (job.get("spec") or {}).get("activeDeadlineSeconds")
-        return _ev(
-            inv,
-            EventKind.finished,
-            at,
-            reason=FailureReason.deadline_exceeded,
-            timed_out=True,
-            message=f"ran past its timeout of {limit} s (waiting for a node included)",
-        )
+        return Finished.timed_out(at, f"ran past its timeout of {limit} s (waiting for a node included)")
     if progress.disruption:
-        return _ev(
-            inv,
-            EventKind.finished,
-            at,
-            reason=FailureReason.evicted,
-            exit_code=progress.exit_code,
-            message=progress.disruption,
-        )
+        return Finished.failed(at, FailureReason.evicted, progress.disruption, exit_code=progress.exit_code)
     if progress.exit_code not in (None, 0):
-        return _ev(
-            inv,
-            EventKind.finished,
-            at,
-            reason=FailureReason.exit_code,
-            exit_code=progress.exit_code,
-            message=f"exit code {progress.exit_code}",
-        )
+        code = progress.exit_code
+        return Finished.failed(at, FailureReason.exit_code, f"exit code {code}", exit_code=code)
     if not progress.started:
-        return _ev(
-            inv,
-            EventKind.finished,
-            at,
-            reason=FailureReason.evicted,
-            message=f"the pod was lost before it started ({reason}: {message})".replace(": )", ")"),
-        )
-    return _ev(
-        inv,
-        EventKind.finished,
-        at,
-        reason=FailureReason.exit_code,
-        message=f"Job failed: {reason}: {message}".rstrip(": "),
-    )
+        text = f"the pod was lost before it started ({reason}: {message})".replace(": )", ")")
+        return Finished.failed(at, FailureReason.evicted, text)
+    return Finished.failed(at, FailureReason.exit_code, f"Job failed: {reason}: {message}".rstrip(": "))
 
 
-def observe_job_deleted(
-    job: Obj, progress: Progress, cancelling: bool, now: datetime
-) -> tuple[list[BackendEvent], Progress]:
+def observe_job_deleted(inv: str, progress: Progress, now: datetime) -> Observed:
     """A Job that vanished before it finished: cancelled by us, or deleted by someone else."""
-    inv = invocation_of(job)
-    if inv is None or progress.finished:
-        return [], progress
-    if cancelling:
-        event = _ev(
-            inv, EventKind.finished, now, reason=FailureReason.cancelled, cancelled=True, message="cancelled"
-        )
+    if progress.finished:
+        return None, progress
+    if progress.cancelling:
+        finished = Finished.cancelled(now)
     else:
-        event = _ev(
-            inv,
-            EventKind.finished,
-            now,
-            reason=FailureReason.lost,
-            message="its Job was deleted outside ElasticityOps",
-        )
-    return [event], progress._replace(finished=True)
+        finished = Finished.failed(now, FailureReason.lost, "its Job was deleted outside ElasticityOps")
+    return _end(inv, finished), progress._replace(finished=True)
 
 
 # Events that every healthy invocation produces and that explain nothing (note_of_event and
@@ -408,12 +291,10 @@ def note_of_event(event: Obj) -> tuple[str, str] | None:
     return None
 
 
-def observe_event(
-    event: Obj, inv: str, progress: Progress, now: datetime
-) -> tuple[list[BackendEvent], Progress]:
+def observe_event(event: Obj, inv: str, progress: Progress, now: datetime) -> Observed:
     note = note_of_event(event)
     if note is None:
-        return [], progress
+        return None, progress
     at = (
         parse_time(event.get("lastTimestamp"))
         or parse_time(event.get("eventTime"))
@@ -434,30 +315,23 @@ _PERMANENT_CREATE_WORDS = (
 )
 
 
-def observe_job_event(
-    event: Obj, inv: str, progress: Progress, now: datetime
-) -> tuple[list[BackendEvent], Progress]:
+def observe_job_event(event: Obj, inv: str, progress: Progress, now: datetime) -> Observed:
     """A Kubernetes Event about the invocation's Job. `FailedCreate` means its pod was refused:
     a quota refusal explains the wait (the Job controller retries once quota frees); a
     refusal that retrying cannot cure (a missing PriorityClass, an admission webhook, an invalid
     or forbidden pod) fails the invocation at once instead of after the provisioning timeout;
     anything else (a server error) is a note and the Job controller's retries go on."""
     if progress.finished or str(event.get("reason") or "") != "FailedCreate":
-        return [], progress
+        return None, progress
     message = str(event.get("message") or "")
     at = parse_time(event.get("lastTimestamp")) or parse_time(event.get("eventTime")) or now
     lowered = message.lower()
     if any(word.lower() in lowered for word in _QUOTA_WORDS):
         return _note(inv, progress, at, "QuotaExceeded", message)
     if any(word.lower() in lowered for word in _PERMANENT_CREATE_WORDS):
-        failed = _ev(
-            inv,
-            EventKind.finished,
-            at,
-            reason=FailureReason.launch_error,
-            message=f"the cluster refused the Job's pod: {message}",
-        )
-        return [failed], progress._replace(finished=True)
+        refused = f"the cluster refused the Job's pod: {message}"
+        failed = Finished.failed(at, FailureReason.launch_error, refused)
+        return _end(inv, failed), progress._replace(finished=True)
     return _note(inv, progress, at, "FailedCreate", message)
 
 
@@ -465,6 +339,12 @@ def job_name_of_pod(pod_name: str) -> str:
     """Pods of a Job are named `<job>-<5 random characters>`."""
     head, sep, _ = pod_name.rpartition("-")
     return head if sep else pod_name
+
+
+def invocation_of_job_name(name: str) -> str | None:
+    """The invocation a Job (or its Secret) is named for: `eops-<id>` (manifests.job_name; ids
+    are ours, always short enough and DNS-safe, so the name always carries them)."""
+    return name[len("eops-") :] if name.startswith("eops-inv-") else None
 
 
 def overdue(progress: Progress, now: datetime, timeout_seconds: float) -> bool:
@@ -479,10 +359,5 @@ def overdue(progress: Progress, now: datetime, timeout_seconds: float) -> bool:
 
 def no_capacity(inv: str, progress: Progress, now: datetime, timeout_seconds: float) -> BackendEvent:
     why = f"; last word from the cluster: {progress.last_wait}" if progress.last_wait else ""
-    return _ev(
-        inv,
-        EventKind.finished,
-        now,
-        reason=FailureReason.no_capacity,
-        message=f"no GPU node within the provisioning timeout of {timeout_seconds:g} s{why}",
-    )
+    message = f"no GPU node within the provisioning timeout of {timeout_seconds:g} s{why}"
+    return _end(inv, Finished.failed(now, FailureReason.no_capacity, message))

@@ -18,21 +18,21 @@ import subprocess
 import sys
 from collections import deque
 from collections.abc import AsyncIterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from elasticityops.backends.local import rundir
 from elasticityops.backends.local.gpus import SlotDevice, detect_gpus, plan_slots, visible_gpus
 from elasticityops.backends.local.jobenv import job_env, resolve_argv, slot_node
-from elasticityops.backends.local.outcome import finished_event, stamp
+from elasticityops.backends.local.outcome import outcome_of, stamp
 from elasticityops.backends.local.rundir import RunState, classify
 from elasticityops.backends.local.settings import LocalBackendSettings
 from elasticityops.backends.local.slots import SlotPool, SlotView
 from elasticityops.backends.local.supervisor import MODULE as SUPERVISOR_MODULE
 from elasticityops.domain.clock import Clock, SystemClock
-from elasticityops.domain.errors import PermanentError
+from elasticityops.domain.events import BackendEvent, Finished, finished_event, note_event
 from elasticityops.domain.invocations import FailureReason, Invocation
-from elasticityops.domain.ports import BackendEvent, EventKind, EventSink, LaunchRequest
+from elasticityops.domain.ports import EventSink, LaunchRequest
 
 log = logging.getLogger(__name__)
 
@@ -105,6 +105,9 @@ class LocalBackend:
     def total_gpus(self) -> int:
         return self._pool.total
 
+    def max_payload_bytes(self) -> int | None:
+        return None  # a file in the run dir: the API's limit is the only one
+
     def slots(self) -> list[SlotView]:
         """Who holds which slot and which are warm, for status pages and metrics."""
         return self._pool.view(self.clock.monotonic())
@@ -117,10 +120,14 @@ class LocalBackend:
             return
         count = request.spec.gpu.count
         if count > self._pool.total:
-            raise PermanentError(
+            # Admission refuses these before launch; a relaunch after a restart with fewer
+            # --gpus still meets one.
+            await self._fail_launch(
+                inv_id,
                 f"gpu.count is {count} but this machine offers {self._pool.total} GPU slots; "
-                "lower gpu.count or start the gateway with more --gpus"
+                "lower gpu.count or start the gateway with more --gpus",
             )
+            return
         run_dir = self._run_root / inv_id
         state = classify(run_dir)
         if state is RunState.unstarted:
@@ -134,18 +141,11 @@ class LocalBackend:
             # Only after a restart (relaunching pending work) or a caller that ignores
             # free_gpus(): hold it here, in order, until slots free up.
             self._waiting.append(_Waiting(request, count))
-            await self._emit(
-                BackendEvent(
-                    inv_id,
-                    EventKind.note,
-                    self.clock.now(),
-                    note_kind="WaitingForSlot",
-                    message=f"all {self._pool.total} GPU slots are busy",
-                )
-            )
+            busy = f"all {self._pool.total} GPU slots are busy"
+            await self._emit(note_event(inv_id, self.clock.now(), "WaitingForSlot", busy))
             return
         devices, cold = taken
-        await self._start_job(request, run_dir, devices, cold)
+        await self._start_or_fail(request, run_dir, devices, cold)
 
     async def cancel(self, invocation: Invocation) -> None:
         """Ask the job's supervisor to stop it (SIGTERM to its process group, SIGKILL after
@@ -153,9 +153,7 @@ class LocalBackend:
         for waiting in list(self._waiting):
             if waiting.request.invocation.id == invocation.id:
                 self._waiting.remove(waiting)
-                await self._emit(
-                    BackendEvent(invocation.id, EventKind.finished, self.clock.now(), cancelled=True)
-                )
+                await self._emit(finished_event(invocation.id, Finished.cancelled(self.clock.now())))
                 return
         run_dir = self._run_root / invocation.id
         if run_dir.is_dir():
@@ -218,16 +216,8 @@ class LocalBackend:
             self._pool.release(inv_id, self.clock.monotonic())
             return
         if delay > 0:
-            await self._emit(
-                BackendEvent(
-                    inv_id,
-                    EventKind.note,
-                    self.clock.now(),
-                    note_kind="SlotWarming",
-                    message=f"{node} is cold; provisioning it takes {delay:g}s",
-                    node=node,
-                )
-            )
+            warming = f"{node} is cold; provisioning it takes {delay:g}s"
+            await self._emit(note_event(inv_id, self.clock.now(), "SlotWarming", warming, node=node))
         self._watch(inv_id, run_dir, node, proc)
 
     def _spawn(
@@ -270,7 +260,7 @@ class LocalBackend:
         # job for an unstarted one.
         lock_fd = rundir.acquire_lock(run_dir)
         if lock_fd is None:
-            raise PermanentError(f"run directory {run_dir} is locked by another process")
+            raise OSError(f"run directory {run_dir} is locked by another process")
         try:
             with open(run_dir / rundir.SUPERVISOR_LOG, "ab") as sup_log:
                 proc = subprocess.Popen(
@@ -311,42 +301,38 @@ class LocalBackend:
     async def _follow(
         self, inv_id: str, run_dir: Path, node: str | None, proc: subprocess.Popen[bytes] | None
     ) -> None:
-        capacity_seen = started_seen = False
+        told = BackendEvent(inv_id, node=node)  # what has been reported so far
         try:
             while True:
                 record = rundir.read_json(run_dir / rundir.EXIT)
                 if record is None and not self._supervisor_alive(run_dir, proc):
                     # exit.json is written before the supervisor lets go of its lock: look again.
                     record = rundir.read_json(run_dir / rundir.EXIT) or self._record_lost(run_dir)
-                if not capacity_seen:
+                # Whatever this look found goes out as one event (a short job's capacity,
+                # start and end seen at once are one store write).
+                seen = told
+                if seen.capacity_ready is None:
                     capacity = rundir.read_json(run_dir / rundir.CAPACITY)
                     if capacity is not None:
-                        capacity_seen = True
-                        at = stamp(capacity, self.clock.now())
-                        await self._emit(BackendEvent(inv_id, EventKind.capacity_ready, at, node=node))
-                if not started_seen:
+                        seen = replace(seen, capacity_ready=stamp(capacity, self.clock.now()))
+                if seen.started is None:
                     started = rundir.read_json(run_dir / rundir.STARTED)
                     if started is not None:
-                        started_seen = True
-                        at = stamp(started, self.clock.now())
-                        await self._emit(BackendEvent(inv_id, EventKind.started, at, node=node))
+                        seen = replace(seen, started=stamp(started, self.clock.now()))
                 if record is not None:
                     break
+                if seen != told:
+                    await self._emit(_news(told, seen))
+                    told = seen
                 await self.clock.sleep(self.settings.poll_interval_s)
             result, problem = _read_result(run_dir / rundir.RESULT, self.settings.max_result_bytes)
-            event = finished_event(
-                inv_id,
-                record,
-                at=stamp(record, self.clock.now()),
-                node=node,
-                result=result,
-                result_problem=problem,
-            )
+            at = stamp(record, self.clock.now())
+            seen = replace(seen, finished=outcome_of(record, at=at, result=result, result_problem=problem))
             # Free the slots before telling anyone, so the dispatcher sees the capacity (less
             # what jobs held here in `_waiting` need: free_gpus() counts them).
             self._pool.release(inv_id, self.clock.monotonic())
             self._watchers.pop(inv_id, None)
-            await self._emit(event)
+            await self._emit(_news(told, seen))
             await self._start_waiting()
         finally:
             if self._watchers.get(inv_id) is asyncio.current_task():
@@ -382,19 +368,30 @@ class LocalBackend:
             self._waiting.popleft()
             devices, cold = taken
             run_dir = self._run_root / head.request.invocation.id
-            try:
-                await self._start_job(head.request, run_dir, devices, cold)
-            except Exception as exc:
-                log.warning("starting %s failed: %s", head.request.invocation.id, exc)
-                await self._emit(
-                    BackendEvent(
-                        head.request.invocation.id,
-                        EventKind.finished,
-                        self.clock.now(),
-                        reason=FailureReason.launch_error,
-                        message=f"could not launch: {exc}",
-                    )
-                )
+            await self._start_or_fail(head.request, run_dir, devices, cold)
+
+    async def _start_or_fail(
+        self, request: LaunchRequest, run_dir: Path, devices: list[SlotDevice], cold: bool
+    ) -> None:
+        """Start the job; a failure to start is reported as its end, like every other."""
+        try:
+            await self._start_job(request, run_dir, devices, cold)
+        except Exception as exc:
+            log.warning("starting %s failed: %s", request.invocation.id, exc)
+            await self._fail_launch(request.invocation.id, f"could not launch: {exc}")
+
+    async def _fail_launch(self, invocation_id: str, message: str) -> None:
+        failed = Finished.failed(self.clock.now(), FailureReason.launch_error, message)
+        await self._emit(finished_event(invocation_id, failed))
+
+
+def _news(told: BackendEvent, seen: BackendEvent) -> BackendEvent:
+    """`seen` less the milestones `told` has reported already."""
+    return replace(
+        seen,
+        capacity_ready=None if told.capacity_ready else seen.capacity_ready,
+        started=None if told.started else seen.started,
+    )
 
 
 def _read_from(path: Path, position: int) -> bytes:

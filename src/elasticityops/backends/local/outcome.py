@@ -1,12 +1,13 @@
-"""How a job ended, from its `exit.json`, as the event the dispatcher turns into a state. Pure."""
+"""How a job ended, from its `exit.json`, as the one outcome every backend reports. Pure."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
 
-from elasticityops.domain.invocations import FailureReason
-from elasticityops.domain.ports import BackendEvent, EventKind
+from elasticityops.domain.events import Finished
+from elasticityops.domain.invocations import FailureReason, State
 
 
 def stamp(record: dict[str, Any] | None, fallback: datetime) -> datetime:
@@ -17,43 +18,36 @@ def stamp(record: dict[str, Any] | None, fallback: datetime) -> datetime:
     return fallback
 
 
-def finished_event(
-    invocation_id: str,
-    record: dict[str, Any],
-    *,
-    at: datetime,
-    node: str | None,
-    result: bytes | None,
-    result_problem: str = "",
-) -> BackendEvent:
+def outcome_of(
+    record: dict[str, Any], *, at: datetime, result: bytes | None, result_problem: str = ""
+) -> Finished:
+    """The one outcome an `exit.json` record says (its supervisor wrote it, or the gateway when
+    the supervisor was lost), with the result file's problem appended to the message. Whatever
+    the job left as its result is kept, whichever way it ended."""
+    outcome = _outcome(record, at)
+    return replace(outcome, result=result, message=_told(outcome.message, result_problem))
+
+
+def _told(message: str, problem: str) -> str:
+    if not problem:
+        return message
+    return f"{message}; {problem}" if message else problem
+
+
+def _outcome(record: dict[str, Any], at: datetime) -> Finished:
     code = record.get("exit_code")
     exit_code = code if isinstance(code, int) else None
-    reason: FailureReason | None
     if record.get("launch_error"):
-        reason, message = FailureReason.launch_error, str(record["launch_error"])
-    elif record.get("lost"):
-        reason, message = FailureReason.lost, str(record.get("message") or "the job's supervisor died")
-    elif record.get("cancelled"):
-        reason, message = FailureReason.cancelled, "cancelled"
-    elif record.get("timed_out"):
-        reason, message = FailureReason.timeout, "ran past timeout_seconds and was killed"
-    elif exit_code == 0:
-        reason, message = None, ""
-    else:
-        reason = FailureReason.exit_code
-        sig = record.get("signal")
-        message = f"killed by {sig} (exit code {exit_code})" if sig else f"exited with code {exit_code}"
-    if result_problem:
-        message = f"{message}; {result_problem}" if message else result_problem
-    return BackendEvent(
-        invocation_id=invocation_id,
-        kind=EventKind.finished,
-        at=at,
-        exit_code=exit_code,
-        reason=reason,
-        message=message,
-        node=node,
-        timed_out=bool(record.get("timed_out")) and reason is FailureReason.timeout,
-        cancelled=reason is FailureReason.cancelled,
-        result=result,
-    )
+        return Finished.failed(at, FailureReason.launch_error, str(record["launch_error"]))
+    if record.get("lost"):
+        message = str(record.get("message") or "the job's supervisor died")
+        return Finished.failed(at, FailureReason.lost, message, exit_code=exit_code)
+    if record.get("cancelled"):
+        return Finished(State.cancelled, at, FailureReason.cancelled, exit_code, "cancelled")
+    if record.get("timed_out"):
+        return Finished.timed_out(at, "ran past timeout_seconds and was killed", exit_code=exit_code)
+    if exit_code == 0:
+        return Finished.succeeded(at)
+    sig = record.get("signal")
+    message = f"killed by {sig} (exit code {exit_code})" if sig else f"exited with code {exit_code}"
+    return Finished.failed(at, FailureReason.exit_code, message, exit_code=exit_code)

@@ -1,0 +1,134 @@
+"""What a backend observes about an invocation, and what that does to it: one event type, one
+outcome, and the pure fold that the store applies in one write.
+
+A backend reports facts (a GPU was assigned, the job started, a note that explains the wait, how
+it ended); it never decides the invocation's state. `apply_event` is the only place where an
+observation becomes a state: the store runs it inside the compare-and-set that writes the row,
+so a repeated or late event (a `finished` after a cancel already ended it) changes nothing."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from datetime import datetime
+
+from elasticityops.domain.invocations import (
+    FailureReason,
+    Invocation,
+    Note,
+    State,
+    add_note,
+    advance,
+    mark_capacity_ready,
+)
+
+# The reason each terminal state other than `failed` always carries.
+_REASON_OF = {State.cancelled: FailureReason.cancelled, State.timed_out: FailureReason.timeout}
+
+
+@dataclass(frozen=True)
+class Finished:
+    """How a job ended, said once: the terminal state and why. Both backends speak the same
+    reasons (FailureReason); a lost or preempted node is `evicted` on either."""
+
+    state: State
+    at: datetime
+    reason: FailureReason | None = None
+    exit_code: int | None = None
+    message: str = ""
+    result: bytes | None = None  # what the job left as its result (a callback's result wins)
+
+    def __post_init__(self) -> None:
+        if not self.state.terminal:
+            raise ValueError(f"a job ends in a terminal state, not {self.state}")
+        expected = _REASON_OF.get(self.state)
+        if expected is not None and self.reason is not expected:
+            raise ValueError(f"{self.state} carries reason {expected}, not {self.reason}")
+        if self.state is State.succeeded and self.reason is not None:
+            raise ValueError("a success has no failure reason")
+        if self.state is State.failed and self.reason is None:
+            raise ValueError("a failure names its reason")
+
+    @classmethod
+    def succeeded(cls, at: datetime, *, result: bytes | None = None, message: str = "") -> Finished:
+        return cls(State.succeeded, at, exit_code=0, message=message, result=result)
+
+    @classmethod
+    def failed(
+        cls, at: datetime, reason: FailureReason, message: str, *, exit_code: int | None = None
+    ) -> Finished:
+        return cls(State.failed, at, reason=reason, exit_code=exit_code, message=message)
+
+    @classmethod
+    def cancelled(cls, at: datetime, message: str = "cancelled") -> Finished:
+        return cls(State.cancelled, at, reason=FailureReason.cancelled, message=message)
+
+    @classmethod
+    def timed_out(cls, at: datetime, message: str, *, exit_code: int | None = None) -> Finished:
+        return cls(State.timed_out, at, reason=FailureReason.timeout, exit_code=exit_code, message=message)
+
+
+@dataclass(frozen=True)
+class BackendEvent:
+    """Everything one observation told about one invocation: milestones with their own times,
+    a note, and the end. A pod seen for the first time already finished carries all three, and
+    is still one event and one store write."""
+
+    invocation_id: str
+    node: str | None = None  # where it is placed (GPU slot or Kubernetes node), when known
+    capacity_ready: datetime | None = None  # a GPU was assigned (node found, image pulling)
+    started: datetime | None = None  # the process / container is running
+    note: Note | None = None  # an explanation of the wait (TriggeredScaleUp, SlotWarming, ...)
+    finished: Finished | None = None
+
+    @property
+    def parts(self) -> tuple[str, ...]:
+        """What it tells, in the order of an invocation's life (for logs and tests)."""
+        told = (
+            ("note", self.note),
+            ("capacity_ready", self.capacity_ready),
+            ("started", self.started),
+            ("finished", self.finished),
+        )
+        return tuple(name for name, value in told if value is not None)
+
+    @property
+    def tells_something(self) -> bool:
+        return bool(self.parts)
+
+
+def note_event(
+    invocation_id: str, at: datetime, kind: str, message: str, *, node: str | None = None
+) -> BackendEvent:
+    return BackendEvent(invocation_id, node=node, note=Note(at=at, kind=kind, message=message))
+
+
+def finished_event(invocation_id: str, finished: Finished, *, node: str | None = None) -> BackendEvent:
+    return BackendEvent(invocation_id, node=node, finished=finished)
+
+
+def apply_event(inv: Invocation, event: BackendEvent) -> Invocation:
+    """`inv` after the event: the one decision of what an observation does. Returns `inv`
+    itself when it changes nothing (an ended invocation, a milestone already passed)."""
+    if inv.state.terminal:
+        return inv
+    after = inv
+    if event.note is not None:
+        after = add_note(after, event.note)
+    if event.capacity_ready is not None and after.state is State.pending:
+        after = mark_capacity_ready(after, event.capacity_ready, event.node)
+    if event.started is not None and after.state is State.pending:
+        after = advance(after, State.running, event.started, node=event.node)
+    end = event.finished
+    if end is not None and after.state in (State.pending, State.running):
+        if end.result is not None and after.result is None:
+            after = replace(after, result=end.result)
+        after = advance(
+            after,
+            end.state,
+            end.at,
+            exit_code=end.exit_code,
+            reason=end.reason,
+            message=end.message,
+            node=event.node,
+        )
+    return after

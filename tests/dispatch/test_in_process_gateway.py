@@ -1,0 +1,296 @@
+"""The gateway in process: the app `build_app` makes, on a real SQLite store, with a scripted
+backend, over httpx's ASGI transport. It reaches the dispatcher's failure paths that a real
+backend cannot be made to take on demand: a store that fails while an event is recorded, a
+cycle that fails, a launch that raises, how many launches run at once, the backend's own
+payload limit."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from contextlib import asynccontextmanager, suppress
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from elasticityops.api.runtime import Runtime
+from elasticityops.domain.errors import TemporaryError
+from elasticityops.domain.events import Finished, finished_event
+from elasticityops.domain.invocations import FailureReason, Invocation, State
+from elasticityops.domain.ports import EventSink, LaunchRequest
+from elasticityops.server import build_app, create_token
+from elasticityops.settings import load_settings
+from elasticityops.store.sql import SqlStore
+
+pytestmark = pytest.mark.anyio
+
+HELLO = b'{"name": "hello", "command": ["python", "-c", "pass"]}'
+
+
+class ScriptedBackend:
+    """Launches are recorded (and held at `gate` while it is closed); the test says how each
+    job goes by `finish`."""
+
+    name = "scripted"
+
+    def __init__(self, *, max_payload: int | None = None, launch_raises: bool = False) -> None:
+        self.sink: EventSink | None = None
+        self.launched: list[str] = []
+        self.gate = asyncio.Event()
+        self.gate.set()
+        self.in_flight = 0
+        self.most_in_flight = 0
+        self.max_payload = max_payload
+        self.launch_raises = launch_raises
+        self.on_cancel: Callable[[Invocation], Awaitable[None]] | None = None
+
+    async def start(self, sink: EventSink) -> None:
+        self.sink = sink
+
+    async def stop(self) -> None:
+        self.gate.set()
+
+    def free_gpus(self) -> int | None:
+        return None
+
+    def total_gpus(self) -> int | None:
+        return None
+
+    def max_payload_bytes(self) -> int | None:
+        return self.max_payload
+
+    async def launch(self, request: LaunchRequest) -> None:
+        self.in_flight += 1
+        self.most_in_flight = max(self.most_in_flight, self.in_flight)
+        try:
+            await self.gate.wait()
+        finally:
+            self.in_flight -= 1
+        if self.launch_raises:
+            raise RuntimeError("the scripted backend fell over")
+        self.launched.append(request.invocation.id)
+
+    async def cancel(self, invocation: Invocation) -> None:
+        if self.on_cancel is not None:
+            await self.on_cancel(invocation)
+            return
+        await self.finish(invocation.id, Finished.cancelled(_now()))
+
+    async def adopt(self, active: Sequence[Invocation]) -> list[str]:
+        return [inv.id for inv in active]
+
+    async def logs(self, invocation: Invocation, follow: bool) -> AsyncIterator[bytes]:
+        if False:  # an async generator that yields nothing
+            yield b""
+
+    async def finish(self, invocation_id: str, end: Finished) -> None:
+        assert self.sink is not None
+        await self.sink(finished_event(invocation_id, end, node="slot-0"))
+
+
+def _now() -> datetime:
+    return datetime.now(UTC)
+
+
+@dataclass
+class InProcess:
+    runtime: Runtime
+    client: httpx.AsyncClient
+    backend: ScriptedBackend
+
+    async def invoke(self, payload: bytes = b"{}") -> str:
+        response = await self.client.post("/v1/functions/hello/invocations", content=payload)
+        assert response.status_code == 202, response.text
+        return str(response.json()["id"])
+
+    async def state_of(self, invocation_id: str) -> Invocation:
+        inv = await self.runtime.store.get_invocation(invocation_id)
+        assert inv is not None
+        return inv
+
+    async def until(
+        self, invocation_id: str, check: Callable[[Invocation], bool], within_s: float = 10
+    ) -> Invocation:
+        async with asyncio.timeout(within_s):
+            while True:
+                with self.runtime.hub.watch(invocation_id) as changed:
+                    inv = await self.state_of(invocation_id)
+                    if check(inv):
+                        return inv
+                    with suppress(TimeoutError):
+                        await asyncio.wait_for(changed.wait(), 0.2)
+
+
+@asynccontextmanager
+async def gateway(
+    tmp_path: Path, backend: ScriptedBackend, store: Callable[[SqlStore], SqlStore] | None = None
+) -> AsyncIterator[InProcess]:
+    settings = load_settings(env={"EOPS_DATA_DIR": str(tmp_path), "EOPS_DISPATCH_TICK_SECONDS": "0.1"})
+    app = build_app(settings, backend=backend, store=store, freeze_heap=False)
+    async with app.router.lifespan_context(app):
+        runtime: Runtime = app.state.runtime
+        token = await create_token(runtime.store, "test", runtime.clock)  # type: ignore[arg-type]
+        async with httpx.AsyncClient(
+            transport=httpx.ASGITransport(app=app),
+            base_url="http://127.0.0.1",
+            headers={"Authorization": f"Bearer {token}"},
+        ) as client:
+            deployed = await client.put("/v1/functions/hello", content=HELLO)
+            assert deployed.status_code in (200, 201), deployed.text
+            yield InProcess(runtime, client, backend)
+
+
+async def eventually(check: Callable[[], bool], within_s: float) -> None:
+    """Poll what has no event to wait on (log records, the scripted backend's counters)."""
+    async with asyncio.timeout(within_s):
+        while not check():  # noqa: ASYNC110
+            await asyncio.sleep(0.05)
+
+
+def failing(method: str, times: int) -> Callable[[SqlStore], SqlStore]:
+    """Make the store's `method` fail `times` times (the database unreachable), then work."""
+
+    def wrap(store: SqlStore) -> SqlStore:
+        real: Callable[..., Awaitable[Any]] = getattr(store, method)
+        left = [times]
+
+        async def flaky(*args: Any) -> Any:
+            if left[0] > 0:
+                left[0] -= 1
+                raise TemporaryError("database unavailable: injected", retry_after=0.0)
+            return await real(*args)
+
+        setattr(store, method, flaky)
+        return store
+
+    return wrap
+
+
+async def test_an_event_the_store_fails_to_record_is_retried_until_it_lands(tmp_path: Path) -> None:
+    backend = ScriptedBackend()
+    async with gateway(tmp_path, backend, failing("record", 3)) as gw:
+        inv_id = await gw.invoke()
+        await gw.until(inv_id, lambda i: i.state is State.pending)
+        await backend.finish(inv_id, Finished.succeeded(_now(), result=b'{"ok": true}'))
+        done = await gw.until(inv_id, lambda i: i.state.terminal)
+    assert (done.state, done.result, done.node) == (State.succeeded, b'{"ok": true}', "slot-0")
+
+
+async def test_an_event_that_cannot_be_recorded_is_given_up_and_logged(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    backend = ScriptedBackend()
+    async with gateway(tmp_path, backend, failing("record", 1000)) as gw:
+        inv_id = await gw.invoke()
+        await gw.until(inv_id, lambda i: i.state is State.pending)
+        with caplog.at_level(logging.ERROR, logger="elasticityops.dispatch.dispatcher"):
+            await backend.finish(inv_id, Finished.succeeded(_now()))
+            # 5 attempts, 0.2 + 0.4 + 0.6 + 0.8 s apart
+            await eventually(lambda: any("could not record" in r.getMessage() for r in caplog.records), 15)
+        # Dropped, not lost for good: the next start's adoption reads the backend again.
+        assert (await gw.state_of(inv_id)).state is State.pending
+
+
+async def test_a_failed_cycle_is_followed_by_one_that_admits(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    backend = ScriptedBackend()
+    with caplog.at_level(logging.ERROR, logger="elasticityops.dispatch.dispatcher"):
+        async with gateway(tmp_path, backend, failing("queued", 2)) as gw:
+            inv_id = await gw.invoke()
+            pending = await gw.until(inv_id, lambda i: i.state is State.pending)
+    assert pending.timeline.dispatched is not None
+    assert backend.launched == [inv_id]
+    assert sum("dispatch cycle failed" in r.getMessage() for r in caplog.records) >= 1
+
+
+async def test_a_launch_that_raises_ends_the_invocation_through_the_event_route(tmp_path: Path) -> None:
+    backend = ScriptedBackend(launch_raises=True)
+    async with gateway(tmp_path, backend) as gw:
+        inv_id = await gw.invoke()
+        done = await gw.until(inv_id, lambda i: i.state.terminal)
+    assert (done.state, done.failure_reason) == (State.failed, FailureReason.launch_error)
+    assert "fell over" in done.message
+
+
+async def test_launches_in_flight_are_bounded_by_launch_concurrency(tmp_path: Path) -> None:
+    backend = ScriptedBackend()
+    backend.gate.clear()
+    async with gateway(tmp_path, backend) as gw:
+        limit = gw.runtime.dispatcher.settings.launch_concurrency  # type: ignore[attr-defined]
+        ids = await asyncio.gather(*(gw.invoke() for _ in range(limit + 16)))
+        await eventually(lambda: backend.in_flight >= limit, 20)
+        await asyncio.sleep(0.3)  # time for any launch past the bound to begin
+        assert backend.most_in_flight == limit
+        backend.gate.set()
+        await eventually(lambda: len(backend.launched) == len(ids), 20)
+    assert sorted(backend.launched) == sorted(ids)
+    assert backend.most_in_flight == limit
+
+
+async def test_a_payload_the_backend_cannot_carry_is_refused_before_it_is_accepted(tmp_path: Path) -> None:
+    backend = ScriptedBackend(max_payload=64)
+    async with gateway(tmp_path, backend) as gw:
+        fits = b'{"x": "' + b"a" * 50 + b'"}'
+        assert len(fits) <= 64
+        await gw.invoke(fits)
+        refused = await gw.client.post(
+            "/v1/functions/hello/invocations", content=b'{"x": "' + b"a" * 60 + b'"}'
+        )
+        assert refused.status_code == 413
+        message = refused.json()["error"]["message"]
+        assert "64 bytes" in message
+        assert "scripted launch" in message
+        page = await gw.client.get("/v1/invocations")
+        assert len(page.json()["items"]) == 1  # nothing was stored for the refused one
+
+
+async def test_cancel_of_an_ended_invocation_is_a_conflict(tmp_path: Path) -> None:
+    backend = ScriptedBackend()
+    async with gateway(tmp_path, backend) as gw:
+        inv_id = await gw.invoke()
+        await gw.until(inv_id, lambda i: i.state is State.pending)
+        await backend.finish(inv_id, Finished.succeeded(_now()))
+        await gw.until(inv_id, lambda i: i.state.terminal)
+        answer = await gw.client.post(f"/v1/invocations/{inv_id}/cancel")
+    assert answer.status_code == 409
+    assert "already ended (succeeded)" in answer.json()["error"]["message"]
+
+
+async def test_cancel_racing_the_end_answers_the_end_never_a_200(tmp_path: Path) -> None:
+    """The job ends by itself while its cancel is under way (between the cancel's read of the
+    row and its compare-and-set): the answer is the 409 that names the end, not a 200 whose
+    body says `succeeded`."""
+    backend = ScriptedBackend()
+    async with gateway(tmp_path, backend) as gw:
+
+        async def ends_first(invocation: Invocation) -> None:
+            await backend.finish(invocation.id, Finished.succeeded(_now()))
+            await gw.until(invocation.id, lambda i: i.state.terminal)
+
+        backend.on_cancel = ends_first
+        inv_id = await gw.invoke()
+        await gw.until(inv_id, lambda i: i.state is State.pending)
+        answer = await gw.client.post(f"/v1/invocations/{inv_id}/cancel")
+        assert (await gw.state_of(inv_id)).state is State.succeeded
+    assert answer.status_code == 409, answer.text
+    assert "already ended (succeeded)" in answer.json()["error"]["message"]
+
+
+async def test_a_finished_event_after_a_cancel_changes_nothing(tmp_path: Path) -> None:
+    backend = ScriptedBackend()
+    async with gateway(tmp_path, backend) as gw:
+        inv_id = await gw.invoke()
+        await gw.until(inv_id, lambda i: i.state is State.pending)
+        cancelled = await gw.client.post(f"/v1/invocations/{inv_id}/cancel")
+        assert cancelled.status_code == 200
+        assert cancelled.json()["state"] == "cancelled"
+        await backend.finish(inv_id, Finished.succeeded(_now(), result=b"late"))
+        await asyncio.sleep(0.2)
+        after = await gw.state_of(inv_id)
+    assert (after.state, after.result) == (State.cancelled, None)

@@ -1,0 +1,141 @@
+"""A backend event folded into its invocation (`apply_event`): the one place where an observation
+becomes a state, and `Finished`, the one outcome both backends report."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from elasticityops.domain.events import BackendEvent, Finished, apply_event, finished_event, note_event
+from elasticityops.domain.functions import Priority
+from elasticityops.domain.invocations import FailureReason, Invocation, Note, State, Timeline
+
+AT = datetime(2026, 11, 29, 12, tzinfo=UTC)
+LATER = AT + timedelta(seconds=30)
+
+
+def inv(state: State = State.pending, result: bytes | None = None) -> Invocation:
+    timeline = Timeline(accepted=AT, dispatched=AT if state is not State.queued else None)
+    return Invocation(
+        id="inv-1", function="fn", state=state, priority=Priority.normal, timeline=timeline, result=result
+    )
+
+
+ENDINGS = [
+    pytest.param(Finished.succeeded(LATER), State.succeeded, None, id="success"),
+    pytest.param(
+        Finished.failed(LATER, FailureReason.exit_code, "exit code 2", exit_code=2),
+        State.failed,
+        FailureReason.exit_code,
+        id="non-zero",
+    ),
+    pytest.param(
+        Finished.failed(LATER, FailureReason.launch_error, "no such file"),
+        State.failed,
+        FailureReason.launch_error,
+        id="launch-error",
+    ),
+    pytest.param(Finished.timed_out(LATER, "ran past"), State.timed_out, FailureReason.timeout, id="timeout"),
+    pytest.param(Finished.cancelled(LATER), State.cancelled, FailureReason.cancelled, id="cancelled"),
+    pytest.param(
+        Finished.failed(LATER, FailureReason.evicted, "node gone"),
+        State.failed,
+        FailureReason.evicted,
+        id="evicted",
+    ),
+]
+
+
+@pytest.mark.parametrize(("end", "state", "reason"), ENDINGS)
+@pytest.mark.parametrize("before", [State.pending, State.running])
+def test_the_end_is_the_state_the_backend_reported(
+    end: Finished, state: State, reason: FailureReason | None, before: State
+) -> None:
+    after = apply_event(inv(before), finished_event("inv-1", end, node="gpu-7"))
+    assert after.state is state
+    assert after.failure_reason is reason
+    assert after.timeline.finished == LATER
+    assert after.node == "gpu-7"
+    assert after.message == end.message
+
+
+@pytest.mark.parametrize("ended", [State.succeeded, State.failed, State.cancelled, State.timed_out])
+def test_an_ended_invocation_is_left_as_it_is(ended: State) -> None:
+    done = inv(ended)
+    for event in (
+        finished_event("inv-1", Finished.succeeded(LATER, result=b"late")),
+        note_event("inv-1", LATER, "Unschedulable", "no node"),
+        BackendEvent("inv-1", started=LATER),
+    ):
+        assert apply_event(done, event) is done
+
+
+def test_a_result_the_job_posted_wins_over_its_result_file() -> None:
+    file_only = apply_event(
+        inv(State.running), finished_event("inv-1", Finished.succeeded(LATER, result=b"{}"))
+    )
+    assert file_only.result == b"{}"
+    posted = inv(State.running, result=b"posted")
+    after = apply_event(posted, finished_event("inv-1", Finished.succeeded(LATER, result=b"{}")))
+    assert after.result == b"posted"
+
+
+def test_a_short_job_seen_at_its_end_tells_every_milestone_in_one_event() -> None:
+    event = BackendEvent(
+        "inv-1",
+        node="slot-0",
+        capacity_ready=AT + timedelta(seconds=1),
+        started=AT + timedelta(seconds=2),
+        finished=Finished.succeeded(AT + timedelta(seconds=3)),
+    )
+    after = apply_event(inv(), event)
+    assert after.state is State.succeeded
+    timeline = after.timeline
+    assert (timeline.capacity_ready, timeline.started, timeline.finished) == (
+        AT + timedelta(seconds=1),
+        AT + timedelta(seconds=2),
+        AT + timedelta(seconds=3),
+    )
+
+
+def test_started_moves_pending_to_running_once() -> None:
+    running = apply_event(inv(), BackendEvent("inv-1", node="slot-0", started=LATER))
+    assert (running.state, running.node, running.timeline.started) == (State.running, "slot-0", LATER)
+    assert apply_event(running, BackendEvent("inv-1", started=LATER + timedelta(seconds=9))) == running
+
+
+def test_capacity_ready_only_while_pending() -> None:
+    ready = apply_event(inv(), BackendEvent("inv-1", node="gpu-1", capacity_ready=LATER))
+    assert (ready.state, ready.timeline.capacity_ready, ready.node) == (State.pending, LATER, "gpu-1")
+    running = inv(State.running)
+    assert apply_event(running, BackendEvent("inv-1", capacity_ready=LATER)) == running
+
+
+def test_notes_are_kept_until_the_end() -> None:
+    noted = apply_event(inv(State.queued), note_event("inv-1", LATER, "SlotWarming", "cold"))
+    assert noted.notes == (Note(LATER, "SlotWarming", "cold"),)
+    assert noted.state is State.queued
+
+
+@pytest.mark.parametrize(
+    ("make", "words"),
+    [
+        pytest.param(lambda: Finished(State.running, AT), "terminal", id="not-terminal"),
+        pytest.param(lambda: Finished(State.failed, AT), "names its reason", id="failure-without-reason"),
+        pytest.param(
+            lambda: Finished(State.succeeded, AT, reason=FailureReason.exit_code),
+            "no failure",
+            id="success-with-reason",
+        ),
+        pytest.param(
+            lambda: Finished(State.timed_out, AT, reason=FailureReason.exit_code),
+            "timeout",
+            id="timeout-mislabelled",
+        ),
+        pytest.param(lambda: Finished(State.cancelled, AT), "cancelled", id="cancel-without-reason"),
+    ],
+)
+def test_an_outcome_that_contradicts_itself_is_refused(make: object, words: str) -> None:
+    with pytest.raises(ValueError, match=words):
+        make()  # type: ignore[operator]
