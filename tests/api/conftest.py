@@ -7,18 +7,18 @@ from collections.abc import Iterator
 
 import pytest
 
-from .gateway import Gateway, running_gateway
+from helpers.server import RunningServer, running_server
 
 
 @pytest.fixture(scope="session")
-def gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Gateway]:
-    with running_gateway(tmp_path_factory.mktemp("gateway"), "--gpus", "2") as gw:
+def gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningServer]:
+    with running_server(tmp_path_factory.mktemp("gateway"), "--gpus", "2") as gw:
         yield gw
 
 
 @pytest.fixture(scope="session")
-def paused_gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Gateway]:
-    with running_gateway(
+def paused_gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningServer]:
+    with running_server(
         tmp_path_factory.mktemp("paused"),
         "--paused",
         "--max-payload-bytes",

@@ -7,7 +7,7 @@ import subprocess
 import httpx
 import pytest
 
-from .gateway import EOPS, Gateway
+from helpers.server import EOPS, RunningServer
 
 
 @pytest.mark.parametrize(
@@ -20,7 +20,7 @@ from .gateway import EOPS, Gateway
     ],
 )
 @pytest.mark.parametrize("path", ["/v1/functions", "/v1/invocations", "/v1/invocations/inv-x"])
-def test_v1_needs_a_valid_token(gateway: Gateway, headers: dict[str, str], path: str) -> None:
+def test_v1_needs_a_valid_token(gateway: RunningServer, headers: dict[str, str], path: str) -> None:
     response = httpx.get(gateway.url + path, headers=headers)
     assert response.status_code == 401
     assert response.headers["www-authenticate"] == "Bearer"
@@ -29,7 +29,7 @@ def test_v1_needs_a_valid_token(gateway: Gateway, headers: dict[str, str], path:
     assert "eops token create" in error["message"]
 
 
-def test_a_created_token_works_at_once(gateway: Gateway) -> None:
+def test_a_created_token_works_at_once(gateway: RunningServer) -> None:
     done = subprocess.run(
         [EOPS, "token", "create", "--data-dir", str(gateway.data_dir), "--name", "test"],
         capture_output=True,
@@ -46,11 +46,11 @@ def test_a_created_token_works_at_once(gateway: Gateway) -> None:
 
 
 @pytest.mark.parametrize("path", ["/healthz", "/readyz", "/metrics", "/openapi.json", "/docs"])
-def test_probes_and_docs_need_no_token(gateway: Gateway, path: str) -> None:
+def test_probes_and_docs_need_no_token(gateway: RunningServer, path: str) -> None:
     assert httpx.get(gateway.url + path).status_code == 200
 
 
-def test_metrics_name_the_promised_series(gateway: Gateway) -> None:
+def test_metrics_name_the_promised_series(gateway: RunningServer) -> None:
     text = httpx.get(gateway.url + "/metrics").text
     for series in (
         'eops_invocations{state="queued"}',

@@ -7,7 +7,7 @@ from typing import Any
 import httpx
 import pytest
 
-from .gateway import Gateway
+from helpers.server import RunningServer
 
 GOOD = {"command": ["python", "-c", "pass"]}
 
@@ -52,7 +52,7 @@ def problem(response: httpx.Response) -> dict[str, str]:
     ],
 )
 def test_bad_function_specs(
-    gateway: Gateway, name: str, body: Any, status: int, field: str, fix_words: str
+    gateway: RunningServer, name: str, body: Any, status: int, field: str, fix_words: str
 ) -> None:
     with gateway.client() as client:
         response = put(client, name, body)
@@ -63,7 +63,7 @@ def test_bad_function_specs(
     assert fix_words in found["problem"] + " " + found["fix"]
 
 
-def test_invalid_yaml_names_the_body_and_the_line(gateway: Gateway) -> None:
+def test_invalid_yaml_names_the_body_and_the_line(gateway: RunningServer) -> None:
     with gateway.client() as client:
         response = client.put(
             "/v1/functions/yaml-fn",
@@ -77,7 +77,7 @@ def test_invalid_yaml_names_the_body_and_the_line(gateway: Gateway) -> None:
     assert found["fix"] == "fix the syntax"
 
 
-def test_yaml_is_accepted_when_declared(gateway: Gateway) -> None:
+def test_yaml_is_accepted_when_declared(gateway: RunningServer) -> None:
     with gateway.client() as client:
         response = client.put(
             "/v1/functions/yaml-ok",
@@ -91,7 +91,7 @@ def test_yaml_is_accepted_when_declared(gateway: Gateway) -> None:
 @pytest.mark.parametrize(
     "body", [b"{not json", b'{"a": }', b"\xff\xfe", b"[1, 2"], ids=["brace", "value", "bytes", "list"]
 )
-def test_malformed_json_names_the_body(gateway: Gateway, body: bytes) -> None:
+def test_malformed_json_names_the_body(gateway: RunningServer, body: bytes) -> None:
     with gateway.client() as client:
         assert put(client, "json-fn", GOOD).status_code in (200, 201)
         invoke = client.post("/v1/functions/json-fn/invocations", content=body)
@@ -104,7 +104,7 @@ def test_malformed_json_names_the_body(gateway: Gateway, body: bytes) -> None:
         assert "JSON" in found["fix"]
 
 
-def test_a_payload_over_the_limit_names_the_limit_and_the_setting(paused_gateway: Gateway) -> None:
+def test_a_payload_over_the_limit_names_the_limit_and_the_setting(paused_gateway: RunningServer) -> None:
     with paused_gateway.client() as client:
         assert put(client, "big", GOOD).status_code in (200, 201)
         response = client.post("/v1/functions/big/invocations", content=b'"' + b"x" * 5000 + b'"')
@@ -132,7 +132,7 @@ def test_a_payload_over_the_limit_names_the_limit_and_the_setting(paused_gateway
         ("GET", "/v1/no-such-route"),
     ],
 )
-def test_unknown_things_answer_404_with_where_to_look(gateway: Gateway, method: str, path: str) -> None:
+def test_unknown_things_answer_404_with_where_to_look(gateway: RunningServer, method: str, path: str) -> None:
     with gateway.client() as client:
         response = client.request(method, path)
     assert response.status_code == 404
@@ -151,7 +151,7 @@ def test_unknown_things_answer_404_with_where_to_look(gateway: Gateway, method: 
         ("cursor=garbage", "cursor"),
     ],
 )
-def test_bad_list_parameters(gateway: Gateway, query: str, field: str) -> None:
+def test_bad_list_parameters(gateway: RunningServer, query: str, field: str) -> None:
     with gateway.client() as client:
         response = client.get(f"/v1/invocations?{query}")
     assert response.status_code == 422, response.text
@@ -160,7 +160,7 @@ def test_bad_list_parameters(gateway: Gateway, query: str, field: str) -> None:
     assert found["fix"]
 
 
-def test_a_wait_beyond_the_bound_is_refused(gateway: Gateway) -> None:
+def test_a_wait_beyond_the_bound_is_refused(gateway: RunningServer) -> None:
     with gateway.client() as client:
         assert put(client, "wait-fn", GOOD).status_code in (200, 201)
         response = client.post("/v1/functions/wait-fn/invocations?wait=100000", json={})
@@ -170,7 +170,7 @@ def test_a_wait_beyond_the_bound_is_refused(gateway: Gateway) -> None:
     assert found["fix"] == "use a smaller number"
 
 
-def test_a_bad_idempotency_key_is_refused(gateway: Gateway) -> None:
+def test_a_bad_idempotency_key_is_refused(gateway: RunningServer) -> None:
     with gateway.client() as client:
         assert put(client, "key-fn", GOOD).status_code in (200, 201)
         response = client.post(

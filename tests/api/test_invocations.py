@@ -10,7 +10,7 @@ from typing import Any
 import httpx
 import pytest
 
-from .gateway import Gateway
+from helpers.server import RunningServer
 
 # Jobs run with the gateway's own interpreter (a leading `python` means it).
 ECHO_RESULT = (
@@ -36,7 +36,7 @@ def deploy(client: httpx.Client, code: str, **extra: Any) -> str:
     return name
 
 
-def test_invoke_answers_202_at_once_with_a_queued_id(paused_gateway: Gateway) -> None:
+def test_invoke_answers_202_at_once_with_a_queued_id(paused_gateway: RunningServer) -> None:
     with paused_gateway.client() as client:
         name = deploy(client, "pass")
         response = client.post(f"/v1/functions/{name}/invocations", json={"n": 1})
@@ -49,7 +49,7 @@ def test_invoke_answers_202_at_once_with_a_queued_id(paused_gateway: Gateway) ->
         assert got["timeline"]["accepted"] == body["timeline"]["accepted"]
 
 
-def test_wait_returns_the_result_the_job_wrote(gateway: Gateway) -> None:
+def test_wait_returns_the_result_the_job_wrote(gateway: RunningServer) -> None:
     with gateway.client(timeout=120) as client:
         name = deploy(client, ECHO_RESULT)
         response = client.post(f"/v1/functions/{name}/invocations?wait=60", json={"n": 21})
@@ -65,7 +65,7 @@ def test_wait_returns_the_result_the_job_wrote(gateway: Gateway) -> None:
         assert f"hello from {body['id']}" in logs.text
 
 
-def test_the_job_can_post_its_result_with_its_own_token(gateway: Gateway) -> None:
+def test_the_job_can_post_its_result_with_its_own_token(gateway: RunningServer) -> None:
     with gateway.client(timeout=120) as client:
         name = deploy(client, CALLBACK)
         body = client.post(f"/v1/functions/{name}/invocations?wait=60", json={}).json()
@@ -79,7 +79,7 @@ def test_the_job_can_post_its_result_with_its_own_token(gateway: Gateway) -> Non
         assert other.status_code == 401
 
 
-def test_a_failing_job_reports_its_exit_code(gateway: Gateway) -> None:
+def test_a_failing_job_reports_its_exit_code(gateway: RunningServer) -> None:
     with gateway.client(timeout=120) as client:
         name = deploy(client, "import sys; sys.exit(3)")
         body = client.post(f"/v1/functions/{name}/invocations?wait=60").json()
@@ -88,7 +88,7 @@ def test_a_failing_job_reports_its_exit_code(gateway: Gateway) -> None:
         assert body["failure_reason"] == "exit_code"
 
 
-def test_wait_that_runs_out_answers_202_with_the_current_state(paused_gateway: Gateway) -> None:
+def test_wait_that_runs_out_answers_202_with_the_current_state(paused_gateway: RunningServer) -> None:
     with paused_gateway.client() as client:
         name = deploy(client, "pass")
         response = client.post(f"/v1/functions/{name}/invocations?wait=1", json={})
@@ -96,7 +96,7 @@ def test_wait_that_runs_out_answers_202_with_the_current_state(paused_gateway: G
         assert response.json()["state"] == "queued"
 
 
-def test_cancel_kills_a_running_job_and_follow_ends(gateway: Gateway) -> None:
+def test_cancel_kills_a_running_job_and_follow_ends(gateway: RunningServer) -> None:
     with gateway.client(timeout=120) as client:
         name = deploy(client, SLEEP)
         inv = client.post(f"/v1/functions/{name}/invocations", json={}).json()
@@ -112,7 +112,7 @@ def test_cancel_kills_a_running_job_and_follow_ends(gateway: Gateway) -> None:
         assert client.get(f"/v1/invocations/{inv['id']}").json()["failure_reason"] == "cancelled"
 
 
-def test_cancelling_a_finished_invocation_is_a_conflict(gateway: Gateway) -> None:
+def test_cancelling_a_finished_invocation_is_a_conflict(gateway: RunningServer) -> None:
     with gateway.client(timeout=120) as client:
         name = deploy(client, "pass")
         inv = client.post(f"/v1/functions/{name}/invocations?wait=60").json()
@@ -122,7 +122,7 @@ def test_cancelling_a_finished_invocation_is_a_conflict(gateway: Gateway) -> Non
         assert "already ended" in response.json()["error"]["message"]
 
 
-def test_the_same_idempotency_key_returns_the_same_invocation(paused_gateway: Gateway) -> None:
+def test_the_same_idempotency_key_returns_the_same_invocation(paused_gateway: RunningServer) -> None:
     with paused_gateway.client() as client:
         name = deploy(client, "pass")
         other = deploy(client, "pass")
@@ -140,7 +140,7 @@ def test_the_same_idempotency_key_returns_the_same_invocation(paused_gateway: Ga
         assert len(listed) == 1
 
 
-def test_pages_cover_every_invocation_once_newest_first(paused_gateway: Gateway) -> None:
+def test_pages_cover_every_invocation_once_newest_first(paused_gateway: RunningServer) -> None:
     with paused_gateway.client() as client:
         name = deploy(client, "pass")
         made = [
@@ -163,7 +163,7 @@ def test_pages_cover_every_invocation_once_newest_first(paused_gateway: Gateway)
         assert len(queued) == 23
 
 
-def test_deleting_a_function_with_queued_work_needs_force(paused_gateway: Gateway) -> None:
+def test_deleting_a_function_with_queued_work_needs_force(paused_gateway: RunningServer) -> None:
     with paused_gateway.client() as client:
         name = deploy(client, "pass")
         ids = [client.post(f"/v1/functions/{name}/invocations", json={}).json()["id"] for _ in range(3)]
@@ -179,14 +179,14 @@ def test_deleting_a_function_with_queued_work_needs_force(paused_gateway: Gatewa
         assert client.post(f"/v1/functions/{name}/invocations", json={}).status_code == 404
 
 
-def test_an_idle_function_is_deleted_without_force(paused_gateway: Gateway) -> None:
+def test_an_idle_function_is_deleted_without_force(paused_gateway: RunningServer) -> None:
     with paused_gateway.client() as client:
         name = deploy(client, "pass")
         assert client.delete(f"/v1/functions/{name}").status_code == 204
         assert name not in [f["spec"]["name"] for f in client.get("/v1/functions").json()["items"]]
 
 
-def test_redeploying_bumps_the_version_only_on_change(paused_gateway: Gateway) -> None:
+def test_redeploying_bumps_the_version_only_on_change(paused_gateway: RunningServer) -> None:
     with paused_gateway.client() as client:
         name = deploy(client, "pass")
         same = client.put(f"/v1/functions/{name}", json={"command": ["python", "-c", "pass"]})
@@ -201,7 +201,7 @@ def test_redeploying_bumps_the_version_only_on_change(paused_gateway: Gateway) -
 
 
 @pytest.mark.parametrize("payload", [b"", b"null", b"[1,2,3]", json.dumps({"deep": {"x": [1]}}).encode()])
-def test_any_json_document_is_a_payload(paused_gateway: Gateway, payload: bytes) -> None:
+def test_any_json_document_is_a_payload(paused_gateway: RunningServer, payload: bytes) -> None:
     with paused_gateway.client() as client:
         name = deploy(client, "pass")
         response = client.post(
@@ -217,7 +217,7 @@ def _metric(text: str, series: str) -> float:
     raise AssertionError(f"{series} not in /metrics")
 
 
-def test_metrics_count_the_gpus_held_by_running_invocations(gateway: Gateway) -> None:
+def test_metrics_count_the_gpus_held_by_running_invocations(gateway: RunningServer) -> None:
     with gateway.client(timeout=60) as client:
         name = deploy(client, SLEEP, gpu={"count": 2})
         inv = client.post(f"/v1/functions/{name}/invocations", json={}).json()

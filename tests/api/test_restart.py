@@ -8,7 +8,7 @@ from pathlib import Path
 
 import httpx
 
-from .gateway import Gateway, free_port
+from helpers.server import RunningServer, start_server
 
 
 def appender(ledger: Path, seconds: float) -> list[str]:
@@ -21,7 +21,7 @@ def appender(ledger: Path, seconds: float) -> list[str]:
     return ["python", "-c", code]
 
 
-async def _accept_many(gateway: Gateway, name: str, count: int) -> list[str]:
+async def _accept_many(gateway: RunningServer, name: str, count: int) -> list[str]:
     headers = {"Authorization": f"Bearer {gateway.token}"}
     async with httpx.AsyncClient(base_url=gateway.url, headers=headers, timeout=60) as client:
         responses = await asyncio.gather(
@@ -34,9 +34,7 @@ async def _accept_many(gateway: Gateway, name: str, count: int) -> list[str]:
 def test_sigkill_loses_nothing_and_runs_nothing_twice(tmp_path: Path) -> None:
     ledger = tmp_path / "ledger.txt"
     data_dir = tmp_path / "data"
-    data_dir.mkdir()
-    first = Gateway(data_dir, free_port(), ["--gpus", "2"])
-    first.start()
+    first = start_server(data_dir, "--gpus", "2")
     try:
         with first.client() as client:
             put = client.put("/v1/functions/append", json={"command": appender(ledger, 2.0)})
@@ -51,8 +49,7 @@ def test_sigkill_loses_nothing_and_runs_nothing_twice(tmp_path: Path) -> None:
     finally:
         first.kill()
 
-    second = Gateway(data_dir, free_port(), ["--gpus", "2"])
-    second.start()
+    second = first.again()
     try:
         with second.client(timeout=120) as client:
             finals = [client.get(f"/v1/invocations/{i}?wait=100").json() for i in accepted]
@@ -65,17 +62,14 @@ def test_sigkill_loses_nothing_and_runs_nothing_twice(tmp_path: Path) -> None:
 
 def test_invocations_accepted_just_before_sigkill_are_all_there(tmp_path: Path) -> None:
     data_dir = tmp_path / "data"
-    data_dir.mkdir()
-    first = Gateway(data_dir, free_port(), ["--paused"])
-    first.start()
+    first = start_server(data_dir, "--paused")
     try:
         with first.client() as client:
             assert client.put("/v1/functions/noop", json={"command": ["true"]}).status_code == 201
         accepted = asyncio.run(_accept_many(first, "noop", 200))
     finally:
         first.kill()  # right after the last 202: nothing gets a chance to flush
-    second = Gateway(data_dir, free_port(), ["--paused"])
-    second.start()
+    second = first.again()
     try:
         with second.client() as client:
             for inv_id in accepted:

@@ -11,20 +11,20 @@ import pytest
 import schemathesis
 from schemathesis.checks import not_a_server_error
 
-from .gateway import Gateway, running_gateway
+from helpers.server import RunningServer, running_server
 
 
 @pytest.fixture(scope="module")
-def fuzzed_gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Gateway]:
+def fuzzed_gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningServer]:
     # Paused: generated functions are stored but never run (their commands are random strings).
     # A short wait bound keeps generated ?wait= values from holding requests for minutes.
-    with running_gateway(
+    with running_server(
         Path(tmp_path_factory.mktemp("fuzz")), "--paused", env={"EOPS_MAX_WAIT_SECONDS": "1"}
     ) as gw:
         yield gw
 
 
-def test_no_request_gets_a_server_error(fuzzed_gateway: Gateway) -> None:
+def test_no_request_gets_a_server_error(fuzzed_gateway: RunningServer) -> None:
     # Driven by hand rather than by schemathesis.pytest.from_fixture, which pytest 9 breaks.
     schema = schemathesis.openapi.from_url(f"{fuzzed_gateway.url}/openapi.json")
     headers = {"Authorization": f"Bearer {fuzzed_gateway.token}"}

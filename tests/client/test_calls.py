@@ -1,16 +1,20 @@
-"""Request building and answer reading of the Python client: pure, no network."""
+"""Request building, answer reading and the plans of the Python client: pure, no network."""
 
 from __future__ import annotations
 
 import json
+from datetime import UTC, datetime
 from pathlib import Path
 
+import httpx
 import pytest
 
-from elasticityops.client import InvalidSpec, Requests, spec_from
-from elasticityops.client.calls import RetryPolicy, WaitPolicy, error_from, hold_for, parse, pause_after
+from elasticityops.client import ApiError, ConnectionFailed, InvalidSpec, Operations, Requests, spec_from
+from elasticityops.client.calls import RetryPolicy, WaitPolicy, error_from, hold_for, next_page, pause_after
+from elasticityops.client.plans import Pause, Run
 from elasticityops.domain.functions import FunctionSpec
-from elasticityops.wire import ErrorBody, ErrorOut, FunctionOut, ProblemOut
+from elasticityops.domain.invocations import State
+from elasticityops.wire import ErrorBody, ErrorOut, InvocationList, InvocationOut, ProblemOut, TimelineOut
 
 R = Requests()
 SPEC = FunctionSpec(name="hello", command=["python", "-c", "print(1)"])
@@ -171,7 +175,7 @@ def test_other_error_bodies_still_become_api_errors(
 def test_an_unreadable_success_body_is_reported_not_raised_as_validation_error() -> None:
     call = R.get_function("hello")
     with pytest.raises(Exception, match="cannot read") as info:
-        parse(call, 200, b'{"unexpected": 1}', FunctionOut)
+        call.answer(200, b'{"unexpected": 1}')
     assert type(info.value).__name__ == "ApiError"
 
 
@@ -209,3 +213,72 @@ def test_spec_from_a_missing_file_says_so(tmp_path: Path) -> None:
 def test_spec_from_mapping_and_spec() -> None:
     assert spec_from({"name": "hello", "command": ["true"]}).name == "hello"
     assert spec_from(SPEC) is SPEC
+
+
+def test_each_call_reads_its_own_answer() -> None:
+    assert R.delete_function("hello").answer(204, b"") is None
+    assert R.health().answer(200, b'{"status": "ready"}') == {"status": "ready"}
+    assert R.health().answer(200, b"ok") == {"status": "ok"}
+    assert R.logs("inv-1").answer(200, b"line 1\n") == "line 1\n"
+    with pytest.raises(ApiError) as info:
+        R.get_function("hello").answer(404, b'{"error": {"code": "not_found", "message": "no hello"}}')
+    assert (info.value.status, info.value.code) == (404, "not_found")
+
+
+def _inv(state: State) -> bytes:
+    inv = InvocationOut(
+        id="inv-1",
+        function="hello",
+        state=state,
+        priority="normal",
+        timeline=TimelineOut(accepted=datetime(2026, 1, 1, tzinfo=UTC)),
+        durations={},
+    )
+    return inv.model_dump_json().encode()
+
+
+def test_next_page_asks_for_the_cursor_and_stops_at_the_end() -> None:
+    first = R.list_invocations(function="hello", limit=2)
+    full = InvocationList.model_validate_json(b'{"items": [], "next_cursor": "inv-2"}')
+    assert next_page(first, full) is None  # an empty page ends it, whatever its cursor
+    page = InvocationList(items=[InvocationOut.model_validate_json(_inv(State.queued))], next_cursor="inv-1")
+    following = next_page(first, page)
+    assert following is not None
+    assert following.params == {"function": "hello", "limit": "2", "cursor": "inv-1"}
+    assert next_page(following, page.model_copy(update={"next_cursor": None})) is None
+
+
+def test_a_plan_is_pure_data_in_and_out_so_its_sender_does_every_step() -> None:
+    """The wait plan driven by hand: no transport, no clock but `now`."""
+    now = [0.0]
+    ops = Operations(
+        "http://gw.test:9",
+        "t",
+        retry=RetryPolicy(attempts=2, first_delay_s=0.5),
+        wait_policy=WaitPolicy(long_poll_s=5, pause_s=0.25),
+        now=lambda: now[0],
+    )
+    run = Run(ops.wait("inv-1", timeout=10))
+    poll = run.next
+    assert poll == R.get_invocation("inv-1", wait=5)
+    run.resume(httpx.ConnectError("refused"))
+    assert run.next == Pause(0.5)  # the retry's delay, slept by the sender
+    run.resume(None)
+    assert run.next == poll
+    run.resume(httpx.Response(200, content=_inv(State.running)))  # answered at once, not held
+    assert run.next == Pause(0.25)
+    now[0] = 0.25
+    run.resume(None)
+    assert run.next == R.get_invocation("inv-1", wait=5)
+    run.resume(httpx.Response(200, content=_inv(State.succeeded)))
+    assert run.next is None
+    assert run.result.state is State.succeeded
+
+
+def test_a_plan_gives_up_with_connection_failed() -> None:
+    ops = Operations(
+        "http://gw.test:9", "t", retry=RetryPolicy(attempts=1), wait_policy=None, now=lambda: 0.0
+    )
+    run = Run(ops.get_function("hello"))
+    with pytest.raises(ConnectionFailed, match=r"gw\.test:9 \(connection refused\)"):
+        run.resume(httpx.ConnectError("Connection refused"))

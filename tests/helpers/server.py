@@ -1,12 +1,14 @@
-"""A real `eops serve` for tests: started as a subprocess on a free 127.0.0.1 port with its own
-data dir, ready once /readyz says so, stopped by its PID.
+"""A real `eops serve` for tests, the one helper that starts it: a subprocess on a free
+127.0.0.1 port with its own data dir, its output captured to a log file there, ready once it
+has printed its admin token and /readyz says so, stopped by its PID.
 
-    with running_server(tmp_path / "data", "--gpus", "2") as srv:
-        httpx.get(srv.url + "/v1/functions", headers=srv.auth)
+    with running_server(tmp_path / "data", "--gpus", "2", env={"EOPS_MAX_WAIT_SECONDS": "2"}) as srv:
+        with srv.client() as http:                      # httpx.Client with the admin token
+            http.get("/v1/functions")
         subprocess.run([EOPS, "fn", "ls"], env=srv.env())
 
-`start_server` / `RunningServer.stop()` / `.kill()` are there for tests that restart it (a
-SIGKILL and a second start on the same data dir and port)."""
+`start_server` / `RunningServer.stop()` / `.kill()` / `.again()` are there for tests that
+restart it (a SIGKILL, then a second start on the same data dir)."""
 
 from __future__ import annotations
 
@@ -19,7 +21,7 @@ import sys
 import time
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import httpx
@@ -27,20 +29,21 @@ import httpx
 REPO = Path(__file__).resolve().parents[2]
 VENV_BIN = Path(sys.executable).parent
 EOPS = str(VENV_BIN / "eops")
+HOST = "127.0.0.1"  # tests talk to nothing else
 _TOKEN_LINE = re.compile(r"EOPS_TOKEN=(\S+)")
-_URL_LINE = re.compile(r"EOPS_URL=(\S+)")
 
 
 def free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
+        sock.bind((HOST, 0))
         port: int = sock.getsockname()[1]
         return port
 
 
 def base_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
     """The environment for `eops` subprocesses: this venv first on PATH (so a function's
-    `python` is the project's), no inherited EOPS_* settings, no terminal width."""
+    `python` is the project's), no inherited EOPS_* settings (EOPS_DATA_DIR among them), no
+    terminal width; `extra` on top."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("EOPS_") and k != "COLUMNS"}
     env["PATH"] = f"{VENV_BIN}{os.pathsep}{env.get('PATH', '')}"
     env["PYTHONUNBUFFERED"] = "1"
@@ -51,10 +54,17 @@ def base_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
 @dataclass
 class RunningServer:
     process: subprocess.Popen[bytes]
-    url: str
-    token: str
+    port: int
     data_dir: Path
     log_path: Path
+    args: tuple[str, ...] = ()
+    extra_env: dict[str, str] = field(default_factory=dict)
+    cwd: Path = REPO
+    token: str = ""  # the admin token, as the server printed it
+
+    @property
+    def url(self) -> str:
+        return f"http://{HOST}:{self.port}"
 
     @property
     def pid(self) -> int:
@@ -64,11 +74,18 @@ class RunningServer:
     def auth(self) -> dict[str, str]:
         return {"Authorization": f"Bearer {self.token}"}
 
+    def client(self, token: str | None = None, timeout: float = 30.0) -> httpx.Client:
+        """An httpx client for this server, with the admin token (or `token`)."""
+        return httpx.Client(
+            base_url=self.url, headers={"Authorization": f"Bearer {token or self.token}"}, timeout=timeout
+        )
+
     def env(self, **overrides: str) -> dict[str, str]:
         """Environment for a CLI subprocess pointed at this server."""
         return base_env({"EOPS_URL": self.url, "EOPS_TOKEN": self.token, **overrides})
 
     def output(self) -> str:
+        """What the server printed so far (stdout and stderr)."""
         return self.log_path.read_text(errors="replace")
 
     def stop(self, timeout: float = 20.0) -> int:
@@ -82,10 +99,24 @@ class RunningServer:
         return self.process.wait(timeout)
 
     def kill(self) -> int:
-        """SIGKILL by PID: a crash, for restart tests."""
+        """SIGKILL by PID: no shutdown, no flush; what a crash looks like (restart tests)."""
         if self.process.poll() is None:
             os.kill(self.pid, signal.SIGKILL)
         return self.process.wait(20.0)
+
+    def again(self, *, port: int | None = None, ready_timeout: float = 90.0) -> RunningServer:
+        """A new `eops serve` on the same data dir with the same arguments and environment
+        (on a fresh port unless given); this one must have ended (`kill` or `stop` it)."""
+        if self.process.poll() is None:
+            raise RuntimeError(f"eops serve (pid {self.pid}) is still running; stop or kill it first")
+        return start_server(
+            self.data_dir,
+            *self.args,
+            port=port,
+            env=self.extra_env,
+            cwd=self.cwd,
+            ready_timeout=ready_timeout,
+        )
 
 
 def start_server(
@@ -96,23 +127,25 @@ def start_server(
     cwd: Path = REPO,
     ready_timeout: float = 90.0,
 ) -> RunningServer:
-    """Start `eops serve --host 127.0.0.1 --port P --data-dir DATA_DIR ARGS...` and return once
-    /readyz answers 200 and the admin token is printed. Raises with the server's output if it
-    exits or is not ready in time (the process is stopped first)."""
+    """Start `eops serve --host 127.0.0.1 --port P --data-dir DATA_DIR ARGS...` with `env` on
+    top of `base_env()`, and return once /readyz answers 200 and the admin token is printed.
+    Raises with the server's output if it exits or is not ready in time (the process is
+    stopped first)."""
     data_dir.mkdir(parents=True, exist_ok=True)
     port = port or free_port()
     log_path = data_dir / f"serve-{port}-{time.monotonic_ns()}.log"
-    command = [EOPS, "serve", "--host", "127.0.0.1", "--port", str(port), "--data-dir", str(data_dir), *args]
+    command = [EOPS, "serve", "--host", HOST, "--port", str(port), "--data-dir", str(data_dir), *args]
+    extra = dict(env or {})
     with log_path.open("wb") as log:
         process = subprocess.Popen(
             command,
             stdout=log,
             stderr=subprocess.STDOUT,
             cwd=cwd,
-            env=base_env(env),
+            env=base_env(extra),
             stdin=subprocess.DEVNULL,
         )
-    server = RunningServer(process, f"http://127.0.0.1:{port}", "", data_dir, log_path)
+    server = RunningServer(process, port, data_dir, log_path, tuple(args), extra, cwd)
     try:
         _await_ready(server, ready_timeout)
     except BaseException:
@@ -128,9 +161,8 @@ def _await_ready(server: RunningServer, timeout: float) -> None:
             raise RuntimeError(f"eops serve exited with {server.process.returncode}:\n{server.output()}")
         text = server.output()
         token = _TOKEN_LINE.search(text)
-        url = _URL_LINE.search(text)
-        if token and url:
-            server.token, server.url = token.group(1), url.group(1)
+        if token:
+            server.token = token.group(1)
             try:
                 if httpx.get(server.url + "/readyz", timeout=2.0).status_code == 200:
                     return

@@ -6,12 +6,14 @@
         inv = eops.invoke("hello", {"name": "Ada"}, wait=30)
         print(inv.state, inv.result)
 
-Each call is first built as a plain `Call` (calls.py: pure, no I/O) and only `send` differs
-between the sync `Client` and the `AsyncClient`, so both share request building, retry rules
-and error parsing. Errors form a small tree of their own (errors.py): `ApiError` (the server
-answered with an error), `ConnectionFailed` (no answer at all) and `InvalidSpec` (a function
-file that fails validation before any request is made), all under `ClientError`. httpx
-exceptions never leak.
+Each call is built once as a plain `Call` (calls.py: pure, no I/O: method, path, body and how
+its answer is read), and each client method is written once as a plan of Calls and pauses
+(plans.py: retries, long polls, deadlines; time only through a clock). The sync `Client` and
+the `AsyncClient` are thin senders that run those plans over httpx, so both have the same
+methods with the same parameters and answers. Errors form a small tree of their own
+(errors.py): `ApiError` (the server answered with an error), `ConnectionFailed` (no answer at
+all) and `InvalidSpec` (a function file that fails validation before any request is made),
+all under `ClientError`. httpx exceptions never leak.
 """
 
 from elasticityops.client.aio import AsyncClient
@@ -25,7 +27,8 @@ from elasticityops.client.calls import (
     spec_from,
 )
 from elasticityops.client.errors import URL_ENV, ApiError, ClientError, ConnectionFailed, InvalidSpec
-from elasticityops.client.sync import Client
+from elasticityops.client.plans import Operations
+from elasticityops.client.sync import BlockingClock, BlockingSystemClock, Client
 
 __all__ = [
     "DEFAULT_URL",
@@ -33,11 +36,14 @@ __all__ = [
     "URL_ENV",
     "ApiError",
     "AsyncClient",
+    "BlockingClock",
+    "BlockingSystemClock",
     "Call",
     "Client",
     "ClientError",
     "ConnectionFailed",
     "InvalidSpec",
+    "Operations",
     "Requests",
     "RetryPolicy",
     "WaitPolicy",

@@ -1,43 +1,48 @@
-"""The asyncio client: the same calls, answers and errors as `Client`, over httpx.AsyncClient."""
+"""The asyncio client: the same methods, answers and errors as `Client` (the same plans, from
+plans.py), run over httpx.AsyncClient and an async clock; the one place it does I/O is
+`AsyncClient._do`."""
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import AsyncIterator, Mapping
-from pathlib import Path
-from typing import Any
+import functools
+from collections.abc import AsyncIterator, Callable, Coroutine
+from typing import Any, Concatenate, ParamSpec, TypeVar
 
 import httpx
 
 from elasticityops.client.calls import (
     Call,
-    M,
-    Requests,
     RetryPolicy,
     WaitPolicy,
-    as_dict,
     auth_headers,
-    check,
-    describe,
     error_from,
-    hold_for,
-    never_sent,
-    parse,
-    pause_after,
-    refuses_hold,
-    retry_after_of,
-    settings,
-    spec_from,
-    timeout_for,
-    wait_seconds,
+    http_request,
+    next_page,
 )
-from elasticityops.client.errors import ApiError, ConnectionFailed
-from elasticityops.domain.functions import FunctionSpec
-from elasticityops.wire import FunctionList, FunctionOut, InvocationList, InvocationOut
+from elasticityops.client.plans import Operations, Outcome, Pause, Plan, Run, Step, method_signature
+from elasticityops.domain.clock import Clock, SystemClock
+from elasticityops.wire import InvocationList, InvocationOut
+
+P = ParamSpec("P")
+T = TypeVar("T")
+
+
+def _runs(
+    op: Callable[Concatenate[Operations, P], Plan[T]],
+) -> Callable[Concatenate[AsyncClient, P], Coroutine[Any, Any, T]]:
+    """An AsyncClient method that runs the plan of `op`, with `op`'s parameters and docs."""
+
+    @functools.wraps(op)
+    async def method(self: AsyncClient, /, *args: P.args, **kwargs: P.kwargs) -> T:
+        return await self._drive(op(self.ops, *args, **kwargs))
+
+    method.__signature__ = method_signature(op)  # type: ignore[attr-defined]
+    return method
 
 
 class AsyncClient:
-    """The same API for asyncio code; same settings and errors as `Client`."""
+    """The same API for asyncio code; same settings and errors as `Client`. `clock` (a
+    domain.clock.Clock) replaces time for retries and waiting."""
 
     def __init__(
         self,
@@ -47,15 +52,14 @@ class AsyncClient:
         retry: RetryPolicy | None = None,
         wait_policy: WaitPolicy | None = None,
         transport: httpx.AsyncBaseTransport | None = None,
+        clock: Clock | None = None,
     ) -> None:
-        self.url, self.token = settings(url, token)
-        self.retry = retry or RetryPolicy()
-        self.wait_policy = wait_policy or WaitPolicy()
-        self.requests = Requests()
+        self._clock = clock or SystemClock()
+        self.ops = Operations(url, token, retry=retry, wait_policy=wait_policy, now=self._clock.monotonic)
+        self.url, self.token = self.ops.url, self.ops.token
         self._http = httpx.AsyncClient(
             base_url=self.url, headers=auth_headers(self.token), transport=transport
         )
-        self._long_polls = True  # off once the gateway refuses our holds; then plain polling
 
     async def __aenter__(self) -> AsyncClient:
         return self
@@ -66,144 +70,58 @@ class AsyncClient:
     async def aclose(self) -> None:
         await self._http.aclose()
 
-    async def send(self, call: Call) -> httpx.Response:
-        attempt = 0
-        while True:
-            try:
-                response = await self._http.request(
-                    call.method,
-                    call.path,
-                    params=call.params,
-                    headers=call.headers,
-                    content=call.content,
-                    timeout=timeout_for(call),
-                )
-            except httpx.TransportError as exc:
-                if attempt + 1 < self.retry.attempts and (call.repeatable or never_sent(exc)):
-                    await asyncio.sleep(self.retry.delay(attempt, None))
-                    attempt += 1
-                    continue
-                raise ConnectionFailed(self.url, describe(exc)) from None
-            if response.status_code in (429, 503) and call.repeatable and attempt + 1 < self.retry.attempts:
-                await asyncio.sleep(self.retry.delay(attempt, retry_after_of(response)))
-                attempt += 1
-                continue
-            return response
+    async def _drive(self, plan: Plan[T]) -> T:
+        run = Run(plan)
+        while run.next is not None:
+            run.resume(await self._do(run.next))
+        return run.result
 
-    async def _fetch(self, call: Call, model: type[M]) -> M:
-        response = await self.send(call)
-        return parse(call, response.status_code, response.content, model)
-
-    async def deploy_function(self, spec: FunctionSpec | Mapping[str, Any] | str | Path) -> FunctionOut:
-        return await self._fetch(self.requests.deploy_function(spec_from(spec)), FunctionOut)
-
-    async def list_functions(self) -> list[FunctionOut]:
-        return (await self._fetch(self.requests.list_functions(), FunctionList)).items
-
-    async def get_function(self, name: str) -> FunctionOut:
-        return await self._fetch(self.requests.get_function(name), FunctionOut)
-
-    async def delete_function(self, name: str, *, force: bool = False) -> None:
-        """Remove a function; `force` fails its queued invocations and cancels its running ones
-        (without it the server refuses while any are live)."""
-        call = self.requests.delete_function(name, force=force)
-        response = await self.send(call)
-        check(call, response.status_code, response.content)
-
-    async def invoke(
-        self,
-        name: str,
-        payload: Any = None,
-        *,
-        wait: float | None = None,
-        idempotency_key: str | None = None,
-    ) -> InvocationOut:
-        loop = asyncio.get_running_loop()
-        began = loop.time()
-        hold = None
-        if wait is not None and self._long_polls:
-            hold = min(self.wait_policy.long_poll_s, wait_seconds(wait))
+    # The one I/O point: one step of a plan.
+    async def _do(self, step: Step) -> Outcome:
+        if isinstance(step, Pause):
+            await self._clock.sleep(step.seconds)
+            return None
         try:
-            inv = await self._fetch(
-                self.requests.invoke(name, payload, wait=hold, idempotency_key=idempotency_key), InvocationOut
-            )
-        except ApiError as exc:
-            if not (hold and refuses_hold(exc)):
-                raise
-            self._long_polls = False
-            inv = await self._fetch(
-                self.requests.invoke(name, payload, idempotency_key=idempotency_key), InvocationOut
-            )
-        if wait is None or inv.state.terminal:
-            return inv
-        left = wait - (loop.time() - began)
-        return inv if left <= 0 else await self.wait(inv.id, left)
+            return await self._http.send(http_request(self._http, step))
+        except httpx.TransportError as exc:
+            return exc
 
-    async def get_invocation(self, invocation_id: str, *, wait: int | None = None) -> InvocationOut:
-        return await self._fetch(self.requests.get_invocation(invocation_id, wait=wait), InvocationOut)
-
-    async def list_invocations(
-        self,
-        *,
-        function: str | None = None,
-        state: str | None = None,
-        limit: int | None = None,
-        cursor: str | None = None,
-    ) -> InvocationList:
-        call = self.requests.list_invocations(function=function, state=state, limit=limit, cursor=cursor)
-        return await self._fetch(call, InvocationList)
+    run = _runs(Operations.run)
+    deploy_function = _runs(Operations.deploy_function)
+    list_functions = _runs(Operations.list_functions)
+    get_function = _runs(Operations.get_function)
+    delete_function = _runs(Operations.delete_function)
+    invoke = _runs(Operations.invoke)
+    get_invocation = _runs(Operations.get_invocation)
+    list_invocations = _runs(Operations.list_invocations)
+    cancel = _runs(Operations.cancel)
+    wait = _runs(Operations.wait)
+    health = _runs(Operations.health)
 
     async def iter_invocations(
         self, *, function: str | None = None, state: str | None = None, page_size: int = 100
     ) -> AsyncIterator[InvocationOut]:
-        cursor: str | None = None
-        while True:
-            page = await self.list_invocations(function=function, state=state, limit=page_size, cursor=cursor)
+        """Every matching invocation, newest first as the server orders them, page by page."""
+        call: Call[InvocationList] | None = self.ops.requests.list_invocations(
+            function=function, state=state, limit=page_size
+        )
+        while call is not None:
+            page = await self.run(call)
             for item in page.items:
                 yield item
-            if not page.next_cursor or not page.items:
-                return
-            cursor = page.next_cursor
+            call = next_page(call, page)
 
     async def logs(self, invocation_id: str, *, follow: bool = False) -> AsyncIterator[str]:
-        call = self.requests.logs(invocation_id, follow=follow)
+        """The invocation's output as text chunks; with `follow`, until it ends."""
+        call = self.ops.requests.logs(invocation_id, follow=follow)
         try:
-            async with self._http.stream(
-                call.method, call.path, params=call.params, headers=call.headers, timeout=timeout_for(call)
-            ) as response:
+            response = await self._http.send(http_request(self._http, call), stream=True)
+            try:
                 if response.status_code not in call.expect:
                     raise error_from(response.status_code, await response.aread())
                 async for chunk in response.aiter_text():
                     yield chunk
+            finally:
+                await response.aclose()
         except httpx.TransportError as exc:
-            raise ConnectionFailed(self.url, describe(exc)) from None
-
-    async def cancel(self, invocation_id: str) -> InvocationOut:
-        return await self._fetch(self.requests.cancel(invocation_id), InvocationOut)
-
-    # The same signature as Client.wait; long polls need a deadline of their own between calls.
-    async def wait(self, invocation_id: str, timeout: float | None = None) -> InvocationOut:  # noqa: ASYNC109
-        loop = asyncio.get_running_loop()
-        deadline = None if timeout is None else loop.time() + timeout
-        while True:
-            began = loop.time()
-            hold = hold_for(self.wait_policy, began, deadline) if self._long_polls else 0
-            try:
-                inv = await self.get_invocation(invocation_id, wait=hold)
-            except ApiError as exc:
-                if not (hold and refuses_hold(exc)):
-                    raise
-                self._long_polls = False
-                continue
-            now = loop.time()
-            if inv.state.terminal or (deadline is not None and now >= deadline):
-                return inv
-            pause = pause_after(self.wait_policy, hold, now - began, now, deadline)
-            if pause:
-                await asyncio.sleep(pause)
-
-    async def health(self) -> dict[str, Any]:
-        call = self.requests.health()
-        response = await self.send(call)
-        check(call, response.status_code, response.content)
-        return as_dict(response.content)
+            raise self.ops.unreachable(exc) from None

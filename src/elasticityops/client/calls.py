@@ -1,28 +1,35 @@
-"""Every API call built as plain data, and every answer read back: no I/O here, so the sync
-and async clients share it and tests check it without a network."""
+"""Every API call built as plain data, with how its answer is read back: no I/O here, so the
+sync and async clients share it and tests check it without a network."""
 
 from __future__ import annotations
 
 import json
 import os
-from collections.abc import Mapping
-from dataclasses import dataclass, field
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, Generic, TypeVar
 from urllib.parse import quote
 
 import httpx
-from pydantic import BaseModel, ValidationError
+from pydantic import ValidationError
 
 from elasticityops.client.errors import URL_ENV, ApiError, InvalidSpec, render_problem
 from elasticityops.domain.errors import InvalidInput
 from elasticityops.domain.functions import FunctionSpec, load_function_text, parse_function_spec
-from elasticityops.wire import ErrorOut, ProblemOut
+from elasticityops.wire import (
+    ErrorOut,
+    FunctionList,
+    FunctionOut,
+    InvocationList,
+    InvocationOut,
+    ProblemOut,
+)
 
 DEFAULT_URL = "http://127.0.0.1:8080"
 TOKEN_ENV = "EOPS_TOKEN"
 
-M = TypeVar("M", bound=BaseModel)
+T = TypeVar("T")
 
 # --- settings -----------------------------------------------------------------------------
 
@@ -84,8 +91,8 @@ def pause_after(policy: WaitPolicy, hold: int, took: float, now: float, deadline
 
 
 @dataclass(frozen=True)
-class Call:
-    """One API request as plain data, with how to read its answer."""
+class Call(Generic[T]):
+    """One API request as plain data, with how to read its answer (`answer`)."""
 
     method: str
     path: str
@@ -97,6 +104,28 @@ class Call:
     # Requests that never left (connection refused) are retried regardless.
     repeatable: bool = False
     read_timeout_s: float | None = 30.0  # None: no limit (a log stream being followed)
+    # The body of an expected answer as the caller's value; pydantic's ValidationError means
+    # the body is not what this client expects (see `answer`).
+    decode: Callable[[bytes], T] = field(kw_only=True, repr=False, compare=False)
+
+    def check(self, status: int, body: bytes) -> None:
+        """Raise the ApiError an unexpected status stands for."""
+        if status not in self.expect:
+            raise error_from(status, body)
+
+    def answer(self, status: int, body: bytes) -> T:
+        """The answer as the caller's value, or the ApiError it stands for."""
+        self.check(status, body)
+        try:
+            return self.decode(body)
+        except ValidationError as exc:
+            raise ApiError(
+                status,
+                "bad_response",
+                f"the gateway answered {self.method} {self.path} with a body this client cannot read "
+                f"({exc.error_count()} problems); client and server versions may differ",
+                [],
+            ) from None
 
 
 def json_bytes(value: Any) -> bytes:
@@ -136,9 +165,10 @@ def _quote(segment: str) -> str:
 
 
 class Requests:
-    """Builds each API call; no I/O."""
+    """Builds each API call; no I/O. The clients' methods that make one call (plans.py) take
+    these parameters and docs."""
 
-    def deploy_function(self, spec: FunctionSpec) -> Call:
+    def deploy_function(self, spec: FunctionSpec) -> Call[FunctionOut]:
         return Call(
             "PUT",
             f"/v1/functions/{_quote(spec.name)}",
@@ -146,18 +176,26 @@ class Requests:
             content=json_bytes(spec.model_dump(mode="json")),
             expect=(200, 201),
             repeatable=True,
+            decode=FunctionOut.model_validate_json,
         )
 
-    def list_functions(self) -> Call:
-        return Call("GET", "/v1/functions", repeatable=True)
+    def list_functions(self) -> Call[list[FunctionOut]]:
+        """Every function, by name."""
+        return Call("GET", "/v1/functions", repeatable=True, decode=_function_items)
 
-    def get_function(self, name: str) -> Call:
-        return Call("GET", f"/v1/functions/{_quote(name)}", repeatable=True)
+    def get_function(self, name: str) -> Call[FunctionOut]:
+        """One function's spec and version."""
+        return Call(
+            "GET", f"/v1/functions/{_quote(name)}", repeatable=True, decode=FunctionOut.model_validate_json
+        )
 
-    def delete_function(self, name: str, *, force: bool = False) -> Call:
-        """Without `force` the server refuses (409) while the function has live invocations."""
+    def delete_function(self, name: str, *, force: bool = False) -> Call[None]:
+        """Remove a function; `force` fails its queued invocations and cancels its running ones
+        (without it the server refuses, 409, while any are live)."""
         params = {"force": "true"} if force else {}
-        return Call("DELETE", f"/v1/functions/{_quote(name)}", params=params, expect=(200, 204))
+        return Call(
+            "DELETE", f"/v1/functions/{_quote(name)}", params=params, expect=(200, 204), decode=_nothing
+        )
 
     def invoke(
         self,
@@ -166,7 +204,7 @@ class Requests:
         *,
         wait: int | None = None,
         idempotency_key: str | None = None,
-    ) -> Call:
+    ) -> Call[InvocationOut]:
         """`payload` is sent as JSON; bytes are sent as they are (they must be JSON already);
         None sends an empty body, which the job receives as JSON null. `wait`: seconds the
         server may hold the answer until the invocation ends."""
@@ -183,16 +221,19 @@ class Requests:
             expect=(200, 201, 202),
             repeatable=idempotency_key is not None,
             read_timeout_s=_read_timeout(wait),
+            decode=InvocationOut.model_validate_json,
         )
 
-    def get_invocation(self, invocation_id: str, *, wait: int | None = None) -> Call:
-        """With `wait`, the server holds the answer up to that many seconds until it ends."""
+    def get_invocation(self, invocation_id: str, *, wait: int | None = None) -> Call[InvocationOut]:
+        """An invocation's state; with `wait`, the server holds the answer up to that many
+        seconds until it ends."""
         return Call(
             "GET",
             f"/v1/invocations/{_quote(invocation_id)}",
             params=_wait_param(wait),
             repeatable=True,
             read_timeout_s=_read_timeout(wait),
+            decode=InvocationOut.model_validate_json,
         )
 
     def list_invocations(
@@ -202,15 +243,23 @@ class Requests:
         state: str | None = None,
         limit: int | None = None,
         cursor: str | None = None,
-    ) -> Call:
+    ) -> Call[InvocationList]:
+        """One page of invocations, newest first; its `next_cursor` asks for the next."""
         params = {
             key: str(value)
             for key, value in (("function", function), ("state", state), ("limit", limit), ("cursor", cursor))
             if value is not None
         }
-        return Call("GET", "/v1/invocations", params=params, repeatable=True)
+        return Call(
+            "GET",
+            "/v1/invocations",
+            params=params,
+            repeatable=True,
+            decode=InvocationList.model_validate_json,
+        )
 
-    def logs(self, invocation_id: str, *, follow: bool = False) -> Call:
+    def logs(self, invocation_id: str, *, follow: bool = False) -> Call[str]:
+        """The output as text; clients stream it (`answer` reads a whole body at once)."""
         return Call(
             "GET",
             f"/v1/invocations/{_quote(invocation_id)}/logs",
@@ -218,13 +267,28 @@ class Requests:
             # A half-read stream cannot be resumed without repeating output: no retries.
             repeatable=False,
             read_timeout_s=None if follow else 30.0,
+            decode=_text,
         )
 
-    def cancel(self, invocation_id: str) -> Call:
-        return Call("POST", f"/v1/invocations/{_quote(invocation_id)}/cancel", expect=(200, 202))
+    def cancel(self, invocation_id: str) -> Call[InvocationOut]:
+        """Cancel a queued or running invocation; its state as the server has it then."""
+        return Call(
+            "POST",
+            f"/v1/invocations/{_quote(invocation_id)}/cancel",
+            expect=(200, 202),
+            decode=InvocationOut.model_validate_json,
+        )
 
-    def health(self) -> Call:
-        return Call("GET", "/readyz", repeatable=True)
+    def health(self) -> Call[dict[str, Any]]:
+        """The gateway's readiness answer (/readyz); an error when it is not ready."""
+        return Call("GET", "/readyz", repeatable=True, decode=as_dict)
+
+
+def next_page(call: Call[InvocationList], page: InvocationList) -> Call[InvocationList] | None:
+    """The list call for the page after `page`, or None when it was the last."""
+    if not page.next_cursor or not page.items:
+        return None
+    return replace(call, params={**call.params, "cursor": page.next_cursor})
 
 
 def _wait_param(wait: int | None) -> dict[str, str]:
@@ -283,24 +347,16 @@ def _code_for(status: int) -> str:
     }.get(status, "server_error" if status >= 500 else "http_error")
 
 
-def parse(call: Call, status: int, body: bytes, model: type[M]) -> M:
-    """The answer as `model`, or the ApiError it stands for."""
-    check(call, status, body)
-    try:
-        return model.model_validate_json(body)
-    except ValidationError as exc:
-        raise ApiError(
-            status,
-            "bad_response",
-            f"the gateway answered {call.method} {call.path} with a body this client cannot read "
-            f"({exc.error_count()} problems); client and server versions may differ",
-            [],
-        ) from None
+def _function_items(body: bytes) -> list[FunctionOut]:
+    return FunctionList.model_validate_json(body).items
 
 
-def check(call: Call, status: int, body: bytes) -> None:
-    if status not in call.expect:
-        raise error_from(status, body)
+def _nothing(body: bytes) -> None:
+    return None
+
+
+def _text(body: bytes) -> str:
+    return body.decode("utf-8", errors="replace")
 
 
 def retry_after_of(response: httpx.Response) -> float | None:
@@ -330,8 +386,20 @@ def auth_headers(token: str | None) -> dict[str, str]:
     return {"Authorization": f"Bearer {token}"} if token else {}
 
 
-def timeout_for(call: Call) -> httpx.Timeout:
+def timeout_for(call: Call[Any]) -> httpx.Timeout:
     return httpx.Timeout(10.0, read=call.read_timeout_s)
+
+
+def http_request(http: httpx.Client | httpx.AsyncClient, call: Call[Any]) -> httpx.Request:
+    """The httpx request for `call` on either client (building it sends nothing)."""
+    return http.build_request(
+        call.method,
+        call.path,
+        params=call.params,
+        headers=call.headers,
+        content=call.content,
+        timeout=timeout_for(call),
+    )
 
 
 def settings(url: str | None, token: str | None) -> tuple[str, str | None]:

@@ -1,46 +1,65 @@
-"""The synchronous client: the one place it does I/O is `Client.send`."""
+"""The synchronous client: it runs the plans of plans.py over httpx.Client and its clock; the
+one place it does I/O is `Client._do`."""
 
 from __future__ import annotations
 
+import functools
 import time
-from collections.abc import Callable, Iterator, Mapping
-from pathlib import Path
-from typing import Any
+from collections.abc import Callable, Iterator
+from typing import Concatenate, ParamSpec, Protocol, TypeVar
 
 import httpx
 
 from elasticityops.client.calls import (
     Call,
-    M,
-    Requests,
     RetryPolicy,
     WaitPolicy,
-    as_dict,
     auth_headers,
-    check,
-    describe,
     error_from,
-    hold_for,
-    never_sent,
-    parse,
-    pause_after,
-    refuses_hold,
-    retry_after_of,
-    settings,
-    spec_from,
-    timeout_for,
-    wait_seconds,
+    http_request,
+    next_page,
 )
-from elasticityops.client.errors import ApiError, ConnectionFailed
-from elasticityops.domain.functions import FunctionSpec
-from elasticityops.wire import FunctionList, FunctionOut, InvocationList, InvocationOut
+from elasticityops.client.plans import Operations, Outcome, Pause, Plan, Run, Step, method_signature
+from elasticityops.wire import InvocationList, InvocationOut
+
+P = ParamSpec("P")
+T = TypeVar("T")
+
+
+class BlockingClock(Protocol):
+    """The sync client's clock: domain.clock.Clock's `monotonic`, with a sleep that blocks."""
+
+    def monotonic(self) -> float:
+        """Seconds from an arbitrary origin that never goes backwards."""
+        ...
+
+    def sleep(self, seconds: float) -> None: ...
+
+
+class BlockingSystemClock:
+    def monotonic(self) -> float:
+        return time.monotonic()
+
+    def sleep(self, seconds: float) -> None:
+        time.sleep(seconds)
+
+
+def _runs(op: Callable[Concatenate[Operations, P], Plan[T]]) -> Callable[Concatenate[Client, P], T]:
+    """A Client method that runs the plan of `op`, with `op`'s parameters and docs."""
+
+    @functools.wraps(op)
+    def method(self: Client, /, *args: P.args, **kwargs: P.kwargs) -> T:
+        return self._drive(op(self.ops, *args, **kwargs))
+
+    method.__signature__ = method_signature(op)  # type: ignore[attr-defined]
+    return method
 
 
 class Client:
     """Synchronous client. `url` and `token` default to EOPS_URL and EOPS_TOKEN.
 
-    `transport` replaces the network (tests use httpx.MockTransport); `sleep` and `monotonic`
-    replace the clock for retries and `wait`."""
+    `transport` replaces the network (tests use httpx.MockTransport); `clock` replaces time
+    for retries and waiting."""
 
     def __init__(
         self,
@@ -50,17 +69,12 @@ class Client:
         retry: RetryPolicy | None = None,
         wait_policy: WaitPolicy | None = None,
         transport: httpx.BaseTransport | None = None,
-        sleep: Callable[[float], None] = time.sleep,
-        monotonic: Callable[[], float] = time.monotonic,
+        clock: BlockingClock | None = None,
     ) -> None:
-        self.url, self.token = settings(url, token)
-        self.retry = retry or RetryPolicy()
-        self.wait_policy = wait_policy or WaitPolicy()
-        self.requests = Requests()
-        self._sleep = sleep
-        self._monotonic = monotonic
+        self._clock = clock or BlockingSystemClock()
+        self.ops = Operations(url, token, retry=retry, wait_policy=wait_policy, now=self._clock.monotonic)
+        self.url, self.token = self.ops.url, self.ops.token
         self._http = httpx.Client(base_url=self.url, headers=auth_headers(self.token), transport=transport)
-        self._long_polls = True  # off once the gateway refuses our holds; then plain polling
 
     def __enter__(self) -> Client:
         return self
@@ -71,160 +85,56 @@ class Client:
     def close(self) -> None:
         self._http.close()
 
-    # The one I/O point: send a Call, retrying only what is safe to repeat.
-    def send(self, call: Call) -> httpx.Response:
-        attempt = 0
-        while True:
-            try:
-                response = self._http.request(
-                    call.method,
-                    call.path,
-                    params=call.params,
-                    headers=call.headers,
-                    content=call.content,
-                    timeout=timeout_for(call),
-                )
-            except httpx.TransportError as exc:
-                if attempt + 1 < self.retry.attempts and (call.repeatable or never_sent(exc)):
-                    self._sleep(self.retry.delay(attempt, None))
-                    attempt += 1
-                    continue
-                raise ConnectionFailed(self.url, describe(exc)) from None
-            if response.status_code in (429, 503) and call.repeatable and attempt + 1 < self.retry.attempts:
-                self._sleep(self.retry.delay(attempt, retry_after_of(response)))
-                attempt += 1
-                continue
-            return response
+    def _drive(self, plan: Plan[T]) -> T:
+        run = Run(plan)
+        while run.next is not None:
+            run.resume(self._do(run.next))
+        return run.result
 
-    def _fetch(self, call: Call, model: type[M]) -> M:
-        response = self.send(call)
-        return parse(call, response.status_code, response.content, model)
-
-    def deploy_function(self, spec: FunctionSpec | Mapping[str, Any] | str | Path) -> FunctionOut:
-        """Create or replace a function from a spec, a mapping or a YAML/JSON file path."""
-        return self._fetch(self.requests.deploy_function(spec_from(spec)), FunctionOut)
-
-    def list_functions(self) -> list[FunctionOut]:
-        return self._fetch(self.requests.list_functions(), FunctionList).items
-
-    def get_function(self, name: str) -> FunctionOut:
-        return self._fetch(self.requests.get_function(name), FunctionOut)
-
-    def delete_function(self, name: str, *, force: bool = False) -> None:
-        """Remove a function; `force` fails its queued invocations and cancels its running ones
-        (without it the server refuses while any are live)."""
-        call = self.requests.delete_function(name, force=force)
-        response = self.send(call)
-        check(call, response.status_code, response.content)
-
-    def invoke(
-        self,
-        name: str,
-        payload: Any = None,
-        *,
-        wait: float | None = None,
-        idempotency_key: str | None = None,
-    ) -> InvocationOut:
-        """Start an invocation with a JSON payload (None: the job gets null). With `wait`,
-        return when it ends or after that many seconds, whichever comes first: the answer is
-        final if `.state.terminal`, else its state at that moment."""
-        began = self._monotonic()
-        hold = None
-        if wait is not None and self._long_polls:
-            hold = min(self.wait_policy.long_poll_s, wait_seconds(wait))
+    # The one I/O point: one step of a plan.
+    def _do(self, step: Step) -> Outcome:
+        if isinstance(step, Pause):
+            self._clock.sleep(step.seconds)
+            return None
         try:
-            inv = self._fetch(
-                self.requests.invoke(name, payload, wait=hold, idempotency_key=idempotency_key), InvocationOut
-            )
-        except ApiError as exc:
-            if not (hold and refuses_hold(exc)):
-                raise
-            self._long_polls = False
-            inv = self._fetch(
-                self.requests.invoke(name, payload, idempotency_key=idempotency_key), InvocationOut
-            )
-        if wait is None or inv.state.terminal:
-            return inv
-        left = wait - (self._monotonic() - began)
-        return inv if left <= 0 else self.wait(inv.id, left)
+            return self._http.send(http_request(self._http, step))
+        except httpx.TransportError as exc:
+            return exc
 
-    def get_invocation(self, invocation_id: str, *, wait: int | None = None) -> InvocationOut:
-        """An invocation's state; with `wait`, the server holds the answer up to that many
-        seconds until it ends."""
-        return self._fetch(self.requests.get_invocation(invocation_id, wait=wait), InvocationOut)
-
-    def list_invocations(
-        self,
-        *,
-        function: str | None = None,
-        state: str | None = None,
-        limit: int | None = None,
-        cursor: str | None = None,
-    ) -> InvocationList:
-        call = self.requests.list_invocations(function=function, state=state, limit=limit, cursor=cursor)
-        return self._fetch(call, InvocationList)
+    run = _runs(Operations.run)
+    deploy_function = _runs(Operations.deploy_function)
+    list_functions = _runs(Operations.list_functions)
+    get_function = _runs(Operations.get_function)
+    delete_function = _runs(Operations.delete_function)
+    invoke = _runs(Operations.invoke)
+    get_invocation = _runs(Operations.get_invocation)
+    list_invocations = _runs(Operations.list_invocations)
+    cancel = _runs(Operations.cancel)
+    wait = _runs(Operations.wait)
+    health = _runs(Operations.health)
 
     def iter_invocations(
         self, *, function: str | None = None, state: str | None = None, page_size: int = 100
     ) -> Iterator[InvocationOut]:
         """Every matching invocation, newest first as the server orders them, page by page."""
-        cursor: str | None = None
-        while True:
-            page = self.list_invocations(function=function, state=state, limit=page_size, cursor=cursor)
+        call: Call[InvocationList] | None = self.ops.requests.list_invocations(
+            function=function, state=state, limit=page_size
+        )
+        while call is not None:
+            page = self.run(call)
             yield from page.items
-            if not page.next_cursor or not page.items:
-                return
-            cursor = page.next_cursor
+            call = next_page(call, page)
 
     def logs(self, invocation_id: str, *, follow: bool = False) -> Iterator[str]:
         """The invocation's output as text chunks; with `follow`, until it ends."""
-        call = self.requests.logs(invocation_id, follow=follow)
+        call = self.ops.requests.logs(invocation_id, follow=follow)
         try:
-            with self._http.stream(
-                call.method, call.path, params=call.params, headers=call.headers, timeout=timeout_for(call)
-            ) as response:
+            response = self._http.send(http_request(self._http, call), stream=True)
+            try:
                 if response.status_code not in call.expect:
                     raise error_from(response.status_code, response.read())
                 yield from response.iter_text()
+            finally:
+                response.close()
         except httpx.TransportError as exc:
-            raise ConnectionFailed(self.url, describe(exc)) from None
-
-    def cancel(self, invocation_id: str) -> InvocationOut:
-        return self._fetch(self.requests.cancel(invocation_id), InvocationOut)
-
-    def wait(
-        self,
-        invocation_id: str,
-        timeout: float | None = None,
-        *,
-        on_update: Callable[[InvocationOut], None] | None = None,
-    ) -> InvocationOut:
-        """Wait until the invocation ends or `timeout` seconds pass (None: no limit), by long
-        polls; returns its last seen state, not terminal when the timeout ran out. `on_update`
-        sees every answer (the CLI's progress display: a short `long_poll_s` makes them often)."""
-        deadline = None if timeout is None else self._monotonic() + timeout
-        while True:
-            began = self._monotonic()
-            hold = hold_for(self.wait_policy, began, deadline) if self._long_polls else 0
-            try:
-                inv = self.get_invocation(invocation_id, wait=hold)
-            except ApiError as exc:
-                if not (hold and refuses_hold(exc)):
-                    raise
-                self._long_polls = False
-                continue
-            if on_update is not None:
-                on_update(inv)
-            now = self._monotonic()
-            if inv.state.terminal or (deadline is not None and now >= deadline):
-                return inv
-            pause = pause_after(self.wait_policy, hold, now - began, now, deadline)
-            if pause:
-                self._sleep(pause)
-
-    def health(self) -> dict[str, Any]:
-        """The gateway's readiness answer (/readyz); raises when it is not ready."""
-        call = self.requests.health()
-        response = self.send(call)
-        check(call, response.status_code, response.content)
-        return as_dict(response.content)
+            raise self.ops.unreachable(exc) from None
