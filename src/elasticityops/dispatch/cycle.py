@@ -42,30 +42,16 @@ def plan_cycle(
     for inv in queued:
         spec = functions.get(inv.function)
         if spec is None:
-            fail.append(
-                Change(
-                    id=inv.id,
-                    to=State.failed,
-                    at=at,
-                    from_states=_FROM_QUEUED,
-                    reason=FailureReason.function_deleted,
-                    message=f"function {inv.function!r} was deleted before this invocation could run",
-                )
-            )
+            deleted = f"function {inv.function!r} was deleted before this invocation could run"
+            fail.append(_fail(inv, at, FailureReason.function_deleted, deleted))
         elif ceiling is not None and spec.gpu.count > ceiling[0]:
             # Queueing it would block everything behind it forever (admission keeps strict order).
             most, what = ceiling
-            fail.append(
-                Change(
-                    id=inv.id,
-                    to=State.failed,
-                    at=at,
-                    from_states=_FROM_QUEUED,
-                    reason=FailureReason.no_capacity,
-                    message=f"gpu.count is {spec.gpu.count} but {what} at most {most} GPUs at once; "
-                    "lower gpu.count or raise the limit (--gpus, EOPS_GPU_BUDGET)",
-                )
+            too_big = (
+                f"gpu.count is {spec.gpu.count} but {what} at most {most} GPUs at once; "
+                "lower gpu.count or raise the limit (--gpus, EOPS_GPU_BUDGET)"
             )
+            fail.append(_fail(inv, at, FailureReason.no_capacity, too_big))
         else:
             runnable.append(inv)
     # A deleted function's running invocations still hold GPUs: one each, at least.
@@ -82,3 +68,8 @@ def plan_cycle(
     )
     by_id = {i.id: i for i in runnable}
     return CyclePlan(admit=[by_id[i] for i in admit(snapshot)], fail=fail)
+
+
+def _fail(inv: Invocation, at: datetime, reason: FailureReason, message: str) -> Change:
+    """A queued invocation that can never run fails at once, while still queued."""
+    return Change(inv.id, State.failed, at, from_states=_FROM_QUEUED, reason=reason, message=message)

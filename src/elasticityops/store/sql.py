@@ -365,44 +365,44 @@ def _read_current(conn: Connection, ids: Sequence[str]) -> dict[str, Invocation]
 
 def _apply_many(conn: Connection, changes: list[Change]) -> list[tuple[State, Invocation] | None]:
     """Apply transitions in order: (state before, invocation after) each, None where the
-    compare-and-set lost. One SELECT reads the batch's rows, and the updates go out as few
-    statements as their columns allow (see _write_updates)."""
-    current = _read_current(conn, [change.id for change in changes])
+    compare-and-set lost."""
+    return _fold_many(conn, [(change.id, change) for change in changes], _advanced)
+
+
+def _record_many(conn: Connection, events: list[BackendEvent]) -> list[tuple[State, Invocation] | None]:
+    """Fold backend events into their invocations in order (`apply_event`: transition, notes,
+    milestones and result), each changed row one compare-and-set UPDATE. An event that changes
+    nothing (unknown id, ended already, a repeat) writes nothing and yields None."""
+    return _fold_many(conn, [(seen.invocation_id, seen) for seen in events], _with_event)
+
+
+def _with_event(before: Invocation, seen: BackendEvent) -> Invocation | None:
+    after = apply_event(before, seen)
+    return None if after == before else after
+
+
+def _fold_many(
+    conn: Connection, items: list[tuple[str, T]], step: Callable[[Invocation, T], Invocation | None]
+) -> list[tuple[State, Invocation] | None]:
+    """`step` each (id, item) over its invocation as it stands after the items before it, in
+    order: (state before, invocation after), None where `step` changed nothing. One SELECT
+    reads the batch's rows, and the updates go out as few statements as their columns allow
+    (see _write_updates)."""
+    current = _read_current(conn, [invocation_id for invocation_id, _ in items])
     outcomes: list[tuple[State, Invocation] | None] = []
     updates: list[tuple[Invocation, Invocation]] = []
-    for change in changes:
-        before = current.get(change.id)
-        after = None if before is None else _advanced(before, change)
+    for invocation_id, item in items:
+        before = current.get(invocation_id)
+        after = None if before is None else step(before, item)
         if before is None or after is None:
             outcomes.append(None)
             continue
-        current[change.id] = after  # a later change to the same one in this batch
+        current[invocation_id] = after  # a later item of the same invocation in this batch
         updates.append((before, after))
         outcomes.append((before.state, after))
     if not _write_updates(conn, updates):
         # Only ever with a single update (a larger batch raises _LostRace instead): it lost.
         return [None] * len(outcomes)
-    return outcomes
-
-
-def _record_many(conn: Connection, events: list[BackendEvent]) -> list[tuple[State, Invocation] | None]:
-    """Fold backend events into their invocations in order (`apply_event`: transition, notes,
-    milestones and result) and write each changed row as one compare-and-set UPDATE. An event
-    that changes nothing (unknown id, ended already, a repeat) writes nothing and yields None."""
-    current = _read_current(conn, [seen.invocation_id for seen in events])
-    outcomes: list[tuple[State, Invocation] | None] = []
-    updates: list[tuple[Invocation, Invocation]] = []
-    for seen in events:
-        before = current.get(seen.invocation_id)
-        after = None if before is None else apply_event(before, seen)
-        if before is None or after is None or after == before:
-            outcomes.append(None)
-            continue
-        current[seen.invocation_id] = after  # a later event of the same one in this batch
-        updates.append((before, after))
-        outcomes.append((before.state, after))
-    if not _write_updates(conn, updates):
-        return [None] * len(outcomes)  # a single update that lost (see _write_updates)
     return outcomes
 
 
