@@ -71,7 +71,6 @@ class KubernetesBackend:
         self._selector = selector(settings.instance)
         self._sink: EventSink | None = None
         self._progress: dict[str, Progress] = {}
-        self._jobs_seen: set[str] = set()  # invocations whose Job the watch has listed or seen
         self._tasks: list[asyncio.Task[None]] = []
         self._chores: set[asyncio.Task[None]] = set()
         self._pending_events: list[BackendEvent] = []
@@ -228,7 +227,7 @@ class KubernetesBackend:
         missing = []
         for inv in active:
             progress = self._progress.get(inv.id, Progress())
-            if inv.id not in self._jobs_seen or (
+            if not progress.job_seen or (
                 inv.state is State.pending and not progress.started and not progress.finished
             ):
                 missing.append(inv.id)
@@ -278,10 +277,9 @@ class KubernetesBackend:
         if kind == "DELETED":
             event, _ = observe_job_deleted(inv, progress, now)
             self._progress.pop(inv, None)
-            self._jobs_seen.discard(inv)
             await self._deliver(event)
             return
-        self._jobs_seen.add(inv)
+        progress = progress._replace(job_seen=True)
         if progress.pending_since is None and not progress.capacity_ready:
             created = parse_time((job.get("metadata") or {}).get("creationTimestamp"))
             progress = progress._replace(pending_since=created or now)

@@ -48,6 +48,7 @@ class Progress(NamedTuple):
     capacity_ready: bool = False
     started: bool = False
     finished: bool = False  # its end was reported (the store decides what that end does)
+    job_seen: bool = False  # its Job was listed or watched (adoption: it needs no relaunch)
     cancelling: bool = False  # we deleted its Job to cancel it
     success_seen: bool = False  # Job Complete seen; waiting a moment for the pod's result
     pending_since: datetime | None = None  # first seen without a node
