@@ -13,7 +13,6 @@ import contextlib
 import random
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
-from typing import Any
 
 import orjson
 from lightkube.config import client_adapter
@@ -21,6 +20,7 @@ from lightkube.config.kubeconfig import KubeConfig, SingleConfig
 from lightkube.core.exceptions import ConfigError
 
 from elasticityops.backends.kubernetes.decode import Decoder, decode_full
+from elasticityops.backends.kubernetes.objects import KubeObject
 from elasticityops.backends.kubernetes.ratelimit import TokenBucket, backoff_delay, parse_retry_after
 from elasticityops.backends.kubernetes.settings import KubernetesSettings
 from elasticityops.backends.kubernetes.transport import TRANSPORT_ERRORS, Transport
@@ -33,7 +33,6 @@ from elasticityops.domain.errors import (
     TemporaryError,
 )
 
-Obj = dict[str, Any]
 Params = Mapping[str, str | int]
 _RETRIED_STATUS = frozenset({429, 500, 502, 503, 504})
 _JSON_HEADERS = {"Content-Type": "application/json", "Accept": "application/json"}
@@ -147,8 +146,8 @@ class KubeApi:
         await self._transport.close()
 
     async def request(
-        self, method: str, path: str, *, params: Params | None = None, body: Obj | None = None
-    ) -> Obj:
+        self, method: str, path: str, *, params: Params | None = None, body: KubeObject | None = None
+    ) -> KubeObject:
         """Send one request, retrying 429 (after Retry-After), 5xx and dropped connections."""
         what = f"{method} {path}"
         content = orjson.dumps(body) if body is not None else None
@@ -187,10 +186,10 @@ class KubeApi:
             )
             attempt += 1
 
-    async def create(self, path: str, body: Obj) -> Obj:
+    async def create(self, path: str, body: KubeObject) -> KubeObject:
         return await self.request("POST", path, body=body)
 
-    async def get(self, path: str) -> Obj:
+    async def get(self, path: str) -> KubeObject:
         return await self.request("GET", path)
 
     async def delete(self, path: str, propagation: str = "Background") -> bool:
@@ -207,9 +206,9 @@ class KubeApi:
 
     async def list(
         self, path: str, params: Params | None = None, page_size: int = 500
-    ) -> tuple[list[Obj], str]:
+    ) -> tuple[list[KubeObject], str]:
         """All items (paged) and the list's resourceVersion, from which a watch can resume."""
-        items: list[Obj] = []
+        items: list[KubeObject] = []
         query: dict[str, str | int] = {**(params or {}), "limit": page_size}
         while True:
             doc = await self.request("GET", path, params=query)
@@ -222,7 +221,7 @@ class KubeApi:
 
     async def watch(
         self, path: str, params: Params, decode: Decoder = decode_full
-    ) -> AsyncIterator[tuple[str, Obj]]:
+    ) -> AsyncIterator[tuple[str, KubeObject]]:
         """(type, object) pairs of one watch request until the server ends it.
 
         Raises ResourceExpired on 410 (in the answer or as an ERROR event), TemporaryError when

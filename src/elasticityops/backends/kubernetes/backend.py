@@ -21,6 +21,7 @@ from elasticityops.backends.kubernetes.manifests import (
     build_payload_secret,
     job_name,
 )
+from elasticityops.backends.kubernetes.objects import KubeObject
 from elasticityops.backends.kubernetes.observe import (
     Progress,
     container_started,
@@ -43,7 +44,6 @@ from elasticityops.domain.errors import Conflict, EopsError, NotFound, Permanent
 from elasticityops.domain.invocations import FailureReason, Invocation, State
 from elasticityops.domain.ports import BackendEvent, EventKind, EventSink, LaunchRequest
 
-Obj = dict[str, Any]
 log = logging.getLogger(__name__)
 
 
@@ -73,7 +73,7 @@ class KubernetesBackend:
         self._chores: set[asyncio.Task[None]] = set()
         self._pending_events: list[BackendEvent] = []
         self.watches: list[KindWatch] = []
-        self._launches: asyncio.Queue[tuple[LaunchRequest, Obj]] = asyncio.Queue()
+        self._launches: asyncio.Queue[tuple[LaunchRequest, KubeObject]] = asyncio.Queue()
         self._launchers: list[asyncio.Task[None]] = []
         self.jobs_created = 0
 
@@ -180,7 +180,7 @@ class KubernetesBackend:
             finally:
                 self._launches.task_done()
 
-    async def create_job(self, request: LaunchRequest, job: Obj) -> None:
+    async def create_job(self, request: LaunchRequest, job: KubeObject) -> None:
         """Create the Job, then its payload Secret owned by it; 409 means "already there"."""
         inv = request.invocation
         name = job["metadata"]["name"]
@@ -272,7 +272,7 @@ class KubernetesBackend:
 
     # -- observations ------------------------------------------------------------------------
 
-    async def _on_job(self, kind: str, job: Obj) -> None:
+    async def _on_job(self, kind: str, job: KubeObject) -> None:
         name = (job.get("metadata") or {}).get("name", "")
         inv = invocation_of(job) or self._job_inv.get(name)
         if inv is None:
@@ -312,7 +312,7 @@ class KubernetesBackend:
         self._progress[inv] = progress._replace(finished=True)
         await self._deliver(events)
 
-    async def _on_pod(self, kind: str, pod: Obj) -> None:
+    async def _on_pod(self, kind: str, pod: KubeObject) -> None:
         inv = invocation_of(pod)
         name = (pod.get("metadata") or {}).get("name", "")
         if inv is None:
@@ -329,7 +329,7 @@ class KubernetesBackend:
         events, self._progress[inv] = observe_pod(pod, self._progress.get(inv, Progress()), self._clock.now())
         await self._deliver(events)
 
-    async def _on_event(self, kind: str, event: Obj) -> None:
+    async def _on_event(self, kind: str, event: KubeObject) -> None:
         if kind == "DELETED":
             return
         involved = event.get("involvedObject") or {}
@@ -404,7 +404,7 @@ SUCCESS_GRACE_SECONDS = 2.0
 _STOP_JOB_ON = frozenset({"image_pull", "no_capacity", "launch_error"})
 
 
-def _job_gpus(job: Obj) -> int:
+def _job_gpus(job: KubeObject) -> int:
     try:
         containers = job["spec"]["template"]["spec"]["containers"]
         return sum(int((c.get("resources") or {}).get("limits", {}).get(GPU_RESOURCE, 0)) for c in containers)

@@ -11,10 +11,9 @@ from typing import Any, NamedTuple
 
 from elasticityops.backends.kubernetes.labels import INVOCATION_LABEL
 from elasticityops.backends.kubernetes.manifests import CONTAINER_NAME
+from elasticityops.backends.kubernetes.objects import KubeObject
 from elasticityops.domain.invocations import FailureReason
 from elasticityops.domain.ports import BackendEvent, EventKind
-
-Obj = dict[str, Any]
 
 # kubelet reasons of a waiting container that will not get better by waiting
 IMAGE_PULL_FAILURES = frozenset({"ImagePullBackOff", "InvalidImageName", "ErrImageNeverPull"})
@@ -60,20 +59,20 @@ def parse_time(value: object) -> datetime | None:
         return None
 
 
-def invocation_of(obj: Obj) -> str | None:
+def invocation_of(obj: KubeObject) -> str | None:
     labels = (obj.get("metadata") or {}).get("labels") or {}
     value = labels.get(INVOCATION_LABEL)
     return value if isinstance(value, str) else None
 
 
-def _condition(obj: Obj, kind: str) -> Obj | None:
+def _condition(obj: KubeObject, kind: str) -> KubeObject | None:
     for cond in (obj.get("status") or {}).get("conditions") or ():
         if cond.get("type") == kind:
             return cond  # type: ignore[no-any-return]
     return None
 
 
-def _container_status(pod: Obj) -> Obj | None:
+def _container_status(pod: KubeObject) -> KubeObject | None:
     statuses = (pod.get("status") or {}).get("containerStatuses") or ()
     for status in statuses:
         if status.get("name") == CONTAINER_NAME:
@@ -81,7 +80,7 @@ def _container_status(pod: Obj) -> Obj | None:
     return statuses[0] if statuses else None
 
 
-def container_started(pod: Obj) -> bool:
+def container_started(pod: KubeObject) -> bool:
     """Its container is running or has run (so it has output to read)."""
     state = (_container_status(pod) or {}).get("state") or {}
     return bool(state.get("running") or state.get("terminated"))
@@ -103,7 +102,7 @@ def _note(
     )
 
 
-def observe_pod(pod: Obj, progress: Progress, now: datetime) -> tuple[list[BackendEvent], Progress]:
+def observe_pod(pod: KubeObject, progress: Progress, now: datetime) -> tuple[list[BackendEvent], Progress]:
     """What a pod's current state tells that was not told before."""
     inv = invocation_of(pod)
     if inv is None or progress.finished:
@@ -220,7 +219,7 @@ def observe_pod(pod: Obj, progress: Progress, now: datetime) -> tuple[list[Backe
 
 def _finished_from_container(
     inv: str,
-    terminated: Obj,
+    terminated: KubeObject,
     progress: Progress,
     at: datetime,
     node: str | None,
@@ -278,7 +277,7 @@ def _finished_from_container(
     )
 
 
-def observe_job(job: Obj, progress: Progress, now: datetime) -> tuple[list[BackendEvent], Progress]:
+def observe_job(job: KubeObject, progress: Progress, now: datetime) -> tuple[list[BackendEvent], Progress]:
     """The end of an invocation as its Job's conditions tell it (success, deadline, failure)."""
     inv = invocation_of(job)
     if inv is None or progress.finished:
@@ -305,7 +304,7 @@ def observe_job(job: Obj, progress: Progress, now: datetime) -> tuple[list[Backe
 
 
 def job_failure(
-    inv: str, reason: str, message: str, progress: Progress, at: datetime, job: Obj
+    inv: str, reason: str, message: str, progress: Progress, at: datetime, job: KubeObject
 ) -> BackendEvent:
     if reason == "DeadlineExceeded":
         limit = (job.get("spec") or {}).get("activeDeadlineSeconds")
@@ -353,7 +352,7 @@ def job_failure(
 
 
 def observe_job_deleted(
-    job: Obj, progress: Progress, cancelling: bool, now: datetime
+    job: KubeObject, progress: Progress, cancelling: bool, now: datetime
 ) -> tuple[list[BackendEvent], Progress]:
     """A Job that vanished before it finished: cancelled by us, or deleted by someone else."""
     inv = invocation_of(job)
@@ -386,7 +385,7 @@ def events_field_selector() -> str:
     return ",".join(f"reason!={reason}" for reason in ROUTINE_EVENT_REASONS)
 
 
-def note_of_event(event: Obj) -> tuple[str, str] | None:
+def note_of_event(event: KubeObject) -> tuple[str, str] | None:
     """(note kind, message) for a Kubernetes Event about a pod, None when it explains nothing.
 
     Notes explain the wait: the scheduler's FailedScheduling, the cluster autoscaler's
@@ -409,7 +408,7 @@ def note_of_event(event: Obj) -> tuple[str, str] | None:
 
 
 def observe_event(
-    event: Obj, inv: str, progress: Progress, now: datetime
+    event: KubeObject, inv: str, progress: Progress, now: datetime
 ) -> tuple[list[BackendEvent], Progress]:
     note = note_of_event(event)
     if note is None:
@@ -435,7 +434,7 @@ _PERMANENT_CREATE_WORDS = (
 
 
 def observe_job_event(
-    event: Obj, inv: str, progress: Progress, now: datetime
+    event: KubeObject, inv: str, progress: Progress, now: datetime
 ) -> tuple[list[BackendEvent], Progress]:
     """A Kubernetes Event about the invocation's Job. `FailedCreate` means its pod was refused:
     a quota refusal explains the wait (the Job controller retries once quota frees); a
