@@ -228,6 +228,23 @@ def test_an_unusable_kubeconfig_is_a_permanent_error(tmp_path: Path) -> None:
         KubeApi.connect(replace(SETTINGS, kubeconfig=str(tmp_path / "absent")))
 
 
+async def test_answers_are_asked_for_uncompressed_and_a_non_json_one_is_a_domain_error(
+    clock: ManualClock,
+) -> None:
+    # kube-apiserver gzips answers over 128 KiB for a client that accepts gzip, and this client
+    # reads bodies as sent: it must not accept gzip. A body that is not JSON anyway (a proxy's
+    # page) is a PermanentError, not a decoder's exception.
+    async with scripted([Reply(200, raw=b"\x1f\x8b\x08\x00 not json"), Reply(200, [1, 2])]) as srv:
+        api = await _api(srv, clock)
+        with pytest.raises(PermanentError, match="the answer is not JSON"):
+            await api.get(JOBS)
+        with pytest.raises(PermanentError, match="not a JSON object"):
+            await api.get(JOBS)
+        await api.close()
+    assert [s.headers.get("accept-encoding") for s in srv.seen] == ["identity", "identity"]
+    assert len(srv.seen) == 2  # neither was retried
+
+
 def _obj(name: str, rv: str) -> dict[str, object]:
     return {"metadata": {"name": name, "resourceVersion": rv}}
 

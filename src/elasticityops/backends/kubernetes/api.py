@@ -215,7 +215,7 @@ class KubeApi:
                 raise translate_credentials(exc, what) from None
             else:
                 if answer.status < 400:
-                    return orjson.loads(answer.body) if answer.body else {}
+                    return _json(answer.body, what)
                 failure = translate_status(answer.status, answer.body, answer.headers, what)
             error = failure.error
             if (
@@ -336,6 +336,20 @@ class KubeApi:
             raise translate_transport(exc, what).error from None
         except CredentialsError as exc:
             raise translate_credentials(exc, what) from None
+
+
+def _json(body: bytes, what: str) -> KubeObject:
+    """A successful answer's document; one that is not JSON (a proxy's page, a compressed body)
+    is the server's fault, not the caller's, and stays inside the domain's errors."""
+    if not body:
+        return {}
+    try:
+        doc = orjson.loads(body)
+    except orjson.JSONDecodeError as exc:
+        raise PermanentError(f"{what}: the answer is not JSON ({exc}): {body[:80]!r}") from None
+    if not isinstance(doc, dict):
+        raise PermanentError(f"{what}: the answer is not a JSON object: {body[:80]!r}")
+    return doc
 
 
 async def _lines(chunks: AsyncIterator[bytes]) -> AsyncIterator[bytes]:

@@ -117,7 +117,12 @@ class Transport:
             session = aiohttp.ClientSession(
                 connector=connector,
                 timeout=self._timeout,
+                # Bodies are read as sent, so ask for them uncompressed: aiohttp advertises
+                # gzip/deflate even with auto_decompress off, and kube-apiserver then gzips every
+                # answer over 128 KiB (a list of a few hundred pods), which reached orjson still
+                # compressed.
                 auto_decompress=False,
+                headers={"Accept-Encoding": "identity"},
                 trust_env=False,
                 cookie_jar=aiohttp.DummyCookieJar(),  # the API server sets none; skip the jar's work
             )
