@@ -53,9 +53,9 @@ from elasticityops.backends.kubernetes.watch import KindWatch
 from elasticityops.devcluster.build import ensure_built
 from elasticityops.devcluster.cluster import DevCluster
 from elasticityops.devcluster.config import AutoscalerSettings, ClusterConfig
-from elasticityops.devcluster.kubeapi import KubeApiError
 from elasticityops.devcluster.stages import RUN_SECONDS_ANNOTATION
 from elasticityops.domain.clock import SystemClock
+from elasticityops.domain.errors import Conflict
 from elasticityops.domain.functions import FunctionSpec, Priority
 from elasticityops.domain.invocations import Invocation, State, Timeline, new_invocation_id
 
@@ -557,7 +557,7 @@ def main() -> int:
             print(f"{args.nodes} GPU nodes ready in {time.monotonic() - t0:.0f}s", flush=True)
             with cluster.api() as api:
                 for pc in priority_classes():
-                    with contextlib.suppress(KubeApiError):
+                    with contextlib.suppress(Conflict):  # left by an earlier run
                         api.create("/apis/scheduling.k8s.io/v1/priorityclasses", pc)
             if args.warmup:
                 # The first phase after the nodes appear ran slower whichever way it was (cold

@@ -22,7 +22,8 @@ def wait_for(fn: Callable[[], T | None], timeout: float = 60.0, interval: float 
 
 
 def job_pods(api: Any, ns: str, job: str) -> list[dict[str, Any]]:
-    return list(api.list(f"/api/v1/namespaces/{ns}/pods", {"labelSelector": f"job-name={job}"}))
+    pods, _ = api.list(f"/api/v1/namespaces/{ns}/pods", {"labelSelector": f"job-name={job}"})
+    return pods
 
 
 def phase_of(api: Any, ns: str, job: str) -> str | None:

@@ -17,7 +17,8 @@ pytestmark = pytest.mark.cluster
 
 
 def _autoscaled(api) -> int:
-    return sum(1 for _ in api.list("/api/v1/nodes", {"labelSelector": f"{ROLE_LABEL}={ROLE_AUTOSCALED}"}))
+    nodes, _ = api.list("/api/v1/nodes", {"labelSelector": f"{ROLE_LABEL}={ROLE_AUTOSCALED}"})
+    return len(nodes)
 
 
 def test_quota_caps_nodes_and_the_rest_waits(dev_cluster, dev_namespace) -> None:

@@ -16,7 +16,8 @@ pytestmark = pytest.mark.cluster
 
 
 def _autoscaled(api) -> list[dict]:
-    return list(api.list("/api/v1/nodes", {"labelSelector": f"{ROLE_LABEL}={ROLE_AUTOSCALED}"}))
+    nodes, _ = api.list("/api/v1/nodes", {"labelSelector": f"{ROLE_LABEL}={ROLE_AUTOSCALED}"})
+    return nodes
 
 
 def test_gpu_job_provisions_a_node_runs_and_the_idle_node_goes(dev_cluster, dev_namespace) -> None:
@@ -109,11 +110,7 @@ def test_long_running_pod_runs_until_its_job_is_deleted(dev_cluster, dev_namespa
         wait_for(lambda: phase_of(api, ns, "long") == "Running", timeout=60, what="Running")
         time.sleep(3)
         assert phase_of(api, ns, "long") == "Running"
-        api._request(
-            "DELETE",
-            f"/apis/batch/v1/namespaces/{ns}/jobs/long",
-            json={"kind": "DeleteOptions", "apiVersion": "v1", "propagationPolicy": "Background"},
-        )
+        assert api.delete(f"/apis/batch/v1/namespaces/{ns}/jobs/long", "Background")
         wait_for(lambda: job_pods(api, ns, "long") == [], timeout=60, what="pods gone")
 
 
@@ -128,21 +125,17 @@ def test_bare_pod_without_annotation_keeps_running(dev_cluster, dev_namespace) -
         api.delete(path)
 
 
-def test_kubeconfig_works_with_lightkube_and_kubectl(dev_cluster) -> None:
-    import asyncio
+def test_kubeconfig_works_with_the_gateways_client_and_kubectl(dev_cluster) -> None:
+    # The gateway's way in: lightkube loads the kubeconfig (CA, client certificate), KubeApi asks.
+    from elasticityops.backends.kubernetes.api import KubeApi
+    from elasticityops.backends.kubernetes.blocking import BlockingKubeApi
+    from elasticityops.backends.kubernetes.settings import KubernetesSettings
 
-    from lightkube import AsyncClient, KubeConfig
-    from lightkube.resources.core_v1 import Node
-
-    async def names() -> list[str]:
-        client = AsyncClient(KubeConfig.from_file(dev_cluster.kubeconfig_path))
-        try:
-            # Baseline nodes only: autoscaled ones may come and go between the two listings.
-            return [n.metadata.name async for n in client.list(Node, labels={"eops.dev/role": "baseline"})]
-        finally:
-            await client.close()
-
-    listed = asyncio.run(names())
+    settings = KubernetesSettings(kubeconfig=str(dev_cluster.kubeconfig_path))
+    with BlockingKubeApi(KubeApi.connect(settings)) as api:
+        # Baseline nodes only: autoscaled ones may come and go between the two listings.
+        nodes, _ = api.list("/api/v1/nodes", {"labelSelector": "eops.dev/role=baseline"})
+    listed = [n["metadata"]["name"] for n in nodes]
     assert len(listed) == dev_cluster.autoscaler_settings.baseline
     out = dev_cluster.kubectl("get", "nodes", "-l", "eops.dev/role=baseline", "-o", "name").stdout
     assert sorted(line.removeprefix("node/") for line in out.split()) == sorted(listed)

@@ -9,6 +9,7 @@ Failures of the API server are logged and retried next cycle, never fatal.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import datetime as dt
 import json
 import random
@@ -16,11 +17,12 @@ import signal
 import sys
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from elasticityops.backends.kubernetes.blocking import BlockingKubeApi
 from elasticityops.devcluster.autoscaler import (
     Actions,
     EmulatorState,
@@ -29,9 +31,8 @@ from elasticityops.devcluster.autoscaler import (
     Snapshot,
     decide,
 )
+from elasticityops.devcluster.client import Credentials, admin_api
 from elasticityops.devcluster.config import AutoscalerSettings
-from elasticityops.devcluster.errors import KubeApiError
-from elasticityops.devcluster.kubeapi import Credentials, KubeApi
 from elasticityops.devcluster.nodes import (
     BASELINE_POOL,
     GPU_RESOURCE,
@@ -43,6 +44,7 @@ from elasticityops.devcluster.nodes import (
     gpu_node,
     node_ready,
 )
+from elasticityops.domain.errors import Conflict, EopsError
 
 _UNFINISHED = "status.phase!=Succeeded,status.phase!=Failed"
 
@@ -134,7 +136,7 @@ class Totals:
 
 
 class Loop:
-    def __init__(self, api: KubeApi, settings_path: Path, status_path: Path) -> None:
+    def __init__(self, api: BlockingKubeApi, settings_path: Path, status_path: Path) -> None:
         self.api = api
         self.settings_path = settings_path
         self.status_path = status_path
@@ -148,16 +150,14 @@ class Loop:
     def gather(self, cutoff: int) -> Snapshot:
         # resourceVersion=0: served from the API server's watch cache, not a quorum read of etcd;
         # a view a few ms old is fine for a loop that acts every few seconds.
-        nodes = list(self.api.list("/api/v1/nodes", {"labelSelector": ROLE_LABEL, "resourceVersion": "0"}))
-        pods = list(self.api.list("/api/v1/pods", {"fieldSelector": _UNFINISHED, "resourceVersion": "0"}))
+        nodes, _ = self.api.list("/api/v1/nodes", {"labelSelector": ROLE_LABEL, "resourceVersion": "0"}, 1000)
+        pods, _ = self.api.list("/api/v1/pods", {"fieldSelector": _UNFINISHED, "resourceVersion": "0"}, 1000)
         return snapshot_from(nodes, pods, time.time(), cutoff)
 
     def _create(self, body: dict[str, Any]) -> None:
-        try:
+        # Conflict: already there, an earlier cycle's create (or a retried one) went through.
+        with contextlib.suppress(Conflict):
             self.api.create("/api/v1/nodes", body)
-        except KubeApiError as exc:
-            if exc.status != 409:  # already there: an earlier cycle's create went through
-                raise
 
     def apply(self, actions: Actions) -> None:
         # Provisioned nodes register NotReady and kwok readies them: pods waiting for them can
@@ -175,13 +175,13 @@ class Loop:
                     name, pool=BASELINE_POOL, zone=ZONES[index % len(ZONES)], role=ROLE_BASELINE, now=now
                 )
             )
-        jobs = [self.pool.submit(self._create, b) for b in bodies]
+        jobs: list[Future[object]] = [self.pool.submit(self._create, b) for b in bodies]
         jobs += [self.pool.submit(self.api.delete, f"/api/v1/nodes/{n}") for n in actions.delete]
         failed = 0
         for job in jobs:
             try:
                 job.result()
-            except KubeApiError as exc:
+            except EopsError as exc:
                 failed += 1
                 self.totals.note(f"error: {exc}")
         self.totals.errors += failed
@@ -237,7 +237,7 @@ class Loop:
         while not self.stop_event.is_set():
             try:
                 wait = self.cycle()
-            except (KubeApiError, OSError, ValueError) as exc:
+            except (EopsError, OSError, ValueError) as exc:
                 self.totals.errors += 1
                 self.totals.note(f"cycle failed, retrying: {exc}")
                 wait = 1.0
@@ -252,10 +252,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--settings", required=True, type=Path)
     parser.add_argument("--status", required=True, type=Path)
     args = parser.parse_args(argv)
-    creds = Credentials(
-        args.server, args.pki_dir / "ca.crt", args.pki_dir / "admin.crt", args.pki_dir / "admin.key"
-    )
-    with KubeApi(creds) as api:
+    with admin_api(Credentials.in_pki(args.server, args.pki_dir)) as api:
         loop = Loop(api, args.settings, args.status)
         signal.signal(signal.SIGTERM, lambda *_: loop.stop_event.set())
         signal.signal(signal.SIGINT, lambda *_: loop.stop_event.set())

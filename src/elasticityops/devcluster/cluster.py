@@ -8,6 +8,7 @@ cleaned up by `down`). `down` stops them by PID in reverse order.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import shutil
 import ssl
@@ -18,20 +19,22 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-import httpx
-
+from elasticityops.backends.kubernetes.blocking import BlockingKubeApi
 from elasticityops.devcluster import components, procs
 from elasticityops.devcluster.certs import generate_pki, write_kubeconfig
+from elasticityops.devcluster.client import Credentials, admin_api, probe_api, unverified_tls
 from elasticityops.devcluster.components import Layout, Ports
 from elasticityops.devcluster.config import AutoscalerSettings, ClusterConfig
 from elasticityops.devcluster.errors import DevClusterError, StartupError
-from elasticityops.devcluster.kubeapi import Credentials, KubeApi
 from elasticityops.devcluster.nodes import ROLE_AUTOSCALED, ROLE_BASELINE, ROLE_LABEL, node_ready
 from elasticityops.devcluster.paths import Toolchain
 from elasticityops.devcluster.procs import ProcessRecord
 from elasticityops.devcluster.stages import render_kwok_config
+from elasticityops.domain.errors import EopsError
 
 StepFn = Callable[[str], None]
+PAGE = 1000
+"""Items per page when listing nodes and leases (thousands of them in a scale run)."""
 
 
 def _quiet(_: str) -> None:
@@ -102,16 +105,6 @@ def _wait(rec: ProcessRecord, probe: Callable[[], bool], timeout: float) -> None
     raise StartupError(f"{rec.name} not ready after {timeout:.0f}s; log {rec.log}:\n{_log_tail(rec.log)}")
 
 
-def _http_ok(url: str, **kwargs: Any) -> Callable[[], bool]:
-    def probe() -> bool:
-        try:
-            return httpx.get(url, timeout=2.0, **kwargs).status_code == 200
-        except httpx.HTTPError:
-            return False
-
-    return probe
-
-
 def up(cfg: ClusterConfig, tc: Toolchain, step: StepFn = _quiet) -> ClusterState:
     """Start a cluster in `cfg.state_dir` (which must not hold a running one)."""
     lay = Layout(cfg.state_dir.resolve())
@@ -136,8 +129,6 @@ def up(cfg: ClusterConfig, tc: Toolchain, step: StepFn = _quiet) -> ClusterState
     )
     state = ClusterState(lay.root, server, ports, tc.root, (), time.time())
     creds = Credentials(server, pki.ca_cert, pki.admin_cert, pki.admin_key)
-    tls_ctx = ssl.create_default_context(cafile=str(pki.ca_cert))
-    tls_ctx.load_cert_chain(str(pki.admin_cert), str(pki.admin_key))
 
     def launch(name: str, argv: list[str], probe: Callable[[], bool]) -> None:
         nonlocal state
@@ -148,33 +139,51 @@ def up(cfg: ClusterConfig, tc: Toolchain, step: StepFn = _quiet) -> ClusterState
         _wait(rec, probe, cfg.startup_timeout)
 
     try:
-        launch(
-            "etcd", components.etcd(tc, lay, ports), _http_ok(f"http://127.0.0.1:{ports.etcd_client}/health")
-        )
-        launch(
-            "kube-apiserver",
-            components.kube_apiserver(tc, lay, ports, cfg),
-            _http_ok(f"{server}/readyz", verify=tls_ctx),
-        )
-        # The controllers serve self-signed certificates; only their liveness is probed.
-        launch(
-            "kube-controller-manager",
-            components.kube_controller_manager(tc, lay, ports, cfg),
-            _http_ok(f"https://127.0.0.1:{ports.controller_manager}/healthz", verify=False),
-        )
-        launch(
-            "kube-scheduler",
-            components.kube_scheduler(tc, lay, ports, cfg),
-            _http_ok(f"https://127.0.0.1:{ports.scheduler}/healthz", verify=False),
-        )
-        launch("kwok", components.kwok(tc, lay), _http_ok(f"http://127.0.0.1:{ports.kwok}/healthz"))
-        launch("autoscaler", components.autoscaler(lay, server), lay.autoscaler_status.is_file)
-        step(f"baseline nodes ({settings.baseline})")
-        with KubeApi(creds) as api:
-            _wait_default_serviceaccount(api, cfg.startup_timeout)
-            wait_for_nodes(
-                api, ROLE_BASELINE, settings.baseline, timeout=cfg.startup_timeout + settings.baseline / 20
+        with contextlib.ExitStack() as clients:
+
+            def answers_200(
+                base_url: str, path: str, tls: ssl.SSLContext | None = None
+            ) -> Callable[[], bool]:
+                probe = clients.enter_context(probe_api(base_url, tls))
+                return lambda: probe.ok(path)
+
+            launch(
+                "etcd",
+                components.etcd(tc, lay, ports),
+                answers_200(f"http://127.0.0.1:{ports.etcd_client}", "/health"),
             )
+            launch(
+                "kube-apiserver",
+                components.kube_apiserver(tc, lay, ports, cfg),
+                answers_200(server, "/readyz", creds.ssl_context()),
+            )
+            # The controllers serve self-signed certificates; only their liveness is probed.
+            launch(
+                "kube-controller-manager",
+                components.kube_controller_manager(tc, lay, ports, cfg),
+                answers_200(f"https://127.0.0.1:{ports.controller_manager}", "/healthz", unverified_tls()),
+            )
+            launch(
+                "kube-scheduler",
+                components.kube_scheduler(tc, lay, ports, cfg),
+                answers_200(f"https://127.0.0.1:{ports.scheduler}", "/healthz", unverified_tls()),
+            )
+            launch(
+                "kwok", components.kwok(tc, lay), answers_200(f"http://127.0.0.1:{ports.kwok}", "/healthz")
+            )
+            launch("autoscaler", components.autoscaler(lay, server), lay.autoscaler_status.is_file)
+            step(f"baseline nodes ({settings.baseline})")
+            api = clients.enter_context(admin_api(creds))
+            try:
+                _wait_default_serviceaccount(api, cfg.startup_timeout)
+                wait_for_nodes(
+                    api,
+                    ROLE_BASELINE,
+                    settings.baseline,
+                    timeout=cfg.startup_timeout + settings.baseline / 20,
+                )
+            except EopsError as exc:  # the API server failed us: part of the start that failed
+                raise StartupError(f"the cluster did not come up: {exc}") from None
     except BaseException:
         down(lay.root)
         raise
@@ -182,7 +191,7 @@ def up(cfg: ClusterConfig, tc: Toolchain, step: StepFn = _quiet) -> ClusterState
     return state
 
 
-def _wait_default_serviceaccount(api: KubeApi, timeout: float) -> None:
+def _wait_default_serviceaccount(api: BlockingKubeApi, timeout: float) -> None:
     # Pods are refused until the serviceaccount controller has created `default`.
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -192,20 +201,18 @@ def _wait_default_serviceaccount(api: KubeApi, timeout: float) -> None:
     raise StartupError("the default service account did not appear")
 
 
-def count_ready_nodes(api: KubeApi, role: str) -> int:
-    nodes = api.list("/api/v1/nodes", {"labelSelector": f"{ROLE_LABEL}={role}"})
+def count_ready_nodes(api: BlockingKubeApi, role: str) -> int:
+    nodes, _ = api.list("/api/v1/nodes", {"labelSelector": f"{ROLE_LABEL}={role}"}, PAGE)
     return sum(1 for n in nodes if node_ready(n))
 
 
-def _leased(api: KubeApi) -> set[str]:
+def _leased(api: BlockingKubeApi) -> set[str]:
     """Nodes kwok has taken on: it creates a Lease in kube-node-lease for each one it manages."""
-    return {
-        lease["metadata"]["name"]
-        for lease in api.list("/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases")
-    }
+    leases, _ = api.list("/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases", page_size=PAGE)
+    return {lease["metadata"]["name"] for lease in leases}
 
 
-def wait_for_nodes(api: KubeApi, role: str, count: int, timeout: float) -> None:
+def wait_for_nodes(api: BlockingKubeApi, role: str, count: int, timeout: float) -> None:
     """Wait until exactly `count` nodes of `role` exist, are Ready, and are managed by kwok.
 
     Ready alone is not enough for nodes created Ready (the baseline pool): a pod bound before
@@ -214,7 +221,7 @@ def wait_for_nodes(api: KubeApi, role: str, count: int, timeout: float) -> None:
     deadline = time.monotonic() + timeout
     seen = -1
     while time.monotonic() < deadline:
-        nodes = list(api.list("/api/v1/nodes", {"labelSelector": f"{ROLE_LABEL}={role}"}))
+        nodes, _ = api.list("/api/v1/nodes", {"labelSelector": f"{ROLE_LABEL}={role}"}, PAGE)
         ready = [n["metadata"]["name"] for n in nodes if node_ready(n)]
         seen = len(ready)
         if seen == count and len(nodes) == count and (count == 0 or set(ready) <= _leased(api)):
@@ -272,12 +279,12 @@ class DevCluster:
 
     @property
     def credentials(self) -> Credentials:
-        pki = self.layout.pki
-        return Credentials(self.server, pki / "ca.crt", pki / "admin.crt", pki / "admin.key")
+        return Credentials.in_pki(self.server, self.layout.pki)
 
-    def api(self) -> KubeApi:
-        """A small JSON client with admin rights (close it, or use it as a context manager)."""
-        return KubeApi(self.credentials)
+    def api(self) -> BlockingKubeApi:
+        """The backend's JSON client, blocking, with admin rights (close it, or use it as a
+        context manager); it raises the domain's errors (`Conflict`, `NotFound`, ...)."""
+        return admin_api(self.credentials)
 
     def kubectl(
         self, *args: str, check: bool = True, timeout: float = 60.0

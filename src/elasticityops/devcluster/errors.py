@@ -1,4 +1,8 @@
-"""The dev cluster's own error tree: callers catch these, never subprocess or httpx errors."""
+"""The dev cluster's own error tree: callers catch these, never subprocess errors.
+
+What the API server answers comes through the backend's client (devcluster/client.py) as the
+domain's errors instead (`elasticityops.domain.errors`: `Conflict`, `NotFound`,
+`TemporaryError`, `PermanentError`), never as an HTTP library's exception."""
 
 from __future__ import annotations
 
@@ -17,11 +21,3 @@ class BinariesMissingError(DevClusterError):
 
 class StartupError(DevClusterError):
     """A component did not become ready in time (the message names it and its log file)."""
-
-
-class KubeApiError(DevClusterError):
-    """The API server answered with an error status; `status` is the HTTP code."""
-
-    def __init__(self, status: int, message: str) -> None:
-        super().__init__(f"HTTP {status}: {message}")
-        self.status = status

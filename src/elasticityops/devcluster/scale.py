@@ -17,9 +17,10 @@ from typing import Any
 import psutil
 
 from elasticityops.devcluster.cluster import DevCluster, wait_for_nodes
-from elasticityops.devcluster.errors import DevClusterError, KubeApiError
+from elasticityops.devcluster.errors import DevClusterError
 from elasticityops.devcluster.nodes import ROLE_BASELINE
 from elasticityops.devcluster.workloads import gpu_job
+from elasticityops.domain.errors import Conflict
 
 
 @dataclass
@@ -121,7 +122,7 @@ def run_scale(
     pids["driver"] = psutil.Process().pid
     started = time.monotonic()
     with _Sampler(pids) as sampler, cluster.api() as api:
-        with contextlib.suppress(KubeApiError):
+        with contextlib.suppress(Conflict):  # left by an earlier run
             api.create(
                 "/api/v1/namespaces",
                 {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}},
@@ -146,16 +147,10 @@ def run_scale(
         path = f"/apis/batch/v1/namespaces/{namespace}/jobs"
 
         def submit(i: int) -> None:
-            for attempt in range(5):
-                try:
-                    api.create(path, gpu_job(f"scale-{i:05d}", run_seconds=run_seconds))
-                    return
-                except KubeApiError as exc:
-                    if exc.status == 409:
-                        return
-                    if attempt == 4:
-                        raise
-                    time.sleep(0.5 * (attempt + 1))  # 429s under load: back off and retry
+            # The client retries 429s under load (after their Retry-After) and 5xx itself;
+            # Conflict: a retried create whose first try went through.
+            with contextlib.suppress(Conflict):
+                api.create(path, gpu_job(f"scale-{i:05d}", run_seconds=run_seconds))
 
         with ThreadPoolExecutor(max_workers=8) as pool:
             list(pool.map(submit, range(pods)))
@@ -163,7 +158,7 @@ def run_scale(
         log(f"{pods} Jobs submitted in {res.submit_s:.1f}s")
 
         def done() -> bool:
-            jobs = api.list(path, {"resourceVersion": "0"}, page=5000)
+            jobs, _ = api.list(path, {"resourceVersion": "0"}, page_size=5000)
             n = sum(1 for j in jobs if (j.get("status") or {}).get("succeeded"))
             res.succeeded = n
             return n >= pods

@@ -14,7 +14,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 import numpy as np
 
-from elasticityops.planner.model.result import Timeline
+from elasticityops.planner.model.result import SimTimeSeries
 from elasticityops.planner.summary import Summary
 
 
@@ -23,7 +23,7 @@ class PlottedRun:
     """What the plots need from one run."""
 
     summary: Summary
-    timeline: Timeline
+    timeline: SimTimeSeries
     waits: np.ndarray
 
 
@@ -37,7 +37,7 @@ def _time_axis(t_s: Sequence[float]) -> tuple[np.ndarray, str]:
     return t / 60.0, "minutes since trace start"
 
 
-def _demand_panel(ax: Any, tl: Timeline, x: np.ndarray, mask: np.ndarray) -> None:
+def _demand_panel(ax: Any, tl: SimTimeSeries, x: np.ndarray, mask: np.ndarray) -> None:
     ready = np.asarray(tl.ready)[mask]
     ax.plot(x[mask], np.asarray(tl.demand)[mask], color="#d62728", lw=0.8, label="demand (running + waiting)")
     ax.plot(x[mask], ready, color="#1f77b4", lw=0.8, label="ready nodes")

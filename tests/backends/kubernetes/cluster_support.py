@@ -4,6 +4,7 @@ API server."""
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -14,6 +15,7 @@ import httpx
 
 from elasticityops.backends.kubernetes.deploy import priority_classes
 from elasticityops.backends.kubernetes.labels import INVOCATION_LABEL
+from elasticityops.domain.errors import Conflict
 from helpers.server import RunningServer, start_server
 
 TERMINAL = {"succeeded", "failed", "cancelled", "timed_out"}
@@ -23,11 +25,8 @@ def ensure_priority_classes(dev_cluster: Any) -> None:
     """The Jobs name eops-* PriorityClasses; `eops render deploy` creates them in a real cluster."""
     with dev_cluster.api() as api:
         for pc in priority_classes():
-            try:
+            with contextlib.suppress(Conflict):  # created by an earlier test
                 api.create("/apis/scheduling.k8s.io/v1/priorityclasses", pc)
-            except Exception as exc:
-                if getattr(exc, "status", None) != 409:
-                    raise
 
 
 @contextmanager
@@ -101,4 +100,5 @@ def jobs_of(dev_cluster: Any, namespace: str, inv: str | None = None) -> list[di
     if inv:
         selector += f",{INVOCATION_LABEL}={inv}"
     with dev_cluster.api() as api:
-        return list(api.list(f"/apis/batch/v1/namespaces/{namespace}/jobs", {"labelSelector": selector}))
+        jobs, _ = api.list(f"/apis/batch/v1/namespaces/{namespace}/jobs", {"labelSelector": selector})
+    return jobs

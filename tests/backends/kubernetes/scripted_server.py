@@ -1,12 +1,16 @@
 """A real HTTP/1.1 server on 127.0.0.1 that answers from a script, to test the client's retries
-against real sockets: status codes, Retry-After, streamed watch lines, dropped connections."""
+against real sockets: status codes, Retry-After, streamed watch lines, dropped connections.
+Over TLS too (`ssl_context`), and on a loop of its own thread for blocking clients
+(`scripted_in_thread`)."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
 import re
-from collections.abc import AsyncIterator
+import ssl
+import threading
+from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass, field
 from urllib.parse import unquote
 
@@ -21,6 +25,7 @@ class Reply:
     lines: list[object] | None = None  # streamed as a chunked watch answer
     drop: bool = False  # close the connection without answering
     hold: bool = False  # answer 200 with a chunked body that never ends (an idle watch)
+    raw: bytes | None = None  # the body as it is, not JSON (a pod's log)
 
 
 @dataclass
@@ -28,6 +33,7 @@ class Seen:
     method: str
     target: str
     body: bytes
+    headers: dict[str, str] = field(default_factory=dict)  # names lower-cased
 
 
 class ScriptedServer:
@@ -48,12 +54,14 @@ class ScriptedServer:
                 head = await reader.readuntil(b"\r\n\r\n")
                 lines = head.decode().split("\r\n")
                 method, target, _ = lines[0].split(" ", 2)
-                length = 0
+                headers = {}
                 for line in lines[1:]:
-                    if line.lower().startswith("content-length:"):
-                        length = int(line.split(":", 1)[1])
+                    if ":" in line:
+                        name, value = line.split(":", 1)
+                        headers[name.strip().lower()] = value.strip()
+                length = int(headers.get("content-length", 0))
                 body = await reader.readexactly(length) if length else b""
-                self.seen.append(Seen(method, target, body))
+                self.seen.append(Seen(method, target, body, headers))
                 # Routes match the decoded target: clients differ in which query characters
                 # they escape (a comma, a slash), the server reads the same either way.
                 reply = self._next(f"{method} {unquote(target)}")
@@ -87,7 +95,11 @@ class ScriptedServer:
                 await writer.drain()
             writer.write(b"0\r\n\r\n")
         else:
-            data = orjson.dumps(reply.body) if reply.body is not None else b""
+            if reply.raw is not None:
+                headers["Content-Type"] = "text/plain"
+                data = reply.raw
+            else:
+                data = orjson.dumps(reply.body) if reply.body is not None else b""
             headers["Content-Length"] = str(len(data))
             writer.write(_head(reply.status, headers) + data)
         await writer.drain()
@@ -100,15 +112,41 @@ def _head(status: int, headers: dict[str, str]) -> bytes:
 
 @contextlib.asynccontextmanager
 async def scripted(
-    replies: list[Reply], routes: dict[str, list[Reply]] | None = None
+    replies: list[Reply],
+    routes: dict[str, list[Reply]] | None = None,
+    ssl_context: ssl.SSLContext | None = None,
 ) -> AsyncIterator[ScriptedServer]:
     server = ScriptedServer(replies, routes)
-    srv = await asyncio.start_server(server._handle, "127.0.0.1", 0)
+    srv = await asyncio.start_server(server._handle, "127.0.0.1", 0, ssl=ssl_context)
     port = srv.sockets[0].getsockname()[1]
-    server.url = f"http://127.0.0.1:{port}"
+    server.url = f"{'https' if ssl_context else 'http'}://127.0.0.1:{port}"
     try:
         yield server
     finally:
         srv.close()
         with contextlib.suppress(Exception):
             await srv.wait_closed()
+
+
+@contextlib.contextmanager
+def scripted_in_thread(
+    replies: list[Reply],
+    routes: dict[str, list[Reply]] | None = None,
+    ssl_context: ssl.SSLContext | None = None,
+) -> Iterator[ScriptedServer]:
+    """`scripted`, served by an event loop in a thread of its own: for blocking clients called
+    from synchronous test code (or from inside another event loop)."""
+    loop = asyncio.new_event_loop()
+    thread = threading.Thread(target=loop.run_forever, name="scripted-server", daemon=True)
+    thread.start()
+    manager = scripted(replies, routes, ssl_context)
+    try:
+        server = asyncio.run_coroutine_threadsafe(manager.__aenter__(), loop).result(10)
+        try:
+            yield server
+        finally:
+            asyncio.run_coroutine_threadsafe(manager.__aexit__(None, None, None), loop).result(10)
+    finally:
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join(10)
+        loop.close()

@@ -1,4 +1,5 @@
-"""The client seam against a real HTTP server: retries, Retry-After, error translation, watches.
+"""The client seam against a real HTTP server: retries, Retry-After, error translation, watches,
+the calls the doctor and the dev cluster use (patch, probes), kubeconfig and credentials.
 
 Time is a ManualClock driven by `clock.run`: it jumps to the next deadline whenever the call
 is blocked sleeping, so the tests assert how long the client chose to wait without waiting."""
@@ -6,13 +7,19 @@ is blocked sleeping, so the tests assert how long the client chose to wait witho
 from __future__ import annotations
 
 import asyncio
+from collections.abc import AsyncIterator
 from dataclasses import replace
+from pathlib import Path
 
+import httpx2
 import pytest
+import yaml
+from lightkube.core.exceptions import ConfigError
 
-from elasticityops.backends.kubernetes.api import KubeApi, ResourceExpired
+from elasticityops.backends.kubernetes.api import KubeApi, ResourceExpired, load_config
 from elasticityops.backends.kubernetes.ratelimit import TokenBucket, backoff_delay
 from elasticityops.backends.kubernetes.settings import KubernetesSettings
+from elasticityops.backends.kubernetes.transport import Transport
 from elasticityops.backends.kubernetes.watch import KindWatch
 from elasticityops.domain.clock import ManualClock
 from elasticityops.domain.errors import Conflict, NotFound, PermanentError, TemporaryError
@@ -121,6 +128,121 @@ async def test_list_follows_continue_tokens(clock: ManualClock) -> None:
     assert [i["metadata"]["name"] for i in items] == ["a", "b"]
     assert rv == "9"
     assert "continue=t1" in srv.seen[1].target
+
+
+async def test_patch_is_a_merge_patch(clock: ManualClock) -> None:
+    async with scripted([Reply(200, {"metadata": {"name": "a", "labels": {"x": "y"}}})]) as srv:
+        api = await _api(srv, clock)
+        got = await api.patch(f"{JOBS}/a", {"metadata": {"labels": {"x": "y"}}})
+        await api.close()
+    assert got["metadata"]["labels"] == {"x": "y"}
+    [seen] = srv.seen
+    assert (seen.method, seen.target) == ("PATCH", f"{JOBS}/a")
+    assert seen.headers["content-type"] == "application/merge-patch+json"
+    assert seen.body == b'{"metadata":{"labels":{"x":"y"}}}'
+
+
+async def test_get_passes_params_and_create_sends_json(clock: ManualClock) -> None:
+    async with scripted([Reply(200, {"kind": "Status"}), Reply(201, {"kind": "Job"})]) as srv:
+        api = await _api(srv, clock)
+        assert await api.get("/version", {"timeout": "5s"}) == {"kind": "Status"}
+        assert await api.create(JOBS, {"kind": "Job"}) == {"kind": "Job"}
+        await api.close()
+    assert srv.seen[0].target == "/version?timeout=5s"
+    assert srv.seen[0].body == b""
+    assert "content-type" not in srv.seen[0].headers
+    assert srv.seen[1].headers["content-type"] == "application/json"
+
+
+async def test_ok_is_true_only_for_200_and_never_retries(clock: ManualClock) -> None:
+    async with scripted([Reply(200), Reply(404, {"reason": "NotFound"}), Reply(503)]) as srv:
+        api = await _api(srv, clock)
+        assert await api.ok("/readyz") is True
+        assert await api.ok("/api/v1/namespaces/x") is False
+        assert await api.ok("/readyz") is False
+        url = srv.url
+        await api.close()
+    assert len(srv.seen) == 3  # the 503 was not retried
+    assert api.retries == 0
+    # Nothing listens any more: a refused connection is False too, not an exception.
+    gone = KubeApi.at(url, SETTINGS, clock)
+    assert await gone.ok("/readyz") is False
+    await gone.close()
+
+
+class _BrokenCredentials(httpx2.Auth):
+    """An exec plugin that fails the way lightkube reports it."""
+
+    async def async_auth_flow(self, request: httpx2.Request) -> AsyncIterator[httpx2.Request]:
+        raise ConfigError("Exec gke-gcloud-auth-plugin returned 1: not logged in")
+        yield request  # pragma: no cover (a generator, as httpx2's flows are)
+
+
+async def test_failing_credentials_are_a_permanent_error_and_nothing_is_sent(clock: ManualClock) -> None:
+    async with scripted([Reply(200, {})]) as srv:
+        api = KubeApi(Transport(srv.url, auth=_BrokenCredentials()), SETTINGS, clock)
+        with pytest.raises(PermanentError, match="no credentials: ConfigError: Exec gke-gcloud-auth-plugin"):
+            await api.get("/version")
+        with pytest.raises(PermanentError, match="no credentials"):
+            await anext(api.stream("/api/v1/namespaces/ns/pods/p/log", {}, follow=False))
+        assert await api.ok("/readyz") is False
+        await api.close()
+    assert srv.seen == []
+
+
+def _kubeconfig(path: Path, server: str, cluster: dict[str, str] | None = None) -> Path:
+    path.write_text(
+        yaml.safe_dump(
+            {
+                "apiVersion": "v1",
+                "kind": "Config",
+                "clusters": [{"name": "c", "cluster": {"server": server, **(cluster or {})}}],
+                "users": [{"name": "u", "user": {"token": "sesame"}}],
+                "contexts": [{"name": "ctx", "context": {"cluster": "c", "user": "u", "namespace": "gpu"}}],
+                "current-context": "ctx",
+            }
+        )
+    )
+    return path
+
+
+async def test_connect_loads_the_kubeconfig_and_sends_its_token(clock: ManualClock, tmp_path: Path) -> None:
+    async with scripted([Reply(200, {"gitVersion": "v1.36.3"})]) as srv:
+        settings = replace(SETTINGS, kubeconfig=str(_kubeconfig(tmp_path / "kubeconfig", srv.url)))
+        config = load_config(settings)
+        assert config.namespace == "gpu"
+        api = KubeApi.from_config(config, settings, clock)
+        assert (await api.get("/version"))["gitVersion"] == "v1.36.3"
+        await api.close()
+    assert srv.seen[0].headers["authorization"] == "Bearer sesame"
+
+
+def test_an_unusable_kubeconfig_is_a_permanent_error(tmp_path: Path) -> None:
+    missing_ca = {"certificate-authority": str(tmp_path / "no-such-ca.crt")}
+    settings = replace(
+        SETTINGS, kubeconfig=str(_kubeconfig(tmp_path / "kubeconfig", "https://127.0.0.1:1", missing_ca))
+    )
+    with pytest.raises(PermanentError, match="cannot use the Kubernetes configuration"):
+        KubeApi.connect(settings)
+    with pytest.raises(PermanentError, match="cannot load the Kubernetes configuration"):
+        KubeApi.connect(replace(SETTINGS, kubeconfig=str(tmp_path / "absent")))
+
+
+async def test_answers_are_asked_for_uncompressed_and_a_non_json_one_is_a_domain_error(
+    clock: ManualClock,
+) -> None:
+    # kube-apiserver gzips answers over 128 KiB for a client that accepts gzip, and this client
+    # reads bodies as sent: it must not accept gzip. A body that is not JSON anyway (a proxy's
+    # page) is a PermanentError, not a decoder's exception.
+    async with scripted([Reply(200, raw=b"\x1f\x8b\x08\x00 not json"), Reply(200, [1, 2])]) as srv:
+        api = await _api(srv, clock)
+        with pytest.raises(PermanentError, match="the answer is not JSON"):
+            await api.get(JOBS)
+        with pytest.raises(PermanentError, match="not a JSON object"):
+            await api.get(JOBS)
+        await api.close()
+    assert [s.headers.get("accept-encoding") for s in srv.seen] == ["identity", "identity"]
+    assert len(srv.seen) == 2  # neither was retried
 
 
 def _obj(name: str, rv: str) -> dict[str, object]:

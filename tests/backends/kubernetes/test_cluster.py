@@ -183,11 +183,9 @@ def test_cancel_deletes_the_job_and_its_pod(cluster: Any, dev_namespace: str, tm
         pods: list[Any] = ["?"]
         while time.monotonic() < deadline:
             with cluster.api() as api:
-                pods = list(
-                    api.list(
-                        f"/api/v1/namespaces/{dev_namespace}/pods",
-                        {"labelSelector": f"elasticityops.dev/invocation={inv}"},
-                    )
+                pods, _ = api.list(
+                    f"/api/v1/namespaces/{dev_namespace}/pods",
+                    {"labelSelector": f"elasticityops.dev/invocation={inv}"},
                 )
             if not pods and not jobs_of(cluster, dev_namespace, inv):
                 break

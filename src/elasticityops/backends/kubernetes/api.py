@@ -1,5 +1,9 @@
 """The one seam to the Kubernetes API: plain JSON dicts in and out over an async HTTP client.
 
+The one client of the API server in ElasticityOps: the backend's, `eops doctor`'s, the dev
+cluster's and the benches' (synchronous code drives it through blocking.py). Only the burst
+bench's naive baseline uses another (the official `kubernetes` client: that is what it measures).
+
 Configuration and authentication (kubeconfig, in-cluster service account, exec plugins) come
 from lightkube's config loader; the requests themselves are sent by transport.py (aiohttp), so
 the hot paths decode straight into dicts with orjson (see bench/k8s_watch_decode.py for why) and
@@ -11,9 +15,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import random
+import ssl
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
-from typing import Any
 
 import orjson
 from lightkube.config import client_adapter
@@ -21,9 +25,10 @@ from lightkube.config.kubeconfig import KubeConfig, SingleConfig
 from lightkube.core.exceptions import ConfigError
 
 from elasticityops.backends.kubernetes.decode import Decoder, decode_full
+from elasticityops.backends.kubernetes.objects import KubeObject
 from elasticityops.backends.kubernetes.ratelimit import TokenBucket, backoff_delay, parse_retry_after
 from elasticityops.backends.kubernetes.settings import KubernetesSettings
-from elasticityops.backends.kubernetes.transport import TRANSPORT_ERRORS, Transport
+from elasticityops.backends.kubernetes.transport import TRANSPORT_ERRORS, CredentialsError, Transport
 from elasticityops.domain.clock import Clock, SystemClock
 from elasticityops.domain.errors import (
     Conflict,
@@ -33,11 +38,12 @@ from elasticityops.domain.errors import (
     TemporaryError,
 )
 
-Obj = dict[str, Any]
 Params = Mapping[str, str | int]
 _RETRIED_STATUS = frozenset({429, 500, 502, 503, 504})
-_JSON_HEADERS = {"Content-Type": "application/json", "Accept": "application/json"}
-_ACCEPT_JSON = {"Accept": "application/json"}
+JSON = "application/json"
+MERGE_PATCH = "application/merge-patch+json"
+_ACCEPT_JSON = {"Accept": JSON}
+_JSON_HEADERS = {"Content-Type": JSON, "Accept": JSON}
 
 
 class ResourceExpired(TemporaryError):
@@ -88,6 +94,11 @@ def translate_transport(exc: Exception, what: str) -> Failure:
     return Failure(TemporaryError(f"{what}: {type(exc).__name__}: {exc}".rstrip(": ")))
 
 
+def translate_credentials(exc: CredentialsError, what: str) -> PermanentError:
+    """The kubeconfig's credentials could not be had (token file, exec plugin): not sent."""
+    return PermanentError(f"{what}: no credentials: {exc}")
+
+
 def load_config(settings: KubernetesSettings) -> SingleConfig:
     """The kubeconfig file from the settings, else $KUBECONFIG / ~/.kube/config, else the
     in-cluster service account."""
@@ -124,8 +135,23 @@ class KubeApi:
 
     @classmethod
     def connect(cls, settings: KubernetesSettings, clock: Clock | None = None) -> KubeApi:
-        config = load_config(settings)
-        params = client_adapter.ConnectionParams(trust_env=False).httpx_params(config)
+        """A client of the cluster the settings' kubeconfig (or the pod's service account) names."""
+        return cls.from_config(load_config(settings), settings, clock)
+
+    @classmethod
+    def from_config(
+        cls, config: SingleConfig, settings: KubernetesSettings, clock: Clock | None = None
+    ) -> KubeApi:
+        """A client of the cluster of one loaded kubeconfig context (its namespace is the caller's)."""
+        try:
+            params = client_adapter.ConnectionParams(trust_env=False).httpx_params(config)
+        except (ConfigError, OSError, ValueError, AssertionError) as exc:
+            # A CA or client certificate file that is missing or unreadable, an unsupported
+            # auth provider, a context without a user (lightkube asserts one).
+            detail = str(exc)
+            if isinstance(exc, OSError) and not exc.filename:  # ssl's errors name no file
+                detail += " (reading a certificate or key file the kubeconfig names)"
+            raise PermanentError(f"cannot use the Kubernetes configuration: {detail}") from None
         transport = Transport(
             params["base_url"],
             ssl_context=params["verify"],
@@ -136,10 +162,20 @@ class KubeApi:
         return cls(transport, settings, clock)
 
     @classmethod
-    def at(cls, base_url: str, settings: KubernetesSettings, clock: Clock | None = None) -> KubeApi:
-        """A client of a server that needs no credentials (plain HTTP in tests)."""
+    def at(
+        cls,
+        base_url: str,
+        settings: KubernetesSettings,
+        clock: Clock | None = None,
+        ssl_context: ssl.SSLContext | None = None,
+    ) -> KubeApi:
+        """A client of a server that takes no bearer token: plain HTTP (tests, the dev cluster's
+        etcd), or TLS with what `ssl_context` holds (a CA, a client certificate)."""
         transport = Transport(
-            base_url, connections=settings.concurrency, request_timeout=settings.request_timeout_seconds
+            base_url,
+            ssl_context=ssl_context,
+            connections=settings.concurrency,
+            request_timeout=settings.request_timeout_seconds,
         )
         return cls(transport, settings, clock)
 
@@ -147,12 +183,23 @@ class KubeApi:
         await self._transport.close()
 
     async def request(
-        self, method: str, path: str, *, params: Params | None = None, body: Obj | None = None
-    ) -> Obj:
+        self,
+        method: str,
+        path: str,
+        *,
+        params: Params | None = None,
+        body: KubeObject | None = None,
+        content_type: str = JSON,
+    ) -> KubeObject:
         """Send one request, retrying 429 (after Retry-After), 5xx and dropped connections."""
         what = f"{method} {path}"
         content = orjson.dumps(body) if body is not None else None
-        headers = _JSON_HEADERS if content is not None else _ACCEPT_JSON
+        if content is None:
+            headers = _ACCEPT_JSON
+        else:
+            headers = (
+                _JSON_HEADERS if content_type == JSON else {**_JSON_HEADERS, "Content-Type": content_type}
+            )
         attempt = 0
         while True:
             await self._bucket.acquire()
@@ -164,9 +211,11 @@ class KubeApi:
                     )
             except TRANSPORT_ERRORS as exc:
                 failure = translate_transport(exc, what)
+            except CredentialsError as exc:
+                raise translate_credentials(exc, what) from None
             else:
                 if answer.status < 400:
-                    return orjson.loads(answer.body) if answer.body else {}
+                    return _json(answer.body, what)
                 failure = translate_status(answer.status, answer.body, answer.headers, what)
             error = failure.error
             if (
@@ -187,11 +236,28 @@ class KubeApi:
             )
             attempt += 1
 
-    async def create(self, path: str, body: Obj) -> Obj:
+    async def create(self, path: str, body: KubeObject) -> KubeObject:
         return await self.request("POST", path, body=body)
 
-    async def get(self, path: str) -> Obj:
-        return await self.request("GET", path)
+    async def get(self, path: str, params: Params | None = None) -> KubeObject:
+        """One object, or any other JSON document the server serves (/version, discovery)."""
+        return await self.request("GET", path, params=params)
+
+    async def patch(self, path: str, body: KubeObject) -> KubeObject:
+        """A JSON merge patch (RFC 7386): the fields in `body` replace the object's, null deletes."""
+        return await self.request("PATCH", path, body=body, content_type=MERGE_PATCH)
+
+    async def ok(self, path: str) -> bool:
+        """Whether GET `path` answers 200 (readiness probes). Never retried, never raises: an
+        error answer and a failed connection are both False."""
+        await self._bucket.acquire()
+        self.requests += 1
+        try:
+            async with self._inflight:
+                answer = await self._transport.send("GET", path, headers=_ACCEPT_JSON)
+        except (*TRANSPORT_ERRORS, CredentialsError):
+            return False
+        return answer.status == 200
 
     async def delete(self, path: str, propagation: str = "Background") -> bool:
         """Delete; False when it was already gone."""
@@ -207,9 +273,9 @@ class KubeApi:
 
     async def list(
         self, path: str, params: Params | None = None, page_size: int = 500
-    ) -> tuple[list[Obj], str]:
+    ) -> tuple[list[KubeObject], str]:
         """All items (paged) and the list's resourceVersion, from which a watch can resume."""
-        items: list[Obj] = []
+        items: list[KubeObject] = []
         query: dict[str, str | int] = {**(params or {}), "limit": page_size}
         while True:
             doc = await self.request("GET", path, params=query)
@@ -222,7 +288,7 @@ class KubeApi:
 
     async def watch(
         self, path: str, params: Params, decode: Decoder = decode_full
-    ) -> AsyncIterator[tuple[str, Obj]]:
+    ) -> AsyncIterator[tuple[str, KubeObject]]:
         """(type, object) pairs of one watch request until the server ends it.
 
         Raises ResourceExpired on 410 (in the answer or as an ERROR event), TemporaryError when
@@ -268,6 +334,22 @@ class KubeApi:
                 yield chunks
         except TRANSPORT_ERRORS as exc:
             raise translate_transport(exc, what).error from None
+        except CredentialsError as exc:
+            raise translate_credentials(exc, what) from None
+
+
+def _json(body: bytes, what: str) -> KubeObject:
+    """A successful answer's document; one that is not JSON (a proxy's page, a compressed body)
+    is the server's fault, not the caller's, and stays inside the domain's errors."""
+    if not body:
+        return {}
+    try:
+        doc = orjson.loads(body)
+    except orjson.JSONDecodeError as exc:
+        raise PermanentError(f"{what}: the answer is not JSON ({exc}): {body[:80]!r}") from None
+    if not isinstance(doc, dict):
+        raise PermanentError(f"{what}: the answer is not a JSON object: {body[:80]!r}")
+    return doc
 
 
 async def _lines(chunks: AsyncIterator[bytes]) -> AsyncIterator[bytes]:

@@ -26,6 +26,7 @@ from elasticityops.backends.kubernetes.manifests import (
     job_name,
     owned_by,
 )
+from elasticityops.backends.kubernetes.objects import KubeObject
 from elasticityops.backends.kubernetes.observe import (
     Progress,
     container_started,
@@ -50,7 +51,6 @@ from elasticityops.domain.events import BackendEvent, Finished
 from elasticityops.domain.invocations import FailureReason, Invocation, State
 from elasticityops.domain.ports import EventSink, LaunchRequest
 
-Obj = dict[str, Any]
 log = logging.getLogger(__name__)
 
 
@@ -75,7 +75,7 @@ class KubernetesBackend:
         self._chores: set[asyncio.Task[None]] = set()
         self._pending_events: list[BackendEvent] = []
         self.watches: list[KindWatch] = []
-        self._launches: asyncio.Queue[tuple[LaunchRequest, Obj, Obj]] = asyncio.Queue()
+        self._launches: asyncio.Queue[tuple[LaunchRequest, KubeObject, KubeObject]] = asyncio.Queue()
         self._launchers: list[asyncio.Task[None]] = []
         self.jobs_created = 0
 
@@ -186,7 +186,7 @@ class KubernetesBackend:
         failed = Finished.failed(self._clock.now(), FailureReason.launch_error, message)
         await self._deliver(BackendEvent(inv, finished=failed))
 
-    async def create_job(self, request: LaunchRequest, job: Obj, secret: Obj) -> None:
+    async def create_job(self, request: LaunchRequest, job: KubeObject, secret: KubeObject) -> None:
         """Create the Job, then its payload Secret owned by it; 409 means "already there"."""
         inv = request.invocation
         name = job["metadata"]["name"]
@@ -267,7 +267,7 @@ class KubernetesBackend:
 
     # -- observations ------------------------------------------------------------------------
 
-    async def _on_job(self, kind: str, job: Obj) -> None:
+    async def _on_job(self, kind: str, job: KubeObject) -> None:
         name = (job.get("metadata") or {}).get("name", "")
         inv = invocation_of(job) or invocation_of_job_name(name)
         if inv is None:
@@ -302,7 +302,7 @@ class KubernetesBackend:
         self._progress[inv] = progress._replace(finished=True)
         await self._deliver(event)
 
-    async def _on_pod(self, kind: str, pod: Obj) -> None:
+    async def _on_pod(self, kind: str, pod: KubeObject) -> None:
         inv = invocation_of(pod)
         if inv is None:
             return
@@ -314,7 +314,7 @@ class KubernetesBackend:
         event, self._progress[inv] = observe_pod(pod, self._progress.get(inv, Progress()), self._clock.now())
         await self._deliver(event)
 
-    async def _on_event(self, kind: str, event: Obj) -> None:
+    async def _on_event(self, kind: str, event: KubeObject) -> None:
         if kind == "DELETED":
             return
         involved = event.get("involvedObject") or {}

@@ -14,8 +14,9 @@ from typing import Any
 import msgspec
 import orjson
 
-Obj = dict[str, Any]
-Decoder = Callable[[bytes], tuple[str, Obj]]
+from elasticityops.backends.kubernetes.objects import KubeObject
+
+Decoder = Callable[[bytes], tuple[str, KubeObject]]
 
 
 class _Meta(msgspec.Struct, omit_defaults=True):
@@ -74,7 +75,7 @@ def _slim(struct: type[msgspec.Struct]) -> Decoder:
     line_type = msgspec.defstruct(f"{struct.__name__}Line", [("type", str), ("object", struct)])
     lines = msgspec.json.Decoder(line_type)
 
-    def decode(line: bytes) -> tuple[str, Obj]:
+    def decode(line: bytes) -> tuple[str, KubeObject]:
         try:
             event: Any = lines.decode(line)
         except msgspec.ValidationError:
@@ -82,13 +83,13 @@ def _slim(struct: type[msgspec.Struct]) -> Decoder:
             return decode_full(line)
         if event.type == "ERROR":
             return decode_full(line)
-        obj: Obj = msgspec.to_builtins(event.object)
+        obj: KubeObject = msgspec.to_builtins(event.object)
         return event.type, obj
 
     return decode
 
 
-def decode_full(line: bytes) -> tuple[str, Obj]:
+def decode_full(line: bytes) -> tuple[str, KubeObject]:
     """Any kind, every field (orjson)."""
     event = orjson.loads(line)
     return str(event.get("type")), event.get("object") or {}

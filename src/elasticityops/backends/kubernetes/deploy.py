@@ -6,7 +6,6 @@ that the Jobs (and the warm-capacity placeholders) use."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 from elasticityops.backends.kubernetes.labels import (
     JOB_PRIORITY,
@@ -16,8 +15,8 @@ from elasticityops.backends.kubernetes.labels import (
     PLACEHOLDER_PRIORITY_CLASS,
     PRIORITY_CLASSES,
 )
+from elasticityops.backends.kubernetes.objects import KubeObject
 
-Obj = dict[str, Any]
 APP = "elasticityops"
 PORT = 8080
 
@@ -33,8 +32,8 @@ class DeployOptions:
     storage_class: str | None = None
 
 
-def _meta(name: str, namespace: str | None = None) -> Obj:
-    meta: Obj = {"name": name, "labels": {"app.kubernetes.io/name": APP, MANAGED_BY_LABEL: MANAGED_BY}}
+def _meta(name: str, namespace: str | None = None) -> KubeObject:
+    meta: KubeObject = {"name": name, "labels": {"app.kubernetes.io/name": APP, MANAGED_BY_LABEL: MANAGED_BY}}
     if namespace:
         meta["namespace"] = namespace
     return meta
@@ -42,16 +41,18 @@ def _meta(name: str, namespace: str | None = None) -> Obj:
 
 # Exactly what the backend does, nothing more: create/watch/delete its Jobs, watch their pods
 # and the events about them, read logs, and write (never read) payload Secrets.
-ROLE_RULES: list[Obj] = [
+ROLE_RULES: list[KubeObject] = [
     {"apiGroups": ["batch"], "resources": ["jobs"], "verbs": ["create", "get", "list", "watch", "delete"]},
     {"apiGroups": [""], "resources": ["pods", "events"], "verbs": ["get", "list", "watch"]},
     {"apiGroups": [""], "resources": ["pods/log"], "verbs": ["get"]},
     {"apiGroups": [""], "resources": ["secrets"], "verbs": ["create", "delete"]},
 ]
-NODE_RULES: list[Obj] = [{"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list", "watch"]}]
+NODE_RULES: list[KubeObject] = [
+    {"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list", "watch"]}
+]
 
 
-def priority_classes() -> list[Obj]:
+def priority_classes() -> list[KubeObject]:
     """One value for all real jobs, so that a running job is never preempted by another real
     job (its GPU work would be lost); their order is the gateway's admission order. Only the
     placeholders are below, at the autoscaler's expendable cutoff, so every real job preempts
@@ -82,10 +83,10 @@ def priority_classes() -> list[Obj]:
     return out
 
 
-def build_deploy(options: DeployOptions) -> list[Obj]:
+def build_deploy(options: DeployOptions) -> list[KubeObject]:
     ns = options.namespace
     labels = {"app.kubernetes.io/name": APP}
-    env: list[Obj] = [
+    env: list[KubeObject] = [
         {"name": "EOPS_DATA_DIR", "value": "/data"},
         {"name": "EOPS_BACKEND", "value": "kubernetes"},
         {"name": "EOPS_KUBE_NAMESPACE", "value": ns},
@@ -96,14 +97,14 @@ def build_deploy(options: DeployOptions) -> list[Obj]:
         env.append({"name": "EOPS_KUBE_MAX_GPUS", "value": str(options.max_gpus)})
     if options.gpu_driver_version:
         env.append({"name": "EOPS_KUBE_GPU_DRIVER_VERSION", "value": options.gpu_driver_version})
-    pvc_spec: Obj = {
+    pvc_spec: KubeObject = {
         "accessModes": ["ReadWriteOnce"],
         "resources": {"requests": {"storage": options.storage}},
     }
     if options.storage_class:
         pvc_spec["storageClassName"] = options.storage_class
     probe = {"httpGet": {"path": "/readyz", "port": PORT}, "periodSeconds": 5}
-    container: Obj = {
+    container: KubeObject = {
         "name": "gateway",
         "image": options.image,
         "command": ["eops", "serve", "--host", "0.0.0.0", "--port", str(PORT)],

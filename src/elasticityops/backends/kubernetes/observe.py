@@ -10,14 +10,14 @@ from __future__ import annotations
 
 from dataclasses import replace
 from datetime import datetime, timedelta
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 from elasticityops.backends.kubernetes.labels import INVOCATION_LABEL
 from elasticityops.backends.kubernetes.manifests import CONTAINER_NAME
+from elasticityops.backends.kubernetes.objects import KubeObject
 from elasticityops.domain.events import BackendEvent, Finished
 from elasticityops.domain.invocations import FailureReason, Note
 
-Obj = dict[str, Any]
 Observed = tuple[BackendEvent | None, "Progress"]
 
 # kubelet reasons of a waiting container that will not get better by waiting
@@ -67,20 +67,20 @@ def parse_time(value: object) -> datetime | None:
         return None
 
 
-def invocation_of(obj: Obj) -> str | None:
+def invocation_of(obj: KubeObject) -> str | None:
     labels = (obj.get("metadata") or {}).get("labels") or {}
     value = labels.get(INVOCATION_LABEL)
     return value if isinstance(value, str) else None
 
 
-def _condition(obj: Obj, kind: str) -> Obj | None:
+def _condition(obj: KubeObject, kind: str) -> KubeObject | None:
     for cond in (obj.get("status") or {}).get("conditions") or ():
         if cond.get("type") == kind:
             return cond  # type: ignore[no-any-return]
     return None
 
 
-def _container_status(pod: Obj) -> Obj | None:
+def _container_status(pod: KubeObject) -> KubeObject | None:
     statuses = (pod.get("status") or {}).get("containerStatuses") or ()
     for status in statuses:
         if status.get("name") == CONTAINER_NAME:
@@ -88,7 +88,7 @@ def _container_status(pod: Obj) -> Obj | None:
     return statuses[0] if statuses else None
 
 
-def container_started(pod: Obj) -> bool:
+def container_started(pod: KubeObject) -> bool:
     """Its container is running or has run (so it has output to read)."""
     state = (_container_status(pod) or {}).get("state") or {}
     return bool(state.get("running") or state.get("terminated"))
@@ -107,7 +107,7 @@ def _note(inv: str, progress: Progress, at: datetime, kind: str, message: str) -
     return event, progress._replace(last_note=key, last_wait=wait)
 
 
-def observe_pod(pod: Obj, progress: Progress, now: datetime) -> Observed:
+def observe_pod(pod: KubeObject, progress: Progress, now: datetime) -> Observed:
     """What a pod's current state tells that was not told before, as one event (or None)."""
     inv = invocation_of(pod)
     if inv is None or progress.finished:
@@ -186,7 +186,7 @@ def observe_pod(pod: Obj, progress: Progress, now: datetime) -> Observed:
 
 
 def _container_outcome(
-    terminated: Obj, progress: Progress, at: datetime, pod_reason: str, pod_message: str
+    terminated: KubeObject, progress: Progress, at: datetime, pod_reason: str, pod_message: str
 ) -> Finished:
     code = int(terminated.get("exitCode") or 0)
     reason = str(terminated.get("reason") or "")
@@ -208,7 +208,7 @@ def _container_outcome(
     return Finished.failed(at, FailureReason.exit_code, f"exit code {code}{tail}", exit_code=code)
 
 
-def observe_job(job: Obj, progress: Progress, now: datetime) -> Observed:
+def observe_job(job: KubeObject, progress: Progress, now: datetime) -> Observed:
     """The end of an invocation as its Job's conditions tell it (success, deadline, failure)."""
     inv = invocation_of(job)
     if inv is None or progress.finished:
@@ -232,7 +232,7 @@ def observe_job(job: Obj, progress: Progress, now: datetime) -> Observed:
     return None, progress
 
 
-def job_failure(reason: str, message: str, progress: Progress, at: datetime, job: Obj) -> Finished:
+def job_failure(reason: str, message: str, progress: Progress, at: datetime, job: KubeObject) -> Finished:
     if reason == "DeadlineExceeded":
         limit = (job.get("spec") or {}).get("activeDeadlineSeconds")
         return Finished.timed_out(at, f"ran past its timeout of {limit} s (waiting for a node included)")
@@ -270,7 +270,7 @@ def events_field_selector() -> str:
     return ",".join(f"reason!={reason}" for reason in ROUTINE_EVENT_REASONS)
 
 
-def note_of_event(event: Obj) -> tuple[str, str] | None:
+def note_of_event(event: KubeObject) -> tuple[str, str] | None:
     """(note kind, message) for a Kubernetes Event about a pod, None when it explains nothing.
 
     Notes explain the wait: the scheduler's FailedScheduling, the cluster autoscaler's
@@ -292,7 +292,7 @@ def note_of_event(event: Obj) -> tuple[str, str] | None:
     return None
 
 
-def observe_event(event: Obj, inv: str, progress: Progress, now: datetime) -> Observed:
+def observe_event(event: KubeObject, inv: str, progress: Progress, now: datetime) -> Observed:
     note = note_of_event(event)
     if note is None:
         return None, progress
@@ -316,7 +316,7 @@ _PERMANENT_CREATE_WORDS = (
 )
 
 
-def observe_job_event(event: Obj, inv: str, progress: Progress, now: datetime) -> Observed:
+def observe_job_event(event: KubeObject, inv: str, progress: Progress, now: datetime) -> Observed:
     """A Kubernetes Event about the invocation's Job. `FailedCreate` means its pod was refused:
     a quota refusal explains the wait (the Job controller retries once quota frees); a
     refusal that retrying cannot cure (a missing PriorityClass, an admission webhook, an invalid

@@ -29,6 +29,11 @@ TRANSPORT_ERRORS = (aiohttp.ClientError, asyncio.TimeoutError, ConnectionError)
 """What a dropped, refused or timed-out connection raises (worth retrying)."""
 
 
+class CredentialsError(Exception):
+    """The credentials flow failed (a token file gone, an exec plugin that exits non-zero or
+    prints no token): the request was not sent."""
+
+
 @dataclass(frozen=True)
 class Answer:
     status: int
@@ -72,6 +77,8 @@ class AuthHeader:
                 # A static token's flow ends here: nothing to refresh, the same header again.
                 with contextlib.suppress(StopAsyncIteration):
                     sent = await flow.asend(httpx2.Response(401, request=sent))
+        except Exception as exc:  # lightkube's ConfigError, an exec plugin's bad JSON, an OSError
+            raise CredentialsError(f"{type(exc).__name__}: {exc}") from exc
         finally:
             await flow.aclose()
         return sent.headers.get("authorization")
@@ -110,7 +117,12 @@ class Transport:
             session = aiohttp.ClientSession(
                 connector=connector,
                 timeout=self._timeout,
+                # Bodies are read as sent, so ask for them uncompressed: aiohttp advertises
+                # gzip/deflate even with auto_decompress off, and kube-apiserver then gzips every
+                # answer over 128 KiB (a list of a few hundred pods), which reached orjson still
+                # compressed.
                 auto_decompress=False,
+                headers={"Accept-Encoding": "identity"},
                 trust_env=False,
                 cookie_jar=aiohttp.DummyCookieJar(),  # the API server sets none; skip the jar's work
             )
@@ -137,7 +149,7 @@ class Transport:
         headers: Mapping[str, str] | None = None,
     ) -> Answer:
         """One request and its whole answer. Raises one of TRANSPORT_ERRORS when the
-        connection fails."""
+        connection fails, CredentialsError when no credentials could be had."""
         answer = await self._send_once(method, path, params, content, headers)
         if answer.status == 401 and await self._auth.refresh() is not None:
             answer = await self._send_once(method, path, params, content, headers)

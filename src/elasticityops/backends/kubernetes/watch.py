@@ -10,16 +10,15 @@ from __future__ import annotations
 import logging
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
 
 from elasticityops.backends.kubernetes.api import KubeApi, ResourceExpired
 from elasticityops.backends.kubernetes.decode import Decoder, decode_full
+from elasticityops.backends.kubernetes.objects import KubeObject
 from elasticityops.backends.kubernetes.ratelimit import backoff_delay
 from elasticityops.domain.clock import Clock
 from elasticityops.domain.errors import EopsError, TemporaryError
 
-Obj = dict[str, Any]
-Handler = Callable[[str, Obj], Awaitable[None]]
+Handler = Callable[[str, KubeObject], Awaitable[None]]
 log = logging.getLogger(__name__)
 
 

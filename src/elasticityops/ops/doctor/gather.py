@@ -1,32 +1,22 @@
-"""The doctor's only I/O: read the cluster (lightkube's async client) and, where installed, gcloud,
-into one `ClusterSnapshot`. A section that fails is recorded as unreadable with the error text;
-it never aborts the others, because a half-broken cluster is exactly what doctor is for."""
+"""The doctor's only I/O: read the cluster (the backend's client, api.py; lightkube only loads the
+kubeconfig and credentials) and, where installed, gcloud, into one `ClusterSnapshot`. A section
+that fails is recorded as unreadable with the error text; it never aborts the others, because a
+half-broken cluster is exactly what doctor is for."""
 
 from __future__ import annotations
 
 import asyncio
 import json
 from collections import defaultdict
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-import httpx2
-from lightkube import AsyncClient, KubeConfig
-from lightkube.config.client_adapter import AsyncClient as raw_async_client
-from lightkube.config.client_adapter import ConnectionParams
-from lightkube.config.kubeconfig import SingleConfig
-from lightkube.core.exceptions import ApiError, ConfigError
-from lightkube.models.authorization_v1 import ResourceAttributes, SelfSubjectAccessReviewSpec
-from lightkube.resources.apiregistration_v1 import APIService
-from lightkube.resources.apps_v1 import DaemonSet
-from lightkube.resources.authentication_v1 import SelfSubjectReview
-from lightkube.resources.authorization_v1 import SelfSubjectAccessReview
-from lightkube.resources.autoscaling_v2 import HorizontalPodAutoscaler
-from lightkube.resources.core_v1 import ConfigMap, Event, Node, Pod
-from lightkube.resources.scheduling_v1 import PriorityClass
-
+from elasticityops.backends.kubernetes.api import KubeApi, load_config
+from elasticityops.backends.kubernetes.objects import KubeObject
+from elasticityops.backends.kubernetes.settings import KubernetesSettings
+from elasticityops.domain.errors import EopsError
 from elasticityops.ops.doctor import parse
 from elasticityops.ops.doctor.checks import CUSTOM_METRICS_SERVICE, REQUIRED_ACCESS
 from elasticityops.ops.doctor.snapshot import (
@@ -41,6 +31,22 @@ MAX_PLUGIN_LOGS = 10
 MAX_PENDING_PODS = 200
 LOG_TAIL_LINES = 200
 GCLOUD_TIMEOUT_S = 60.0
+MAX_RETRIES = 2
+"""Retries of a request after 429, 5xx or a dropped connection: a busy API server gets a second
+chance, an unreachable one is reported within seconds."""
+
+# Where each collection is; the doctor reads cluster-wide ones and, for namespaced kinds, either
+# one namespace or all (`_list`'s namespace "*").
+NODES = "/api/v1/nodes"
+PODS = "/api/v1/pods"
+EVENTS = "/api/v1/events"
+DAEMONSETS = "/apis/apps/v1/daemonsets"
+API_SERVICES = "/apis/apiregistration.k8s.io/v1/apiservices"
+HPAS = "/apis/autoscaling/v2/horizontalpodautoscalers"
+PRIORITY_CLASSES = "/apis/scheduling.k8s.io/v1/priorityclasses"
+ACCESS_REVIEWS = "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews"
+SUBJECT_REVIEWS = "/apis/authentication.k8s.io/v1/selfsubjectreviews"
+AUTOSCALER_STATUS = "/api/v1/namespaces/kube-system/configmaps/cluster-autoscaler-status"
 
 
 @dataclass(frozen=True)
@@ -56,64 +62,64 @@ class GatherOptions:
     timeout_s: float = 10.0
     extra_env: dict[str, str] = field(default_factory=dict)
 
+    def client_settings(self) -> KubernetesSettings:
+        return KubernetesSettings(
+            kubeconfig=str(self.kubeconfig) if self.kubeconfig else None,
+            context=self.context,
+            request_timeout_seconds=self.timeout_s,
+            max_retries=MAX_RETRIES,
+        )
+
 
 def _error_text(error: BaseException) -> str:
-    if isinstance(error, ApiError):
-        return f"{error.status.code} {error.status.reason or ''}: {error.status.message}".strip()
+    if isinstance(error, EopsError):
+        return str(error)  # the client's translation: request, status, reason, server's message
     return f"{type(error).__name__}: {error}"
 
 
-def load_config(options: GatherOptions) -> SingleConfig:
-    kubeconfig = KubeConfig.from_file(options.kubeconfig) if options.kubeconfig else KubeConfig.from_env()
-    config = kubeconfig.get(context_name=options.context)
-    if config is None:
-        raise ConfigError("no current context in the kubeconfig")
-    return config
+def _namespaced(path: str, namespace: str) -> str:
+    """`/api/v1/pods` in one namespace, or in all of them for "*"."""
+    if namespace == "*":
+        return path
+    prefix, kind = path.rsplit("/", 1)
+    return f"{prefix}/namespaces/{namespace}/{kind}"
+
+
+def _selector(pairs: Mapping[str, str]) -> str:
+    return ",".join(f"{key}={value}" for key, value in pairs.items())
 
 
 class _Reader:
     """One cluster connection and the unreadable-section ledger."""
 
-    def __init__(self, config: SingleConfig, namespace: str, timeout_s: float) -> None:
-        timeout = httpx2.Timeout(timeout_s)
-        self.client = AsyncClient(config, namespace=namespace, timeout=timeout, trust_env=False)
-        # Discovery documents (/version, /apis/<group>/<version>) are not resources; lightkube
-        # builds the same authenticated httpx client for them from the same config.
-        self.raw = raw_async_client(config, ConnectionParams(timeout=timeout, trust_env=False))
+    def __init__(self, api: KubeApi) -> None:
+        self.api = api
         self.unreadable: dict[str, str] = {}
 
     async def close(self) -> None:
-        await self.client.close()
-        await self.raw.aclose()
-
-    async def get_json(self, path: str) -> dict[str, Any]:
-        response = await self.raw.get(path)
-        response.raise_for_status()
-        data: dict[str, Any] = response.json()
-        return data
+        await self.api.close()
 
     async def section(self, name: str, work: Awaitable[Any]) -> Any:
         try:
             return await work
-        except (ApiError, httpx2.HTTPError, OSError, ValueError, KeyError) as error:
+        except (EopsError, OSError, ValueError, KeyError) as error:
             self.unreadable[name] = _error_text(error)
             return None
 
 
 async def _access(reader: _Reader, namespace: str) -> tuple[AccessRule, ...]:
     async def review(rule: AccessRule) -> AccessRule:
-        body = SelfSubjectAccessReview(
-            spec=SelfSubjectAccessReviewSpec(
-                resourceAttributes=ResourceAttributes(
-                    verb=rule.verb,
-                    group=rule.group,
-                    resource=rule.resource,
-                    subresource=rule.subresource or None,
-                    namespace=namespace if rule.namespaced else None,
-                )
-            )
-        )
-        result = (await reader.client.create(body)).to_dict()
+        attributes: dict[str, str] = {"verb": rule.verb, "group": rule.group, "resource": rule.resource}
+        if rule.subresource:
+            attributes["subresource"] = rule.subresource
+        if rule.namespaced:
+            attributes["namespace"] = namespace
+        body = {
+            "apiVersion": "authorization.k8s.io/v1",
+            "kind": "SelfSubjectAccessReview",
+            "spec": {"resourceAttributes": attributes},
+        }
+        result = await reader.api.create(ACCESS_REVIEWS, body)
         status = result.get("status", {})
         return replace(
             rule,
@@ -125,29 +131,46 @@ async def _access(reader: _Reader, namespace: str) -> tuple[AccessRule, ...]:
 
 
 async def _identity(reader: _Reader) -> str:
-    review = SelfSubjectReview()
-    result = (await reader.client.create(review)).to_dict()
+    review = {"apiVersion": "authentication.k8s.io/v1", "kind": "SelfSubjectReview"}
+    result = await reader.api.create(SUBJECT_REVIEWS, review)
     return str(result.get("status", {}).get("userInfo", {}).get("username", ""))
 
 
-async def _list(reader: _Reader, resource: Any, **kwargs: Any) -> list[dict[str, Any]]:
-    return [item.to_dict() async for item in reader.client.list(resource, **kwargs)]
+async def _list(
+    reader: _Reader,
+    path: str,
+    namespace: str | None = None,
+    labels: Mapping[str, str] | None = None,
+    fields: Mapping[str, str] | None = None,
+) -> list[KubeObject]:
+    """Every item of a collection: cluster-scoped (no namespace), of one namespace, or of all ("*")."""
+    params: dict[str, str | int] = {}
+    if labels:
+        params["labelSelector"] = _selector(labels)
+    if fields:
+        params["fieldSelector"] = _selector(fields)
+    items, _ = await reader.api.list(_namespaced(path, namespace) if namespace else path, params)
+    return items
 
 
-async def _plugin_logs(reader: _Reader, daemonsets: list[dict[str, Any]]) -> tuple[PodLog, ...]:
+async def _log(reader: _Reader, namespace: str, name: str) -> str:
+    path = f"/api/v1/namespaces/{namespace}/pods/{name}/log"
+    chunks = [chunk async for chunk in reader.api.stream(path, {"tailLines": LOG_TAIL_LINES}, follow=False)]
+    return b"".join(chunks).decode(errors="replace")
+
+
+async def _plugin_logs(reader: _Reader, daemonsets: list[KubeObject]) -> tuple[PodLog, ...]:
     logs: list[PodLog] = []
     for ds in daemonsets:
         namespace = ds["metadata"]["namespace"]
         labels = ds.get("spec", {}).get("selector", {}).get("matchLabels") or {}
         if not labels:
             continue
-        pods = await _list(reader, Pod, namespace=namespace, labels=labels)
+        pods = await _list(reader, PODS, namespace=namespace, labels=labels)
         for pod in pods[:MAX_PLUGIN_LOGS]:
             name = pod["metadata"]["name"]
-            lines = [
-                line async for line in reader.client.log(name, namespace=namespace, tail_lines=LOG_TAIL_LINES)
-            ]
-            logs.append(PodLog(namespace, name, str(pod.get("spec", {}).get("nodeName", "")), "".join(lines)))
+            text = await _log(reader, namespace, name)
+            logs.append(PodLog(namespace, name, str(pod.get("spec", {}).get("nodeName", "")), text))
     return tuple(logs)
 
 
@@ -155,13 +178,13 @@ async def _pending(reader: _Reader, namespace: str) -> tuple[Any, ...]:
     # Only ElasticityOps' namespace: Pending pods elsewhere are other teams' business, and listing
     # every namespace needs a cluster-wide grant the gateway does not have.
     pending = {"status.phase": "Pending"}
-    pods = (await _list(reader, Pod, namespace=namespace, fields=pending))[:MAX_PENDING_PODS]
-    by_namespace: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    pods = (await _list(reader, PODS, namespace=namespace, fields=pending))[:MAX_PENDING_PODS]
+    by_namespace: dict[str, list[KubeObject]] = defaultdict(list)
     for pod in pods:
         by_namespace[pod["metadata"]["namespace"]].append(pod)
-    events: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)
+    events: dict[tuple[str, str], list[KubeObject]] = defaultdict(list)
     for namespace in by_namespace:
-        for event in await _list(reader, Event, namespace=namespace, fields={"involvedObject.kind": "Pod"}):
+        for event in await _list(reader, EVENTS, namespace=namespace, fields={"involvedObject.kind": "Pod"}):
             involved = event.get("involvedObject", {})
             events[(namespace, str(involved.get("name", "")))].append(event)
     return tuple(
@@ -172,10 +195,8 @@ async def _pending(reader: _Reader, namespace: str) -> tuple[Any, ...]:
 
 async def _autoscaler_status(reader: _Reader) -> str | None:
     try:
-        cm = (
-            await reader.client.get(ConfigMap, "cluster-autoscaler-status", namespace="kube-system")
-        ).to_dict()
-    except ApiError as error:
+        cm = await reader.api.get(AUTOSCALER_STATUS)
+    except EopsError as error:
         reader.unreadable["autoscaler-status"] = _error_text(error)
         return None
     return str((cm.get("data") or {}).get("status", ""))
@@ -220,9 +241,11 @@ async def read_quota(options: GatherOptions, node_region: str) -> QuotaReading:
 
 
 async def gather(options: GatherOptions) -> ClusterSnapshot:
+    settings = options.client_settings()
     try:
-        config = load_config(options)
-    except (ConfigError, OSError, ValueError, KeyError) as error:
+        config = load_config(settings)
+        api = KubeApi.from_config(config, settings)
+    except EopsError as error:
         return ClusterSnapshot(
             api_reachable=False,
             api_error=f"kubeconfig: {_error_text(error)}",
@@ -231,11 +254,11 @@ async def gather(options: GatherOptions) -> ClusterSnapshot:
             quota=await read_quota(options, ""),
         )
     namespace = options.namespace or config.namespace or "default"
-    reader = _Reader(config, namespace, options.timeout_s)
+    reader = _Reader(api)
     try:
         try:
-            version = await reader.get_json("/version")
-        except (httpx2.HTTPError, OSError, ValueError) as error:
+            version = await reader.api.get("/version")
+        except (EopsError, ValueError) as error:
             return ClusterSnapshot(
                 api_reachable=False,
                 api_error=_error_text(error),
@@ -257,11 +280,11 @@ async def gather(options: GatherOptions) -> ClusterSnapshot:
         ) = await asyncio.gather(
             reader.section("access", _access(reader, namespace)),
             reader.section("identity", _identity(reader)),
-            reader.section("nodes", _list(reader, Node)),
-            reader.section("daemonsets", _list(reader, DaemonSet, namespace="*")),
-            reader.section("apiservices", _list(reader, APIService)),
-            reader.section("hpas", _list(reader, HorizontalPodAutoscaler, namespace="*")),
-            reader.section("priorityclasses", _list(reader, PriorityClass)),
+            reader.section("nodes", _list(reader, NODES)),
+            reader.section("daemonsets", _list(reader, DAEMONSETS, namespace="*")),
+            reader.section("apiservices", _list(reader, API_SERVICES)),
+            reader.section("hpas", _list(reader, HPAS, namespace="*")),
+            reader.section("priorityclasses", _list(reader, PRIORITY_CLASSES)),
             reader.section("pods", _pending(reader, namespace)),
             _autoscaler_status(reader),
         )
@@ -272,7 +295,7 @@ async def gather(options: GatherOptions) -> ClusterSnapshot:
         served: tuple[str, ...] = ()
         if custom is not None and custom.available:
             discovery = await reader.section(
-                "custom-metrics", reader.get_json("/apis/custom.metrics.k8s.io/v1beta1")
+                "custom-metrics", reader.api.get("/apis/custom.metrics.k8s.io/v1beta1")
             )
             served = tuple(str(r.get("name", "")) for r in (discovery or {}).get("resources") or ())
         node_infos = tuple(parse.node_info(raw) for raw in nodes or ())

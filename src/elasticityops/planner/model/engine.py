@@ -36,7 +36,7 @@ from elasticityops.elasticity.sizing import (
     WarmHeadroom,
     size_headroom,
 )
-from elasticityops.planner.model.result import SimResult, Timeline
+from elasticityops.planner.model.result import SimResult, SimTimeSeries
 from elasticityops.planner.settings import ClusterSettings
 
 _READY, _FAIL, _PREEMPT = 0, 1, 2
@@ -390,5 +390,5 @@ def simulate(
         scale_up_failures=failures,
         provision_timeouts=timeouts,
         preemptions=preemptions,
-        timeline=Timeline(tl_t, tl_demand, tl_busy, tl_ready, tl_prov, tl_head),
+        timeline=SimTimeSeries(tl_t, tl_demand, tl_busy, tl_ready, tl_prov, tl_head),
     )

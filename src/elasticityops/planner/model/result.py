@@ -6,8 +6,10 @@ from dataclasses import dataclass
 
 
 @dataclass(frozen=True)
-class Timeline:
-    """Samples taken at autoscaler loops every `timeline_step_s` (seconds from trace start).
+class SimTimeSeries:
+    """The simulated cluster's load and node counts over time (not an invocation's `Timeline` of
+    milestones, domain/invocations.py): samples taken at autoscaler loops every `timeline_step_s`
+    (seconds from trace start).
 
     demand: requests running or waiting for a node. busy: nodes running a request.
     ready: schedulable nodes (baseline included). provisioning: nodes requested, not ready.
@@ -44,7 +46,7 @@ class SimResult:
     scale_up_failures: int
     provision_timeouts: int
     preemptions: int
-    timeline: Timeline
+    timeline: SimTimeSeries
 
     def billed_node_s(self, min_billed_s: float) -> float:
         """Node-seconds billed up to the horizon: per-second, at least `min_billed_s` per node."""
