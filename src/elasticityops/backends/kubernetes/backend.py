@@ -130,12 +130,10 @@ class KubernetesBackend:
     # -- capacity ----------------------------------------------------------------------------
 
     def free_gpus(self) -> int | None:
-        if self.settings.max_gpus is None:
-            return None
-        return max(0, self.settings.max_gpus - sum(self._gpus.values()))
+        return None  # the cluster provisions; the one GPU cap is the dispatcher's EOPS_GPU_BUDGET
 
     def total_gpus(self) -> int | None:
-        return self.settings.max_gpus
+        return None
 
     # -- operations --------------------------------------------------------------------------
 
