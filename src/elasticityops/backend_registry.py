@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 
 from elasticityops.domain.clock import Clock
 from elasticityops.domain.errors import FieldProblem, InvalidInput
@@ -41,17 +42,8 @@ def build_backend(settings: Settings, clock: Clock) -> Backend:
 def _local(settings: Settings, clock: Clock) -> Backend:
     # Imported on use: the local backend pulls in process handling the API does not need.
     from elasticityops.backends.local.backend import LocalBackend
-    from elasticityops.backends.local.settings import LocalBackendSettings
 
-    return LocalBackend(
-        LocalBackendSettings(
-            run_dir=settings.data_dir / "runs",
-            gpus=settings.local.gpus,
-            slot_provision_delay_s=settings.local.cold_start_seconds,
-            slot_idle_timeout_s=settings.local.idle_release_seconds,
-        ),
-        clock,
-    )
+    return LocalBackend(replace(settings.local, run_dir=settings.data_dir / "runs"), clock)
 
 
 register("local", _local)

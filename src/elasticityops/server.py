@@ -9,6 +9,7 @@ import os
 import secrets
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
+from dataclasses import replace
 from pathlib import Path
 
 from fastapi import FastAPI
@@ -93,13 +94,8 @@ async def deploy_files(store: SqlStore, files: list[Path], clock: Clock) -> list
 
 
 def dispatch_settings(settings: Settings, secret: bytes) -> DispatchSettings:
-    return DispatchSettings(
-        server_secret=secret,
-        callback_base_url=settings.callback_base_url,
-        tick_s=settings.dispatch.tick_seconds,
-        gpu_budget=settings.dispatch.gpu_budget,
-        paused=settings.dispatch.paused,
-    )
+    """The dispatcher's settings as read, with what the wiring knows: the secret and the URL."""
+    return replace(settings.dispatch, server_secret=secret, callback_base_url=settings.callback_base_url)
 
 
 def _freeze_startup_heap() -> None:

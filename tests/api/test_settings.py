@@ -1,38 +1,99 @@
-"""Settings: defaults, then EOPS_* variables, then CLI flags; bad values name the variable."""
+"""Settings: the declared defaults, then EOPS_* variables, then `eops serve` flags. Every knob is
+read from its variable and typed by its declared type, a flag wins over its variable, a bad value
+stops start-up naming the variable or flag and the fix, and `eops serve --help` shows every
+knob's flag, variable and default. The expected lists come from the declarations (so a new knob
+is covered without a new test), with a few checked literally."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
+from typing import Any
 
 import pytest
+from typer.testing import CliRunner
 
-from elasticityops.domain.errors import InvalidInput
-from elasticityops.settings import load_settings
+from elasticityops.cli import serve as serve_cli
+from elasticityops.cli.main import app
+from elasticityops.domain.errors import EopsError, InvalidInput
+from elasticityops.knobs import Spec, specs
+from elasticityops.settings import Settings, load_settings
+
+KNOBS = specs(Settings)
+runner = CliRunner()
 
 
-def test_defaults() -> None:
-    settings = load_settings(env={})
-    assert settings.port == 8080
-    assert settings.api.max_payload_bytes == 1024 * 1024
-    assert settings.local.gpus is None
-    assert settings.database_url.endswith("/eops.db")
+def _get(settings: Settings, knob: Spec) -> Any:
+    value: Any = settings
+    for part in knob.path.split("."):
+        value = getattr(value, part)
+    return value
 
 
-def test_env_then_flags(tmp_path: Path) -> None:
-    env = {
-        "EOPS_PORT": "9000",
-        "EOPS_DATA_DIR": str(tmp_path),
-        "EOPS_GPUS": "4",
-        "EOPS_DISPATCH_PAUSED": "true",
-        "EOPS_MAX_WAIT_SECONDS": "30",
-    }
-    settings = load_settings(env=env, overrides={"port": 9100, "local.gpus": None})
-    assert settings.port == 9100, "a flag wins over the environment"
-    assert settings.local.gpus == 4, "an unset flag leaves the environment's value"
-    assert settings.dispatch.paused is True
-    assert settings.api.max_wait_seconds == 30
+def _sample(knob: Spec) -> tuple[str, Any]:
+    """A valid value other than the default, as a variable would hold it, and typed as expected."""
+    if "choices" in knob.about:
+        choice = next(c for c in knob.about["choices"] if c != knob.default)
+        return choice, choice
+    if knob.base is bool:
+        return ("false", False) if knob.default else ("true", True)
+    if knob.base is int:
+        number = int(knob.about.get("ge", 0)) + 7
+        return str(number), number
+    if knob.base is float:
+        return "2.5", 2.5
+    if knob.base is Path:
+        return "/srv/eops-test", Path("/srv/eops-test")
+    return "sample-text", "sample-text"
+
+
+def test_every_knob_that_serve_reads_has_a_variable() -> None:
+    assert [k.path for k in KNOBS if k.env is None] == []
+    names = [k.name for k in KNOBS]
+    assert len(set(names)) == len(names), "two knobs with one flag"
+    assert "kubernetes.max_gpus" not in {k.path for k in KNOBS}, "one GPU cap: EOPS_GPU_BUDGET"
+
+
+@pytest.mark.parametrize("knob", KNOBS, ids=lambda k: k.env)
+def test_each_variable_is_read_and_typed(knob: Spec) -> None:
+    raw, expected = _sample(knob)
+    assert knob.env is not None
+    value = _get(load_settings(env={knob.env: raw}), knob)
+    assert value == expected
+    assert type(value) is type(expected)
+    assert _get(load_settings(env={knob.env: ""}), knob) == knob.default, "empty counts as unset"
+
+
+def test_a_flag_wins_over_its_variable_and_an_unset_flag_leaves_it(tmp_path: Path) -> None:
+    env = {"EOPS_PORT": "9000", "EOPS_DATA_DIR": str(tmp_path), "EOPS_GPUS": "4"}
+    settings = load_settings(env=env, given={"port": "9100"})
+    assert settings.port == 9100
+    assert settings.local.gpus == 4
     assert settings.database_url == f"sqlite:///{tmp_path / 'eops.db'}"
     assert settings.callback_base_url == "http://127.0.0.1:9100"
+
+
+def test_serve_passes_flags_and_variables_to_the_gateway(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """Through Typer: flags typed, variables set, and nothing else, reach the settings."""
+    seen: list[Settings] = []
+
+    async def stop_here(settings: Settings, example: bool) -> tuple[str, bool, list[str]]:
+        seen.append(settings)
+        raise EopsError("stopped by the test")
+
+    monkeypatch.setattr(serve_cli, "_prepare", stop_here)
+    env = {"EOPS_DATA_DIR": str(tmp_path), "EOPS_PORT": "9000", "EOPS_MAX_WAIT_SECONDS": "30"}
+    args = ["serve", "--port", "9100", "--cold-start-seconds", "3", "--gpu-budget", "6", "--paused"]
+    result = runner.invoke(app, args, env=env)
+    assert result.exit_code == 2, result.output
+    [settings] = seen
+    assert (settings.port, settings.api.max_wait_seconds, settings.data_dir) == (9100, 30, tmp_path)
+    assert settings.local.slot_provision_delay_s == 3.0
+    assert settings.dispatch.gpu_budget == 6
+    assert settings.dispatch.paused is True
+    assert settings.kubernetes == Settings().kubernetes, "untyped flags do not override anything"
 
 
 def test_a_wildcard_host_gives_jobs_a_reachable_callback_url() -> None:
@@ -41,8 +102,104 @@ def test_a_wildcard_host_gives_jobs_a_reachable_callback_url() -> None:
     assert public.callback_base_url == "https://eops.example.com"
 
 
-@pytest.mark.parametrize(("var", "value"), [("EOPS_PORT", "eighty"), ("EOPS_DISPATCH_PAUSED", "maybe")])
-def test_a_bad_value_names_the_variable(var: str, value: str) -> None:
+@pytest.mark.parametrize(
+    ("var", "value", "fix"),
+    [
+        ("EOPS_PORT", "eighty", "a whole number 1 to 65535 (default: 8080)"),
+        ("EOPS_PORT", "70000", "a whole number 1 to 65535"),
+        ("EOPS_GPUS", "-1", "a whole number >=0"),
+        ("EOPS_GPUS", "1.5", "a whole number"),
+        ("EOPS_COLD_START_SECONDS", "nan", "a number >=0 (default: 0)"),
+        ("EOPS_DISPATCH_PAUSED", "maybe", "true or false"),
+        ("EOPS_KUBE_QPS", "0", "a number >0 (default: 500)"),
+        ("EOPS_LOG_LEVEL", "loud", "one of: critical, error, warning, info, debug"),
+        ("EOPS_KUBE_IMAGE_PULL_POLICY", "Sometimes", "one of: Always, IfNotPresent, Never"),
+    ],
+)
+def test_a_bad_value_names_the_variable_and_the_fix(var: str, value: str, fix: str) -> None:
     with pytest.raises(InvalidInput) as caught:
         load_settings(env={var: value})
-    assert caught.value.problems[0].field == var
+    [problem] = caught.value.problems
+    assert problem.field == var
+    assert repr(value) in problem.problem
+    assert fix in problem.fix
+
+
+def test_every_bad_value_is_reported_at_once() -> None:
+    with pytest.raises(InvalidInput) as caught:
+        load_settings(env={"EOPS_PORT": "x", "EOPS_GPU_BUDGET": "-2"}, given={"kube-burst": "0"})
+    assert {p.field for p in caught.value.problems} == {"EOPS_PORT", "EOPS_GPU_BUDGET", "--kube-burst"}
+
+
+def test_a_removed_variable_stops_start_up_naming_its_replacement() -> None:
+    with pytest.raises(InvalidInput) as caught:
+        load_settings(env={"EOPS_KUBE_MAX_GPUS": "8"})
+    [problem] = caught.value.problems
+    assert problem.field == "EOPS_KUBE_MAX_GPUS"
+    assert "EOPS_GPU_BUDGET" in problem.fix
+    assert "--gpu-budget" in problem.fix
+    result = runner.invoke(app, ["serve"], env={"EOPS_KUBE_MAX_GPUS": "8"})
+    assert result.exit_code == 2
+    assert "EOPS_GPU_BUDGET" in result.output
+
+
+@pytest.mark.parametrize(
+    ("args", "env", "needle"),
+    [
+        (["--port", "eighty"], {}, "--port: invalid value 'eighty'; use a whole number 1 to 65535"),
+        ([], {"EOPS_PORT": "eighty"}, "EOPS_PORT: invalid value 'eighty'"),
+        (["--backend", "nope"], {}, "--backend: unknown backend 'nope'; use one of: kubernetes, local"),
+        ([], {"EOPS_BACKEND": "nope"}, "EOPS_BACKEND: unknown backend"),
+        (["--kubeconfig", "/no/such/file"], {}, "--kubeconfig: /no/such/file is not a file"),
+    ],
+)
+def test_serve_refuses_a_bad_value_with_exit_2(
+    tmp_path: Path, args: list[str], env: dict[str, str], needle: str
+) -> None:
+    result = runner.invoke(app, ["serve", "--data-dir", str(tmp_path), *args], env=env)
+    assert result.exit_code == 2
+    assert needle in result.output
+    assert "Traceback" not in result.output
+
+
+def _rows(help_text: str) -> dict[str, str]:
+    """Option rows of Rich's help by their first flag (with a wide terminal, one line each)."""
+    rows = {}
+    for line in help_text.splitlines():
+        found = re.match(r"│ (--[a-z0-9-]+)", line)
+        if found:
+            rows[found.group(1)] = line
+    return rows
+
+
+def test_serve_help_shows_every_knob_with_its_variable_and_default() -> None:
+    result = runner.invoke(app, ["serve", "--help"], env={"COLUMNS": "400"})
+    assert result.exit_code == 0
+    rows = _rows(result.output)
+    for knob in KNOBS:
+        row = rows[knob.flag]
+        assert f"[env var: {knob.env}]" in row
+        shown = knob.off_flag.removeprefix("--") if knob.is_bool and not knob.default else knob.default_text
+        assert f"[default: {shown}]" in row, row
+        assert knob.help.rstrip(".") in row  # as written: Rich markup takes no bracket of it
+
+
+def test_serve_help_reads_in_100_columns() -> None:
+    result = runner.invoke(app, ["serve", "--help"], env={"COLUMNS": "100"})
+    assert result.exit_code == 0
+    text = result.output
+    assert "[env var: EOPS_PORT]" in text
+    assert "[default: 8080]" in text
+    assert "[env var: EOPS_COLD_START_SECONDS]" in text
+    assert "--max-wait-seconds" in text
+    assert "EOPS_KUBE_MAX_GPUS" not in text
+    assert "…" not in text, "a flag, variable or default cut short"
+    assert max(len(line) for line in text.splitlines()) <= 100
+
+
+def test_token_create_takes_the_data_dir_and_database_flags() -> None:
+    result = runner.invoke(app, ["token", "create", "--help"], env={"COLUMNS": "400"})
+    rows = _rows(result.output)
+    assert "[env var: EOPS_DATA_DIR]" in rows["--data-dir"]
+    assert "[default: ~/.eops]" in rows["--data-dir"]
+    assert "[env var: EOPS_DATABASE_URL]" in rows["--database-url"]

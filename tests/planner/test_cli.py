@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
 
 from elasticityops.cli.plan import app
+from elasticityops.knobs import specs
+from elasticityops.planner.config import SEARCHED, CommonOptions, RecommendOptions, RunOptions, read_inputs
+from elasticityops.planner.settings import ClusterSettings
 
 runner = CliRunner()
 SMALL = [
@@ -239,3 +243,73 @@ def test_bad_flag_type_is_a_usage_error() -> None:
     result = runner.invoke(app, ["run", "--baseline", "many"])
     assert result.exit_code == 2
     assert "Traceback" not in result.output
+
+
+def _rows(help_text: str) -> dict[str, str]:
+    rows = {}
+    for line in help_text.splitlines():
+        found = re.match(r"│ (--[a-z0-9-]+)", line)
+        if found:
+            rows[found.group(1)] = line
+    return rows
+
+
+@pytest.mark.parametrize(
+    ("command", "kinds", "left_out"),
+    [
+        ("run", (ClusterSettings, CommonOptions, RunOptions), ()),
+        ("recommend", (ClusterSettings, CommonOptions, RecommendOptions), SEARCHED),
+    ],
+)
+def test_help_shows_every_knob_and_its_default(
+    command: str, kinds: tuple[type, ...], left_out: tuple[str, ...]
+) -> None:
+    """Both commands take the shared knobs, declared once; each option shows its default."""
+    result = runner.invoke(app, [command, "--help"], env={"COLUMNS": "400"})
+    assert result.exit_code == 0
+    rows = _rows(result.output)
+    for kind in kinds:
+        for knob in specs(kind):
+            if knob.name in left_out:
+                assert knob.flag not in rows, f"{command} searches {knob.flag}"
+                continue
+            row = rows[knob.flag]
+            if knob.is_bool:
+                shown = knob.off_flag if knob.off_flag and not knob.default else None
+                assert shown is None or f"[default: {shown.removeprefix('--')}]" in row, row
+            else:
+                assert f"[default: {knob.default_text}]" in row, row
+    narrow = runner.invoke(app, [command, "--help"], env={"COLUMNS": "100"}).output
+    assert "[default: 600]" in narrow if command == "run" else "[default: 300,600,1200]" in narrow
+    assert "[default: lognormal:median=240,p95=420]" in narrow
+    assert "…" not in narrow
+    assert max(len(line) for line in narrow.splitlines()) <= 100
+
+
+def test_every_knob_is_a_config_key(tmp_path: Path) -> None:
+    """A config file may set each knob by its flag name; values there are typed like flags."""
+    sample = {
+        "baseline": 3,
+        "max-nodes": 40,
+        "spot": "yes",
+        "provision-delay": "fixed:60",
+        "policy": "static",
+    }
+    lines = [f"{k}: {v}" for k, v in sample.items()]
+    for knob in [*specs(ClusterSettings), *specs(CommonOptions), *specs(RunOptions)]:
+        if knob.name not in sample and knob.name != "trace":
+            lines.append(
+                f"{knob.name.replace('-', '_')}: {knob.default_text if not knob.is_bool else 'false'}"
+            )
+    config = tmp_path / "all.yaml"
+    config.write_text(
+        "\n".join(line for line in lines if "none," not in line and "by --spot" not in line) + "\n"
+    )
+    settings, common, options = read_inputs({"max-nodes": "50"}, config, RunOptions)
+    assert (settings.baseline, settings.max_nodes, settings.spot) == (3, 50, True)
+    assert str(settings.provision_delay) == "fixed:60"
+    assert options.policy == ("static",)
+    assert common.no_plots is False
+    defaults = ClusterSettings()
+    assert settings.scale_down_after_s == defaults.scale_down_after_s
+    assert settings.seed == defaults.seed

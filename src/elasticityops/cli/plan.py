@@ -11,11 +11,22 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 from typer.core import TyperGroup
 
-from elasticityops.planner.config import SETTINGS_FLAGS, build_settings, load_config, merge, settings_dict
+from elasticityops.cli.knob_options import knob_options
+from elasticityops.knobs import spec, specs
+from elasticityops.planner.config import (
+    SEARCHED,
+    CommonOptions,
+    RecommendOptions,
+    RunOptions,
+    cluster_knobs,
+    read_inputs,
+    settings_dict,
+)
 from elasticityops.planner.errors import PlannerInputError
 from elasticityops.planner.model import ModelStalledError
 
@@ -48,120 +59,17 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 
-# ---- options shared by run and recommend (help written once) ------------------------------------
-Config = Annotated[Path | None, typer.Option("--config", help="YAML file; every key is a flag name.")]
-TraceOpt = Annotated[
-    Path | None, typer.Option("--trace", help="Trace CSV: arrival_s,duration_s[,function,gpu_type,priority].")
+# ---- options: the knobs of planner/config.py and planner/settings.py, each declared once ---------
+Config = Annotated[
+    Path | None, typer.Option("--config", help="YAML file; every key is a flag name; flags win over it.")
 ]
-Out = Annotated[
-    Path | None, typer.Option("--out", help="Directory for summary, per-request CSV, plots, HTML.")
-]
-StrictOrder = Annotated[
-    bool | None,
-    typer.Option("--strict-order/--sort", help="Refuse an unsorted trace (default: sort it and say so)."),
-]
-NoPlots = Annotated[bool | None, typer.Option("--no-plots", help="Skip PNG and HTML output.")]
-Baseline = Annotated[
-    int | None, typer.Option("--baseline", help="Fixed pool nodes, never scaled down. [default: 0]")
-]
-MaxNodes = Annotated[
-    int | None, typer.Option("--max-nodes", help="GPU quota / max nodes, baseline included. [default: 5000]")
-]
-NodePools = Annotated[
-    int | None, typer.Option("--node-pools", help="Auto-provisioned pools (pool-zones). [default: 5]")
-]
-PoolLimit = Annotated[
-    int | None, typer.Option("--pool-size-limit", help="Nodes per auto-provisioned pool. [default: 1000]")
-]
-ScanInterval = Annotated[
-    float | None, typer.Option("--scan-interval", help="Autoscaler loop period, s. [default: 10]")
-]
-GpuDelay = Annotated[
-    float | None,
-    typer.Option(
-        "--gpu-scale-up-delay",
-        help="Autoscaler waits until the oldest pending GPU pod is this old, s. [default: 30]",
-    ),
-]
-ProvDelay = Annotated[
-    str | None,
-    typer.Option(
-        "--provision-delay",
-        help="Node provisioning time: fixed:120, uniform:80,120, exponential:mean=200, "
-        "lognormal:median=240,p95=420 (default).",
-    ),
-]
-MaxProv = Annotated[
-    float | None,
-    typer.Option("--max-provision-time", help="Give up on a node after this long, s. [default: 900]"),
-]
-ScaleDown = Annotated[
-    float | None,
-    typer.Option("--scale-down-after", help="Remove a node empty for this long, s. [default: 600]"),
-]
-SdParallel = Annotated[
-    int | None, typer.Option("--scale-down-parallelism", help="Most nodes removed per loop. [default: 10]")
-]
-NodeDeleteTime = Annotated[
-    float | None,
-    typer.Option("--node-delete-time", help="Seconds one node deletion is in flight. [default: 0]"),
-]
-SdAfterAdd = Annotated[
-    float | None,
-    typer.Option(
-        "--scale-down-delay-after-add", help="No scale-down this long after a scale-up, s. [default: 600]"
-    ),
-]
-SdAfterFail = Annotated[
-    float | None,
-    typer.Option(
-        "--scale-down-delay-after-failure", help="No scale-down this long after a failure, s. [default: 180]"
-    ),
-]
-Stockout = Annotated[
-    float | None,
-    typer.Option("--stockout-probability", help="Chance a scale-up fails (stockout). [default: 0]"),
-]
-BackoffInit = Annotated[
-    float | None, typer.Option("--backoff-initial", help="First back-off after a failure, s. [default: 300]")
-]
-BackoffMax = Annotated[
-    float | None, typer.Option("--backoff-max", help="Longest back-off, s. [default: 1800]")
-]
-BackoffReset = Annotated[
-    float | None, typer.Option("--backoff-reset", help="Back-off forgotten after, s. [default: 10800]")
-]
-Preempt = Annotated[
-    float | None, typer.Option("--preemption-rate", help="Spot preemptions per node-hour. [default: 0]")
-]
-Spot = Annotated[
-    bool | None,
-    typer.Option(
-        "--spot/--on-demand",
-        help="Price nodes at spot ($0.24/h) or on-demand ($0.54/h). [default: on-demand]",
-    ),
-]
-Price = Annotated[float | None, typer.Option("--price", help="Price per node-hour, USD (overrides --spot).")]
-MinBilled = Annotated[
-    float | None, typer.Option("--min-billed", help="Minimum billed seconds per node. [default: 60]")
-]
-HrInterval = Annotated[
-    float | None, typer.Option("--headroom-interval", help="Headroom controller period, s. [default: 10]")
-]
-RateWindow = Annotated[
-    float | None, typer.Option("--rate-window", help="Window of the recent arrival rate, s. [default: 60]")
-]
-Horizon = Annotated[
-    float | None,
-    typer.Option("--horizon", help="Simulate at least until this time, s. [default: last request's end]"),
-]
-TimelineStep = Annotated[
-    float | None, typer.Option("--timeline-step", help="Timeline sampling period, s. [default: 60]")
-]
-Seed = Annotated[
-    int | None,
-    typer.Option("--seed", help="Random seed (provisioning, stockouts, preemptions). [default: 0]"),
-]
+_COMMON = ("Trace and output", specs(CommonOptions))
+_CLUSTER = "Cluster model"
+_POLICY = spec(RunOptions, "policy")
+
+
+def _typed(ctx: typer.Context, name: str) -> bool:
+    return getattr(ctx.get_parameter_source(name), "name", "") == "COMMANDLINE"
 
 
 @contextmanager
@@ -174,24 +82,12 @@ def _clean_errors() -> Iterator[None]:
         raise typer.Exit(2) from None
 
 
-def _values(ctx: typer.Context, config: Path | None, command_keys: set[str]) -> dict[str, Any]:
-    given = {"COMMANDLINE", "ENVIRONMENT"}  # not a default: the flag was written
-    flags = {
-        name.replace("_", "-"): value
-        for name, value in ctx.params.items()
-        if name != "config" and getattr(ctx.get_parameter_source(name), "name", "") in given
-    }
-    loaded = load_config(config, set(SETTINGS_FLAGS) | command_keys) if config else {}
-    return merge(loaded, flags)
-
-
-def _load(values: dict[str, Any]) -> tuple[Trace, list[str]]:
-    path = values.get("trace")
-    if not path:
+def _load(common: CommonOptions) -> tuple[Trace, list[str]]:
+    if common.trace is None:
         raise PlannerInputError("--trace is required (a CSV, or make one with `eops plan trace`)")
     from elasticityops.planner.trace import load_trace
 
-    trace, notes = load_trace(Path(path), on_unsorted="refuse" if values.get("strict-order") else "sort")
+    trace, notes = load_trace(common.trace, on_unsorted="refuse" if common.strict_order else "sort")
     messages = []
     if notes.unsorted_rows:
         messages.append(
@@ -266,55 +162,19 @@ def _with_progress(total: int, label: str) -> tuple[Progress, Callable[[int, int
     return bar, update
 
 
-RUN_KEYS = {"trace", "policy", "out", "target-wait", "strict-order", "no-plots"}
-RECOMMEND_KEYS = {"trace", "p95-wait", "out", "margin", "windows", "strict-order", "no-plots"}
-
-
 @app.command("run")
+@knob_options(
+    _COMMON,
+    ("Run", [k for k in specs(RunOptions) if k is not _POLICY]),
+    (_CLUSTER, cluster_knobs()),
+)
 def run_cmd(
     ctx: typer.Context,
-    trace: TraceOpt = None,
+    given: dict[str, Any],
     policy: Annotated[
-        list[str] | None,
-        typer.Option(
-            "--policy",
-            help="none | static | warm:K | scheduled:HH:MM=K,... | predictive[:W]; repeat to compare.",
-        ),
-    ] = None,
-    target_wait: Annotated[
-        float | None,
-        typer.Option("--target-wait", help="p95 time-to-start target for `predictive`, s. [default: 10]"),
-    ] = None,
-    out: Out = None,
+        list[str], typer.Option("--policy", metavar="POLICY", help=escape(_POLICY.help), show_default=True)
+    ] = list(_POLICY.default),  # noqa: B006 (Typer passes a new list, never this one)
     config: Config = None,
-    strict_order: StrictOrder = None,
-    no_plots: NoPlots = None,
-    baseline: Baseline = None,
-    max_nodes: MaxNodes = None,
-    node_pools: NodePools = None,
-    pool_size_limit: PoolLimit = None,
-    scan_interval: ScanInterval = None,
-    gpu_scale_up_delay: GpuDelay = None,
-    provision_delay: ProvDelay = None,
-    max_provision_time: MaxProv = None,
-    scale_down_after: ScaleDown = None,
-    scale_down_parallelism: SdParallel = None,
-    node_delete_time: NodeDeleteTime = None,
-    scale_down_delay_after_add: SdAfterAdd = None,
-    scale_down_delay_after_failure: SdAfterFail = None,
-    stockout_probability: Stockout = None,
-    backoff_initial: BackoffInit = None,
-    backoff_max: BackoffMax = None,
-    backoff_reset: BackoffReset = None,
-    preemption_rate: Preempt = None,
-    spot: Spot = None,
-    price: Price = None,
-    min_billed: MinBilled = None,
-    headroom_interval: HrInterval = None,
-    rate_window: RateWindow = None,
-    horizon: Horizon = None,
-    timeline_step: TimelineStep = None,
-    seed: Seed = None,
 ) -> None:
     """Replay a trace under one or more policies; print a table, write --out DIR."""
     from elasticityops.planner.outputs import write_run
@@ -322,13 +182,10 @@ def run_cmd(
     from elasticityops.planner.runner import run_policy
 
     with _clean_errors():
-        values = _values(ctx, config, RUN_KEYS)
-        settings = build_settings(values)
-        specs = values.get("policy") or ["none"]
-        specs = [specs] if isinstance(specs, str) else list(specs)
-        wait = _number(values, "target-wait", 10.0)
-        choices = [parse_policy(str(p), settings, wait) for p in specs]
-        loaded, notes = _load(values)
+        typed = {**given, "policy": policy} if _typed(ctx, "policy") else given
+        settings, common, options = read_inputs(typed, config, RunOptions)
+        choices = [parse_policy(p, settings, options.target_wait) for p in options.policy]
+        loaded, notes = _load(common)
         outcomes = []
         bar, update = _with_progress(len(choices), "simulating")
         with bar:
@@ -341,11 +198,9 @@ def run_cmd(
             f"${settings.node_price_per_hour:.2f}/node-hour",
             [o.summary for o in outcomes],
         )
-        if values.get("out"):
-            written = write_run(
-                Path(values["out"]), loaded, outcomes, notes, plots=not values.get("no-plots")
-            )
-            console.print(f"wrote {len(written)} files to {values['out']}")
+        if common.out is not None:
+            written = write_run(common.out, loaded, outcomes, notes, plots=not common.no_plots)
+            console.print(f"wrote {len(written)} files to {common.out}")
 
 
 @app.command("trace")
@@ -406,65 +261,22 @@ def trace_cmd(
 
 
 @app.command("recommend")
-def recommend_cmd(
-    ctx: typer.Context,
-    trace: TraceOpt = None,
-    p95_wait: Annotated[
-        float | None, typer.Option("--p95-wait", help="Target p95 time-to-start, s. [default: 10]")
-    ] = None,
-    margin: Annotated[
-        float | None, typer.Option("--margin", help="Quota margin over peak nodes. [default: 0.2]")
-    ] = None,
-    windows: Annotated[
-        str | None, typer.Option("--windows", help="Scale-down windows to try, s. [default: 300,600,1200]")
-    ] = None,
-    out: Out = None,
-    config: Config = None,
-    strict_order: StrictOrder = None,
-    no_plots: NoPlots = None,
-    max_nodes: MaxNodes = None,
-    node_pools: NodePools = None,
-    pool_size_limit: PoolLimit = None,
-    scan_interval: ScanInterval = None,
-    gpu_scale_up_delay: GpuDelay = None,
-    provision_delay: ProvDelay = None,
-    max_provision_time: MaxProv = None,
-    scale_down_parallelism: SdParallel = None,
-    node_delete_time: NodeDeleteTime = None,
-    scale_down_delay_after_add: SdAfterAdd = None,
-    scale_down_delay_after_failure: SdAfterFail = None,
-    stockout_probability: Stockout = None,
-    backoff_initial: BackoffInit = None,
-    backoff_max: BackoffMax = None,
-    backoff_reset: BackoffReset = None,
-    preemption_rate: Preempt = None,
-    spot: Spot = None,
-    price: Price = None,
-    min_billed: MinBilled = None,
-    headroom_interval: HrInterval = None,
-    rate_window: RateWindow = None,
-    horizon: Horizon = None,
-    timeline_step: TimelineStep = None,
-    seed: Seed = None,
-) -> None:
+@knob_options(_COMMON, ("Recommend", specs(RecommendOptions)), (_CLUSTER, cluster_knobs(SEARCHED)))
+def recommend_cmd(given: dict[str, Any], config: Config = None) -> None:
     """Find the cheapest baseline / headroom / scale-down window meeting --p95-wait; show the frontier
     and the GPU quota to request."""
     from elasticityops.planner.outputs import write_recommendation
     from elasticityops.planner.recommend import recommend
 
     with _clean_errors():
-        values = _values(ctx, config, RECOMMEND_KEYS)
-        for searched in ("baseline", "scale-down-after"):
-            if searched in values:
-                raise PlannerInputError(f"--config: {searched!r} is searched by recommend; leave it out")
-        settings = build_settings(values)
-        target = _number(values, "p95-wait", 10.0)
-        margin_v = _number(values, "margin", 0.2)
-        win = _windows(values.get("windows"))
-        loaded, notes = _load(values)
+        settings, common, options = read_inputs(given, config, RecommendOptions, SEARCHED)
+        target = options.p95_wait
+        loaded, notes = _load(common)
         bar, update = _with_progress(1, "searching")
         with bar:
-            rec = recommend(loaded, settings, target, windows=win, margin=margin_v, progress=update)
+            rec = recommend(
+                loaded, settings, target, windows=options.windows, margin=options.margin, progress=update
+            )
         _print_frontier(rec, target)
         if rec.best is not None:
             s = rec.best.summary
@@ -479,40 +291,12 @@ def recommend_cmd(
                 f"with p95 {s.time_to_start_s.p95:.1f} s at ${s.cost_usd:,.0f}"
             )
         console.print(
-            f"GPU quota to request: {rec.quota_gpus:,} (peak {s.peak_nodes:,} + {margin_v:.0%}); "
+            f"GPU quota to request: {rec.quota_gpus:,} (peak {s.peak_nodes:,} + {options.margin:.0%}); "
             f"at {settings.pool_size_limit:,} nodes per pool that is {rec.node_pools} auto-provisioned "
             f"pool(s)"
         )
-        if values.get("out"):
+        if common.out is not None:
             written = write_recommendation(
-                Path(values["out"]), rec, settings_dict(settings), notes, plots=not values.get("no-plots")
+                common.out, rec, settings_dict(settings), notes, plots=not common.no_plots
             )
-            console.print(f"wrote {len(written)} files to {values['out']}")
-
-
-def _number(values: dict[str, Any], key: str, default: float) -> float:
-    value = values.get(key)
-    if value is None:
-        return default
-    try:
-        number = float(value)
-    except (TypeError, ValueError):
-        raise PlannerInputError(f"--{key}: invalid value {value!r}") from None
-    if not number >= 0:
-        raise PlannerInputError(f"--{key}: must be >= 0")
-    return number
-
-
-def _windows(text: Any) -> list[float]:
-    if text is None:
-        return [300.0, 600.0, 1200.0]
-    items = text if isinstance(text, list) else str(text).split(",")
-    try:
-        values = [float(x) for x in items]
-    except ValueError:
-        raise PlannerInputError(
-            f"--windows: cannot parse {text!r}; expected seconds like 300,600,1200"
-        ) from None
-    if not values or any(v < 0 for v in values):
-        raise PlannerInputError("--windows: need one or more windows >= 0 s")
-    return values
+            console.print(f"wrote {len(written)} files to {common.out}")

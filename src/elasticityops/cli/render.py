@@ -29,8 +29,8 @@ STATE_STYLE = {
 
 # (phase, from milestone, to milestone, what the time was spent on)
 PHASES = (
-    # Admission waits for a free GPU too where the GPUs are counted (local slots, a GPU budget,
-    # EOPS_KUBE_MAX_GPUS): then a busy GPU shows here, not as capacity time.
+    # Admission waits for a free GPU too where the GPUs are counted (local slots, EOPS_GPU_BUDGET):
+    # then a busy GPU shows here, not as capacity time.
     ("queue", "accepted", "dispatched", "waiting for admission (free GPU, quota)"),
     ("capacity", "dispatched", "capacity_ready", "waiting for a GPU (slot / node)"),
     ("start", "capacity_ready", "started", "starting the process / container"),

@@ -84,7 +84,9 @@ def deploy(
     namespace: Annotated[str, typer.Option(help="Namespace of the gateway and its Jobs.")] = "elasticityops",
     image: Annotated[str, typer.Option(help="Container image of the gateway.")] = DeployOptions.image,
     instance: Annotated[str, typer.Option(help="Gateway instance label.")] = "default",
-    max_gpus: Annotated[int | None, typer.Option(help="GPU quota: most GPUs in Jobs at once.", min=0)] = None,
+    gpu_budget: Annotated[
+        int | None, typer.Option(help="The gateway's EOPS_GPU_BUDGET: most GPUs in use at once.", min=0)
+    ] = None,
     gpu_driver_version: Annotated[
         str | None, typer.Option(help="GKE driver selector: default or latest (node auto-provisioning).")
     ] = None,
@@ -93,16 +95,14 @@ def deploy(
 ) -> None:
     """Print everything `kubectl apply` needs to run ElasticityOps in a cluster."""
     try:
-        check_settings(
-            KubernetesSettings(namespace=namespace, max_gpus=max_gpus, gpu_driver_version=gpu_driver_version)
-        )
+        check_settings(KubernetesSettings(namespace=namespace, gpu_driver_version=gpu_driver_version))
     except EopsError as exc:
         raise _fail(exc) from None
     options = DeployOptions(
         namespace=namespace,
         image=image,
         instance=instance,
-        max_gpus=max_gpus,
+        gpu_budget=gpu_budget,
         gpu_driver_version=gpu_driver_version,
         storage=storage,
         storage_class=storage_class,

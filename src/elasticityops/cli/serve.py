@@ -10,18 +10,33 @@ from typing import Annotated, Any
 
 import typer
 
+from elasticityops.cli.knob_options import knob_options
 from elasticityops.domain.clock import SystemClock
 from elasticityops.domain.errors import EopsError, FieldProblem, InvalidInput
+from elasticityops.knobs import Spec, spec, specs
 from elasticityops.settings import Settings, load_settings
 
 token_app = typer.Typer(help="API tokens for the HTTP API.", no_args_is_help=True)
 
-DataDirOpt = Annotated[
-    Path | None,
-    typer.Option(
-        "--data-dir", help="Database, server secret and admin token. [env: EOPS_DATA_DIR; default ~/.eops]"
-    ),
-]
+# Help panels of `eops serve --help`, by the knob's group (its path without the field name).
+_PANELS = {
+    "": "Gateway",
+    "api": "API",
+    "store": "Store",
+    "dispatch": "Dispatcher",
+    "local": "Local backend",
+    "kubernetes": "Kubernetes backend",
+}
+
+
+def _panel(group: str) -> tuple[str, list[Spec]]:
+    return _PANELS[group], [k for k in specs(Settings) if k.path.rpartition(".")[0] == group]
+
+
+def _where(name: str, given: dict[str, Any]) -> str:
+    """How the user set the knob `name`: its flag if typed, else its variable."""
+    knob = spec(Settings, name)
+    return knob.flag if name in given or knob.env is None else knob.env
 
 
 def register(app: typer.Typer) -> None:
@@ -39,9 +54,9 @@ def _fail(exc: EopsError) -> None:
     raise typer.Exit(2)
 
 
-def _settings(overrides: dict[str, Any]) -> Settings:
+def _settings(given: dict[str, Any]) -> Settings:
     try:
-        return load_settings(overrides=overrides)
+        return load_settings(given=given)
     except EopsError as exc:
         _fail(exc)
         raise  # unreachable: _fail exits
@@ -82,94 +97,35 @@ async def _prepare(settings: Settings, example: bool) -> tuple[str, bool, list[s
         await store.close()
 
 
+@knob_options(*(_panel(group) for group in _PANELS))
 def serve(
-    host: Annotated[
-        str | None, typer.Option(help="Address to listen on. [env: EOPS_HOST; default 127.0.0.1]")
-    ] = None,
-    port: Annotated[int | None, typer.Option(help="TCP port. [env: EOPS_PORT; default 8080]")] = None,
-    data_dir: DataDirOpt = None,
-    gpus: Annotated[
-        int | None,
-        typer.Option(
-            help="GPU slots of the local backend. [env: EOPS_GPUS; default: one per NVIDIA GPU, "
-            "else 2 virtual]",
-            min=1,
-        ),
-    ] = None,
-    backend: Annotated[
-        str | None, typer.Option(help="local or kubernetes. [env: EOPS_BACKEND; default local]")
-    ] = None,
+    given: dict[str, Any],
     example: Annotated[
         bool, typer.Option("--example", help="Deploy the functions in examples/ first.")
     ] = False,
-    max_payload_bytes: Annotated[
-        int | None,
-        typer.Option(help="Largest request body. [env: EOPS_MAX_PAYLOAD_BYTES; default 1 MiB]", min=1),
-    ] = None,
-    database_url: Annotated[
-        str | None,
-        typer.Option(
-            help="postgresql+psycopg://... instead of SQLite in the data dir. [env: EOPS_DATABASE_URL]"
-        ),
-    ] = None,
-    paused: Annotated[
-        bool | None,
-        typer.Option(
-            "--paused/--no-paused", help="Accept invocations but admit none. [env: EOPS_DISPATCH_PAUSED]"
-        ),
-    ] = None,
     access_log: Annotated[bool, typer.Option("--access-log", help="Log every request.")] = False,
-    # Kubernetes backend (issue 4)
-    kubeconfig: Annotated[
-        Path | None,
-        typer.Option(
-            help="Kubeconfig of the cluster (kubernetes backend). [env: EOPS_KUBECONFIG; default "
-            "$KUBECONFIG, ~/.kube/config, else in-cluster]"
-        ),
-    ] = None,
-    namespace: Annotated[
-        str | None,
-        typer.Option(
-            help="Namespace of the Jobs (kubernetes backend). [env: EOPS_KUBE_NAMESPACE; "
-            "default elasticityops]"
-        ),
-    ] = None,
 ) -> None:
-    """Run the gateway and the dispatcher; print the URL and an admin token."""
-    settings = _settings(
-        {
-            "host": host,
-            "port": port,
-            "data_dir": data_dir,
-            "backend": backend,
-            "local.gpus": gpus,
-            "api.max_payload_bytes": max_payload_bytes,
-            "store.url": database_url,
-            "dispatch.paused": paused,
-            "kubernetes.kubeconfig": str(kubeconfig) if kubeconfig else None,
-            "kubernetes.namespace": namespace,
-        }
-    )
-    if kubeconfig is not None and not kubeconfig.is_file():  # kubernetes backend (issue 4)
-        _fail(
-            InvalidInput(
-                [FieldProblem("--kubeconfig", f"{kubeconfig} is not a file", "pass a kubeconfig file")]
-            )
-        )
+    """Run the gateway and the dispatcher; print the URL and an admin token. Every setting is a
+    flag and an EOPS_* variable; a flag wins over its variable."""
+    settings = _settings(given)
     from elasticityops import backend_registry
 
+    kubeconfig = settings.kubernetes.kubeconfig
+    problems = []
+    if kubeconfig is not None and not Path(kubeconfig).expanduser().is_file():
+        problems.append(
+            FieldProblem(_where("kubeconfig", given), f"{kubeconfig} is not a file", "pass a kubeconfig file")
+        )
     if settings.backend not in backend_registry.names():
-        _fail(
-            InvalidInput(
-                [
-                    FieldProblem(
-                        "--backend",
-                        f"unknown backend {settings.backend!r}",
-                        f"use one of: {', '.join(backend_registry.names())}",
-                    )
-                ]
+        problems.append(
+            FieldProblem(
+                _where("backend", given),
+                f"unknown backend {settings.backend!r}",
+                f"use one of: {', '.join(backend_registry.names())}",
             )
         )
+    if problems:
+        _fail(InvalidInput(problems))
     try:
         token, created, deployed = asyncio.run(_prepare(settings, example))
     except EopsError as exc:
@@ -213,16 +169,13 @@ def serve(
 
 
 @token_app.command("create")
+@knob_options((None, [spec(Settings, "data-dir"), spec(Settings, "database-url")]))
 def token_create(
-    data_dir: DataDirOpt = None,
+    given: dict[str, Any],
     name: Annotated[str, typer.Option(help="A label for the token, kept with its hash.")] = "cli",
-    database_url: Annotated[
-        str | None,
-        typer.Option(help="The gateway's database, if not SQLite in the data dir. [env: EOPS_DATABASE_URL]"),
-    ] = None,
 ) -> None:
     """Create an API token and print it (only its hash is stored: keep it)."""
-    settings = _settings({"data_dir": data_dir, "store.url": database_url})
+    settings = _settings(given)
 
     async def create() -> str:
         from elasticityops.server import create_token, open_store

@@ -26,6 +26,7 @@ from elasticityops.domain.events import BackendEvent, Finished, finished_event
 from elasticityops.domain.functions import FunctionSpec
 from elasticityops.domain.invocations import FailureReason, Invocation, State, callback_token
 from elasticityops.domain.ports import Backend, Change, LaunchRequest, Store
+from elasticityops.knobs import knob
 
 log = logging.getLogger(__name__)
 
@@ -39,15 +40,31 @@ class DispatchSettings:
     callback_base_url: str | None = None
     """Base URL jobs reach the gateway at, e.g. http://127.0.0.1:8080; the job gets
     `{base}/v1/invocations/{id}/result` as EOPS_CALLBACK_URL. None: no callback URL is given."""
-    tick_s: float = 1.0
-    """Longest pause between two admission cycles when nothing wakes the dispatcher (seconds)."""
+    tick_s: float = knob(
+        1.0,
+        env="EOPS_DISPATCH_TICK_SECONDS",
+        unit="seconds",
+        gt=0,
+        help="Longest pause between two admission passes when nothing wakes the dispatcher.",
+    )
     batch_size: int = 256
     """Most queued invocations looked at per cycle (count), oldest first; a full batch that
     admitted work is followed at once by another cycle."""
-    gpu_budget: int | None = None
-    """Most GPUs in use at once across all functions (count); None: only the backend limits."""
-    paused: bool = False
-    """Admit nothing (invocations are accepted and stay queued); events are still handled."""
+    gpu_budget: int | None = knob(
+        None,
+        env="EOPS_GPU_BUDGET",
+        unit="GPUs",
+        ge=0,
+        shown="no cap: only the backend limits",
+        help="Most GPUs in use at once across all functions, for any backend (a cluster's GPU quota).",
+    )
+    paused: bool = knob(
+        False,
+        env="EOPS_DISPATCH_PAUSED",
+        flag="paused",
+        help="Accept and store invocations but admit none (maintenance; measuring the gateway "
+        "alone); backend events are still handled.",
+    )
     event_retries: int = 5
     """Attempts to record one backend event when the store fails (count), with growing pauses."""
     launch_concurrency: int = 64

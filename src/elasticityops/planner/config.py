@@ -1,71 +1,88 @@
-"""Flags and YAML keys -> typed settings. A YAML key is spelled like its flag (`scale-down-after`;
-`scale_down_after` is accepted too); a flag given on the command line wins over the file."""
+"""The planner's inputs: the cluster model's knobs (planner/settings.py) and the commands' own
+(below), each declared once (elasticityops/knobs.py). They come from flags over a YAML config file
+over the declared defaults. A YAML key is spelled like its flag (`scale-down-after`;
+`scale_down_after` is accepted too); a flag typed on the command line wins over the file."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
-from dataclasses import fields
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import yaml
 
-from elasticityops.planner.distributions import Distribution, parse_distribution
+from elasticityops.knobs import BadValue, Spec, build, knob, specs
+from elasticityops.planner.distributions import Distribution
 from elasticityops.planner.errors import PlannerInputError
 from elasticityops.planner.settings import ClusterSettings
 
-
-def _bool(value: Any) -> bool:
-    if isinstance(value, bool):
-        return value
-    text = str(value).strip().lower()
-    if text in {"true", "yes", "1", "on"}:
-        return True
-    if text in {"false", "no", "0", "off"}:
-        return False
-    raise ValueError(value)
+T = TypeVar("T")
 
 
-def _int(value: Any) -> int:
-    if isinstance(value, bool) or (isinstance(value, float) and not value.is_integer()):
-        raise ValueError(value)
-    return int(value)
+def _windows(raw: Any) -> tuple[float, ...]:
+    items = raw if isinstance(raw, list | tuple) else str(raw).split(",")
+    try:
+        values = tuple(float(x) for x in items)
+    except (TypeError, ValueError):
+        raise ValueError(f"cannot parse {raw!r}; expected seconds like 300,600,1200") from None
+    if not values or any(not v >= 0 for v in values):
+        raise ValueError("need one or more windows >= 0 s")
+    return values
 
 
-def _dist(value: Any) -> Distribution:
-    return value if isinstance(value, Distribution) else parse_distribution(str(value))
+def _policies(raw: Any) -> tuple[str, ...]:
+    return tuple(str(p) for p in raw) if isinstance(raw, list | tuple) else (str(raw),)
 
 
-# flag name -> (ClusterSettings field, converter)
-SETTINGS_FLAGS: dict[str, tuple[str, Callable[[Any], Any]]] = {
-    "baseline": ("baseline", _int),
-    "max-nodes": ("max_nodes", _int),
-    "node-pools": ("node_pools", _int),
-    "pool-size-limit": ("pool_size_limit", _int),
-    "scan-interval": ("scan_interval_s", float),
-    "gpu-scale-up-delay": ("gpu_scale_up_delay_s", float),
-    "provision-delay": ("provision_delay", _dist),
-    "max-provision-time": ("max_provision_time_s", float),
-    "scale-down-after": ("scale_down_after_s", float),
-    "scale-down-parallelism": ("scale_down_parallelism", _int),
-    "node-delete-time": ("node_delete_time_s", float),
-    "scale-down-delay-after-add": ("scale_down_delay_after_add_s", float),
-    "scale-down-delay-after-failure": ("scale_down_delay_after_failure_s", float),
-    "stockout-probability": ("stockout_probability", float),
-    "backoff-initial": ("backoff_initial_s", float),
-    "backoff-max": ("backoff_max_s", float),
-    "backoff-reset": ("backoff_reset_s", float),
-    "preemption-rate": ("preemption_rate_per_hour", float),
-    "spot": ("spot", _bool),
-    "price": ("price_per_node_hour", float),
-    "min-billed": ("min_billed_s", float),
-    "headroom-interval": ("headroom_interval_s", float),
-    "rate-window": ("rate_window_s", float),
-    "horizon": ("horizon_s", float),
-    "timeline-step": ("timeline_step_s", float),
-    "seed": ("seed", _int),
-}
-assert {f for f, _ in SETTINGS_FLAGS.values()} == {f.name for f in fields(ClusterSettings)}
+@dataclass(frozen=True)
+class CommonOptions:
+    """Options of both `eops plan run` and `eops plan recommend`."""
+
+    trace: Path | None = knob(
+        None,
+        unit="file",
+        shown="none, required",
+        help="Trace CSV: arrival_s,duration_s[,function,gpu_type,priority].",
+    )
+    out: Path | None = knob(
+        None,
+        metavar="DIR",
+        shown="none, print only",
+        help="Directory for summary, per-request CSV, plots, HTML.",
+    )
+    strict_order: bool = knob(False, off="sort", help="Refuse an unsorted trace instead of sorting it.")
+    no_plots: bool = knob(False, off=None, help="Skip PNG and HTML output.")
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    policy: tuple[str, ...] = knob(
+        ("none",),
+        parse=_policies,
+        shown="none",
+        help="none | static | warm:K | scheduled:HH:MM=K,... | predictive[:W]; repeat to compare.",
+    )
+    target_wait: float = knob(
+        10.0, unit="seconds", ge=0, help="p95 time-to-start target of `predictive` without :W."
+    )
+
+
+@dataclass(frozen=True)
+class RecommendOptions:
+    p95_wait: float = knob(10.0, unit="seconds", ge=0, help="Target p95 time-to-start.")
+    margin: float = knob(0.2, unit="fraction", ge=0, help="GPU quota margin over the peak nodes.")
+    windows: tuple[float, ...] = knob(
+        (300.0, 600.0, 1200.0),
+        unit="seconds",
+        shown="300,600,1200",
+        parse=_windows,
+        help="Scale-down windows to try, comma-separated.",
+    )
+
+
+SEARCHED = ("baseline", "scale-down-after")
+"""Cluster knobs that `recommend` searches, so it takes them neither as flags nor as keys."""
 
 
 def load_config(path: Path, allowed: Iterable[str]) -> dict[str, Any]:
@@ -95,32 +112,42 @@ def load_config(path: Path, allowed: Iterable[str]) -> dict[str, Any]:
     return out
 
 
-def merge(config: Mapping[str, Any], flags: Mapping[str, Any]) -> dict[str, Any]:
-    """Flags given on the command line (not None) override the config file."""
-    merged = dict(config)
-    merged.update({k: v for k, v in flags.items() if v is not None})
-    return merged
+def cluster_knobs(searched: Sequence[str] = ()) -> list[Spec]:
+    return [k for k in specs(ClusterSettings) if k.name not in searched]
 
 
-def build_settings(values: Mapping[str, Any]) -> ClusterSettings:
-    """ClusterSettings from flag-named values; unknown names are ignored (they belong to commands)."""
-    kwargs: dict[str, Any] = {}
-    for flag, (name, convert) in SETTINGS_FLAGS.items():
-        if flag in values and values[flag] is not None:
-            try:
-                kwargs[name] = convert(values[flag])
-            except PlannerInputError:
-                raise
-            except (TypeError, ValueError):
-                raise PlannerInputError(f"--{flag}: invalid value {values[flag]!r}") from None
-    return ClusterSettings(**kwargs)
+def read_inputs(
+    given: Mapping[str, Any], config: Path | None, command: type[T], searched: Sequence[str] = ()
+) -> tuple[ClusterSettings, CommonOptions, T]:
+    """The cluster settings, the common options and the `command`'s own options, from `given`
+    (knob name -> value typed on the command line) over the YAML file `config`."""
+    kinds: list[type[Any]] = [ClusterSettings, CommonOptions, command]
+    owner = {k.name: (kind, k) for kind in kinds for k in specs(kind)}
+    loaded = load_config(config, owner) if config else {}
+    for name in searched:
+        if name in loaded:
+            raise PlannerInputError(f"--config: {name!r} is searched by recommend; leave it out")
+    values: dict[type[Any], dict[str, Any]] = {kind: {} for kind in kinds}
+    for name, raw in {**loaded, **given}.items():
+        kind, knob_spec = owner[name]
+        try:
+            values[kind][knob_spec.path] = knob_spec.parse(raw)
+        except BadValue as bad:
+            origin = "" if name in given else f" in {config}"
+            fix = f"; {bad.fix}" if bad.fix else ""
+            raise PlannerInputError(f"{knob_spec.flag}: {bad.problem}{origin}{fix}") from None
+    return (
+        build(ClusterSettings(), values[ClusterSettings]),
+        build(CommonOptions(), values[CommonOptions]),
+        build(command(), values[command]),
+    )
 
 
 def settings_dict(settings: ClusterSettings) -> dict[str, Any]:
     """Flag-named, JSON-ready view of the settings (for summary.json)."""
     out: dict[str, Any] = {}
-    for flag, (name, _) in SETTINGS_FLAGS.items():
-        value = getattr(settings, name)
-        out[flag] = str(value) if isinstance(value, Distribution) else value
+    for knob_spec in specs(ClusterSettings):
+        value = getattr(settings, knob_spec.path)
+        out[knob_spec.name] = str(value) if isinstance(value, Distribution) else value
     out["price-effective"] = settings.node_price_per_hour
     return out

@@ -32,6 +32,7 @@ from elasticityops.domain.events import BackendEvent, apply_event
 from elasticityops.domain.functions import FunctionSpec
 from elasticityops.domain.invocations import ACTIVE_STATES, Invocation, State, advance
 from elasticityops.domain.ports import Change, FunctionRecord, NewInvocation, Page
+from elasticityops.settings import StoreSettings
 from elasticityops.store import rows
 from elasticityops.store.tables import api_tokens, functions, invocations, metadata
 from elasticityops.store.writer import CommitObserver, GroupCommitWriter
@@ -92,7 +93,13 @@ def make_engine(url: str, pool_size: int) -> Engine:
 
 
 class SqlStore:
-    def __init__(self, engine: Engine, *, group_commit_max: int = 512, read_threads: int = 4) -> None:
+    def __init__(
+        self,
+        engine: Engine,
+        *,
+        group_commit_max: int = StoreSettings.group_commit_max,
+        read_threads: int = StoreSettings.read_threads,
+    ) -> None:
         self._engine = engine
         self._writer = GroupCommitWriter(engine, group_commit_max, _translate)
         self._readers = ThreadPoolExecutor(max_workers=read_threads, thread_name_prefix="eops-store-read")
@@ -100,7 +107,13 @@ class SqlStore:
         self._closed = False
 
     @classmethod
-    async def open(cls, url: str, *, group_commit_max: int = 512, read_threads: int = 4) -> SqlStore:
+    async def open(
+        cls,
+        url: str,
+        *,
+        group_commit_max: int = StoreSettings.group_commit_max,
+        read_threads: int = StoreSettings.read_threads,
+    ) -> SqlStore:
         """Connect and create the tables if missing."""
         engine = make_engine(url, read_threads)
         try:

@@ -81,7 +81,7 @@ def test_bad_spec_names_its_fields(tmp_path: Path) -> None:
 
 
 def test_render_deploy_prints_every_object() -> None:
-    done = _eops("render", "deploy", "--namespace", "gpu", "--max-gpus", "40", "--image", "reg/eops:1")
+    done = _eops("render", "deploy", "--namespace", "gpu", "--gpu-budget", "40", "--image", "reg/eops:1")
     assert done.returncode == 0, done.stderr
     objects = list(yaml.safe_load_all(done.stdout))
     kinds = [o["kind"] for o in objects]
@@ -103,7 +103,8 @@ def test_render_deploy_prints_every_object() -> None:
     env = {e["name"]: e["value"] for e in container["env"]}
     assert container["image"] == "reg/eops:1"
     assert env["EOPS_KUBE_NAMESPACE"] == "gpu"
-    assert env["EOPS_KUBE_MAX_GPUS"] == "40"
+    assert env["EOPS_GPU_BUDGET"] == "40"
+    assert "EOPS_KUBE_MAX_GPUS" not in env
     assert env["EOPS_BACKEND"] == "kubernetes"
 
 

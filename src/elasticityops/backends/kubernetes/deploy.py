@@ -26,7 +26,8 @@ class DeployOptions:
     namespace: str = "elasticityops"
     image: str = "ghcr.io/elasticityops/eops:0.1.0"
     instance: str = "default"
-    max_gpus: int | None = None
+    gpu_budget: int | None = None
+    """EOPS_GPU_BUDGET of the gateway: most GPUs in use at once; None: no cap."""
     gpu_driver_version: str | None = None
     storage: str = "1Gi"
     storage_class: str | None = None
@@ -93,8 +94,8 @@ def build_deploy(options: DeployOptions) -> list[KubeObject]:
         {"name": "EOPS_KUBE_INSTANCE", "value": options.instance},
         {"name": "EOPS_PUBLIC_URL", "value": f"http://{APP}.{ns}.svc:{PORT}"},
     ]
-    if options.max_gpus is not None:
-        env.append({"name": "EOPS_KUBE_MAX_GPUS", "value": str(options.max_gpus)})
+    if options.gpu_budget is not None:
+        env.append({"name": "EOPS_GPU_BUDGET", "value": str(options.gpu_budget)})
     if options.gpu_driver_version:
         env.append({"name": "EOPS_KUBE_GPU_DRIVER_VERSION", "value": options.gpu_driver_version})
     pvc_spec: KubeObject = {

@@ -1,9 +1,14 @@
-"""Typed settings of the local backend, each with its unit and default stated once."""
+"""Typed settings of the local backend, each with its unit and default stated once; those made
+with `knob()` are also `eops serve` flags and EOPS_* variables (elasticityops/knobs.py)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+
+from elasticityops.knobs import knob
+
+DEFAULT_VIRTUAL_SLOTS = 2
 
 
 @dataclass(frozen=True)
@@ -11,18 +16,33 @@ class LocalBackendSettings:
     run_dir: Path
     """Parent of one directory per invocation (payload, log, result, exit status). Must survive a
     gateway restart: it is how a new gateway finds the jobs the old one started."""
-    gpus: int | None = None
-    """GPU slots (count). None or 0: one slot per NVIDIA GPU that `nvidia-smi -L` lists, or
-    `DEFAULT_VIRTUAL_SLOTS` virtual slots when there is none. A number: the first N physical
-    GPUs when the machine has at least N (and `virtual` is False), else N virtual slots."""
+    gpus: int | None = knob(
+        None,
+        env="EOPS_GPUS",
+        unit="slots",
+        ge=0,
+        shown=f"one per GPU nvidia-smi -L lists, else {DEFAULT_VIRTUAL_SLOTS} virtual",
+        help="GPU slots of the local backend: N: the first N GPUs when the machine has at least N "
+        "(and virtual is off), else N virtual slots; 0: as unset.",
+    )
     virtual: bool = False
     """Use virtual slots even on a machine with GPUs (jobs then see CUDA_VISIBLE_DEVICES="")."""
-    slot_provision_delay_s: float = 0.0
-    """Seconds a cold slot takes to "provision" before its first job starts (0: none). Shows the
-    same life as a cluster node being created."""
-    slot_idle_timeout_s: float | None = None
-    """Seconds a warm slot may stay idle before it is released and goes cold again
-    (None or 0: never)."""
+    slot_provision_delay_s: float = knob(
+        0.0,
+        env="EOPS_COLD_START_SECONDS",
+        unit="seconds",
+        ge=0,
+        help="Delay before a cold slot's first job starts (local backend), as a cluster node being "
+        "created; 0: none.",
+    )
+    slot_idle_timeout_s: float | None = knob(
+        None,
+        env="EOPS_IDLE_RELEASE_SECONDS",
+        unit="seconds",
+        ge=0,
+        shown="never",
+        help="Idle time after which a warm slot is released and goes cold again (local backend); 0: never.",
+    )
     kill_grace_s: float = 5.0
     """Seconds between SIGTERM and SIGKILL when a job is cancelled or times out."""
     poll_interval_s: float = 0.05
@@ -34,6 +54,3 @@ class LocalBackendSettings:
     """Working directory of the jobs. None: the gateway's working directory when the backend
     is created, so relative paths in a `command` (e.g. `examples/hello.py`) resolve as they do
     for the person who started `eops serve`."""
-
-
-DEFAULT_VIRTUAL_SLOTS = 2
