@@ -128,9 +128,14 @@ class InProcess:
 
 @asynccontextmanager
 async def gateway(
-    tmp_path: Path, backend: ScriptedBackend, store: Callable[[SqlStore], SqlStore] | None = None
+    tmp_path: Path,
+    backend: ScriptedBackend,
+    store: Callable[[SqlStore], SqlStore] | None = None,
+    **env: str,
 ) -> AsyncIterator[InProcess]:
-    settings = load_settings(env={"EOPS_DATA_DIR": str(tmp_path), "EOPS_DISPATCH_TICK_SECONDS": "0.1"})
+    settings = load_settings(
+        env={"EOPS_DATA_DIR": str(tmp_path), "EOPS_DISPATCH_TICK_SECONDS": "0.1", **env}
+    )
     app = build_app(settings, backend=backend, store=store, freeze_heap=False)
     async with app.router.lifespan_context(app):
         runtime: Runtime = app.state.runtime
@@ -294,3 +299,20 @@ async def test_a_finished_event_after_a_cancel_changes_nothing(tmp_path: Path) -
         await asyncio.sleep(0.2)
         after = await gw.state_of(inv_id)
     assert (after.state, after.result) == (State.cancelled, None)
+
+
+async def test_the_gpu_budget_is_the_one_cap_and_metrics_count_against_it(tmp_path: Path) -> None:
+    backend = ScriptedBackend()
+    async with gateway(tmp_path, backend, EOPS_GPU_BUDGET="2") as gw:
+        ids = [await gw.invoke() for _ in range(3)]
+        await gw.until(ids[1], lambda i: i.state is State.pending)
+        await asyncio.sleep(0.3)  # a few admission cycles: the third must stay queued
+        assert (await gw.state_of(ids[2])).state is State.queued
+        metrics = (await gw.client.get("/metrics")).text
+        assert "eops_gpus_in_use 2.0" in metrics
+        assert "eops_gpus_free 0.0" in metrics
+        await backend.finish(ids[0], Finished.succeeded(_now()))
+        await gw.until(ids[2], lambda i: i.state is State.pending)
+        metrics = (await gw.client.get("/metrics")).text
+    assert "eops_gpus_in_use 2.0" in metrics
+    assert sorted(backend.launched) == sorted(ids)

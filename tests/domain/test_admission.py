@@ -1,6 +1,8 @@
 from __future__ import annotations
 
-from elasticityops.domain.admission import AdmissionSnapshot, QueuedItem, admit
+import pytest
+
+from elasticityops.domain.admission import AdmissionSnapshot, QueuedItem, admit, gpus_free, gpus_in_use
 from elasticityops.domain.functions import Priority
 
 N, H, L = Priority.normal, Priority.high, Priority.low
@@ -62,3 +64,24 @@ def test_a_big_job_at_the_head_is_not_overtaken() -> None:
 
 def test_nothing_free_nothing_admitted() -> None:
     assert admit(snap([q("a")], free=0)) == []
+
+
+def test_gpus_in_use_count_each_functions_gpus_and_one_for_a_deleted_function() -> None:
+    assert gpus_in_use({"a": 3, "b": 2, "gone": 2}, {"a": 1, "b": 4}) == 3 + 8 + 2
+
+
+@pytest.mark.parametrize(
+    ("in_use", "budget", "backend", "free"),
+    [
+        pytest.param(3, None, None, None, id="no-limit-at-all"),
+        pytest.param(3, 8, None, 5, id="budget-only"),
+        pytest.param(9, 8, None, 0, id="over-budget-is-zero"),
+        pytest.param(3, None, 2, 2, id="backend-only"),
+        pytest.param(3, 8, 2, 2, id="backend-smaller"),
+        pytest.param(7, 8, 2, 1, id="budget-smaller"),
+    ],
+)
+def test_gpus_free_is_the_smaller_of_the_budgets_room_and_the_backends(
+    in_use: int, budget: int | None, backend: int | None, free: int | None
+) -> None:
+    assert gpus_free(in_use, budget, backend) == free

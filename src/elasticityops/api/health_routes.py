@@ -9,6 +9,7 @@ from prometheus_client import CONTENT_TYPE_LATEST
 
 from elasticityops.api.errors import error_response
 from elasticityops.api.runtime import Runtime
+from elasticityops.domain.admission import gpus_free, gpus_in_use
 from elasticityops.domain.errors import EopsError
 from elasticityops.wire import ErrorOut
 
@@ -48,9 +49,9 @@ async def metrics(request: Request) -> Response:
     counts = await rt.store.counts_by_state()
     # Counted per function (one GROUP BY), not read row by row: a scrape at the peak's 4,000
     # running invocations would otherwise decode all of them.
-    in_use = 0
-    for function, active in (await rt.store.active_counts()).items():
-        record = await rt.functions.get(function)
-        in_use += active * (record.spec.gpu.count if record is not None else 1)
-    body = rt.metrics.render(counts, in_use, rt.backend.free_gpus())
+    active = await rt.store.active_counts()
+    records = await rt.functions.get_many(active)
+    in_use = gpus_in_use(active, {name: record.spec.gpu.count for name, record in records.items()})
+    free = gpus_free(in_use, rt.settings.dispatch.gpu_budget, rt.backend.free_gpus())
+    body = rt.metrics.render(counts, in_use, free)
     return Response(content=body, media_type=CONTENT_TYPE_LATEST)

@@ -8,7 +8,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
-from elasticityops.domain.admission import AdmissionSnapshot, QueuedItem, admit
+from elasticityops.domain.admission import AdmissionSnapshot, QueuedItem, admit, gpus_in_use
 from elasticityops.domain.functions import FunctionSpec
 from elasticityops.domain.invocations import FailureReason, Invocation, State
 from elasticityops.domain.ports import Change
@@ -54,11 +54,7 @@ def plan_cycle(
             fail.append(_fail(inv, at, FailureReason.no_capacity, too_big))
         else:
             runnable.append(inv)
-    # A deleted function's running invocations still hold GPUs: one each, at least.
-    in_use = sum(
-        count * (functions[name].gpu.count if name in functions else 1)
-        for name, count in active_by_function.items()
-    )
+    in_use = gpus_in_use(active_by_function, {name: spec.gpu.count for name, spec in functions.items()})
     snapshot = AdmissionSnapshot(
         queued=[QueuedItem(i.id, i.function, i.priority, functions[i.function].gpu.count) for i in runnable],
         free_gpus=free_gpus,

@@ -28,6 +28,21 @@ class AdmissionSnapshot:
     max_concurrency: Mapping[str, int]
 
 
+def gpus_in_use(active_by_function: Mapping[str, int], gpus_per_job: Mapping[str, int]) -> int:
+    """GPUs held by pending and running invocations: the one count, from the store's active
+    counts per function and each function's gpu.count (a deleted function's jobs hold one
+    each, at least: their spec is gone)."""
+    return sum(count * gpus_per_job.get(name, 1) for name, count in active_by_function.items())
+
+
+def gpus_free(in_use: int, gpu_budget: int | None, backend_free: int | None) -> int | None:
+    """GPUs that can start work now: the budget's room and the backend's own free slots,
+    whichever is smaller; None when neither limits."""
+    room = None if gpu_budget is None else max(0, gpu_budget - in_use)
+    limits = [x for x in (room, backend_free) if x is not None]
+    return min(limits) if limits else None
+
+
 def admit(snapshot: AdmissionSnapshot) -> list[str]:
     """Ids to admit now, in the order to launch them."""
     limits = [x for x in (snapshot.free_gpus, snapshot.gpu_budget_left) if x is not None]
