@@ -72,7 +72,10 @@ def up(
     baseline: int = typer.Option(2, help="Nodes in the static T4 pool."),
     max_nodes: int = typer.Option(100, help="GPU quota: at most this many GPU nodes in all."),
     provision_delay: str = typer.Option(
-        "fixed:120", help="Node provisioning delay: fixed:S, uniform:A,B or lognormal:median=M,p95=P."
+        "fixed:120",
+        help="Seconds from scale-up decision to a Ready node, a delay spec as in eops plan: fixed:120, "
+        "uniform:80,120, lognormal:median=240,p95=420 or exponential:mean=200 (a bare number is "
+        "refused: write fixed:90).",
     ),
     scale_down_after: float = typer.Option(600.0, help="Seconds a node must be idle before removal."),
     gpu_pod_delay: float = typer.Option(30.0, help="Seconds a GPU pod waits before it triggers a scale-up."),

@@ -9,7 +9,8 @@ upstream's defaults and the planner's knob names:
 - scale-up: GPU pods that have been unschedulable for `gpu_pod_delay` and are not expendable
   (priority >= cutoff) and are not covered by free GPUs on Ready nodes or by nodes already on
   their way get one new 1-GPU node each, up to the `max_nodes` quota; each node becomes a
-  Node object `provision_delay` (sampled per node) after the decision.
+  Node object `provision_delay` (sampled per node, the planner's spec language and parser) after
+  the decision.
 - pools: auto-provisioned pools `nap-t4-<zone>-<k>` hold at most `pool_size_limit` nodes; new
   nodes go to the least-filled pool, spreading over zones.
 - stockout: each scale-up request to a pool fails with `stockout_probability`; the pool then
@@ -29,7 +30,6 @@ import random
 from dataclasses import dataclass, field, replace
 
 from elasticityops.devcluster.config import AutoscalerSettings
-from elasticityops.devcluster.distributions import parse_delay
 from elasticityops.devcluster.nodes import (
     BASELINE_POOL,
     ROLE_AUTOSCALED,
@@ -37,6 +37,7 @@ from elasticityops.devcluster.nodes import (
     ZONES,
     baseline_node_name,
 )
+from elasticityops.planner.distributions import parse_distribution
 
 
 @dataclass(frozen=True)
@@ -184,7 +185,7 @@ def decide(
     to_order = max(0, min(needed, room))
     if to_order:
         counts = _pool_counts(snap, in_flight)
-        delay = parse_delay(s.provision_delay)
+        delay = parse_distribution(s.provision_delay)
         blocked = {p for p, b in backoff.items() if b.until > now}
         plan: dict[str, int] = {}
         for _ in range(to_order):

@@ -7,7 +7,7 @@ from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
-from elasticityops.devcluster.distributions import parse_delay
+from elasticityops.planner.distributions import parse_distribution
 
 
 @dataclass(frozen=True)
@@ -19,7 +19,7 @@ class AutoscalerSettings:
     max_nodes: int = 100  # GPU quota: baseline + provisioned + in-flight nodes never exceed it
     scan_interval: float = 10.0  # s between two decision cycles
     gpu_pod_delay: float = 30.0  # s a GPU pod must have been unschedulable before it counts
-    provision_delay: str = "fixed:120"  # s from scale-up decision to a Ready node
+    provision_delay: str = "fixed:120"  # s from scale-up decision to a Ready node (planner spec)
     scale_down_after: float = 600.0  # s a node must be unneeded (no GPU requested) before removal
     max_scale_down_parallelism: int = 10  # nodes removed per cycle at most
     pool_size_limit: int = 1000  # nodes per auto-provisioned node pool
@@ -30,7 +30,7 @@ class AutoscalerSettings:
     seed: int = 0  # RNG seed for delays and stockouts (0: from the clock)
 
     def validated(self) -> AutoscalerSettings:
-        parse_delay(self.provision_delay)
+        parse_distribution(self.provision_delay)
         if self.baseline < 0 or self.max_nodes < 0 or self.pool_size_limit < 1:
             raise ValueError("baseline, max_nodes must be >= 0 and pool_size_limit >= 1")
         if not 0.0 <= self.stockout_probability <= 1.0:

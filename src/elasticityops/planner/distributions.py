@@ -1,6 +1,9 @@
 """Delay distributions written as short specs: `fixed:120`, `lognormal:median=240,p95=420`,
 `uniform:80,120`, `exponential:mean=200`. Values are seconds. Parsing is strict and its errors
-name the spec; sampling takes the caller's `random.Random`, so runs are reproducible."""
+name the spec; sampling takes the caller's `random.Random`, so runs are reproducible.
+
+The project's one delay spec language: the planner's `--provision-delay` and the dev cluster's
+`provision_delay` knob are both parsed here, so a spec means the same delay in both."""
 
 from __future__ import annotations
 

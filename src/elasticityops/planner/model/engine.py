@@ -36,12 +36,14 @@ from elasticityops.elasticity.sizing import (
     WarmHeadroom,
     size_headroom,
 )
+from elasticityops.planner.distributions import Distribution
 from elasticityops.planner.model.result import SimResult, SimTimeSeries
 from elasticityops.planner.settings import ClusterSettings
 
 _READY, _FAIL, _PREEMPT = 0, 1, 2
 _INF = math.inf
 _STALL_S = 400 * 86_400.0  # a model that runs this far past the last arrival is stuck
+_COMPACT_AFTER = 65_536  # consumed entries at the front of a FIFO list before it is compacted
 
 
 class ModelStalledError(RuntimeError):
@@ -62,12 +64,10 @@ def simulate(
     if len(dur) != n:
         raise ValueError("arrivals and durations differ in length")
     s = settings
+    if n:
+        _refuse_hopeless(s)
     cap = s.autoscaled_cap
-    if n and s.baseline == 0 and cap <= 0:
-        raise ModelStalledError("no capacity: the quota leaves no room for any node")
     prov = s.provision_delay
-    if n and s.baseline == 0 and prov.quantile(1e-9) > s.max_provision_time_s:
-        raise ModelStalledError("every node exceeds max-provision-time; nothing can ever run")
     rng = random.Random(s.seed)
     scan = s.scan_interval_s
     gpu_delay = s.gpu_scale_up_delay_s
@@ -119,12 +119,7 @@ def simulate(
     next_hr = 0.0
     rate_window = s.rate_window_s
     done_t: list[float] = []  # completion times, in order (for the recent departure rate)
-    tl_t: list[float] = []
-    tl_demand: list[int] = []
-    tl_busy: list[int] = []
-    tl_ready: list[int] = []
-    tl_prov: list[int] = []
-    tl_head: list[int] = []
+    timeline = SimTimeSeries([], [], [], [], [], [])
     next_tl = 0.0
     tl_step = s.timeline_step_s
 
@@ -143,6 +138,9 @@ def simulate(
     while True:
         t_scan = k_scan * scan
         # ---- events up to and including this autoscaler loop --------------------------------
+        # An event is done within its branch (`continue`) or leaves node nd free at t for request
+        # r (r < 0: for the oldest waiting request, if any); the code after the branches hands
+        # the node over, so that runs start in one place, inline: a call per run costs 5-9%.
         while True:
             te = ends[0][0] if ends else _INF
             tm = misc[0][0] if misc else _INF
@@ -156,6 +154,7 @@ def simulate(
                 busy -= 1
                 done_t.append(te)
                 t = te
+                r = -1
             elif tm <= next_arr:
                 if tm > t_scan:
                     break
@@ -165,6 +164,7 @@ def simulate(
                     ready_at[nd] = t
                     if preempt_rate > 0.0:
                         push(misc, (t + rng.expovariate(preempt_rate), _PREEMPT, nd))
+                    r = -1
                 elif kind == _FAIL:
                     provisioning -= 1
                     auto_alive -= 1
@@ -179,45 +179,31 @@ def simulate(
                     auto_alive -= 1
                     preemptions += 1
                     r = running[nd]
-                    if r >= 0:
-                        running[nd] = -1
-                        busy -= 1
-                        busy_s -= end[r] - t
-                        end[r] = -1.0
-                        restarts[r] += 1
+                    if r < 0:  # it was empty, or held a placeholder, which is pending again
+                        if nd in warm:
+                            warm.remove(nd)
+                            ph_pend.append(t)
+                        else:
+                            empty.remove(nd)
+                        ph_head = _hold_placeholders(empty, warm, ph_pend, ph_head)
+                        continue
+                    running[nd] = -1
+                    busy -= 1
+                    busy_s -= end[r] - t
+                    end[r] = -1.0
+                    restarts[r] += 1
+                    # r waits again, behind those already waiting; as nothing waits while a node
+                    # is free, a free node means r restarts on it at once
+                    if not (bfree or empty or warm):
                         pend.append(r)
                         pend_t.append(t)
-                    elif nd in warm:
-                        warm.remove(nd)
-                        ph_pend.append(t)
-                    else:
-                        empty.remove(nd)
-                    # the invariant "nothing waits while a node is free" may now be broken
-                    while head < len(pend) and (bfree or empty or warm):
-                        r = pend[head]
-                        head += 1
-                        if bfree:
-                            nd = bfree.pop()
-                        elif empty:
-                            nd = empty.pop()
-                        else:
-                            nd = warm.pop()
-                            ph_pend.append(t)
-                        running[nd] = r
-                        node_of[r] = nd
-                        busy += 1
-                        busy_s += dur[r]
-                        e = t + dur[r]
-                        end[r] = e
-                        push(ends, (e, r))
-                    while empty and ph_head < len(ph_pend):
-                        warm.append(empty.pop())
-                        ph_head += 1
-                    continue
+                        continue
+                    nd = _take_free_node(bfree, empty, warm, ph_pend, t)
             else:
                 if next_arr > t_scan:
                     break
-                # ---- arrival ----
+                # ---- arrival: a free node at once, else wait ----
+                # (the order of _take_free_node, written out: a call per request costs ~2% more)
                 t = next_arr
                 r = i
                 i += 1
@@ -234,51 +220,42 @@ def simulate(
                     pend_t.append(t)
                     continue
                 start[r] = t
-                running[nd] = r
-                node_of[r] = nd
-                busy += 1
-                d = dur[r]
-                busy_s += d
-                e = t + d
-                end[r] = e
-                push(ends, (e, r))
-                continue
-            # ---- node nd is free at time t ----
-            if head < len(pend):
+            # ---- node nd is free at t: for r, or (r < 0) the oldest waiting request, or idle ----
+            if r < 0:
+                if head == len(pend):
+                    running[nd] = -1
+                    if nd < baseline:
+                        bfree.append(nd)
+                    elif ph_head < len(ph_pend):
+                        warm.append(nd)
+                        ph_head += 1
+                    else:
+                        empty.append(nd)
+                        idle_since[nd] = t
+                    continue
                 r = pend[head]
                 head += 1
-                if start[r] < 0.0:
+                if start[r] < 0.0:  # a restart keeps the first start
                     start[r] = t
-                running[nd] = r
-                node_of[r] = nd
-                busy += 1
-                d = dur[r]
-                busy_s += d
-                e = t + d
-                end[r] = e
-                push(ends, (e, r))
-            elif nd < baseline:
-                running[nd] = -1
-                bfree.append(nd)
-            elif ph_head < len(ph_pend):
-                running[nd] = -1
-                warm.append(nd)
-                ph_head += 1
-            else:
-                running[nd] = -1
-                empty.append(nd)
-                idle_since[nd] = t
+            # ---- request r runs on node nd from t (new, waiting, or restarted after a preemption)
+            running[nd] = r
+            node_of[r] = nd
+            busy += 1
+            d = dur[r]
+            busy_s += d
+            e = t + d
+            end[r] = e
+            push(ends, (e, r))
 
         # ---- autoscaler loop at t_scan ---------------------------------------------------------
         t = t_scan
         if not constant and t >= next_hr:
             next_hr = t + s.headroom_interval_s
-            recent = i - bisect_left(arr, t - rate_window, 0, i)
             obs = HeadroomObservation(
                 now_s=t,
                 time_of_day_s=t % 86_400.0,
-                arrival_rate_per_s=recent / rate_window,
-                departure_rate_per_s=(len(done_t) - bisect_left(done_t, t - rate_window)) / rate_window,
+                arrival_rate_per_s=_recent_rate(arr, i, t, rate_window),
+                departure_rate_per_s=_recent_rate(done_t, len(done_t), t, rate_window),
                 busy_nodes=busy,
                 free_nodes=len(bfree) + len(empty) + len(warm),
                 pending_requests=len(pend) - head,
@@ -286,83 +263,66 @@ def simulate(
             )
             target = size_headroom(obs, policy)
         held = len(warm) + len(ph_pend) - ph_head
-        if target != held:
-            if target > held:
-                ph_pend.extend([t] * (target - held))
-                while empty and ph_head < len(ph_pend):
-                    warm.append(empty.pop())
-                    ph_head += 1
-            else:
-                drop = held - target
-                cancel = min(drop, len(ph_pend) - ph_head)
-                if cancel:
-                    del ph_pend[len(ph_pend) - cancel :]
-                for _ in range(drop - cancel):
-                    nd = warm.pop()
-                    empty.append(nd)
-                    idle_since[nd] = t
+        if target > held:
+            ph_pend.extend([t] * (target - held))
+            ph_head = _hold_placeholders(empty, warm, ph_pend, ph_head)
+        elif target < held:
+            _drop_placeholders(held - target, t, warm, empty, idle_since, ph_pend, ph_head)
+        # -- scale-up
         real_p = len(pend) - head
         ph_p = len(ph_pend) - ph_head
         need = real_p + ph_p - provisioning
-        if need > 0 and t >= backoff_until:
-            if real_p > provisioning:
-                oldest = pend_t[head + provisioning]
-                if ph_p and ph_pend[ph_head] < oldest:
-                    oldest = ph_pend[ph_head]
-            else:
-                oldest = ph_pend[ph_head + provisioning - real_p]
-            if t - oldest >= gpu_delay:
-                k = min(need, cap - auto_alive)
-                if k < need:
-                    quota_hits += 1
-                if k > 0:
-                    if stockout > 0.0 and rng.random() < stockout:
-                        failures += 1
-                        fail_backoff(t)
-                    else:
-                        last_up = t
-                        provisioning += k
-                        auto_alive += k
-                        for _ in range(k):
-                            nd = len(created)
-                            created.append(t)
-                            ready_at.append(_INF)
-                            deleted.append(_INF)
-                            running.append(-1)
-                            idle_since.append(t)
-                            delay = prov.sample(rng)
-                            if delay > max_prov:
-                                push(misc, (t + max_prov, _FAIL, nd))
-                            else:
-                                push(misc, (t + delay, _READY, nd))
-                        if baseline + auto_alive > peak:
-                            peak = baseline + auto_alive
+        if (
+            need > 0
+            and t >= backoff_until
+            and t - _oldest_uncovered(pend_t, head, real_p, ph_pend, ph_head, ph_p, provisioning) >= gpu_delay
+        ):
+            k = min(need, cap - auto_alive)
+            if k < need:
+                quota_hits += 1
+            if k > 0:
+                if stockout > 0.0 and rng.random() < stockout:
+                    failures += 1
+                    fail_backoff(t)
+                else:
+                    last_up = t
+                    provisioning += k
+                    auto_alive += k
+                    _order_nodes(
+                        k, t, prov, max_prov, rng, misc, created, ready_at, deleted, running, idle_since
+                    )
+                    if baseline + auto_alive > peak:
+                        peak = baseline + auto_alive
+        # -- scale-down
         while deleting and deleting[0] <= t:  # deletions finished: the quota slot is free again
             deleting.popleft()
             auto_alive -= 1
-        if empty and t - last_up >= delay_add and t - last_fail >= delay_fail:
-            slots = parallel - len(deleting)
-            while slots > 0 and empty and t - idle_since[empty[0]] >= window:
-                nd = empty.popleft()
-                slots -= 1
-                if delete_time > 0.0:
-                    deleted[nd] = t + delete_time
-                    deleting.append(t + delete_time)
-                else:
-                    deleted[nd] = t
-                    auto_alive -= 1
+        if (
+            empty
+            and t - idle_since[empty[0]] >= window  # also checked here: most loops need no call
+            and t - last_up >= delay_add
+            and t - last_fail >= delay_fail
+        ):
+            auto_alive -= _scale_down(
+                t, parallel - len(deleting), window, delete_time, empty, idle_since, deleted, deleting
+            )
         if t >= next_tl:
             next_tl = t + tl_step
-            tl_t.append(t)
-            tl_busy.append(busy)
-            tl_demand.append(busy + len(pend) - head)
-            tl_ready.append(baseline + auto_alive - provisioning)
-            tl_prov.append(provisioning)
-            tl_head.append(target)
-        if head > 65_536 and head * 2 > len(pend):
+            _sample(
+                timeline,
+                t,
+                busy,
+                len(pend) - head,
+                baseline + auto_alive - provisioning,
+                provisioning,
+                target,
+            )
+        # Drop the consumed front of the FIFO lists now and then, so that memory stays bounded
+        # while each request costs O(1) amortised.
+        if head > _COMPACT_AFTER and head * 2 > len(pend):
             del pend[:head], pend_t[:head]
             head = 0
-        if ph_head > 65_536 and ph_head * 2 > len(ph_pend):
+        if ph_head > _COMPACT_AFTER and ph_head * 2 > len(ph_pend):
             del ph_pend[:ph_head]
             ph_head = 0
         if i >= n and busy == 0 and head == len(pend) and t >= s.horizon_s:
@@ -390,5 +350,150 @@ def simulate(
         scale_up_failures=failures,
         provision_timeouts=timeouts,
         preemptions=preemptions,
-        timeline=SimTimeSeries(tl_t, tl_demand, tl_busy, tl_ready, tl_prov, tl_head),
+        timeline=timeline,
     )
+
+
+# Helpers off the per-request path: each runs at most once per autoscaler loop or on a rare event
+# (a preemption), so calling them costs nothing measurable (BENCHMARKS.md, planner).
+
+
+def _refuse_hopeless(s: ClusterSettings) -> None:
+    """Refuse, before simulating forever, settings under which no request could ever start."""
+    if s.baseline > 0:
+        return
+    if s.autoscaled_cap <= 0:
+        raise ModelStalledError("no capacity: the quota leaves no room for any node")
+    if s.provision_delay.quantile(1e-9) > s.max_provision_time_s:
+        raise ModelStalledError("every node exceeds max-provision-time; nothing can ever run")
+
+
+def _order_nodes(
+    k: int,
+    t: float,
+    prov: Distribution,
+    max_prov: float,
+    rng: random.Random,
+    misc: list[tuple[float, int, int]],
+    created: list[float],
+    ready_at: list[float],
+    deleted: list[float],
+    running: list[int],
+    idle_since: list[float],
+) -> None:
+    """k autoscaled nodes asked for at t, each ready after its sampled provisioning time or given
+    up at max-provision-time (both node events in `misc`)."""
+    for _ in range(k):
+        nd = len(created)
+        created.append(t)
+        ready_at.append(_INF)
+        deleted.append(_INF)
+        running.append(-1)
+        idle_since.append(t)
+        delay = prov.sample(rng)
+        if delay > max_prov:
+            heapq.heappush(misc, (t + max_prov, _FAIL, nd))
+        else:
+            heapq.heappush(misc, (t + delay, _READY, nd))
+
+
+def _take_free_node(
+    bfree: list[int], empty: deque[int], warm: list[int], ph_pend: list[float], t: float
+) -> int:
+    """A free node for a request, which the caller knows there is: a baseline node, else the most
+    recently emptied node, else one holding a placeholder, which is pending again from t."""
+    if bfree:
+        return bfree.pop()
+    if empty:
+        return empty.pop()
+    ph_pend.append(t)
+    return warm.pop()
+
+
+def _hold_placeholders(empty: deque[int], warm: list[int], ph_pend: list[float], ph_head: int) -> int:
+    """Pending placeholders take empty nodes (most recently emptied first); returns the new head
+    of the pending placeholders."""
+    while empty and ph_head < len(ph_pend):
+        warm.append(empty.pop())
+        ph_head += 1
+    return ph_head
+
+
+def _drop_placeholders(
+    drop: int,
+    t: float,
+    warm: list[int],
+    empty: deque[int],
+    idle_since: list[float],
+    ph_pend: list[float],
+    ph_head: int,
+) -> None:
+    """Remove `drop` placeholders: the newest pending ones first (no node to give back), then
+    those holding nodes, whose nodes are empty from t."""
+    cancel = min(drop, len(ph_pend) - ph_head)
+    if cancel:
+        del ph_pend[len(ph_pend) - cancel :]
+    for _ in range(drop - cancel):
+        nd = warm.pop()
+        empty.append(nd)
+        idle_since[nd] = t
+
+
+def _recent_rate(times: list[float], count: int, t: float, window: float) -> float:
+    """Events per second over [t - window, t], from the first `count` of sorted `times`."""
+    return (count - bisect_left(times, t - window, 0, count)) / window
+
+
+def _oldest_uncovered(
+    pend_t: list[float],
+    head: int,
+    real_p: int,
+    ph_pend: list[float],
+    ph_head: int,
+    ph_p: int,
+    provisioning: int,
+) -> float:
+    """Creation time of the oldest pending pod that no provisioning node will serve: nodes on
+    their way will serve waiting requests first, then placeholders (a freed node's order)."""
+    if real_p > provisioning:
+        oldest = pend_t[head + provisioning]
+        if ph_p and ph_pend[ph_head] < oldest:
+            return ph_pend[ph_head]
+        return oldest
+    return ph_pend[ph_head + provisioning - real_p]
+
+
+def _scale_down(
+    t: float,
+    slots: int,
+    window: float,
+    delete_time: float,
+    empty: deque[int],
+    idle_since: list[float],
+    deleted: list[float],
+    deleting: deque[float],
+) -> int:
+    """Delete up to `slots` empty nodes idle for `window`, longest idle first. Returns how many
+    are gone at once; with a `delete_time` they hold their quota slot until `deleting` says."""
+    gone = 0
+    while slots > 0 and empty and t - idle_since[empty[0]] >= window:
+        nd = empty.popleft()
+        slots -= 1
+        if delete_time > 0.0:
+            deleted[nd] = t + delete_time
+            deleting.append(t + delete_time)
+        else:
+            deleted[nd] = t
+            gone += 1
+    return gone
+
+
+def _sample(
+    tl: SimTimeSeries, t: float, busy: int, waiting: int, ready: int, provisioning: int, headroom: int
+) -> None:
+    tl.t_s.append(t)
+    tl.busy.append(busy)
+    tl.demand.append(busy + waiting)
+    tl.ready.append(ready)
+    tl.provisioning.append(provisioning)
+    tl.headroom.append(headroom)
