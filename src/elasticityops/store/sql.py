@@ -39,8 +39,8 @@ from elasticityops.domain.invocations import (
     mark_capacity_ready,
 )
 from elasticityops.domain.ports import Change, FunctionRecord, NewInvocation, Page
-from elasticityops.store import rows
-from elasticityops.store.tables import api_tokens, functions, invocations, metadata
+from elasticityops.store import migrate, rows
+from elasticityops.store.tables import api_tokens, functions, invocations
 from elasticityops.store.writer import CommitObserver, GroupCommitWriter
 
 log = logging.getLogger(__name__)
@@ -108,13 +108,15 @@ class SqlStore:
 
     @classmethod
     async def open(cls, url: str, *, group_commit_max: int = 512, read_threads: int = 4) -> SqlStore:
-        """Connect and create the tables if missing."""
+        """Connect and migrate the schema to this release's (see migrate.py)."""
         engine = make_engine(url, read_threads)
         try:
-            await asyncio.to_thread(metadata.create_all, engine)
-        except SQLAlchemyError as exc:
+            await asyncio.to_thread(migrate.upgrade, engine)
+        except BaseException as exc:
             engine.dispose()
-            raise _translate(exc) from None
+            if isinstance(exc, SQLAlchemyError):
+                raise _translate(exc) from None
+            raise
         return cls(engine, group_commit_max=group_commit_max, read_threads=read_threads)
 
     def observe_transitions(self, observer: TransitionObserver) -> None:
