@@ -33,8 +33,8 @@ from elasticityops.domain.functions import FunctionSpec
 from elasticityops.domain.invocations import ACTIVE_STATES, Invocation, State, advance
 from elasticityops.domain.ports import Change, FunctionRecord, NewInvocation, Page
 from elasticityops.settings import StoreSettings
-from elasticityops.store import rows
-from elasticityops.store.tables import api_tokens, functions, invocations, metadata
+from elasticityops.store import migrate, rows
+from elasticityops.store.tables import api_tokens, functions, invocations
 from elasticityops.store.writer import CommitObserver, GroupCommitWriter
 
 log = logging.getLogger(__name__)
@@ -114,13 +114,15 @@ class SqlStore:
         group_commit_max: int = StoreSettings.group_commit_max,
         read_threads: int = StoreSettings.read_threads,
     ) -> SqlStore:
-        """Connect and create the tables if missing."""
+        """Connect and migrate the schema to this release's (see migrate.py)."""
         engine = make_engine(url, read_threads)
         try:
-            await asyncio.to_thread(metadata.create_all, engine)
-        except SQLAlchemyError as exc:
+            await asyncio.to_thread(migrate.upgrade, engine)
+        except BaseException as exc:
             engine.dispose()
-            raise _translate(exc) from None
+            if isinstance(exc, SQLAlchemyError):
+                raise _translate(exc) from None
+            raise
         return cls(engine, group_commit_max=group_commit_max, read_threads=read_threads)
 
     def observe_transitions(self, observer: TransitionObserver) -> None:

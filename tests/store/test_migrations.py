@@ -1,0 +1,616 @@
+"""Schema migrations at start-up (store/migrate.py), on SQLite and PostgreSQL: a fresh database,
+one made by the release before migrations, gateways starting together (threads and processes),
+a database newer than the gateway, a failed migration, and the check that the migrations build
+exactly what tables.py says."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+from alembic.autogenerate import compare_metadata
+from alembic.runtime.migration import MigrationContext
+from alembic.script import ScriptDirectory
+from sqlalchemy import (
+    Column,
+    DateTime,
+    Engine,
+    Index,
+    Integer,
+    LargeBinary,
+    MetaData,
+    String,
+    Table,
+    Text,
+    UniqueConstraint,
+    create_engine,
+    insert,
+    inspect,
+    pool,
+    text,
+)
+
+import elasticityops
+from elasticityops.domain.errors import Conflict, EopsError, InvalidInput
+from elasticityops.domain.events import BackendEvent
+from elasticityops.domain.functions import FunctionSpec, Priority
+from elasticityops.domain.invocations import FailureReason, Note, State, new_invocation_id
+from elasticityops.domain.ports import Change, NewInvocation
+from elasticityops.store import migrate, tables
+from elasticityops.store.sql import SqlStore, make_engine
+
+from .conftest import open_store
+
+T0 = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
+HEAD = ScriptDirectory(str(migrate.SCRIPT_LOCATION)).get_current_head()
+OUR_TABLES = {"functions", "invocations", "api_tokens"}
+
+
+def _frozen_schema() -> MetaData:
+    """The DDL of the last release before migrations (its tables.py, `create_all`ed at start-up),
+    copied here and never to be edited: it is what databases in the field look like."""
+    frozen = MetaData()
+    Table(
+        "functions",
+        frozen,
+        Column("name", String(64), primary_key=True),
+        Column("spec", Text, nullable=False),
+        Column("version", Integer, nullable=False),
+        Column("created_at", DateTime(timezone=True), nullable=False),
+        Column("updated_at", DateTime(timezone=True), nullable=False),
+    )
+    Table(
+        "invocations",
+        frozen,
+        Column("id", String(40), primary_key=True),
+        Column("function", String(64), nullable=False),
+        Column("spec_version", Integer, nullable=False),
+        Column("priority", String(16), nullable=False),
+        Column("state", String(16), nullable=False),
+        Column("idempotency_key", String(256), nullable=True),
+        Column("accepted_at", DateTime(timezone=True), nullable=False),
+        Column("dispatched_at", DateTime(timezone=True), nullable=True),
+        Column("capacity_ready_at", DateTime(timezone=True), nullable=True),
+        Column("started_at", DateTime(timezone=True), nullable=True),
+        Column("finished_at", DateTime(timezone=True), nullable=True),
+        Column("exit_code", Integer, nullable=True),
+        Column("failure_reason", String(32), nullable=True),
+        Column("message", Text, nullable=False),
+        Column("node", String(256), nullable=True),
+        Column("notes", Text, nullable=False),
+        Column("result", LargeBinary, nullable=True),
+        Column("payload", LargeBinary, nullable=False),
+        UniqueConstraint("function", "idempotency_key", name="uq_invocation_idempotency"),
+        Index("ix_invocations_state_id", "state", "id"),
+        Index("ix_invocations_function_id", "function", "id"),
+    )
+    Table(
+        "api_tokens",
+        frozen,
+        Column("token_hash", String(64), primary_key=True),
+        Column("name", String(128), nullable=False),
+        Column("created_at", DateTime(timezone=True), nullable=False),
+    )
+    return frozen
+
+
+# Rows as the previous release wrote them: its canonical spec JSON, its notes JSON.
+OLD_SPEC = (
+    '{"annotations": {}, "command": ["python", "-c", "pass"], "env": {}, "gpu": {"count": 1, '
+    '"type": "nvidia-tesla-t4"}, "image": "python:3.11-slim", "machine_type": "n1-standard-4", '
+    '"max_concurrency": 500, "name": "hello", "priority": "normal", "resources": {"cpu": null, '
+    '"memory": null}, "timeout_seconds": 3600}'
+)
+QUEUED, PENDING, RUNNING, SUCCEEDED, FAILED, TIMED_OUT = (
+    f"inv-01m8ryqdkdy6n1gbqhrbdcspr{i}" for i in range(6)
+)
+
+
+def _old_invocation(id_: str, state: str, **extra: Any) -> dict[str, Any]:
+    row: dict[str, Any] = {
+        "id": id_,
+        "function": "hello",
+        "spec_version": 1,
+        "priority": "normal",
+        "state": state,
+        "idempotency_key": None,
+        "accepted_at": T0,
+        "dispatched_at": None,
+        "capacity_ready_at": None,
+        "started_at": None,
+        "finished_at": None,
+        "exit_code": None,
+        "failure_reason": None,
+        "message": "",
+        "node": None,
+        "notes": "[]",
+        "result": None,
+        "payload": b'{"n": "%s"}' % id_[-1:].encode(),
+    }
+    assert set(extra) <= set(row), "every row names every column: one executemany takes the first's"
+    return {**row, **extra}
+
+
+OLD_INVOCATIONS = [
+    _old_invocation(QUEUED, "queued", idempotency_key="k1"),
+    _old_invocation(PENDING, "pending", dispatched_at=T0 + timedelta(seconds=1)),
+    _old_invocation(
+        RUNNING,
+        "running",
+        dispatched_at=T0 + timedelta(seconds=1),
+        capacity_ready_at=T0 + timedelta(seconds=20),
+        started_at=T0 + timedelta(seconds=25),
+        node="gpu-node-7",
+        notes='[{"at": "2026-03-01T12:00:02+00:00", "kind": "TriggeredScaleUp", "message": "pool 1->2"}]',
+    ),
+    _old_invocation(
+        SUCCEEDED,
+        "succeeded",
+        dispatched_at=T0,
+        started_at=T0 + timedelta(seconds=2),
+        finished_at=T0 + timedelta(seconds=9),
+        exit_code=0,
+        result=b'{"answer": 42}',
+    ),
+    _old_invocation(
+        TIMED_OUT,
+        "timed_out",
+        dispatched_at=T0,
+        finished_at=T0 + timedelta(seconds=60),
+        failure_reason="deadline_exceeded",  # the Kubernetes backend's own word before 0002
+        message="ran past its timeout of 60 s (waiting for a node included)",
+    ),
+    _old_invocation(
+        FAILED,
+        "failed",
+        dispatched_at=T0,
+        started_at=T0 + timedelta(seconds=2),
+        finished_at=T0 + timedelta(seconds=5),
+        exit_code=3,
+        failure_reason="exit_code",
+        message="boom",
+    ),
+]
+
+
+def _previous_release_database(url: str) -> None:
+    schema = _frozen_schema()
+    with _engine(url) as engine, engine.begin() as conn:
+        schema.create_all(conn)
+        conn.execute(
+            insert(schema.tables["functions"]).values(
+                name="hello", spec=OLD_SPEC, version=1, created_at=T0, updated_at=T0
+            )
+        )
+        conn.execute(insert(schema.tables["invocations"]), OLD_INVOCATIONS)
+        conn.execute(
+            insert(schema.tables["api_tokens"]).values(token_hash="f" * 64, name="admin", created_at=T0)
+        )
+
+
+@contextlib.contextmanager
+def _engine(url: str) -> Iterator[Engine]:
+    """A throwaway engine for looking at the database from outside the store."""
+    engine = create_engine(url, poolclass=pool.NullPool)
+    try:
+        yield engine
+    finally:
+        engine.dispose()
+
+
+def _versions(url: str) -> list[str]:
+    with _engine(url) as engine, engine.connect() as conn:
+        return [row[0] for row in conn.execute(text("SELECT version_num FROM alembic_version"))]
+
+
+def _table_names(url: str) -> set[str]:
+    with _engine(url) as engine, engine.connect() as conn:
+        return set(inspect(conn).get_table_names())
+
+
+def _schema_differences(url: str, metadata: MetaData) -> list[Any]:
+    with _engine(url) as engine, engine.connect() as conn:
+        return list(compare_metadata(MigrationContext.configure(conn), metadata))
+
+
+def new(key: str | None = None) -> NewInvocation:
+    return NewInvocation(
+        id=new_invocation_id(),
+        function="hello",
+        spec_version=1,
+        priority_rank=Priority.normal.rank,
+        accepted_at=T0,
+        payload=b"{}",
+        idempotency_key=key,
+    )
+
+
+@pytest.fixture
+def migrations_logged(caplog: pytest.LogCaptureFixture) -> Iterator[pytest.LogCaptureFixture]:
+    with caplog.at_level(logging.INFO, logger=migrate.__name__):
+        yield caplog
+
+
+def _migrations_run(caplog: pytest.LogCaptureFixture) -> list[str]:
+    return [r.getMessage() for r in caplog.records if r.getMessage().startswith("migrating the database")]
+
+
+def test_a_fresh_database_is_migrated_to_head_and_matches_tables_py(
+    store_url: str, run: asyncio.Runner, migrations_logged: pytest.LogCaptureFixture
+) -> None:
+    async def body() -> None:
+        store = await open_store(store_url)
+        try:
+            inv, created = await store.create_invocation(new(key="k"))
+            assert created
+            again, created = await store.create_invocation(new(key="k"))
+            assert not created, "an idempotency key finds its invocation"
+            assert again.id == inv.id
+        finally:
+            await store.close()
+
+    run.run(body())
+    assert _versions(store_url) == [HEAD]
+    assert _table_names(store_url) == {*OUR_TABLES, "alembic_version"}
+    # The check that makes every schema change a migration: tables.py (which queries use) and
+    # what the migrations built must not differ in any way autogenerate can see.
+    assert _schema_differences(store_url, tables.metadata) == []
+    assert _migrations_run(migrations_logged) == [f"migrating the database schema from nothing to {HEAD}"]
+
+
+def test_the_schema_check_notices_a_change_made_without_a_migration(
+    store_url: str, run: asyncio.Runner
+) -> None:
+    async def body() -> None:
+        await (await open_store(store_url)).close()
+
+    run.run(body())
+    changed = MetaData()
+    for table in tables.metadata.tables.values():
+        table.to_metadata(changed)
+    changed.tables["functions"].append_column(Column("never_migrated", String(64), nullable=True))
+    Index("ix_never_migrated", changed.tables["functions"].c.never_migrated)
+    found = _schema_differences(store_url, changed)
+    named = sorted((d[0], d[3].name if d[0] == "add_column" else d[1].name) for d in found)
+    assert named == [("add_column", "never_migrated"), ("add_index", "ix_never_migrated")]
+
+
+def test_a_database_of_the_release_before_migrations_is_adopted_with_its_rows(
+    store_url: str, run: asyncio.Runner, migrations_logged: pytest.LogCaptureFixture
+) -> None:
+    _previous_release_database(store_url)
+    assert "alembic_version" not in _table_names(store_url)
+
+    async def body() -> None:
+        store = await open_store(store_url)
+        try:
+            await _old_rows_are_readable(store)
+            await _new_writes_work(store)
+        finally:
+            await store.close()
+
+    run.run(body())
+    assert _versions(store_url) == [HEAD]
+    assert _schema_differences(store_url, tables.metadata) == []
+    assert any(r.getMessage().startswith("adopting a database") for r in migrations_logged.records)
+    if HEAD == migrate.BASELINE:
+        assert _migrations_run(migrations_logged) == [], "stamped at the baseline, nothing to run"
+
+
+async def _old_rows_are_readable(store: SqlStore) -> None:
+    function = await store.get_function("hello")
+    assert function is not None
+    assert function.version == 1
+    assert function.created_at == T0
+    assert function.spec.command == ["python", "-c", "pass"]
+    assert await store.check_api_token("f" * 64)
+    counts = await store.counts_by_state()
+    assert {s: n for s, n in counts.items() if n} == {
+        State.queued: 1,
+        State.pending: 1,
+        State.running: 1,
+        State.succeeded: 1,
+        State.failed: 1,
+        State.timed_out: 1,
+    }
+    assert [i.id for i in await store.queued(10)] == [QUEUED]
+    assert [i.id for i in await store.active()] == [PENDING, RUNNING]
+    page = await store.list_invocations(function="hello", state=None, limit=10, cursor=None)
+    assert [i.id for i in page.items] == [TIMED_OUT, FAILED, SUCCEEDED, RUNNING, PENDING, QUEUED]
+    running = await store.get_invocation(RUNNING)
+    assert running is not None
+    assert running.state is State.running
+    assert running.node == "gpu-node-7"
+    assert running.timeline.started == T0 + timedelta(seconds=25)
+    assert running.timeline.capacity_ready == T0 + timedelta(seconds=20)
+    assert running.notes == (Note(T0 + timedelta(seconds=2), "TriggeredScaleUp", "pool 1->2"),)
+    succeeded = await store.get_invocation(SUCCEEDED)
+    assert succeeded is not None
+    assert succeeded.exit_code == 0
+    assert succeeded.result == b'{"answer": 42}'
+    assert succeeded.timeline.finished == T0 + timedelta(seconds=9)
+    failed = await store.get_invocation(FAILED)
+    assert failed is not None
+    assert failed.failure_reason is FailureReason.exit_code
+    assert failed.message == "boom"
+    assert await store.get_payload(PENDING) == b'{"n": "1"}'
+    timed_out = await store.get_invocation(TIMED_OUT)
+    assert timed_out is not None
+    assert (timed_out.state, timed_out.failure_reason) == (State.timed_out, FailureReason.timeout)
+
+
+async def _new_writes_work(store: SqlStore) -> None:
+    again, created = await store.create_invocation(new(key="k1"))
+    assert not created, "the old row's idempotency key still holds"
+    assert again.id == QUEUED
+    fresh, created = await store.create_invocation(new())
+    assert created
+    done = await store.apply(
+        Change(
+            RUNNING,
+            State.succeeded,
+            T0 + timedelta(minutes=1),
+            exit_code=0,
+            from_states=frozenset({State.running}),
+        )
+    )
+    assert done is not None
+    assert done.timeline.finished == T0 + timedelta(minutes=1)
+    await store.record(BackendEvent(PENDING, node="gpu-node-8", capacity_ready=T0 + timedelta(seconds=30)))
+    record, created = await store.put_function(
+        FunctionSpec.model_validate(
+            {"name": "hello", "command": ["python", "-c", "pass"], "timeout_seconds": 60}
+        ),
+        T0 + timedelta(hours=1),
+    )
+    assert not created
+    assert record.version == 2
+    with pytest.raises(Conflict):
+        await store.create_api_token("again", "f" * 64, T0)
+    await store.create_api_token("ci", "e" * 64, T0)
+    assert await store.check_api_token("e" * 64)
+    assert [i.id for i in await store.queued(10)] == [QUEUED, fresh.id]
+    pending = await store.get_invocation(PENDING)
+    assert pending is not None
+    assert pending.node == "gpu-node-8"
+
+
+def test_gateways_starting_together_on_a_fresh_database_migrate_it_once(
+    store_url: str, run: asyncio.Runner, migrations_logged: pytest.LogCaptureFixture
+) -> None:
+    async def body() -> None:
+        opened = await asyncio.gather(*(open_store(store_url) for _ in range(4)), return_exceptions=True)
+        stores = [s for s in opened if isinstance(s, SqlStore)]
+        try:
+            assert [type(s).__name__ for s in opened] == ["SqlStore"] * 4, f"refused: {opened}"
+            await stores[0].put_function(
+                FunctionSpec.model_validate({"name": "hello", "command": ["true"]}), T0
+            )
+            for store in stores:
+                assert await store.get_function("hello") is not None
+        finally:
+            for store in stores:
+                await store.close()
+
+    run.run(body())
+    assert _versions(store_url) == [HEAD]
+    assert _migrations_run(migrations_logged) == [f"migrating the database schema from nothing to {HEAD}"]
+
+
+def test_stores_of_different_databases_opened_together_in_one_process_each_migrate(
+    tmp_path: Path, run: asyncio.Runner
+) -> None:
+    """Alembic keeps its migration context in module globals: migrations running side by side
+    in one process must not see each other's (the store takes turns)."""
+    urls = [f"sqlite:///{tmp_path / f'eops-{n}.db'}" for n in range(8)]
+
+    async def body() -> None:
+        opened = await asyncio.gather(*(open_store(url) for url in urls), return_exceptions=True)
+        for store in opened:
+            if isinstance(store, SqlStore):
+                await store.close()
+        assert [type(s).__name__ for s in opened] == ["SqlStore"] * len(urls), f"refused: {opened}"
+
+    run.run(body())
+    assert [_versions(url) for url in urls] == [[HEAD]] * len(urls)
+
+
+# A gateway process: it gets ready (imports done), waits for the start signal so that all of
+# them open the store at once, and logs whether it was the one that migrated.
+_GATEWAY = """
+import asyncio, logging, pathlib, sys, time
+from elasticityops.store.sql import SqlStore
+logging.basicConfig(level=logging.INFO, format="%(message)s")
+url, flags, n = sys.argv[1], pathlib.Path(sys.argv[2]), sys.argv[3]
+(flags / f"ready-{n}").touch()
+while not (flags / "go").exists():
+    time.sleep(0.002)
+async def main() -> None:
+    await (await SqlStore.open(url)).close()
+asyncio.run(main())
+"""
+
+
+def test_gateway_processes_starting_together_migrate_once(store_url: str, tmp_path: Path) -> None:
+    flags = tmp_path / "flags"
+    flags.mkdir()
+    env = {**os.environ, "PYTHONPATH": str(Path(elasticityops.__file__).parents[1])}
+    gateways = [
+        subprocess.Popen(
+            [sys.executable, "-c", _GATEWAY, store_url, str(flags), str(n)],
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+        for n in range(3)
+    ]
+    try:
+        deadline = time.monotonic() + 120
+        while len(list(flags.glob("ready-*"))) < len(gateways) and time.monotonic() < deadline:
+            time.sleep(0.01)
+        (flags / "go").touch()
+        outputs = [g.communicate(timeout=120)[0] for g in gateways]
+    finally:
+        for g in gateways:
+            g.kill()
+    assert [g.returncode for g in gateways] == [0, 0, 0], outputs
+    migrated = [out for out in outputs if "migrating the database schema" in out]
+    assert len(migrated) == 1, outputs
+    assert _versions(store_url) == [HEAD]
+    assert _schema_differences(store_url, tables.metadata) == []
+
+
+def test_a_gateway_waits_for_one_that_is_migrating_and_finds_the_work_done(
+    store_url: str, run: asyncio.Runner, migrations_logged: pytest.LogCaptureFixture
+) -> None:
+    async def started() -> asyncio.Task[SqlStore]:
+        opening = asyncio.create_task(open_store(store_url))
+        await asyncio.sleep(1.0)
+        return opening
+
+    async def finished(opening: asyncio.Task[SqlStore]) -> None:
+        store = await opening
+        try:
+            await store.create_api_token("admin", "a" * 64, T0)
+        finally:
+            await store.close()
+
+    with _another_gateway_migrating(store_url):
+        opening = run.run(started())
+        assert not opening.done(), "the store did not wait for the migration lock"
+    # Without the lock it would have read the schema before the other's commit and then tried
+    # to build it a second time (a duplicate table, or SQLite's stale-snapshot busy error).
+    run.run(finished(opening))
+    assert _versions(store_url) == [HEAD]
+    assert len(_migrations_run(migrations_logged)) == 1, "only the other gateway migrated"
+
+
+@contextlib.contextmanager
+def _another_gateway_migrating(url: str) -> Iterator[None]:
+    """Another gateway in the middle of its migration: it holds the lock and has built the
+    schema, but not yet committed it."""
+    engine = make_engine(url, 1)
+    try:
+        with engine.connect() as conn:
+            if conn.dialect.name == "sqlite":
+                conn.exec_driver_sql("BEGIN IMMEDIATE")
+            else:
+                conn.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": migrate.ADVISORY_LOCK_KEY})
+            migrate._upgrade_locked(conn)
+            yield
+            conn.commit()
+    finally:
+        engine.dispose()
+
+
+def test_a_database_newer_than_the_gateway_is_refused_and_left_alone(
+    store_url: str, run: asyncio.Runner
+) -> None:
+    run.run(_open_and_close(store_url))
+    with _engine(store_url) as engine, engine.begin() as conn:
+        conn.execute(text("UPDATE alembic_version SET version_num = '0999_from_the_future'"))
+    with pytest.raises(InvalidInput) as caught:
+        run.run(open_store(store_url))
+    message = str(caught.value)
+    assert "0999_from_the_future" in message
+    assert "the gateway is older than the database" in message
+    assert _versions(store_url) == ["0999_from_the_future"]
+    assert _table_names(store_url) >= OUR_TABLES
+
+
+async def _open_and_close(url: str) -> None:
+    await (await open_store(url)).close()
+
+
+_FAILING = """
+import sqlalchemy as sa
+from alembic import op
+
+revision = "0999"
+down_revision = "{head}"
+branch_labels = None
+depends_on = None
+
+
+def upgrade() -> None:
+    op.create_table("half_done", sa.Column("id", sa.Integer, primary_key=True))
+    raise RuntimeError("this migration is broken")
+
+
+def downgrade() -> None:
+    pass
+"""
+
+
+def test_a_failed_migration_leaves_the_database_as_it_was(
+    store_url: str, run: asyncio.Runner, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    broken = tmp_path / "migrations"
+    shutil.copytree(migrate.SCRIPT_LOCATION, broken, ignore=shutil.ignore_patterns("__pycache__"))
+    (broken / "versions" / "0999_broken.py").write_text(_FAILING.format(head=HEAD))
+    monkeypatch.setattr(migrate, "SCRIPT_LOCATION", broken)
+    with pytest.raises(EopsError) as caught:
+        run.run(open_store(store_url))
+    assert type(caught.value) is EopsError
+    assert "database schema migration failed" in str(caught.value)
+    assert "this migration is broken" in str(caught.value)
+    assert _table_names(store_url) == set(), "the baseline and the broken one were rolled back together"
+    monkeypatch.undo()
+    run.run(_open_and_close(store_url))
+    assert _versions(store_url) == [HEAD]
+
+
+def test_opening_again_migrates_nothing_and_keeps_the_rows(
+    store_url: str, run: asyncio.Runner, migrations_logged: pytest.LogCaptureFixture
+) -> None:
+    async def body() -> None:
+        first = await open_store(store_url)
+        await first.create_api_token("admin", "a" * 64, T0)
+        await first.close()
+        second = await open_store(store_url)
+        try:
+            assert await second.check_api_token("a" * 64)
+        finally:
+            await second.close()
+
+    run.run(body())
+    run.run(_open_and_close(store_url))
+    assert _versions(store_url) == [HEAD]
+    assert len(_migrations_run(migrations_logged)) == 1, "only the first open migrated"
+
+
+@pytest.mark.parametrize(
+    ("damage", "problem"),
+    [
+        ("DROP TABLE invocations", "table invocations is missing"),
+        (
+            "ALTER TABLE api_tokens DROP COLUMN created_at",
+            "table api_tokens has columns missing ['created_at']",
+        ),
+        ("DROP INDEX ix_invocations_state_id", "table invocations lacks ['ix_invocations_state_id']"),
+    ],
+)
+def test_tables_that_are_not_the_previous_releases_are_refused(
+    store_url: str, run: asyncio.Runner, damage: str, problem: str
+) -> None:
+    _previous_release_database(store_url)
+    with _engine(store_url) as engine, engine.begin() as conn:
+        conn.execute(text(damage))
+    before = _table_names(store_url)
+    with pytest.raises(InvalidInput) as caught:
+        run.run(open_store(store_url))
+    assert problem in str(caught.value)
+    assert "no schema version" in str(caught.value)
+    assert _table_names(store_url) == before, "nothing was created or stamped"
