@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import functools
 import inspect
-from collections.abc import Callable, Sequence
+import os
+from collections.abc import Callable, Iterable, Sequence
 from typing import Annotated, Any
 
 import typer
@@ -80,3 +81,9 @@ def knob_options(*groups: tuple[str | None, Sequence[Spec]]) -> Callable[[Comman
         return command
 
     return decorate
+
+
+def environ(knobs: Iterable[Spec]) -> dict[str, str]:
+    """The environment variables of `knobs` that are set: what a command passes to `knobs.load`
+    so that it reads exactly the variables its --help shows, and no other knob's."""
+    return {k.env: os.environ[k.env] for k in knobs if k.env is not None and k.env in os.environ}

@@ -6,46 +6,36 @@ from __future__ import annotations
 
 import asyncio
 import shutil
-from pathlib import Path
+from typing import Annotated, Any
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
-from elasticityops.ops.gke import GPU_SHAPES
+from elasticityops.cli.knob_options import environ, knob_options
+from elasticityops.domain.errors import InvalidInput
+from elasticityops.knobs import load, specs
+from elasticityops.ops.doctor.options import GatherOptions
+
+_DOCTOR = specs(GatherOptions)
 
 
+@knob_options((None, _DOCTOR))
 def doctor(
-    kubeconfig: Path | None = typer.Option(
-        None, help="kubeconfig file (default: $KUBECONFIG or ~/.kube/config)"
-    ),
-    context: str | None = typer.Option(None, help="kubeconfig context (default: the current one)"),
-    namespace: str | None = typer.Option(
-        None, help="namespace ElasticityOps runs Jobs in (default: the context's)"
-    ),
-    peak: int | None = typer.Option(None, help="planned peak of GPU nodes, to check GPU quota against"),
-    gpu_type: str = typer.Option("nvidia-tesla-t4", help="GPU model whose quota to check"),
-    project: str | None = typer.Option(None, help="GCP project for the quota check (default: gcloud's)"),
-    region: str | None = typer.Option(
-        None, help="GCP region for the quota check (default: the nodes' region label)"
-    ),
-    as_json: bool = typer.Option(False, "--json", help="print JSON instead of a table"),
-    timeout: float = typer.Option(10.0, help="seconds per API request"),
+    given: dict[str, Any],
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")] = False,
 ) -> None:
     """Check a cluster for GPU elasticity: permissions, GPU nodes, device plugin, metrics, HPAs,
     priorities, Pending pods, quota."""
     err = Console(stderr=True)
-    if peak is not None and peak < 1:
-        err.print(
-            "[red]--peak[/red]: must be at least 1; pass the most GPU nodes you expect at once",
-            highlight=False,
-        )
-        raise typer.Exit(2)
-    if gpu_type not in GPU_SHAPES:
-        err.print(
-            f"[red]--gpu-type[/red]: {gpu_type!r} unknown; use one of {', '.join(GPU_SHAPES)}",
-            highlight=False,
-        )
-        raise typer.Exit(2)
+    try:
+        options = load(GatherOptions(gcloud=shutil.which("gcloud")), environ(_DOCTOR), given)
+    except InvalidInput as exc:
+        for problem in exc.problems:
+            fix = f"; {escape(problem.fix)}" if problem.fix else ""
+            err.print(f"[red]{problem.field}[/red]: {escape(problem.problem)}{fix}", highlight=False)
+        raise typer.Exit(2) from None
+    kubeconfig = options.kubeconfig
     if kubeconfig is not None and not kubeconfig.is_file():
         err.print(
             f"[red]--kubeconfig[/red]: {kubeconfig} is not a file; pass the path of a kubeconfig",
@@ -54,20 +44,9 @@ def doctor(
         raise typer.Exit(2)
     # The Kubernetes client loads only when doctor runs, so other commands start faster.
     from elasticityops.ops.doctor.checks import exit_code, run_checks
-    from elasticityops.ops.doctor.gather import GatherOptions, gather
+    from elasticityops.ops.doctor.gather import gather
     from elasticityops.ops.doctor.report import findings_json, findings_table, summary_line
 
-    options = GatherOptions(
-        kubeconfig=kubeconfig,
-        context=context,
-        namespace=namespace,
-        peak=peak,
-        gpu_type=gpu_type,
-        project=project,
-        region=region,
-        gcloud=shutil.which("gcloud"),
-        timeout_s=timeout,
-    )
     snapshot = asyncio.run(gather(options))
     findings = run_checks(snapshot)
     if as_json:

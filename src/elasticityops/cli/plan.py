@@ -16,13 +16,15 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 from typer.core import TyperGroup
 
-from elasticityops.cli.knob_options import knob_options
-from elasticityops.knobs import spec, specs
+from elasticityops.cli.knob_options import environ, knob_options
+from elasticityops.domain.errors import InvalidInput
+from elasticityops.knobs import load, spec, specs
 from elasticityops.planner.config import (
     SEARCHED,
     CommonOptions,
     RecommendOptions,
     RunOptions,
+    SyntheticSpec,
     cluster_knobs,
     read_inputs,
     settings_dict,
@@ -77,8 +79,8 @@ def _clean_errors() -> Iterator[None]:
     """Bad input: one line on stderr, exit code 2, no traceback."""
     try:
         yield
-    except (PlannerInputError, ModelStalledError) as exc:
-        err_console.print(f"[red]error:[/red] {exc}", highlight=False, soft_wrap=True)
+    except (PlannerInputError, ModelStalledError, InvalidInput) as exc:
+        err_console.print(f"[red]error:[/red] {escape(str(exc))}", highlight=False, soft_wrap=True)
         raise typer.Exit(2) from None
 
 
@@ -204,58 +206,24 @@ def run_cmd(
 
 
 @app.command("trace")
+@knob_options(("Trace shape", specs(SyntheticSpec)))
 def trace_cmd(
-    out: Annotated[Path, typer.Option("--out", help="CSV file to write.")],
-    days: Annotated[float, typer.Option("--days", help="Trace length in days.")] = 30.0,
-    seed: Annotated[int, typer.Option("--seed", help="Random seed.")] = 0,
-    baseline_min: Annotated[
-        float, typer.Option("--baseline-min", help="Concurrent jobs at the daily trough.")
-    ] = 60.0,
-    baseline_max: Annotated[
-        float, typer.Option("--baseline-max", help="Concurrent jobs at the daily peak.")
-    ] = 180.0,
-    mean_duration: Annotated[
-        float, typer.Option("--mean-duration", help="Mean baseline job length, s.")
-    ] = 300.0,
-    bursts_per_day: Annotated[float, typer.Option("--bursts-per-day", help="Mean bursts per day.")] = 1.0,
-    burst_peak_min: Annotated[
-        float, typer.Option("--burst-peak-min", help="Lowest burst peak, concurrent jobs.")
-    ] = 3000.0,
-    burst_peak_max: Annotated[
-        float, typer.Option("--burst-peak-max", help="Highest burst peak, concurrent jobs.")
-    ] = 4000.0,
-    burst_ramp: Annotated[
-        float, typer.Option("--burst-ramp", help="A burst's jobs arrive over this span, s.")
-    ] = 300.0,
-    burst_duration: Annotated[
-        float, typer.Option("--burst-duration", help="Median burst job length, s.")
-    ] = 1200.0,
+    given: dict[str, Any], out: Annotated[Path, typer.Option("--out", help="CSV file to write.")]
 ) -> None:
     """Write a synthetic trace: a diurnal baseline of 60-180 concurrent jobs with bursts to 3,000-4,000."""
-    from elasticityops.planner.synthetic import SyntheticSpec, concurrency_profile, generate
+    from elasticityops.planner.synthetic import concurrency_profile, generate
     from elasticityops.planner.trace import write_trace
 
     with _clean_errors():
-        spec = SyntheticSpec(
-            days=days,
-            seed=seed,
-            baseline_min=baseline_min,
-            baseline_max=baseline_max,
-            mean_duration_s=mean_duration,
-            bursts_per_day=bursts_per_day,
-            burst_peak_min=burst_peak_min,
-            burst_peak_max=burst_peak_max,
-            burst_ramp_s=burst_ramp,
-            burst_duration_median_s=burst_duration,
-        )
-        made = generate(spec)
+        shape = load(SyntheticSpec(), environ(specs(SyntheticSpec)), given)
+        made = generate(shape)
         try:
             write_trace(out, made)
         except OSError as exc:
             raise PlannerInputError(f"--out: cannot write {out}: {exc.strerror or exc}") from None
         _, conc = concurrency_profile(made)
         console.print(
-            f"wrote {len(made):,} requests over {days:g} days to {out} "
+            f"wrote {len(made):,} requests over {shape.days:g} days to {out} "
             f"(peak concurrency {int(conc.max()) if len(conc) else 0:,})"
         )
 

@@ -11,13 +11,15 @@ from typing import Annotated, Any
 import typer
 import yaml
 
-from elasticityops.backends.kubernetes.deploy import DeployOptions, build_deploy
+from elasticityops.backends.kubernetes.deploy import DEPLOY_KUBERNETES, DeployOptions, build_deploy
 from elasticityops.backends.kubernetes.manifests import build_job
-from elasticityops.backends.kubernetes.settings import KubernetesSettings, check_settings
+from elasticityops.backends.kubernetes.settings import KubernetesSettings
+from elasticityops.cli.knob_options import environ, knob_options
 from elasticityops.domain.clock import SystemClock
 from elasticityops.domain.errors import EopsError, FieldProblem, InvalidInput
 from elasticityops.domain.functions import load_function_text
 from elasticityops.domain.invocations import Invocation, State, Timeline, new_invocation_id
+from elasticityops.knobs import load, spec, specs
 
 app = typer.Typer(help="Print Kubernetes manifests (YAML for kubectl apply).", no_args_is_help=True)
 
@@ -44,15 +46,36 @@ def dump_yaml(objects: list[dict[str, Any]]) -> str:
     )
 
 
+# The Kubernetes backend's knobs that shape a Job (what build_job reads), and those of the gateway
+# that `render deploy` writes into its environment: the backend's own declarations, so their flags
+# and variables are those of `eops serve`.
+JOB_KNOBS = [
+    spec(KubernetesSettings, name)
+    for name in (
+        "namespace",
+        "kube-instance",
+        "kube-gpu-driver-version",
+        "kube-image-pull-policy",
+        "kube-job-service-account",
+        "kube-ttl-after-finished-seconds",
+        "kube-daemonset-cpu-millis",
+        "kube-daemonset-memory-mib",
+    )
+]
+DEPLOY_KUBE = [k for k in specs(DeployOptions) if k.name in DEPLOY_KUBERNETES]
+DEPLOY_OWN = [k for k in specs(DeployOptions) if not k.path.startswith("kubernetes.")]
+
+
 @app.command("job")
+@knob_options(("Kubernetes backend", JOB_KNOBS))
 def job(
+    given: dict[str, Any],
     function: Annotated[Path, typer.Argument(help="Function spec (YAML or JSON).")],
-    namespace: Annotated[str, typer.Option(help="Namespace of the Job.")] = "elasticityops",
-    instance: Annotated[str, typer.Option(help="Gateway instance label.")] = "default",
-    invocation_id: Annotated[str | None, typer.Option(help="Invocation id; default: a new one.")] = None,
-    callback_url: Annotated[str | None, typer.Option(help="Result callback URL given to the job.")] = None,
-    gpu_driver_version: Annotated[
-        str | None, typer.Option(help="GKE driver selector: default or latest (node auto-provisioning).")
+    invocation_id: Annotated[
+        str | None, typer.Option(help="Invocation id.", show_default="a new one")
+    ] = None,
+    callback_url: Annotated[
+        str | None, typer.Option(help="Result callback URL given to the job.", show_default="none")
     ] = None,
 ) -> None:
     """Print the Job that one invocation of FUNCTION would create."""
@@ -61,52 +84,29 @@ def job(
             raise InvalidInput(
                 [FieldProblem("FUNCTION", f"{function} is not a file", "pass the path of a function YAML")]
             )
-        spec = load_function_text(function.read_text(), source=str(function))
-        settings = KubernetesSettings(
-            namespace=namespace, instance=instance, gpu_driver_version=gpu_driver_version
-        )
-        check_settings(settings)
+        function_spec = load_function_text(function.read_text(), source=str(function))
+        settings = load(KubernetesSettings(), environ(JOB_KNOBS), given)
         inv = Invocation(
             id=invocation_id or new_invocation_id(),
-            function=spec.name,
+            function=function_spec.name,
             state=State.pending,
-            priority=spec.priority,
+            priority=function_spec.priority,
             timeline=Timeline(accepted=SystemClock().now()),
         )
-        manifest = build_job(spec, inv, settings, callback_url)
+        manifest = build_job(function_spec, inv, settings, callback_url)
     except EopsError as exc:
         raise _fail(exc) from None
     typer.echo(dump_yaml([manifest]), nl=False)
 
 
 @app.command("deploy")
-def deploy(
-    namespace: Annotated[str, typer.Option(help="Namespace of the gateway and its Jobs.")] = "elasticityops",
-    image: Annotated[str, typer.Option(help="Container image of the gateway.")] = DeployOptions.image,
-    instance: Annotated[str, typer.Option(help="Gateway instance label.")] = "default",
-    gpu_budget: Annotated[
-        int | None, typer.Option(help="The gateway's EOPS_GPU_BUDGET: most GPUs in use at once.", min=0)
-    ] = None,
-    gpu_driver_version: Annotated[
-        str | None, typer.Option(help="GKE driver selector: default or latest (node auto-provisioning).")
-    ] = None,
-    storage: Annotated[str, typer.Option(help="Size of the gateway's data volume.")] = "1Gi",
-    storage_class: Annotated[str | None, typer.Option(help="StorageClass of the data volume.")] = None,
-) -> None:
+@knob_options(("Gateway", DEPLOY_OWN), ("Kubernetes backend", DEPLOY_KUBE))
+def deploy(given: dict[str, Any]) -> None:
     """Print everything `kubectl apply` needs to run ElasticityOps in a cluster."""
     try:
-        check_settings(KubernetesSettings(namespace=namespace, gpu_driver_version=gpu_driver_version))
+        options = load(DeployOptions(), environ(DEPLOY_KUBE), given)
     except EopsError as exc:
         raise _fail(exc) from None
-    options = DeployOptions(
-        namespace=namespace,
-        image=image,
-        instance=instance,
-        gpu_budget=gpu_budget,
-        gpu_driver_version=gpu_driver_version,
-        storage=storage,
-        storage_class=storage_class,
-    )
     typer.echo(dump_yaml(build_deploy(options)), nl=False)
 
 

@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from elasticityops.domain.errors import FieldProblem, InvalidInput
+from elasticityops.knobs import knob
 from elasticityops.ops.priorities import priority_class_manifests
 from elasticityops.ops.yaml_docs import Document, Manifest, comment_block, dump_documents
 
@@ -79,21 +80,48 @@ REFUSED_MACHINE_TYPES: dict[str, str] = {
 }
 
 
+def _gpu_or_none(raw: object) -> str | None:
+    text = "" if raw is None else str(raw).strip()
+    return None if text in ("", "none") else text
+
+
 @dataclass(frozen=True)
 class GkeInputs:
+    """What `eops render gke` renders; each knob is one of its flags (elasticityops/knobs.py).
+    The limits are validate()'s, whose messages say what to pass instead."""
+
     project: str
     region: str
     zones: tuple[str, ...]
     peak: int
-    baseline: int = 60
-    spot: bool = False
-    gpu_type: str = "nvidia-tesla-t4"
-    machine_type: str = "n1-standard-4"
-    fallback_gpu_type: str | None = "nvidia-l4"
-    cluster: str = "eops"
-    margin_pct: int = 10
-    preload_disk_image: str | None = None
-    release_channel: str = "regular"
+    baseline: int = knob(60, unit="nodes", help="Always-on GPU nodes for usual traffic (part of the peak).")
+    spot: bool = knob(False, off=None, help="Prefer spot VMs, fall back to on-demand.")
+    gpu_type: str = knob("nvidia-tesla-t4", help=f"GPU model: {', '.join(GPU_SHAPES)}.")
+    machine_type: str | None = knob(
+        None,
+        shown="n1-standard-4 for T4, g2-standard-4 for L4",
+        help="Machine for one GPU; never n1-standard-1.",
+    )
+    fallback_gpu_type: str | None = knob(
+        "nvidia-l4", parse=_gpu_or_none, help="GPU model to fall back to, or none."
+    )
+    cluster: str = knob("eops", help="Cluster name.")
+    margin_pct: int = knob(
+        10, flag="margin", unit="percent", help="Margin above the peak for GPU limits and quota."
+    )
+    preload_disk_image: str | None = knob(
+        None, shown="none", help="Disk image with the function images, for a secondary boot disk."
+    )
+    release_channel: str = knob("regular", help="GKE release channel.")
+
+    @property
+    def machine(self) -> str:
+        """`machine_type`, else the machine that carries one `gpu_type` (n1-standard-4 for one
+        that is not known; validate() refuses that GPU anyway)."""
+        if self.machine_type is not None:
+            return self.machine_type
+        shape = GPU_SHAPES.get(self.gpu_type)
+        return shape.machine_type if shape is not None else "n1-standard-4"
 
 
 @dataclass(frozen=True)
@@ -225,22 +253,22 @@ def validate(inputs: GkeInputs) -> None:
                 f"use one of {', '.join(t for t in GPU_SHAPES if t != inputs.gpu_type)}, or none",
             )
         )
-    if inputs.machine_type in REFUSED_MACHINE_TYPES:
+    if inputs.machine in REFUSED_MACHINE_TYPES:
         problems.append(
             FieldProblem(
                 "machine-type",
-                REFUSED_MACHINE_TYPES[inputs.machine_type],
+                REFUSED_MACHINE_TYPES[inputs.machine],
                 "pass --machine-type n1-standard-4",
             )
         )
     elif inputs.gpu_type in GPU_SHAPES:
         shape = GPU_SHAPES[inputs.gpu_type]
         family = shape.machine_type.split("-")[0]
-        if not inputs.machine_type.startswith(f"{family}-"):
+        if not inputs.machine.startswith(f"{family}-"):
             problems.append(
                 FieldProblem(
                     "machine-type",
-                    f"{inputs.gpu_type} attaches only to {family} machines, not {inputs.machine_type}",
+                    f"{inputs.gpu_type} attaches only to {family} machines, not {inputs.machine}",
                     f"pass --machine-type {shape.machine_type}",
                 )
             )
@@ -369,7 +397,7 @@ def compute_class(inputs: GkeInputs) -> Manifest:
     gpu_types = [inputs.gpu_type] + ([inputs.fallback_gpu_type] if inputs.fallback_gpu_type else [])
     for gpu_type in gpu_types:
         shape = GPU_SHAPES[gpu_type]
-        machine = inputs.machine_type if gpu_type == inputs.gpu_type else shape.machine_type
+        machine = inputs.machine if gpu_type == inputs.gpu_type else shape.machine_type
         for spot in [True, False] if inputs.spot else [False]:
             rule: dict[str, Any] = {
                 "machineType": machine,
@@ -433,7 +461,7 @@ def _script(inputs: GkeInputs, sizing: GkeSizing, warnings: tuple[str, ...]) -> 
     header = [
         "Rendered by `eops render gke`: review it, then run it once per cluster.",
         f"Inputs: project={inputs.project} region={inputs.region} zones={zones_csv} peak={inputs.peak} "
-        f"baseline={inputs.baseline} spot={inputs.spot} gpu={inputs.gpu_type} machine={inputs.machine_type} "
+        f"baseline={inputs.baseline} spot={inputs.spot} gpu={inputs.gpu_type} machine={inputs.machine} "
         f"fallback={inputs.fallback_gpu_type or 'none'}",
         "",
         "Sizing rules:",
@@ -451,15 +479,15 @@ def _script(inputs: GkeInputs, sizing: GkeSizing, warnings: tuple[str, ...]) -> 
             image = f"projects/{inputs.project}/global/images/{inputs.preload_disk_image}"
             secondary = f"  --secondary-boot-disk=disk-image={image},mode=CONTAINER_IMAGE_CACHE \\\n"
         baseline_section = f"""
-# 4. The always-on baseline pool: {sizing.baseline_total} x {inputs.machine_type} + 1 {inputs.gpu_type}
+# 4. The always-on baseline pool: {sizing.baseline_total} x {inputs.machine} + 1 {inputs.gpu_type}
 #    ({sizing.baseline_per_zone} per zone). Usual traffic never waits for a cold node; NAP handles
 #    everything above it. On-demand even with --spot, so the baseline does not vanish at 30 s notice.
 #    gpu-driver-version=latest makes GKE install the NVIDIA driver; without it the node never
-#    exposes nvidia.com/gpu. {inputs.machine_type}, never n1-standard-1: one vCPU starves the GPU.
+#    exposes nvidia.com/gpu. {inputs.machine}, never n1-standard-1: one vCPU starves the GPU.
 gcloud container node-pools create eops-baseline \\
   --project "$PROJECT" --cluster "$CLUSTER" --region "$REGION" \\
   --node-locations "$ZONES" \\
-  --machine-type {_q(inputs.machine_type)} \\
+  --machine-type {_q(inputs.machine)} \\
   --accelerator type={inputs.gpu_type},count=1,gpu-driver-version=latest \\
   --num-nodes {sizing.baseline_per_zone} \\
   --max-pods-per-node {MAX_PODS_PER_NODE} \\
@@ -546,7 +574,7 @@ kubectl apply -f "$HERE/priorityclasses.yaml"
 {preload_note}#    Pods opt in with nodeSelector cloud.google.com/compute-class: {COMPUTE_CLASS_NAME}.
 #    Older GKE versions lack the CRD: then skip it and keep the pods' nodeSelector on the
 #    accelerator label, plus cloud.google.com/gke-gpu-driver-version: latest (eops render deploy
-#    --gpu-driver-version latest), or auto-provisioned GPU nodes get no driver and no GPU.
+#    --kube-gpu-driver-version latest), or auto-provisioned GPU nodes get no driver and no GPU.
 if kubectl api-resources --api-group=cloud.google.com -o name | grep -q '^computeclasses\\.'; then
   kubectl apply -f "$HERE/computeclass.yaml"
 else

@@ -12,7 +12,7 @@ from typing import Any, TypeVar
 
 import yaml
 
-from elasticityops.knobs import BadValue, Spec, build, knob, specs
+from elasticityops.knobs import BadValue, Spec, build, knob, problems, specs
 from elasticityops.planner.distributions import Distribution
 from elasticityops.planner.errors import PlannerInputError
 from elasticityops.planner.settings import ClusterSettings
@@ -79,6 +79,49 @@ class RecommendOptions:
         parse=_windows,
         help="Scale-down windows to try, comma-separated.",
     )
+
+
+@dataclass(frozen=True)
+class SyntheticSpec:
+    """What `eops plan trace` makes (planner/synthetic.py generates it): a diurnal baseline, the
+    peak at `peak_hour` (0-24, trace time of day), and bursts."""
+
+    days: float = knob(30.0, unit="days", gt=0, help="Trace length.")
+    seed: int = knob(0, help="Random seed.")
+    baseline_min: float = knob(60.0, unit="jobs", ge=0, help="Concurrent jobs at the daily trough.")
+    baseline_max: float = knob(180.0, unit="jobs", ge=0, help="Concurrent jobs at the daily peak.")
+    peak_hour: float = 14.0
+    mean_duration_s: float = knob(
+        300.0,
+        flag="mean-duration",
+        unit="seconds",
+        gt=0,
+        help="Mean baseline job length (lognormal, sigma 0.8).",
+    )
+    bursts_per_day: float = knob(1.0, unit="per day", ge=0, help="Mean number of bursts (Poisson).")
+    burst_peak_min: float = knob(
+        3000.0, unit="jobs", ge=0, help="Lowest concurrency a burst reaches (uniform between min and max)."
+    )
+    burst_peak_max: float = knob(4000.0, unit="jobs", ge=0, help="Highest concurrency a burst reaches.")
+    burst_ramp_s: float = knob(
+        300.0, flag="burst-ramp", unit="seconds", gt=0, help="A burst's jobs arrive uniformly over this span."
+    )
+    burst_duration_median_s: float = knob(
+        1200.0,
+        flag="burst-duration",
+        unit="seconds",
+        gt=0,
+        help="Median burst job length (lognormal, sigma 0.25).",
+    )
+
+    def __post_init__(self) -> None:
+        found = problems(self, lambda k: k.flag)
+        if found:
+            raise PlannerInputError(found[0].render())
+        if self.baseline_min > self.baseline_max:
+            raise PlannerInputError("--baseline-min must be <= --baseline-max")
+        if self.burst_peak_min > self.burst_peak_max:
+            raise PlannerInputError("--burst-peak-min must be <= --burst-peak-max")
 
 
 SEARCHED = ("baseline", "scale-down-after")

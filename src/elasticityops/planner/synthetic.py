@@ -4,45 +4,12 @@ concurrent GPU jobs and bursts to 3,000-4,000 concurrent jobs. Seeded and reprod
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 
 import numpy as np
 
-from elasticityops.planner.errors import PlannerInputError
+# Declared with the planner's other inputs, so that `eops` builds its options without numpy.
+from elasticityops.planner.config import SyntheticSpec as SyntheticSpec
 from elasticityops.planner.trace import Trace
-
-
-@dataclass(frozen=True)
-class SyntheticSpec:
-    """days: trace length. baseline_min/max: concurrent jobs at the diurnal trough/peak, the peak
-    at `peak_hour` (0-24, trace time of day). mean_duration_s: mean baseline job length
-    (lognormal, sigma 0.8). bursts_per_day: mean number of bursts (Poisson). burst_peak_min/max:
-    concurrent jobs a burst reaches (uniform). burst_ramp_s: the burst's jobs arrive uniformly over
-    this span. burst_duration_median_s: median burst job length (lognormal, sigma 0.25)."""
-
-    days: float = 30.0
-    seed: int = 0
-    baseline_min: float = 60.0
-    baseline_max: float = 180.0
-    peak_hour: float = 14.0
-    mean_duration_s: float = 300.0
-    bursts_per_day: float = 1.0
-    burst_peak_min: float = 3000.0
-    burst_peak_max: float = 4000.0
-    burst_ramp_s: float = 300.0
-    burst_duration_median_s: float = 1200.0
-
-    def __post_init__(self) -> None:
-        if self.days <= 0:
-            raise PlannerInputError("--days must be > 0")
-        if not 0 <= self.baseline_min <= self.baseline_max:
-            raise PlannerInputError("--baseline-min/--baseline-max need 0 <= min <= max")
-        if not 0 <= self.burst_peak_min <= self.burst_peak_max:
-            raise PlannerInputError("--burst-peak-min/--burst-peak-max need 0 <= min <= max")
-        if self.mean_duration_s <= 0 or self.burst_duration_median_s <= 0 or self.burst_ramp_s <= 0:
-            raise PlannerInputError("durations and --burst-ramp must be > 0")
-        if self.bursts_per_day < 0:
-            raise PlannerInputError("--bursts-per-day must be >= 0")
 
 
 def baseline_concurrency(spec: SyntheticSpec, t_s: np.ndarray) -> np.ndarray:

@@ -55,7 +55,8 @@ def _apply_dry_run(cluster: Any, objects: list[dict[str, Any]]) -> subprocess.Co
 
 
 def test_rendered_deploy_is_accepted_by_the_api_server(cluster: Any, dev_namespace: str) -> None:
-    objects = build_deploy(DeployOptions(namespace=dev_namespace, gpu_budget=8, gpu_driver_version="latest"))
+    kubernetes = KubernetesSettings(namespace=dev_namespace, gpu_driver_version="latest")
+    objects = build_deploy(DeployOptions(kubernetes=kubernetes, gpu_budget=8))
     done = _apply_dry_run(cluster, objects)
     assert done.returncode == 0, done.stderr
     kinds = {line.split("/")[0] for line in done.stdout.splitlines()}

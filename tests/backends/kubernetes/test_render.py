@@ -37,7 +37,7 @@ def test_render_job_prints_the_job(function_file: Path) -> None:
         "gpu",
         "--invocation-id",
         "inv-abc",
-        "--gpu-driver-version",
+        "--kube-gpu-driver-version",
         "latest",
     )
     assert done.returncode == 0, done.stderr
@@ -60,7 +60,9 @@ def test_render_job_prints_the_job(function_file: Path) -> None:
         ),
         pytest.param(["render", "job", "{bad}"], "not a file", id="bad-path"),
         pytest.param(
-            ["render", "deploy", "--gpu-driver-version", "newest"], "gpu_driver_version", id="bad-driver"
+            ["render", "deploy", "--kube-gpu-driver-version", "newest"],
+            "--kube-gpu-driver-version: invalid value 'newest'",
+            id="bad-driver",
         ),
     ],
 )

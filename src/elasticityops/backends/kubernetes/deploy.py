@@ -5,7 +5,7 @@ that the Jobs (and the warm-capacity placeholders) use."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from elasticityops.backends.kubernetes.labels import (
     JOB_PRIORITY,
@@ -16,6 +16,8 @@ from elasticityops.backends.kubernetes.labels import (
     PRIORITY_CLASSES,
 )
 from elasticityops.backends.kubernetes.objects import KubeObject
+from elasticityops.backends.kubernetes.settings import KubernetesSettings
+from elasticityops.knobs import knob
 
 APP = "elasticityops"
 PORT = 8080
@@ -23,14 +25,27 @@ PORT = 8080
 
 @dataclass(frozen=True)
 class DeployOptions:
-    namespace: str = "elasticityops"
-    image: str = "ghcr.io/elasticityops/eops:0.1.0"
-    instance: str = "default"
-    gpu_budget: int | None = None
-    """EOPS_GPU_BUDGET of the gateway: most GPUs in use at once; None: no cap."""
-    gpu_driver_version: str | None = None
-    storage: str = "1Gi"
-    storage_class: str | None = None
+    """What `eops render deploy` renders; each knob is one of its flags (elasticityops/knobs.py).
+    The gateway's own Kubernetes settings are the backend's knobs, declared once, in `kubernetes`;
+    the deployment writes namespace, instance and driver selector into the gateway's environment."""
+
+    kubernetes: KubernetesSettings = field(default_factory=KubernetesSettings)
+    image: str = knob("ghcr.io/elasticityops/eops:0.1.0", help="Container image of the gateway.")
+    gpu_budget: int | None = knob(
+        None,
+        unit="GPUs",
+        ge=0,
+        shown="no cap",
+        help="The gateway's EOPS_GPU_BUDGET: most GPUs in use at once.",
+    )
+    storage: str = knob("1Gi", metavar="QUANTITY", help="Size of the gateway's data volume.")
+    storage_class: str | None = knob(
+        None, shown="the cluster's default", help="StorageClass of the data volume."
+    )
+
+
+DEPLOY_KUBERNETES = ("namespace", "kube-instance", "kube-gpu-driver-version")
+"""The `kubernetes` knobs that `render deploy` takes (by name); build_deploy reads only these."""
 
 
 def _meta(name: str, namespace: str | None = None) -> KubeObject:
@@ -85,19 +100,20 @@ def priority_classes() -> list[KubeObject]:
 
 
 def build_deploy(options: DeployOptions) -> list[KubeObject]:
-    ns = options.namespace
+    kube = options.kubernetes
+    ns = kube.namespace
     labels = {"app.kubernetes.io/name": APP}
     env: list[KubeObject] = [
         {"name": "EOPS_DATA_DIR", "value": "/data"},
         {"name": "EOPS_BACKEND", "value": "kubernetes"},
         {"name": "EOPS_KUBE_NAMESPACE", "value": ns},
-        {"name": "EOPS_KUBE_INSTANCE", "value": options.instance},
+        {"name": "EOPS_KUBE_INSTANCE", "value": kube.instance},
         {"name": "EOPS_PUBLIC_URL", "value": f"http://{APP}.{ns}.svc:{PORT}"},
     ]
     if options.gpu_budget is not None:
         env.append({"name": "EOPS_GPU_BUDGET", "value": str(options.gpu_budget)})
-    if options.gpu_driver_version:
-        env.append({"name": "EOPS_KUBE_GPU_DRIVER_VERSION", "value": options.gpu_driver_version})
+    if kube.gpu_driver_version:
+        env.append({"name": "EOPS_KUBE_GPU_DRIVER_VERSION", "value": kube.gpu_driver_version})
     pvc_spec: KubeObject = {
         "accessModes": ["ReadWriteOnce"],
         "resources": {"requests": {"storage": options.storage}},

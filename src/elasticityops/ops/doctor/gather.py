@@ -9,16 +9,15 @@ import asyncio
 import json
 from collections import defaultdict
 from collections.abc import Awaitable, Mapping
-from dataclasses import dataclass, field, replace
-from pathlib import Path
+from dataclasses import replace
 from typing import Any
 
 from elasticityops.backends.kubernetes.api import KubeApi, load_config
 from elasticityops.backends.kubernetes.objects import KubeObject
-from elasticityops.backends.kubernetes.settings import KubernetesSettings
 from elasticityops.domain.errors import EopsError
 from elasticityops.ops.doctor import parse
 from elasticityops.ops.doctor.checks import CUSTOM_METRICS_SERVICE, REQUIRED_ACCESS
+from elasticityops.ops.doctor.options import GatherOptions as GatherOptions
 from elasticityops.ops.doctor.snapshot import (
     AccessRule,
     ClusterSnapshot,
@@ -31,9 +30,6 @@ MAX_PLUGIN_LOGS = 10
 MAX_PENDING_PODS = 200
 LOG_TAIL_LINES = 200
 GCLOUD_TIMEOUT_S = 60.0
-MAX_RETRIES = 2
-"""Retries of a request after 429, 5xx or a dropped connection: a busy API server gets a second
-chance, an unreachable one is reported within seconds."""
 
 # Where each collection is; the doctor reads cluster-wide ones and, for namespaced kinds, either
 # one namespace or all (`_list`'s namespace "*").
@@ -47,28 +43,6 @@ PRIORITY_CLASSES = "/apis/scheduling.k8s.io/v1/priorityclasses"
 ACCESS_REVIEWS = "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews"
 SUBJECT_REVIEWS = "/apis/authentication.k8s.io/v1/selfsubjectreviews"
 AUTOSCALER_STATUS = "/api/v1/namespaces/kube-system/configmaps/cluster-autoscaler-status"
-
-
-@dataclass(frozen=True)
-class GatherOptions:
-    kubeconfig: Path | None = None
-    context: str | None = None
-    namespace: str | None = None
-    peak: int | None = None
-    gpu_type: str = "nvidia-tesla-t4"
-    project: str | None = None
-    region: str | None = None
-    gcloud: str | None = None  # path of the gcloud binary; None: not installed
-    timeout_s: float = 10.0
-    extra_env: dict[str, str] = field(default_factory=dict)
-
-    def client_settings(self) -> KubernetesSettings:
-        return KubernetesSettings(
-            kubeconfig=str(self.kubeconfig) if self.kubeconfig else None,
-            context=self.context,
-            request_timeout_seconds=self.timeout_s,
-            max_retries=MAX_RETRIES,
-        )
 
 
 def _error_text(error: BaseException) -> str:

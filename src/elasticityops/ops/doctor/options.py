@@ -1,0 +1,46 @@
+"""What `eops doctor` reads the cluster with: each knob declared once (elasticityops/knobs.py) and
+one of its flags. Apart from gather.py, so that the CLI builds its options without loading the
+Kubernetes client."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from elasticityops.backends.kubernetes.settings import KubernetesSettings
+from elasticityops.knobs import knob
+from elasticityops.ops.gke import GPU_SHAPES
+
+MAX_RETRIES = 2
+"""Retries of a request after 429, 5xx or a dropped connection: a busy API server gets a second
+chance, an unreachable one is reported within seconds."""
+
+
+@dataclass(frozen=True)
+class GatherOptions:
+    kubeconfig: Path | None = knob(
+        None, unit="file", shown="$KUBECONFIG or ~/.kube/config", help="Kubeconfig of the cluster."
+    )
+    context: str | None = knob(None, shown="the current one", help="Kubeconfig context.")
+    namespace: str | None = knob(None, shown="the context's", help="Namespace ElasticityOps runs Jobs in.")
+    peak: int | None = knob(
+        None,
+        unit="nodes",
+        ge=1,
+        shown="no quota check",
+        help="Planned peak of GPU nodes, to check GPU quota against.",
+    )
+    gpu_type: str = knob("nvidia-tesla-t4", choices=tuple(GPU_SHAPES), help="GPU model whose quota to check.")
+    project: str | None = knob(None, shown="gcloud's", help="GCP project for the quota check.")
+    region: str | None = knob(None, shown="the nodes' region label", help="GCP region for the quota check.")
+    gcloud: str | None = None  # path of the gcloud binary; None: not installed
+    timeout_s: float = knob(10.0, flag="timeout", unit="seconds", gt=0, help="Timeout of each API request.")
+    extra_env: dict[str, str] = field(default_factory=dict)
+
+    def client_settings(self) -> KubernetesSettings:
+        return KubernetesSettings(
+            kubeconfig=str(self.kubeconfig) if self.kubeconfig else None,
+            context=self.context,
+            request_timeout_seconds=self.timeout_s,
+            max_retries=MAX_RETRIES,
+        )
