@@ -133,6 +133,7 @@ def serve(
         return
     import uvicorn
 
+    from elasticityops.http_limits import MAX_HEAD_BYTES, LimitedHttpToolsProtocol
     from elasticityops.server import build_app
 
     url = f"http://{settings.host}:{settings.port}"
@@ -158,6 +159,9 @@ def serve(
         access_log=access_log,
         lifespan="on",
         timeout_graceful_shutdown=10,
+        # Caps on a request's line and headers, answered 431 before the app sees them.
+        http=LimitedHttpToolsProtocol,
+        h11_max_incomplete_event_size=MAX_HEAD_BYTES,
     )
     # The store's writer thread and the event loop share the GIL; at the default 5 ms switch
     # interval a loop waiting for it stalls every request behind one batch's Python work.
