@@ -111,10 +111,10 @@ class TokenChecker:
     async def check(self, token: bytes) -> ApiToken | None:
         """The valid, unexpired token these bytes are, or None."""
         digest = hash_token(token)
-        now = self._clock.now()
         hit = self._valid.get(digest)
         if hit is not None:
-            if hit.until > self._clock.monotonic() and not hit.token.expired(now):
+            fresh = hit.until > self._clock.monotonic()
+            if fresh and (hit.token.expires_at is None or not hit.token.expired(self._clock.now())):
                 return hit.token
             del self._valid[digest]
         generation = self._generation
