@@ -15,7 +15,7 @@ from pathlib import Path
 from fastapi import FastAPI
 
 from elasticityops.api.app import create_app
-from elasticityops.api.auth import TokenChecker, hash_token, new_api_token
+from elasticityops.api.auth import TokenChecker, hash_token, new_token
 from elasticityops.api.metrics import Metrics
 from elasticityops.api.runtime import Runtime
 from elasticityops.backend_registry import build_backend
@@ -24,7 +24,8 @@ from elasticityops.dispatch.functions import FunctionCache
 from elasticityops.dispatch.hub import ChangeHub
 from elasticityops.domain.clock import Clock, SystemClock
 from elasticityops.domain.functions import load_function_text
-from elasticityops.domain.ports import Backend, FunctionRecord
+from elasticityops.domain.ports import Backend, FunctionRecord, Store
+from elasticityops.domain.tokens import Scope
 from elasticityops.settings import Settings
 from elasticityops.store.sql import SqlStore
 
@@ -64,21 +65,21 @@ async def open_store(settings: Settings) -> SqlStore:
     )
 
 
-async def create_token(store: SqlStore, name: str, clock: Clock) -> str:
-    token = new_api_token()
-    await store.create_api_token(name, hash_token(token), clock.now())
+async def create_token(store: Store, name: str, clock: Clock, *, scope: Scope = Scope.admin) -> str:
+    token, _ = await new_token(store, name, clock, scope=scope)
     return token
 
 
 async def admin_token(store: SqlStore, data_dir: Path, clock: Clock) -> tuple[str, bool]:
-    """The admin token kept (mode 0600) in the data dir for the operator; (token, created).
-    The database holds only its hash."""
+    """The admin token (scope admin, no expiry) kept (mode 0600) in the data dir for the
+    operator; (token, created). The database holds only its hash; one revoked is made anew."""
     path = data_dir / ADMIN_TOKEN_FILE
     if path.exists():
         token = path.read_text().strip()
-        if await store.check_api_token(hash_token(token)):
+        found = await store.check_api_token(hash_token(token))
+        if found is not None and found.scope is Scope.admin and not found.expired(clock.now()):
             return token, False
-        path.unlink()  # left from another database (e.g. EOPS_DATABASE_URL changed)
+        path.unlink()  # revoked, or left from another database (e.g. EOPS_DATABASE_URL changed)
     token = await create_token(store, "admin", clock)
     _write_private(path, token.encode())
     return token, True
@@ -144,7 +145,7 @@ def build_app(
                 dispatcher=dispatcher,
                 clock=the_clock,
                 server_secret=secret,
-                tokens=TokenChecker(store_),
+                tokens=TokenChecker(store_, the_clock),
                 functions=functions,
                 metrics=metrics,
             )

@@ -42,11 +42,14 @@ from sqlalchemy import (
 )
 
 import elasticityops
+from elasticityops.api.auth import TokenChecker
+from elasticityops.domain.clock import ManualClock
 from elasticityops.domain.errors import Conflict, EopsError, InvalidInput
 from elasticityops.domain.events import BackendEvent
 from elasticityops.domain.functions import FunctionSpec, Priority
 from elasticityops.domain.invocations import FailureReason, Note, State, new_invocation_id
 from elasticityops.domain.ports import Change, NewInvocation
+from elasticityops.domain.tokens import Scope
 from elasticityops.store import migrate, tables
 from elasticityops.store.sql import SqlStore, make_engine
 
@@ -314,7 +317,16 @@ async def _old_rows_are_readable(store: SqlStore) -> None:
     assert function.version == 1
     assert function.created_at == T0
     assert function.spec.command == ["python", "-c", "pass"]
-    assert await store.check_api_token("f" * 64)
+    old_token = await store.check_api_token("f" * 64)
+    assert old_token is not None, "a token of the previous release still works"
+    assert old_token.scope is Scope.admin, "it could do everything before scopes: it stays admin"
+    assert old_token.expires_at is None
+    assert old_token.id == "tok-ffffffffffff"
+    assert old_token.name == "admin"
+    assert old_token.created_at == T0
+    checker = TokenChecker(store, ManualClock(T0 + timedelta(days=400)))
+    assert (await checker.check(b"any token whose hash is not stored")) is None
+    assert [t.id for t in await store.list_api_tokens()] == ["tok-ffffffffffff"]
     counts = await store.counts_by_state()
     assert {s: n for s, n in counts.items() if n} == {
         State.queued: 1,
@@ -380,6 +392,14 @@ async def _new_writes_work(store: SqlStore) -> None:
         await store.create_api_token("again", "f" * 64, T0)
     await store.create_api_token("ci", "e" * 64, T0)
     assert await store.check_api_token("e" * 64)
+    narrow = await store.create_api_token(
+        "runner", "d" * 64, T0, scope=Scope.invoke, expires_at=T0 + timedelta(days=30)
+    )
+    found = await store.check_api_token("d" * 64)
+    assert found == narrow
+    assert (found.scope, found.expires_at) == (Scope.invoke, T0 + timedelta(days=30))
+    assert await store.revoke_api_token(narrow.id)
+    assert await store.check_api_token("d" * 64) is None
     assert [i.id for i in await store.queued(10)] == [QUEUED, fresh.id]
     pending = await store.get_invocation(PENDING)
     assert pending is not None

@@ -15,6 +15,7 @@ from elasticityops.domain.events import BackendEvent, Finished
 from elasticityops.domain.functions import FunctionSpec, Priority
 from elasticityops.domain.invocations import FailureReason, Note, State, new_invocation_id
 from elasticityops.domain.ports import Change, NewInvocation
+from elasticityops.domain.tokens import Scope
 from elasticityops.store.sql import SqlStore
 from elasticityops.store.tables import invocations
 
@@ -261,6 +262,26 @@ def test_api_tokens_are_checked_by_hash(store: SqlStore, run: asyncio.Runner) ->
         assert not await store.check_api_token("e" * 64)
         with pytest.raises(Conflict):
             await store.create_api_token("again", "f" * 64, T0)
+
+    run.run(body())
+
+
+def test_api_tokens_are_listed_and_revoked_by_id(store: SqlStore, run: asyncio.Runner) -> None:
+    async def body() -> None:
+        admin = await store.create_api_token("same", "a1" * 32, T0)
+        later = T0 + timedelta(seconds=1)
+        narrow = await store.create_api_token(
+            "same", "b2" * 32, later, scope=Scope.invoke, expires_at=T0 + timedelta(hours=1)
+        )
+        assert (admin.id, narrow.id) == ("tok-a1a1a1a1a1a1", "tok-b2b2b2b2b2b2")
+        assert await store.list_api_tokens() == [admin, narrow]
+        assert not await store.revoke_api_token("tok-000000000000")
+        assert not await store.revoke_api_token("tok-%"), "not a pattern"
+        assert not await store.revoke_api_token("b2b2b2b2b2b2")
+        assert await store.revoke_api_token(narrow.id)
+        assert not await store.revoke_api_token(narrow.id)
+        assert await store.list_api_tokens() == [admin]
+        assert await store.check_api_token("b2" * 32) is None
 
     run.run(body())
 

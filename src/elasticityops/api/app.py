@@ -11,7 +11,7 @@ from fastapi import APIRouter, Depends, FastAPI
 from fastapi.openapi.utils import get_openapi
 
 from elasticityops import __version__
-from elasticityops.api import errors, functions_routes, health_routes, invocations_routes
+from elasticityops.api import docs, errors, functions_routes, health_routes, invocations_routes, tokens_routes
 from elasticityops.api.auth import require_api_token
 from elasticityops.settings import Settings
 
@@ -19,8 +19,9 @@ Lifespan = Callable[[FastAPI], AbstractAsyncContextManager[None]]
 
 DESCRIPTION = """Run GPU functions like Lambda: register a function, invoke it over HTTP, follow
 its state, logs and result. Every /v1 route but the result callback needs
-`Authorization: Bearer TOKEN` (`eops token create`). Errors are `{"error": {"code", "message",
-"problems": [{"field", "problem", "fix"}]}}`."""
+`Authorization: Bearer TOKEN` (`eops token create`): a token of scope `invoke` may invoke, read
+and cancel; deploying and deleting functions and managing tokens need scope `admin`. Errors are
+`{"error": {"code", "message", "problems": [{"field", "problem", "fix"}]}}`."""
 
 
 def create_app(settings: Settings, lifespan: Lifespan) -> FastAPI:
@@ -29,10 +30,14 @@ def create_app(settings: Settings, lifespan: Lifespan) -> FastAPI:
         version=__version__,
         description=DESCRIPTION,
         lifespan=lifespan,
+        docs_url=None,  # served from this process's own files: docs.install
+        redoc_url=None,  # ReDoc would load from a CDN
     )
     errors.install(app)
+    docs.install(app)
     v1 = APIRouter(prefix="/v1", dependencies=[Depends(require_api_token)])
     v1.include_router(functions_routes.router)
+    v1.include_router(tokens_routes.router)
     v1.include_router(invocations_routes.build_router(settings.api.max_wait_seconds))
     app.include_router(v1)
     app.include_router(invocations_routes.build_callback_router(), prefix="/v1")

@@ -1,15 +1,22 @@
-"""Bearer-token authentication: API tokens are stored as sha256 hashes, never in clear."""
+"""Bearer-token authentication and scopes. API tokens are stored as sha256 hashes, never in
+clear; every comparison is on bytes, and a header that is not a well-formed bearer token is a
+401, whatever bytes it holds."""
 
 from __future__ import annotations
 
 import hashlib
+import re
 import secrets
+from dataclasses import dataclass
+from datetime import timedelta
 
 from fastapi import Depends, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
-from elasticityops.domain.errors import Unauthorized
+from elasticityops.domain.clock import Clock
+from elasticityops.domain.errors import Forbidden, Unauthorized
 from elasticityops.domain.ports import Store
+from elasticityops.domain.tokens import ApiToken, Scope
 
 HOW_TO_GET_ONE = (
     "send 'Authorization: Bearer TOKEN' with the admin token `eops serve` printed, "
@@ -18,50 +25,166 @@ HOW_TO_GET_ONE = (
 
 bearer = HTTPBearer(auto_error=False, description="an API token from `eops token create`")
 
+# How long this process trusts a token it has read from the store without reading it again: a
+# token revoked by another process (`eops token revoke`, another gateway on the same database)
+# stops working here within this many seconds; one revoked through this process's API, at once.
+CACHE_SECONDS = 5.0
+_CACHE_MAX = 10_000
+
+# RFC 6750 `b64token` (RFC 9110 token68): the only bytes a bearer token can hold.
+_TOKEN68 = re.compile(rb"[A-Za-z0-9\-._~+/]+=*")
+_BEARER = re.compile(rb"[Bb][Ee][Aa][Rr][Ee][Rr] +(.+?) *")
+
 
 def new_api_token() -> str:
     return "eops_" + secrets.token_urlsafe(32)
 
 
-def hash_token(token: str) -> str:
-    return hashlib.sha256(token.encode()).hexdigest()
+async def new_token(
+    store: Store,
+    name: str,
+    clock: Clock,
+    *,
+    scope: Scope = Scope.admin,
+    lifetime: timedelta | None = None,
+) -> tuple[str, ApiToken]:
+    """A new API token (shown once: only its hash is kept) and what the store knows of it."""
+    token = new_api_token()
+    now = clock.now()
+    expires_at = None if lifetime is None else now + lifetime
+    record = await store.create_api_token(name, hash_token(token), now, scope=scope, expires_at=expires_at)
+    return token, record
+
+
+def hash_token(token: str | bytes) -> str:
+    raw = token if isinstance(token, bytes) else token.encode()
+    return hashlib.sha256(raw).hexdigest()
+
+
+def header_bytes(value: str | None) -> bytes:
+    """A header as it came off the wire: ASGI servers hand headers over as bytes and Starlette
+    decodes them as latin-1, so this is exact for what a request carries (and never raises for
+    a str that came from elsewhere)."""
+    if value is None:
+        return b""
+    try:
+        return value.encode("latin-1")
+    except UnicodeEncodeError:
+        return value.encode("utf-8", "surrogatepass")
+
+
+def bearer_token(authorization: str | None) -> bytes | None:
+    """The token of an `Authorization: Bearer TOKEN` header, as bytes; None when there is no
+    header or another scheme. Raises Unauthorized for a bearer header whose token holds bytes
+    no token can (non-ASCII, control characters, spaces inside)."""
+    raw = header_bytes(authorization).strip(b" \t")
+    if not raw:
+        return None
+    match = _BEARER.fullmatch(raw)
+    if match is None:
+        return None
+    token = match[1]
+    if _TOKEN68.fullmatch(token) is None:
+        raise Unauthorized(f"the bearer token is malformed (not a token's characters): {HOW_TO_GET_ONE}")
+    return token
+
+
+@dataclass(frozen=True)
+class _Cached:
+    token: ApiToken
+    until: float  # on the clock's monotonic scale
 
 
 class TokenChecker:
-    """Remembers tokens it has seen valid: tokens cannot be revoked yet, so a hit needs no
-    database read. Misses always ask the store, so a token made by `eops token create` in
-    another process works at once."""
+    """Tells a valid token from any other bytes. A token read from the store is trusted for
+    `ttl` seconds (and never past its expiry) without another read; `forget` drops a revoked
+    one at once. Misses always ask the store, so a token made by `eops token create` in another
+    process works at once."""
 
-    def __init__(self, store: Store) -> None:
+    def __init__(self, store: Store, clock: Clock, ttl: float = CACHE_SECONDS) -> None:
         self._store = store
-        self._valid: set[str] = set()
+        self._clock = clock
+        self._ttl = ttl
+        self._valid: dict[str, _Cached] = {}
+        self._generation = 0  # bumped by forget: a read that raced a revoke is not cached
 
-    async def is_valid(self, token: str) -> bool:
+    async def check(self, token: bytes) -> ApiToken | None:
+        """The valid, unexpired token these bytes are, or None."""
         digest = hash_token(token)
-        if digest in self._valid:
-            return True
-        if await self._store.check_api_token(digest):
-            self._valid.add(digest)
-            return True
-        return False
+        hit = self._valid.get(digest)
+        if hit is not None:
+            fresh = hit.until > self._clock.monotonic()
+            if fresh and (hit.token.expires_at is None or not hit.token.expired(self._clock.now())):
+                return hit.token
+            del self._valid[digest]
+        generation = self._generation
+        found = await self._store.check_api_token(digest)
+        if found is None or found.expired(self._clock.now()):
+            return None
+        if generation == self._generation:
+            if len(self._valid) >= _CACHE_MAX:
+                self._valid.clear()
+            self._valid[digest] = _Cached(found, self._clock.monotonic() + self._ttl)
+        return found
 
-    async def require(self, credentials: HTTPAuthorizationCredentials | None) -> None:
-        if credentials is None or not credentials.credentials:
-            raise Unauthorized(f"missing bearer token: {HOW_TO_GET_ONE}")
-        if not await self.is_valid(credentials.credentials):
-            raise Unauthorized(f"the bearer token is not valid here: {HOW_TO_GET_ONE}")
+    async def is_valid(self, token: str | bytes) -> bool:
+        raw = token if isinstance(token, bytes) else header_bytes(token)
+        return await self.check(raw) is not None
 
-    async def require_header(self, authorization: str | None) -> None:
-        """The same check on the raw header, for routes that skip dependency injection."""
-        scheme, _, token = (authorization or "").partition(" ")
-        if scheme.lower() != "bearer" or not token.strip():
+    def forget(self, token_id: str) -> None:
+        """Stop trusting the token with this id (it was revoked) from now on."""
+        self._generation += 1
+        for digest in [d for d, cached in self._valid.items() if cached.token.id == token_id]:
+            del self._valid[digest]
+
+    async def require_header(self, authorization: str | None, needed: Scope = Scope.invoke) -> ApiToken:
+        """The token of a raw Authorization header, if valid and its scope allows `needed`."""
+        token = bearer_token(authorization)
+        if not token:
             raise Unauthorized(f"missing bearer token: {HOW_TO_GET_ONE}")
-        if not await self.is_valid(token.strip()):
-            raise Unauthorized(f"the bearer token is not valid here: {HOW_TO_GET_ONE}")
+        found = await self.check(token)
+        if found is None:
+            raise Unauthorized(
+                f"the bearer token is not valid here (unknown, revoked or expired): {HOW_TO_GET_ONE}"
+            )
+        if not found.scope.allows(needed):
+            raise Forbidden(
+                f"token {found.id} ({found.name!r}) has scope {found.scope.value}; this needs scope "
+                f"{needed.value} (create one with `eops token create --scope {needed.value}`)"
+            )
+        return found
+
+
+# The routes an `invoke` token may use, as (method, route name: the endpoint function's name,
+# what FastAPI puts in the request's scope whatever prefix the router is included under). Every
+# other /v1 route needs `admin` (deploy and delete functions, tokens), so a route added without
+# a line here is admin-only until someone decides otherwise (tests/api/test_tokens.py tries
+# every route of the OpenAPI document with an invoke token).
+INVOKE_ROUTES = frozenset(
+    {
+        ("POST", "invoke"),  # POST /v1/functions/{name}/invocations (invocations_routes.accept_route)
+        ("GET", "list_functions"),  # GET /v1/functions
+        ("GET", "get_function"),  # GET /v1/functions/{name}
+        ("GET", "list_invocations"),  # GET /v1/invocations
+        ("GET", "get_invocation"),  # GET /v1/invocations/{invocation_id}
+        ("GET", "logs"),  # GET /v1/invocations/{invocation_id}/logs
+        ("POST", "cancel"),  # POST /v1/invocations/{invocation_id}/cancel
+    }
+)
+
+
+def needed_scope(method: str, route_name: str) -> Scope:
+    method = "GET" if method == "HEAD" else method
+    return Scope.invoke if (method, route_name) in INVOKE_ROUTES else Scope.admin
 
 
 async def require_api_token(
-    request: Request, credentials: HTTPAuthorizationCredentials | None = Depends(bearer)
-) -> None:
+    request: Request, _credentials: HTTPAuthorizationCredentials | None = Depends(bearer)
+) -> ApiToken:
+    """The dependency on every /v1 route (the security scheme comes from `bearer`; the header
+    is read here, as bytes)."""
     checker: TokenChecker = request.app.state.runtime.tokens
-    await checker.require(credentials)
+    needed = needed_scope(request.method, getattr(request.scope.get("route"), "name", ""))
+    token = await checker.require_header(request.headers.get("authorization"), needed)
+    request.state.api_token = token
+    return token

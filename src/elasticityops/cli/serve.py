@@ -1,20 +1,31 @@
-"""`eops serve` (gateway + dispatcher on embedded defaults) and `eops token create`."""
+"""`eops serve` (gateway + dispatcher on embedded defaults) and `eops token create|ls|revoke`."""
 
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import sys
+from collections.abc import Awaitable, Callable
+from datetime import datetime
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
 import typer
 
 from elasticityops.cli.knob_options import knob_options
 from elasticityops.domain.clock import SystemClock
 from elasticityops.domain.errors import EopsError, FieldProblem, InvalidInput
+from elasticityops.domain.tokens import ApiToken, Scope, parse_lifetime
 from elasticityops.knobs import Spec, spec, specs
 from elasticityops.settings import Settings, load_settings
+
+if TYPE_CHECKING:
+    from elasticityops.store.sql import SqlStore as SqlStoreT
+else:
+    SqlStoreT = Any
+
+T = TypeVar("T")
 
 token_app = typer.Typer(help="API tokens for the HTTP API.", no_args_is_help=True)
 
@@ -133,6 +144,7 @@ def serve(
         return
     import uvicorn
 
+    from elasticityops.http_limits import MAX_HEAD_BYTES, LimitedHttpToolsProtocol
     from elasticityops.server import build_app
 
     url = f"http://{settings.host}:{settings.port}"
@@ -158,6 +170,9 @@ def serve(
         access_log=access_log,
         lifespan="on",
         timeout_graceful_shutdown=10,
+        # Caps on a request's line and headers, answered 431 before the app sees them.
+        http=LimitedHttpToolsProtocol,
+        h11_max_incomplete_event_size=MAX_HEAD_BYTES,
     )
     # The store's writer thread and the event loop share the GIL; at the default 5 ms switch
     # interval a loop waiting for it stalls every request behind one batch's Python work.
@@ -168,27 +183,123 @@ def serve(
         sys.exit(1)
 
 
+_TOKEN_DB = (None, [spec(Settings, "data-dir"), spec(Settings, "database-url")])
+
+
+async def _on_store(settings: Settings, work: Callable[[SqlStoreT], Awaitable[T]]) -> T:
+    from elasticityops.server import open_store
+
+    store = await open_store(settings)
+    try:
+        return await work(store)
+    finally:
+        await store.close()
+
+
+def _run_on_store(given: dict[str, Any], work: Callable[[SqlStoreT], Awaitable[T]]) -> T:
+    settings = _settings(given)
+    try:
+        return asyncio.run(_on_store(settings, work))
+    except EopsError as exc:
+        _fail(exc)
+        raise  # unreachable: _fail exits
+
+
+def _when(at: datetime | None) -> str:
+    return "never" if at is None else at.strftime("%Y-%m-%d %H:%M:%SZ")
+
+
 @token_app.command("create")
-@knob_options((None, [spec(Settings, "data-dir"), spec(Settings, "database-url")]))
+@knob_options(_TOKEN_DB)
 def token_create(
     given: dict[str, Any],
     name: Annotated[str, typer.Option(help="A label for the token, kept with its hash.")] = "cli",
+    scope: Annotated[
+        Scope,
+        typer.Option(help="admin: everything (deploy, delete, tokens); invoke: invoke, read, cancel."),
+    ] = Scope.invoke,
+    expires_in: Annotated[
+        str | None,
+        typer.Option("--expires-in", metavar="DURATION", help="Stop working after this long: 30d, 12h, 90m."),
+    ] = None,
 ) -> None:
-    """Create an API token and print it (only its hash is stored: keep it)."""
-    settings = _settings(given)
-
-    async def create() -> str:
-        from elasticityops.server import create_token, open_store
-
-        store = await open_store(settings)
-        try:
-            return await create_token(store, name, SystemClock())
-        finally:
-            await store.close()
-
+    """Create an API token and print it on stdout (only its hash is stored: keep it); its id,
+    for `eops token revoke`, goes to stderr."""
     try:
-        token = asyncio.run(create())
+        lifetime = None if expires_in is None else parse_lifetime(expires_in, "--expires-in")
     except EopsError as exc:
         _fail(exc)
         return
+
+    async def create(store: SqlStoreT) -> tuple[str, ApiToken]:
+        from elasticityops.api.auth import new_token
+
+        return await new_token(store, name, SystemClock(), scope=scope, lifetime=lifetime)
+
+    token, record = _run_on_store(given, create)
     print(token)
+    typer.echo(
+        f"token {record.id} ({record.name!r}, scope {record.scope.value}, expires "
+        f"{_when(record.expires_at)}): shown once; revoke with `eops token revoke {record.id}`",
+        err=True,
+    )
+
+
+@token_app.command("ls")
+@knob_options(_TOKEN_DB)
+def token_ls(
+    given: dict[str, Any],
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+) -> None:
+    """List the API tokens of a data dir (never the tokens themselves: only their ids)."""
+
+    async def listed(store: SqlStoreT) -> list[ApiToken]:
+        return await store.list_api_tokens()
+
+    tokens = _run_on_store(given, listed)
+    now = SystemClock().now()
+    if as_json:
+        rows = [
+            {
+                "id": t.id,
+                "name": t.name,
+                "scope": t.scope.value,
+                "created_at": t.created_at.isoformat(),
+                "expires_at": None if t.expires_at is None else t.expires_at.isoformat(),
+                "expired": t.expired(now),
+            }
+            for t in tokens
+        ]
+        print(json.dumps(rows, indent=2))
+        return
+    table = [("ID", "NAME", "SCOPE", "CREATED", "EXPIRES")]
+    for t in tokens:
+        expires = _when(t.expires_at) + (" (expired)" if t.expired(now) else "")
+        table.append((t.id, t.name, t.scope.value, _when(t.created_at), expires))
+    widths = [max(len(row[i]) for row in table) for i in range(len(table[0]))]
+    for row in table:
+        print("  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip())
+
+
+@token_app.command("revoke")
+@knob_options(_TOKEN_DB)
+def token_revoke(
+    given: dict[str, Any],
+    token_id: Annotated[
+        str, typer.Argument(metavar="ID", help="The token's id (tok-...), from `eops token ls`.")
+    ],
+) -> None:
+    """Revoke an API token: it stops working at once for new gateway processes, and within
+    a few seconds for those running (they trust a token they have checked for 5 s)."""
+
+    async def revoke(store: SqlStoreT) -> bool:
+        return await store.revoke_api_token(token_id)
+
+    if not _run_on_store(given, revoke):
+        typer.secho(
+            f"error: no token {token_id!r} in this database; list them with `eops token ls`",
+            err=True,
+            fg=typer.colors.RED,
+        )
+        raise typer.Exit(1)
+    typer.echo(f"revoked {token_id}", err=True)

@@ -63,6 +63,13 @@ class Unauthorized(EopsError):
     code = "unauthorized"
 
 
+class Forbidden(EopsError):
+    """A valid token whose scope does not cover the request."""
+
+    status_code = 403
+    code = "forbidden"
+
+
 class PayloadTooLarge(EopsError):
     status_code = 413
     code = "payload_too_large"

@@ -233,5 +233,14 @@ def callback_token(server_secret: bytes, invocation_id: str) -> str:
     return base64.urlsafe_b64encode(digest).decode().rstrip("=")
 
 
-def check_callback_token(server_secret: bytes, invocation_id: str, token: str) -> bool:
-    return hmac.compare_digest(callback_token(server_secret, invocation_id), token)
+def check_callback_token(server_secret: bytes, invocation_id: str, token: str | bytes) -> bool:
+    """Compared as bytes: `hmac.compare_digest` refuses a str holding non-ASCII, and a header
+    can hold any byte (Starlette hands it over decoded as latin-1, which encodes back exactly)."""
+    if isinstance(token, bytes):
+        raw = token
+    else:
+        try:
+            raw = token.encode("latin-1")
+        except UnicodeEncodeError:
+            raw = token.encode("utf-8", "surrogatepass")
+    return hmac.compare_digest(callback_token(server_secret, invocation_id).encode("ascii"), raw)

@@ -13,6 +13,7 @@ from typing import Protocol
 from elasticityops.domain.events import BackendEvent
 from elasticityops.domain.functions import FunctionSpec
 from elasticityops.domain.invocations import FailureReason, Invocation, State
+from elasticityops.domain.tokens import ApiToken, Scope
 
 
 @dataclass(frozen=True)
@@ -115,8 +116,27 @@ class Store(Protocol):
         """Cheap round trip to the database (readiness); raises TemporaryError when it fails."""
         ...
 
-    async def create_api_token(self, name: str, token_hash: str, at: datetime) -> None: ...
-    async def check_api_token(self, token_hash: str) -> bool: ...
+    async def create_api_token(
+        self,
+        name: str,
+        token_hash: str,
+        at: datetime,
+        *,
+        scope: Scope = Scope.admin,
+        expires_at: datetime | None = None,
+    ) -> ApiToken:
+        """Keep a token's hash (Conflict if it is there already); the id derives from the hash."""
+        ...
+
+    async def check_api_token(self, token_hash: str) -> ApiToken | None:
+        """The token with this hash, expired or not; None when there is none."""
+        ...
+
+    async def list_api_tokens(self) -> list[ApiToken]: ...
+
+    async def revoke_api_token(self, id_: str) -> bool:
+        """Delete the token with this id at once; False when there is none."""
+        ...
 
     async def close(self) -> None: ...
 

@@ -16,8 +16,19 @@ from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
 from typing import Any, TypeVar
 
-from sqlalchemy import Connection, Dialect, Engine, create_engine, event, func, insert, select, update
-from sqlalchemy.engine import make_url
+from sqlalchemy import (
+    Connection,
+    Dialect,
+    Engine,
+    create_engine,
+    delete,
+    event,
+    func,
+    insert,
+    select,
+    update,
+)
+from sqlalchemy.engine import RowMapping, make_url
 from sqlalchemy.exc import DBAPIError, IntegrityError, OperationalError, SQLAlchemyError
 
 from elasticityops.domain.errors import (
@@ -32,6 +43,7 @@ from elasticityops.domain.events import BackendEvent, apply_event
 from elasticityops.domain.functions import FunctionSpec
 from elasticityops.domain.invocations import ACTIVE_STATES, Invocation, State, advance
 from elasticityops.domain.ports import Change, FunctionRecord, NewInvocation, Page
+from elasticityops.domain.tokens import TOKEN_ID_PREFIX, ApiToken, Scope, is_token_id, token_id
 from elasticityops.settings import StoreSettings
 from elasticityops.store import migrate, rows
 from elasticityops.store.tables import api_tokens, functions, invocations
@@ -337,18 +349,66 @@ class SqlStore:
 
     # -- API tokens -------------------------------------------------------------------------
 
-    async def create_api_token(self, name: str, token_hash: str, at: datetime) -> None:
+    async def create_api_token(
+        self,
+        name: str,
+        token_hash: str,
+        at: datetime,
+        *,
+        scope: Scope = Scope.admin,
+        expires_at: datetime | None = None,
+    ) -> ApiToken:
         def run(conn: Connection) -> None:
-            conn.execute(insert(api_tokens).values(token_hash=token_hash, name=name, created_at=at))
+            conn.execute(
+                insert(api_tokens).values(
+                    token_hash=token_hash, name=name, created_at=at, scope=scope.value, expires_at=expires_at
+                )
+            )
 
         await self._write(run)
+        return ApiToken(token_id(token_hash), name, scope, at, expires_at)
 
-    async def check_api_token(self, token_hash: str) -> bool:
-        def run(conn: Connection) -> bool:
-            query = select(api_tokens.c.token_hash).where(api_tokens.c.token_hash == token_hash)
-            return conn.execute(query).first() is not None
+    async def check_api_token(self, token_hash: str) -> ApiToken | None:
+        """The token with this hash, expired or not (the caller decides): None when unknown."""
+
+        def run(conn: Connection) -> ApiToken | None:
+            query = select(*_TOKEN_COLUMNS).where(api_tokens.c.token_hash == token_hash)
+            row = conn.execute(query).mappings().first()
+            return None if row is None else _api_token(row)
 
         return await self._read(run)
+
+    async def list_api_tokens(self) -> list[ApiToken]:
+        def run(conn: Connection) -> list[ApiToken]:
+            query = select(*_TOKEN_COLUMNS).order_by(api_tokens.c.created_at, api_tokens.c.token_hash)
+            return [_api_token(row) for row in conn.execute(query).mappings()]
+
+        return await self._read(run)
+
+    async def revoke_api_token(self, id_: str) -> bool:
+        """Delete the token with this id; False when there is none."""
+        if not is_token_id(id_):
+            return False
+        prefix = id_.removeprefix(TOKEN_ID_PREFIX)
+
+        def run(conn: Connection) -> bool:
+            done = conn.execute(delete(api_tokens).where(api_tokens.c.token_hash.startswith(prefix)))
+            return bool(done.rowcount)
+
+        return await self._write(run)
+
+
+_TOKEN_COLUMNS = [api_tokens.c[name] for name in ("token_hash", "name", "scope", "created_at", "expires_at")]
+
+
+def _api_token(row: RowMapping) -> ApiToken:
+    return ApiToken(
+        id=token_id(row["token_hash"]),
+        name=row["name"],
+        scope=Scope(row["scope"]),
+        created_at=row["created_at"],
+        expires_at=row["expires_at"],
+    )
 
 
 def _get(conn: Connection, invocation_id: str) -> Invocation | None:

@@ -90,4 +90,7 @@ api_tokens = Table(
     Column("token_hash", String(64), primary_key=True),  # sha256 hex; the token itself is never stored
     Column("name", String(128), nullable=False),
     Column("created_at", UtcDateTime, nullable=False),
+    # domain.tokens.Scope; tokens made before scopes existed could do everything: admin.
+    Column("scope", String(16), nullable=False, server_default="admin"),
+    Column("expires_at", UtcDateTime, nullable=True),  # NULL: never expires
 )

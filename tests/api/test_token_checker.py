@@ -1,0 +1,104 @@
+"""api/auth.py TokenChecker on a stand-in store and a manual clock: a cached token is trusted
+for CACHE_SECONDS at most, never past its expiry, and not at all once forgotten (revoked here)."""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import UTC, datetime, timedelta
+
+from elasticityops.api.auth import CACHE_SECONDS, TokenChecker, hash_token
+from elasticityops.domain.clock import ManualClock
+from elasticityops.domain.tokens import ApiToken, Scope, token_id
+
+T0 = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
+
+
+class Tokens:
+    """The two store methods the checker calls, counting the reads."""
+
+    def __init__(self) -> None:
+        self.rows: dict[str, ApiToken] = {}
+        self.reads = 0
+        self.gate: asyncio.Event | None = None
+
+    def add(self, token: bytes, expires_at: datetime | None = None) -> ApiToken:
+        digest = hash_token(token)
+        self.rows[digest] = ApiToken(token_id(digest), "t", Scope.invoke, T0, expires_at)
+        return self.rows[digest]
+
+    async def check_api_token(self, token_hash: str) -> ApiToken | None:
+        self.reads += 1
+        found = self.rows.get(token_hash)
+        if self.gate is not None:
+            await self.gate.wait()
+        return found
+
+
+def _checker(tokens: Tokens, clock: ManualClock) -> TokenChecker:
+    return TokenChecker(tokens, clock)  # type: ignore[arg-type]
+
+
+def test_a_token_revoked_elsewhere_stops_working_after_the_cache_lifetime() -> None:
+    tokens, clock = Tokens(), ManualClock(T0)
+    checker = _checker(tokens, clock)
+    tokens.add(b"eops_a")
+
+    async def body() -> None:
+        assert await checker.check(b"eops_a") is not None
+        assert await checker.check(b"eops_a") is not None
+        assert tokens.reads == 1, "a hit needs no read"
+        tokens.rows.clear()  # another process revoked it
+        clock.advance(CACHE_SECONDS - 0.5)
+        assert await checker.check(b"eops_a") is not None, "still within the cache's lifetime"
+        clock.advance(1.0)
+        assert await checker.check(b"eops_a") is None
+
+    asyncio.run(body())
+
+
+def test_a_token_revoked_in_this_process_stops_working_at_once() -> None:
+    tokens, clock = Tokens(), ManualClock(T0)
+    checker = _checker(tokens, clock)
+    record = tokens.add(b"eops_a")
+
+    async def body() -> None:
+        assert await checker.check(b"eops_a") is not None
+        del tokens.rows[hash_token(b"eops_a")]
+        checker.forget(record.id)
+        assert await checker.check(b"eops_a") is None
+
+    asyncio.run(body())
+
+
+def test_a_read_that_raced_a_revocation_is_not_cached() -> None:
+    tokens, clock = Tokens(), ManualClock(T0)
+    checker = _checker(tokens, clock)
+    record = tokens.add(b"eops_a")
+
+    async def body() -> None:
+        tokens.gate = asyncio.Event()
+        reading = asyncio.create_task(checker.check(b"eops_a"))
+        await asyncio.sleep(0)  # the read has the row, not yet the answer
+        del tokens.rows[hash_token(b"eops_a")]
+        checker.forget(record.id)
+        tokens.gate.set()
+        await reading
+        tokens.gate = None
+        assert await checker.check(b"eops_a") is None, "the raced read was cached"
+
+    asyncio.run(body())
+
+
+def test_a_cached_token_expires_on_time() -> None:
+    tokens, clock = Tokens(), ManualClock(T0)
+    checker = _checker(tokens, clock)
+    tokens.add(b"eops_a", expires_at=T0 + timedelta(seconds=2))
+
+    async def body() -> None:
+        assert await checker.check(b"eops_a") is not None
+        clock.advance(1.9)
+        assert await checker.check(b"eops_a") is not None
+        clock.advance(0.2)
+        assert await checker.check(b"eops_a") is None
+
+    asyncio.run(body())

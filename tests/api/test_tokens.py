@@ -1,0 +1,223 @@
+"""API tokens: ids, scopes, expiry and revocation, through the API (/v1/tokens) and the CLI
+(`eops token create|ls|revoke` on the data dir), against a real gateway."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import time
+from typing import Any
+
+import httpx
+import pytest
+
+from elasticityops.api.auth import CACHE_SECONDS, INVOKE_ROUTES, needed_scope
+from elasticityops.domain.tokens import Scope
+from helpers.server import EOPS, RunningServer, base_env
+
+HELLO = {"name": "tokhello", "command": ["python", "-c", "print('hi')"], "timeout_seconds": 30}
+
+
+def _create(gateway: RunningServer, **body: Any) -> dict[str, Any]:
+    with gateway.client() as admin:
+        answer = admin.post("/v1/tokens", json=body)
+    assert answer.status_code == 201, answer.text
+    created: dict[str, Any] = answer.json()
+    return created
+
+
+def _cli(gateway: RunningServer, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [EOPS, "token", *args, "--data-dir", str(gateway.data_dir)],
+        capture_output=True,
+        text=True,
+        env=base_env(),
+        timeout=60,
+    )
+
+
+def test_a_created_token_has_an_id_a_scope_and_is_shown_once(gateway: RunningServer) -> None:
+    created = _create(gateway, name="ci", scope="invoke")
+    assert created["id"].startswith("tok-")
+    assert created["scope"] == "invoke"
+    assert created["expires_at"] is None
+    assert created["token"].startswith("eops_")
+    with gateway.client() as admin:
+        listed = admin.get("/v1/tokens").json()["items"]
+    mine = [t for t in listed if t["id"] == created["id"]]
+    assert mine == [{k: v for k, v in created.items() if k != "token"}], "listings never hold the token"
+    assert all("token" not in t for t in listed)
+
+
+def test_names_need_not_be_unique_ids_are(gateway: RunningServer) -> None:
+    ids = {_create(gateway, name="same")["id"] for _ in range(3)}
+    assert len(ids) == 3
+
+
+def test_the_admin_token_made_at_first_start_has_scope_admin(gateway: RunningServer) -> None:
+    with gateway.client() as admin:
+        listed = admin.get("/v1/tokens").json()["items"]
+    first = [t for t in listed if t["name"] == "admin"]
+    assert [t["scope"] for t in first] == ["admin"]
+
+
+def test_an_invoke_token_invokes_reads_and_cancels_but_never_deploys(gateway: RunningServer) -> None:
+    with gateway.client() as admin:
+        assert admin.put("/v1/functions/tokhello", json=HELLO).status_code in (200, 201)
+    token = _create(gateway, name="invoker", scope="invoke")["token"]
+    with gateway.client(token) as invoker:
+        accepted = invoker.post("/v1/functions/tokhello/invocations", json={})
+        assert accepted.status_code == 202, accepted.text
+        inv = accepted.json()["id"]
+        assert invoker.get(f"/v1/invocations/{inv}").status_code == 200
+        assert invoker.get("/v1/invocations").status_code == 200
+        assert invoker.get("/v1/functions").status_code == 200
+        assert invoker.get("/v1/functions/tokhello").status_code == 200
+        assert invoker.post(f"/v1/invocations/{inv}/cancel").status_code in (200, 409)
+        for method, path, body in [
+            ("PUT", "/v1/functions/tokhello", HELLO),
+            ("PUT", "/v1/functions/newone", {**HELLO, "name": "newone"}),
+            ("DELETE", "/v1/functions/tokhello", None),
+            ("GET", "/v1/tokens", None),
+            ("POST", "/v1/tokens", {"name": "escalate", "scope": "admin"}),
+            ("DELETE", "/v1/tokens/tok-000000000000", None),
+        ]:
+            answer = invoker.request(method, path, json=body)
+            assert answer.status_code == 403, (method, path, answer.text)
+            assert answer.json()["error"]["code"] == "forbidden"
+            assert "scope admin" in answer.json()["error"]["message"]
+
+
+def test_an_admin_token_may_deploy(gateway: RunningServer) -> None:
+    token = _create(gateway, name="deployer", scope="admin")["token"]
+    with gateway.client(token) as deployer:
+        assert deployer.put("/v1/functions/tokhello", json=HELLO).status_code in (200, 201)
+        assert deployer.get("/v1/tokens").status_code == 200
+
+
+def test_revocation_through_the_api_takes_effect_at_once(gateway: RunningServer) -> None:
+    created = _create(gateway, name="short-lived", scope="invoke")
+    with gateway.client(created["token"]) as client:
+        assert client.get("/v1/functions").status_code == 200  # now in the checker's cache
+        with gateway.client() as admin:
+            assert admin.delete(f"/v1/tokens/{created['id']}").status_code == 204
+            assert admin.delete(f"/v1/tokens/{created['id']}").status_code == 404
+        answer = client.get("/v1/functions")
+        assert answer.status_code == 401, "the revoked token was still trusted"
+        assert client.post("/v1/functions/tokhello/invocations", json={}).status_code == 401
+
+
+def test_an_expired_token_stops_working_even_when_cached(gateway: RunningServer) -> None:
+    created = _create(gateway, name="brief", scope="invoke", expires_in_seconds=2)
+    assert created["expires_at"] is not None
+    with gateway.client(created["token"]) as client:
+        assert client.get("/v1/functions").status_code == 200
+        time.sleep(2.2)
+        assert client.get("/v1/functions").status_code == 401
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        {"name": "x", "scope": "root"},
+        {"name": "x", "expires_in_seconds": 0},
+        {"name": "x", "expires_in_seconds": 10**12},
+        {"name": ""},
+        {"name": "x", "extra": 1},
+    ],
+)
+def test_bad_token_requests_are_422(gateway: RunningServer, body: dict[str, Any]) -> None:
+    with gateway.client() as admin:
+        assert admin.post("/v1/tokens", json=body).status_code == 422
+
+
+def test_the_cli_creates_lists_and_revokes_tokens(gateway: RunningServer) -> None:
+    done = _cli(gateway, "create", "--name", "from-cli", "--scope", "invoke", "--expires-in", "30d")
+    assert done.returncode == 0, done.stderr
+    token = done.stdout.strip()
+    assert token.startswith("eops_")
+    assert "\n" not in token
+    token_id = done.stderr.split()[1]
+    assert token_id.startswith("tok-"), done.stderr
+    assert "scope invoke" in done.stderr
+    assert "shown once" in done.stderr
+
+    listed = _cli(gateway, "ls", "--json")
+    assert listed.returncode == 0, listed.stderr
+    rows = {row["id"]: row for row in json.loads(listed.stdout)}
+    assert rows[token_id]["name"] == "from-cli"
+    assert rows[token_id]["scope"] == "invoke"
+    assert rows[token_id]["expires_at"] is not None
+    assert any(row["name"] == "admin" and row["scope"] == "admin" for row in rows.values())
+    table = _cli(gateway, "ls")
+    assert token_id in table.stdout
+    assert "from-cli" in table.stdout
+    assert token not in table.stdout
+
+    with gateway.client(token) as client:
+        assert client.get("/v1/functions").status_code == 200  # cached by the gateway now
+        revoked = _cli(gateway, "revoke", token_id)
+        assert revoked.returncode == 0, revoked.stderr
+        # Another process revoked it: this gateway notices within its cache's lifetime.
+        deadline = time.monotonic() + CACHE_SECONDS + 5
+        while client.get("/v1/functions").status_code == 200:
+            assert time.monotonic() < deadline, "a token revoked by the CLI was still trusted"
+            time.sleep(0.2)
+        assert client.get("/v1/functions").status_code == 401
+    again = _cli(gateway, "revoke", token_id)
+    assert again.returncode == 1
+    assert "no token" in again.stderr
+
+
+@pytest.mark.parametrize("bad", ["30", "thirty days", "0d", "5y", "\uff11d"])
+def test_the_cli_refuses_a_bad_expiry(gateway: RunningServer, bad: str) -> None:
+    done = _cli(gateway, "create", "--expires-in", bad)
+    assert done.returncode == 2
+    assert "--expires-in" in done.stderr
+    assert "Traceback" not in done.stderr
+
+
+def test_the_cli_default_scope_is_invoke(gateway: RunningServer) -> None:
+    done = _cli(gateway, "create")
+    assert done.returncode == 0, done.stderr
+    with gateway.client(done.stdout.strip()) as client:
+        assert client.get("/v1/functions").status_code == 200
+        assert client.put("/v1/functions/tokhello", json=HELLO).status_code == 403
+
+
+def test_every_v1_route_has_a_decided_scope(gateway: RunningServer) -> None:
+    """Every operation of the OpenAPI document, tried with an invoke token: exactly the admin
+    ones answer 403. A route added later is admin-only until auth.INVOKE_ROUTES names it."""
+    token = _create(gateway, name="prober", scope="invoke")["token"]
+    paths = httpx.get(gateway.url + "/openapi.json").json()["paths"]
+    forbidden = set()
+    with gateway.client(token) as invoker:
+        for path, operations in paths.items():
+            if not path.startswith("/v1") or path.endswith("/result"):  # the job's own token
+                continue
+            for method in operations:
+                concrete = (
+                    path.replace("{name}", "nosuchfn")
+                    .replace("{invocation_id}", "inv-0000000000000000000000000")
+                    .replace("{token_id}", "tok-000000000000")
+                )
+                answer = invoker.request(method.upper(), concrete, params={"wait": 0}, json={})
+                assert answer.status_code < 500, (method, path, answer.text)
+                if answer.status_code == 403:
+                    forbidden.add((method.upper(), path))
+    assert forbidden == {
+        ("PUT", "/v1/functions/{name}"),
+        ("DELETE", "/v1/functions/{name}"),
+        ("GET", "/v1/tokens"),
+        ("POST", "/v1/tokens"),
+        ("DELETE", "/v1/tokens/{token_id}"),
+    }
+    assert len(INVOKE_ROUTES) == 7
+    assert needed_scope("GET", "some_new_route") is Scope.admin
+
+
+def test_a_status_of_403_names_the_token(gateway: RunningServer) -> None:
+    created = _create(gateway, name="named", scope="invoke")
+    answer = httpx.get(gateway.url + "/v1/tokens", headers={"Authorization": f"Bearer {created['token']}"})
+    assert answer.status_code == 403
+    assert created["id"] in answer.json()["error"]["message"]
