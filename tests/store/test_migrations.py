@@ -54,7 +54,7 @@ from .conftest import open_store
 
 T0 = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
 HEAD = ScriptDirectory(str(migrate.SCRIPT_LOCATION)).get_current_head()
-OUR_TABLES = {"functions", "invocations", "api_tokens"}
+OUR_TABLES = {"functions", "function_versions", "invocations", "api_tokens"}
 
 
 def _frozen_schema() -> MetaData:
@@ -314,6 +314,13 @@ async def _old_rows_are_readable(store: SqlStore) -> None:
     assert function.version == 1
     assert function.created_at == T0
     assert function.spec.command == ["python", "-c", "pass"]
+    # 0004: the current spec of each function is its first kept version.
+    kept = await store.get_function_version("hello", 1)
+    assert kept is not None
+    assert kept.command == ["python", "-c", "pass"]
+    queued = await store.get_invocation(QUEUED)
+    assert queued is not None
+    assert queued.spec_version == 1
     assert await store.check_api_token("f" * 64)
     counts = await store.counts_by_state()
     assert {s: n for s, n in counts.items() if n} == {
@@ -376,6 +383,15 @@ async def _new_writes_work(store: SqlStore) -> None:
     )
     assert not created
     assert record.version == 2
+    replaced = await store.get_function_version("hello", 1)
+    assert replaced is not None
+    assert replaced.timeout_seconds == 3600, "version 1 is kept as it was"
+    assert await store.delete_function("hello", T0 + timedelta(hours=2))
+    record, created = await store.put_function(
+        FunctionSpec.model_validate({"name": "hello", "command": ["python", "-c", "pass"]}),
+        T0 + timedelta(hours=3),
+    )
+    assert (created, record.version) == (True, 3), "a tombstoned name goes on counting"
     with pytest.raises(Conflict):
         await store.create_api_token("again", "f" * 64, T0)
     await store.create_api_token("ci", "e" * 64, T0)

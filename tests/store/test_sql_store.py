@@ -62,9 +62,30 @@ def test_functions_are_created_replaced_listed_and_deleted(store: SqlStore, run:
         assert got.created_at == T0
         assert got.updated_at == T0 + timedelta(seconds=2)
         assert [r.spec.name for r in await store.list_functions()] == ["another", "hello"]
-        assert await store.delete_function("hello") is True
-        assert await store.delete_function("hello") is False
+        assert await store.delete_function("hello", T0) is True
+        assert await store.delete_function("hello", T0) is False
         assert await store.get_function("hello") is None
+        assert [r.spec.name for r in await store.list_functions()] == ["another"]
+
+    run.run(body())
+
+
+def test_every_version_is_kept_and_a_deleted_name_goes_on_counting(
+    store: SqlStore, run: asyncio.Runner
+) -> None:
+    async def body() -> None:
+        await store.put_function(spec(timeout_seconds=10), T0)
+        await store.put_function(spec(timeout_seconds=20), T0 + timedelta(seconds=1))
+        assert await store.delete_function("hello", T0 + timedelta(seconds=2))
+        assert await store.get_function("hello") is None
+        again, created = await store.put_function(spec(timeout_seconds=10), T0 + timedelta(seconds=3))
+        assert created, "deployed again after a delete: a new function to the user"
+        assert again.version == 3, "never restarts at 1: version 1 names another spec"
+        assert again.created_at == T0 + timedelta(seconds=3)
+        kept = [await store.get_function_version("hello", n) for n in (1, 2, 3)]
+        assert [s.timeout_seconds if s else None for s in kept] == [10, 20, 10]
+        assert await store.get_function_version("hello", 4) is None
+        assert await store.get_function_version("nobody", 1) is None
 
     run.run(body())
 

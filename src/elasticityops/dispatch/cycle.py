@@ -27,6 +27,7 @@ def plan_cycle(
     queued: Sequence[Invocation],
     active_by_function: Mapping[str, int],
     functions: Mapping[str, FunctionSpec],
+    versions: Mapping[tuple[str, int], FunctionSpec],
     free_gpus: int | None,
     total_gpus: int | None,
     gpu_budget: int | None,
@@ -34,16 +35,24 @@ def plan_cycle(
 ) -> CyclePlan:
     """`queued` oldest first; `active_by_function` how many are pending or running per function;
     `functions` the specs that exist now, by name (a queued invocation whose function is not
-    there was deleted)."""
+    there was deleted); `versions` the specs by (name, version) that the queued invocations were
+    accepted with, which is what each runs and asks GPUs for (a missing one was never kept)."""
     fail: list[Change] = []
     runnable: list[Invocation] = []
     limits = ((total_gpus, "the backend offers"), (gpu_budget, "the GPU budget allows"))
     ceiling = min(((n, what) for n, what in limits if n is not None), default=None)
+    gpus: dict[str, int] = {}
     for inv in queued:
-        spec = functions.get(inv.function)
-        if spec is None:
+        spec = versions.get((inv.function, inv.spec_version))
+        if inv.function not in functions:
             deleted = f"function {inv.function!r} was deleted before this invocation could run"
             fail.append(_fail(inv, at, FailureReason.function_deleted, deleted))
+        elif spec is None:
+            unknown = (
+                f"version {inv.spec_version} of function {inv.function!r} is not kept (it was "
+                "replaced before the gateway kept every version); invoke it again"
+            )
+            fail.append(_fail(inv, at, FailureReason.launch_error, unknown))
         elif ceiling is not None and spec.gpu.count > ceiling[0]:
             # Queueing it would block everything behind it forever (admission keeps strict order).
             most, what = ceiling
@@ -54,9 +63,10 @@ def plan_cycle(
             fail.append(_fail(inv, at, FailureReason.no_capacity, too_big))
         else:
             runnable.append(inv)
+            gpus[inv.id] = spec.gpu.count
     in_use = gpus_in_use(active_by_function, {name: spec.gpu.count for name, spec in functions.items()})
     snapshot = AdmissionSnapshot(
-        queued=[QueuedItem(i.id, i.function, i.priority, functions[i.function].gpu.count) for i in runnable],
+        queued=[QueuedItem(i.id, i.function, i.priority, gpus[i.id]) for i in runnable],
         free_gpus=free_gpus,
         gpu_budget_left=None if gpu_budget is None else max(0, gpu_budget - in_use),
         active_by_function=Counter(active_by_function),

@@ -18,7 +18,7 @@ from elasticityops.domain.invocations import FailureReason, Invocation, State
 @dataclass(frozen=True)
 class FunctionRecord:
     spec: FunctionSpec
-    version: int  # increases on every PUT that changes the spec
+    version: int  # increases on every PUT that changes the spec, across deletes of the name
     created_at: datetime
     updated_at: datetime
 
@@ -62,9 +62,18 @@ class Store(Protocol):
         """Create or replace; returns (record, created)."""
         ...
 
-    async def get_function(self, name: str) -> FunctionRecord | None: ...
+    async def get_function(self, name: str) -> FunctionRecord | None:
+        """The current version of a function that exists (not deleted)."""
+        ...
+
+    async def get_function_version(self, name: str, version: int) -> FunctionSpec | None:
+        """That version of the name's spec, kept even after the name was deleted or changed."""
+        ...
+
     async def list_functions(self) -> list[FunctionRecord]: ...
-    async def delete_function(self, name: str) -> bool: ...
+    async def delete_function(self, name: str, at: datetime) -> bool:
+        """Tombstone the name (its versions stay); False when there was none."""
+        ...
 
     async def create_invocation(self, new: NewInvocation) -> tuple[Invocation, bool]:
         """Store a new invocation in state `queued`; returns (invocation, created).
