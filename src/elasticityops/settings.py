@@ -69,7 +69,9 @@ class ApiSettings:
 @dataclass(frozen=True)
 class Settings:
     host: str = knob("127.0.0.1", env="EOPS_HOST", help="Address to listen on.")
-    port: int = knob(8080, env="EOPS_PORT", ge=1, le=65535, help="TCP port to listen on.")
+    port: int = knob(
+        8080, env="EOPS_PORT", ge=0, le=65535, help="TCP port to listen on; 0: any free one (printed)."
+    )
     data_dir: Path = knob_factory(
         lambda: Path.home() / ".eops",
         env="EOPS_DATA_DIR",

@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import errno
 import logging
+import socket
 import sys
+from dataclasses import replace
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -37,6 +40,34 @@ def _where(name: str, given: dict[str, Any]) -> str:
     """How the user set the knob `name`: its flag if typed, else its variable."""
     knob = spec(Settings, name)
     return knob.flag if name in given or knob.env is None else knob.env
+
+
+# The data dir's and database's locks (open descriptors), held for the life of `eops serve`.
+_held_locks: list[int] = []
+
+
+def _listen(host: str, port: int) -> socket.socket:
+    """A socket bound and listening on host:port, or exit 1 saying why (nothing started yet)."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((host, port))
+        sock.listen(2048)  # now: on Linux two sockets merely bound to one port could both bind
+    except OSError as exc:
+        sock.close()
+        busy = (
+            " (another gateway or program uses it; choose another with --port)"
+            if (exc.errno == errno.EADDRINUSE)
+            else ""
+        )
+        typer.secho(
+            f"error: cannot listen on {host}:{port}: {exc.strerror or exc}{busy}",
+            err=True,
+            fg=typer.colors.RED,
+        )
+        raise typer.Exit(1) from None
+    return sock
 
 
 def register(app: typer.Typer) -> None:
@@ -126,16 +157,35 @@ def serve(
         )
     if problems:
         _fail(InvalidInput(problems))
+    from elasticityops.server import AlreadyRunning, data_dir_warning, lock_gateway
+
+    # Start-up order: lock the data dir (and SQLite file), bind the port, and only then migrate,
+    # adopt and announce, so a second gateway or a busy port fails before anything is done or said.
+    try:
+        _held_locks.extend(lock_gateway(settings))
+    except AlreadyRunning as exc:
+        typer.secho(f"error: {exc.message}", err=True, fg=typer.colors.RED)
+        raise typer.Exit(1) from None
+    except EopsError as exc:
+        _fail(exc)
+    warning = data_dir_warning(settings.data_dir)
+    if warning:
+        typer.secho(warning, err=True, fg=typer.colors.YELLOW)
+    listening = _listen(settings.host, settings.port)
+    # With --port 0 the port is the one the kernel chose: the banner and callback URL say it.
+    settings = replace(settings, port=listening.getsockname()[1])
     try:
         token, created, deployed = asyncio.run(_prepare(settings, example))
     except EopsError as exc:
+        listening.close()
         _fail(exc)
         return
     import uvicorn
 
     from elasticityops.server import build_app
 
-    url = f"http://{settings.host}:{settings.port}"
+    shown_host = f"[{settings.host}]" if ":" in settings.host else settings.host
+    url = f"http://{shown_host}:{settings.port}"
     lines = [
         f"ElasticityOps gateway on {url} (backend {settings.backend}, data in {settings.data_dir})",
         f"  admin token {'created' if created else 'kept'} in {settings.data_dir / 'admin-token'}",
@@ -163,7 +213,7 @@ def serve(
     # interval a loop waiting for it stalls every request behind one batch's Python work.
     sys.setswitchinterval(0.0005)
     server = uvicorn.Server(config)
-    server.run()
+    server.run(sockets=[listening])
     if not server.started:
         sys.exit(1)
 
