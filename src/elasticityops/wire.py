@@ -14,6 +14,9 @@ from elasticityops.domain.functions import FunctionSpec
 from elasticityops.domain.invocations import FailureReason, Invocation, State
 from elasticityops.domain.ports import FunctionRecord
 
+# The largest page of GET /v1/invocations, for the server and for the clients and CLI alike.
+MAX_PAGE_SIZE = 500
+
 
 class ProblemOut(BaseModel):
     field: str

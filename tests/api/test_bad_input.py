@@ -240,11 +240,11 @@ def test_gpu_count_true_is_not_one(gateway: RunningServer) -> None:
 def test_a_utf8_idempotency_key_is_stored_and_echoed_as_sent(gateway: RunningServer) -> None:
     with gateway.client() as client:
         assert put(client, "key-fn", GOOD).status_code in (200, 201)
-        headers = {"Idempotency-Key": "ключ-🔑".encode()}
+        headers = [(b"Idempotency-Key", "ключ-🔑".encode())]
         first = client.post("/v1/functions/key-fn/invocations", json={}, headers=headers)
         again = client.post("/v1/functions/key-fn/invocations", json={}, headers=headers)
         latin1 = client.post(
-            "/v1/functions/key-fn/invocations", json={}, headers={"Idempotency-Key": b"\xff\xfe"}
+            "/v1/functions/key-fn/invocations", json={}, headers=[(b"Idempotency-Key", b"\xff\xfe")]
         )
     assert first.status_code == 202, first.text
     assert first.json()["idempotency_key"] == "ключ-🔑"

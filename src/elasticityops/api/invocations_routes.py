@@ -21,7 +21,7 @@ from elasticityops.domain.errors import Conflict, FieldProblem, InvalidInput, No
 from elasticityops.domain.invocations import Invocation, State, check_callback_token, new_invocation_id
 from elasticityops.domain.numbers import WholeNumber, WholeNumberOrNone, whole_number
 from elasticityops.domain.ports import NewInvocation
-from elasticityops.wire import ErrorOut, InvocationList, InvocationOut
+from elasticityops.wire import MAX_PAGE_SIZE, ErrorOut, InvocationList, InvocationOut
 
 _ERRORS: dict[int | str, dict[str, object]] = {
     401: {"model": ErrorOut, "description": "missing or wrong token"},
@@ -40,7 +40,6 @@ _ID_PREFIX = "inv-"
 _MAX_KEY = 200
 # The one parser of numbers (domain/numbers.py) for query parameters too: `?wait=` in full-width digits or
 # `?limit=true` are refused on every route alike.
-LIST_LIMIT_MAX = 500
 ACCEPT_PATH = "/v1/functions/{name}/invocations"
 
 
@@ -98,7 +97,7 @@ def build_router(max_wait: int) -> APIRouter:
         request: Request,
         function: str | None = Query(None, max_length=200, description="only this function's"),
         state: State | None = Query(None, description="only those in this state"),
-        limit: WholeNumber = Query(50, ge=1, le=LIST_LIMIT_MAX, description="page size"),
+        limit: WholeNumber = Query(50, ge=1, le=MAX_PAGE_SIZE, description="page size"),
         cursor: str | None = Query(None, max_length=100, description="next_cursor of the previous page"),
     ) -> Response:
         rt = _runtime(request)

@@ -223,6 +223,10 @@ def serve(
 def token_create(
     given: dict[str, Any],
     name: Annotated[str, typer.Option(help="A label for the token, kept with its hash.")] = "cli",
+    create_database: Annotated[
+        bool,
+        typer.Option("--create", help="Make the database if the data dir has none (else that is refused)."),
+    ] = False,
 ) -> None:
     """Create an API token and print it (only its hash is stored: keep it)."""
     settings = _settings(given)
@@ -230,7 +234,7 @@ def token_create(
     async def create() -> str:
         from elasticityops.server import create_token, open_store
 
-        store = await open_store(settings)
+        store = await open_store(settings, create=create_database)
         try:
             return await create_token(store, name, SystemClock())
         finally:
