@@ -88,11 +88,14 @@ def cycle(
         "at": AT,
         **kwargs,
     }
-    if "versions" not in options:  # each queued invocation asks for its function's current spec
+    # Active counts by function name alone mean version 1 of each.
+    by_function: dict[str, int] = options.pop("active_by_function")  # type: ignore[assignment]
+    options.setdefault("active", {(name, 1): n for name, n in by_function.items()})
+    active: dict[tuple[str, int], int] = options["active"]  # type: ignore[assignment]
+    if "versions" not in options:  # each invocation asks for its function's current spec
         specs: dict[str, FunctionSpec] = options["functions"]  # type: ignore[assignment]
-        options["versions"] = {
-            (i.function, i.spec_version): specs[i.function] for i in queued if i.function in specs
-        }
+        keys = [(i.function, i.spec_version) for i in queued] + list(active)
+        options["versions"] = {key: specs[key[0]] for key in keys if key[0] in specs}
     plan = plan_cycle(queued=queued, **options)  # type: ignore[arg-type]
     return [i.id for i in plan.admit], [(c.id, c.reason) for c in plan.fail]
 
@@ -143,3 +146,13 @@ def test_cycle_asks_for_the_gpus_of_the_version_each_invocation_was_accepted_wit
 def test_cycle_fails_an_invocation_whose_version_was_never_kept() -> None:
     admitted, failed = cycle([inv("a", State.queued)], versions={})
     assert (admitted, failed) == ([], [("a", FailureReason.launch_error)])
+
+
+def test_the_gpus_held_are_those_of_the_version_each_active_invocation_runs() -> None:
+    queued = [inv("a", State.queued)]
+    # Two running under version 1 (1 GPU each), none yet under the current version 2 (4 GPUs).
+    versions = {("fn", 1): spec(gpus=1), ("fn", 2): spec(gpus=4)}
+    admitted, _ = cycle(
+        queued, functions={"fn": spec(gpus=4)}, active={("fn", 1): 2}, versions=versions, gpu_budget=3
+    )
+    assert admitted == ["a"], "2 GPUs held, not 8: the budget of 3 has room for the 1 that a needs"

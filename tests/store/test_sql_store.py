@@ -266,7 +266,7 @@ def test_queued_is_oldest_first_and_active_is_pending_or_running(
         await store.create_invocation(other)
         await store.apply(Change(other.id, State.pending, T0))
         await store.apply(Change(items[0].id, State.succeeded, T0, from_states=frozenset({State.pending})))
-        assert await store.active_counts() == {"hello": 1, "other": 1}
+        assert await store.active_counts() == {("hello", 1): 1, ("other", 1): 1}
 
     run.run(body())
 
@@ -355,7 +355,7 @@ def test_transitions_queued_together_are_applied_in_order_each_compare_and_set(
         assert stored is not None
         assert stored.state is State.running
         assert stored.timeline.dispatched is not None
-        assert await store.active_counts() == {"hello": 50}
+        assert await store.active_counts() == {("hello", 1): 50}
 
     run.run(body())
 
@@ -425,7 +425,7 @@ def test_a_compare_and_set_lost_inside_a_batch_is_redone_one_by_one(
         lost = await store.get_invocation(victim[0])
         assert lost is not None
         assert lost.state is State.cancelled
-        assert await store.active_counts() == {"hello": 59}
+        assert await store.active_counts() == {("hello", 1): 59}
 
     run.run(body())
 

@@ -8,7 +8,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
-from elasticityops.domain.admission import AdmissionSnapshot, QueuedItem, admit, gpus_in_use
+from elasticityops.domain.admission import AdmissionSnapshot, QueuedItem, admit
 from elasticityops.domain.functions import FunctionSpec
 from elasticityops.domain.invocations import FailureReason, Invocation, State
 from elasticityops.domain.ports import Change
@@ -25,7 +25,7 @@ class CyclePlan:
 def plan_cycle(
     *,
     queued: Sequence[Invocation],
-    active_by_function: Mapping[str, int],
+    active: Mapping[tuple[str, int], int],
     functions: Mapping[str, FunctionSpec],
     versions: Mapping[tuple[str, int], FunctionSpec],
     free_gpus: int | None,
@@ -33,10 +33,14 @@ def plan_cycle(
     gpu_budget: int | None,
     at: datetime,
 ) -> CyclePlan:
-    """`queued` oldest first; `active_by_function` how many are pending or running per function;
+    """`queued` oldest first; `active` how many are pending or running per (function, version);
     `functions` the specs that exist now, by name (a queued invocation whose function is not
     there was deleted); `versions` the specs by (name, version) that the queued invocations were
-    accepted with, which is what each runs and asks GPUs for (a missing one was never kept)."""
+    accepted with, and those the active ones run: what each asks GPUs for (a missing one was
+    never kept)."""
+    active_by_function: Counter[str] = Counter()
+    for (name, _version), count in active.items():
+        active_by_function[name] += count
     fail: list[Change] = []
     runnable: list[Invocation] = []
     limits = ((total_gpus, "the backend offers"), (gpu_budget, "the GPU budget allows"))
@@ -64,16 +68,23 @@ def plan_cycle(
         else:
             runnable.append(inv)
             gpus[inv.id] = spec.gpu.count
-    in_use = gpus_in_use(active_by_function, {name: spec.gpu.count for name, spec in functions.items()})
+    in_use = gpus_held(active, versions)
     snapshot = AdmissionSnapshot(
         queued=[QueuedItem(i.id, i.function, i.priority, gpus[i.id]) for i in runnable],
         free_gpus=free_gpus,
         gpu_budget_left=None if gpu_budget is None else max(0, gpu_budget - in_use),
-        active_by_function=Counter(active_by_function),
+        active_by_function=active_by_function,
         max_concurrency={name: spec.max_concurrency for name, spec in functions.items()},
     )
     by_id = {i.id: i for i in runnable}
     return CyclePlan(admit=[by_id[i] for i in admit(snapshot)], fail=fail)
+
+
+def gpus_held(active: Mapping[tuple[str, int], int], versions: Mapping[tuple[str, int], FunctionSpec]) -> int:
+    """GPUs held by pending and running invocations: the one count, from the store's active
+    counts per (function, version) and the gpu.count of the version each runs (one each, at
+    least, for a version whose spec is not kept)."""
+    return sum(count * (versions[key].gpu.count if key in versions else 1) for key, count in active.items())
 
 
 def _fail(inv: Invocation, at: datetime, reason: FailureReason, message: str) -> Change:

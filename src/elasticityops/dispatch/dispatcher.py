@@ -213,11 +213,13 @@ class Dispatcher:
         if not queued:
             return False
         active = await self.store.active_counts()
-        functions = await self._functions({i.function for i in queued} | set(active))
-        versions = await self.functions.versions((i.function, i.spec_version) for i in queued)
+        functions = await self._functions({i.function for i in queued} | {name for name, _ in active})
+        versions = await self.functions.versions(
+            [(i.function, i.spec_version) for i in queued] + list(active)
+        )
         plan = plan_cycle(
             queued=queued,
-            active_by_function=active,
+            active=active,
             functions=functions,
             versions=versions,
             free_gpus=free,

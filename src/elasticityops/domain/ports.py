@@ -101,9 +101,10 @@ class Store(Protocol):
         burst's admissions need theirs at once; larger ones are read one by one at launch)."""
         ...
 
-    async def active_counts(self) -> Mapping[str, int]:
-        """How many invocations are pending or running, by function (what admission needs each
-        cycle, without reading every active row)."""
+    async def active_counts(self) -> Mapping[tuple[str, int], int]:
+        """How many invocations are pending or running, by (function, spec version): what
+        admission needs each cycle (concurrency per function, GPUs per version), without reading
+        every active row."""
         ...
 
     async def apply(self, change: Change) -> Invocation | None:

@@ -314,14 +314,14 @@ class SqlStore:
 
         return await self._read(run)
 
-    async def active_counts(self) -> Mapping[str, int]:
-        def run(conn: Connection) -> Mapping[str, int]:
+    async def active_counts(self) -> Mapping[tuple[str, int], int]:
+        def run(conn: Connection) -> Mapping[tuple[str, int], int]:
             query = (
-                select(invocations.c.function, func.count())
+                select(invocations.c.function, invocations.c.spec_version, func.count())
                 .where(invocations.c.state.in_([s.value for s in ACTIVE_STATES]))
-                .group_by(invocations.c.function)
+                .group_by(invocations.c.function, invocations.c.spec_version)
             )
-            return {function: count for function, count in conn.execute(query)}
+            return {(function, version): count for function, version, count in conn.execute(query)}
 
         return await self._read(run)
 
