@@ -219,7 +219,10 @@ def accept_operation(max_wait: int) -> dict[str, Any]:
         return {"content": {"application/json": {"schema": {"$ref": f"#/components/schemas/{model}"}}}}
 
     errors = {
-        "400": {"description": "the body is not JSON", **ref("ErrorOut")},
+        "400": {
+            "description": "the body is not JSON, or the Idempotency-Key is not UTF-8 text",
+            **ref("ErrorOut"),
+        },
         "401": {"description": "missing or wrong token", **ref("ErrorOut")},
         "404": {"description": "no such function", **ref("ErrorOut")},
         "413": {"description": "the payload is over the size limit", **ref("ErrorOut")},
