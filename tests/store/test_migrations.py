@@ -193,6 +193,16 @@ def _previous_release_database(url: str) -> None:
                 name="hello", spec=OLD_SPEC, version=1, created_at=T0, updated_at=T0
             )
         )
+        # Deployed three times: only its current spec, version 3, was ever kept.
+        conn.execute(
+            insert(schema.tables["functions"]).values(
+                name="redeployed",
+                spec=OLD_SPEC.replace('"name": "hello"', '"name": "redeployed"'),
+                version=3,
+                created_at=T0,
+                updated_at=T0 + timedelta(days=1),
+            )
+        )
         conn.execute(insert(schema.tables["invocations"]), OLD_INVOCATIONS)
         conn.execute(
             insert(schema.tables["api_tokens"]).values(token_hash="f" * 64, name="admin", created_at=T0)
@@ -314,10 +324,14 @@ async def _old_rows_are_readable(store: SqlStore) -> None:
     assert function.version == 1
     assert function.created_at == T0
     assert function.spec.command == ["python", "-c", "pass"]
-    # 0004: the current spec of each function is its first kept version.
+    # 0004: the current spec of each function is its first kept version, under its number.
     kept = await store.get_function_version("hello", 1)
     assert kept is not None
     assert kept.command == ["python", "-c", "pass"]
+    redeployed = await store.get_function_version("redeployed", 3)
+    assert redeployed is not None
+    assert redeployed.name == "redeployed"
+    assert await store.get_function_version("redeployed", 1) is None, "never kept, so not made up"
     queued = await store.get_invocation(QUEUED)
     assert queued is not None
     assert queued.spec_version == 1
