@@ -106,6 +106,8 @@ class Settings:
         if self.api.public_url:
             return self.api.public_url.rstrip("/")
         host = "127.0.0.1" if self.host in ("0.0.0.0", "::", "") else self.host
+        if ":" in host:  # an IPv6 address goes in brackets in a URL
+            host = f"[{host}]"
         return f"http://{host}:{self.port}"
 
 

@@ -203,3 +203,15 @@ def test_token_create_takes_the_data_dir_and_database_flags() -> None:
     assert "[env var: EOPS_DATA_DIR]" in rows["--data-dir"]
     assert "[default: ~/.eops]" in rows["--data-dir"]
     assert "[env var: EOPS_DATABASE_URL]" in rows["--database-url"]
+
+
+@pytest.mark.parametrize(
+    ("host", "url"),
+    [
+        ("127.0.0.1", "http://127.0.0.1:9000"),
+        ("0.0.0.0", "http://127.0.0.1:9000"),
+        ("::1", "http://[::1]:9000"),
+    ],
+)
+def test_the_callback_url_is_a_url_for_every_host(host: str, url: str) -> None:
+    assert load_settings(env={}, given={"host": host, "port": "9000"}).callback_base_url == url
