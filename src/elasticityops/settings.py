@@ -69,7 +69,9 @@ class ApiSettings:
 @dataclass(frozen=True)
 class Settings:
     host: str = knob("127.0.0.1", env="EOPS_HOST", help="Address to listen on.")
-    port: int = knob(8080, env="EOPS_PORT", ge=1, le=65535, help="TCP port to listen on.")
+    port: int = knob(
+        8080, env="EOPS_PORT", ge=0, le=65535, help="TCP port to listen on; 0: any free one (printed)."
+    )
     data_dir: Path = knob_factory(
         lambda: Path.home() / ".eops",
         env="EOPS_DATA_DIR",
@@ -104,6 +106,8 @@ class Settings:
         if self.api.public_url:
             return self.api.public_url.rstrip("/")
         host = "127.0.0.1" if self.host in ("0.0.0.0", "::", "") else self.host
+        if ":" in host:  # an IPv6 address goes in brackets in a URL
+            host = f"[{host}]"
         return f"http://{host}:{self.port}"
 
 

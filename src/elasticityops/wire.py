@@ -14,6 +14,9 @@ from elasticityops.domain.functions import FunctionSpec
 from elasticityops.domain.invocations import FailureReason, Invocation, State
 from elasticityops.domain.ports import FunctionRecord
 
+# The largest page of GET /v1/invocations, for the server and for the clients and CLI alike.
+MAX_PAGE_SIZE = 500
+
 
 class ProblemOut(BaseModel):
     field: str
@@ -68,6 +71,9 @@ class NoteOut(BaseModel):
 class InvocationOut(BaseModel):
     id: str
     function: str
+    spec_version: int = Field(
+        1, description="the version of the function's spec it was accepted with, and runs"
+    )
     state: State
     priority: str
     idempotency_key: str | None = None
@@ -88,6 +94,7 @@ class InvocationOut(BaseModel):
         return cls(
             id=inv.id,
             function=inv.function,
+            spec_version=inv.spec_version,
             state=inv.state,
             priority=inv.priority.value,
             idempotency_key=inv.idempotency_key,

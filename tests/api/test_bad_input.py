@@ -178,3 +178,76 @@ def test_a_bad_idempotency_key_is_refused(gateway: RunningServer) -> None:
         )
     assert response.status_code == 422
     assert problem(response)["field"] == "header Idempotency-Key"
+
+
+@pytest.mark.parametrize(
+    ("content", "content_type"),
+    [
+        (b"name: deep-fn\ncommand: [python]\nenv: " + b"[" * 5000 + b"]" * 5000, "application/yaml"),
+        (b'{"command": ["python"], "env": ' + b"[" * 5000 + b"]" * 5000 + b"}", "application/json"),
+    ],
+    ids=["yaml", "json"],
+)
+def test_a_deeply_nested_spec_is_a_400_in_yaml_as_in_json(
+    gateway: RunningServer, content: bytes, content_type: str
+) -> None:
+    with gateway.client() as client:
+        response = client.put(
+            "/v1/functions/deep-fn", content=content, headers={"Content-Type": content_type}
+        )
+    assert response.status_code == 400, response.text
+    assert "nested deeper than" in problem(response)["problem"]
+
+
+@pytest.mark.parametrize(
+    ("body", "field"),
+    [
+        ({"command": ["python", "-c", "print(1)\x00"]}, "command.2"),
+        ({**GOOD, "env": {"TOKEN": "a\x00b"}}, "env.TOKEN"),
+    ],
+)
+def test_a_nul_in_the_command_or_env_is_refused_at_deploy(
+    gateway: RunningServer, body: dict[str, Any], field: str
+) -> None:
+    with gateway.client() as client:
+        response = put(client, "nul-fn", body)
+        assert response.status_code == 422, response.text
+        assert problem(response)["field"] == field
+        assert client.get("/v1/functions/nul-fn").status_code == 404, "nothing was stored"
+
+
+@pytest.mark.parametrize("wait", ["\uff15", "true", "1.5"])
+def test_wait_is_read_by_one_parser_on_post_and_get(gateway: RunningServer, wait: str) -> None:
+    with gateway.client() as client:
+        assert put(client, "wait-fn", GOOD).status_code in (200, 201)
+        posted = client.post(f"/v1/functions/wait-fn/invocations?wait={wait}", json={})
+        inv = client.post("/v1/functions/wait-fn/invocations", json={}).json()
+        got = client.get(f"/v1/invocations/{inv['id']}?wait={wait}")
+    for response in (posted, got):
+        assert response.status_code == 422, response.text
+        assert problem(response)["field"] == "wait"
+        assert problem(response)["fix"] == "use a whole number"
+
+
+def test_gpu_count_true_is_not_one(gateway: RunningServer) -> None:
+    with gateway.client() as client:
+        response = put(client, "bool-fn", {**GOOD, "gpu": {"count": True}})
+    assert response.status_code == 422, response.text
+    assert problem(response)["field"] == "gpu.count"
+    assert "true is not a number" in problem(response)["problem"]
+
+
+def test_a_utf8_idempotency_key_is_stored_and_echoed_as_sent(gateway: RunningServer) -> None:
+    with gateway.client() as client:
+        assert put(client, "key-fn", GOOD).status_code in (200, 201)
+        headers = [(b"Idempotency-Key", "ключ-🔑".encode())]
+        first = client.post("/v1/functions/key-fn/invocations", json={}, headers=headers)
+        again = client.post("/v1/functions/key-fn/invocations", json={}, headers=headers)
+        latin1 = client.post(
+            "/v1/functions/key-fn/invocations", json={}, headers=[(b"Idempotency-Key", b"\xff\xfe")]
+        )
+    assert first.status_code == 202, first.text
+    assert first.json()["idempotency_key"] == "ключ-🔑"
+    assert (again.json()["id"], again.headers.get("Idempotent-Replayed")) == (first.json()["id"], "true")
+    assert latin1.status_code == 400, latin1.text
+    assert problem(latin1)["field"] == "header Idempotency-Key"

@@ -232,3 +232,25 @@ def test_metrics_count_the_gpus_held_by_running_invocations(gateway: RunningServ
     assert _metric(held, "eops_gpus_free") == 0
     assert _metric(released, "eops_gpus_in_use") == 0
     assert _metric(held, 'eops_invocations{state="running"}') >= 1
+
+
+def test_an_invocation_names_its_spec_version_and_a_redeploy_after_rm_goes_on_counting(
+    paused_gateway: RunningServer,
+) -> None:
+    name = f"ver-{uuid.uuid4().hex[:8]}"
+    url = f"/v1/functions/{name}"
+    with paused_gateway.client() as client:
+        assert client.put(url, json={"command": ["python", "-c", "pass"]}).json()["version"] == 1
+        first = client.post(f"{url}/invocations", json={}).json()
+        assert (
+            client.put(url, json={"command": ["python", "-c", "pass"], "timeout_seconds": 9}).json()[
+                "version"
+            ]
+            == 2
+        )
+        second = client.post(f"{url}/invocations", json={}).json()
+        assert (first["spec_version"], second["spec_version"]) == (1, 2)
+        assert client.get(f"/v1/invocations/{first['id']}").json()["spec_version"] == 1
+        assert client.delete(url, params={"force": "true"}).status_code == 204
+        again = client.put(url, json={"command": ["python", "-c", "pass"]})
+        assert (again.status_code, again.json()["version"]) == (201, 3), "never restarts at 1"

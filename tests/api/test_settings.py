@@ -105,8 +105,8 @@ def test_a_wildcard_host_gives_jobs_a_reachable_callback_url() -> None:
 @pytest.mark.parametrize(
     ("var", "value", "fix"),
     [
-        ("EOPS_PORT", "eighty", "a whole number 1 to 65535 (default: 8080)"),
-        ("EOPS_PORT", "70000", "a whole number 1 to 65535"),
+        ("EOPS_PORT", "eighty", "a whole number 0 to 65535 (default: 8080)"),
+        ("EOPS_PORT", "70000", "a whole number 0 to 65535"),
         ("EOPS_GPUS", "-1", "a whole number >=0"),
         ("EOPS_GPUS", "1.5", "a whole number"),
         ("EOPS_COLD_START_SECONDS", "nan", "a number >=0 (default: 0)"),
@@ -146,7 +146,7 @@ def test_a_removed_variable_stops_start_up_naming_its_replacement() -> None:
 @pytest.mark.parametrize(
     ("args", "env", "needle"),
     [
-        (["--port", "eighty"], {}, "--port: invalid value 'eighty'; use a whole number 1 to 65535"),
+        (["--port", "eighty"], {}, "--port: invalid value 'eighty'; use a whole number 0 to 65535"),
         ([], {"EOPS_PORT": "eighty"}, "EOPS_PORT: invalid value 'eighty'"),
         (["--backend", "nope"], {}, "--backend: unknown backend 'nope'; use one of: kubernetes, local"),
         ([], {"EOPS_BACKEND": "nope"}, "EOPS_BACKEND: unknown backend"),
@@ -203,3 +203,15 @@ def test_token_create_takes_the_data_dir_and_database_flags() -> None:
     assert "[env var: EOPS_DATA_DIR]" in rows["--data-dir"]
     assert "[default: ~/.eops]" in rows["--data-dir"]
     assert "[env var: EOPS_DATABASE_URL]" in rows["--database-url"]
+
+
+@pytest.mark.parametrize(
+    ("host", "url"),
+    [
+        ("127.0.0.1", "http://127.0.0.1:9000"),
+        ("0.0.0.0", "http://127.0.0.1:9000"),
+        ("::1", "http://[::1]:9000"),
+    ],
+)
+def test_the_callback_url_is_a_url_for_every_host(host: str, url: str) -> None:
+    assert load_settings(env={}, given={"host": host, "port": "9000"}).callback_base_url == url

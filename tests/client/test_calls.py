@@ -160,7 +160,14 @@ def test_fastapi_detail_list_becomes_per_field_problems() -> None:
 @pytest.mark.parametrize(
     ("status", "body", "code", "message"),
     [
-        pytest.param(502, b"<html>Bad Gateway</html>", "server_error", "<html>Bad Gateway</html>", id="html"),
+        pytest.param(
+            502,
+            b"<html>Bad Gateway</html>",
+            "server_error",
+            "what answered is not an ElasticityOps gateway (HTTP 502 with an HTML page: another server, "
+            "or a proxy in front); check EOPS_URL: it should point at `eops serve`",
+            id="html",
+        ),
         pytest.param(503, b"", "temporarily_unavailable", "HTTP 503", id="empty"),
         pytest.param(404, b'{"detail": "Not Found"}', "not_found", "Not Found", id="detail-string"),
     ],

@@ -3,6 +3,7 @@ cycle. (What a backend event does is tests/domain/test_events.py.)"""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import UTC, datetime
 
 import pytest
@@ -87,6 +88,14 @@ def cycle(
         "at": AT,
         **kwargs,
     }
+    # Active counts by function name alone mean version 1 of each.
+    by_function: dict[str, int] = options.pop("active_by_function")  # type: ignore[assignment]
+    options.setdefault("active", {(name, 1): n for name, n in by_function.items()})
+    active: dict[tuple[str, int], int] = options["active"]  # type: ignore[assignment]
+    if "versions" not in options:  # each invocation asks for its function's current spec
+        specs: dict[str, FunctionSpec] = options["functions"]  # type: ignore[assignment]
+        keys = [(i.function, i.spec_version) for i in queued] + list(active)
+        options["versions"] = {key: specs[key[0]] for key in keys if key[0] in specs}
     plan = plan_cycle(queued=queued, **options)  # type: ignore[arg-type]
     return [i.id for i in plan.admit], [(c.id, c.reason) for c in plan.fail]
 
@@ -120,3 +129,30 @@ def test_cycle_respects_the_gpu_budget_and_max_concurrency() -> None:
     assert cycle(queued, active_by_function=running, functions=capped)[0] == ["0", "1"]
     # A deleted function's running invocations still count against the budget.
     assert cycle(queued, active_by_function={"gone": 2}, gpu_budget=3)[0] == ["0"]
+
+
+def test_cycle_asks_for_the_gpus_of_the_version_each_invocation_was_accepted_with() -> None:
+    queued = [inv("old", State.queued), replace(inv("new", State.queued), spec_version=2)]
+    admitted, failed = cycle(
+        queued,
+        functions={"fn": spec(gpus=4)},
+        versions={("fn", 1): spec(gpus=1), ("fn", 2): spec(gpus=4)},
+        free_gpus=3,
+        total_gpus=4,
+    )
+    assert (admitted, failed) == (["old"], [])
+
+
+def test_cycle_fails_an_invocation_whose_version_was_never_kept() -> None:
+    admitted, failed = cycle([inv("a", State.queued)], versions={})
+    assert (admitted, failed) == ([], [("a", FailureReason.launch_error)])
+
+
+def test_the_gpus_held_are_those_of_the_version_each_active_invocation_runs() -> None:
+    queued = [inv("a", State.queued)]
+    # Two running under version 1 (1 GPU each), none yet under the current version 2 (4 GPUs).
+    versions = {("fn", 1): spec(gpus=1), ("fn", 2): spec(gpus=4)}
+    admitted, _ = cycle(
+        queued, functions={"fn": spec(gpus=4)}, active={("fn", 1): 2}, versions=versions, gpu_budget=3
+    )
+    assert admitted == ["a"], "2 GPUs held, not 8: the budget of 3 has room for the 1 that a needs"

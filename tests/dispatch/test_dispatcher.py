@@ -40,7 +40,7 @@ class Gateway:
         return spec
 
     async def delete(self, name: str) -> None:
-        assert await self.store.delete_function(name)
+        assert await self.store.delete_function(name, datetime.now(UTC))
         self.dispatcher.functions.forget(name)
 
     async def submit(self, function: str, payload: dict[str, Any] | None = None) -> str:
@@ -278,5 +278,28 @@ def test_restart_adopts_relaunches_and_never_runs_twice(tmp_path: Path) -> None:
             assert (lost.state, lost.failure_reason) == (State.failed, FailureReason.lost)
         starts = [r["id"] for r in read_records(record) if r["event"] == "start"]
         assert sorted(starts) == sorted([survivor, unlaunched])  # once each; the lost one never
+
+    run(tmp_path, scenario)
+
+
+def _writes_result(name: str, value: str) -> FunctionSpec:
+    code = f"import os; open(os.environ['EOPS_RESULT_PATH'], 'w').write('\"{value}\"')"
+    return FunctionSpec(name=name, command=["python", "-c", code])
+
+
+def test_an_invocation_runs_the_spec_version_it_was_accepted_with(tmp_path: Path) -> None:
+    async def scenario() -> None:
+        async with gateway(tmp_path, start=False) as gw:
+            await gw.deploy(_writes_result("versioned", "v1"))
+            under_v1 = await gw.submit("versioned")
+            await gw.deploy(_writes_result("versioned", "v2"))
+            under_v2 = await gw.submit("versioned")
+            await gw.dispatcher.start()
+            first, second = await gw.ended(under_v1), await gw.ended(under_v2)
+            assert (first.state, first.result) == (State.succeeded, b'"v1"'), (
+                "ran the spec it was accepted with"
+            )
+            assert (second.state, second.result) == (State.succeeded, b'"v2"')
+            assert (first.spec_version, second.spec_version) == (1, 2)
 
     run(tmp_path, scenario)

@@ -2,8 +2,9 @@ from __future__ import annotations
 
 import pytest
 
-from elasticityops.domain.admission import AdmissionSnapshot, QueuedItem, admit, gpus_free, gpus_in_use
-from elasticityops.domain.functions import Priority
+from elasticityops.dispatch.cycle import gpus_held
+from elasticityops.domain.admission import AdmissionSnapshot, QueuedItem, admit, gpus_free
+from elasticityops.domain.functions import FunctionSpec, GpuSpec, Priority
 
 N, H, L = Priority.normal, Priority.high, Priority.low
 
@@ -66,8 +67,13 @@ def test_nothing_free_nothing_admitted() -> None:
     assert admit(snap([q("a")], free=0)) == []
 
 
-def test_gpus_in_use_count_each_functions_gpus_and_one_for_a_deleted_function() -> None:
-    assert gpus_in_use({"a": 3, "b": 2, "gone": 2}, {"a": 1, "b": 4}) == 3 + 8 + 2
+def test_gpus_held_count_each_versions_gpus_and_one_for_a_version_not_kept() -> None:
+    def spec(name: str, gpus: int) -> FunctionSpec:
+        return FunctionSpec(name=name, command=["true"], gpu=GpuSpec(count=gpus))
+
+    active = {("a", 1): 3, ("b", 1): 2, ("b", 2): 1, ("gone", 1): 2}
+    versions = {("a", 1): spec("a", 1), ("b", 1): spec("b", 4), ("b", 2): spec("b", 2)}
+    assert gpus_held(active, versions) == 3 + 8 + 2 + 2
 
 
 @pytest.mark.parametrize(

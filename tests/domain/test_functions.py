@@ -3,7 +3,14 @@ from __future__ import annotations
 import pytest
 
 from elasticityops.domain.errors import InvalidInput
-from elasticityops.domain.functions import FunctionSpec, Priority, load_function_text, parse_function_spec
+from elasticityops.domain.functions import (
+    MAX_NESTING,
+    FunctionSpec,
+    Priority,
+    load_function_text,
+    parse_function_spec,
+)
+from elasticityops.domain.numbers import whole_number
 
 VALID = {
     "name": "embed-images",
@@ -101,3 +108,82 @@ def test_json_is_yaml_too() -> None:
     spec = load_function_text('{"name": "j", "command": ["echo", "hi"]}')
     assert isinstance(spec, FunctionSpec)
     assert spec.command == ["echo", "hi"]
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [(60, 60), (60.0, 60), ("60", 60), (" 60 ", 60), ("1e3", 1000), ("1.5e3", 1500), ("-3", -3)],
+)
+def test_whole_numbers_are_read_as_json_writes_them(value: object, expected: int) -> None:
+    assert whole_number(value) == expected
+
+
+@pytest.mark.parametrize(
+    ("value", "words"),
+    [
+        (True, "true is not a number"),
+        (False, "false is not a number"),
+        ("\uff15", "digits 0-9"),  # full-width: int() would take it
+        ("١٢", "digits 0-9"),  # Arabic-Indic
+        ("1.5", "not a whole number"),
+        (1.5, "not a whole number"),
+        (float("inf"), "not a whole number"),
+        ("1e999999", "not a whole number"),
+        ("1e99", "far too large"),
+        ("1_000", "not a whole number"),
+        (None, "expected a whole number"),
+        ([1], "expected a whole number"),
+    ],
+)
+def test_what_is_not_a_whole_number_says_why(value: object, words: str) -> None:
+    with pytest.raises(ValueError, match=words):
+        whole_number(value)
+
+
+@pytest.mark.parametrize(
+    ("text", "field", "words"),
+    [
+        ("gpu: {count: true}", "gpu.count", "true is not a number"),
+        ("timeout_seconds: 1e9", "timeout_seconds", "less than or equal to 604800"),
+        ("timeout_seconds: '\uff11\uff10'", "timeout_seconds", "digits 0-9"),
+        ("max_concurrency: 2.5", "max_concurrency", "not a whole number"),
+    ],
+)
+def test_spec_numbers_use_the_one_strict_parser(text: str, field: str, words: str) -> None:
+    with pytest.raises(InvalidInput) as caught:
+        load_function_text(f"name: fn\ncommand: [python]\n{text}\n")
+    found = caught.value.problems[0]
+    assert found.field == field
+    assert words in found.problem
+    assert found.fix
+
+
+def test_yaml_exponents_are_numbers() -> None:
+    assert load_function_text("name: fn\ncommand: [python]\ntimeout_seconds: 6e2\n").timeout_seconds == 600
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "name: fn\ncommand: [python]\nenv: " + "[" * 5000 + "]" * 5000,
+        "name: fn\ncommand: [python]\nenv: " + "[" * 5000,  # not even closed
+        "".join(f"{'  ' * i}k{i}:\n" for i in range(200)) + "  " * 200 + "v",  # block style
+    ],
+    ids=["flow", "unclosed", "block"],
+)
+def test_a_deeply_nested_spec_is_refused_before_it_is_parsed(text: str) -> None:
+    with pytest.raises(InvalidInput) as caught:
+        load_function_text(text, source="deep.yaml")
+    assert caught.value.problems[0].field == "deep.yaml"
+    assert f"nested deeper than {MAX_NESTING} levels" in caught.value.problems[0].problem
+
+
+def test_nul_in_an_argument_or_an_env_value_is_refused_at_deploy_naming_it() -> None:
+    with pytest.raises(InvalidInput) as caught:
+        parse_function_spec(
+            {"name": "fn", "command": ["python", "-c\x00x"], "env": {"A": "ok", "B": "b\x00"}}
+        )
+    assert [(p.field, p.problem) for p in caught.value.problems] == [
+        ("command.1", "holds a NUL character"),
+        ("env.B", "holds a NUL character"),
+    ]

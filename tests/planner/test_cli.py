@@ -313,3 +313,17 @@ def test_every_knob_is_a_config_key(tmp_path: Path) -> None:
     defaults = ClusterSettings()
     assert settings.scale_down_after_s == defaults.scale_down_after_s
     assert settings.seed == defaults.seed
+
+
+@pytest.mark.parametrize("command", ["run", "recommend"])
+def test_an_out_that_cannot_be_written_is_refused_before_the_run(
+    small_trace: Path, tmp_path: Path, command: str
+) -> None:
+    a_file = tmp_path / "passwd"
+    a_file.write_text("root:x:0:0::/root:/bin/sh\n")
+    result = runner.invoke(app, [command, "--trace", str(small_trace), "--out", str(a_file)])
+    assert result.exit_code == 2, result.output
+    assert f"--out: {a_file} is a file, not a directory" in result.stderr
+    assert "Traceback" not in result.output
+    assert "requests over" not in result.output, "nothing ran"
+    assert a_file.read_text() == "root:x:0:0::/root:/bin/sh\n"

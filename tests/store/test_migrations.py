@@ -57,7 +57,7 @@ from .conftest import open_store
 
 T0 = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
 HEAD = ScriptDirectory(str(migrate.SCRIPT_LOCATION)).get_current_head()
-OUR_TABLES = {"functions", "invocations", "api_tokens"}
+OUR_TABLES = {"functions", "function_versions", "invocations", "api_tokens"}
 
 
 def _frozen_schema() -> MetaData:
@@ -196,6 +196,16 @@ def _previous_release_database(url: str) -> None:
                 name="hello", spec=OLD_SPEC, version=1, created_at=T0, updated_at=T0
             )
         )
+        # Deployed three times: only its current spec, version 3, was ever kept.
+        conn.execute(
+            insert(schema.tables["functions"]).values(
+                name="redeployed",
+                spec=OLD_SPEC.replace('"name": "hello"', '"name": "redeployed"'),
+                version=3,
+                created_at=T0,
+                updated_at=T0 + timedelta(days=1),
+            )
+        )
         conn.execute(insert(schema.tables["invocations"]), OLD_INVOCATIONS)
         conn.execute(
             insert(schema.tables["api_tokens"]).values(token_hash="f" * 64, name="admin", created_at=T0)
@@ -327,6 +337,17 @@ async def _old_rows_are_readable(store: SqlStore) -> None:
     checker = TokenChecker(store, ManualClock(T0 + timedelta(days=400)))
     assert (await checker.check(b"any token whose hash is not stored")) is None
     assert [t.id for t in await store.list_api_tokens()] == ["tok-ffffffffffff"]
+    # 0004: the current spec of each function is its first kept version, under its number.
+    kept = await store.get_function_version("hello", 1)
+    assert kept is not None
+    assert kept.command == ["python", "-c", "pass"]
+    redeployed = await store.get_function_version("redeployed", 3)
+    assert redeployed is not None
+    assert redeployed.name == "redeployed"
+    assert await store.get_function_version("redeployed", 1) is None, "never kept, so not made up"
+    queued = await store.get_invocation(QUEUED)
+    assert queued is not None
+    assert queued.spec_version == 1
     counts = await store.counts_by_state()
     assert {s: n for s, n in counts.items() if n} == {
         State.queued: 1,
@@ -388,6 +409,15 @@ async def _new_writes_work(store: SqlStore) -> None:
     )
     assert not created
     assert record.version == 2
+    replaced = await store.get_function_version("hello", 1)
+    assert replaced is not None
+    assert replaced.timeout_seconds == 3600, "version 1 is kept as it was"
+    assert await store.delete_function("hello", T0 + timedelta(hours=2))
+    record, created = await store.put_function(
+        FunctionSpec.model_validate({"name": "hello", "command": ["python", "-c", "pass"]}),
+        T0 + timedelta(hours=3),
+    )
+    assert (created, record.version) == (True, 3), "a tombstoned name goes on counting"
     with pytest.raises(Conflict):
         await store.create_api_token("again", "f" * 64, T0)
     await store.create_api_token("ci", "e" * 64, T0)

@@ -63,9 +63,30 @@ def test_functions_are_created_replaced_listed_and_deleted(store: SqlStore, run:
         assert got.created_at == T0
         assert got.updated_at == T0 + timedelta(seconds=2)
         assert [r.spec.name for r in await store.list_functions()] == ["another", "hello"]
-        assert await store.delete_function("hello") is True
-        assert await store.delete_function("hello") is False
+        assert await store.delete_function("hello", T0) is True
+        assert await store.delete_function("hello", T0) is False
         assert await store.get_function("hello") is None
+        assert [r.spec.name for r in await store.list_functions()] == ["another"]
+
+    run.run(body())
+
+
+def test_every_version_is_kept_and_a_deleted_name_goes_on_counting(
+    store: SqlStore, run: asyncio.Runner
+) -> None:
+    async def body() -> None:
+        await store.put_function(spec(timeout_seconds=10), T0)
+        await store.put_function(spec(timeout_seconds=20), T0 + timedelta(seconds=1))
+        assert await store.delete_function("hello", T0 + timedelta(seconds=2))
+        assert await store.get_function("hello") is None
+        again, created = await store.put_function(spec(timeout_seconds=10), T0 + timedelta(seconds=3))
+        assert created, "deployed again after a delete: a new function to the user"
+        assert again.version == 3, "never restarts at 1: version 1 names another spec"
+        assert again.created_at == T0 + timedelta(seconds=3)
+        kept = [await store.get_function_version("hello", n) for n in (1, 2, 3)]
+        assert [s.timeout_seconds if s else None for s in kept] == [10, 20, 10]
+        assert await store.get_function_version("hello", 4) is None
+        assert await store.get_function_version("nobody", 1) is None
 
     run.run(body())
 
@@ -246,7 +267,7 @@ def test_queued_is_oldest_first_and_active_is_pending_or_running(
         await store.create_invocation(other)
         await store.apply(Change(other.id, State.pending, T0))
         await store.apply(Change(items[0].id, State.succeeded, T0, from_states=frozenset({State.pending})))
-        assert await store.active_counts() == {"hello": 1, "other": 1}
+        assert await store.active_counts() == {("hello", 1): 1, ("other", 1): 1}
 
     run.run(body())
 
@@ -355,7 +376,7 @@ def test_transitions_queued_together_are_applied_in_order_each_compare_and_set(
         assert stored is not None
         assert stored.state is State.running
         assert stored.timeline.dispatched is not None
-        assert await store.active_counts() == {"hello": 50}
+        assert await store.active_counts() == {("hello", 1): 50}
 
     run.run(body())
 
@@ -425,7 +446,7 @@ def test_a_compare_and_set_lost_inside_a_batch_is_redone_one_by_one(
         lost = await store.get_invocation(victim[0])
         assert lost is not None
         assert lost.state is State.cancelled
-        assert await store.active_counts() == {"hello": 59}
+        assert await store.active_counts() == {("hello", 1): 59}
 
     run.run(body())
 

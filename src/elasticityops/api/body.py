@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import orjson
@@ -9,7 +10,11 @@ import yaml
 from fastapi import Request
 
 from elasticityops.api.errors import MalformedBody
-from elasticityops.domain.errors import FieldProblem, PayloadTooLarge
+from elasticityops.domain.errors import FieldProblem, InvalidInput, PayloadTooLarge
+from elasticityops.domain.functions import MAX_NESTING, check_yaml_nesting
+
+_JSON_STRING = re.compile(rb'"(?:[^"\\]|\\.)*"')
+_JSON_BRACKET = re.compile(rb"[\[\]{}]")
 
 LIMIT_SETTING = "--max-payload-bytes / EOPS_MAX_PAYLOAD_BYTES"
 
@@ -55,12 +60,37 @@ def parse_json(body: bytes, what: str = "(body)") -> Any:
         ) from None
 
 
+def _too_deep(max_depth: int) -> MalformedBody:
+    return MalformedBody([FieldProblem("(body)", f"nested deeper than {max_depth} levels", "flatten it")])
+
+
+def check_json_nesting(body: bytes, max_depth: int = MAX_NESTING) -> None:
+    """Refuse JSON nested deeper than `max_depth`, before parsing (brackets outside strings)."""
+    if body.count(b"[") + body.count(b"{") <= max_depth:
+        return
+    depth = 0
+    for bracket in _JSON_BRACKET.finditer(_JSON_STRING.sub(b"", body)):
+        if bracket.group() in (b"[", b"{"):
+            depth += 1
+            if depth > max_depth:
+                raise _too_deep(max_depth)
+        else:
+            depth -= 1
+
+
 def parse_json_or_yaml(body: bytes, content_type: str) -> Any:
-    """JSON by default; YAML when the content type says so (a YAML parser also reads JSON)."""
+    """JSON by default; YAML when the content type says so (a YAML parser also reads JSON).
+    Either way nested at most MAX_NESTING deep, checked before parsing (400 beyond)."""
     if "yaml" not in content_type:
+        check_json_nesting(body)
         return parse_json(body)
     try:
-        return yaml.safe_load(body.decode("utf-8"))
+        text = body.decode("utf-8")
+        try:
+            check_yaml_nesting(text, "(body)")
+        except InvalidInput:
+            raise _too_deep(MAX_NESTING) from None
+        return yaml.safe_load(text)
     except (yaml.YAMLError, UnicodeDecodeError) as exc:
         where = ""
         mark = getattr(exc, "problem_mark", None)

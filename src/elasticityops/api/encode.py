@@ -21,6 +21,7 @@ def invocation_document(inv: Invocation) -> dict[str, Any]:
     return {
         "id": inv.id,
         "function": inv.function,
+        "spec_version": inv.spec_version,
         "state": inv.state.value,
         "priority": inv.priority.value,
         "idempotency_key": inv.idempotency_key,

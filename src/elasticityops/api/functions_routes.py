@@ -106,7 +106,7 @@ async def delete_function(
                 "or delete with ?force=true (eops fn rm --force), which fails the queued ones "
                 "and cancels the rest"
             )
-    await rt.store.delete_function(name)
+    await rt.store.delete_function(name, rt.clock.now())
     rt.functions.forget(name)
     if force:
         await _fail_queued(rt, name)

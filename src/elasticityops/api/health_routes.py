@@ -9,7 +9,8 @@ from prometheus_client import CONTENT_TYPE_LATEST
 
 from elasticityops.api.errors import error_response
 from elasticityops.api.runtime import Runtime
-from elasticityops.domain.admission import gpus_free, gpus_in_use
+from elasticityops.dispatch.cycle import gpus_held
+from elasticityops.domain.admission import gpus_free
 from elasticityops.domain.errors import EopsError
 from elasticityops.wire import ErrorOut
 
@@ -50,8 +51,7 @@ async def metrics(request: Request) -> Response:
     # Counted per function (one GROUP BY), not read row by row: a scrape at the peak's 4,000
     # running invocations would otherwise decode all of them.
     active = await rt.store.active_counts()
-    records = await rt.functions.get_many(active)
-    in_use = gpus_in_use(active, {name: record.spec.gpu.count for name, record in records.items()})
+    in_use = gpus_held(active, await rt.functions.versions(active))
     free = gpus_free(in_use, rt.settings.dispatch.gpu_budget, rt.backend.free_gpus())
     body = rt.metrics.render(counts, in_use, free)
     return Response(content=body, media_type=CONTENT_TYPE_LATEST)

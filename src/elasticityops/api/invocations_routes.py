@@ -15,11 +15,13 @@ from starlette.routing import Route
 from elasticityops.api.body import parse_json, read_body
 from elasticityops.api.encode import invocation_json, invocation_list_json
 from elasticityops.api.entropy import BufferedEntropy
+from elasticityops.api.errors import MalformedBody
 from elasticityops.api.runtime import Runtime
 from elasticityops.domain.errors import Conflict, FieldProblem, InvalidInput, NotFound, Unauthorized
 from elasticityops.domain.invocations import Invocation, State, check_callback_token, new_invocation_id
+from elasticityops.domain.numbers import WholeNumber, WholeNumberOrNone, whole_number
 from elasticityops.domain.ports import NewInvocation
-from elasticityops.wire import ErrorOut, InvocationList, InvocationOut
+from elasticityops.wire import MAX_PAGE_SIZE, ErrorOut, InvocationList, InvocationOut
 
 _ERRORS: dict[int | str, dict[str, object]] = {
     401: {"model": ErrorOut, "description": "missing or wrong token"},
@@ -36,6 +38,8 @@ _PAYLOAD_BODY = {
 IdPath = Path(description="invocation id (inv-...)", max_length=100)
 _ID_PREFIX = "inv-"
 _MAX_KEY = 200
+# The one parser of numbers (domain/numbers.py) for query parameters too: `?wait=` in full-width digits or
+# `?limit=true` are refused on every route alike.
 ACCEPT_PATH = "/v1/functions/{name}/invocations"
 
 
@@ -75,7 +79,7 @@ def build_router(max_wait: int) -> APIRouter:
     async def get_invocation(
         request: Request,
         invocation_id: str = IdPath,
-        wait: int | None = wait_query,  # type: ignore[assignment]
+        wait: WholeNumberOrNone = wait_query,  # type: ignore[assignment]
     ) -> Response:
         rt = _runtime(request)
         inv = await _get(rt, invocation_id)
@@ -93,7 +97,7 @@ def build_router(max_wait: int) -> APIRouter:
         request: Request,
         function: str | None = Query(None, max_length=200, description="only this function's"),
         state: State | None = Query(None, description="only those in this state"),
-        limit: int = Query(50, ge=1, le=500, description="page size"),
+        limit: WholeNumber = Query(50, ge=1, le=MAX_PAGE_SIZE, description="page size"),
         cursor: str | None = Query(None, max_length=100, description="next_cursor of the previous page"),
     ) -> Response:
         rt = _runtime(request)
@@ -215,7 +219,10 @@ def accept_operation(max_wait: int) -> dict[str, Any]:
         return {"content": {"application/json": {"schema": {"$ref": f"#/components/schemas/{model}"}}}}
 
     errors = {
-        "400": {"description": "the body is not JSON", **ref("ErrorOut")},
+        "400": {
+            "description": "the body is not JSON, or the Idempotency-Key is not UTF-8 text",
+            **ref("ErrorOut"),
+        },
         "401": {"description": "missing or wrong token", **ref("ErrorOut")},
         "404": {"description": "no such function", **ref("ErrorOut")},
         "413": {"description": "the payload is over the size limit", **ref("ErrorOut")},
@@ -270,11 +277,9 @@ def _wait_param(raw: str | None, max_wait: int) -> int:
     if raw is None or raw == "":
         return 0
     try:
-        value = int(raw)
-    except ValueError:
-        raise InvalidInput(
-            [FieldProblem("wait", f"{raw!r} is not a whole number", "use a whole number")]
-        ) from None
+        value = whole_number(raw)  # the one parser of numbers, as GET's ?wait= and specs use
+    except ValueError as exc:
+        raise InvalidInput([FieldProblem("wait", str(exc), "use a whole number")]) from None
     if value < 0:
         raise InvalidInput([FieldProblem("wait", f"{value} is below 0", "use a larger number")])
     if value > max_wait:
@@ -285,8 +290,21 @@ def _wait_param(raw: str | None, max_wait: int) -> int:
 
 
 def _key_param(raw: str | None) -> str | None:
+    """The key as the client sent it. Starlette hands header bytes over as Latin-1; a key sent
+    as UTF-8 (what the Python client sends) is decoded as such, so it is stored and echoed as
+    sent; bytes that are not UTF-8 are refused rather than stored as mojibake."""
     if raw is None:
         return None
+    try:
+        raw = raw.encode("latin-1").decode("utf-8")
+    except (UnicodeEncodeError, UnicodeDecodeError):
+        raise MalformedBody(
+            [FieldProblem("header Idempotency-Key", "is not UTF-8 text", "send the key as UTF-8")]
+        ) from None
+    if not raw.isprintable():
+        raise MalformedBody(
+            [FieldProblem("header Idempotency-Key", "holds a control character", "remove it")]
+        )
     if not 1 <= len(raw) <= _MAX_KEY:
         raise InvalidInput(
             [

@@ -17,7 +17,7 @@ from rich.status import Status
 from elasticityops.cli import remote, render
 from elasticityops.client import Client, WaitPolicy
 from elasticityops.domain.invocations import State
-from elasticityops.wire import InvocationList, InvocationOut, ProblemOut
+from elasticityops.wire import MAX_PAGE_SIZE, InvocationList, InvocationOut, ProblemOut
 
 JsonFlag = Annotated[bool, typer.Option("--json", help="Print JSON (the API's shape) for machines.")]
 IdArg = Annotated[
@@ -230,7 +230,9 @@ def list_invocations(
         State | None,
         typer.Option("--state", "-s", help="Only invocations in this state.", case_sensitive=False),
     ] = None,
-    limit: Annotated[int, typer.Option("--limit", "-n", min=1, max=1000, help="Show at most N.")] = 20,
+    limit: Annotated[
+        int, typer.Option("--limit", "-n", min=1, max=MAX_PAGE_SIZE, help="Show at most N (a page).")
+    ] = 20,
     cursor: Annotated[
         str | None, typer.Option("--cursor", help="Continue after a previous page (printed below it).")
     ] = None,

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+import sys
+
 import typer
 
 app = typer.Typer(
@@ -44,7 +47,19 @@ _register()
 
 
 def main() -> None:
-    app()
+    """`eops`: an exception no command turned into a message is a bug; it is still said in one
+    line (the traceback with EOPS_DEBUG=1), never dumped on the user."""
+    try:
+        app()
+    except Exception as exc:
+        if os.environ.get("EOPS_DEBUG"):
+            raise
+        print(
+            f"error: eops hit a bug ({type(exc).__name__}: {exc}); run it again with EOPS_DEBUG=1 "
+            "for the traceback, and please report it",
+            file=sys.stderr,
+        )
+        sys.exit(1)
 
 
 if __name__ == "__main__":

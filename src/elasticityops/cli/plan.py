@@ -4,6 +4,7 @@ Bad input prints one line naming the row, flag or key and exits 2."""
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -84,9 +85,24 @@ def _clean_errors() -> Iterator[None]:
         raise typer.Exit(2) from None
 
 
+def _check_out_dir(out: Path) -> None:
+    """--out must be a directory we can write, checked before the run (which may take minutes),
+    not after it."""
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except FileExistsError:
+        raise PlannerInputError(f"--out: {out} is a file, not a directory; name a directory") from None
+    except OSError as exc:
+        raise PlannerInputError(f"--out: cannot make {out}: {exc.strerror or exc}") from None
+    if not os.access(out, os.W_OK | os.X_OK):
+        raise PlannerInputError(f"--out: cannot write in {out} (permission denied); name another directory")
+
+
 def _load(common: CommonOptions) -> tuple[Trace, list[str]]:
     if common.trace is None:
         raise PlannerInputError("--trace is required (a CSV, or make one with `eops plan trace`)")
+    if common.out is not None:
+        _check_out_dir(common.out)
     from elasticityops.planner.trace import load_trace
 
     trace, notes = load_trace(common.trace, on_unsorted="refuse" if common.strict_order else "sort")

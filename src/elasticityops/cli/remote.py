@@ -18,7 +18,15 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
-from elasticityops.client import TOKEN_ENV, ApiError, Client, ConnectionFailed, InvalidSpec, WaitPolicy
+from elasticityops.client import (
+    TOKEN_ENV,
+    ApiError,
+    Client,
+    ConnectionFailed,
+    InvalidArgument,
+    InvalidSpec,
+    WaitPolicy,
+)
 from elasticityops.wire import ProblemOut
 
 EXIT_FAILED = 1
@@ -80,6 +88,8 @@ def connected(wait_policy: WaitPolicy | None = None) -> Iterator[Client]:
             yield client
     except InvalidSpec as exc:
         bad_input("invalid function spec", exc.problems)
+    except InvalidArgument as exc:
+        bad_input("bad input", exc.problems)
     except ConnectionFailed as exc:
         fail(exc.message)
     except ApiError as exc:

@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+import errno
 import json
 import logging
+import socket
 import sys
 from collections.abc import Awaitable, Callable
+from dataclasses import replace
 from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, TypeVar
@@ -48,6 +51,34 @@ def _where(name: str, given: dict[str, Any]) -> str:
     """How the user set the knob `name`: its flag if typed, else its variable."""
     knob = spec(Settings, name)
     return knob.flag if name in given or knob.env is None else knob.env
+
+
+# The data dir's and database's locks (open descriptors), held for the life of `eops serve`.
+_held_locks: list[int] = []
+
+
+def _listen(host: str, port: int) -> socket.socket:
+    """A socket bound and listening on host:port, or exit 1 saying why (nothing started yet)."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((host, port))
+        sock.listen(2048)  # now: on Linux two sockets merely bound to one port could both bind
+    except OSError as exc:
+        sock.close()
+        busy = (
+            " (another gateway or program uses it; choose another with --port)"
+            if (exc.errno == errno.EADDRINUSE)
+            else ""
+        )
+        typer.secho(
+            f"error: cannot listen on {host}:{port}: {exc.strerror or exc}{busy}",
+            err=True,
+            fg=typer.colors.RED,
+        )
+        raise typer.Exit(1) from None
+    return sock
 
 
 def register(app: typer.Typer) -> None:
@@ -137,9 +168,27 @@ def serve(
         )
     if problems:
         _fail(InvalidInput(problems))
+    from elasticityops.server import AlreadyRunning, data_dir_warning, lock_gateway
+
+    # Start-up order: lock the data dir (and SQLite file), bind the port, and only then migrate,
+    # adopt and announce, so a second gateway or a busy port fails before anything is done or said.
+    try:
+        _held_locks.extend(lock_gateway(settings))
+    except AlreadyRunning as exc:
+        typer.secho(f"error: {exc.message}", err=True, fg=typer.colors.RED)
+        raise typer.Exit(1) from None
+    except EopsError as exc:
+        _fail(exc)
+    warning = data_dir_warning(settings.data_dir)
+    if warning:
+        typer.secho(warning, err=True, fg=typer.colors.YELLOW)
+    listening = _listen(settings.host, settings.port)
+    # With --port 0 the port is the one the kernel chose: the banner and callback URL say it.
+    settings = replace(settings, port=listening.getsockname()[1])
     try:
         token, created, deployed = asyncio.run(_prepare(settings, example))
     except EopsError as exc:
+        listening.close()
         _fail(exc)
         return
     import uvicorn
@@ -147,7 +196,8 @@ def serve(
     from elasticityops.http_limits import MAX_HEAD_BYTES, LimitedHttpToolsProtocol
     from elasticityops.server import build_app
 
-    url = f"http://{settings.host}:{settings.port}"
+    shown_host = f"[{settings.host}]" if ":" in settings.host else settings.host
+    url = f"http://{shown_host}:{settings.port}"
     lines = [
         f"ElasticityOps gateway on {url} (backend {settings.backend}, data in {settings.data_dir})",
         f"  admin token {'created' if created else 'kept'} in {settings.data_dir / 'admin-token'}",
@@ -178,7 +228,7 @@ def serve(
     # interval a loop waiting for it stalls every request behind one batch's Python work.
     sys.setswitchinterval(0.0005)
     server = uvicorn.Server(config)
-    server.run()
+    server.run(sockets=[listening])
     if not server.started:
         sys.exit(1)
 
@@ -186,20 +236,23 @@ def serve(
 _TOKEN_DB = (None, [spec(Settings, "data-dir"), spec(Settings, "database-url")])
 
 
-async def _on_store(settings: Settings, work: Callable[[SqlStoreT], Awaitable[T]]) -> T:
+async def _on_store(settings: Settings, work: Callable[[SqlStoreT], Awaitable[T]], create: bool) -> T:
     from elasticityops.server import open_store
 
-    store = await open_store(settings)
+    # A data dir with no database is a typo unless told otherwise: never start an empty one.
+    store = await open_store(settings, create=create)
     try:
         return await work(store)
     finally:
         await store.close()
 
 
-def _run_on_store(given: dict[str, Any], work: Callable[[SqlStoreT], Awaitable[T]]) -> T:
+def _run_on_store(
+    given: dict[str, Any], work: Callable[[SqlStoreT], Awaitable[T]], create: bool = False
+) -> T:
     settings = _settings(given)
     try:
-        return asyncio.run(_on_store(settings, work))
+        return asyncio.run(_on_store(settings, work, create))
     except EopsError as exc:
         _fail(exc)
         raise  # unreachable: _fail exits
@@ -222,6 +275,10 @@ def token_create(
         str | None,
         typer.Option("--expires-in", metavar="DURATION", help="Stop working after this long: 30d, 12h, 90m."),
     ] = None,
+    create_database: Annotated[
+        bool,
+        typer.Option("--create", help="Make the database if the data dir has none (else that is refused)."),
+    ] = False,
 ) -> None:
     """Create an API token and print it on stdout (only its hash is stored: keep it); its id,
     for `eops token revoke`, goes to stderr."""
@@ -236,7 +293,7 @@ def token_create(
 
         return await new_token(store, name, SystemClock(), scope=scope, lifetime=lifetime)
 
-    token, record = _run_on_store(given, create)
+    token, record = _run_on_store(given, create, create=create_database)
     print(token)
     typer.echo(
         f"token {record.id} ({record.name!r}, scope {record.scope.value}, expires "

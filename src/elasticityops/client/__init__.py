@@ -26,7 +26,14 @@ from elasticityops.client.calls import (
     WaitPolicy,
     spec_from,
 )
-from elasticityops.client.errors import URL_ENV, ApiError, ClientError, ConnectionFailed, InvalidSpec
+from elasticityops.client.errors import (
+    URL_ENV,
+    ApiError,
+    ClientError,
+    ConnectionFailed,
+    InvalidArgument,
+    InvalidSpec,
+)
 from elasticityops.client.plans import Operations
 from elasticityops.client.sync import BlockingClock, BlockingSystemClock, Client
 
@@ -42,6 +49,7 @@ __all__ = [
     "Client",
     "ClientError",
     "ConnectionFailed",
+    "InvalidArgument",
     "InvalidSpec",
     "Operations",
     "Requests",

@@ -14,7 +14,7 @@ from urllib.parse import quote
 import httpx
 from pydantic import ValidationError
 
-from elasticityops.client.errors import URL_ENV, ApiError, InvalidSpec, render_problem
+from elasticityops.client.errors import URL_ENV, ApiError, InvalidArgument, InvalidSpec, render_problem
 from elasticityops.domain.errors import InvalidInput
 from elasticityops.domain.functions import FunctionSpec, load_function_text, parse_function_spec
 from elasticityops.wire import (
@@ -97,6 +97,7 @@ class Call(Generic[T]):
     method: str
     path: str
     params: dict[str, str] = field(default_factory=dict)
+    # Values are sent byte for byte (Latin-1): see header_text for one that is not ASCII.
     headers: dict[str, str] = field(default_factory=dict)
     content: bytes | None = None
     expect: tuple[int, ...] = (200,)
@@ -119,6 +120,8 @@ class Call(Generic[T]):
         try:
             return self.decode(body)
         except ValidationError as exc:
+            if _looks_like_html(body):
+                raise _not_a_gateway(status) from None
             raise ApiError(
                 status,
                 "bad_response",
@@ -148,6 +151,16 @@ def spec_from(source: FunctionSpec | Mapping[str, Any] | str | Path) -> Function
                 [
                     ProblemOut(
                         field=str(path), problem=f"cannot read it ({exc.strerror})", fix="check the path"
+                    )
+                ]
+            ) from None
+        except UnicodeDecodeError:
+            raise InvalidSpec(
+                [
+                    ProblemOut(
+                        field=str(path),
+                        problem="is not UTF-8 text (a binary file?)",
+                        fix="give the function's YAML or JSON spec file",
                     )
                 ]
             ) from None
@@ -211,7 +224,7 @@ class Requests:
         body = payload if isinstance(payload, bytes) else (b"" if payload is None else json_bytes(payload))
         headers = {"Content-Type": "application/json"}
         if idempotency_key is not None:
-            headers["Idempotency-Key"] = idempotency_key
+            headers["Idempotency-Key"] = header_text(idempotency_key, "idempotency key")
         return Call(
             "POST",
             f"/v1/functions/{_quote(name)}/invocations",
@@ -329,8 +342,25 @@ def error_from(status: int, body: bytes) -> ApiError:
             ]
             return ApiError(status, "invalid_input", "; ".join(map(render_problem, problems)), problems)
         return ApiError(status, _code_for(status), str(detail), [])
+    if _looks_like_html(body):
+        return _not_a_gateway(status)
     text = body.decode("utf-8", errors="replace").strip()
     return ApiError(status, _code_for(status), text[:300] or f"HTTP {status}", [])
+
+
+def _looks_like_html(body: bytes) -> bool:
+    head = body.lstrip()[:200].lower()
+    return head.startswith((b"<!doctype", b"<html", b"<?xml", b"<head", b"<body"))
+
+
+def _not_a_gateway(status: int) -> ApiError:
+    return ApiError(
+        status,
+        _code_for(status),
+        f"what answered is not an ElasticityOps gateway (HTTP {status} with an HTML page: another "
+        f"server, or a proxy in front); check {URL_ENV}: it should point at `eops serve`",
+        [],
+    )
 
 
 def _code_for(status: int) -> str:
@@ -396,15 +426,63 @@ def http_request(http: httpx.Client | httpx.AsyncClient, call: Call[Any]) -> htt
         call.method,
         call.path,
         params=call.params,
-        headers=call.headers,
+        headers=[(name.encode("latin-1"), value.encode("latin-1")) for name, value in call.headers.items()],
         content=call.content,
         timeout=timeout_for(call),
     )
 
 
 def settings(url: str | None, token: str | None) -> tuple[str, str | None]:
+    """The base URL and token, from the arguments or EOPS_URL / EOPS_TOKEN, checked here: one
+    that cannot be sent is InvalidArgument naming where it came from, before any request."""
+    url_from = "url" if url else URL_ENV
     base = (url or os.environ.get(URL_ENV) or DEFAULT_URL).rstrip("/")
-    return base, token if token is not None else (os.environ.get(TOKEN_ENV) or None)
+    token_from = "token" if token is not None else TOKEN_ENV
+    token = token if token is not None else (os.environ.get(TOKEN_ENV) or None)
+    problems = _url_problems(base, url_from)
+    if token is not None:
+        problems += _header_problems(token, token_from, ascii_only=True)
+    if problems:
+        raise InvalidArgument(problems)
+    return base, token
+
+
+def _url_problems(base: str, where: str) -> list[ProblemOut]:
+    fix = f"set {where} to the gateway's URL, e.g. {DEFAULT_URL}"
+    try:
+        parsed = httpx.URL(base)
+        parsed.port  # noqa: B018 (parses the port, which may be bad)
+    except (httpx.InvalidURL, ValueError, TypeError) as exc:
+        return [ProblemOut(field=where, problem=f"{base!r} is not a URL ({exc})", fix=fix)]
+    if parsed.scheme not in ("http", "https") or not parsed.host:
+        return [ProblemOut(field=where, problem=f"{base!r} is not an http(s) URL with a host", fix=fix)]
+    return []
+
+
+def _header_problems(value: str, where: str, *, ascii_only: bool) -> list[ProblemOut]:
+    """What keeps `value` out of an HTTP header: control characters (a newline would end the
+    header), and for a token anything but ASCII (tokens are ASCII: a different one was pasted)."""
+    if any(ord(c) < 0x20 or ord(c) == 0x7F for c in value):
+        return [ProblemOut(field=where, problem="holds a control character (a newline?)", fix="remove it")]
+    if ascii_only and not value.isascii():
+        return [
+            ProblemOut(
+                field=where,
+                problem="holds non-ASCII characters; tokens are ASCII",
+                fix="copy the token again (`eops serve` prints it; `eops token create` makes one)",
+            )
+        ]
+    return []
+
+
+def header_text(value: str, where: str) -> str:
+    """A header value as it goes on the wire: its UTF-8 bytes (the gateway reads
+    Idempotency-Key as UTF-8), one character per byte, which `http_request` sends as bytes;
+    InvalidArgument for a control character."""
+    problems = _header_problems(value, where, ascii_only=False)
+    if problems:
+        raise InvalidArgument(problems)
+    return value.encode("utf-8").decode("latin-1")
 
 
 def as_dict(body: bytes) -> dict[str, Any]:

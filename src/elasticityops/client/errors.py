@@ -35,6 +35,15 @@ class InvalidSpec(ClientError):
         self.problems = problems
 
 
+class InvalidArgument(ClientError):
+    """An argument or setting the client cannot send (a URL that does not parse, a token or
+    key with a newline), found before any request is made: bad input, not a network error."""
+
+    def __init__(self, problems: list[ProblemOut]) -> None:
+        super().__init__("; ".join(render_problem(p) for p in problems) or "invalid argument")
+        self.problems = problems
+
+
 class ApiError(ClientError):
     """The gateway answered with an error (its `ErrorOut` body, or what we could make of it)."""
 

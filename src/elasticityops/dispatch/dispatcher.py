@@ -213,11 +213,15 @@ class Dispatcher:
         if not queued:
             return False
         active = await self.store.active_counts()
-        functions = await self._functions({i.function for i in queued} | set(active))
+        functions = await self._functions({i.function for i in queued} | {name for name, _ in active})
+        versions = await self.functions.versions(
+            [(i.function, i.spec_version) for i in queued] + list(active)
+        )
         plan = plan_cycle(
             queued=queued,
-            active_by_function=active,
+            active=active,
             functions=functions,
+            versions=versions,
             free_gpus=free,
             total_gpus=self.backend.total_gpus(),
             gpu_budget=self.settings.gpu_budget,
@@ -230,7 +234,10 @@ class Dispatcher:
         # One read for the pass's small payloads instead of one per launch.
         payloads = await self.store.small_payloads([i.id for i in plan.admit], _BATCH_PAYLOAD_BYTES)
         await asyncio.gather(
-            *(self._admit(inv, functions[inv.function], payloads.get(inv.id)) for inv in plan.admit)
+            *(
+                self._admit(inv, versions[(inv.function, inv.spec_version)], payloads.get(inv.id))
+                for inv in plan.admit
+            )
         )
         return len(queued) >= self.settings.batch_size and bool(plan.admit or plan.fail)
 
@@ -280,17 +287,23 @@ class Dispatcher:
             await self._apply(change)
         if plan.relaunch:
             functions = await self._functions({i.function for i in plan.relaunch})
+            versions = await self.functions.versions((i.function, i.spec_version) for i in plan.relaunch)
             for inv in plan.relaunch:
-                spec = functions.get(inv.function)
-                if spec is None:
+                # The version it was accepted with; a deleted name's pending work fails.
+                spec = versions.get((inv.function, inv.spec_version))
+                if inv.function not in functions or spec is None:
+                    deleted = inv.function not in functions
                     await self._apply(
                         Change(
                             inv.id,
                             State.failed,
                             self.clock.now(),
                             from_states=frozenset({State.pending}),
-                            reason=FailureReason.function_deleted,
-                            message=f"function {inv.function!r} was deleted before this invocation ran",
+                            reason=FailureReason.function_deleted if deleted else FailureReason.launch_error,
+                            message=f"function {inv.function!r} was deleted before this invocation ran"
+                            if deleted
+                            else f"version {inv.spec_version} of function {inv.function!r} is not kept; "
+                            "invoke it again",
                         )
                     )
                 else:

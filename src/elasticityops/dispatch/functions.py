@@ -1,5 +1,9 @@
 """Function specs as the gateway knows them: one source for the accept route and the dispatcher.
 
+`get` is a name's current version (what the accept route stamps on a new invocation); `version`
+is one version by (name, number), which never changes once written, and is what an invocation
+runs: the one it was accepted with, whatever was deployed since.
+
 The accept route needs a spec per request and the dispatcher one per function per cycle; both
 read it here, so neither costs a database read once a name is known, and both see the same spec.
 This gateway is the only writer of functions, and it invalidates a name on every write."""
@@ -8,7 +12,11 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from elasticityops.domain.functions import FunctionSpec
 from elasticityops.domain.ports import FunctionRecord, Store
+
+# Versions are immutable, so a cached one is never stale; this only bounds the memory.
+_MAX_VERSIONS = 4096
 
 
 class FunctionCache:
@@ -16,6 +24,7 @@ class FunctionCache:
         self._store = store
         self._records: dict[str, FunctionRecord] = {}
         self._generation = 0
+        self._versions: dict[tuple[str, int], FunctionSpec] = {}
 
     async def get(self, name: str) -> FunctionRecord | None:
         record = self._records.get(name)
@@ -34,6 +43,28 @@ class FunctionCache:
             record = await self.get(name)
             if record is not None:
                 found[name] = record
+        return found
+
+    async def version(self, name: str, version: int) -> FunctionSpec | None:
+        """That version of the name's spec (kept after a redeploy or a delete), None if it was
+        never stored (an invocation accepted before the gateway kept every version)."""
+        key = (name, version)
+        spec = self._versions.get(key)
+        if spec is None:
+            spec = await self._store.get_function_version(name, version)
+            if spec is not None:
+                if len(self._versions) >= _MAX_VERSIONS:
+                    self._versions.pop(next(iter(self._versions)))
+                self._versions[key] = spec
+        return spec
+
+    async def versions(self, keys: Iterable[tuple[str, int]]) -> dict[tuple[str, int], FunctionSpec]:
+        """The specs of those (name, version) that are stored."""
+        found: dict[tuple[str, int], FunctionSpec] = {}
+        for name, number in sorted(set(keys)):
+            spec = await self.version(name, number)
+            if spec is not None:
+                found[(name, number)] = spec
         return found
 
     def forget(self, name: str) -> None:

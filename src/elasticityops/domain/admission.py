@@ -28,13 +28,6 @@ class AdmissionSnapshot:
     max_concurrency: Mapping[str, int]
 
 
-def gpus_in_use(active_by_function: Mapping[str, int], gpus_per_job: Mapping[str, int]) -> int:
-    """GPUs held by pending and running invocations: the one count, from the store's active
-    counts per function and each function's gpu.count (a deleted function's jobs hold one
-    each, at least: their spec is gone)."""
-    return sum(count * gpus_per_job.get(name, 1) for name, count in active_by_function.items())
-
-
 def gpus_free(in_use: int, gpu_budget: int | None, backend_free: int | None) -> int | None:
     """GPUs that can start work now: the budget's room and the backend's own free slots,
     whichever is smaller; None when neither limits."""

@@ -13,6 +13,11 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from elasticityops.domain.errors import FieldProblem, InvalidInput
+from elasticityops.domain.numbers import WholeNumber
+
+# Deeper than any spec needs, and well inside Python's recursion limit, which YAML's composer
+# would otherwise hit (a RecursionError) on a deeply nested document.
+MAX_NESTING = 64
 
 NAME_RE = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
 ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -56,7 +61,7 @@ class GpuSpec(_Strict):
     type: str = Field(
         "nvidia-tesla-t4", description="GKE accelerator name, e.g. nvidia-tesla-t4 or nvidia-l4"
     )
-    count: int = Field(1, ge=1, le=MAX_GPUS_PER_JOB, description="GPUs per invocation, 1-8")
+    count: WholeNumber = Field(1, ge=1, le=MAX_GPUS_PER_JOB, description="GPUs per invocation, 1-8")
 
     @field_validator("type")
     @classmethod
@@ -99,9 +104,11 @@ class FunctionSpec(_Strict):
     gpu: GpuSpec = Field(default_factory=lambda: GpuSpec())
     machine_type: str = Field("n1-standard-4", description="node machine type, e.g. n1-standard-4")
     resources: Resources = Field(default_factory=lambda: Resources())
-    timeout_seconds: int = Field(3600, gt=0, le=7 * 24 * 3600, description="run-time limit in seconds")
+    timeout_seconds: WholeNumber = Field(
+        3600, gt=0, le=7 * 24 * 3600, description="run-time limit in seconds"
+    )
     priority: Priority = Priority.normal
-    max_concurrency: int = Field(500, ge=1, le=100_000, description="most invocations of it at once")
+    max_concurrency: WholeNumber = Field(500, ge=1, le=100_000, description="most invocations of it at once")
     annotations: dict[str, str] = Field(
         default_factory=dict,
         description="pod annotations (Kubernetes backend), e.g. for GKE features such as gcsfuse volumes",
@@ -237,15 +244,61 @@ def parse_function_spec(data: object, *, name: str | None = None) -> FunctionSpe
             )
         body["name"] = name
     try:
-        return FunctionSpec.model_validate(body)
+        spec = FunctionSpec.model_validate(body)
     except ValidationError as exc:
         raise InvalidInput(problems_from_validation(exc, FunctionSpec)) from None
+    _refuse_nul(spec)
+    return spec
 
 
-def load_function_text(text: str, source: str = "spec") -> FunctionSpec:
-    """Parse YAML (a superset of JSON) text into a FunctionSpec."""
+def _refuse_nul(spec: FunctionSpec) -> None:
+    """A NUL cannot be passed to a process (argv and environment are C strings): refuse it at
+    deploy, naming the field, rather than fail every invocation later. Checked here, where
+    specs come in, not in the model, so that a spec stored before still reads."""
+    problems = [
+        FieldProblem(f"command.{i}", "holds a NUL character", "remove it")
+        for i, part in enumerate(spec.command)
+        if "\x00" in part
+    ]
+    problems += [
+        FieldProblem(f"env.{key}", "holds a NUL character", "remove it")
+        for key, value in spec.env.items()
+        if "\x00" in value
+    ]
+    if problems:
+        raise InvalidInput(problems)
+
+
+class _TooDeep(Exception):
+    pass
+
+
+def check_yaml_nesting(text: str, source: str, max_depth: int = MAX_NESTING) -> None:
+    """Refuse a YAML (or JSON) document nested deeper than `max_depth` before it is composed:
+    PyYAML's parser is iterative, its composer recursive."""
+    depth = 0
     try:
-        data = yaml.safe_load(text)
+        for event in yaml.parse(text, Loader=yaml.SafeLoader):
+            if isinstance(event, yaml.CollectionStartEvent):
+                depth += 1
+                if depth > max_depth:
+                    raise _TooDeep
+            elif isinstance(event, yaml.CollectionEndEvent):
+                depth -= 1
+    except _TooDeep:
+        raise InvalidInput(
+            [FieldProblem(source, f"nested deeper than {max_depth} levels", "flatten it")]
+        ) from None
+    except yaml.YAMLError:
+        return  # the parse that follows reports it, with where
+
+
+def load_yaml(text: str, source: str = "spec") -> Any:
+    """YAML (a superset of JSON) text as plain data, nesting bounded; InvalidInput when it is
+    not YAML."""
+    check_yaml_nesting(text, source)
+    try:
+        return yaml.safe_load(text)
     except yaml.YAMLError as exc:
         where = ""
         mark = getattr(exc, "problem_mark", None)
@@ -254,7 +307,11 @@ def load_function_text(text: str, source: str = "spec") -> FunctionSpec:
         raise InvalidInput(
             [FieldProblem(source, f"not valid YAML or JSON{where}", "fix the syntax")]
         ) from None
-    return parse_function_spec(data)
+
+
+def load_function_text(text: str, source: str = "spec") -> FunctionSpec:
+    """Parse YAML (a superset of JSON) text into a FunctionSpec."""
+    return parse_function_spec(load_yaml(text, source))
 
 
 def spec_to_json(spec: FunctionSpec) -> str:

@@ -129,6 +129,8 @@ class Invocation:
     result: bytes | None = None
     node: str | None = None  # where it ran: GPU slot or Kubernetes node
     notes: tuple[Note, ...] = field(default_factory=tuple)
+    # The version of its function's spec it was accepted with, and the one it runs.
+    spec_version: int = 1
 
 
 def advance(

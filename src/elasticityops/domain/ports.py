@@ -19,7 +19,7 @@ from elasticityops.domain.tokens import ApiToken, Scope
 @dataclass(frozen=True)
 class FunctionRecord:
     spec: FunctionSpec
-    version: int  # increases on every PUT that changes the spec
+    version: int  # increases on every PUT that changes the spec, across deletes of the name
     created_at: datetime
     updated_at: datetime
 
@@ -63,9 +63,18 @@ class Store(Protocol):
         """Create or replace; returns (record, created)."""
         ...
 
-    async def get_function(self, name: str) -> FunctionRecord | None: ...
+    async def get_function(self, name: str) -> FunctionRecord | None:
+        """The current version of a function that exists (not deleted)."""
+        ...
+
+    async def get_function_version(self, name: str, version: int) -> FunctionSpec | None:
+        """That version of the name's spec, kept even after the name was deleted or changed."""
+        ...
+
     async def list_functions(self) -> list[FunctionRecord]: ...
-    async def delete_function(self, name: str) -> bool: ...
+    async def delete_function(self, name: str, at: datetime) -> bool:
+        """Tombstone the name (its versions stay); False when there was none."""
+        ...
 
     async def create_invocation(self, new: NewInvocation) -> tuple[Invocation, bool]:
         """Store a new invocation in state `queued`; returns (invocation, created).
@@ -93,9 +102,10 @@ class Store(Protocol):
         burst's admissions need theirs at once; larger ones are read one by one at launch)."""
         ...
 
-    async def active_counts(self) -> Mapping[str, int]:
-        """How many invocations are pending or running, by function (what admission needs each
-        cycle, without reading every active row)."""
+    async def active_counts(self) -> Mapping[tuple[str, int], int]:
+        """How many invocations are pending or running, by (function, spec version): what
+        admission needs each cycle (concurrency per function, GPUs per version), without reading
+        every active row."""
         ...
 
     async def apply(self, change: Change) -> Invocation | None:

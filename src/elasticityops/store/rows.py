@@ -17,6 +17,7 @@ PRIORITY_BY_RANK = {p.rank: p for p in Priority}
 INVOCATION_COLUMNS = (
     "id",
     "function",
+    "spec_version",
     "priority",
     "state",
     "idempotency_key",
@@ -79,6 +80,7 @@ def invocation_from_row(row: Mapping[Any, Any]) -> Invocation:
         result=row["result"],
         node=row["node"],
         notes=notes_from_json(row["notes"]),
+        spec_version=row["spec_version"],
     )
 
 
@@ -105,6 +107,7 @@ def invocation_of_new(new: NewInvocation) -> Invocation:
         priority=PRIORITY_BY_RANK[new.priority_rank],
         timeline=Timeline(accepted=new.accepted_at),
         idempotency_key=new.idempotency_key,
+        spec_version=new.spec_version,
     )
 
 

@@ -46,7 +46,7 @@ from elasticityops.domain.ports import Change, FunctionRecord, NewInvocation, Pa
 from elasticityops.domain.tokens import TOKEN_ID_PREFIX, ApiToken, Scope, is_token_id, token_id
 from elasticityops.settings import StoreSettings
 from elasticityops.store import migrate, rows
-from elasticityops.store.tables import api_tokens, functions, invocations
+from elasticityops.store.tables import api_tokens, function_versions, functions, invocations
 from elasticityops.store.writer import CommitObserver, GroupCommitWriter
 
 log = logging.getLogger(__name__)
@@ -176,39 +176,75 @@ class SqlStore:
     # -- functions --------------------------------------------------------------------------
 
     async def put_function(self, spec: FunctionSpec, at: datetime) -> tuple[FunctionRecord, bool]:
+        """A changed spec is a new version, kept in `function_versions` beside the ones before
+        it; a name deleted before goes on from its tombstone's version."""
         text = rows.function_row(spec)
 
         def run(conn: Connection) -> tuple[FunctionRecord, bool]:
             row = conn.execute(select(functions).where(functions.c.name == spec.name)).mappings().first()
             if row is None:
-                values = {"name": spec.name, "spec": text, "version": 1, "created_at": at, "updated_at": at}
+                values = {
+                    "name": spec.name,
+                    "spec": text,
+                    "version": 1,
+                    "created_at": at,
+                    "updated_at": at,
+                    "deleted_at": None,
+                }
                 conn.execute(insert(functions).values(**values))
-                return rows.function_from_row(values), True
-            if row["spec"] == text:
+                created = True
+            elif row["deleted_at"] is None and row["spec"] == text:
                 return rows.function_from_row(row), False
-            values = {"spec": text, "version": row["version"] + 1, "updated_at": at}
-            conn.execute(update(functions).where(functions.c.name == spec.name).values(**values))
-            return rows.function_from_row({**row, **values}), False
+            else:
+                created = row["deleted_at"] is not None
+                values = {**row, "spec": text, "version": row["version"] + 1, "updated_at": at}
+                if created:
+                    values.update(created_at=at, deleted_at=None)
+                conn.execute(update(functions).where(functions.c.name == spec.name).values(**values))
+            conn.execute(
+                insert(function_versions).values(
+                    name=spec.name, version=values["version"], spec=text, created_at=at
+                )
+            )
+            return rows.function_from_row(values), created
 
         return await self._write(run)
 
     async def get_function(self, name: str) -> FunctionRecord | None:
         def run(conn: Connection) -> FunctionRecord | None:
-            row = conn.execute(select(functions).where(functions.c.name == name)).mappings().first()
+            query = select(functions).where(functions.c.name == name, functions.c.deleted_at.is_(None))
+            row = conn.execute(query).mappings().first()
             return None if row is None else rows.function_from_row(row)
+
+        return await self._read(run)
+
+    async def get_function_version(self, name: str, version: int) -> FunctionSpec | None:
+        def run(conn: Connection) -> FunctionSpec | None:
+            query = select(function_versions.c.spec).where(
+                function_versions.c.name == name, function_versions.c.version == version
+            )
+            text = conn.execute(query).scalar()
+            return None if text is None else FunctionSpec.model_validate_json(text)
 
         return await self._read(run)
 
     async def list_functions(self) -> list[FunctionRecord]:
         def run(conn: Connection) -> list[FunctionRecord]:
-            result = conn.execute(select(functions).order_by(functions.c.name)).mappings()
-            return [rows.function_from_row(r) for r in result]
+            query = select(functions).where(functions.c.deleted_at.is_(None)).order_by(functions.c.name)
+            return [rows.function_from_row(r) for r in conn.execute(query).mappings()]
 
         return await self._read(run)
 
-    async def delete_function(self, name: str) -> bool:
+    async def delete_function(self, name: str, at: datetime) -> bool:
+        """Tombstone the name: its versions stay (finished and queued invocations name them)."""
+
         def run(conn: Connection) -> bool:
-            return conn.execute(functions.delete().where(functions.c.name == name)).rowcount > 0
+            query = (
+                update(functions)
+                .where(functions.c.name == name, functions.c.deleted_at.is_(None))
+                .values(deleted_at=at)
+            )
+            return conn.execute(query).rowcount > 0
 
         return await self._write(run)
 
@@ -290,14 +326,14 @@ class SqlStore:
 
         return await self._read(run)
 
-    async def active_counts(self) -> Mapping[str, int]:
-        def run(conn: Connection) -> Mapping[str, int]:
+    async def active_counts(self) -> Mapping[tuple[str, int], int]:
+        def run(conn: Connection) -> Mapping[tuple[str, int], int]:
             query = (
-                select(invocations.c.function, func.count())
+                select(invocations.c.function, invocations.c.spec_version, func.count())
                 .where(invocations.c.state.in_([s.value for s in ACTIVE_STATES]))
-                .group_by(invocations.c.function)
+                .group_by(invocations.c.function, invocations.c.spec_version)
             )
-            return {function: count for function, count in conn.execute(query)}
+            return {(function, version): count for function, version, count in conn.execute(query)}
 
         return await self._read(run)
 

@@ -53,6 +53,20 @@ functions = Table(
     Column("version", Integer, nullable=False),
     Column("created_at", UtcDateTime, nullable=False),
     Column("updated_at", UtcDateTime, nullable=False),
+    # A deleted function's row stays as a tombstone, so that its versions keep counting up when
+    # the name is deployed again (an invocation names its spec by name and version).
+    Column("deleted_at", UtcDateTime, nullable=True),
+)
+
+# Every version of every function's spec, never changed once written: an invocation runs the
+# version it was accepted with (invocations.spec_version), whatever was deployed since.
+function_versions = Table(
+    "function_versions",
+    metadata,
+    Column("name", String(64), primary_key=True),
+    Column("version", Integer, primary_key=True),
+    Column("spec", Text, nullable=False),  # canonical JSON of the FunctionSpec
+    Column("created_at", UtcDateTime, nullable=False),
 )
 
 invocations = Table(
