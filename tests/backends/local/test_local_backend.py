@@ -144,6 +144,64 @@ def test_timeout_kills_the_whole_process_group(tmp_path: Path) -> None:
     run_scenario(tmp_path, scenario)
 
 
+HOSTILE = str(Path(__file__).resolve().parents[2] / "jobs" / "hostile.py")
+
+
+@pytest.mark.parametrize("cgroups", [True, False], ids=["cgroup", "process-tree"])
+def test_a_daemon_that_left_its_session_goes_with_its_job(tmp_path: Path, cgroups: bool) -> None:
+    pid_file = tmp_path / "daemon.pid"
+
+    async def scenario(backend: LocalBackend, events: Events) -> None:
+        req = request(spec(["python", HOSTILE]), {"do": "daemon", "pid_file": str(pid_file)})
+        await backend.launch(req)
+        done = await events.finished(req.invocation.id)
+        assert done.state is State.succeeded, done
+        daemon, sid, _ = (int(n) for n in pid_file.read_text().split())
+        started = json.loads((tmp_path / "runs" / req.invocation.id / rundir.STARTED).read_text())
+        assert sid != started["pid"], "it left the job's session"
+        try:
+            assert wait_gone(daemon, 10), f"daemon {daemon} outlived its job"
+        finally:
+            if not process_gone(daemon):
+                os.kill(daemon, signal.SIGKILL)
+        if cgroups and started["tracking"] != "cgroup":
+            pytest.skip("this machine gives no writable cgroup v2; tracked by process tree instead")
+        assert started["tracking"] == ("cgroup" if cgroups else "process tree")
+
+    run_scenario(tmp_path, scenario, cgroups=cgroups)
+
+
+def test_the_wait_for_a_cold_slot_counts_toward_the_timeout(tmp_path: Path) -> None:
+    record = tmp_path / "record.jsonl"
+
+    async def scenario(backend: LocalBackend, events: Events) -> None:
+        req = request(spec(timeout_seconds=2), {"record": str(record)})
+        await backend.launch(req)
+        done = await events.finished(req.invocation.id)
+        assert done.state is State.timed_out, done
+        assert "never started" in done.message
+        assert read_records(record) == [], "the job never ran"
+
+    run_scenario(tmp_path, scenario, slot_provision_delay_s=4.0)
+
+
+def test_an_exit_record_the_job_writes_itself_is_not_believed(tmp_path: Path) -> None:
+    forge = (
+        "import json, os, time; run = os.path.dirname(os.environ['EOPS_RESULT_PATH']); "
+        "open(os.path.join(run, 'exit.json'), 'w').write(json.dumps({'exit_code': 0})); "
+        "time.sleep(1.5); raise SystemExit(7)"
+    )
+
+    async def scenario(backend: LocalBackend, events: Events) -> None:
+        req = request(spec(["python", "-c", forge]))
+        await backend.launch(req)
+        done = await events.finished(req.invocation.id)
+        assert done.state is State.failed, done
+        assert done.exit_code == 7
+
+    run_scenario(tmp_path, scenario)
+
+
 @pytest.mark.parametrize("ignores_sigterm", [False, True], ids=["polite", "ignores-sigterm"])
 def test_cancel_stops_the_process_group(tmp_path: Path, ignores_sigterm: bool) -> None:
     record = tmp_path / "record.jsonl"
