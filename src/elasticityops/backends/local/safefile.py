@@ -23,9 +23,8 @@ import errno
 import json
 import os
 import stat
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 _READ_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOCTTY
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
@@ -38,8 +37,7 @@ class UnsafeFile(OSError):
     """The name is there but is not a regular file (a link, a FIFO, a device, a directory)."""
 
 
-@dataclass(frozen=True)
-class Bounded:
+class Bounded(NamedTuple):  # not a dataclass: `dataclasses` costs the supervisor's start
     data: bytes  # at most the limit
     over: bool  # there was more than the limit (the rest was not read)
 

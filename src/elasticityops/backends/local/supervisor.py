@@ -117,10 +117,11 @@ class _Supervisor:
         if time.monotonic() >= self.deadline:
             self.finish(timed_out=True, started=False)
             return
-        tracking.become_subreaper()
         if self.launch.get("cgroups", True):
             self.cgroup = tracking.make_cgroup(tracking.PREFIX + self.run_dir.name)
         cgroup = self.cgroup
+        if cgroup is None:
+            tracking.become_subreaper()  # the process tree, then: orphans come back here
         log_fd = safefile.open_append(self.run_dir / rundir.LOG)
         read_end, write_end = os.pipe()
         try:
@@ -144,6 +145,12 @@ class _Supervisor:
             return
         finally:
             os.close(write_end)
+        if cgroup is not None and not tracking.holds(cgroup, proc.pid) and proc.poll() is None:
+            # Alive and not in it: the move was refused (enter() never fails the start), so
+            # the process tree it is.
+            tracking.kill_cgroup(cgroup)
+            self.cgroup = None
+            tracking.become_subreaper()
         os.set_blocking(read_end, False)
         self.pipe = read_end
         self.log = _CappedLog(log_fd, int(self.launch.get("max_log_bytes", 64 * 1024 * 1024)))
@@ -152,8 +159,8 @@ class _Supervisor:
             {
                 "pid": proc.pid,
                 "at": time.time(),
-                "tracking": "cgroup" if cgroup is not None else "process tree",
-                "cgroup": str(cgroup) if cgroup is not None else None,
+                "tracking": "cgroup" if self.cgroup is not None else "process tree",
+                "cgroup": str(self.cgroup) if self.cgroup is not None else None,
             },
         )
         self.watch(proc)
@@ -224,8 +231,9 @@ class _Supervisor:
     def kill_everything(self, proc: subprocess.Popen[bytes]) -> None:
         _signal_group(proc.pid, signal.SIGKILL)
         if self.cgroup is not None:
-            tracking.kill_cgroup(self.cgroup)
-        tracking.kill_tree(os.getpid())
+            tracking.kill_cgroup(self.cgroup)  # every descendant is in it, whatever it did
+        else:
+            tracking.kill_tree(os.getpid())
         tracking.reap_any()
 
     def drain(self) -> None:
@@ -288,4 +296,9 @@ def main(args: list[str]) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    code = main(sys.argv[1:])
+    sys.stdout.flush()
+    sys.stderr.flush()
+    # Everything is on disk (exit.json renamed into place, the lock let go): skip the
+    # interpreter's teardown, the gateway is waiting for this process to end.
+    os._exit(code)

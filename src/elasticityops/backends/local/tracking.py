@@ -18,7 +18,6 @@ Standard library only: the supervisor imports this and must start fast."""
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import os
 import signal
 import time
@@ -90,6 +89,11 @@ def enter(cgroup: Path) -> None:
             os.close(fd)
 
 
+def holds(cgroup: Path, pid: int) -> bool:
+    """Whether `pid` is in `cgroup` (its move at start may have been refused)."""
+    return pid in cgroup_pids(cgroup)
+
+
 def cgroup_pids(cgroup: Path) -> list[int]:
     try:
         return [int(p) for p in (cgroup / "cgroup.procs").read_text().split()]
@@ -118,6 +122,8 @@ def kill_cgroup(cgroup: Path, wait_s: float = 5.0) -> None:
 
 def become_subreaper() -> bool:
     """Make orphaned descendants come back to this process (Linux); False when it cannot."""
+    import ctypes  # here, not at the top: only a job's start needs it
+
     try:
         libc = ctypes.CDLL(None, use_errno=True)
         return int(libc.prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)) == 0
