@@ -6,7 +6,8 @@ link          replace it with a symlink to payload["target"] (/proc/self/environ
 slow_result   write payload["bytes"] bytes of result in 64 KiB pieces, payload["pause"]
               seconds apart, then exit 0
 daemon        start a daemon that leaves the job's session and group (fork, setsid, fork),
-              write "pid sid pgid" of it to payload["pid_file"], exit 0 at once
+              write "pid sid pgid" of it to payload["pid_file"], exit 0 (after
+                  payload["then_sleep"] seconds, default 0)
 close_stdout  close stdout and stderr, then sleep payload["sleep"] seconds
 flood         write to stdout without end (1 MiB every 0.05 s)
 env           write the job's own environment as its result, with what it can read of the
@@ -53,6 +54,7 @@ def main() -> int:
         os.wait()
         while not os.path.exists(pid_file):
             time.sleep(0.01)
+        time.sleep(float(payload.get("then_sleep", 0)))
     elif do == "close_stdout":
         sys.stdout.flush()
         os.close(1)

@@ -428,6 +428,36 @@ def test_a_dead_supervisor_means_lost_and_its_job_is_stopped(tmp_path: Path) -> 
     run_scenario(tmp_path, scenario)
 
 
+def test_a_dead_supervisors_daemon_is_stopped_by_its_cgroup(tmp_path: Path) -> None:
+    pid_file = tmp_path / "daemon.pid"
+
+    async def scenario(backend: LocalBackend, events: Events) -> None:
+        payload = {"do": "daemon", "pid_file": str(pid_file), "then_sleep": 120}
+        req = request(spec(["python", HOSTILE]), payload)
+        await backend.launch(req)
+        for _ in range(600):
+            if pid_file.exists():
+                break
+            await asyncio.sleep(0.05)
+        daemon = int(pid_file.read_text().split()[0])
+        try:
+            run_dir = tmp_path / "runs" / req.invocation.id
+            if json.loads((run_dir / rundir.STARTED).read_text())["tracking"] != "cgroup":
+                pytest.skip("no writable cgroup v2 here: a lost supervisor's daemon is out of reach")
+            (supervisor,) = [
+                p for p in psutil.process_iter(["cmdline"]) if str(run_dir) in (p.info.get("cmdline") or [])
+            ]
+            supervisor.send_signal(signal.SIGKILL)
+            done = await events.finished(req.invocation.id)
+            assert done.reason is FailureReason.lost
+            assert wait_gone(daemon, 10), "the daemon outlived its lost supervisor"
+        finally:
+            if not process_gone(daemon):
+                os.kill(daemon, signal.SIGKILL)
+
+    run_scenario(tmp_path, scenario)
+
+
 def test_a_launch_that_died_before_its_supervisor_is_redone(tmp_path: Path) -> None:
     record = tmp_path / "record.jsonl"
 

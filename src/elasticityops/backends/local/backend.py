@@ -378,9 +378,9 @@ class LocalBackend:
         if started is not None and isinstance(started.get("pid"), int):
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(started["pid"], signal.SIGKILL)
-        cgroup = (started or {}).get("cgroup")
-        if isinstance(cgroup, str) and _is_job_cgroup(cgroup, run_dir.name):
-            tracking.kill_cgroup(Path(cgroup))  # what left the group (a daemon) goes too
+        cgroup = tracking.job_cgroup((started or {}).get("cgroup"), tracking.PREFIX + run_dir.name)
+        if cgroup is not None:
+            tracking.kill_cgroup(cgroup)  # what left the group (a daemon) goes too
         tail = _read_tail(run_dir / rundir.SUPERVISOR_LOG, 500)
         record: dict[str, object] = {
             "lost": True,
@@ -423,12 +423,6 @@ def _news(told: BackendEvent, seen: BackendEvent) -> BackendEvent:
         capacity_ready=None if told.capacity_ready else seen.capacity_ready,
         started=None if told.started else seen.started,
     )
-
-
-def _is_job_cgroup(path: str, inv_id: str) -> bool:
-    """started.json is in the job's reach: kill only a cgroup the supervisor could have made."""
-    cgroup = Path(path)
-    return cgroup.is_absolute() and cgroup.name == tracking.PREFIX + inv_id and ".." not in cgroup.parts
 
 
 def _ask_to_cancel(run_dir: Path) -> None:

@@ -78,6 +78,20 @@ def make_cgroup(name: str) -> Path | None:
     return path
 
 
+def job_cgroup(recorded: object, name: str) -> Path | None:
+    """The cgroup a run dir's started.json names, if it can be one the supervisor made: `name`,
+    in a cgroup v2 mount, no link on the way. (The file is in the job's reach; a job could
+    kill any process of its user anyway, but the gateway will not do it for one.)"""
+    mount = _cgroup2_mount()
+    if not isinstance(recorded, str) or mount is None:
+        return None
+    path = Path(recorded)
+    inside = str(mount[1]).rstrip("/") + "/"
+    if path.name != name or os.path.realpath(path) != recorded or not recorded.startswith(inside):
+        return None
+    return path
+
+
 def enter(cgroup: Path) -> None:
     """Move the calling process into `cgroup` (in the child, before exec). Never raises: a job
     that could not be placed is still tracked by its process tree."""
