@@ -165,6 +165,7 @@ def test_a_daemon_that_left_the_session_is_killed_with_its_job(hostile_gateway: 
         assert not _alive(daemon), f"daemon {daemon} (setsid) outlived its job"
         print(f"tracked by {started.get('tracking')} ({started.get('cgroup')})")
         assert started["tracking"] in ("cgroup", "process tree")
+        assert_cgroup_removed(started)
     finally:
         if daemon is not None and _alive(daemon):
             os.kill(daemon, signal.SIGKILL)
@@ -184,6 +185,7 @@ def test_a_job_that_logs_without_end_is_capped(hostile_gateway: RunningServer) -
     body, health = run_hostile(hostile_gateway, {"do": "flood"}, timeout_seconds=3)
     health.check()
     assert body["state"] == "timed_out", body
+    assert_cgroup_removed(json.loads((run_dir(hostile_gateway, body["id"]) / "started.json").read_text()))
     log = run_dir(hostile_gateway, body["id"]) / "log"
     size = log.stat().st_size
     assert size < LOG_CAP + 4096, f"the log grew to {size} bytes past its cap of {LOG_CAP}"
@@ -215,6 +217,12 @@ def test_a_job_sees_none_of_the_gateways_secrets(hostile_gateway: RunningServer)
     for name in ("launch.json", "payload", "log", "exit.json", "started.json", "supervisor.log", "lock"):
         mode = stat.S_IMODE((where / name).stat().st_mode)
         assert mode == 0o600, f"{name} is {mode:o}"
+
+
+def assert_cgroup_removed(started: dict[str, Any]) -> None:
+    """The job's cgroup, if it had one, is gone with it (none left behind per invocation)."""
+    if started.get("cgroup"):
+        assert not Path(started["cgroup"]).exists(), f"{started['cgroup']} was left behind"
 
 
 def _alive(pid: int) -> bool:

@@ -140,7 +140,7 @@ class _Supervisor:
             os.close(read_end)
             os.close(log_fd)
             if cgroup is not None:
-                tracking.kill_cgroup(cgroup)
+                tracking.kill_cgroup(cgroup, reap=True)
             self.finish(launch_error=_describe_launch_error(self.launch["argv"], exc))
             return
         finally:
@@ -148,7 +148,7 @@ class _Supervisor:
         if cgroup is not None and not tracking.holds(cgroup, proc.pid) and proc.poll() is None:
             # Alive and not in it: the move was refused (enter() never fails the start), so
             # the process tree it is.
-            tracking.kill_cgroup(cgroup)
+            tracking.kill_cgroup(cgroup)  # empty; never reap here: the job is alive
             self.cgroup = None
             tracking.become_subreaper()
         os.set_blocking(read_end, False)
@@ -231,7 +231,7 @@ class _Supervisor:
     def kill_everything(self, proc: subprocess.Popen[bytes]) -> None:
         _signal_group(proc.pid, signal.SIGKILL)
         if self.cgroup is not None:
-            tracking.kill_cgroup(self.cgroup)  # every descendant is in it, whatever it did
+            tracking.kill_cgroup(self.cgroup, reap=True)  # every descendant is in it, whatever it did
         else:
             tracking.kill_tree(os.getpid())
         tracking.reap_any()

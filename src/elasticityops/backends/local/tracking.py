@@ -115,23 +115,40 @@ def cgroup_pids(cgroup: Path) -> list[int]:
         return []
 
 
-def kill_cgroup(cgroup: Path, wait_s: float = 5.0) -> None:
-    """SIGKILL every process in `cgroup`, wait until it is empty, remove it."""
+def _populated(cgroup: Path) -> bool:
+    try:
+        events = (cgroup / "cgroup.events").read_text()
+    except OSError:
+        return bool(cgroup_pids(cgroup))
+    return "populated 1" in events
+
+
+def kill_cgroup(cgroup: Path, wait_s: float = 5.0, *, reap: bool = False) -> None:
+    """SIGKILL every process in `cgroup`, wait until it is empty, remove it. `reap`: collect
+    ended children meanwhile (the supervisor, a subreaper; never the gateway, whose children
+    are other jobs' supervisors with a Popen each)."""
     deadline = time.monotonic() + wait_s
     # Kernels before 5.14 have no cgroup.kill: then one by one, below, until none is left.
     with contextlib.suppress(OSError):
         (cgroup / "cgroup.kill").write_text("1")
     while True:
-        pids = cgroup_pids(cgroup)
-        if not pids or time.monotonic() > deadline:
-            break
-        for pid in pids:
+        for pid in cgroup_pids(cgroup):
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.kill(pid, signal.SIGKILL)
-        reap_any()
+        if reap:
+            reap_any()
+        # cgroup.procs empties before the killed are all gone; rmdir waits for `populated 0`.
+        if not _populated(cgroup):
+            try:
+                os.rmdir(cgroup)
+                return
+            except FileNotFoundError:
+                return
+            except OSError:
+                pass  # EBUSY: a task still on its way out
+        if time.monotonic() > deadline:
+            return
         time.sleep(0.01)
-    with contextlib.suppress(OSError):
-        os.rmdir(cgroup)
 
 
 def become_subreaper() -> bool:
