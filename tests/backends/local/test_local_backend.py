@@ -147,6 +147,21 @@ def test_timeout_kills_the_whole_process_group(tmp_path: Path) -> None:
 HOSTILE = str(Path(__file__).resolve().parents[2] / "jobs" / "hostile.py")
 
 
+def test_launches_of_one_invocation_at_once_start_it_once(tmp_path: Path) -> None:
+    record = tmp_path / "record.jsonl"
+
+    async def scenario(backend: LocalBackend, events: Events) -> None:
+        req = request(spec(), {"sleep": 1, "record": str(record)})
+        await asyncio.gather(*(backend.launch(req) for _ in range(5)))
+        assert backend.free_gpus() == 1, "one slot taken, once"
+        await events.finished(req.invocation.id)
+        assert [r["event"] for r in read_records(record)] == ["start", "end"]
+        assert len(events.of(req.invocation.id, "finished")) == 1
+        assert backend.free_gpus() == 2
+
+    run_scenario(tmp_path, scenario)
+
+
 @pytest.mark.parametrize("cgroups", [True, False], ids=["cgroup", "process-tree"])
 def test_a_daemon_that_left_its_session_goes_with_its_job(tmp_path: Path, cgroups: bool) -> None:
     pid_file = tmp_path / "daemon.pid"

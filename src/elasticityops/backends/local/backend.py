@@ -122,6 +122,15 @@ class LocalBackend:
             return
         if any(w.request.invocation.id == inv_id for w in self._waiting):
             return
+        # Held for the whole launch, awaits included: a repeated launch meanwhile is a no-op.
+        self._launching.add(inv_id)
+        try:
+            await self._launch(request)
+        finally:
+            self._launching.discard(inv_id)
+
+    async def _launch(self, request: LaunchRequest) -> None:
+        inv_id = request.invocation.id
         count = request.spec.gpu.count
         if count > self._pool.total:
             # Admission refuses these before launch; a relaunch after a restart with fewer
@@ -206,7 +215,6 @@ class LocalBackend:
         inv_id = request.invocation.id
         node = slot_node(devices)
         delay = self.settings.slot_provision_delay_s if cold else 0.0
-        self._launching.add(inv_id)
         try:
             # Files and fork off the event loop: the gateway keeps answering meanwhile.
             spawned, proc = await asyncio.to_thread(
@@ -216,8 +224,6 @@ class LocalBackend:
             # Nothing started (a half-made run dir reads as unstarted and is redone on relaunch).
             self._pool.release(inv_id, self.clock.monotonic())
             raise
-        finally:
-            self._launching.discard(inv_id)
         if not spawned:
             self._pool.release(inv_id, self.clock.monotonic())
             return
@@ -398,8 +404,12 @@ class LocalBackend:
                 return  # strict order: the head waits for enough slots
             self._waiting.popleft()
             devices, cold = taken
-            run_dir = self._run_root / head.request.invocation.id
-            await self._start_or_fail(head.request, run_dir, devices, cold, head.since)
+            inv_id = head.request.invocation.id
+            self._launching.add(inv_id)
+            try:
+                await self._start_or_fail(head.request, self._run_root / inv_id, devices, cold, head.since)
+            finally:
+                self._launching.discard(inv_id)
 
     async def _start_or_fail(
         self, request: LaunchRequest, run_dir: Path, devices: list[SlotDevice], cold: bool, since: float
