@@ -174,14 +174,18 @@ class LocalBackend:
     async def adopt(self, active: Sequence[Invocation]) -> list[str]:
         missing: list[str] = []
         for inv in active:
-            if inv.id in self._watchers:
+            if inv.id in self._watchers or inv.id in self._launching:
                 continue
             run_dir = self._run_root / inv.id
-            state = await asyncio.to_thread(classify, run_dir)
-            if state in (RunState.absent, RunState.unstarted):
-                missing.append(inv.id)
-            else:
-                await self._attach(inv.id, run_dir, state)
+            self._launching.add(inv.id)  # as a launch: one look at a time per invocation
+            try:
+                state = await asyncio.to_thread(classify, run_dir)
+                if state in (RunState.absent, RunState.unstarted):
+                    missing.append(inv.id)
+                else:
+                    await self._attach(inv.id, run_dir, state)
+            finally:
+                self._launching.discard(inv.id)
         return missing
 
     async def logs(self, invocation: Invocation, follow: bool) -> AsyncIterator[bytes]:

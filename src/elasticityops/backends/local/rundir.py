@@ -6,14 +6,16 @@ Standard library only: the supervisor imports this and must start fast.
     launch.json     what to run (argv, env, cwd, timeout, slots), written before the supervisor starts
     payload         the request body (EOPS_PAYLOAD_PATH)
     result          what the job hands back (EOPS_RESULT_PATH), optional
-    log             the job's stdout and stderr
+    log             the job's stdout and stderr (capped by the supervisor at max_log_bytes)
     lock            flock-ed by the supervisor for its whole life: held <=> a supervisor is alive
     cancel          present: the gateway asked to cancel
     capacity.json   the slot is provisioned (after the cold-start delay)
     started.json    the job's pid (= its process group) and start time
     exit.json       how it ended; written once, atomically, last
 
-Creating the directory (mkdir, which fails if it exists) is the launch's idempotency marker."""
+Creating the directory (mkdir, which fails if it exists) is the launch's idempotency marker.
+The job may change anything here (it runs as the same user): every read goes through safefile,
+and exit.json is believed only once its supervisor is gone. Mode 0700, files 0600."""
 
 from __future__ import annotations
 

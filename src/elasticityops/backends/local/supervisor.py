@@ -3,9 +3,12 @@
 The gateway starts one per invocation, in a session of its own, so the job outlives a gateway
 that is killed (even with SIGKILL) and a new gateway can adopt it from its run directory. The
 supervisor waits out the slot's cold-start delay, runs the command (never through a shell) in a
-process group of its own, enforces the timeout, stops the group on cancel (SIGTERM, then SIGKILL
-after the grace), and writes `exit.json` last. It holds the run dir's lock for its whole life:
-that is how a gateway tells a live supervisor from a dead one.
+process group of its own (and a cgroup of its own where the machine allows: tracking.py),
+enforces the timeout (counted from the launch, the cold start included), stops the group on
+cancel (SIGTERM, then SIGKILL after the grace), kills whatever the job left behind when it ends
+(a daemon that left its group too), and writes `exit.json` last. The job's stdout and stderr
+come through a pipe into the log, capped at `max_log_bytes`. It holds the run dir's lock for its
+whole life: that is how a gateway tells a live supervisor from a dead one.
 
 Standard library only, for a fast start."""
 
