@@ -10,7 +10,9 @@ from typing import Any
 import httpx
 import pytest
 
-from helpers.server import RunningServer
+from helpers.server import REPO, RunningServer
+
+RECORDER = REPO / "tests" / "jobs" / "recorder.py"
 
 # Jobs run with the gateway's own interpreter (a leading `python` means it).
 ECHO_RESULT = (
@@ -77,6 +79,27 @@ def test_the_job_can_post_its_result_with_its_own_token(gateway: RunningServer) 
             headers={"Authorization": "Bearer not-the-token"},
         )
         assert other.status_code == 401
+
+
+def test_a_result_cannot_be_replaced_after_the_invocation_ended(gateway: RunningServer) -> None:
+    record = gateway.data_dir / f"record-{uuid.uuid4().hex}.jsonl"
+    with gateway.client(timeout=120) as client:
+        name = "fn-" + uuid.uuid4().hex[:10]
+        put = client.put(f"/v1/functions/{name}", json={"command": ["python", str(RECORDER)]})
+        assert put.status_code == 201, put.text
+        payload = {"record": str(record), "result": {"v": 1}}
+        body = client.post(f"/v1/functions/{name}/invocations?wait=60", json=payload).json()
+        assert body["state"] == "succeeded", body
+        token = json.loads(record.read_text().splitlines()[0])["token"]
+        url = f"/v1/invocations/{body['id']}/result"
+        late = client.post(url, json={"v": 2}, headers={"Authorization": f"Bearer {token}"})
+        assert late.status_code == 409, late.text
+        assert "succeeded" in late.json()["error"]["message"]
+        api = client.post(url, json={"v": 3})  # the client's own API (admin) token
+        assert api.status_code == 401, api.text
+        odd = client.post(url, json={"v": 4}, headers={"Authorization": "Bearer t\u00f6k\u00e9n".encode()})
+        assert odd.status_code == 401, odd.text
+        assert client.get(f"/v1/invocations/{body['id']}").json()["result"] == {"v": 1}
 
 
 def test_a_failing_job_reports_its_exit_code(gateway: RunningServer) -> None:

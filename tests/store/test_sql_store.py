@@ -10,7 +10,7 @@ import psycopg
 import pytest
 from sqlalchemy import event, update
 
-from elasticityops.domain.errors import Conflict, InvalidInput
+from elasticityops.domain.errors import Conflict, InvalidInput, NotFound
 from elasticityops.domain.events import BackendEvent, Finished
 from elasticityops.domain.functions import FunctionSpec, Priority
 from elasticityops.domain.invocations import FailureReason, Note, State, new_invocation_id
@@ -216,7 +216,6 @@ def test_transitions_are_compare_and_set(store: SqlStore, run: asyncio.Runner) -
             Change(item.id, State.failed, t3, exit_code=3, reason=FailureReason.exit_code, message="boom")
         )
         assert done is not None
-        await store.set_result(item.id, b'{"answer": 42}')
         got = await store.get_invocation(item.id)
         assert got is not None
         assert got.state is State.failed
@@ -227,8 +226,28 @@ def test_transitions_are_compare_and_set(store: SqlStore, run: asyncio.Runner) -
         assert got.timeline.started == t2
         assert got.timeline.finished == t3
         assert got.notes == (Note(t1, "SlotWarming", "slot 0 is provisioning"),)
-        assert got.result == b'{"answer": 42}'
         assert await store.apply(Change(item.id, State.cancelled, t3)) is None, "terminal is final"
+
+    run.run(body())
+
+
+def test_a_result_is_stored_only_while_the_invocation_is_active(store: SqlStore, run: asyncio.Runner) -> None:
+    async def body() -> None:
+        item = new()
+        await store.create_invocation(item)
+        assert await store.set_result(item.id, b"early") is State.queued, "no job runs yet"
+        t1 = T0 + timedelta(seconds=1)
+        await store.apply(Change(item.id, State.pending, t1))
+        await store.apply(Change(item.id, State.running, t1))
+        assert await store.set_result(item.id, b'{"n": 1}') is None
+        assert await store.set_result(item.id, b'{"n": 2}') is None, "while running the last one wins"
+        await store.apply(Change(item.id, State.succeeded, t1 + timedelta(seconds=1), exit_code=0))
+        assert await store.set_result(item.id, b'{"n": 3}') is State.succeeded, "ended: final"
+        got = await store.get_invocation(item.id)
+        assert got is not None
+        assert got.result == b'{"n": 2}'
+        with pytest.raises(NotFound):
+            await store.set_result("inv-unknown", b"{}")
 
     run.run(body())
 

@@ -336,7 +336,9 @@ def build_callback_router() -> APIRouter:
         summary="Hand back a result (called by the job)",
         description=(
             "Authenticated with `Authorization: Bearer $EOPS_CALLBACK_TOKEN`, the token the job "
-            "finds in its environment. The last result posted wins. See docs/functions.md."
+            "finds in its environment (never an API token). Accepted while the invocation is "
+            "pending or running; the last result posted then wins. Once it has ended its result "
+            "is final: 409 naming the state. See docs/functions.md."
         ),
     )
     async def post_result(request: Request, invocation_id: str = IdPath) -> Response:
@@ -347,15 +349,20 @@ def build_callback_router() -> APIRouter:
             raise Unauthorized(
                 "missing bearer token: the job sends 'Authorization: Bearer $EOPS_CALLBACK_TOKEN'"
             )
-        if not (
-            check_callback_token(rt.server_secret, invocation_id, token) or await rt.tokens.is_valid(token)
-        ):
-            raise Unauthorized("the token is not this invocation's EOPS_CALLBACK_TOKEN nor an API token")
+        # Only the invocation's own token: an API token is a caller's, not the job's. (A token
+        # is ASCII; anything else is simply not it.)
+        if not (token.isascii() and check_callback_token(rt.server_secret, invocation_id, token)):
+            raise Unauthorized("the token is not this invocation's EOPS_CALLBACK_TOKEN")
         inv = await _get(rt, invocation_id)
         if inv.state is State.queued:
             raise Conflict(f"invocation {invocation_id} has not started; a result can only come from its job")
         body = await read_body(request, rt.settings.api.max_payload_bytes)
-        await rt.store.set_result(invocation_id, body)
+        refused = await rt.store.set_result(invocation_id, body)
+        if refused is not None:
+            raise Conflict(
+                f"invocation {invocation_id} is {refused.value}; a result is accepted only while it "
+                "is pending or running, and an ended invocation's result is final"
+            )
         rt.hub.changed(invocation_id)
         return Response(status_code=204)
 

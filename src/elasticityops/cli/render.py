@@ -202,9 +202,31 @@ def result_text(result: Any) -> str:
     return json.dumps(result, indent=2, ensure_ascii=False)
 
 
+def current_phase(inv: InvocationOut) -> tuple[str, datetime]:
+    """The phase an invocation is in, by its timeline, and when that phase began."""
+    t = inv.timeline
+    if inv.state is State.queued:
+        return "queued", t.accepted
+    if inv.state is State.pending:
+        if t.capacity_ready is not None:
+            return "starting", t.capacity_ready
+        return "waiting for a GPU", t.dispatched or t.accepted
+    if inv.state is State.running:
+        return "running", t.started or t.accepted
+    return inv.state.value, t.finished or t.accepted
+
+
 def progress_line(inv: InvocationOut, elapsed: float) -> str:
-    """`pending 12.3s: waiting for a GPU slot`: the state, how long we have waited, and why."""
-    return f"{inv.state.value} {elapsed:.1f}s: {escape(explain_wait(inv))}"
+    """`running 1.0s (5.0s in all): running on slot-0`: the phase it is in and for how long,
+    the time since it was accepted, and why it waits. `elapsed` is the caller's own measure of
+    the time since the invocation was accepted; the phase's share comes from the timeline's
+    differences (the gateway's clock), so the two machines' clocks need not agree."""
+    phase, since = current_phase(inv)
+    explained = escape(explain_wait(inv))
+    if since == inv.timeline.accepted:
+        return f"{phase} {elapsed:.1f}s: {explained}"
+    in_phase = max(0.0, elapsed - (since - inv.timeline.accepted).total_seconds())
+    return f"{phase} {in_phase:.1f}s ({elapsed:.1f}s in all): {explained}"
 
 
 def explain_wait(inv: InvocationOut) -> str:

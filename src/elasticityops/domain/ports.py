@@ -119,7 +119,12 @@ class Store(Protocol):
         invocation already over, a milestone already passed)."""
         ...
 
-    async def set_result(self, invocation_id: str, result: bytes) -> None: ...
+    async def set_result(self, invocation_id: str, result: bytes) -> State | None:
+        """Store a result the job posted, as a compare-and-set: only while the invocation is
+        pending or running. None: stored; else the state that refused it (not started yet, or
+        ended: an ended invocation's result is final). Raises NotFound for an unknown id."""
+        ...
+
     async def counts_by_state(self) -> Mapping[State, int]: ...
 
     async def ping(self) -> None:

@@ -37,6 +37,7 @@ from elasticityops.domain.errors import (
     FieldProblem,
     InvalidInput,
     InvalidTransition,
+    NotFound,
     TemporaryError,
 )
 from elasticityops.domain.events import BackendEvent, apply_event
@@ -361,11 +362,28 @@ class SqlStore:
             self._notify(*outcome)
         return outcome
 
-    async def set_result(self, invocation_id: str, result: bytes) -> None:
-        def run(conn: Connection) -> None:
-            conn.execute(update(invocations).where(invocations.c.id == invocation_id).values(result=result))
+    async def set_result(self, invocation_id: str, result: bytes) -> State | None:
+        def run(conn: Connection) -> State | None:
+            # Compare-and-set: only while the job can still be running; an ended invocation's
+            # result is final (a late or replayed callback changes nothing).
+            stored = conn.execute(
+                update(invocations)
+                .where(
+                    invocations.c.id == invocation_id,
+                    invocations.c.state.in_([s.value for s in ACTIVE_STATES]),
+                )
+                .values(result=result)
+            )
+            if stored.rowcount:
+                return None
+            query = select(invocations.c.state).where(invocations.c.id == invocation_id)
+            state = conn.execute(query).scalar()
+            if state is None:
+                raise NotFound(f"no invocation {invocation_id!r}")
+            return State(state)
 
-        await self._write(run)
+        refused: State | None = await self._write(run)
+        return refused
 
     async def counts_by_state(self) -> Mapping[State, int]:
         def run(conn: Connection) -> Mapping[State, int]:

@@ -144,6 +144,79 @@ def test_timeout_kills_the_whole_process_group(tmp_path: Path) -> None:
     run_scenario(tmp_path, scenario)
 
 
+HOSTILE = str(Path(__file__).resolve().parents[2] / "jobs" / "hostile.py")
+
+
+def test_launches_of_one_invocation_at_once_start_it_once(tmp_path: Path) -> None:
+    record = tmp_path / "record.jsonl"
+
+    async def scenario(backend: LocalBackend, events: Events) -> None:
+        req = request(spec(), {"sleep": 1, "record": str(record)})
+        await asyncio.gather(*(backend.launch(req) for _ in range(5)))
+        assert backend.free_gpus() == 1, "one slot taken, once"
+        await events.finished(req.invocation.id)
+        assert [r["event"] for r in read_records(record)] == ["start", "end"]
+        assert len(events.of(req.invocation.id, "finished")) == 1
+        assert backend.free_gpus() == 2
+
+    run_scenario(tmp_path, scenario)
+
+
+@pytest.mark.parametrize("cgroups", [True, False], ids=["cgroup", "process-tree"])
+def test_a_daemon_that_left_its_session_goes_with_its_job(tmp_path: Path, cgroups: bool) -> None:
+    pid_file = tmp_path / "daemon.pid"
+
+    async def scenario(backend: LocalBackend, events: Events) -> None:
+        req = request(spec(["python", HOSTILE]), {"do": "daemon", "pid_file": str(pid_file)})
+        await backend.launch(req)
+        done = await events.finished(req.invocation.id)
+        assert done.state is State.succeeded, done
+        daemon, sid, _ = (int(n) for n in pid_file.read_text().split())
+        started = json.loads((tmp_path / "runs" / req.invocation.id / rundir.STARTED).read_text())
+        assert sid != started["pid"], "it left the job's session"
+        try:
+            assert wait_gone(daemon, 10), f"daemon {daemon} outlived its job"
+        finally:
+            if not process_gone(daemon):
+                os.kill(daemon, signal.SIGKILL)
+        if cgroups and started["tracking"] != "cgroup":
+            pytest.skip("this machine gives no writable cgroup v2; tracked by process tree instead")
+        assert started["tracking"] == ("cgroup" if cgroups else "process tree")
+
+    run_scenario(tmp_path, scenario, cgroups=cgroups)
+
+
+def test_the_wait_for_a_cold_slot_counts_toward_the_timeout(tmp_path: Path) -> None:
+    record = tmp_path / "record.jsonl"
+
+    async def scenario(backend: LocalBackend, events: Events) -> None:
+        req = request(spec(timeout_seconds=2), {"record": str(record)})
+        await backend.launch(req)
+        done = await events.finished(req.invocation.id)
+        assert done.state is State.timed_out, done
+        assert "never started" in done.message
+        assert read_records(record) == [], "the job never ran"
+
+    run_scenario(tmp_path, scenario, slot_provision_delay_s=4.0)
+
+
+def test_an_exit_record_the_job_writes_itself_is_not_believed(tmp_path: Path) -> None:
+    forge = (
+        "import json, os, time; run = os.path.dirname(os.environ['EOPS_RESULT_PATH']); "
+        "open(os.path.join(run, 'exit.json'), 'w').write(json.dumps({'exit_code': 0})); "
+        "time.sleep(1.5); raise SystemExit(7)"
+    )
+
+    async def scenario(backend: LocalBackend, events: Events) -> None:
+        req = request(spec(["python", "-c", forge]))
+        await backend.launch(req)
+        done = await events.finished(req.invocation.id)
+        assert done.state is State.failed, done
+        assert done.exit_code == 7
+
+    run_scenario(tmp_path, scenario)
+
+
 @pytest.mark.parametrize("ignores_sigterm", [False, True], ids=["polite", "ignores-sigterm"])
 def test_cancel_stops_the_process_group(tmp_path: Path, ignores_sigterm: bool) -> None:
     record = tmp_path / "record.jsonl"
@@ -366,6 +439,36 @@ def test_a_dead_supervisor_means_lost_and_its_job_is_stopped(tmp_path: Path) -> 
         done = await events.finished(req.invocation.id)
         assert done.reason is FailureReason.lost
         assert wait_gone(int(started["pid"]))  # type: ignore[call-overload]
+
+    run_scenario(tmp_path, scenario)
+
+
+def test_a_dead_supervisors_daemon_is_stopped_by_its_cgroup(tmp_path: Path) -> None:
+    pid_file = tmp_path / "daemon.pid"
+
+    async def scenario(backend: LocalBackend, events: Events) -> None:
+        payload = {"do": "daemon", "pid_file": str(pid_file), "then_sleep": 120}
+        req = request(spec(["python", HOSTILE]), payload)
+        await backend.launch(req)
+        for _ in range(600):
+            if pid_file.exists():
+                break
+            await asyncio.sleep(0.05)
+        daemon = int(pid_file.read_text().split()[0])
+        try:
+            run_dir = tmp_path / "runs" / req.invocation.id
+            if json.loads((run_dir / rundir.STARTED).read_text())["tracking"] != "cgroup":
+                pytest.skip("no writable cgroup v2 here: a lost supervisor's daemon is out of reach")
+            (supervisor,) = [
+                p for p in psutil.process_iter(["cmdline"]) if str(run_dir) in (p.info.get("cmdline") or [])
+            ]
+            supervisor.send_signal(signal.SIGKILL)
+            done = await events.finished(req.invocation.id)
+            assert done.reason is FailureReason.lost
+            assert wait_gone(daemon, 10), "the daemon outlived its lost supervisor"
+        finally:
+            if not process_gone(daemon):
+                os.kill(daemon, signal.SIGKILL)
 
     run_scenario(tmp_path, scenario)
 

@@ -137,6 +137,43 @@ def test_job_env_layers_and_hides_the_gateways_own_settings() -> None:
     assert env["CUDA_VISIBLE_DEVICES"] == ""  # virtual slots: no real GPU by accident
 
 
+def test_job_env_takes_only_an_allowlist_of_the_gateways_environment() -> None:
+    gateway = {
+        "PATH": "/bin",
+        "HOME": "/home/g",
+        "LANG": "C.UTF-8",
+        "LC_ALL": "C.UTF-8",
+        "TZ": "UTC",
+        "AWS_SECRET_ACCESS_KEY": "s3cr3t",
+        "DATABASE_URL": "postgresql://u:pw@db/eops",
+        "GITHUB_TOKEN": "ghp_x",
+        "LD_PRELOAD": "/evil.so",
+        "PYTHONPATH": "/gateway/src",
+        "NVIDIA_VISIBLE_DEVICES": "all",
+        "CUDA_LAUNCH_BLOCKING": "1",
+    }
+    env = job_env(
+        gateway,
+        {"PYTHONPATH": "/fn/src"},
+        invocation_id="inv-1",
+        payload_path="/r/payload",
+        result_path="/r/result",
+        callback_url=None,
+        callback_token="t",
+        slots=[SlotDevice(0, None, "virtual")],
+    )
+    inherited = {k for k in env if k in gateway}
+    assert inherited == {"PATH", "HOME", "LANG", "LC_ALL", "TZ", "PYTHONPATH"}
+    assert env["PYTHONPATH"] == "/fn/src"  # the function's own env, not the gateway's
+    assert not {k for k in env if k.startswith("EOPS_")} - {
+        "EOPS_INVOCATION_ID",
+        "EOPS_PAYLOAD_PATH",
+        "EOPS_RESULT_PATH",
+        "EOPS_CALLBACK_TOKEN",
+        "EOPS_GPU_SLOT",
+    }
+
+
 def test_physical_slots_expose_their_gpus() -> None:
     slots = [SlotDevice(0, 3, "L4")]
     env = job_env(

@@ -16,12 +16,14 @@ import shutil
 import signal
 import subprocess
 import sys
+import time
 from collections import deque
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Any
 
-from elasticityops.backends.local import rundir
+from elasticityops.backends.local import rundir, safefile, tracking
 from elasticityops.backends.local.gpus import SlotDevice, detect_gpus, plan_slots, visible_gpus
 from elasticityops.backends.local.jobenv import job_env, resolve_argv, slot_node
 from elasticityops.backends.local.outcome import outcome_of, stamp
@@ -43,6 +45,7 @@ _LOG_CHUNK = 64 * 1024
 class _Waiting:
     request: LaunchRequest
     gpus: int
+    since: float  # wall-clock time of the launch: timeout_seconds counts from it
 
 
 class LocalBackend:
@@ -84,7 +87,8 @@ class LocalBackend:
     # --- Backend protocol -------------------------------------------------------------------
 
     async def start(self, sink: EventSink) -> None:
-        self._run_root.mkdir(parents=True, exist_ok=True)
+        self._run_root.parent.mkdir(parents=True, exist_ok=True)
+        safefile.make_private_dir(self._run_root, exist_ok=True)
         self._sink = sink
 
     async def stop(self) -> None:
@@ -118,6 +122,15 @@ class LocalBackend:
             return
         if any(w.request.invocation.id == inv_id for w in self._waiting):
             return
+        # Held for the whole launch, awaits included: a repeated launch meanwhile is a no-op.
+        self._launching.add(inv_id)
+        try:
+            await self._launch(request)
+        finally:
+            self._launching.discard(inv_id)
+
+    async def _launch(self, request: LaunchRequest) -> None:
+        inv_id = request.invocation.id
         count = request.spec.gpu.count
         if count > self._pool.total:
             # Admission refuses these before launch; a relaunch after a restart with fewer
@@ -129,23 +142,23 @@ class LocalBackend:
             )
             return
         run_dir = self._run_root / inv_id
-        state = classify(run_dir)
+        state = await asyncio.to_thread(classify, run_dir)
         if state is RunState.unstarted:
             # A previous launch got as far as mkdir and died before its supervisor ran anything.
             shutil.rmtree(run_dir, ignore_errors=True)
         elif state is not RunState.absent:
-            self._attach(inv_id, run_dir, state)
+            await self._attach(inv_id, run_dir, state)
             return
         taken = self._pool.take(inv_id, count, self.clock.monotonic())
         if taken is None:
             # Only after a restart (relaunching pending work) or a caller that ignores
             # free_gpus(): hold it here, in order, until slots free up.
-            self._waiting.append(_Waiting(request, count))
+            self._waiting.append(_Waiting(request, count, time.time()))
             busy = f"all {self._pool.total} GPU slots are busy"
             await self._emit(note_event(inv_id, self.clock.now(), "WaitingForSlot", busy))
             return
         devices, cold = taken
-        await self._start_or_fail(request, run_dir, devices, cold)
+        await self._start_or_fail(request, run_dir, devices, cold, time.time())
 
     async def cancel(self, invocation: Invocation) -> None:
         """Ask the job's supervisor to stop it (SIGTERM to its process group, SIGKILL after
@@ -156,32 +169,36 @@ class LocalBackend:
                 await self._emit(finished_event(invocation.id, Finished.cancelled(self.clock.now())))
                 return
         run_dir = self._run_root / invocation.id
-        if run_dir.is_dir():
-            (run_dir / rundir.CANCEL).touch()
+        await asyncio.to_thread(_ask_to_cancel, run_dir)
 
     async def adopt(self, active: Sequence[Invocation]) -> list[str]:
         missing: list[str] = []
         for inv in active:
-            if inv.id in self._watchers:
+            if inv.id in self._watchers or inv.id in self._launching:
                 continue
             run_dir = self._run_root / inv.id
-            state = classify(run_dir)
-            if state in (RunState.absent, RunState.unstarted):
-                missing.append(inv.id)
-            else:
-                self._attach(inv.id, run_dir, state)
+            self._launching.add(inv.id)  # as a launch: one look at a time per invocation
+            try:
+                state = await asyncio.to_thread(classify, run_dir)
+                if state in (RunState.absent, RunState.unstarted):
+                    missing.append(inv.id)
+                else:
+                    await self._attach(inv.id, run_dir, state)
+            finally:
+                self._launching.discard(inv.id)
         return missing
 
     async def logs(self, invocation: Invocation, follow: bool) -> AsyncIterator[bytes]:
         """The job's stdout and stderr so far; with `follow`, then what it writes until it ends.
         Nothing for an invocation not launched yet."""
         run_dir = self._run_root / invocation.id
-        if not run_dir.is_dir():
+        if not await asyncio.to_thread(run_dir.is_dir):
             return
         position = 0
         while True:
-            ended = (run_dir / rundir.EXIT).exists()  # looked at before reading: no tail is lost
-            chunk = _read_from(run_dir / rundir.LOG, position)
+            # exit.json looked at before reading: no tail is lost. Both off the event loop, and
+            # the log read as any run-dir file is (safefile: no link, no FIFO, bounded).
+            ended, chunk = await asyncio.to_thread(_log_look, run_dir, position)
             if chunk:
                 position += len(chunk)
                 yield chunk
@@ -197,21 +214,20 @@ class LocalBackend:
             await self._sink(event)
 
     async def _start_job(
-        self, request: LaunchRequest, run_dir: Path, devices: list[SlotDevice], cold: bool
+        self, request: LaunchRequest, run_dir: Path, devices: list[SlotDevice], cold: bool, since: float
     ) -> None:
         inv_id = request.invocation.id
         node = slot_node(devices)
         delay = self.settings.slot_provision_delay_s if cold else 0.0
-        self._launching.add(inv_id)
         try:
             # Files and fork off the event loop: the gateway keeps answering meanwhile.
-            spawned, proc = await asyncio.to_thread(self._spawn, request, run_dir, devices, node, delay)
+            spawned, proc = await asyncio.to_thread(
+                self._spawn, request, run_dir, devices, node, delay, since
+            )
         except BaseException:
             # Nothing started (a half-made run dir reads as unstarted and is redone on relaunch).
             self._pool.release(inv_id, self.clock.monotonic())
             raise
-        finally:
-            self._launching.discard(inv_id)
         if not spawned:
             self._pool.release(inv_id, self.clock.monotonic())
             return
@@ -221,13 +237,19 @@ class LocalBackend:
         self._watch(inv_id, run_dir, node, proc)
 
     def _spawn(
-        self, request: LaunchRequest, run_dir: Path, devices: list[SlotDevice], node: str, delay: float
+        self,
+        request: LaunchRequest,
+        run_dir: Path,
+        devices: list[SlotDevice],
+        node: str,
+        delay: float,
+        since: float,
     ) -> tuple[bool, subprocess.Popen[bytes] | None]:
         """Create the run dir (the idempotency marker), write what the job needs, start its
         supervisor. (False, None) when the run dir exists already."""
         inv_id = request.invocation.id
         try:
-            run_dir.mkdir()
+            safefile.make_private_dir(run_dir)
         except FileExistsError:
             return False, None
         rundir.write_bytes_atomic(run_dir / rundir.PAYLOAD, request.payload)
@@ -248,6 +270,9 @@ class LocalBackend:
                 "env": env,
                 "cwd": self._workdir,
                 "timeout_s": request.spec.timeout_seconds,
+                "launched_at": since,  # timeout_seconds counts from here, the slot's wait included
+                "max_log_bytes": self.settings.max_log_bytes,
+                "cgroups": self.settings.cgroups,
                 "kill_grace_s": self.settings.kill_grace_s,
                 "provision_delay_s": delay,
                 "poll_interval_s": self.settings.poll_interval_s,
@@ -262,7 +287,7 @@ class LocalBackend:
         if lock_fd is None:
             raise OSError(f"run directory {run_dir} is locked by another process")
         try:
-            with open(run_dir / rundir.SUPERVISOR_LOG, "ab") as sup_log:
+            with open(safefile.open_append(run_dir / rundir.SUPERVISOR_LOG), "ab") as sup_log:
                 proc = subprocess.Popen(
                     [sys.executable, "-m", SUPERVISOR_MODULE, str(run_dir), "--lock-fd", str(lock_fd)],
                     pass_fds=(lock_fd,),
@@ -281,9 +306,9 @@ class LocalBackend:
             os.close(lock_fd)
         return True, proc
 
-    def _attach(self, inv_id: str, run_dir: Path, state: RunState) -> None:
+    async def _attach(self, inv_id: str, run_dir: Path, state: RunState) -> None:
         """Watch a job this object did not start (a restart, or a repeated launch)."""
-        launch = rundir.read_json(run_dir / rundir.LAUNCH) or {}
+        launch = await asyncio.to_thread(rundir.read_json, run_dir / rundir.LAUNCH) or {}
         node = launch.get("node") if isinstance(launch.get("node"), str) else None
         if state is not RunState.done:
             indices = [i for i in launch.get("slots", []) if isinstance(i, int)]
@@ -304,28 +329,18 @@ class LocalBackend:
         told = BackendEvent(inv_id, node=node)  # what has been reported so far
         try:
             while True:
-                record = rundir.read_json(run_dir / rundir.EXIT)
-                if record is None and not self._supervisor_alive(run_dir, proc):
-                    # exit.json is written before the supervisor lets go of its lock: look again.
-                    record = rundir.read_json(run_dir / rundir.EXIT) or self._record_lost(run_dir)
-                # Whatever this look found goes out as one event (a short job's capacity,
-                # start and end seen at once are one store write).
-                seen = told
-                if seen.capacity_ready is None:
-                    capacity = rundir.read_json(run_dir / rundir.CAPACITY)
-                    if capacity is not None:
-                        seen = replace(seen, capacity_ready=stamp(capacity, self.clock.now()))
-                if seen.started is None:
-                    started = rundir.read_json(run_dir / rundir.STARTED)
-                    if started is not None:
-                        seen = replace(seen, started=stamp(started, self.clock.now()))
+                # Every look at the run dir is off the event loop (disk reads, and the files are
+                # the job's to tamper with: see safefile).
+                seen, record = await asyncio.to_thread(self._look, run_dir, proc, told)
                 if record is not None:
                     break
                 if seen != told:
                     await self._emit(_news(told, seen))
                     told = seen
                 await self.clock.sleep(self.settings.poll_interval_s)
-            result, problem = _read_result(run_dir / rundir.RESULT, self.settings.max_result_bytes)
+            result, problem = await asyncio.to_thread(
+                _read_result, run_dir / rundir.RESULT, self.settings.max_result_bytes
+            )
             at = stamp(record, self.clock.now())
             seen = replace(seen, finished=outcome_of(record, at=at, result=result, result_problem=problem))
             # Free the slots before telling anyone, so the dispatcher sees the capacity (less
@@ -337,6 +352,29 @@ class LocalBackend:
         finally:
             if self._watchers.get(inv_id) is asyncio.current_task():
                 del self._watchers[inv_id]
+
+    def _look(
+        self, run_dir: Path, proc: subprocess.Popen[bytes] | None, told: BackendEvent
+    ) -> tuple[BackendEvent, dict[str, Any] | None]:
+        """One look at the run dir (blocking: run in a thread): `told` plus what is new, and the
+        exit record once the job has ended. exit.json is believed only once its supervisor is
+        gone (it writes the record, then lets go of its lock): the job, running as the same
+        user, could write one itself while it still runs."""
+        record = None
+        if not self._supervisor_alive(run_dir, proc):
+            record = rundir.read_json(run_dir / rundir.EXIT) or self._record_lost(run_dir)
+        # Whatever this look found goes out as one event (a short job's capacity, start and end
+        # seen at once are one store write).
+        seen = told
+        if seen.capacity_ready is None:
+            capacity = rundir.read_json(run_dir / rundir.CAPACITY)
+            if capacity is not None:
+                seen = replace(seen, capacity_ready=stamp(capacity, self.clock.now()))
+        if seen.started is None:
+            started = rundir.read_json(run_dir / rundir.STARTED)
+            if started is not None:
+                seen = replace(seen, started=stamp(started, self.clock.now()))
+        return seen, record
 
     def _supervisor_alive(self, run_dir: Path, proc: subprocess.Popen[bytes] | None) -> bool:
         if proc is not None:
@@ -350,6 +388,9 @@ class LocalBackend:
         if started is not None and isinstance(started.get("pid"), int):
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(started["pid"], signal.SIGKILL)
+        cgroup = tracking.job_cgroup((started or {}).get("cgroup"), tracking.PREFIX + run_dir.name)
+        if cgroup is not None:
+            tracking.kill_cgroup(cgroup)  # what left the group (a daemon) goes too
         tail = _read_tail(run_dir / rundir.SUPERVISOR_LOG, 500)
         record: dict[str, object] = {
             "lost": True,
@@ -367,15 +408,19 @@ class LocalBackend:
                 return  # strict order: the head waits for enough slots
             self._waiting.popleft()
             devices, cold = taken
-            run_dir = self._run_root / head.request.invocation.id
-            await self._start_or_fail(head.request, run_dir, devices, cold)
+            inv_id = head.request.invocation.id
+            self._launching.add(inv_id)
+            try:
+                await self._start_or_fail(head.request, self._run_root / inv_id, devices, cold, head.since)
+            finally:
+                self._launching.discard(inv_id)
 
     async def _start_or_fail(
-        self, request: LaunchRequest, run_dir: Path, devices: list[SlotDevice], cold: bool
+        self, request: LaunchRequest, run_dir: Path, devices: list[SlotDevice], cold: bool, since: float
     ) -> None:
         """Start the job; a failure to start is reported as its end, like every other."""
         try:
-            await self._start_job(request, run_dir, devices, cold)
+            await self._start_job(request, run_dir, devices, cold, since)
         except Exception as exc:
             log.warning("starting %s failed: %s", request.invocation.id, exc)
             await self._fail_launch(request.invocation.id, f"could not launch: {exc}")
@@ -394,28 +439,37 @@ def _news(told: BackendEvent, seen: BackendEvent) -> BackendEvent:
     )
 
 
+def _ask_to_cancel(run_dir: Path) -> None:
+    if run_dir.is_dir():
+        safefile.touch(run_dir / rundir.CANCEL)
+
+
+def _log_look(run_dir: Path, position: int) -> tuple[bool, bytes]:
+    """Whether the job has ended (looked at first), and the log from `position` on."""
+    ended = safefile.exists(run_dir / rundir.EXIT)
+    return ended, _read_from(run_dir / rundir.LOG, position)
+
+
 def _read_from(path: Path, position: int) -> bytes:
-    try:
-        with open(path, "rb") as fh:
-            fh.seek(position)
-            return fh.read(_LOG_CHUNK)
-    except FileNotFoundError:
-        return b""
+    return safefile.read_chunk(path, position, _LOG_CHUNK)
 
 
 def _read_tail(path: Path, limit: int) -> str:
-    try:
-        data = path.read_bytes()
-    except FileNotFoundError:
-        return ""
-    return data[-limit:].decode("utf-8", errors="replace").strip()
+    return safefile.read_tail(path, limit).decode("utf-8", errors="replace").strip()
 
 
 def _read_result(path: Path, limit: int) -> tuple[bytes | None, str]:
+    """The result file, bounded by `limit` while it is read, and what was wrong with it."""
     try:
-        size = path.stat().st_size
+        got = safefile.read_bounded(path, limit)
     except FileNotFoundError:
         return None, ""
-    if size > limit:
-        return None, f"result file is {size} bytes, over the {limit}-byte limit; it was dropped"
-    return path.read_bytes(), ""
+    except safefile.UnsafeFile as exc:
+        return None, (
+            f"the result file was ignored: {exc.strerror}; write a regular file at $EOPS_RESULT_PATH"
+        )
+    except OSError as exc:
+        return None, f"the result file could not be read: {exc.strerror or exc}"
+    if got.over:
+        return None, f"result file is over the {limit}-byte limit; it was dropped"
+    return got.data, ""

@@ -1,8 +1,10 @@
 """What a job is started with: its argv and environment. Pure functions.
 
-The job's environment is the gateway's own (so PATH, HOME and the like are there) without any
-`EOPS_*` or `CUDA_VISIBLE_DEVICES` of the gateway, then the function's `env`, then the variables
-below, which always win:
+The job gets only what it needs, never the gateway's own secrets (its EOPS_* settings, database
+URL, cloud credentials, tokens): from the gateway's environment only the names in
+`INHERITED` (PATH, HOME, locale, time zone and a few like them, so a program finds its tools and
+speaks the right language), then the function's `env`, then the variables below, which always
+win:
 
     EOPS_INVOCATION_ID    the invocation's id
     EOPS_PAYLOAD_PATH     file holding the request body
@@ -11,7 +13,10 @@ below, which always win:
     EOPS_CALLBACK_TOKEN   bearer token for that POST, valid for this invocation only
     EOPS_GPU_SLOT         the slot number(s) it holds, comma-separated ("0", "2,3")
     CUDA_VISIBLE_DEVICES  the physical GPU index(es) of those slots; "" for virtual slots, so a
-                          framework on a machine with GPUs does not grab one by accident"""
+                          framework on a machine with GPUs does not grab one by accident
+    CUDA_DEVICE_ORDER     PCI_BUS_ID (nvidia-smi's numbering, which the slots use)
+
+Anything else a function needs (LD_LIBRARY_PATH, a proxy, its own settings) goes in its `env`."""
 
 from __future__ import annotations
 
@@ -20,6 +25,14 @@ from collections.abc import Mapping, Sequence
 from elasticityops.backends.local.gpus import SlotDevice
 
 PYTHON_NAMES = frozenset({"python", "python3"})
+
+# Taken from the gateway's environment as they are; nothing else is.
+INHERITED = frozenset({"PATH", "HOME", "USER", "LOGNAME", "LANG", "LANGUAGE", "TZ", "TMPDIR", "TERM"})
+INHERITED_PREFIXES = ("LC_",)
+
+
+def inherited(name: str) -> bool:
+    return name in INHERITED or name.startswith(INHERITED_PREFIXES)
 
 
 def resolve_argv(command: Sequence[str], interpreter: str) -> list[str]:
@@ -43,7 +56,7 @@ def job_env(
     callback_token: str,
     slots: Sequence[SlotDevice],
 ) -> dict[str, str]:
-    env = {k: v for k, v in base.items() if not k.startswith("EOPS_") and k != "CUDA_VISIBLE_DEVICES"}
+    env = {k: v for k, v in base.items() if inherited(k)}
     env.update(function_env)
     env["EOPS_INVOCATION_ID"] = invocation_id
     env["EOPS_PAYLOAD_PATH"] = payload_path

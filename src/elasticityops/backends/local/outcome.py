@@ -45,6 +45,12 @@ def _outcome(record: dict[str, Any], at: datetime) -> Finished:
     if record.get("cancelled"):
         return Finished(State.cancelled, at, FailureReason.cancelled, exit_code, "cancelled")
     if record.get("timed_out"):
+        if record.get("started") is False:
+            message = (
+                "timeout_seconds ran out while it waited for its GPU slot (the wait counts); "
+                "the job never started"
+            )
+            return Finished.timed_out(at, message)
         return Finished.timed_out(at, "ran past timeout_seconds and was killed", exit_code=exit_code)
     if exit_code == 0:
         return Finished.succeeded(at)

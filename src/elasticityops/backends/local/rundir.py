@@ -6,14 +6,16 @@ Standard library only: the supervisor imports this and must start fast.
     launch.json     what to run (argv, env, cwd, timeout, slots), written before the supervisor starts
     payload         the request body (EOPS_PAYLOAD_PATH)
     result          what the job hands back (EOPS_RESULT_PATH), optional
-    log             the job's stdout and stderr
+    log             the job's stdout and stderr (capped by the supervisor at max_log_bytes)
     lock            flock-ed by the supervisor for its whole life: held <=> a supervisor is alive
     cancel          present: the gateway asked to cancel
     capacity.json   the slot is provisioned (after the cold-start delay)
     started.json    the job's pid (= its process group) and start time
     exit.json       how it ended; written once, atomically, last
 
-Creating the directory (mkdir, which fails if it exists) is the launch's idempotency marker."""
+Creating the directory (mkdir, which fails if it exists) is the launch's idempotency marker.
+The job may change anything here (it runs as the same user): every read goes through safefile,
+and exit.json is believed only once its supervisor is gone. Mode 0700, files 0600."""
 
 from __future__ import annotations
 
@@ -24,6 +26,8 @@ import os
 from enum import Enum
 from pathlib import Path
 from typing import Any
+
+from elasticityops.backends.local import safefile
 
 LAUNCH = "launch.json"
 PAYLOAD = "payload"
@@ -37,6 +41,11 @@ EXIT = "exit.json"
 SUPERVISOR_LOG = "supervisor.log"
 
 
+# The largest record (launch.json, exit.json, ...) read back; launch.json carries the job's
+# environment, which the spec's limits keep far below this.
+MAX_RECORD_BYTES = 4 * 1024 * 1024
+
+
 def write_json_atomic(path: Path, data: dict[str, Any]) -> None:
     """Write to a temporary name, then rename: a reader sees all of it or nothing.
 
@@ -46,26 +55,21 @@ def write_json_atomic(path: Path, data: dict[str, Any]) -> None:
 
 
 def write_bytes_atomic(path: Path, data: bytes) -> None:
-    tmp = path.with_name(f".{path.name}.tmp")
-    with open(tmp, "wb") as fh:
-        fh.write(data)
-    os.replace(tmp, path)
+    """Mode 0600; never through a link the job left at the temporary name (see safefile)."""
+    safefile.write_atomic(path, data)
 
 
 def read_json(path: Path) -> dict[str, Any] | None:
-    """The file's object, or None when it is absent (or, never expected, torn)."""
-    try:
-        with open(path, encoding="utf-8") as fh:
-            data = json.load(fh)
-    except (FileNotFoundError, ValueError):
-        return None
-    return data if isinstance(data, dict) else None
+    """The file's object, or None when it is absent, not a regular file (a link, a FIFO: see
+    safefile), over MAX_RECORD_BYTES or (never expected) torn."""
+    return safefile.read_json(path, MAX_RECORD_BYTES)
 
 
 def acquire_lock(run_dir: Path) -> int | None:
     """Open and flock the run dir's lock file without blocking. Returns the fd (the lock lives as
     long as any process holds a copy of it), or None when someone else holds it."""
-    fd = os.open(run_dir / LOCK, os.O_CREAT | os.O_RDWR, 0o600)
+    flags = os.O_CREAT | os.O_RDWR | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+    fd = os.open(run_dir / LOCK, flags, safefile.FILE_MODE)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
@@ -79,7 +83,10 @@ def supervisor_alive(run_dir: Path) -> bool:
     reuse cannot fool this)."""
     if not (run_dir / LOCK).exists():
         return False
-    fd = acquire_lock(run_dir)
+    try:
+        fd = acquire_lock(run_dir)
+    except OSError:
+        return True  # the job replaced the lock with a link or worse: never read as dead
     if fd is None:
         return True
     with contextlib.suppress(OSError):
@@ -98,14 +105,16 @@ class RunState(Enum):
 
 def classify(run_dir: Path) -> RunState:
     """What a run directory says about its job. The lock is looked at before exit.json, so a
-    supervisor that finishes in between is seen as done, never as orphaned."""
+    supervisor that finishes in between is seen as done, never as orphaned. Blocking (files):
+    callers on an event loop run it in a thread."""
     if not run_dir.is_dir():
         return RunState.absent
-    alive = supervisor_alive(run_dir)
+    if supervisor_alive(run_dir):
+        # Alive first: an exit.json is only the supervisor's once it is gone (the job, the
+        # same user, could write one itself).
+        return RunState.alive
     if (run_dir / EXIT).exists():
         return RunState.done
-    if alive:
-        return RunState.alive
     if (run_dir / STARTED).exists():
         return RunState.orphaned
     return RunState.unstarted

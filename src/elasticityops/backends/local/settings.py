@@ -50,6 +50,18 @@ class LocalBackendSettings:
     max_result_bytes: int = 1024 * 1024
     """Largest result file read back (bytes); a bigger one is dropped and the invocation's
     message says so."""
+    max_log_bytes: int = knob(
+        64 * 1024 * 1024,
+        env="EOPS_MAX_LOG_BYTES",
+        unit="bytes",
+        ge=1,
+        help="Largest log kept per invocation (local backend); the job's output past it is dropped, "
+        "with a note in the log saying how much.",
+    )
+    cgroups: bool = True
+    """Track each job's processes by a cgroup of its own where the machine allows (cgroup v2,
+    writable); False, or where it does not: by the supervisor's process tree (it is a child
+    subreaper). See backends/local/tracking.py."""
     workdir: Path | None = None
     """Working directory of the jobs. None: the gateway's working directory when the backend
     is created, so relative paths in a `command` (e.g. `examples/hello.py`) resolve as they do

@@ -3,9 +3,12 @@
 The gateway starts one per invocation, in a session of its own, so the job outlives a gateway
 that is killed (even with SIGKILL) and a new gateway can adopt it from its run directory. The
 supervisor waits out the slot's cold-start delay, runs the command (never through a shell) in a
-process group of its own, enforces the timeout, stops the group on cancel (SIGTERM, then SIGKILL
-after the grace), and writes `exit.json` last. It holds the run dir's lock for its whole life:
-that is how a gateway tells a live supervisor from a dead one.
+process group of its own (and a cgroup of its own where the machine allows: tracking.py),
+enforces the timeout (counted from the launch, the cold start included), stops the group on
+cancel (SIGTERM, then SIGKILL after the grace), kills whatever the job left behind when it ends
+(a daemon that left its group too), and writes `exit.json` last. The job's stdout and stderr
+come through a pipe into the log, capped at `max_log_bytes`. It holds the run dir's lock for its
+whole life: that is how a gateway tells a live supervisor from a dead one.
 
 Standard library only, for a fast start."""
 
@@ -13,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import select
 import signal
 import subprocess
 import sys
@@ -20,9 +24,46 @@ import time
 from pathlib import Path
 from typing import Any
 
-from elasticityops.backends.local import rundir
+from elasticityops.backends.local import rundir, safefile, tracking
 
 MODULE = "elasticityops.backends.local.supervisor"
+
+
+_READ = 64 * 1024
+_PUMP_MAX = 4 * 1024 * 1024  # bytes moved per look, so the loop still looks at the clock
+_DRAIN_S = 2.0  # after the job is stopped: how long what is left in the pipe is read
+
+
+class _CappedLog:
+    """The job's output, appended to the run dir's log up to `limit` bytes; the rest dropped,
+    with a note when the cap is reached and one at the end saying how much."""
+
+    def __init__(self, fd: int, limit: int) -> None:
+        self.fd = fd
+        self.limit = limit
+        self.written = 0
+        self.dropped = 0
+
+    def _put(self, data: bytes) -> None:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(self.fd, view) :]
+
+    def write(self, data: bytes) -> None:
+        room = self.limit - self.written
+        if room > 0:
+            self._put(data[:room])
+            self.written += min(room, len(data))
+        if len(data) > room:
+            if self.dropped == 0:
+                note = f"\n[eops: the log reached its cap of {self.limit} bytes; the rest is dropped]\n"
+                self._put(note.encode())
+            self.dropped += len(data) - max(room, 0)
+
+    def close(self) -> None:
+        if self.dropped:
+            self._put(f"[eops: {self.dropped} bytes of output were dropped]\n".encode())
+        os.close(self.fd)
 
 
 class _Supervisor:
@@ -32,13 +73,21 @@ class _Supervisor:
         self.poll_s = float(launch.get("poll_interval_s", 0.05))
         self.grace_s = float(launch.get("kill_grace_s", 5.0))
         self.stop_requested = False
+        self.cgroup: Path | None = None
+        self.pipe: int | None = None  # read end of the job's stdout and stderr; None at EOF
+        self.log: _CappedLog | None = None
+        # timeout_seconds counts from the launch (the gateway wrote launched_at), so the wait for
+        # the slot (its cold start) counts too, as a Kubernetes Job's activeDeadlineSeconds does.
+        launched_at = launch.get("launched_at")
+        waited = max(0.0, time.time() - float(launched_at)) if isinstance(launched_at, int | float) else 0.0
+        self.deadline = time.monotonic() + float(launch.get("timeout_s", 0)) - waited
 
     def on_signal(self, signum: int, frame: object) -> None:
         # SIGTERM to the supervisor means the same as a cancel from the gateway.
         self.stop_requested = True
 
     def cancelled(self) -> bool:
-        return self.stop_requested or (self.run_dir / rundir.CANCEL).exists()
+        return self.stop_requested or safefile.exists(self.run_dir / rundir.CANCEL)
 
     def finish(self, **fields: Any) -> None:
         record = {
@@ -60,48 +109,113 @@ class _Supervisor:
             if self.cancelled():
                 self.finish(cancelled=True)
                 return
+            if time.monotonic() >= self.deadline:
+                self.finish(timed_out=True, started=False)
+                return
             time.sleep(min(self.poll_s, max(0.0, until - time.monotonic())))
         rundir.write_json_atomic(self.run_dir / rundir.CAPACITY, {"at": time.time()})
         if self.cancelled():
             self.finish(cancelled=True)
             return
-        with open(self.run_dir / rundir.LOG, "ab") as log:
-            try:
-                proc = subprocess.Popen(
-                    self.launch["argv"],
-                    env=self.launch["env"],
-                    cwd=self.launch["cwd"],
-                    stdin=subprocess.DEVNULL,
-                    stdout=log,
-                    stderr=subprocess.STDOUT,
-                    process_group=0,
-                    close_fds=True,
-                )
-            except OSError as exc:
-                self.finish(launch_error=_describe_launch_error(self.launch["argv"], exc))
-                return
-        rundir.write_json_atomic(self.run_dir / rundir.STARTED, {"pid": proc.pid, "at": time.time()})
+        if time.monotonic() >= self.deadline:
+            self.finish(timed_out=True, started=False)
+            return
+        if self.launch.get("cgroups", True):
+            self.cgroup = tracking.make_cgroup(tracking.PREFIX + self.run_dir.name)
+        cgroup = self.cgroup
+        if cgroup is None:
+            tracking.become_subreaper()  # the process tree, then: orphans come back here
+        log_fd = safefile.open_append(self.run_dir / rundir.LOG)
+        read_end, write_end = os.pipe()
+        try:
+            proc = subprocess.Popen(
+                self.launch["argv"],
+                env=self.launch["env"],
+                cwd=self.launch["cwd"],
+                stdin=subprocess.DEVNULL,
+                stdout=write_end,
+                stderr=write_end,
+                process_group=0,
+                close_fds=True,
+                preexec_fn=(lambda: tracking.enter(cgroup)) if cgroup is not None else None,
+            )
+        except (OSError, subprocess.SubprocessError) as exc:
+            os.close(read_end)
+            os.close(log_fd)
+            if cgroup is not None:
+                tracking.kill_cgroup(cgroup, reap=True)
+            self.finish(launch_error=_describe_launch_error(self.launch["argv"], exc))
+            return
+        finally:
+            os.close(write_end)
+        if cgroup is not None and not tracking.holds(cgroup, proc.pid) and proc.poll() is None:
+            # Alive and not in it: the move was refused (enter() never fails the start), so
+            # the process tree it is.
+            tracking.kill_cgroup(cgroup)  # empty; never reap here: the job is alive
+            self.cgroup = None
+            tracking.become_subreaper()
+        os.set_blocking(read_end, False)
+        self.pipe = read_end
+        self.log = _CappedLog(log_fd, int(self.launch.get("max_log_bytes", 64 * 1024 * 1024)))
+        rundir.write_json_atomic(
+            self.run_dir / rundir.STARTED,
+            {
+                "pid": proc.pid,
+                "at": time.time(),
+                "tracking": "cgroup" if self.cgroup is not None else "process tree",
+                "cgroup": str(self.cgroup) if self.cgroup is not None else None,
+            },
+        )
         self.watch(proc)
 
-    def watch(self, proc: subprocess.Popen[bytes]) -> None:
-        deadline = time.monotonic() + float(self.launch["timeout_s"])
-        timed_out = cancelled = False
-        while True:
+    def pump(self, wait_s: float) -> None:
+        """Move what the job wrote into the log, waiting up to `wait_s` for something."""
+        if self.pipe is None:
+            time.sleep(wait_s)
+            return
+        ready, _, _ = select.select([self.pipe], [], [], wait_s)
+        if not ready:
+            return
+        moved = 0
+        while moved < _PUMP_MAX:
             try:
-                proc.wait(timeout=self.poll_s)
-                break
-            except subprocess.TimeoutExpired:
-                pass
+                data = os.read(self.pipe, _READ)
+            except BlockingIOError:
+                return
+            if not data:  # every writer closed it; the job may well run on (it closed stdout)
+                os.close(self.pipe)
+                self.pipe = None
+                return
+            assert self.log is not None
+            self.log.write(data)
+            moved += len(data)
+
+    def wait_for(self, proc: subprocess.Popen[bytes], seconds: float) -> bool:
+        """Pump the log until `proc` ends (True) or `seconds` pass (False)."""
+        until = time.monotonic() + seconds
+        while proc.poll() is None:
+            left = until - time.monotonic()
+            if left <= 0:
+                return False
+            self.pump(min(self.poll_s, left))
+            tracking.reap_any(keep=proc.pid)
+        return True
+
+    def watch(self, proc: subprocess.Popen[bytes]) -> None:
+        timed_out = cancelled = False
+        while not self.wait_for(proc, self.poll_s):
             if self.cancelled():
                 cancelled = True
-            elif time.monotonic() >= deadline:
+            elif time.monotonic() >= self.deadline:
                 timed_out = True
             else:
                 continue
             self.stop_group(proc)
             break
-        # Whatever the job left behind in its group goes too: the slot must be free for the next.
-        _signal_group(proc.pid, signal.SIGKILL)
+        # Whatever the job left behind goes too, in its group or not (a daemon that called
+        # setsid): the slot must be free for the next job.
+        self.kill_everything(proc)
+        self.drain()
         code = proc.returncode
         sig = -code if code < 0 else None
         self.finish(
@@ -113,11 +227,30 @@ class _Supervisor:
 
     def stop_group(self, proc: subprocess.Popen[bytes]) -> None:
         _signal_group(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(timeout=self.grace_s)
-        except subprocess.TimeoutExpired:
+        if not self.wait_for(proc, self.grace_s):
             _signal_group(proc.pid, signal.SIGKILL)
             proc.wait()
+
+    def kill_everything(self, proc: subprocess.Popen[bytes]) -> None:
+        _signal_group(proc.pid, signal.SIGKILL)
+        if self.cgroup is not None:
+            tracking.kill_cgroup(self.cgroup, reap=True)  # every descendant is in it, whatever it did
+        else:
+            tracking.kill_tree(os.getpid())
+        tracking.reap_any()
+
+    def drain(self) -> None:
+        """The rest of the output, once every writer is gone (bounded in time, in case one
+        could not be stopped), then the log's closing note."""
+        until = time.monotonic() + _DRAIN_S
+        while self.pipe is not None and time.monotonic() < until:
+            self.pump(min(self.poll_s, max(0.0, until - time.monotonic())))
+        if self.pipe is not None:
+            os.close(self.pipe)
+            self.pipe = None
+        if self.log is not None:
+            self.log.close()
+            self.log = None
 
 
 def _signal_group(pgid: int, sig: signal.Signals) -> None:
@@ -125,7 +258,7 @@ def _signal_group(pgid: int, sig: signal.Signals) -> None:
         os.killpg(pgid, sig)
 
 
-def _describe_launch_error(argv: list[str], exc: OSError) -> str:
+def _describe_launch_error(argv: list[str], exc: OSError | subprocess.SubprocessError) -> str:
     if isinstance(exc, FileNotFoundError):
         return (
             f"command not found: {argv[0]!r}; check `command` in the function spec "
@@ -133,7 +266,9 @@ def _describe_launch_error(argv: list[str], exc: OSError) -> str:
         )
     if isinstance(exc, PermissionError):
         return f"command not executable: {argv[0]!r}; make it executable or run it through an interpreter"
-    return f"could not start {argv[0]!r}: {exc.strerror or exc}"
+    if isinstance(exc, OSError):
+        return f"could not start {argv[0]!r}: {exc.strerror or exc}"
+    return f"could not start {argv[0]!r}: {exc}"
 
 
 def main(args: list[str]) -> int:
@@ -148,7 +283,7 @@ def main(args: list[str]) -> int:
         if acquired is None:
             return 0  # another supervisor runs this job
         lock_fd = acquired
-    if (run_dir / rundir.EXIT).exists():
+    if safefile.exists(run_dir / rundir.EXIT):
         return 0  # already done; never run a job twice
     launch = rundir.read_json(run_dir / rundir.LAUNCH)
     sup = _Supervisor(run_dir, launch or {})
@@ -164,4 +299,9 @@ def main(args: list[str]) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    code = main(sys.argv[1:])
+    sys.stdout.flush()
+    sys.stderr.flush()
+    # Everything is on disk (exit.json renamed into place, the lock let go): skip the
+    # interpreter's teardown, the gateway is waiting for this process to end.
+    os._exit(code)
