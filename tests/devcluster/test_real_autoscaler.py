@@ -7,7 +7,9 @@ joins at once (no boot delay yet), and an empty node goes after scale-down-unnee
 
 from __future__ import annotations
 
+import json
 import secrets
+import subprocess
 from collections.abc import Iterator
 from typing import Any
 
@@ -18,9 +20,10 @@ from elasticityops.devcluster.cluster import DevCluster
 from elasticityops.devcluster.config import AutoscalerSettings, ClusterConfig
 from elasticityops.devcluster.errors import DevClusterError
 from elasticityops.devcluster.kwok_provider import group_names
-from elasticityops.devcluster.nodes import POOL_LABEL, ROLE_AUTOSCALED, ROLE_LABEL
+from elasticityops.devcluster.nodes import POOL_LABEL, ROLE_AUTOSCALED, ROLE_BASELINE, ROLE_LABEL
 from elasticityops.devcluster.pytest_plugin import autoscaler_kind
 from elasticityops.devcluster.workloads import gpu_job
+from helpers.server import EOPS
 
 from .helpers import job_condition, job_pods, phase_of, wait_for
 
@@ -95,18 +98,39 @@ def test_it_runs_beside_kwok_with_its_config(real_cluster: Any) -> None:
             timeout=60,
             what="cluster-autoscaler-status",
         )
+        # "Initializing" in its first loops, then "Running".
+        wait_for(
+            lambda: "autoscalerStatus: Running" in (real_cluster.real_autoscaler_status() or ""),
+            timeout=90,
+            what="its status text to say Running",
+        )
         # The baseline pool belongs to no node group: never a candidate for scale-down.
         assert _group_nodes(api) == []
     rss = psutil.Process(rec.pid).memory_info().rss
     assert rss < 1 << 30
+    # `eops dev-cluster status` shows upstream's own status text.
+    done = subprocess.run(
+        [EOPS, "dev-cluster", "status", "--state-dir", str(real_cluster.state_dir), "--json"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    shown = json.loads(done.stdout)
+    assert shown["processes"]["cluster-autoscaler"] is True
+    assert "autoscalerStatus: Running" in shown["cluster_autoscaler"]
 
 
 def test_pending_gpu_job_scales_a_group_up_runs_and_the_node_goes(real_cluster: Any, namespace: str) -> None:
     ns = namespace
     with real_cluster.api() as api:
-        # The baseline node is busy: the job needs a new one.
-        api.create(f"/apis/batch/v1/namespaces/{ns}/jobs", gpu_job("hold", run_seconds=600))
-        wait_for(lambda: phase_of(api, ns, "hold") == "Running", timeout=60, what="the baseline node taken")
+        # Every baseline node is busy: the job needs a new one.
+        held = [f"hold{i}" for i in range(real_cluster.node_counts()[ROLE_BASELINE])]
+        for job in held:
+            api.create(f"/apis/batch/v1/namespaces/{ns}/jobs", gpu_job(job, run_seconds=600))
+        for job in held:
+            wait_for(lambda j=job: phase_of(api, ns, j) == "Running", timeout=60, what="the baseline taken")
         api.create(f"/apis/batch/v1/namespaces/{ns}/jobs", gpu_job("up", run_seconds=3))
         pod = wait_for(lambda: (job_pods(api, ns, "up") or [None])[0], what="the Job's pod")
         name = pod["metadata"]["name"]
@@ -130,4 +154,5 @@ def test_pending_gpu_job_scales_a_group_up_runs_and_the_node_goes(real_cluster: 
 
         # Empty for scale-down-unneeded-time (10 s), then removed by upstream's scale-down.
         wait_for(lambda: _group_nodes(api) == [], timeout=150, interval=1.0, what="the empty node removed")
-        api.delete(f"/apis/batch/v1/namespaces/{ns}/jobs/hold")
+        for job in held:
+            api.delete(f"/apis/batch/v1/namespaces/{ns}/jobs/{job}")

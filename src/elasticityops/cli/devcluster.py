@@ -163,6 +163,7 @@ def status(
     """Show the cluster's processes, nodes and autoscaler state."""
     from elasticityops.devcluster.cluster import DevCluster
     from elasticityops.devcluster.errors import DevClusterError
+    from elasticityops.domain.errors import EopsError
 
     try:
         cluster = DevCluster.attach(state_dir.expanduser())
@@ -174,8 +175,24 @@ def status(
         auto = cluster.autoscaler_status()
     except (OSError, ValueError):
         auto = {}
+    real: str | None = None
+    if cluster.runs_real_autoscaler and alive.get("kube-apiserver"):
+        try:
+            real = cluster.real_autoscaler_status()
+        except EopsError as exc:
+            real = f"(unreadable: {exc.message})"
     if as_json:
-        typer.echo(json.dumps({"server": cluster.server, "processes": alive, "autoscaler": auto}, indent=2))
+        typer.echo(
+            json.dumps(
+                {
+                    "server": cluster.server,
+                    "processes": alive,
+                    "autoscaler": auto,
+                    "cluster_autoscaler": real,
+                },
+                indent=2,
+            )
+        )
         return
     table = Table("component", "pid", "running")
     for rec in cluster.state.processes:
@@ -184,6 +201,9 @@ def status(
     console.print(table)
     if auto:
         console.print(f"nodes {auto['nodes']}  pending GPU pods {auto['pending_gpu_pods']}")
+    if cluster.runs_real_autoscaler:
+        console.print("cluster-autoscaler status (kube-system/cluster-autoscaler-status):")
+        console.print(real or "(not written yet)", markup=False, highlight=False)
     if not all(alive.values()):
         raise typer.Exit(1)
 

@@ -36,9 +36,10 @@ from elasticityops.devcluster.nodes import ROLE_AUTOSCALED, ROLE_BASELINE, ROLE_
 from elasticityops.devcluster.paths import Toolchain
 from elasticityops.devcluster.procs import ProcessRecord
 from elasticityops.devcluster.stages import render_kwok_config
-from elasticityops.domain.errors import EopsError
+from elasticityops.domain.errors import EopsError, NotFound
 
 StepFn = Callable[[str], None]
+STATUS_CONFIGMAP = "cluster-autoscaler-status"
 PAGE = 1000
 """Items per page when listing nodes and leases (thousands of them in a scale run)."""
 
@@ -340,8 +341,27 @@ class DevCluster:
         return new
 
     def autoscaler_status(self) -> dict[str, Any]:
+        """The emulator's last cycle (with the real autoscaler: the baseline keeper's)."""
         data: dict[str, Any] = json.loads(self.layout.autoscaler_status.read_text())
         return data
+
+    @property
+    def runs_real_autoscaler(self) -> bool:
+        return any(p.name == "cluster-autoscaler" for p in self.state.processes)
+
+    def real_autoscaler_status(self) -> str | None:
+        """The real autoscaler's own status text (ConfigMap kube-system/cluster-autoscaler-status,
+        what `kubectl describe` shows on GKE); None before its first loop or without it."""
+        if not self.runs_real_autoscaler:
+            return None
+        with self.api() as api:
+            try:
+                cm = api.get(
+                    f"/api/v1/namespaces/{components.AUTOSCALER_NAMESPACE}/configmaps/{STATUS_CONFIGMAP}"
+                )
+            except NotFound:
+                return None
+        return str((cm.get("data") or {}).get("status", ""))
 
     def set_baseline(self, count: int, wait: bool = True, timeout: float = 120.0) -> None:
         """Resize the static pool; waits until exactly `count` baseline nodes are Ready."""
