@@ -356,6 +356,22 @@ CASES: list[tuple[str, Mutation, str, Status, str, str]] = [
         "cluster-autoscaler-status",
     ),
     (
+        "autoscaler-backoff-yaml",
+        lambda s: replace(s, autoscaler_status=status_yaml("Backoff")),
+        "autoscaler",
+        Status.warn,
+        "back-off",
+        "cluster-autoscaler-status",
+    ),
+    (
+        "autoscaler-backoff-text",
+        lambda s: replace(s, autoscaler_status="NodeGroups:\n  Name: pool\n  ScaleUp: Backoff (ready=0)\n"),
+        "autoscaler",
+        Status.warn,
+        "back-off",
+        "cluster-autoscaler-status",
+    ),
+    (
         "no-gcloud",
         lambda s: replace(s, quota=QuotaReading(gcloud_found=False)),
         "gpu-quota",
@@ -429,6 +445,22 @@ def test_each_fault_is_named_with_its_fix(
     assert matching, f"{name}: no {status.value} {check} finding with {in_message!r} in {seen}"
     assert in_fix in matching[0].fix
     assert exit_code(findings) == (1 if any(f.status is Status.fail for f in findings) else 0)
+
+
+def status_yaml(scale_up: str) -> str:
+    """cluster-autoscaler 1.36's status ConfigMap text (YAML), as it writes it for one group."""
+    return (
+        "time: 2026-12-01 14:58:54 +0000 UTC\nautoscalerStatus: Running\nclusterWide:\n"
+        "  health:\n    status: Healthy\n  scaleUp:\n    status: NoActivity\nnodeGroups:\n"
+        "- name: nap-t4-us-central1-a\n  health:\n    status: Healthy\n"
+        f"  scaleUp:\n    status: {scale_up}\n    backoffInfo: {{}}\n"
+    )
+
+
+def test_a_healthy_yaml_status_is_no_back_off() -> None:
+    # Every group has `backoffInfo: {}`; only a "Backoff" status is a back-off.
+    findings = run_checks(replace(healthy(), autoscaler_status=status_yaml("NoActivity")))
+    assert [f.status for f in findings if f.check == "autoscaler"] == [Status.passed]
 
 
 def test_healthy_snapshot_has_no_failure_or_warning() -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 from rich.console import Console
@@ -18,13 +19,18 @@ app = typer.Typer(
 )
 console = Console(stderr=True)
 
+if TYPE_CHECKING:
+    from elasticityops.devcluster.build import AutoscalerWanted
+    from elasticityops.devcluster.config import AutoscalerKind
+    from elasticityops.devcluster.paths import Toolchain
+
 _DEFAULT_STATE = Path(os.environ.get("EOPS_DEV_CLUSTER_DIR", "~/.local/state/elasticityops/dev-cluster"))
 StateDir = typer.Option(
     _DEFAULT_STATE, "--state-dir", help="Where the cluster keeps its state, logs and kubeconfig."
 )
 
 
-def _build_with_progress() -> Path:
+def _build_with_progress(autoscaler: AutoscalerWanted = "if-found") -> Toolchain:
     from elasticityops.devcluster.build import BuildEvent, ensure_built
 
     with Progress(
@@ -41,6 +47,8 @@ def _build_with_progress() -> Path:
         def on_event(ev: BuildEvent) -> None:
             if ev.kind == "skipped":
                 progress.add_task(f"{ev.component} (cached)", total=1, completed=1, detail="")
+            elif ev.kind == "unavailable":
+                progress.add_task(f"{ev.component} (not built)", total=1, completed=0, detail=ev.detail)
             elif ev.kind == "start":
                 tasks[ev.component] = progress.add_task(f"build {ev.component}", total=ev.total, detail="")
             elif ev.kind == "package":
@@ -49,21 +57,31 @@ def _build_with_progress() -> Path:
                 task = tasks[ev.component]
                 progress.update(task, completed=ev.total, detail=ev.detail)
 
-        tc = ensure_built(allow_build=True, progress=on_event)
-    return tc.root
+        return ensure_built(allow_build=True, progress=on_event, autoscaler=autoscaler)
 
 
 @app.command()
-def build() -> None:
-    """Build (or reuse) the pinned binaries from the Go module proxy; first build takes ~25 min."""
+def build(
+    require_autoscaler: bool = typer.Option(
+        False,
+        "--require-autoscaler",
+        help="Fail if the real cluster-autoscaler's source is not found (CI sets it); without it, "
+        "a missing source only skips that binary. The source: ../shared/third_party/ beside the "
+        "project, or EOPS_AUTOSCALER_SRC (a clone of tag cluster-autoscaler-1.36.1).",
+    ),
+) -> None:
+    """Build (or reuse) the pinned binaries: the control plane and kwok from the Go module proxy,
+    cluster-autoscaler from its source; a cold build takes ~25 min on 2 cores."""
     from elasticityops.devcluster.errors import DevClusterError
 
     try:
-        root = _build_with_progress()
+        tc = _build_with_progress("required" if require_autoscaler else "if-found")
     except DevClusterError as exc:
         console.print(f"[red]build failed:[/] {exc}")
         raise typer.Exit(1) from exc
-    console.print(f"binaries in {root / 'bin'}")
+    console.print(f"binaries in {tc.bin_dir}")
+    if tc.autoscaler is not None:
+        console.print(f"cluster-autoscaler: {tc.autoscaler.binary}")
 
 
 @app.command()
@@ -82,15 +100,26 @@ def up(
     scan_interval: float = typer.Option(10.0, help="Seconds between two autoscaler cycles."),
     stockout_probability: float = typer.Option(0.0, help="Chance that one provisioning attempt fails."),
     autoscaling: bool = typer.Option(True, help="Run node auto-provisioning (off: static pool only)."),
+    autoscaler: str = typer.Option(
+        "emulator",
+        help="Which autoscaler scales the GPU groups: 'emulator' (ours, Python) or 'real' (upstream "
+        "cluster-autoscaler 1.36.1 with its kwok provider; built by `eops dev-cluster build`).",
+    ),
+    max_node_provision_time: float = typer.Option(
+        900.0, help="Real autoscaler: seconds a new node may take to register and turn Ready."
+    ),
 ) -> None:
     """Build if needed, then start the cluster and print how to use it."""
     from elasticityops.devcluster.cluster import DevCluster
-    from elasticityops.devcluster.config import AutoscalerSettings, ClusterConfig
+    from elasticityops.devcluster.config import AUTOSCALER_KINDS, AutoscalerSettings, ClusterConfig
     from elasticityops.devcluster.errors import DevClusterError
-    from elasticityops.devcluster.paths import Toolchain
 
+    if autoscaler not in AUTOSCALER_KINDS:
+        console.print(f"[red]--autoscaler must be one of {', '.join(AUTOSCALER_KINDS)}[/]")
+        raise typer.Exit(2)
+    kind: AutoscalerKind = "real" if autoscaler == "real" else "emulator"
     try:
-        root = _build_with_progress()
+        tc = _build_with_progress("required" if kind == "real" else "if-found")
         settings = AutoscalerSettings(
             enabled=autoscaling,
             baseline=baseline,
@@ -100,15 +129,16 @@ def up(
             gpu_pod_delay=gpu_pod_delay,
             scan_interval=scan_interval,
             stockout_probability=stockout_probability,
+            max_node_provision_time=max_node_provision_time,
         ).validated()
-        cfg = ClusterConfig(state_dir=state_dir.expanduser(), autoscaler=settings)
+        cfg = ClusterConfig(state_dir=state_dir.expanduser(), autoscaler=settings, autoscaler_kind=kind)
         with console.status("starting") as status:
 
             def step(name: str) -> None:
                 status.update(f"starting {name}")
                 console.log(f"{name}")
 
-            cluster = DevCluster.start(cfg, Toolchain(root), step)
+            cluster = DevCluster.start(cfg, tc, step)
     except (DevClusterError, ValueError) as exc:
         console.print(f"[red]dev-cluster up failed:[/] {exc}")
         raise typer.Exit(1) from exc
@@ -133,6 +163,7 @@ def status(
     """Show the cluster's processes, nodes and autoscaler state."""
     from elasticityops.devcluster.cluster import DevCluster
     from elasticityops.devcluster.errors import DevClusterError
+    from elasticityops.domain.errors import EopsError
 
     try:
         cluster = DevCluster.attach(state_dir.expanduser())
@@ -144,8 +175,24 @@ def status(
         auto = cluster.autoscaler_status()
     except (OSError, ValueError):
         auto = {}
+    real: str | None = None
+    if cluster.runs_real_autoscaler and alive.get("kube-apiserver"):
+        try:
+            real = cluster.real_autoscaler_status()
+        except EopsError as exc:
+            real = f"(unreadable: {exc.message})"
     if as_json:
-        typer.echo(json.dumps({"server": cluster.server, "processes": alive, "autoscaler": auto}, indent=2))
+        typer.echo(
+            json.dumps(
+                {
+                    "server": cluster.server,
+                    "processes": alive,
+                    "autoscaler": auto,
+                    "cluster_autoscaler": real,
+                },
+                indent=2,
+            )
+        )
         return
     table = Table("component", "pid", "running")
     for rec in cluster.state.processes:
@@ -154,6 +201,9 @@ def status(
     console.print(table)
     if auto:
         console.print(f"nodes {auto['nodes']}  pending GPU pods {auto['pending_gpu_pods']}")
+    if cluster.runs_real_autoscaler:
+        console.print("cluster-autoscaler status (kube-system/cluster-autoscaler-status):")
+        console.print(real or "(not written yet)", markup=False, highlight=False)
     if not all(alive.values()):
         raise typer.Exit(1)
 

@@ -104,6 +104,22 @@ def _settings(given: dict[str, Any]) -> Settings:
         raise  # unreachable: _fail exits
 
 
+def _check_cluster(settings: Settings) -> None:
+    """Exit with the fix when the cluster lacks the PriorityClasses every Job names; a cluster
+    that cannot be asked only gets a warning (the gateway retries it once serving)."""
+    from elasticityops.backends.kubernetes.preflight import check_priority_classes, missing_message
+
+    try:
+        missing = asyncio.run(check_priority_classes(settings.kubernetes, seconds=15.0))
+    except (EopsError, TimeoutError) as exc:
+        detail = exc.message if isinstance(exc, EopsError) else "no answer within 15 s"
+        typer.secho(f"warning: could not check the cluster's PriorityClasses: {detail}", err=True)
+        return
+    if missing:
+        typer.secho(f"error: {missing_message(missing)}", err=True, fg=typer.colors.RED)
+        raise typer.Exit(2)
+
+
 def _example_files() -> list[Path]:
     """examples/*.yaml of the working directory, else of the source checkout this runs from."""
     for root in (Path.cwd() / "examples", Path(__file__).resolve().parents[3] / "examples"):
@@ -168,6 +184,8 @@ def serve(
         )
     if problems:
         _fail(InvalidInput(problems))
+    if settings.backend == "kubernetes":
+        _check_cluster(settings)
     from elasticityops.server import AlreadyRunning, data_dir_warning, lock_gateway
 
     # Start-up order: lock the data dir (and SQLite file), bind the port, and only then migrate,

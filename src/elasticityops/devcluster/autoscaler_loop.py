@@ -18,7 +18,7 @@ import sys
 import threading
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -136,8 +136,11 @@ class Totals:
 
 
 class Loop:
-    def __init__(self, api: BlockingKubeApi, settings_path: Path, status_path: Path) -> None:
+    def __init__(
+        self, api: BlockingKubeApi, settings_path: Path, status_path: Path, baseline_only: bool = False
+    ) -> None:
         self.api = api
+        self.baseline_only = baseline_only
         self.settings_path = settings_path
         self.status_path = status_path
         self.state = EmulatorState()
@@ -222,6 +225,9 @@ class Loop:
     def cycle(self) -> float:
         """One gather-decide-apply pass; returns the seconds to wait before the next."""
         settings = AutoscalerSettings.read(self.settings_path)
+        if self.baseline_only:
+            # The real cluster-autoscaler scales the GPU groups; only the static pool is ours.
+            settings = replace(settings, enabled=False)
         snap = self.gather(settings.expendable_pods_priority_cutoff)
         actions, self.state = decide(snap, self.state, settings, self.rng)
         if not actions.empty():
@@ -251,9 +257,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--pki-dir", required=True, type=Path)
     parser.add_argument("--settings", required=True, type=Path)
     parser.add_argument("--status", required=True, type=Path)
+    parser.add_argument(
+        "--baseline-only", action="store_true", help="Keep the static pool only; never scale GPU nodes."
+    )
     args = parser.parse_args(argv)
     with admin_api(Credentials.in_pki(args.server, args.pki_dir)) as api:
-        loop = Loop(api, args.settings, args.status)
+        loop = Loop(api, args.settings, args.status, args.baseline_only)
         signal.signal(signal.SIGTERM, lambda *_: loop.stop_event.set())
         signal.signal(signal.SIGINT, lambda *_: loop.stop_event.set())
         loop.totals.note("emulator started")

@@ -12,14 +12,33 @@ import json
 import os
 import shutil
 import subprocess
+import tarfile
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Literal
 
+from elasticityops.devcluster.autoscaler_source import BUILD_TAGS, AutoscalerSource, find_source, module_dir
 from elasticityops.devcluster.errors import BinariesMissingError, BuildError
-from elasticityops.devcluster.paths import GOMOD_DIR, Toolchain, current_toolchain
-from elasticityops.devcluster.versions import COMPONENTS, KWOK_VERSION, STOCK_STAGE_FILES, Component
+from elasticityops.devcluster.paths import (
+    GOMOD_DIR,
+    AutoscalerBuild,
+    Toolchain,
+    cache_root,
+    current_toolchain,
+)
+from elasticityops.devcluster.versions import (
+    AUTOSCALER_BINARY,
+    CLUSTER_AUTOSCALER_VERSION,
+    COMPONENTS,
+    KWOK_VERSION,
+    STOCK_STAGE_FILES,
+    Component,
+)
+
+AUTOSCALER = "cluster-autoscaler"
+AutoscalerWanted = Literal["if-found", "required", "no"]
 
 
 @dataclass(frozen=True)
@@ -27,7 +46,7 @@ class BuildEvent:
     """What the progress display is told: a component started, a package compiled, or done."""
 
     component: str
-    kind: str  # "start" (total = package count), "package", "linked", "skipped"
+    kind: str  # "start" (total = package count), "package", "linked", "skipped", "unavailable"
     detail: str = ""
     total: int = 0
 
@@ -57,56 +76,60 @@ def _go() -> str:
 
 
 def _count_packages(comp: Component, env: dict[str, str]) -> int:
-    out = subprocess.run(
-        [_go(), "list", "-deps", *comp.packages],
-        cwd=GOMOD_DIR / comp.module_dir,
-        env=env,
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    if out.returncode != 0:
-        raise BuildError(f"go list for {comp.name} failed:\n{out.stderr[-4000:]}")
-    return len(out.stdout.split())
+    return _count_in(GOMOD_DIR / comp.module_dir, list(comp.packages), env)
 
 
 def _build_component(comp: Component, bin_dir: Path, log: Path, progress: ProgressFn) -> None:
     env = go_env()
     total = _count_packages(comp, env)
-    progress(BuildEvent(comp.name, "start", total=total))
+    # Several main packages need a directory target: one binary per package.
+    single = len(comp.binaries) == 1
+    args = ["-ldflags", " ".join(comp.ldflags), *comp.packages]
+    _go_build(
+        comp.name, GOMOD_DIR / comp.module_dir, args, comp.binaries, single, bin_dir, log, progress, total
+    )
+
+
+def _go_build(
+    name: str,
+    cwd: Path,
+    args: list[str],
+    binaries: tuple[str, ...],
+    single: bool,
+    bin_dir: Path,
+    log: Path,
+    progress: ProgressFn,
+    total: int,
+) -> None:
+    """`go build -v -o TARGET args...` in `cwd`, one progress event per compiled package."""
+    progress(BuildEvent(name, "start", total=total))
     # Build into a scratch directory and move into place at the end, so an interrupted build
     # never leaves a half-written binary that a later run would take as finished.
-    scratch = bin_dir / f".partial-{comp.name}"
+    scratch = bin_dir / f".partial-{name}"
     shutil.rmtree(scratch, ignore_errors=True)
     scratch.mkdir(parents=True)
-    # Several main packages need a directory target: one binary per package.
-    target = str(scratch / comp.binaries[0]) if len(comp.binaries) == 1 else str(scratch) + os.sep
-    argv = [_go(), "build", "-v", "-ldflags", " ".join(comp.ldflags), "-o", target, *comp.packages]
+    target = str(scratch / binaries[0]) if single else str(scratch) + os.sep
+    argv = [_go(), "build", "-v", "-o", target, *args]
     with log.open("a") as logf:
-        logf.write(f"$ (cd {GOMOD_DIR / comp.module_dir} && {' '.join(argv)})\n")
+        logf.write(f"$ (cd {cwd} && {' '.join(argv)})\n")
         logf.flush()
         proc = subprocess.Popen(
-            argv,
-            cwd=GOMOD_DIR / comp.module_dir,
-            env=env,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            text=True,
+            argv, cwd=cwd, env=go_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
         )
         assert proc.stdout is not None
         for line in proc.stdout:
             logf.write(line)
-            name = line.strip()
+            pkg = line.strip()
             # `go build -v` prints bare package paths; anything else is a diagnostic.
-            if name and " " not in name:
-                progress(BuildEvent(comp.name, "package", detail=name, total=total))
+            if pkg and " " not in pkg:
+                progress(BuildEvent(name, "package", detail=pkg, total=total))
         rc = proc.wait()
     if rc != 0:
-        raise BuildError(f"go build of {comp.name} failed (rc={rc}); see {log}:\n{_tail(log)}")
-    for name in comp.binaries:
-        (scratch / name).replace(bin_dir / name)
+        raise BuildError(f"go build of {name} failed (rc={rc}); see {log}:\n{_tail(log)}")
+    for binary in binaries:
+        (scratch / binary).replace(bin_dir / binary)
     scratch.rmdir()
-    progress(BuildEvent(comp.name, "linked", detail=", ".join(comp.binaries), total=total))
+    progress(BuildEvent(name, "linked", detail=", ".join(binaries), total=total))
 
 
 def _tail(path: Path, chars: int = 3000) -> str:
@@ -138,8 +161,102 @@ def assemble_stock_stages(dest: Path) -> None:
     dest.write_text(header + "\n---\n".join(docs) + "\n")
 
 
-def ensure_built(*, allow_build: bool = True, progress: ProgressFn = _noop) -> Toolchain:
-    """Return the toolchain for the current stamp, building it first if needed."""
+def _count_in(cwd: Path, args: list[str], env: dict[str, str]) -> int:
+    out = subprocess.run(
+        [_go(), "list", "-deps", *args], cwd=cwd, env=env, capture_output=True, text=True, check=False
+    )
+    if out.returncode != 0:
+        raise BuildError(f"go list in {cwd} failed:\n{out.stderr[-4000:]}")
+    return len(out.stdout.split())
+
+
+def _extract(tarball: Path, dest: Path) -> Path:
+    shutil.rmtree(dest, ignore_errors=True)
+    dest.mkdir(parents=True)
+    with tarfile.open(tarball, "r:gz") as tar:
+        # The "data" filter refuses absolute paths, links out of dest and device files.
+        tar.extractall(dest, filter="data")
+    return module_dir(dest)
+
+
+def build_autoscaler(src: AutoscalerSource, build: AutoscalerBuild, progress: ProgressFn = _noop) -> None:
+    """`go build -tags kwok .` of cluster-autoscaler; keeps the binary and the CRDs it serves."""
+    build.root.mkdir(parents=True, exist_ok=True)
+    bin_dir = build.binary.parent
+    bin_dir.mkdir(exist_ok=True)
+    log = build.root / "build.log"
+    started, cpu_before = time.monotonic(), _children_cpu()
+    scratch_src = build.root / "src"
+    mod = _extract(src.path, scratch_src) if src.is_tarball else src.path
+    env = go_env()
+    tags = ["-tags", BUILD_TAGS]
+    total = _count_in(mod, [*tags, "."], env)
+    _go_build(AUTOSCALER, mod, [*tags, "."], (AUTOSCALER_BINARY,), True, bin_dir, log, progress, total)
+    # The CRDs of ProvisioningRequest, CapacityBuffer and CapacityQuota, installed at `up`.
+    shutil.rmtree(build.crd_dir, ignore_errors=True)
+    shutil.copytree(mod / "apis" / "config" / "crd", build.crd_dir)
+    if src.is_tarball:
+        shutil.rmtree(scratch_src, ignore_errors=True)
+    build.marker.write_text(
+        json.dumps(
+            {
+                "version": CLUSTER_AUTOSCALER_VERSION,
+                "source": str(src.path),
+                "source_sha256": src.digest,
+                "build_seconds": round(time.monotonic() - started, 1),
+                "build_cpu_seconds": round(_children_cpu() - cpu_before, 1),
+                "built_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            },
+            indent=2,
+        )
+    )
+
+
+def _children_cpu() -> float:
+    usage = os.times()
+    return usage.children_user + usage.children_system
+
+
+def ensure_autoscaler(
+    *, allow_build: bool = True, wanted: AutoscalerWanted = "if-found", progress: ProgressFn = _noop
+) -> AutoscalerBuild | None:
+    """The real cluster-autoscaler for the current source, built first if needed.
+
+    "if-found": None when no source is found (the emulator needs none); "required": that is an
+    error. A source that is found but fails its checksum is always an error.
+    """
+    if wanted == "no":
+        return None
+    try:
+        src = find_source()
+    except BinariesMissingError as exc:
+        if wanted == "required":
+            raise
+        progress(BuildEvent(AUTOSCALER, "unavailable", detail=str(exc)))
+        return None
+    build = AutoscalerBuild(cache_root() / src.stamp)
+    if build.is_complete():
+        progress(BuildEvent(AUTOSCALER, "skipped", detail=str(build.root)))
+        return build
+    if not allow_build:
+        raise BinariesMissingError(
+            f"cluster-autoscaler not built at {build.root}; run `eops dev-cluster build`"
+        )
+    build_autoscaler(src, build, progress)
+    return build
+
+
+def ensure_built(
+    *, allow_build: bool = True, progress: ProgressFn = _noop, autoscaler: AutoscalerWanted = "if-found"
+) -> Toolchain:
+    """Return the toolchain for the current stamp, building it first if needed (the control
+    plane, then the real cluster-autoscaler as `autoscaler` asks)."""
+    tc = _ensure_control_plane(allow_build, progress)
+    found = ensure_autoscaler(allow_build=allow_build, wanted=autoscaler, progress=progress)
+    return replace(tc, autoscaler=found)
+
+
+def _ensure_control_plane(allow_build: bool, progress: ProgressFn) -> Toolchain:
     tc = current_toolchain()
     if tc.is_complete():
         for comp in COMPONENTS:

@@ -1,9 +1,10 @@
 """Bring a dev cluster up and down; the handle tests and the CLI use.
 
-`up` starts etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kwok and the node
-auto-provisioning emulator, in that order, each on 127.0.0.1 and a free port, waits for each
-to be ready, and records every PID in `state.json` before waiting (so a failed start is still
-cleaned up by `down`). `down` stops them by PID in reverse order.
+`up` starts etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kwok, the node
+auto-provisioning emulator and, when selected, the real cluster-autoscaler, in that order,
+each on 127.0.0.1 and a free port, waits for each to be ready, and records every PID in
+`state.json` before waiting (so a failed start is still cleaned up by `down`). `down` stops
+them by PID in reverse order.
 """
 
 from __future__ import annotations
@@ -26,13 +27,19 @@ from elasticityops.devcluster.client import Credentials, admin_api, probe_api, u
 from elasticityops.devcluster.components import Layout, Ports
 from elasticityops.devcluster.config import AutoscalerSettings, ClusterConfig
 from elasticityops.devcluster.errors import DevClusterError, StartupError
+from elasticityops.devcluster.install import (
+    install_crds,
+    install_kwok_provider_config,
+    install_priority_classes,
+)
 from elasticityops.devcluster.nodes import ROLE_AUTOSCALED, ROLE_BASELINE, ROLE_LABEL, node_ready
 from elasticityops.devcluster.paths import Toolchain
 from elasticityops.devcluster.procs import ProcessRecord
 from elasticityops.devcluster.stages import render_kwok_config
-from elasticityops.domain.errors import EopsError
+from elasticityops.domain.errors import EopsError, NotFound
 
 StepFn = Callable[[str], None]
+STATUS_CONFIGMAP = "cluster-autoscaler-status"
 PAGE = 1000
 """Items per page when listing nodes and leases (thousands of them in a scale run)."""
 
@@ -121,7 +128,7 @@ def up(cfg: ClusterConfig, tc: Toolchain, step: StepFn = _quiet) -> ClusterState
 
     step("certificates")
     pki = generate_pki(lay.pki)
-    ports = Ports(*(procs.free_port() for _ in range(6)))
+    ports = Ports(*(procs.free_port() for _ in range(7)))
     server = f"https://127.0.0.1:{ports.apiserver}"
     write_kubeconfig(lay.kubeconfig, server, pki)
     lay.kwok_config.write_text(
@@ -130,10 +137,18 @@ def up(cfg: ClusterConfig, tc: Toolchain, step: StepFn = _quiet) -> ClusterState
     state = ClusterState(lay.root, server, ports, tc.root, (), time.time())
     creds = Credentials(server, pki.ca_cert, pki.admin_cert, pki.admin_key)
 
-    def launch(name: str, argv: list[str], probe: Callable[[], bool]) -> None:
+    real = cfg.autoscaler_kind == "real"
+    if real and tc.autoscaler is None:
+        raise DevClusterError(
+            "the real cluster-autoscaler is not built: run `eops dev-cluster build --require-autoscaler`"
+        )
+
+    def launch(
+        name: str, argv: list[str], probe: Callable[[], bool], env: dict[str, str] | None = None
+    ) -> None:
         nonlocal state
         step(name)
-        rec = procs.start(name, argv, lay.logs / f"{name}.log")
+        rec = procs.start(name, argv, lay.logs / f"{name}.log", env)
         state = replace(state, processes=(*state.processes, rec))
         _save(lay, state)
         _wait(rec, probe, cfg.startup_timeout)
@@ -171,11 +186,29 @@ def up(cfg: ClusterConfig, tc: Toolchain, step: StepFn = _quiet) -> ClusterState
             launch(
                 "kwok", components.kwok(tc, lay), answers_200(f"http://127.0.0.1:{ports.kwok}", "/healthz")
             )
-            launch("autoscaler", components.autoscaler(lay, server), lay.autoscaler_status.is_file)
-            step(f"baseline nodes ({settings.baseline})")
+            # With the real autoscaler the emulator only keeps the static baseline pool.
+            launch(
+                "autoscaler",
+                components.autoscaler(lay, server, baseline_only=real),
+                lay.autoscaler_status.is_file,
+            )
             api = clients.enter_context(admin_api(creds))
             try:
                 _wait_default_serviceaccount(api, cfg.startup_timeout)
+                step("priority classes")
+                install_priority_classes(api)
+                if real:
+                    assert tc.autoscaler is not None
+                    step("autoscaler CRDs and kwok provider config")
+                    install_crds(api, tc.autoscaler.crd_dir, cfg.startup_timeout)
+                    install_kwok_provider_config(api, components.AUTOSCALER_NAMESPACE, settings.max_nodes)
+                    launch(
+                        "cluster-autoscaler",
+                        components.cluster_autoscaler(tc.autoscaler, lay, ports, cfg, settings),
+                        answers_200(f"http://127.0.0.1:{ports.autoscaler_metrics}", "/health-check"),
+                        components.cluster_autoscaler_env(lay),
+                    )
+                step(f"baseline nodes ({settings.baseline})")
                 wait_for_nodes(
                     api,
                     ROLE_BASELINE,
@@ -308,8 +341,27 @@ class DevCluster:
         return new
 
     def autoscaler_status(self) -> dict[str, Any]:
+        """The emulator's last cycle (with the real autoscaler: the baseline keeper's)."""
         data: dict[str, Any] = json.loads(self.layout.autoscaler_status.read_text())
         return data
+
+    @property
+    def runs_real_autoscaler(self) -> bool:
+        return any(p.name == "cluster-autoscaler" for p in self.state.processes)
+
+    def real_autoscaler_status(self) -> str | None:
+        """The real autoscaler's own status text (ConfigMap kube-system/cluster-autoscaler-status,
+        what `kubectl describe` shows on GKE); None before its first loop or without it."""
+        if not self.runs_real_autoscaler:
+            return None
+        with self.api() as api:
+            try:
+                cm = api.get(
+                    f"/api/v1/namespaces/{components.AUTOSCALER_NAMESPACE}/configmaps/{STATUS_CONFIGMAP}"
+                )
+            except NotFound:
+                return None
+        return str((cm.get("data") or {}).get("status", ""))
 
     def set_baseline(self, count: int, wait: bool = True, timeout: float = 120.0) -> None:
         """Resize the static pool; waits until exactly `count` baseline nodes are Ready."""

@@ -8,12 +8,13 @@ controller-manager, 50/100 for the scheduler) throttle thousands of pods.
 
 from __future__ import annotations
 
+import os
 import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from elasticityops.devcluster.config import ClusterConfig
-from elasticityops.devcluster.paths import Toolchain
+from elasticityops.devcluster.config import AutoscalerSettings, ClusterConfig
+from elasticityops.devcluster.paths import AutoscalerBuild, Toolchain
 
 
 @dataclass(frozen=True)
@@ -24,6 +25,7 @@ class Ports:
     controller_manager: int
     scheduler: int
     kwok: int
+    autoscaler_metrics: int = 0  # the real cluster-autoscaler's --address (0: not started)
 
 
 @dataclass(frozen=True)
@@ -176,7 +178,7 @@ def kwok(tc: Toolchain, lay: Layout) -> list[str]:
     ]
 
 
-def autoscaler(lay: Layout, server: str) -> list[str]:
+def autoscaler(lay: Layout, server: str, *, baseline_only: bool = False) -> list[str]:
     return [
         sys.executable,
         "-m",
@@ -185,4 +187,63 @@ def autoscaler(lay: Layout, server: str) -> list[str]:
         f"--pki-dir={lay.pki}",
         f"--settings={lay.autoscaler_settings}",
         f"--status={lay.autoscaler_status}",
+        *(["--baseline-only"] if baseline_only else []),
     ]
+
+
+# The namespace the real autoscaler runs "in": its kwok provider reads its ConfigMaps from
+# POD_NAMESPACE, and its status ConfigMap goes to --namespace, kube-system as on GKE.
+AUTOSCALER_NAMESPACE = "kube-system"
+
+
+def _seconds(value: float) -> str:
+    return f"{value:g}s"
+
+
+def cluster_autoscaler(
+    build: AutoscalerBuild, lay: Layout, p: Ports, cfg: ClusterConfig, s: AutoscalerSettings
+) -> list[str]:
+    """The real cluster-autoscaler with the kwok provider, its flags from the dev cluster's knobs.
+
+    Deliberate choices: scale-down-delay-after-add follows scale-down-unneeded-time (upstream's
+    defaults are 10 min both; a short window in tests would otherwise still wait 10 min after
+    every scale-up); least-waste needs no prices (the price expander needs a pricing model the
+    kwok provider does not have); the GPU pod delay is upstream's fixed 30 s, not a knob.
+    """
+    return [
+        str(build.binary),
+        "--cloud-provider=kwok",
+        f"--kubeconfig={lay.kubeconfig}",
+        f"--namespace={AUTOSCALER_NAMESPACE}",
+        f"--address=127.0.0.1:{p.autoscaler_metrics}",
+        "--leader-elect=false",
+        f"--kube-client-qps={cfg.api_qps}",
+        f"--kube-client-burst={cfg.api_burst}",
+        f"--scan-interval={_seconds(s.scan_interval)}",
+        f"--max-nodes-total={s.max_nodes}",
+        f"--scale-down-unneeded-time={_seconds(s.scale_down_after)}",
+        f"--scale-down-delay-after-add={_seconds(s.scale_down_after)}",
+        f"--max-scale-down-parallelism={s.max_scale_down_parallelism}",
+        f"--max-node-provision-time={_seconds(s.max_node_provision_time)}",
+        f"--max-node-startup-time={_seconds(s.max_node_provision_time)}",
+        f"--expendable-pods-priority-cutoff={s.expendable_pods_priority_cutoff}",
+        f"--initial-node-group-backoff-duration={_seconds(s.backoff_initial)}",
+        f"--max-node-group-backoff-duration={_seconds(s.backoff_max)}",
+        "--expander=least-waste",
+        "--enable-provisioning-requests=true",
+        "--capacity-buffer-controller-enabled=true",
+        "--capacity-buffer-pod-injection-enabled=true",
+        "--logtostderr=true",
+        "--v=2",
+    ]
+
+
+def cluster_autoscaler_env(lay: Layout) -> dict[str, str]:
+    # In local mode the kwok provider builds its own client from KUBECONFIG, not from --kubeconfig.
+    env = dict(os.environ)
+    env.update(
+        KUBECONFIG=str(lay.kubeconfig),
+        KWOK_PROVIDER_MODE="local",
+        POD_NAMESPACE=AUTOSCALER_NAMESPACE,
+    )
+    return env

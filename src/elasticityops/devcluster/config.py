@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from elasticityops.planner.distributions import parse_distribution
 
@@ -27,6 +27,9 @@ class AutoscalerSettings:
     backoff_initial: float = 300.0  # s a pool is skipped after its first failed attempt
     backoff_max: float = 1800.0  # s; the back-off doubles up to this
     expendable_pods_priority_cutoff: int = -10  # pods with a lower priority are ignored
+    # Real autoscaler only: s a node may take to register and to turn Ready before it is given
+    # up (max-node-provision-time and max-node-startup-time, upstream's 15 min both).
+    max_node_provision_time: float = 900.0
     seed: int = 0  # RNG seed for delays and stockouts (0: from the clock)
 
     def validated(self) -> AutoscalerSettings:
@@ -74,6 +77,10 @@ class AutoscalerSettings:
         return cls.from_json(json.loads(path.read_text()))
 
 
+AutoscalerKind = Literal["emulator", "real"]
+AUTOSCALER_KINDS: tuple[AutoscalerKind, ...] = ("emulator", "real")
+
+
 @dataclass(frozen=True)
 class ClusterConfig:
     """How to start one dev cluster."""
@@ -86,3 +93,6 @@ class ClusterConfig:
     startup_timeout: float = 120.0  # s each component gets to become ready
     apf_enabled: bool = True  # API priority and fairness; off lifts the inflight limits too
     job_workers: int = 5  # --concurrent-job-syncs; upstream's 5 keeps Job throughput realistic
+    # "real": upstream's cluster-autoscaler (kwok provider) scales the GPU groups and the emulator
+    # only keeps the static baseline pool; "emulator": the emulator does both.
+    autoscaler_kind: AutoscalerKind = "emulator"

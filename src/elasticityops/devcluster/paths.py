@@ -7,7 +7,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from elasticityops.devcluster.versions import ALL_BINARIES, COMPONENTS, STOCK_STAGE_FILES
+from elasticityops.devcluster.versions import ALL_BINARIES, AUTOSCALER_BINARY, COMPONENTS, STOCK_STAGE_FILES
 
 GOMOD_DIR = Path(__file__).resolve().parent / "gomod"
 # Bumped when the build recipe itself (flags, stage assembly) changes, so old caches are not reused.
@@ -33,10 +33,38 @@ def build_stamp() -> str:
 
 
 @dataclass(frozen=True)
-class Toolchain:
-    """The built artefacts of one stamp: binaries and the assembled stock kwok stages."""
+class AutoscalerBuild:
+    """The real cluster-autoscaler of one source stamp: its binary and the CRDs it serves.
+
+    Cached apart from the control plane's stamp: the two have independent inputs, and a new
+    autoscaler source must not rebuild the Kubernetes binaries (tens of minutes).
+    """
 
     root: Path
+
+    @property
+    def binary(self) -> Path:
+        return self.root / "bin" / AUTOSCALER_BINARY
+
+    @property
+    def crd_dir(self) -> Path:
+        return self.root / "crd"
+
+    @property
+    def marker(self) -> Path:
+        return self.root / "complete.json"
+
+    def is_complete(self) -> bool:
+        return self.marker.is_file() and self.binary.is_file() and any(self.crd_dir.glob("*.yaml"))
+
+
+@dataclass(frozen=True)
+class Toolchain:
+    """The built artefacts of one stamp: binaries and the assembled stock kwok stages, and the
+    real cluster-autoscaler's build when there is one (it has a stamp of its own)."""
+
+    root: Path
+    autoscaler: AutoscalerBuild | None = None
 
     @property
     def bin_dir(self) -> Path:

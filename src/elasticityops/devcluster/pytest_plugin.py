@@ -6,6 +6,9 @@ built (`scripts/build-devcluster`, which CI runs first); if they are missing the
 the test rather than skipping it. Set EOPS_DEV_CLUSTER_BUILD=1 to let the fixture build them
 (a cold build takes ~25 minutes on 2 cores, longer than a test timeout).
 
+EOPS_DEV_CLUSTER_AUTOSCALER=real runs the session's cluster with the real cluster-autoscaler
+(kwok provider) instead of the emulator; its binary must have been built too.
+
 The cluster starts with fast autoscaler knobs, shared by the whole session (tests that change
 knobs use `dev_cluster.knobs(...)`, which restores them afterwards):
 baseline 2, max_nodes 50, scan_interval 1 s, gpu_pod_delay 1 s, provision_delay fixed:3,
@@ -24,7 +27,7 @@ from typing import Any
 
 import pytest
 
-from elasticityops.devcluster.config import AutoscalerSettings
+from elasticityops.devcluster.config import AutoscalerKind, AutoscalerSettings
 
 TEST_KNOBS = AutoscalerSettings(
     baseline=2,
@@ -34,8 +37,17 @@ TEST_KNOBS = AutoscalerSettings(
     provision_delay="fixed:3",
     scale_down_after=10.0,
     max_scale_down_parallelism=10,
+    max_node_provision_time=120.0,
     seed=1,
 )
+
+
+def autoscaler_kind() -> AutoscalerKind:
+    """Which autoscaler the session's cluster runs (EOPS_DEV_CLUSTER_AUTOSCALER, default emulator)."""
+    value = os.environ.get("EOPS_DEV_CLUSTER_AUTOSCALER", "emulator")
+    if value not in ("emulator", "real"):
+        raise pytest.UsageError(f"EOPS_DEV_CLUSTER_AUTOSCALER={value}: expected emulator or real")
+    return "real" if value == "real" else "emulator"
 
 
 class DevClusterFixture:
@@ -81,13 +93,15 @@ def dev_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DevCluster
     from elasticityops.devcluster.errors import DevClusterError
 
     allow_build = os.environ.get("EOPS_DEV_CLUSTER_BUILD", "") == "1"
+    kind = autoscaler_kind()
     try:
-        tc = ensure_built(allow_build=allow_build)
+        tc = ensure_built(allow_build=allow_build, autoscaler="required" if kind == "real" else "no")
     except DevClusterError as exc:
         pytest.fail(f"dev cluster binaries unavailable: {exc}", pytrace=False)
     state_dir = tmp_path_factory.mktemp("dev-cluster")
+    cfg = ClusterConfig(state_dir=state_dir, autoscaler=TEST_KNOBS, autoscaler_kind=kind)
     try:
-        cluster = DevCluster.start(ClusterConfig(state_dir=state_dir, autoscaler=TEST_KNOBS), tc)
+        cluster = DevCluster.start(cfg, tc)
     except DevClusterError as exc:
         pytest.fail(f"dev cluster did not start: {exc}", pytrace=False)
     # Belt and braces: if the session dies before fixture teardown, still stop by PID.

@@ -13,6 +13,11 @@ from dataclasses import dataclass, field
 KUBERNETES_VERSION = "v1.36.3"
 ETCD_VERSION = "v3.6.16"
 KWOK_VERSION = "v0.8.0"
+# The real cluster-autoscaler, built from source (autoscaler_source.py): 1.36.x is built
+# against Kubernetes 0.36.2, the same minor as the control plane.
+CLUSTER_AUTOSCALER_VERSION = "1.36.1"
+AUTOSCALER_TARBALL = f"cluster-autoscaler-{CLUSTER_AUTOSCALER_VERSION}-src.tar.gz"
+AUTOSCALER_BINARY = "cluster-autoscaler"
 
 
 def _kube_version_ldflags(version: str) -> list[str]:

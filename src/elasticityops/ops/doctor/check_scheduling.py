@@ -179,6 +179,9 @@ def check_pending(s: ClusterSnapshot) -> list[Finding]:
     ]
 
 
+_BACKOFF = re.compile(r"\bbackoff\b", re.IGNORECASE)
+
+
 def check_autoscaler_status(s: ClusterSnapshot) -> list[Finding]:
     if s.autoscaler_status is None:
         why = s.unreadable.get("autoscaler-status", "kube-system/cluster-autoscaler-status not found")
@@ -203,7 +206,10 @@ def check_autoscaler_status(s: ClusterSnapshot) -> list[Finding]:
                 "kubectl -n kube-system describe configmap cluster-autoscaler-status",
             )
         ]
-    if "backoff" in low:
+    # A whole word: since 1.30 the status is YAML, and every node group carries a
+    # `backoffInfo: {}` key even when none is backing off; "status: Backoff" (YAML) and
+    # "ScaleUp: Backoff (...)" (the older text) are what a back-off looks like.
+    if _BACKOFF.search(text):
         return [
             Finding(
                 "autoscaler",

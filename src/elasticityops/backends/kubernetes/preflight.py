@@ -1,0 +1,47 @@
+"""Checks `eops serve --backend kubernetes` makes once before it starts serving.
+
+Without its PriorityClasses every Job the gateway creates is refused by the API server, and
+every invocation ends as launch_error; one clear message at start names the fix instead.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+from elasticityops.backends.kubernetes.api import KubeApi
+from elasticityops.backends.kubernetes.labels import PRIORITY_CLASSES
+from elasticityops.backends.kubernetes.settings import KubernetesSettings
+from elasticityops.domain.errors import NotFound
+
+PRIORITY_CLASS_PATH = "/apis/scheduling.k8s.io/v1/priorityclasses"
+
+
+async def missing_priority_classes(api: KubeApi) -> list[str]:
+    """The PriorityClasses the gateway's Jobs name that the cluster does not have.
+
+    Only a 404 counts as missing; any other failure (unreachable, forbidden) propagates, since
+    it says nothing about whether they exist."""
+    missing = []
+    for name in PRIORITY_CLASSES.values():
+        try:
+            await api.get(f"{PRIORITY_CLASS_PATH}/{name}")
+        except NotFound:
+            missing.append(name)
+    return missing
+
+
+def missing_message(missing: list[str]) -> str:
+    return (
+        f"the cluster has no PriorityClass {', '.join(missing)}, which every Job of this gateway "
+        "names: on the dev cluster run `eops dev-cluster up` (it installs them), on GKE apply the "
+        "priorityclasses.yaml that `eops render gke` writes (or `eops render deploy`)"
+    )
+
+
+async def check_priority_classes(settings: KubernetesSettings, seconds: float) -> list[str]:
+    """Connect with the gateway's settings and list what is missing (within `seconds`)."""
+    api = KubeApi.connect(settings)
+    try:
+        return await asyncio.wait_for(missing_priority_classes(api), seconds)
+    finally:
+        await api.close()

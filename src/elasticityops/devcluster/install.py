@@ -1,0 +1,70 @@
+"""Objects `up` puts into a fresh cluster: PriorityClasses, and for the real autoscaler its CRDs
+and the kwok provider's ConfigMaps. Each create tolerates Conflict, so a retried `up` is harmless."""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from elasticityops.backends.kubernetes.blocking import BlockingKubeApi
+from elasticityops.backends.kubernetes.deploy import priority_classes
+from elasticityops.devcluster.errors import StartupError
+from elasticityops.devcluster.kwok_provider import configmaps
+from elasticityops.domain.errors import Conflict
+
+CRD_PATH = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
+
+
+def _create(api: BlockingKubeApi, path: str, body: dict[str, Any]) -> None:
+    with contextlib.suppress(Conflict):
+        api.create(path, body)
+
+
+def install_priority_classes(api: BlockingKubeApi) -> list[str]:
+    """The PriorityClasses `eops render gke` renders (one definition: backends/kubernetes/deploy.py);
+    without them every invocation of `eops serve --backend kubernetes` fails at launch."""
+    names = []
+    for pc in priority_classes():
+        _create(api, "/apis/scheduling.k8s.io/v1/priorityclasses", pc)
+        names.append(str(pc["metadata"]["name"]))
+    return names
+
+
+def crd_documents(crd_dir: Path) -> list[dict[str, Any]]:
+    docs: list[dict[str, Any]] = []
+    for path in sorted(crd_dir.glob("*.yaml")):
+        docs += [d for d in yaml.safe_load_all(path.read_text()) if isinstance(d, dict)]
+    return docs
+
+
+def _established(crd: dict[str, Any]) -> bool:
+    conditions = (crd.get("status") or {}).get("conditions") or []
+    return any(c.get("type") == "Established" and c.get("status") == "True" for c in conditions)
+
+
+def install_crds(api: BlockingKubeApi, crd_dir: Path, timeout: float) -> list[str]:
+    """Create the CRDs and wait until the API server serves them: the autoscaler's informers for
+    ProvisioningRequests and CapacityBuffers fail at start against a CRD not yet established."""
+    names = []
+    for doc in crd_documents(crd_dir):
+        _create(api, CRD_PATH, doc)
+        names.append(str(doc["metadata"]["name"]))
+    deadline = time.monotonic() + timeout
+    waiting = list(names)
+    while waiting:
+        waiting = [n for n in waiting if not _established(api.get(f"{CRD_PATH}/{n}"))]
+        if not waiting:
+            break
+        if time.monotonic() > deadline:
+            raise StartupError(f"CRDs not established after {timeout:.0f}s: {', '.join(waiting)}")
+        time.sleep(0.2)
+    return names
+
+
+def install_kwok_provider_config(api: BlockingKubeApi, namespace: str, max_nodes: int) -> None:
+    for cm in configmaps(namespace, max_nodes):
+        _create(api, f"/api/v1/namespaces/{namespace}/configmaps", cm)

@@ -1,0 +1,77 @@
+"""`eops dev-cluster up` installs the PriorityClasses; `eops serve --backend kubernetes` refuses to
+start without them, naming the fix, instead of failing every invocation as launch_error."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from elasticityops.backends.kubernetes.deploy import priority_classes
+from elasticityops.backends.kubernetes.labels import PRIORITY_CLASSES
+from elasticityops.backends.kubernetes.preflight import (
+    PRIORITY_CLASS_PATH,
+    missing_message,
+    missing_priority_classes,
+)
+from elasticityops.domain.errors import NotFound, TemporaryError
+
+from .cluster_support import start_k8s_gateway
+
+
+class _Api:
+    def __init__(self, present: set[str], error: Exception | None = None) -> None:
+        self.present, self.error, self.asked = present, error, []
+
+    async def get(self, path: str) -> dict[str, Any]:
+        self.asked.append(path)
+        if self.error is not None:
+            raise self.error
+        name = path.rsplit("/", 1)[1]
+        if name not in self.present:
+            raise NotFound(f"{path}: 404")
+        return {"metadata": {"name": name}}
+
+
+def test_only_a_404_counts_as_missing() -> None:
+    api = _Api({"eops-high", "eops-low"})
+    assert asyncio.run(missing_priority_classes(api)) == ["eops-normal"]  # type: ignore[arg-type]
+    assert api.asked == [f"{PRIORITY_CLASS_PATH}/{n}" for n in PRIORITY_CLASSES.values()]
+    # Unreachable or forbidden says nothing about whether they exist: the caller decides.
+    with pytest.raises(TemporaryError):
+        asyncio.run(missing_priority_classes(_Api(set(), TemporaryError("down"))))  # type: ignore[arg-type]
+
+
+def test_the_message_names_the_commands_that_fix_it() -> None:
+    text = missing_message(["eops-normal"])
+    assert "eops-normal" in text
+    assert "eops dev-cluster up" in text
+    assert "eops render gke" in text
+
+
+@pytest.mark.cluster
+def test_dev_cluster_up_installs_them(dev_cluster: Any) -> None:
+    with dev_cluster.api() as api:
+        for pc in priority_classes():
+            got = api.get(f"{PRIORITY_CLASS_PATH}/{pc['metadata']['name']}")
+            assert got["value"] == pc["value"]
+
+
+@pytest.mark.cluster
+def test_serve_exits_naming_the_fix_when_one_is_missing(
+    dev_cluster: Any, dev_namespace: str, tmp_path: Path
+) -> None:
+    gone = next(pc for pc in priority_classes() if pc["metadata"]["name"] == "eops-normal")
+    with dev_cluster.api() as api:
+        api.delete(f"{PRIORITY_CLASS_PATH}/eops-normal")
+        try:
+            with pytest.raises(RuntimeError, match="exited with 2") as failed:
+                start_k8s_gateway(dev_cluster, dev_namespace, tmp_path / "gw").stop()
+            assert "no PriorityClass eops-normal" in str(failed.value)
+            assert "eops dev-cluster up" in str(failed.value)
+        finally:
+            api.create("/apis/scheduling.k8s.io/v1/priorityclasses", gone)
+    # With all of them there it starts.
+    start_k8s_gateway(dev_cluster, dev_namespace, tmp_path / "gw2").stop()
