@@ -158,10 +158,17 @@ def build_router(max_wait: int) -> APIRouter:
                 yield first
             async for chunk in chunks:
                 yield chunk
+            if follow:
+                # The backend's output ends as the job exits, a moment before its end is
+                # recorded: a follow ends when the invocation has, so the next read says so.
+                await _wait_for_end(rt, inv, _FOLLOW_SETTLE_SECONDS, _ended)
 
         return StreamingResponse(stream(), media_type="text/plain; charset=utf-8")
 
     return router
+
+
+_FOLLOW_SETTLE_SECONDS = 10  # the longest a follow waits, after the output ends, for the end
 
 
 def accept_route(max_wait: int) -> Route:
