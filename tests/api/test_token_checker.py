@@ -102,3 +102,23 @@ def test_a_cached_token_expires_on_time() -> None:
         assert await checker.check(b"eops_a") is None
 
     asyncio.run(body())
+
+
+def test_requests_arriving_together_when_the_cache_runs_out_share_one_read() -> None:
+    # 64 requests in flight with one token: when its cached check runs out, one store read
+    # serves them all (each queueing a read of its own stalled the loop ~150 ms every 5 s).
+    tokens, clock = Tokens(), ManualClock(T0)
+    checker = _checker(tokens, clock)
+    tokens.add(b"eops_a")
+
+    async def body() -> None:
+        assert await checker.check(b"eops_a") is not None
+        clock.advance(CACHE_SECONDS + 1)
+        tokens.gate = asyncio.Event()
+        waiting = [asyncio.create_task(checker.check(b"eops_a")) for _ in range(64)]
+        await asyncio.sleep(0.01)
+        tokens.gate.set()
+        assert all(found is not None for found in await asyncio.gather(*waiting))
+        assert tokens.reads == 2, f"{tokens.reads - 1} reads for 64 requests"
+
+    asyncio.run(body())

@@ -4,6 +4,7 @@ clear; every comparison is on bytes, and a header that is not a well-formed bear
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import re
 import secrets
@@ -107,6 +108,7 @@ class TokenChecker:
         self._ttl = ttl
         self._valid: dict[str, _Cached] = {}
         self._generation = 0  # bumped by forget: a read that raced a revoke is not cached
+        self._reading: dict[str, asyncio.Future[ApiToken | None]] = {}
 
     async def check(self, token: bytes) -> ApiToken | None:
         """The valid, unexpired token these bytes are, or None."""
@@ -117,6 +119,17 @@ class TokenChecker:
             if fresh and (hit.token.expires_at is None or not hit.token.expired(self._clock.now())):
                 return hit.token
             del self._valid[digest]
+        # One read per token at a time: when a cached token's time is up, every request then in
+        # flight with it (64 at once in bench/gateway_accept.py) would otherwise queue its own
+        # read on the store's one read thread, and the loop stalled ~150 ms every few seconds.
+        reading = self._reading.get(digest)
+        if reading is None:
+            reading = asyncio.ensure_future(self._read(digest))
+            self._reading[digest] = reading
+            reading.add_done_callback(lambda _: self._reading.pop(digest, None))
+        return await asyncio.shield(reading)
+
+    async def _read(self, digest: str) -> ApiToken | None:
         generation = self._generation
         found = await self._store.check_api_token(digest)
         if found is None or found.expired(self._clock.now()):
