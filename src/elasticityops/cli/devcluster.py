@@ -210,11 +210,21 @@ def status(
 
 @app.command()
 def kubeconfig(state_dir: Path = StateDir) -> None:
-    """Print the path of the cluster's kubeconfig (use: export KUBECONFIG=$(eops dev-cluster kubeconfig))."""
+    """Print the path of the cluster's kubeconfig (use: export KUBECONFIG=$(eops dev-cluster kubeconfig)).
+    Exits 1 when no cluster is running there: a kubeconfig left by `down` points at nothing."""
+    from elasticityops.devcluster.cluster import DevCluster
     from elasticityops.devcluster.components import Layout
+    from elasticityops.devcluster.errors import DevClusterError
 
-    path = Layout(state_dir.expanduser().resolve()).kubeconfig
-    if not path.is_file():
-        console.print(f"no kubeconfig in {state_dir}: is the cluster up?")
+    root = state_dir.expanduser().resolve()
+    path = Layout(root).kubeconfig
+    try:
+        running = DevCluster.attach(root).processes_alive().get("kube-apiserver", False)
+    except DevClusterError:
+        running = False
+    if not running or not path.is_file():
+        stale = f" (the kubeconfig {path} is left from a cluster that was stopped)" if path.is_file() else ""
+        hint = "start one with `eops dev-cluster up`"
+        typer.echo(f"no dev cluster is running in {root}{stale}; {hint}", err=True)
         raise typer.Exit(1)
     typer.echo(str(path))
