@@ -230,6 +230,9 @@ def serve(
     logging.basicConfig(
         level=settings.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
+    # Alembic's runtime says "Context impl SQLiteImpl" on every start; the store's own
+    # migrate module logs what was migrated, which is what an operator wants to read.
+    logging.getLogger("alembic.runtime.migration").setLevel(max(logging.WARNING, logging.root.level))
     config = uvicorn.Config(
         build_app(settings),
         host=settings.host,
