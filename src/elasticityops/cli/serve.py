@@ -105,18 +105,21 @@ def _settings(given: dict[str, Any]) -> Settings:
 
 
 def _check_cluster(settings: Settings) -> None:
-    """Exit with the fix when the cluster lacks the PriorityClasses every Job names; a cluster
-    that cannot be asked only gets a warning (the gateway retries it once serving)."""
-    from elasticityops.backends.kubernetes.preflight import check_priority_classes, missing_message
+    """Exit with the fix when the cluster lacks the namespace or the PriorityClasses every Job
+    needs; a cluster that cannot be asked only gets a warning (the gateway retries it once
+    serving)."""
+    from elasticityops.backends.kubernetes.preflight import cluster_problems
 
     try:
-        missing = asyncio.run(check_priority_classes(settings.kubernetes, seconds=15.0))
+        problems = asyncio.run(cluster_problems(settings.kubernetes, seconds=15.0))
     except (EopsError, TimeoutError) as exc:
         detail = exc.message if isinstance(exc, EopsError) else "no answer within 15 s"
-        typer.secho(f"warning: could not check the cluster's PriorityClasses: {detail}", err=True)
+        what = "the cluster's namespace and PriorityClasses"
+        typer.secho(f"warning: could not check {what}: {detail}", err=True)
         return
-    if missing:
-        typer.secho(f"error: {missing_message(missing)}", err=True, fg=typer.colors.RED)
+    for problem in problems:
+        typer.secho(f"error: {problem}", err=True, fg=typer.colors.RED)
+    if problems:
         raise typer.Exit(2)
 
 

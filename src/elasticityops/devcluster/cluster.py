@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from elasticityops.backends.kubernetes.blocking import BlockingKubeApi
+from elasticityops.backends.kubernetes.settings import KubernetesSettings
 from elasticityops.devcluster import components, procs
 from elasticityops.devcluster.certs import generate_pki, write_kubeconfig
 from elasticityops.devcluster.client import Credentials, admin_api, probe_api, unverified_tls
@@ -30,6 +31,7 @@ from elasticityops.devcluster.errors import DevClusterError, StartupError
 from elasticityops.devcluster.install import (
     install_crds,
     install_kwok_provider_config,
+    install_namespace,
     install_priority_classes,
 )
 from elasticityops.devcluster.nodes import ROLE_AUTOSCALED, ROLE_BASELINE, ROLE_LABEL, node_ready
@@ -195,8 +197,9 @@ def up(cfg: ClusterConfig, tc: Toolchain, step: StepFn = _quiet) -> ClusterState
             api = clients.enter_context(admin_api(creds))
             try:
                 _wait_default_serviceaccount(api, cfg.startup_timeout)
-                step("priority classes")
+                step("priority classes and the gateway's namespace")
                 install_priority_classes(api)
+                install_namespace(api, KubernetesSettings().namespace)
                 if real:
                     assert tc.autoscaler is not None
                     step("autoscaler CRDs and kwok provider config")

@@ -34,6 +34,12 @@ def install_priority_classes(api: BlockingKubeApi) -> list[str]:
     return names
 
 
+def install_namespace(api: BlockingKubeApi, name: str) -> None:
+    """The namespace `eops serve --backend kubernetes` puts its Jobs in by default: the README's
+    tour runs the gateway against a fresh `up` with no other step."""
+    _create(api, "/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
+
+
 def crd_documents(crd_dir: Path) -> list[dict[str, Any]]:
     docs: list[dict[str, Any]] = []
     for path in sorted(crd_dir.glob("*.yaml")):

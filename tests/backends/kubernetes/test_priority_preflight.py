@@ -15,7 +15,9 @@ from elasticityops.backends.kubernetes.preflight import (
     PRIORITY_CLASS_PATH,
     missing_message,
     missing_priority_classes,
+    namespace_message,
 )
+from elasticityops.backends.kubernetes.settings import KubernetesSettings
 from elasticityops.domain.errors import NotFound, TemporaryError
 
 from .cluster_support import start_k8s_gateway
@@ -75,3 +77,26 @@ def test_serve_exits_naming_the_fix_when_one_is_missing(
             api.create("/apis/scheduling.k8s.io/v1/priorityclasses", gone)
     # With all of them there it starts.
     start_k8s_gateway(dev_cluster, dev_namespace, tmp_path / "gw2").stop()
+
+
+def test_the_namespace_message_names_how_to_make_it() -> None:
+    text = namespace_message("team-a")
+    assert "no namespace 'team-a'" in text
+    assert "kubectl create namespace team-a" in text
+    assert "--namespace" in text
+
+
+@pytest.mark.cluster
+def test_dev_cluster_up_makes_the_gateways_default_namespace(dev_cluster: Any) -> None:
+    # The README's tour runs `eops serve --backend kubernetes` on a fresh `up` with no other step.
+    with dev_cluster.api() as api:
+        got = api.get(f"/api/v1/namespaces/{KubernetesSettings().namespace}")
+    assert got["metadata"]["name"] == "elasticityops"
+
+
+@pytest.mark.cluster
+def test_serve_exits_naming_the_fix_when_its_namespace_is_missing(dev_cluster: Any, tmp_path: Path) -> None:
+    with pytest.raises(RuntimeError, match="exited with 2") as failed:
+        start_k8s_gateway(dev_cluster, "no-such-namespace", tmp_path / "gw").stop()
+    assert "no namespace 'no-such-namespace'" in str(failed.value)
+    assert "kubectl create namespace no-such-namespace" in str(failed.value)

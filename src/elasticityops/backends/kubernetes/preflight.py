@@ -1,7 +1,8 @@
 """Checks `eops serve --backend kubernetes` makes once before it starts serving.
 
-Without its PriorityClasses every Job the gateway creates is refused by the API server, and
-every invocation ends as launch_error; one clear message at start names the fix instead.
+Without its namespace or its PriorityClasses every Job the gateway creates is refused by the API
+server, and every invocation ends as launch_error; one clear message at start names the fix
+instead.
 """
 
 from __future__ import annotations
@@ -30,6 +31,23 @@ async def missing_priority_classes(api: KubeApi) -> list[str]:
     return missing
 
 
+async def namespace_missing(api: KubeApi, namespace: str) -> bool:
+    """The namespace the gateway's Jobs go into is not there (only a 404 says so)."""
+    try:
+        await api.get(f"/api/v1/namespaces/{namespace}")
+    except NotFound:
+        return True
+    return False
+
+
+def namespace_message(namespace: str) -> str:
+    return (
+        f"the cluster has no namespace {namespace!r}, where this gateway creates its Jobs: create "
+        f"it (`kubectl create namespace {namespace}`; `eops dev-cluster up` makes 'elasticityops'), "
+        "or pass --namespace NAME"
+    )
+
+
 def missing_message(missing: list[str]) -> str:
     return (
         f"the cluster has no PriorityClass {', '.join(missing)}, which every Job of this gateway "
@@ -43,5 +61,24 @@ async def check_priority_classes(settings: KubernetesSettings, seconds: float) -
     api = KubeApi.connect(settings)
     try:
         return await asyncio.wait_for(missing_priority_classes(api), seconds)
+    finally:
+        await api.close()
+
+
+async def cluster_problems(settings: KubernetesSettings, seconds: float) -> list[str]:
+    """What the cluster lacks for this gateway's Jobs, each as the message that names its fix."""
+    api = KubeApi.connect(settings)
+    try:
+
+        async def look() -> list[str]:
+            problems = []
+            if await namespace_missing(api, settings.namespace):
+                problems.append(namespace_message(settings.namespace))
+            missing = await missing_priority_classes(api)
+            if missing:
+                problems.append(missing_message(missing))
+            return problems
+
+        return await asyncio.wait_for(look(), seconds)
     finally:
         await api.close()
