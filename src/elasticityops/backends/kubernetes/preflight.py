@@ -56,15 +56,6 @@ def missing_message(missing: list[str]) -> str:
     )
 
 
-async def check_priority_classes(settings: KubernetesSettings, seconds: float) -> list[str]:
-    """Connect with the gateway's settings and list what is missing (within `seconds`)."""
-    api = KubeApi.connect(settings)
-    try:
-        return await asyncio.wait_for(missing_priority_classes(api), seconds)
-    finally:
-        await api.close()
-
-
 async def cluster_problems(settings: KubernetesSettings, seconds: float) -> list[str]:
     """What the cluster lacks for this gateway's Jobs, each as the message that names its fix."""
     api = KubeApi.connect(settings)
