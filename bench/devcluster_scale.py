@@ -54,7 +54,7 @@ def main() -> int:
     ap.add_argument("--markdown", action="store_true")
     args = ap.parse_args()
 
-    tc = ensure_built(allow_build=False)
+    tc = ensure_built(allow_build=False, autoscaler="required")
     knobs = AutoscalerSettings.for_benchmarks(args.nodes)
     with tempfile.TemporaryDirectory(prefix="eops-scale-") as tmp:
         t0 = time.monotonic()

@@ -25,6 +25,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import dataclasses
 import json
 import os
 import platform
@@ -544,7 +545,8 @@ def main() -> int:
     args = ap.parse_args()
 
     tc = ensure_built(allow_build=False)
-    knobs = AutoscalerSettings.for_benchmarks(args.nodes)
+    # The GPU nodes are the static pool: the burst measures the gateway, not node provisioning.
+    knobs = dataclasses.replace(AutoscalerSettings.for_benchmarks(args.nodes), enabled=False)
     results: list[Phase] = []
     with tempfile.TemporaryDirectory(prefix="eops-burst-") as name:
         tmp = Path(name)

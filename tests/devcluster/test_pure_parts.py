@@ -1,4 +1,4 @@
-"""Distributions, settings, node manifests, kwok stages and the snapshot builder (no cluster)."""
+"""Distributions, settings, node manifests, kwok stages and the simulated cloud's stamps (no cluster)."""
 
 from __future__ import annotations
 
@@ -8,9 +8,10 @@ import statistics
 import pytest
 import yaml
 
-from elasticityops.devcluster.autoscaler_loop import pod_gpus, snapshot_from
+from elasticityops.devcluster.cloud import baseline_plan, parse_time, stamp, stockout
 from elasticityops.devcluster.config import AutoscalerSettings
-from elasticityops.devcluster.nodes import baseline_nodes, gpu_node, node_ready
+from elasticityops.devcluster.node_stages import BOOT_AT, DRIVER_AT, STOCKOUT, node_stages
+from elasticityops.devcluster.nodes import baseline_node_name, baseline_nodes, gpu_node, node_ready
 from elasticityops.devcluster.stages import completion_stages, render_kwok_config
 from elasticityops.planner.distributions import parse_distribution
 from elasticityops.planner.errors import PlannerInputError
@@ -61,8 +62,13 @@ def test_settings_roundtrip_and_validation(tmp_path) -> None:
     assert AutoscalerSettings.read(tmp_path / "a.json") == s
     with pytest.raises(ValueError, match="unknown"):
         AutoscalerSettings.from_json({"baseline": 1, "bogus": 2})
-    with pytest.raises(ValueError, match="stockout_probability"):
-        AutoscalerSettings(stockout_probability=2).validated()
+    zoned = AutoscalerSettings(stockout_zones=("us-central1-a",))
+    zoned.write(tmp_path / "b.json")
+    assert AutoscalerSettings.read(tmp_path / "b.json") == zoned  # JSON's list comes back a tuple
+    with pytest.raises(ValueError, match="stockout_zones: unknown zone 'mars-1'"):
+        AutoscalerSettings(stockout_zones=("mars-1",)).validated()
+    with pytest.raises(PlannerInputError, match="--driver-delay"):
+        AutoscalerSettings(driver_delay="90").validated()
 
 
 def test_gpu_node_looks_like_gke_t4() -> None:
@@ -95,60 +101,108 @@ def test_completion_stages_are_exclusive_and_jitter_free() -> None:
 
 
 def test_kwok_config_is_valid_multi_document_yaml() -> None:
+    # Ours replace the stock pod-ready; the stock node stage is kept, after our node stages.
     stock = (
-        "apiVersion: kwok.x-k8s.io/v1alpha1\nkind: Stage\nmetadata:\n  name: node-initialize\n---\n"
+        "apiVersion: kwok.x-k8s.io/v1alpha1\nkind: Stage\nmetadata:\n  name: node-initialize\n"
+        "spec:\n  resourceRef: {apiGroup: v1, kind: Node}\n---\n"
         "apiVersion: kwok.x-k8s.io/v1alpha1\nkind: Stage\nmetadata:\n  name: pod-ready\n"
+        "spec:\n  resourceRef: {apiGroup: v1, kind: Pod}\n"
     )
     docs = list(yaml.safe_load_all(render_kwok_config(stock, "127.0.0.1:1234", 240)))
-    assert docs[0]["kind"] == "KwokConfiguration"
-    # Ours replace the stock pod-ready; the stock node stage is kept.
     assert [d["metadata"]["name"] for d in docs[1:]] == [
         "eops-pod-ready",
         "eops-pod-complete-annotated",
         "eops-pod-complete-job-default",
+        "eops-node-boot",
+        "eops-node-gpu-driver",
         "node-initialize",
     ]
+    assert docs[0]["kind"] == "KwokConfiguration"
     assert docs[0]["options"]["serverAddress"] == "127.0.0.1:1234"
 
 
-def _pod(
-    name: str, *, node: str | None = None, gpus: int = 1, phase: str = "Pending", unsched: bool = True
-) -> dict:
-    pod: dict = {
-        "metadata": {"name": name, "namespace": "ns"},
-        "spec": {"containers": [{"name": "c", "resources": {"limits": {"nvidia.com/gpu": str(gpus)}}}]},
-        "status": {"phase": phase},
-    }
-    if node:
-        pod["spec"]["nodeName"] = node
-    if unsched:
-        pod["status"]["conditions"] = [
-            {
-                "type": "PodScheduled",
-                "status": "False",
-                "reason": "Unschedulable",
-                "lastTransitionTime": "2026-01-01T00:00:00Z",
-            }
-        ]
-    return pod
+def _new_node(zone: str = "us-central1-b", created: str = "2026-12-01T10:00:00Z") -> dict:
+    node = gpu_node("nap-t4-us-central1-b-abcde", pool="nap-t4-us-central1-b", zone=zone, role="autoscaled")
+    del node["metadata"]["labels"]["kubernetes.io/hostname"]  # as the kwok provider copies its template
+    node["metadata"]["creationTimestamp"] = created
+    return node
 
 
-def test_snapshot_from_listed_objects() -> None:
-    nodes = [
-        gpu_node("n1", pool="p", zone="z", role="autoscaled")
-        | {
-            "status": {
-                "allocatable": {"nvidia.com/gpu": "1"},
-                "conditions": [{"type": "Ready", "status": "True"}],
-            }
-        }
+def test_a_new_node_is_stamped_with_boot_and_driver_times_from_its_creation() -> None:
+    s = AutoscalerSettings(provision_delay="fixed:90", driver_delay="uniform:10,20")
+    patch = stamp(_new_node(), s, random.Random(1), now=0.0)
+    assert patch is not None
+    meta = patch["metadata"]
+    created = parse_time("2026-12-01T10:00:00Z")
+    boot, driver = parse_time(meta["annotations"][BOOT_AT]), parse_time(meta["annotations"][DRIVER_AT])
+    assert boot is not None
+    assert driver is not None
+    assert created is not None
+    assert boot - created == pytest.approx(90)
+    assert 10 <= driver - boot <= 20
+    assert meta["labels"] == {"kubernetes.io/hostname": "nap-t4-us-central1-b-abcde"}
+
+
+def test_delays_are_sampled_per_node() -> None:
+    s = AutoscalerSettings(provision_delay="lognormal:median=60,p95=120")
+    rng = random.Random(3)
+    boots = {stamp(_new_node(), s, rng, now=0.0)["metadata"]["annotations"][BOOT_AT] for _ in range(20)}
+    assert len(boots) == 20
+
+
+def test_a_new_node_in_a_stocked_out_zone_is_not_stamped_but_failed() -> None:
+    s = AutoscalerSettings(stockout_zones=("us-central1-b",))
+    failed = stockout(_new_node(), s)
+    assert failed is not None
+    assert "ZONE_RESOURCE_POOL_EXHAUSTED" in failed["metadata"]["annotations"][STOCKOUT]
+    assert stamp(_new_node(), s, random.Random(1), now=0.0) is None
+    assert stockout(_new_node(zone="us-central1-c"), s) is None
+    assert stamp(_new_node(zone="us-central1-c"), s, random.Random(1), now=0.0) is not None
+    # A node stamped before its zone ran out keeps running; a failed one is failed once.
+    booted = _new_node()
+    booted["metadata"]["annotations"][BOOT_AT] = "2026-12-01T10:01:00Z"
+    assert stockout(booted, s) is None
+    again = _new_node()
+    again["metadata"]["annotations"].update(failed["metadata"]["annotations"])
+    assert stockout(again, s) is None
+    assert stamp(again, AutoscalerSettings(), random.Random(1), now=0.0) is None
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        lambda n: n["metadata"]["annotations"].update({BOOT_AT: "2026-12-01T10:01:00Z"}),
+        lambda n: n["metadata"].update({"deletionTimestamp": "2026-12-01T10:00:05Z"}),
+        lambda n: n["metadata"]["labels"].update({"eops.dev/role": "baseline"}),
+    ],
+    ids=["stamped", "deleting", "not-autoscaled"],
+)
+def test_a_node_is_stamped_once_and_only_if_autoscaled(change) -> None:
+    node = _new_node()
+    change(node)
+    assert stamp(node, AutoscalerSettings(), random.Random(1), now=0.0) is None
+
+
+def test_baseline_plan_adds_and_removes_by_number() -> None:
+    names = {baseline_node_name(i) for i in range(3)}
+    assert baseline_plan(names, 3) == ([], [])
+    assert baseline_plan(names, 5) == ([baseline_node_name(3), baseline_node_name(4)], [])
+    assert baseline_plan(names, 1) == ([], [baseline_node_name(2), baseline_node_name(1)])
+
+
+def test_node_stages_keep_the_stock_initialize_off_autoscaled_nodes() -> None:
+    stock = [{"metadata": {"name": "node-initialize"}, "spec": {"selector": {"matchExpressions": []}}}]
+    boot, driver, init = node_stages(stock)
+    assert init["spec"]["selector"]["matchExpressions"] == [
+        {"key": '.metadata.labels["eops.dev/role"]', "operator": "NotIn", "values": ["autoscaled"]}
     ]
-    pods = [_pod("a", node="n1", phase="Running", unsched=False), _pod("b"), _pod("c", gpus=0)]
-    snap = snapshot_from(nodes, pods, now=1e10, cutoff=-10)
-    assert snap.nodes[0].gpus_requested == 1
-    assert snap.nodes[0].ready
-    assert [p.key for p in snap.pending] == ["ns/b"]
-    assert pod_gpus(_pod("x", gpus=3)) == 3
+    assert stock[0]["spec"]["selector"]["matchExpressions"] == []  # the input is not changed
+    for st, at in ((boot, BOOT_AT), (driver, DRIVER_AT)):
+        keys = {e["key"]: e["operator"] for e in st["spec"]["selector"]["matchExpressions"]}
+        assert keys[f'.metadata.annotations["{at}"]'] == "Exists"
+        assert st["spec"]["delay"]["durationFrom"]["expressionFrom"] == f'.metadata.annotations["{at}"]'
+    driver_keys = {e["key"]: e.get("values") for e in driver["spec"]["selector"]["matchExpressions"]}
+    assert driver_keys['.status.allocatable["nvidia.com/gpu"]'] == ["0"]
 
 
 def test_node_ready_reads_the_ready_condition() -> None:
@@ -164,4 +218,5 @@ def test_benchmark_autoscaler_settings_are_valid_and_keep_nodes() -> None:
     knobs = AutoscalerSettings.for_benchmarks(0).validated()
     assert knobs.max_nodes == 1
     assert knobs.provision_delay == "fixed:5"
+    assert knobs.driver_delay == "fixed:0"
     assert knobs.scale_down_after == 3600.0

@@ -17,13 +17,14 @@ from elasticityops.devcluster.autoscaler_source import (
     checked_tarball,
     find_source,
 )
-from elasticityops.devcluster.build import _extract, ensure_autoscaler
+from elasticityops.devcluster.build import _apply_patches, _extract, ensure_autoscaler
 from elasticityops.devcluster.components import Layout, Ports
 from elasticityops.devcluster.config import AutoscalerSettings, ClusterConfig
 from elasticityops.devcluster.errors import BinariesMissingError, BuildError
 from elasticityops.devcluster.install import crd_documents
 from elasticityops.devcluster.kwok_provider import (
     MAX_COUNT,
+    NOT_READY_TAINT,
     configmaps,
     group_names,
     provider_config,
@@ -98,7 +99,9 @@ def test_the_source_setting_names_a_tarball_or_a_clone(tmp_path: Path) -> None:
         find_source({SOURCE_ENV: str(tmp_path / "missing")})
 
 
-def test_without_a_source_the_emulator_still_builds(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+def test_without_a_source_only_the_static_pool_can_run(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
     monkeypatch.delenv(SOURCE_ENV, raising=False)
     monkeypatch.setattr(autoscaler_source, "DEFAULT_TARBALL", tmp_path / "absent.tar.gz")
     events = []
@@ -125,11 +128,12 @@ def test_groups_one_t4_per_zone_and_an_l4() -> None:
     assert {n["metadata"]["annotations"][MAX_COUNT] for n in nodes} == {"1000"}
     assert {n["metadata"]["annotations"][MAX_COUNT] for n in templates(max_nodes=7)} == {"7"}
     t4, l4 = nodes[0], nodes[-1]
-    # Labelled and tainted exactly as the emulator's nodes, but for the per-node hostname.
+    # Labelled and tainted as the static pool's T4 nodes, but for the per-node hostname (the
+    # simulated cloud adds it) and the not-ready taint a kubelet registers with.
     today = gpu_node("x", pool=pools[0], zone=ZONES[0], role="autoscaled")
     expected = {k: v for k, v in today["metadata"]["labels"].items() if k != "kubernetes.io/hostname"}
     assert t4["metadata"]["labels"] == expected
-    assert t4["spec"]["taints"] == [GPU_TAINT]
+    assert t4["spec"]["taints"] == [GPU_TAINT, NOT_READY_TAINT]
     assert t4["status"]["allocatable"] == today["status"]["allocatable"]
     assert l4["metadata"]["labels"]["cloud.google.com/gke-accelerator"] == "nvidia-l4"
     assert l4["metadata"]["labels"]["node.kubernetes.io/instance-type"] == "g2-standard-8"
@@ -170,7 +174,7 @@ def test_command_line_follows_the_knobs(tmp_path: Path) -> None:
         "--max-node-provision-time=120s",
         "--max-node-startup-time=120s",
         "--expendable-pods-priority-cutoff=-10",
-        "--expander=least-waste",
+        "--expander=priority,least-waste",
         "--enable-provisioning-requests=true",
         "--capacity-buffer-controller-enabled=true",
         "--capacity-buffer-pod-injection-enabled=true",
@@ -188,3 +192,37 @@ def test_crds_come_from_the_source(tmp_path: Path) -> None:
     mod = _extract(DEFAULT_TARBALL, tmp_path / "src")
     names = {d["metadata"]["name"] for d in crd_documents(mod / "apis" / "config" / "crd")}
     assert {"provisioningrequests.autoscaling.x-k8s.io", "capacitybuffers.autoscaling.x-k8s.io"} <= names
+
+
+def test_the_build_patches_apply_to_the_pinned_source_and_a_broken_one_is_refused(tmp_path: Path) -> None:
+    if not DEFAULT_TARBALL.is_file():
+        pytest.skip(f"{DEFAULT_TARBALL} not beside this checkout")
+    mod = _extract(DEFAULT_TARBALL, tmp_path / "src")
+    _apply_patches(mod, tmp_path / "build.log")
+    nodegroups = (mod / "cloudprovider" / "kwok" / "kwok_nodegroups.go").read_text()
+    assert 'stockoutAnnotation = "eops.dev/stockout"' in nodegroups
+    assert "KubeClientOpts.KubeClientQPS" in (mod / "cloudprovider" / "kwok" / "kwok_provider.go").read_text()
+    # Applied twice (another release, or a source already patched): an error, never a guess.
+    with pytest.raises(BuildError, match="does not apply"):
+        _apply_patches(mod, tmp_path / "build.log")
+
+
+def test_the_patches_are_part_of_the_build_stamp(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    src = autoscaler_source.AutoscalerSource(tmp_path / "x.tar.gz", True, "0" * 64)
+    before = src.stamp
+    patch = tmp_path / "other.patch"
+    patch.write_text("a different patch\n")
+    monkeypatch.setattr(autoscaler_source, "PATCHES", (patch,))
+    assert src.stamp != before
+
+
+def test_template_copies_register_not_ready_and_tainted_as_a_kubelet_does() -> None:
+    for node in templates(max_nodes=4, registered_at="2026-12-01T10:00:00Z"):
+        (ready,) = node["status"]["conditions"]
+        assert (ready["type"], ready["status"], ready["lastTransitionTime"]) == (
+            "Ready",
+            "False",
+            "2026-12-01T10:00:00Z",
+        )
+        assert {"key": "node.kubernetes.io/not-ready", "effect": "NoSchedule"} in node["spec"]["taints"]
+        assert node["status"]["allocatable"]["nvidia.com/gpu"] == "1"  # what scale-up simulates

@@ -133,9 +133,7 @@ async def gateway(
     store: Callable[[SqlStore], SqlStore] | None = None,
     **env: str,
 ) -> AsyncIterator[InProcess]:
-    settings = load_settings(
-        env={"EOPS_DATA_DIR": str(tmp_path), "EOPS_DISPATCH_TICK_SECONDS": "0.1", **env}
-    )
+    settings = load_settings(env={"EOPS_DATA_DIR": str(tmp_path), "EOPS_DISPATCH_TICK_SECONDS": "0.1", **env})
     app = build_app(settings, backend=backend, store=store, freeze_heap=False)
     async with app.router.lifespan_context(app):
         runtime: Runtime = app.state.runtime

@@ -457,6 +457,17 @@ def status_yaml(scale_up: str) -> str:
     )
 
 
+def test_a_backed_off_group_is_named_with_its_error() -> None:
+    text = status_yaml("Backoff").replace(
+        "backoffInfo: {}",
+        "backoffInfo:\n      errorCode: ZONE_RESOURCE_POOL_EXHAUSTED\n      errorMessage: simulated stockout",
+    )
+    findings = run_checks(replace(healthy(), autoscaler_status=text))
+    (finding,) = [f for f in findings if f.check == "autoscaler"]
+    assert finding.status is Status.warn
+    assert "nap-t4-us-central1-a (ZONE_RESOURCE_POOL_EXHAUSTED)" in finding.message
+
+
 def test_a_healthy_yaml_status_is_no_back_off() -> None:
     # Every group has `backoffInfo: {}`; only a "Backoff" status is a back-off.
     findings = run_checks(replace(healthy(), autoscaler_status=status_yaml("NoActivity")))

@@ -14,14 +14,13 @@ from rich.table import Table
 
 app = typer.Typer(
     help="A local Kubernetes control plane (etcd, API server, controller-manager, scheduler) with "
-    "simulated GKE T4 GPU nodes (kwok) and a node auto-provisioning emulator.",
+    "simulated GKE GPU nodes (kwok) and upstream's cluster-autoscaler (its kwok provider).",
     no_args_is_help=True,
 )
 console = Console(stderr=True)
 
 if TYPE_CHECKING:
     from elasticityops.devcluster.build import AutoscalerWanted
-    from elasticityops.devcluster.config import AutoscalerKind
     from elasticityops.devcluster.paths import Toolchain
 
 _DEFAULT_STATE = Path(os.environ.get("EOPS_DEV_CLUSTER_DIR", "~/.local/state/elasticityops/dev-cluster"))
@@ -87,51 +86,63 @@ def build(
 @app.command()
 def up(
     state_dir: Path = StateDir,
-    baseline: int = typer.Option(2, help="Nodes in the static T4 pool."),
-    max_nodes: int = typer.Option(100, help="GPU quota: at most this many GPU nodes in all."),
-    provision_delay: str = typer.Option(
-        "fixed:120",
-        help="Seconds from scale-up decision to a Ready node, a delay spec as in eops plan: fixed:120, "
-        "uniform:80,120, lognormal:median=240,p95=420 or exponential:mean=200 (a bare number is "
-        "refused: write fixed:90).",
+    baseline: int = typer.Option(2, help="Nodes in the static T4 pool (no node group: never scaled)."),
+    max_nodes: int = typer.Option(
+        100, help="GPU quota: at most this many nodes in all, the static pool included (--max-nodes-total)."
     ),
-    scale_down_after: float = typer.Option(600.0, help="Seconds a node must be idle before removal."),
-    gpu_pod_delay: float = typer.Option(30.0, help="Seconds a GPU pod waits before it triggers a scale-up."),
-    scan_interval: float = typer.Option(10.0, help="Seconds between two autoscaler cycles."),
-    stockout_probability: float = typer.Option(0.0, help="Chance that one provisioning attempt fails."),
-    autoscaling: bool = typer.Option(True, help="Run node auto-provisioning (off: static pool only)."),
-    autoscaler: str = typer.Option(
-        "emulator",
-        help="Which autoscaler scales the GPU groups: 'emulator' (ours, Python) or 'real' (upstream "
-        "cluster-autoscaler 1.36.1 with its kwok provider; built by `eops dev-cluster build`).",
+    provision_delay: str = typer.Option(
+        "fixed:60",
+        help="Seconds from a new node's creation to Ready (boot), a delay spec as in eops plan: "
+        "fixed:60, uniform:40,80, lognormal:median=60,p95=120 or exponential:mean=60 (a bare number "
+        "is refused: write fixed:60). Sampled per node.",
+    ),
+    driver_delay: str = typer.Option(
+        "fixed:60",
+        help="Seconds from Ready to nvidia.com/gpu allocatable (GKE's driver install), a delay spec "
+        "as for --provision-delay; the GPU is 0 until then.",
+    ),
+    stockout_zone: list[str] = typer.Option(
+        [],
+        "--stockout-zone",
+        help="A zone whose new nodes never become Ready (repeat for more): the autoscaler's own "
+        "time-out and back-off move the work to another group.",
+    ),
+    scale_down_after: float = typer.Option(
+        600.0, help="Seconds a node must be unneeded before removal (--scale-down-unneeded-time)."
+    ),
+    scan_interval: float = typer.Option(10.0, help="Seconds between two autoscaler loops (--scan-interval)."),
+    autoscaling: bool = typer.Option(
+        True, help="Run the cluster-autoscaler (--no-autoscaling: the static pool only)."
     ),
     max_node_provision_time: float = typer.Option(
-        900.0, help="Real autoscaler: seconds a new node may take to register and turn Ready."
+        900.0,
+        help="Seconds a new node may take to register and turn Ready before the autoscaler gives "
+        "it up and backs its group off (--max-node-provision-time and --max-node-startup-time).",
     ),
 ) -> None:
     """Build if needed, then start the cluster and print how to use it."""
     from elasticityops.devcluster.cluster import DevCluster
-    from elasticityops.devcluster.config import AUTOSCALER_KINDS, AutoscalerSettings, ClusterConfig
+    from elasticityops.devcluster.config import AutoscalerSettings, ClusterConfig
     from elasticityops.devcluster.errors import DevClusterError
 
-    if autoscaler not in AUTOSCALER_KINDS:
-        console.print(f"[red]--autoscaler must be one of {', '.join(AUTOSCALER_KINDS)}[/]")
-        raise typer.Exit(2)
-    kind: AutoscalerKind = "real" if autoscaler == "real" else "emulator"
     try:
-        tc = _build_with_progress("required" if kind == "real" else "if-found")
         settings = AutoscalerSettings(
             enabled=autoscaling,
             baseline=baseline,
             max_nodes=max_nodes,
             provision_delay=provision_delay,
+            driver_delay=driver_delay,
+            stockout_zones=tuple(stockout_zone),
             scale_down_after=scale_down_after,
-            gpu_pod_delay=gpu_pod_delay,
             scan_interval=scan_interval,
-            stockout_probability=stockout_probability,
             max_node_provision_time=max_node_provision_time,
         ).validated()
-        cfg = ClusterConfig(state_dir=state_dir.expanduser(), autoscaler=settings, autoscaler_kind=kind)
+    except ValueError as exc:
+        console.print(f"[red]dev-cluster up:[/] {exc}")
+        raise typer.Exit(2) from exc
+    try:
+        tc = _build_with_progress("required" if autoscaling else "if-found")
+        cfg = ClusterConfig(state_dir=state_dir.expanduser(), autoscaler=settings)
         with console.status("starting") as status:
 
             def step(name: str) -> None:
@@ -160,7 +171,7 @@ def down(state_dir: Path = StateDir) -> None:
 def status(
     state_dir: Path = StateDir, as_json: bool = typer.Option(False, "--json", help="Machine-readable output.")
 ) -> None:
-    """Show the cluster's processes, nodes and autoscaler state."""
+    """Show the cluster's processes, nodes, the simulated cloud and the autoscaler's own status."""
     from elasticityops.devcluster.cluster import DevCluster
     from elasticityops.devcluster.errors import DevClusterError
     from elasticityops.domain.errors import EopsError
@@ -172,13 +183,13 @@ def status(
         raise typer.Exit(1) from exc
     alive = cluster.processes_alive()
     try:
-        auto = cluster.autoscaler_status()
+        cloud = cluster.cloud_status()
     except (OSError, ValueError):
-        auto = {}
+        cloud = {}
     real: str | None = None
-    if cluster.runs_real_autoscaler and alive.get("kube-apiserver"):
+    if cluster.runs_autoscaler and alive.get("kube-apiserver"):
         try:
-            real = cluster.real_autoscaler_status()
+            real = cluster.autoscaler_status()
         except EopsError as exc:
             real = f"(unreadable: {exc.message})"
     if as_json:
@@ -187,7 +198,7 @@ def status(
                 {
                     "server": cluster.server,
                     "processes": alive,
-                    "autoscaler": auto,
+                    "cloud": cloud,
                     "cluster_autoscaler": real,
                 },
                 indent=2,
@@ -199,9 +210,9 @@ def status(
         table.add_row(rec.name, str(rec.pid), "yes" if alive[rec.name] else "[red]no[/]")
     console.print(f"server {cluster.server}  kubeconfig {cluster.kubeconfig_path}")
     console.print(table)
-    if auto:
-        console.print(f"nodes {auto['nodes']}  pending GPU pods {auto['pending_gpu_pods']}")
-    if cluster.runs_real_autoscaler:
+    if cloud:
+        console.print(f"nodes {cloud['nodes']}")
+    if cluster.runs_autoscaler:
         console.print("cluster-autoscaler status (kube-system/cluster-autoscaler-status):")
         console.print(real or "(not written yet)", markup=False, highlight=False)
     if not all(alive.values()):

@@ -20,7 +20,9 @@ from elasticityops.devcluster.versions import AUTOSCALER_TARBALL, CLUSTER_AUTOSC
 
 SOURCE_ENV = "EOPS_AUTOSCALER_SRC"
 # Bumped when the autoscaler's build recipe (tags, flags, what is kept beside it) changes.
-AUTOSCALER_RECIPE = "1"
+AUTOSCALER_RECIPE = "2"
+# Build-time patches applied to a scratch copy of the source (see each file's header).
+PATCHES: tuple[Path, ...] = (Path(__file__).with_name("patches") / "kwok-provider.patch",)
 BUILD_TAGS = "kwok"
 # From src/elasticityops/devcluster/ up to the project root, then its sibling shared/.
 PROJECT_ROOT = Path(__file__).resolve().parents[3]
@@ -37,7 +39,10 @@ class AutoscalerSource:
 
     @property
     def stamp(self) -> str:
-        recipe = hashlib.sha256(f"{AUTOSCALER_RECIPE}|{BUILD_TAGS}|{self.digest}".encode()).hexdigest()
+        patches = "|".join(hashlib.sha256(p.read_bytes()).hexdigest() for p in PATCHES)
+        recipe = hashlib.sha256(
+            f"{AUTOSCALER_RECIPE}|{BUILD_TAGS}|{self.digest}|{patches}".encode()
+        ).hexdigest()
         return f"cluster-autoscaler{CLUSTER_AUTOSCALER_VERSION}-{recipe[:12]}"
 
 

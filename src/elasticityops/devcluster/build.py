@@ -19,7 +19,13 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Literal
 
-from elasticityops.devcluster.autoscaler_source import BUILD_TAGS, AutoscalerSource, find_source, module_dir
+from elasticityops.devcluster.autoscaler_source import (
+    BUILD_TAGS,
+    PATCHES,
+    AutoscalerSource,
+    find_source,
+    module_dir,
+)
 from elasticityops.devcluster.errors import BinariesMissingError, BuildError
 from elasticityops.devcluster.paths import (
     GOMOD_DIR,
@@ -170,6 +176,30 @@ def _count_in(cwd: Path, args: list[str], env: dict[str, str]) -> int:
     return len(out.stdout.split())
 
 
+def _copy(mod: Path, dest: Path) -> Path:
+    shutil.rmtree(dest, ignore_errors=True)
+    shutil.copytree(mod, dest, ignore=shutil.ignore_patterns(".git"))
+    return dest
+
+
+def _apply_patches(mod: Path, log: Path) -> None:
+    git = shutil.which("git")
+    if git is None:
+        raise BinariesMissingError("`git` is not on PATH: it applies the cluster-autoscaler's build patches")
+    for patch in PATCHES:
+        # git apply takes no fuzz: a patch that does not apply exactly is an error, never a guess.
+        out = subprocess.run(
+            [git, "apply", "--verbose", str(patch)], cwd=mod, capture_output=True, text=True, check=False
+        )
+        with log.open("a") as f:
+            f.write(f"$ git apply {patch}\n{out.stdout}{out.stderr}")
+        if out.returncode != 0:
+            raise BuildError(
+                f"the build patch {patch.name} does not apply to {mod} (another cluster-autoscaler "
+                f"release?):\n{out.stderr[-2000:]}"
+            )
+
+
 def _extract(tarball: Path, dest: Path) -> Path:
     shutil.rmtree(dest, ignore_errors=True)
     dest.mkdir(parents=True)
@@ -186,8 +216,10 @@ def build_autoscaler(src: AutoscalerSource, build: AutoscalerBuild, progress: Pr
     bin_dir.mkdir(exist_ok=True)
     log = build.root / "build.log"
     started, cpu_before = time.monotonic(), _children_cpu()
+    # Always a scratch copy: the patches must never change a user's clone.
     scratch_src = build.root / "src"
-    mod = _extract(src.path, scratch_src) if src.is_tarball else src.path
+    mod = _extract(src.path, scratch_src) if src.is_tarball else _copy(src.path, scratch_src)
+    _apply_patches(mod, log)
     env = go_env()
     tags = ["-tags", BUILD_TAGS]
     total = _count_in(mod, [*tags, "."], env)
@@ -195,14 +227,14 @@ def build_autoscaler(src: AutoscalerSource, build: AutoscalerBuild, progress: Pr
     # The CRDs of ProvisioningRequest, CapacityBuffer and CapacityQuota, installed at `up`.
     shutil.rmtree(build.crd_dir, ignore_errors=True)
     shutil.copytree(mod / "apis" / "config" / "crd", build.crd_dir)
-    if src.is_tarball:
-        shutil.rmtree(scratch_src, ignore_errors=True)
+    shutil.rmtree(scratch_src, ignore_errors=True)
     build.marker.write_text(
         json.dumps(
             {
                 "version": CLUSTER_AUTOSCALER_VERSION,
                 "source": str(src.path),
                 "source_sha256": src.digest,
+                "patches": [p.name for p in PATCHES],
                 "build_seconds": round(time.monotonic() - started, 1),
                 "build_cpu_seconds": round(_children_cpu() - cpu_before, 1),
                 "built_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),

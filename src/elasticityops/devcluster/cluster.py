@@ -1,7 +1,7 @@
 """Bring a dev cluster up and down; the handle tests and the CLI use.
 
-`up` starts etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kwok, the node
-auto-provisioning emulator and, when selected, the real cluster-autoscaler, in that order,
+`up` starts etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kwok, the simulated
+cloud (cloud_loop.py) and upstream's cluster-autoscaler (kwok provider), in that order,
 each on 127.0.0.1 and a free port, waits for each to be ready, and records every PID in
 `state.json` before waiting (so a failed start is still cleaned up by `down`). `down` stops
 them by PID in reverse order.
@@ -26,7 +26,7 @@ from elasticityops.devcluster import components, procs
 from elasticityops.devcluster.certs import generate_pki, write_kubeconfig
 from elasticityops.devcluster.client import Credentials, admin_api, probe_api, unverified_tls
 from elasticityops.devcluster.components import Layout, Ports
-from elasticityops.devcluster.config import AutoscalerSettings, ClusterConfig
+from elasticityops.devcluster.config import RUNTIME_KNOBS, AutoscalerSettings, ClusterConfig
 from elasticityops.devcluster.errors import DevClusterError, StartupError
 from elasticityops.devcluster.install import (
     install_crds,
@@ -126,7 +126,12 @@ def up(cfg: ClusterConfig, tc: Toolchain, step: StepFn = _quiet) -> ClusterState
     lay.logs.mkdir()
     settings = cfg.autoscaler.validated()
     settings.write(lay.autoscaler_settings)
-    lay.autoscaler_status.unlink(missing_ok=True)
+    lay.cloud_status.unlink(missing_ok=True)
+    if settings.enabled and tc.autoscaler is None:
+        raise DevClusterError(
+            "the cluster-autoscaler is not built: run `eops dev-cluster build --require-autoscaler` "
+            "(or start with --no-autoscaling for the static pool only)"
+        )
 
     step("certificates")
     pki = generate_pki(lay.pki)
@@ -138,12 +143,6 @@ def up(cfg: ClusterConfig, tc: Toolchain, step: StepFn = _quiet) -> ClusterState
     )
     state = ClusterState(lay.root, server, ports, tc.root, (), time.time())
     creds = Credentials(server, pki.ca_cert, pki.admin_cert, pki.admin_key)
-
-    real = cfg.autoscaler_kind == "real"
-    if real and tc.autoscaler is None:
-        raise DevClusterError(
-            "the real cluster-autoscaler is not built: run `eops dev-cluster build --require-autoscaler`"
-        )
 
     def launch(
         name: str, argv: list[str], probe: Callable[[], bool], env: dict[str, str] | None = None
@@ -188,19 +187,14 @@ def up(cfg: ClusterConfig, tc: Toolchain, step: StepFn = _quiet) -> ClusterState
             launch(
                 "kwok", components.kwok(tc, lay), answers_200(f"http://127.0.0.1:{ports.kwok}", "/healthz")
             )
-            # With the real autoscaler the emulator only keeps the static baseline pool.
-            launch(
-                "autoscaler",
-                components.autoscaler(lay, server, baseline_only=real),
-                lay.autoscaler_status.is_file,
-            )
+            launch("cloud", components.cloud(lay, server), lay.cloud_status.is_file)
             api = clients.enter_context(admin_api(creds))
             try:
                 _wait_default_serviceaccount(api, cfg.startup_timeout)
                 step("priority classes and the gateway's namespace")
                 install_priority_classes(api)
                 install_namespace(api, KubernetesSettings().namespace)
-                if real:
+                if settings.enabled:
                     assert tc.autoscaler is not None
                     step("autoscaler CRDs and kwok provider config")
                     install_crds(api, tc.autoscaler.crd_dir, cfg.startup_timeout)
@@ -337,25 +331,33 @@ class DevCluster:
     def autoscaler_settings(self) -> AutoscalerSettings:
         return AutoscalerSettings.read(self.layout.autoscaler_settings)
 
-    def configure_autoscaler(self, **knobs: Any) -> AutoscalerSettings:
-        """Change emulator knobs (planner names); the running emulator applies them next cycle."""
+    def configure_cloud(self, **knobs: Any) -> AutoscalerSettings:
+        """Change the simulated cloud's knobs (`RUNTIME_KNOBS`: baseline, delays, stockout zones)
+        on the running cluster; it applies them within a second. The autoscaler's own flags are
+        fixed at `up`: asking to change one raises (down and up again instead)."""
+        fixed = sorted(set(knobs) - RUNTIME_KNOBS)
+        if fixed:
+            raise DevClusterError(
+                f"{', '.join(fixed)}: a flag of the running cluster-autoscaler, fixed at `up` "
+                "(restarting it deletes every node it made); start another cluster instead"
+            )
         new = replace(self.autoscaler_settings, **knobs).validated()
         new.write(self.layout.autoscaler_settings)
         return new
 
-    def autoscaler_status(self) -> dict[str, Any]:
-        """The emulator's last cycle (with the real autoscaler: the baseline keeper's)."""
-        data: dict[str, Any] = json.loads(self.layout.autoscaler_status.read_text())
+    def cloud_status(self) -> dict[str, Any]:
+        """The simulated cloud's last second: node counts, stamps, stockouts, errors."""
+        data: dict[str, Any] = json.loads(self.layout.cloud_status.read_text())
         return data
 
     @property
-    def runs_real_autoscaler(self) -> bool:
+    def runs_autoscaler(self) -> bool:
         return any(p.name == "cluster-autoscaler" for p in self.state.processes)
 
-    def real_autoscaler_status(self) -> str | None:
-        """The real autoscaler's own status text (ConfigMap kube-system/cluster-autoscaler-status,
+    def autoscaler_status(self) -> str | None:
+        """The cluster-autoscaler's own status text (ConfigMap kube-system/cluster-autoscaler-status,
         what `kubectl describe` shows on GKE); None before its first loop or without it."""
-        if not self.runs_real_autoscaler:
+        if not self.runs_autoscaler:
             return None
         with self.api() as api:
             try:
@@ -368,7 +370,7 @@ class DevCluster:
 
     def set_baseline(self, count: int, wait: bool = True, timeout: float = 120.0) -> None:
         """Resize the static pool; waits until exactly `count` baseline nodes are Ready."""
-        self.configure_autoscaler(baseline=count)
+        self.configure_cloud(baseline=count)
         if wait:
             with self.api() as api:
                 wait_for_nodes(api, ROLE_BASELINE, count, timeout)

@@ -63,8 +63,8 @@ class Layout:
         return self.root / "autoscaler.json"
 
     @property
-    def autoscaler_status(self) -> Path:
-        return self.root / "autoscaler-status.json"
+    def cloud_status(self) -> Path:
+        return self.root / "cloud-status.json"
 
     @property
     def certs(self) -> Path:
@@ -178,16 +178,16 @@ def kwok(tc: Toolchain, lay: Layout) -> list[str]:
     ]
 
 
-def autoscaler(lay: Layout, server: str, *, baseline_only: bool = False) -> list[str]:
+def cloud(lay: Layout, server: str) -> list[str]:
+    """The simulated cloud (cloud_loop.py): node boot and driver delays, stockouts, the static pool."""
     return [
         sys.executable,
         "-m",
-        "elasticityops.devcluster.autoscaler_loop",
+        "elasticityops.devcluster.cloud_loop",
         f"--server={server}",
         f"--pki-dir={lay.pki}",
         f"--settings={lay.autoscaler_settings}",
-        f"--status={lay.autoscaler_status}",
-        *(["--baseline-only"] if baseline_only else []),
+        f"--status={lay.cloud_status}",
     ]
 
 
@@ -207,8 +207,11 @@ def cluster_autoscaler(
 
     Deliberate choices: scale-down-delay-after-add follows scale-down-unneeded-time (upstream's
     defaults are 10 min both; a short window in tests would otherwise still wait 10 min after
-    every scale-up); least-waste needs no prices (the price expander needs a pricing model the
-    kwok provider does not have); the GPU pod delay is upstream's fixed 30 s, not a knob.
+    every scale-up); the priority expander first, which follows the ConfigMap
+    `cluster-autoscaler-priority-expander` where one exists (none by default: a test or a user
+    makes one to prefer a group) and passes every option on where none does, then least-waste,
+    which needs no prices (the price expander needs a pricing model the kwok provider does not
+    have); the GPU pod delay is upstream's fixed 30 s, not a knob.
     """
     return [
         str(build.binary),
@@ -229,7 +232,7 @@ def cluster_autoscaler(
         f"--expendable-pods-priority-cutoff={s.expendable_pods_priority_cutoff}",
         f"--initial-node-group-backoff-duration={_seconds(s.backoff_initial)}",
         f"--max-node-group-backoff-duration={_seconds(s.backoff_max)}",
-        "--expander=least-waste",
+        "--expander=priority,least-waste",
         "--enable-provisioning-requests=true",
         "--capacity-buffer-controller-enabled=true",
         "--capacity-buffer-pod-injection-enabled=true",

@@ -4,6 +4,7 @@ and the kwok provider's ConfigMaps. Each create tolerates Conflict, so a retried
 from __future__ import annotations
 
 import contextlib
+import datetime as dt
 import time
 from pathlib import Path
 from typing import Any
@@ -72,5 +73,8 @@ def install_crds(api: BlockingKubeApi, crd_dir: Path, timeout: float) -> list[st
 
 
 def install_kwok_provider_config(api: BlockingKubeApi, namespace: str, max_nodes: int) -> None:
-    for cm in configmaps(namespace, max_nodes):
+    # Copies of a template start NotReady as of now (the cluster's start), as a kubelet's
+    # first status would be dated at registration.
+    now = dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    for cm in configmaps(namespace, max_nodes, now):
         _create(api, f"/api/v1/namespaces/{namespace}/configmaps", cm)

@@ -30,6 +30,7 @@ L4_TYPE = "nvidia-l4"
 L4_ZONE = ZONES[0]
 # A NAP pool holds at most 1,000 nodes per zone on GKE (../shared/notes/gke-gpu-facts.md).
 POOL_SIZE_LIMIT = 1000
+NOT_READY_TAINT = {"key": "node.kubernetes.io/not-ready", "effect": "NoSchedule"}
 # The kwok provider's annotations on a template node (cloudprovider/kwok/kwok_constants.go).
 MIN_COUNT = "cluster-autoscaler.kwok.nodegroup/min-count"
 MAX_COUNT = "cluster-autoscaler.kwok.nodegroup/max-count"
@@ -73,21 +74,38 @@ def provider_config() -> dict[str, Any]:
     }
 
 
-def _template(name: str, zone: str, group_max: int) -> dict[str, Any]:
+def _template(name: str, zone: str, group_max: int, registered_at: str) -> dict[str, Any]:
     node = gpu_node(name, pool=name, zone=zone, role=ROLE_AUTOSCALED)
     # The provider copies the template as is and only renames the copy, so a hostname label
     # would name the template on every node; better none than one shared by all.
     del node["metadata"]["labels"]["kubernetes.io/hostname"]
+    # A kubelet registers its node NotReady, with the not-ready taint, and the node lifecycle
+    # controller lifts the taint once the node is Ready. Both are needed: without the taint the
+    # scheduler binds pods to a node that is still booting, and without a Ready=False condition
+    # the controller removes the taint (no condition maps to no taint). Upstream drops condition
+    # taints from templates (utils/taints SanitizeTaints), so scale-up still counts it as fitting.
+    node["spec"]["taints"].append(dict(NOT_READY_TAINT))
+    node["status"]["conditions"] = [
+        {
+            "type": "Ready",
+            "status": "False",
+            "reason": "KubeletNotReady",
+            "message": "simulated boot: the node is not up yet",
+            "lastHeartbeatTime": registered_at,
+            "lastTransitionTime": registered_at,
+        }
+    ]
     # Its own providerID ("kwok:<node>") replaces the GCE-style one on each node it creates.
     node["metadata"]["annotations"].update({MIN_COUNT: "0", MAX_COUNT: str(group_max)})
     return node
 
 
-def templates(max_nodes: int) -> list[dict[str, Any]]:
-    """One template Node per group; each group may grow to max_nodes (the quota caps the sum)."""
+def templates(max_nodes: int, registered_at: str = "2026-01-01T00:00:00Z") -> list[dict[str, Any]]:
+    """One template Node per group; each group may grow to max_nodes (the quota caps the sum).
+    `registered_at` dates the NotReady condition every copy starts with (RFC 3339)."""
     group_max = max(min(max_nodes, POOL_SIZE_LIMIT), 0)
-    nodes = [_template(t4_group(z), z, group_max) for z in ZONES]
-    l4 = _template(l4_group(), L4_ZONE, group_max)
+    nodes = [_template(t4_group(z), z, group_max, registered_at) for z in ZONES]
+    l4 = _template(l4_group(), L4_ZONE, group_max, registered_at)
     labels = l4["metadata"]["labels"]
     labels[ACCELERATOR_LABEL] = L4_TYPE
     labels["node.kubernetes.io/instance-type"] = "g2-standard-8"
@@ -96,7 +114,9 @@ def templates(max_nodes: int) -> list[dict[str, Any]]:
     return [*nodes, l4]
 
 
-def configmaps(namespace: str, max_nodes: int) -> list[dict[str, Any]]:
+def configmaps(
+    namespace: str, max_nodes: int, registered_at: str = "2026-01-01T00:00:00Z"
+) -> list[dict[str, Any]]:
     def cm(name: str, key: str, doc: Any) -> dict[str, Any]:
         return {
             "apiVersion": "v1",
@@ -105,5 +125,5 @@ def configmaps(namespace: str, max_nodes: int) -> list[dict[str, Any]]:
             "data": {key: yaml.safe_dump(doc, sort_keys=False)},
         }
 
-    node_list = {"apiVersion": "v1", "kind": "List", "items": templates(max_nodes)}
+    node_list = {"apiVersion": "v1", "kind": "List", "items": templates(max_nodes, registered_at)}
     return [cm(PROVIDER_CONFIG, "config", provider_config()), cm(TEMPLATES_CONFIG, "templates", node_list)]

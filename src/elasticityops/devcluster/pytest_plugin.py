@@ -6,13 +6,13 @@ built (`scripts/build-devcluster`, which CI runs first); if they are missing the
 the test rather than skipping it. Set EOPS_DEV_CLUSTER_BUILD=1 to let the fixture build them
 (a cold build takes ~25 minutes on 2 cores, longer than a test timeout).
 
-EOPS_DEV_CLUSTER_AUTOSCALER=real runs the session's cluster with the real cluster-autoscaler
-(kwok provider) instead of the emulator; its binary must have been built too.
-
-The cluster starts with fast autoscaler knobs, shared by the whole session (tests that change
-knobs use `dev_cluster.knobs(...)`, which restores them afterwards):
-baseline 2, max_nodes 50, scan_interval 1 s, gpu_pod_delay 1 s, provision_delay fixed:3,
-scale_down_after 10 s.
+The cluster runs upstream's cluster-autoscaler (kwok provider) with fast knobs, shared by the
+whole session: baseline 2, max_nodes 50, scan_interval 2 s, provision_delay fixed:3,
+driver_delay fixed:2, scale_down_after 10 s, max_node_provision_time 120 s. Upstream still waits
+its fixed 30 s before it scales up for a pending GPU pod. Tests that change the simulated
+cloud's knobs (baseline, delays, stockout zones) use `dev_cluster.knobs(...)`, which restores
+them afterwards; the autoscaler's own flags are fixed for the session (a test that needs others
+starts its own cluster).
 """
 
 from __future__ import annotations
@@ -27,14 +27,14 @@ from typing import Any
 
 import pytest
 
-from elasticityops.devcluster.config import AutoscalerKind, AutoscalerSettings
+from elasticityops.devcluster.config import AutoscalerSettings
 
 TEST_KNOBS = AutoscalerSettings(
     baseline=2,
     max_nodes=50,
-    scan_interval=1.0,
-    gpu_pod_delay=1.0,
+    scan_interval=2.0,
     provision_delay="fixed:3",
+    driver_delay="fixed:2",
     scale_down_after=10.0,
     max_scale_down_parallelism=10,
     max_node_provision_time=120.0,
@@ -42,21 +42,14 @@ TEST_KNOBS = AutoscalerSettings(
 )
 
 
-def autoscaler_kind() -> AutoscalerKind:
-    """Which autoscaler the session's cluster runs (EOPS_DEV_CLUSTER_AUTOSCALER, default emulator)."""
-    value = os.environ.get("EOPS_DEV_CLUSTER_AUTOSCALER", "emulator")
-    if value not in ("emulator", "real"):
-        raise pytest.UsageError(f"EOPS_DEV_CLUSTER_AUTOSCALER={value}: expected emulator or real")
-    return "real" if value == "real" else "emulator"
-
-
 class DevClusterFixture:
     """What the `dev_cluster` fixture yields; wraps `cluster.DevCluster`.
 
     Attributes and methods: `kubeconfig_path`, `server`, `state_dir`, `api()` (JSON client),
     `kubectl(*args)`, `set_baseline(n)`, `add_baseline_nodes(k)`, `remove_baseline_nodes(k)`,
-    `configure_autoscaler(**knobs)`, `knobs(**knobs)` (context manager that restores),
-    `autoscaler_settings`, `autoscaler_status()`, `node_counts()`, `stop()`.
+    `configure_cloud(**knobs)`, `knobs(**knobs)` (context manager that restores),
+    `autoscaler_settings`, `autoscaler_status()` (upstream's status text), `cloud_status()`,
+    `node_counts()`, `stop()`.
     """
 
     def __init__(self, cluster: Any) -> None:
@@ -71,12 +64,12 @@ class DevClusterFixture:
     def knobs(self, **knobs: Any) -> Iterator[AutoscalerSettings]:
         before = self._cluster.autoscaler_settings
         try:
-            yield self._cluster.configure_autoscaler(**knobs)
+            yield self._cluster.configure_cloud(**knobs)
         finally:
-            # Restore everything but the baseline, which set_baseline() manages (it waits).
-            restore = asdict(before)
-            baseline = restore.pop("baseline")
-            self._cluster.configure_autoscaler(**restore)
+            # Restore what was changed but the baseline, which set_baseline() manages (it waits).
+            restore = {k: v for k, v in asdict(before).items() if k in knobs}
+            baseline = restore.pop("baseline", before.baseline)
+            self._cluster.configure_cloud(**restore)
             if self._cluster.autoscaler_settings.baseline != baseline:
                 self._cluster.set_baseline(baseline)
 
@@ -93,13 +86,12 @@ def dev_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DevCluster
     from elasticityops.devcluster.errors import DevClusterError
 
     allow_build = os.environ.get("EOPS_DEV_CLUSTER_BUILD", "") == "1"
-    kind = autoscaler_kind()
     try:
-        tc = ensure_built(allow_build=allow_build, autoscaler="required" if kind == "real" else "no")
+        tc = ensure_built(allow_build=allow_build, autoscaler="required")
     except DevClusterError as exc:
         pytest.fail(f"dev cluster binaries unavailable: {exc}", pytrace=False)
     state_dir = tmp_path_factory.mktemp("dev-cluster")
-    cfg = ClusterConfig(state_dir=state_dir, autoscaler=TEST_KNOBS, autoscaler_kind=kind)
+    cfg = ClusterConfig(state_dir=state_dir, autoscaler=TEST_KNOBS)
     try:
         cluster = DevCluster.start(cfg, tc)
     except DevClusterError as exc:

@@ -2,7 +2,8 @@
 
 Used by `bench/devcluster_scale.py` (the 4,000-node benchmark) and by the test suite with a
 CI-sized count. Two ways to get the nodes: `baseline` (the static pool is resized to N) or
-`autoscale` (no baseline, quota N: the emulator provisions a node per pending pod).
+`autoscale` (a cluster started with no baseline and quota N: upstream's cluster-autoscaler adds a
+node per pending pod).
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ class ScaleResult:
     all_done_s: float = 0.0  # from first submission to the last Job complete
     total_s: float = 0.0
     succeeded: int = 0
-    autoscaled_nodes: int = 0  # autoscale mode: nodes the emulator provisioned (kept: no scale-down)
+    autoscaled_nodes: int = 0  # autoscale mode: nodes the autoscaler added (kept: no scale-down)
     cpu_s: dict[str, float] = field(default_factory=dict)  # per component, over the run
     peak_rss_mib: dict[str, float] = field(default_factory=dict)
 
@@ -134,14 +135,18 @@ def run_scale(
             "service account",
         )
         if mode == "baseline":
-            cluster.configure_autoscaler(
-                baseline=nodes, max_nodes=max(nodes, cluster.autoscaler_settings.max_nodes)
-            )
+            cluster.configure_cloud(baseline=nodes)
             wait_for_nodes(api, ROLE_BASELINE, nodes, timeout)
             res.nodes_ready_s = time.monotonic() - started
             log(f"{nodes} baseline nodes Ready after {res.nodes_ready_s:.1f}s")
         else:
-            cluster.configure_autoscaler(baseline=0, max_nodes=nodes, pool_size_limit=1000)
+            settings = cluster.autoscaler_settings
+            if settings.baseline or settings.max_nodes < nodes or not cluster.runs_autoscaler:
+                raise DevClusterError(
+                    f"autoscale mode needs a cluster started with the autoscaler, baseline 0 and "
+                    f"max_nodes >= {nodes} (it has baseline {settings.baseline}, "
+                    f"max_nodes {settings.max_nodes})"
+                )
 
         t_submit = time.monotonic()
         path = f"/apis/batch/v1/namespaces/{namespace}/jobs"
@@ -176,7 +181,7 @@ def run_scale(
         res.all_done_s = time.monotonic() - t_submit
         log(f"{pods} Jobs succeeded {res.all_done_s:.1f}s after the first submission")
         if mode == "autoscale":
-            res.autoscaled_nodes = int(cluster.autoscaler_status()["totals"]["created"])
+            res.autoscaled_nodes = int(cluster.cloud_status()["totals"]["stamped"])
         res.cpu_s = sampler.cpu_delta()
     res.peak_rss_mib = sampler.peak
     res.total_s = time.monotonic() - started

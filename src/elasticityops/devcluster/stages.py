@@ -21,6 +21,7 @@ from typing import Any
 
 import yaml
 
+from elasticityops.devcluster.node_stages import node_stages
 from elasticityops.devcluster.nodes import NODE_IP
 
 RUN_SECONDS_ANNOTATION = "eops.dev/run-seconds"
@@ -205,11 +206,14 @@ def kwok_configuration(server_address: str, node_lease_seconds: int) -> dict[str
 
 
 def render_kwok_config(stock_stages_yaml: str, server_address: str, node_lease_seconds: int) -> str:
-    """One multi-document config: options, our stages, then the stock stages we do not replace."""
+    """One multi-document config: options, our pod stages, then the node stages (ours and the
+    stock ones, see node_stages.py), then the stock pod stages we do not replace."""
     ours = [kwok_configuration(server_address, node_lease_seconds), ready_stage(), *completion_stages()]
     stock = [
         doc
         for doc in yaml.safe_load_all(stock_stages_yaml)
         if doc and doc.get("metadata", {}).get("name") not in OVERRIDDEN_STOCK_STAGES
     ]
-    return yaml.safe_dump_all([*ours, *stock], sort_keys=False, width=1000)
+    nodes = [d for d in stock if d["spec"]["resourceRef"]["kind"] == "Node"]
+    others = [d for d in stock if d["spec"]["resourceRef"]["kind"] != "Node"]
+    return yaml.safe_dump_all([*ours, *node_stages(nodes), *others], sort_keys=False, width=1000)

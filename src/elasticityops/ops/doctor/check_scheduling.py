@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import re
 
+import yaml
+
 from elasticityops.ops.doctor.findings import Finding, Status, names
 from elasticityops.ops.doctor.snapshot import GPU_RESOURCE, ClusterSnapshot, PendingPod
 from elasticityops.ops.gke import GPU_SHAPES, gpu_limit_for_peak
@@ -182,6 +184,25 @@ def check_pending(s: ClusterSnapshot) -> list[Finding]:
 _BACKOFF = re.compile(r"\bbackoff\b", re.IGNORECASE)
 
 
+def backed_off_groups(text: str) -> list[tuple[str, str]]:
+    """(node group, error code) of each group whose scale-up is in back-off, from the status
+    ConfigMap's YAML (cluster-autoscaler >= 1.30); [] for the older free text."""
+    try:
+        doc = yaml.safe_load(text)
+    except yaml.YAMLError:
+        return []
+    groups = doc.get("nodeGroups") if isinstance(doc, dict) else None
+    out: list[tuple[str, str]] = []
+    for group in groups if isinstance(groups, list) else []:
+        scale_up = group.get("scaleUp") if isinstance(group, dict) else None
+        if not isinstance(scale_up, dict) or str(scale_up.get("status", "")).lower() != "backoff":
+            continue
+        info = scale_up.get("backoffInfo")
+        code = str(info.get("errorCode") or "") if isinstance(info, dict) else ""
+        out.append((str(group.get("name", "?")), code))
+    return out
+
+
 def check_autoscaler_status(s: ClusterSnapshot) -> list[Finding]:
     if s.autoscaler_status is None:
         why = s.unreadable.get("autoscaler-status", "kube-system/cluster-autoscaler-status not found")
@@ -210,11 +231,18 @@ def check_autoscaler_status(s: ClusterSnapshot) -> list[Finding]:
     # `backoffInfo: {}` key even when none is backing off; "status: Backoff" (YAML) and
     # "ScaleUp: Backoff (...)" (the older text) are what a back-off looks like.
     if _BACKOFF.search(text):
+        groups = backed_off_groups(text)
+        which = (
+            ": " + "; ".join(f"{name} ({why})" if why else name for name, why in groups[:5])
+            if groups
+            else " (failed scale-ups: quota or stockout)"
+        )
         return [
             Finding(
                 "autoscaler",
                 Status.warn,
-                "cluster autoscaler has node groups in back-off (failed scale-ups: quota or stockout)",
+                f"cluster autoscaler has node groups in back-off{which}; pending pods go to other "
+                "groups or wait until the back-off ends",
                 "kubectl -n kube-system describe configmap cluster-autoscaler-status",
             )
         ]
