@@ -3,6 +3,7 @@ bytes in a header, a header block of any size."""
 
 from __future__ import annotations
 
+import contextlib
 import select
 import socket
 import time
@@ -45,9 +46,13 @@ def _read_answer(sock: socket.socket, deadline: float) -> bytes:
     return data
 
 
-def raw_request(port: int, request: bytes, *, chunk: int = 65536, timeout: float = 60.0) -> RawAnswer:
+def raw_request(
+    port: int, request: bytes, *, chunk: int = 65536, timeout: float = 60.0, half_close: bool = False
+) -> RawAnswer:
     """Send `request` in chunks, stopping as soon as the server answers or closes, and read the
-    answer (one response: the connection is closed after it or the caller does not care)."""
+    answer (one response: the connection is closed after it or the caller does not care).
+    `half_close`: shut the sending side once sent, so a server waiting for more body than was
+    sent (a Content-Length over the body) sees the end instead of waiting for the timeout."""
     started = time.monotonic()
     deadline = started + timeout
     with socket.create_connection((HOST, port), timeout=timeout) as sock:
@@ -60,6 +65,9 @@ def raw_request(port: int, request: bytes, *, chunk: int = 65536, timeout: float
                 sent += sock.send(request[sent : sent + chunk])
             except (BrokenPipeError, ConnectionResetError):
                 break
+        if half_close:
+            with contextlib.suppress(OSError):  # the server closed first
+                sock.shutdown(socket.SHUT_WR)
         data = _read_answer(sock, deadline)
     seconds = time.monotonic() - started
     status_line = data.split(b"\r\n", 1)[0]

@@ -11,7 +11,15 @@ from fastapi import APIRouter, Depends, FastAPI
 from fastapi.openapi.utils import get_openapi
 
 from elasticityops import __version__
-from elasticityops.api import docs, errors, functions_routes, health_routes, invocations_routes, tokens_routes
+from elasticityops.api import (
+    docs,
+    errors,
+    functions_routes,
+    health_routes,
+    invocations_routes,
+    openapi_links,
+    tokens_routes,
+)
 from elasticityops.api.auth import require_api_token
 from elasticityops.settings import Settings
 
@@ -49,7 +57,8 @@ def create_app(settings: Settings, lifespan: Lifespan) -> FastAPI:
 
 
 def _document_accept_route(app: FastAPI, max_wait: int) -> None:
-    """FastAPI documents only its own routes; add the plain accept route's operation."""
+    """FastAPI documents only its own routes; add the plain accept route's operation, then the
+    links between operations (openapi_links)."""
 
     def openapi() -> dict[str, Any]:
         if app.openapi_schema is None:
@@ -58,7 +67,7 @@ def _document_accept_route(app: FastAPI, max_wait: int) -> None:
             )
             path = schema["paths"].setdefault(invocations_routes.ACCEPT_PATH, {})
             path["post"] = invocations_routes.accept_operation(max_wait)
-            app.openapi_schema = schema
+            app.openapi_schema = openapi_links.add_links(schema)
         return app.openapi_schema
 
     app.openapi = openapi  # type: ignore[method-assign]
