@@ -15,7 +15,9 @@ pods (devcluster/stuck.py) every --poll seconds and keeps each pod's longest wai
 
 Per run: whether every invocation ended `succeeded` exactly once (the survivor's view, one Job
 and one Succeeded pod per invocation), the total time, and the pods seen bound-but-Pending
-longer than --stuck-after (and the longest wait of any). The fault is intermittent (1 of 2 runs
+longer than --stuck-after (and the longest wait of any), and whether this run's kwok gates
+pods on its lease cache (a probe before the load; devcluster/stuck.py): stuck pods only in
+gated runs would confirm the cause found in kwok's source. The fault is intermittent (1 of 2 runs
 in the issue): compare many runs before and after a fix. Not CI: one run takes minutes.
 
 Prerequisites, checked first: the dev cluster binaries (`eops dev-cluster build`), PostgreSQL's
@@ -55,7 +57,10 @@ from elasticityops.devcluster.config import AutoscalerSettings, ClusterConfig  #
 from elasticityops.devcluster.errors import DevClusterError  # noqa: E402
 from elasticityops.devcluster.paths import Toolchain  # noqa: E402
 from elasticityops.devcluster.stages import RUN_SECONDS_ANNOTATION  # noqa: E402
-from elasticityops.devcluster.stuck import list_bound_pending  # noqa: E402
+from elasticityops.devcluster.stuck import (  # noqa: E402
+    kwok_gates_pods_on_its_lease_cache,
+    list_bound_pending,
+)
 
 FUNCTION = "stuck-loop"
 
@@ -210,6 +215,8 @@ def one_run(index: int, tc: Toolchain, args: argparse.Namespace) -> dict[str, An
                 api.create(
                     "/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}}
                 )
+                # Whether this kwok's pod controller skips pods on its lease cache (see stuck.py).
+                gated = kwok_gates_pods_on_its_lease_cache(api, ns)
             with pg_cluster() as pg:
                 db = pg.url()
                 # One at a time: the first migrates the fresh database.
@@ -266,6 +273,7 @@ def one_run(index: int, tc: Toolchain, args: argparse.Namespace) -> dict[str, An
     stuck = {k: v for k, v in watch.longest.items() if v[1] > args.stuck_after}
     return {
         "run": index,
+        "kwok_pod_gate": gated,
         "invocations": len(ids),
         "all_succeeded_exactly_once": once,
         "not_succeeded": not_succeeded,
@@ -319,9 +327,12 @@ def main() -> int:
         results.append(result)
         print(json.dumps(result), flush=True)
     stuck_runs = sum(1 for r in results if r["stuck_pods"])
+    gated_runs = sum(1 for r in results if r["kwok_pod_gate"])
+    stuck_gated = sum(1 for r in results if r["stuck_pods"] and r["kwok_pod_gate"])
     bad = sum(1 for r in results if not r["all_succeeded_exactly_once"])
     print(
-        f"{len(results)} run(s): {stuck_runs} with stuck pods (> {args.stuck_after:g}s), "
+        f"{len(results)} run(s): {stuck_runs} with stuck pods (> {args.stuck_after:g}s; "
+        f"{stuck_gated} of them in the {gated_runs} run(s) whose kwok gates pods on its lease cache), "
         f"{bad} not all succeeded exactly once; longest bound-but-Pending "
         f"{max((r['max_bound_pending_s'] for r in results), default=0)}s"
     )

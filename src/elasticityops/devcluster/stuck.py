@@ -13,6 +13,7 @@ either starts or passes the bound.
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import time
 from collections.abc import Callable, Iterable
@@ -169,3 +170,68 @@ def settle(
             return [p for p in current if p.seconds > bound_seconds]
         sleep(interval)
         current = listing()
+
+
+LEASES = "/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases"
+
+
+def _micro_now() -> str:
+    return dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def kwok_gates_pods_on_its_lease_cache(api: Any, namespace: str, wait: float = 3.0) -> bool:
+    """Whether this kwok process skips pods on nodes whose Lease its cache says it does not hold.
+
+    kwok 0.8.0 copies `readOnlyFunc` (`!nodeLeases.Held(node)`, read from its lease informer's
+    cache) into the pod controller when it creates it, and creates the pod and node controllers
+    in the iteration order of a Go map (controller.go, `range c.conf.LocalStages`): only when the
+    node controller came first is the pod path gated, which is the path that can skip a pod
+    silently for good (see docs/dev-cluster.md). A probe: a throwaway kwok node whose Lease is
+    handed to another holder (renewed, so the node stays Ready), a pod bound to it; gated when
+    the pod is still Pending after `wait` seconds. Removes the node and the pod afterwards."""
+    from elasticityops.devcluster.nodes import ZONES, gpu_node
+
+    name = f"gke-eops-gate-probe-{int(time.time() * 1000) % 10**8}"
+    node = gpu_node(name, pool="gate-probe", zone=ZONES[0], role="gate-probe", now=_micro_now()[:19] + "Z")
+    api.create("/api/v1/nodes", node)
+    pod_path = f"/api/v1/namespaces/{namespace}/pods/{name}"
+    kwok_id = ""
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                kwok_id = api.get(f"{LEASES}/{name}")["spec"]["holderIdentity"]
+                break
+            except Exception:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.2)
+        api.patch(
+            f"{LEASES}/{name}",
+            {
+                "spec": {
+                    "holderIdentity": "eops-gate-probe",
+                    "renewTime": _micro_now(),
+                    "leaseDurationSeconds": 600,
+                }
+            },
+        )
+        time.sleep(1.0)  # for kwok's lease informer
+        pod = {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": name, "annotations": {"eops.dev/run-seconds": "3600"}},
+            "spec": {"nodeName": name, "containers": [{"name": "c", "image": "registry.k8s.io/pause:3.10"}]},
+        }
+        api.create(f"/api/v1/namespaces/{namespace}/pods", pod)
+        time.sleep(wait)
+        return bool(api.get(pod_path)["status"].get("phase") == "Pending")
+    finally:
+        # The Lease back first, so that kwok plays the pod's deletion (no kubelet would).
+        with contextlib.suppress(Exception):
+            if kwok_id:
+                api.patch(
+                    f"{LEASES}/{name}", {"spec": {"holderIdentity": kwok_id, "renewTime": _micro_now()}}
+                )
+            api.delete(pod_path)
+        api.delete(f"/api/v1/nodes/{name}")
