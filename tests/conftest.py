@@ -1,1 +1,1 @@
-pytest_plugins = ["elasticityops.devcluster.pytest_plugin"]
+pytest_plugins = ["elasticityops.devcluster.pytest_plugin", "pytester"]

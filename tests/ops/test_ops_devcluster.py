@@ -212,7 +212,9 @@ def test_doctor_passes_on_the_healthy_cluster(healthy: Any, dev_namespace: str) 
 def test_doctor_names_a_gpu_node_without_allocatable_gpus(healthy: Any, dev_namespace: str) -> None:
     name = f"doctor-nogpu-{secrets.token_hex(3)}"
     node = gpu_node(name, pool="doctor-broken", zone=ZONES[0], role="doctor")
-    del node["metadata"]["labels"][ROLE_LABEL]  # keep the autoscaler emulator's hands off it
+    del node["metadata"]["labels"][
+        ROLE_LABEL
+    ]  # neither baseline nor autoscaled: the simulated cloud leaves it alone
     for key in ("capacity", "allocatable"):
         node["status"][key].pop("nvidia.com/gpu")
     with healthy.api() as api:

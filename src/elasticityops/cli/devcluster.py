@@ -169,9 +169,19 @@ def down(state_dir: Path = StateDir) -> None:
 
 @app.command()
 def status(
-    state_dir: Path = StateDir, as_json: bool = typer.Option(False, "--json", help="Machine-readable output.")
+    state_dir: Path = StateDir,
+    as_json: bool = typer.Option(False, "--json", help="Machine-readable output."),
+    stuck_after: float = typer.Option(
+        30.0,
+        "--stuck-after",
+        metavar="SECONDS",
+        help="Report pods bound to a Ready kwok-managed node and still Pending (no container "
+        "started) for longer than this, counted from the later of binding and the node's "
+        "readiness (JSON key stuck_pods; issue 14).",
+    ),
 ) -> None:
-    """Show the cluster's processes, nodes, the simulated cloud and the autoscaler's own status."""
+    """Show the cluster's processes, nodes, the simulated cloud, the autoscaler's own status and
+    stuck pods."""
     from elasticityops.devcluster.cluster import DevCluster
     from elasticityops.devcluster.errors import DevClusterError
     from elasticityops.domain.errors import EopsError
@@ -192,6 +202,12 @@ def status(
             real = cluster.autoscaler_status()
         except EopsError as exc:
             real = f"(unreadable: {exc.message})"
+    stuck: list[dict[str, object]] | str = []
+    if alive.get("kube-apiserver"):
+        try:
+            stuck = [p.to_json() for p in cluster.stuck_pods(stuck_after)]
+        except EopsError as exc:
+            stuck = f"(unreadable: {exc.message})"
     if as_json:
         typer.echo(
             json.dumps(
@@ -200,6 +216,7 @@ def status(
                     "processes": alive,
                     "cloud": cloud,
                     "cluster_autoscaler": real,
+                    "stuck_pods": stuck,
                 },
                 indent=2,
             )
@@ -215,6 +232,18 @@ def status(
     if cluster.runs_autoscaler:
         console.print("cluster-autoscaler status (kube-system/cluster-autoscaler-status):")
         console.print(real or "(not written yet)", markup=False, highlight=False)
+    if isinstance(stuck, str):
+        console.print(f"stuck pods: {stuck}")
+    elif stuck:
+        console.print(
+            f"[red]{len(stuck)} stuck pod(s)[/] (bound to a Ready kwok node, Pending > {stuck_after:g}s):"
+        )
+        stuck_table = Table("pod", "node", "seconds")
+        for p in stuck:
+            stuck_table.add_row(f"{p['namespace']}/{p['name']}", str(p["node"]), f"{p['seconds']:.0f}")
+        console.print(stuck_table)
+    else:
+        console.print(f"stuck pods: none (bound to a Ready kwok node, Pending > {stuck_after:g}s)")
     if not all(alive.values()):
         raise typer.Exit(1)
 

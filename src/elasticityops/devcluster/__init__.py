@@ -2,8 +2,9 @@
 
 Binaries are built from the Go module proxy (see `build`), processes are supervised by PID
 (`procs`), GKE-like T4 nodes are plain Node objects (`nodes`) that kwok keeps alive, pods run
-for the time their annotations say (`stages`), and a node auto-provisioning emulator
-(`autoscaler`, `autoscaler_loop`) adds and removes nodes like the cluster autoscaler would.
+for the time their annotations say (`stages`), upstream's cluster-autoscaler (kwok provider)
+adds and removes nodes (`kwok_provider`, `components`), and a simulated cloud (`cloud`,
+`cloud_loop`, `node_stages`) makes each new node boot and install its GPU driver, or fail.
 """
 
 from __future__ import annotations

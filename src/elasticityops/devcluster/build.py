@@ -254,8 +254,8 @@ def ensure_autoscaler(
 ) -> AutoscalerBuild | None:
     """The real cluster-autoscaler for the current source, built first if needed.
 
-    "if-found": None when no source is found (the emulator needs none); "required": that is an
-    error. A source that is found but fails its checksum is always an error.
+    "if-found": None when no source is found (a cluster with --no-autoscaling needs none);
+    "required": that is an error. A source that is found but fails its checksum is always an error.
     """
     if wanted == "no":
         return None

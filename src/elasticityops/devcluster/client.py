@@ -3,8 +3,8 @@
 The same client the gateway uses (backends/kubernetes/api.py, driven from synchronous code by
 blocking.py): plain JSON dicts, orjson decoding, one retry loop and one error translation, so
 the dev cluster raises the domain's errors (`Conflict`, `NotFound`, `TemporaryError`, ...) and
-never an HTTP library's. The emulator lists thousands of pods every cycle and reads a handful of
-fields, which is why this is a dict client and not typed models."""
+never an HTTP library's. Tests and benches list thousands of pods and nodes and read a handful
+of fields, which is why this is a dict client and not typed models."""
 
 from __future__ import annotations
 
@@ -17,8 +17,8 @@ from elasticityops.backends.kubernetes.blocking import BlockingKubeApi
 from elasticityops.backends.kubernetes.settings import KubernetesSettings
 
 ADMIN_SETTINGS = KubernetesSettings(qps=1e6, burst=10**6, concurrency=64)
-"""No client-side rate limit (the emulator creates thousands of nodes in one cycle, from a pool
-of threads); the API server's own 429s are still retried, after their Retry-After."""
+"""No client-side rate limit (the simulated cloud creates thousands of static-pool nodes at once);
+the API server's own 429s are still retried, after their Retry-After."""
 PROBE_SETTINGS = KubernetesSettings(qps=1e6, burst=10**6, concurrency=4, request_timeout_seconds=2.0)
 """A readiness probe asks every 0.2 s and gives each answer 2 s."""
 

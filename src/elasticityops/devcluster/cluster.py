@@ -38,6 +38,7 @@ from elasticityops.devcluster.nodes import ROLE_AUTOSCALED, ROLE_BASELINE, ROLE_
 from elasticityops.devcluster.paths import Toolchain
 from elasticityops.devcluster.procs import ProcessRecord
 from elasticityops.devcluster.stages import render_kwok_config
+from elasticityops.devcluster.stuck import StuckPod, list_bound_pending
 from elasticityops.domain.errors import EopsError, NotFound
 
 StepFn = Callable[[str], None]
@@ -384,6 +385,12 @@ class DevCluster:
     def node_counts(self) -> dict[str, int]:
         with self.api() as api:
             return {r: count_ready_nodes(api, r) for r in (ROLE_BASELINE, ROLE_AUTOSCALED)}
+
+    def stuck_pods(self, bound_seconds: float) -> list[StuckPod]:
+        """Pods bound to a Ready kwok-managed node and still Pending (nothing started) for more
+        than `bound_seconds` (issue 14; see devcluster/stuck.py). Read-only: never re-kicks."""
+        with self.api() as api:
+            return [p for p in list_bound_pending(api) if p.seconds > bound_seconds]
 
     # --- lifecycle --------------------------------------------------------------------
     def processes_alive(self) -> dict[str, bool]:

@@ -3,7 +3,7 @@
 Two ConfigMaps in the autoscaler's namespace: `kwok-provider-config` (how nodes are grouped, which
 label names the GPU type) and `kwok-provider-templates` (one template Node per node group). The
 groups are GKE-like auto-provisioned pools: one T4 group per zone (n1-standard-4 + 1 T4, labelled
-and tainted as the emulator's nodes are, see nodes.py) and one L4 group (g2-standard-8), so a
+and tainted as the static pool's nodes are, see nodes.py) and one L4 group (g2-standard-8), so a
 second GPU type exists. Groups are named by `cloud.google.com/gke-nodepool`; the static baseline
 pool carries that label too but no template, so it belongs to no group and is never scaled down.
 """

@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 KWOK_NODE_ANNOTATION = "kwok.x-k8s.io/node"
-ROLE_LABEL = "eops.dev/role"  # "baseline" (static pool) or "autoscaled" (emulator-managed)
+ROLE_LABEL = "eops.dev/role"  # "baseline" (static pool) or "autoscaled" (a node group's)
 ROLE_BASELINE = "baseline"
 ROLE_AUTOSCALED = "autoscaled"
 POOL_LABEL = "cloud.google.com/gke-nodepool"

@@ -13,6 +13,11 @@ its fixed 30 s before it scales up for a pending GPU pod. Tests that change the 
 cloud's knobs (baseline, delays, stockout zones) use `dev_cluster.knobs(...)`, which restores
 them afterwards; the autoscaler's own flags are fixed for the session (a test that needs others
 starts its own cluster).
+
+After each test that uses `dev_cluster`, the plugin fails the test if a pod is left bound to a
+Ready kwok-managed node and Pending past EOPS_DEV_CLUSTER_STUCK_AFTER seconds (default 60;
+issue 14, devcluster/stuck.py): pods bound a moment ago get their own bound, polled at most
+that long plus a little. One list call when nothing is bound-but-Pending. Never re-kicks a pod.
 """
 
 from __future__ import annotations
@@ -76,6 +81,53 @@ class DevClusterFixture:
     def stop(self) -> list[str]:
         stopped: list[str] = self._cluster.stop()
         return stopped
+
+
+def stuck_after() -> float:
+    """EOPS_DEV_CLUSTER_STUCK_AFTER (seconds, default 60): the bound of the stuck-pod guard."""
+    value = os.environ.get("EOPS_DEV_CLUSTER_STUCK_AFTER", "60")
+    try:
+        return float(value)
+    except ValueError:
+        raise pytest.UsageError(f"EOPS_DEV_CLUSTER_STUCK_AFTER={value}: expected seconds") from None
+
+
+def stuck_pod_report(cluster: Any, bound_seconds: float, cap_seconds: float | None = None) -> str:
+    """Empty when no pod stays bound-but-Pending past `bound_seconds` on the cluster; else the
+    failure text naming each pod. What the guard after each cluster test runs."""
+    from elasticityops.devcluster.stuck import list_bound_pending, settle
+
+    cap = bound_seconds + 5.0 if cap_seconds is None else cap_seconds
+    with cluster.api() as api:
+        stuck = settle(lambda: list_bound_pending(api), bound_seconds, cap)
+    if not stuck:
+        return ""
+    lines = "\n".join(f"  {p}" for p in stuck)
+    return (
+        f"{len(stuck)} pod(s) bound to a Ready kwok-managed node stayed Pending longer than "
+        f"{bound_seconds:g}s (issue 14; not re-kicked):\n{lines}"
+    )
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item: pytest.Item) -> Iterator[None]:
+    # In the call phase, before fixture teardown deletes the test's namespace (and its pods).
+    cluster = getattr(item, "funcargs", {}).get("dev_cluster")
+    if cluster is None:
+        return (yield)
+    try:
+        result = yield
+    except BaseException as exc:
+        if isinstance(exc, Exception):  # the test failed: say if a stuck pod may be why
+            with contextlib.suppress(Exception):
+                report = stuck_pod_report(cluster, stuck_after(), cap_seconds=0.0)
+                if report:
+                    exc.add_note(report)
+        raise
+    report = stuck_pod_report(cluster, stuck_after())
+    if report:
+        pytest.fail(report, pytrace=False)
+    return result
 
 
 @pytest.fixture(scope="session")

@@ -138,12 +138,10 @@ def test_invocation_runs_as_a_job_on_a_new_gpu_node(cluster: Any, dev_namespace:
             <= timeline["started"]
             <= timeline["finished"]
         )
-        # A node the autoscaler added, not a baseline node (gke-eops-baseline-t4-<index>): the
-        # emulator's gke-eops-<pool>-<index> in a pool nap-t4-<zone>-<k> (devcluster/autoscaler.py),
-        # or the real one's <group>-<5 random> in a group nap-t4-<zone> (kwok provider).
+        # A node the autoscaler added, not a baseline node (gke-eops-baseline-t4-<index>):
+        # <group>-<5 random> in a group nap-t4-<zone> (the kwok provider's names).
         zones = "|".join(re.escape(zone) for zone in ZONES)
-        emulator, real = rf"gke-eops-nap-t4-({zones})-\d+-\d{{5,}}", rf"nap-t4-({zones})-[a-z0-9]{{5}}"
-        assert re.fullmatch(f"{emulator}|{real}", done["node"]), done["node"]
+        assert re.fullmatch(rf"nap-t4-({zones})-[a-z0-9]{{5}}", done["node"]), done["node"]
         # With no baseline node the pod was unschedulable until the autoscaler added one.
         assert any(n["kind"] == "Unschedulable" for n in done["notes"]), done["notes"]
         assert done["exit_code"] == 0

@@ -1,8 +1,8 @@
-"""The one way synchronous code uses `KubeApi`: the dev cluster, its emulator, tests and benches.
+"""The one way synchronous code uses `KubeApi`: the dev cluster, tests and benches.
 
 Each `BlockingKubeApi` runs its own event loop in a daemon thread and hands every call to it,
 so one connection pool serves all calls (not a new loop, session and TLS handshake per call, as
-`asyncio.run` per call would), calls may come from any thread at once (the dev cluster's emulator
+`asyncio.run` per call would), calls may come from any thread at once (a bench's
 and scale run call from thread pools), and code that already runs in an event loop of its own
 (an async test) may call it too. The methods and errors are `KubeApi`'s, only blocking: the
 domain error tree, never an aiohttp exception."""
