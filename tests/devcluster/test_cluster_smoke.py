@@ -27,7 +27,13 @@ def test_gpu_job_provisions_a_node_runs_and_the_idle_node_goes(dev_cluster, dev_
         dev_cluster.api() as api,
     ):
         dev_cluster.set_baseline(0)
-        wait_for(lambda: _autoscaled(api) == [], timeout=30, what="no idle nodes left from earlier tests")
+        # Upstream removes idle nodes 10 s after they are unneeded and 10 s after its last scale-up.
+        wait_for(
+            lambda: _autoscaled(api) == [],
+            timeout=180,
+            interval=1.0,
+            what="no idle nodes left from earlier tests",
+        )
         api.create(f"/apis/batch/v1/namespaces/{ns}/jobs", gpu_job("smoke", run_seconds=3))
 
         # Pending and unschedulable: no GPU node exists.

@@ -548,3 +548,17 @@ def test_reports_render() -> None:
     assert '"ok": false' in text
     assert '"check": "priority-classes"' in text
     assert findings_table(findings).row_count == len(findings)
+
+
+@pytest.mark.parametrize(
+    ("ready_for", "status"),
+    [(30.0, Status.info), (599.0, Status.info), (601.0, Status.fail), (None, Status.fail)],
+)
+def test_a_new_node_installing_its_driver_is_not_a_fault_until_the_grace_ends(
+    ready_for: float | None, status: Status
+) -> None:
+    node = gpu_node("gpu-new", gpu_allocatable=0, ready_for_s=ready_for)
+    findings = run_checks(replace(healthy(), nodes=(*healthy().nodes, node)))
+    (finding,) = [f for f in findings if f.check == "gpu-allocatable"]
+    assert finding.status is status
+    assert "gpu-new" in finding.message

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import datetime as dt
+
 import pytest
 
 from elasticityops.ops.doctor import parse
@@ -137,3 +139,17 @@ def test_region_quotas() -> None:
         }
     )
     assert quotas == {"NVIDIA_T4_GPUS": (64.0, 2.0), "CPUS": (24.0, 0.0)}
+
+
+def test_a_node_knows_how_long_it_has_been_ready() -> None:
+    raw = {
+        "metadata": {"name": "n"},
+        "status": {
+            "conditions": [{"type": "Ready", "status": "True", "lastTransitionTime": "2026-12-01T10:00:00Z"}]
+        },
+    }
+    at = dt.datetime(2026, 12, 1, 10, 1, 30, tzinfo=dt.UTC).timestamp()
+    assert parse.node_info(raw, at).ready_for_s == 90.0
+    assert parse.node_info(raw).ready_for_s is None
+    raw["status"]["conditions"][0]["status"] = "False"
+    assert parse.node_info(raw, at).ready_for_s is None

@@ -71,11 +71,27 @@ def check_gpu_nodes(s: ClusterSnapshot) -> list[Finding]:
     return findings
 
 
+DRIVER_GRACE_S = 600.0
+"""How long a freshly Ready GPU node may go without an allocatable GPU before doctor calls it
+broken: GKE's driver installer and the device plugin take minutes on a new node."""
+
+
 def check_gpu_allocatable(s: ClusterSnapshot) -> list[Finding]:
     gpu_nodes = [n for n in s.gpu_nodes if n.ready]
     if not gpu_nodes:
         return []
-    missing = [n.name for n in gpu_nodes if n.gpu_allocatable < 1]
+    without = [n for n in gpu_nodes if n.gpu_allocatable < 1]
+    warming = [n.name for n in without if n.ready_for_s is not None and n.ready_for_s < DRIVER_GRACE_S]
+    missing = [n.name for n in without if n.name not in warming]
+    if warming and not missing:
+        return [
+            Finding(
+                "gpu-allocatable",
+                Status.info,
+                f"{len(warming)} GPU node(s) Ready less than {DRIVER_GRACE_S / 60:.0f} min and still "
+                f"installing the GPU driver: {names(warming)}; pods wait for them (normal on a new node)",
+            )
+        ]
     if missing:
         return [
             Finding(

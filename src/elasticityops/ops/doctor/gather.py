@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 from collections import defaultdict
 from collections.abc import Awaitable, Mapping
 from dataclasses import replace
@@ -272,7 +273,8 @@ async def gather(options: GatherOptions) -> ClusterSnapshot:
                 "custom-metrics", reader.api.get("/apis/custom.metrics.k8s.io/v1beta1")
             )
             served = tuple(str(r.get("name", "")) for r in (discovery or {}).get("resources") or ())
-        node_infos = tuple(parse.node_info(raw) for raw in nodes or ())
+        now = time.time()
+        node_infos = tuple(parse.node_info(raw, now) for raw in nodes or ())
         region = next(
             (
                 n.labels.get("topology.kubernetes.io/region", "")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import re
 from collections.abc import Iterable, Mapping
 from decimal import Decimal, InvalidOperation
@@ -48,7 +49,19 @@ def _conditions(raw: Iterable[Raw] | None) -> tuple[Condition, ...]:
     )
 
 
-def node_info(raw: Raw) -> NodeInfo:
+def _ready_for(conditions: Iterable[Raw] | None, now: float | None) -> float | None:
+    for c in conditions or ():
+        if c.get("type") == "Ready" and c.get("status") == "True" and now is not None:
+            try:
+                since = dt.datetime.fromisoformat(str(c.get("lastTransitionTime", "")).replace("Z", "+00:00"))
+            except ValueError:
+                return None
+            return max(now - since.timestamp(), 0.0)
+    return None
+
+
+def node_info(raw: Raw, now: float | None = None) -> NodeInfo:
+    """A node as doctor sees it; `now` (epoch seconds) dates how long it has been Ready."""
     meta, spec, status = raw.get("metadata", {}), raw.get("spec", {}), raw.get("status", {})
     ready = any(c.type == "Ready" and c.status == "True" for c in _conditions(status.get("conditions")))
     return NodeInfo(
@@ -62,6 +75,7 @@ def node_info(raw: Raw) -> NodeInfo:
         gpu_capacity=_count((status.get("capacity") or {}).get(GPU_RESOURCE)),
         gpu_allocatable=_count((status.get("allocatable") or {}).get(GPU_RESOURCE)),
         unschedulable=bool(spec.get("unschedulable")),
+        ready_for_s=_ready_for(status.get("conditions"), now),
     )
 
 

@@ -31,6 +31,7 @@ class NodeInfo:
     gpu_capacity: int = 0
     gpu_allocatable: int = 0
     unschedulable: bool = False
+    ready_for_s: float | None = None  # seconds since its Ready condition turned True (None: unknown)
 
     @property
     def looks_like_gpu_node(self) -> bool:
