@@ -35,6 +35,7 @@ import contextlib
 import json
 import os
 import platform
+import shutil
 import sys
 import tempfile
 import time
@@ -169,6 +170,21 @@ def measure(
     node_created = {
         str(n["metadata"]["name"]): parse_time(n["metadata"].get("creationTimestamp")) for n in nodes
     }
+    node_rows = [
+        {
+            "node": name,
+            "created": created,
+            "booted": booted.get(name),
+            "driver": driver.get(name),
+        }
+        for name, created in sorted(node_created.items())
+        if name in booted or name in driver or name.startswith("nap-")
+    ]
+    scale_up_messages: dict[str, int] = {}
+    for ev in events:
+        if ev.get("reason") == SCALE_UP_REASON:
+            msg = str(ev.get("message", ""))
+            scale_up_messages[msg] = scale_up_messages.get(msg, 0) + 1
     phases: dict[str, list[float]] = {p: [] for p in PHASES}
     per_pod = []
     for pod in pods:
@@ -197,7 +213,12 @@ def measure(
                 phases[phase].append(z - a)
                 row[phase] = round(z - a, 3)
         per_pod.append(row)
-    return {"phases": {p: pct(v) for p, v in phases.items()}, "pods": per_pod}
+    return {
+        "phases": {p: pct(v) for p, v in phases.items()},
+        "pods": per_pod,
+        "nodes": node_rows,
+        "scale_up_messages": scale_up_messages,
+    }
 
 
 def run_cluster(args: argparse.Namespace, log: Callable[[str], None]) -> dict[str, Any]:
@@ -274,6 +295,8 @@ def run_cluster(args: argparse.Namespace, log: Callable[[str], None]) -> dict[st
                 nodes, _ = api.list("/api/v1/nodes", page_size=1000)
                 events, _ = api.list("/api/v1/events", page_size=5000)
         finally:
+            if args.keep_logs:
+                shutil.copytree(cluster.layout.logs, args.keep_logs, dirs_exist_ok=True)
             cluster.stop()
     out = measure(pods, nodes, events, job_created)
     out["autoscaled_nodes"] = sum(
@@ -335,6 +358,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--max-nodes", type=int, default=0, help="quota (default: --pods)")
     ap.add_argument("--scale-down-after", type=float, default=600.0)
     ap.add_argument("--timeout", type=float, default=900.0, help="s to wait for every pod to start")
+    ap.add_argument("--keep-logs", type=Path, default=None, help="copy the components' logs here")
     ap.add_argument("--planner-only", action="store_true", help="print the planner's prediction only")
     ap.add_argument("--json", action="store_true", help="print the result as JSON")
     args = ap.parse_args(argv)
@@ -380,6 +404,8 @@ def main(argv: list[str] | None = None) -> int:
         "planner": planner,
         "comparison": comparison,
         "per_pod": measured["pods"],
+        "per_node": measured["nodes"],
+        "scale_up_messages": measured["scale_up_messages"],
     }
     if args.json:
         print(json.dumps(result, indent=2))
