@@ -228,20 +228,25 @@ def measure(
     }
 
 
-def run_cluster(args: argparse.Namespace, log: Callable[[str], None]) -> dict[str, Any]:
+def check_prerequisites() -> Any:
+    """The dev cluster's binaries, the cluster-autoscaler included (never built here)."""
     from elasticityops.devcluster.build import ensure_built
-    from elasticityops.devcluster.cluster import DevCluster
-    from elasticityops.devcluster.config import AutoscalerSettings, ClusterConfig
     from elasticityops.devcluster.errors import DevClusterError
-    from elasticityops.domain.errors import Conflict
 
     try:
-        tc = ensure_built(allow_build=False, autoscaler="required")
+        return ensure_built(allow_build=False, autoscaler="required")
     except DevClusterError as exc:
         raise SystemExit(
             f"planner_calibration: {exc}\n  build them once with "
             "`eops dev-cluster build --require-autoscaler` (cached under ~/.cache/elasticityops)"
         ) from None
+
+
+def run_cluster(args: argparse.Namespace, tc: Any, log: Callable[[str], None]) -> dict[str, Any]:
+    from elasticityops.devcluster.cluster import DevCluster
+    from elasticityops.devcluster.config import AutoscalerSettings, ClusterConfig
+    from elasticityops.domain.errors import Conflict
+
     knobs = AutoscalerSettings(
         baseline=0,
         max_nodes=max(args.max_nodes or args.pods, 1),
@@ -382,6 +387,7 @@ def main(argv: list[str] | None = None) -> int:
         print(msg, file=sys.stderr, flush=True)
 
     provision = planner_provision_spec(args)
+    tc = None if args.planner_only else check_prerequisites()
     max_nodes = max(args.max_nodes or args.pods, 1)
     planner = planner_prediction(
         args.pods, args.run_seconds, args.scan_interval, provision, max_nodes, args.scale_down_after
@@ -389,7 +395,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.planner_only:
         print(json.dumps(planner, indent=2))
         return 0
-    measured = run_cluster(args, log)
+    measured = run_cluster(args, tc, log)
     # The same model over the arrivals as they happened (Jobs are created one by one, over
     # seconds for a burst): what the planner would say given the real trace.
     created = sorted(r["job_created"] for r in measured["pods"] if r.get("job_created") is not None)
