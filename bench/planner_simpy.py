@@ -81,6 +81,8 @@ def simulate_simpy(arrivals: Sequence[float], durations: Sequence[float], s: Clu
             empty.append(nd)
             idle_since[nd] = env.now
 
+    trigger = [env.event()]  # succeeded by the first pod to wait after a loop
+
     def job(r: int) -> Generator[Any, Any, None]:
         if bfree:
             nd = bfree.pop()
@@ -89,6 +91,8 @@ def simulate_simpy(arrivals: Sequence[float], durations: Sequence[float], s: Clu
         else:
             ev = env.event()
             pending.append((r, env.now, ev))
+            if not trigger[0].triggered:  # an unschedulable pod starts an autoscaler loop
+                trigger[0].succeed()
             nd = yield ev
         start[r] = env.now
         node_of[r] = nd
@@ -115,10 +119,10 @@ def simulate_simpy(arrivals: Sequence[float], durations: Sequence[float], s: Clu
             free(nd)
 
     def autoscaler() -> Generator[Any, Any, None]:
-        k = 0
+        # upstream's LoopTrigger: a loop at 0, then scan_interval_s after each loop or at once
+        # when a pod turns unschedulable, whichever comes first
         while True:
-            t = k * s.scan_interval_s
-            yield env.timeout(t - env.now)
+            t = env.now
             need = len(pending) - st["prov"]
             if need > 0 and t >= st["backoff_until"]:
                 oldest = pending[st["prov"]][1]
@@ -155,7 +159,8 @@ def simulate_simpy(arrivals: Sequence[float], durations: Sequence[float], s: Clu
                     removed += 1
             if st["arrived"] >= n and st["busy"] == 0 and not pending and t >= s.horizon_s:
                 return
-            k += 1
+            trigger[0] = env.event()
+            yield env.any_of([env.timeout(s.scan_interval_s), trigger[0]])
 
     env.process(arrivals_proc())
     done = env.process(autoscaler())

@@ -205,6 +205,35 @@ def test_node_stages_keep_the_stock_initialize_off_autoscaled_nodes() -> None:
     assert driver_keys['.status.allocatable["nvidia.com/gpu"]'] == ["0"]
 
 
+def test_no_stock_node_stage_races_the_driver_stage() -> None:
+    """kwok plays one of the matching stages at random: the stock heartbeat also matches a Ready
+    node whose GPU is still 0 unless kept off it, and then the driver stage waits 10-20 min."""
+    heartbeat = {
+        "metadata": {"name": "node-heartbeat-with-lease"},
+        "spec": {
+            "resourceRef": {"apiGroup": "v1", "kind": "Node"},
+            "selector": {
+                "matchExpressions": [
+                    {
+                        "key": '.status.conditions.[] | select( .type == "Ready" ) | .status',
+                        "operator": "In",
+                        "values": ["True"],
+                    }
+                ]
+            },
+        },
+    }
+    pod_stage = {"metadata": {"name": "pod-ready"}, "spec": {"resourceRef": {"kind": "Pod"}, "selector": {}}}
+    _, _, hb, pod = node_stages([heartbeat, pod_stage])
+    assert {
+        "key": '.status.allocatable["nvidia.com/gpu"]',
+        "operator": "NotIn",
+        "values": ["0"],
+    } in hb["spec"]["selector"]["matchExpressions"]
+    assert len(heartbeat["spec"]["selector"]["matchExpressions"]) == 1  # the input is not changed
+    assert pod == pod_stage
+
+
 def test_node_ready_reads_the_ready_condition() -> None:
     assert node_ready(gpu_node("n1", pool="p", zone="z", role="baseline", now="2026-01-01T00:00:00Z"))
     assert not node_ready(gpu_node("n1", pool="p", zone="z", role="autoscaled"))  # kwok readies it

@@ -41,6 +41,13 @@ _NOT_AUTOSCALED = {
     "operator": "NotIn",
     "values": [ROLE_AUTOSCALED],
 }
+# A node still waiting for its GPU driver (Ready, allocatable 0). kwok's NotIn also matches a node
+# without the resource at all, so nodes without GPUs keep the stock stages.
+_NOT_WAITING_FOR_DRIVER = {
+    "key": f'.status.allocatable["{GPU_RESOURCE}"]',
+    "operator": "NotIn",
+    "values": ["0"],
+}
 
 # The conditions a kubelet posts, turned on now (the stock node-initialize dates them at the
 # node's creation, which would make a node that booted for minutes look Ready from the start).
@@ -142,13 +149,19 @@ def driver_stage() -> dict[str, Any]:
 
 
 def node_stages(stock: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Our two stages, and the stock ones with `node-initialize` kept off autoscaled nodes
-    (kwok plays one matching stage at random: both would match a NotReady autoscaled node)."""
+    """Our two stages, and the stock ones kept off the nodes ours are waiting on: kwok plays
+    one matching stage at random, so `node-initialize` must not match a NotReady autoscaled node
+    (it would skip the boot), and no other stock node stage (`node-heartbeat-with-lease`, whose
+    delay is 10-20 min) may match a Ready node waiting for its driver, or about half of the
+    nodes of a burst get no GPU for that long (measured: 96 of 200 in
+    bench/planner_calibration.py before this)."""
     out = [boot_stage(), driver_stage()]
     for doc in stock:
-        if doc.get("metadata", {}).get("name") == STOCK_NODE_INITIALIZE:
+        kind = ((doc.get("spec") or {}).get("resourceRef") or {}).get("kind")
+        name = doc.get("metadata", {}).get("name")
+        if name == STOCK_NODE_INITIALIZE or kind == "Node":
             doc = copy.deepcopy(doc)
             exprs = doc["spec"].setdefault("selector", {}).setdefault("matchExpressions", [])
-            exprs.append(dict(_NOT_AUTOSCALED))
+            exprs.append(dict(_NOT_AUTOSCALED if name == STOCK_NODE_INITIALIZE else _NOT_WAITING_FOR_DRIVER))
         out.append(doc)
     return out

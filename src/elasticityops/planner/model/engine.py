@@ -8,8 +8,13 @@ The world, one GPU per node and one request per node:
   placeholder becomes pending). Otherwise it waits (FIFO by pod creation time).
 - A node that frees (request ended, or node became ready) goes to the oldest waiting request,
   else to a pending placeholder (autoscaled nodes only), else it is empty.
-- Every `scan_interval_s` (at t = 0, 10, 20, ...) the autoscaler loop runs: first the headroom
-  controller when due (`size_headroom`), then scale-up and scale-down. Scale-up: pending pods not
+- The autoscaler loop runs at t = 0, then `scan_interval_s` after each loop, and at once when a
+  pod turns unschedulable (a request or a placeholder that finds no free node), as upstream's
+  LoopTrigger does (cluster-autoscaler 1.36 loop/trigger.go; measured in BENCHMARKS.md, "Planner
+  vs upstream autoscaler"): there is no fixed grid, so an isolated request into an empty cluster
+  gets its scale-up exactly `gpu_scale_up_delay_s` after it arrives when that is a multiple of
+  the scan interval. Each loop: first the headroom controller when due (`size_headroom`, on its
+  own grid of `headroom_interval_s`), then scale-up and scale-down. Scale-up: pending pods not
   covered by nodes already provisioning are served by new nodes, once the oldest uncovered pod is
   `gpu_scale_up_delay_s` old, within quota and pool limits and outside back-off. Scale-down:
   empty autoscaled nodes idle for `scale_down_after_s`, oldest first, at most
@@ -134,9 +139,8 @@ def simulate(
     i = 0
     next_arr = arr[0] if n else _INF
     last_arrival = arr[-1] if n else 0.0
-    k_scan = 0
+    t_scan = 0.0  # the next autoscaler loop (upstream: a timer, or a pod turning unschedulable)
     while True:
-        t_scan = k_scan * scan
         # ---- events up to and including this autoscaler loop --------------------------------
         # An event is done within its branch (`continue`) or leaves node nd free at t for request
         # r (r < 0: for the oldest waiting request, if any); the code after the branches hands
@@ -180,12 +184,15 @@ def simulate(
                     preemptions += 1
                     r = running[nd]
                     if r < 0:  # it was empty, or held a placeholder, which is pending again
-                        if nd in warm:
+                        was_warm = nd in warm
+                        if was_warm:
                             warm.remove(nd)
                             ph_pend.append(t)
                         else:
                             empty.remove(nd)
                         ph_head = _hold_placeholders(empty, warm, ph_pend, ph_head)
+                        if was_warm and ph_head < len(ph_pend):
+                            t_scan = t  # an unschedulable placeholder triggers a loop
                         continue
                     running[nd] = -1
                     busy -= 1
@@ -197,7 +204,10 @@ def simulate(
                     if not (bfree or empty or warm):
                         pend.append(r)
                         pend_t.append(t)
+                        t_scan = t  # an unschedulable pod triggers a loop
                         continue
+                    if not (bfree or empty):
+                        t_scan = t  # r takes a placeholder's node: the placeholder is pending
                     nd = _take_free_node(bfree, empty, warm, ph_pend, t)
             else:
                 if next_arr > t_scan:
@@ -215,9 +225,11 @@ def simulate(
                 elif warm:
                     nd = warm.pop()
                     ph_pend.append(t)
+                    t_scan = t  # the placeholder is pending again: a loop now
                 else:
                     pend.append(r)
                     pend_t.append(t)
+                    t_scan = t  # upstream's loop trigger: an unschedulable pod starts a loop
                     continue
                 start[r] = t
             # ---- node nd is free at t: for r, or (r < 0) the oldest waiting request, or idle ----
@@ -250,7 +262,7 @@ def simulate(
         # ---- autoscaler loop at t_scan ---------------------------------------------------------
         t = t_scan
         if not constant and t >= next_hr:
-            next_hr = t + s.headroom_interval_s
+            next_hr = (math.floor(t / s.headroom_interval_s) + 1) * s.headroom_interval_s
             obs = HeadroomObservation(
                 now_s=t,
                 time_of_day_s=t % 86_400.0,
@@ -307,7 +319,7 @@ def simulate(
                 t, parallel - len(deleting), window, delete_time, empty, idle_since, deleted, deleting
             )
         if t >= next_tl:
-            next_tl = t + tl_step
+            next_tl = (math.floor(t / tl_step) + 1) * tl_step
             _sample(
                 timeline,
                 t,
@@ -331,7 +343,10 @@ def simulate(
             raise ModelStalledError(
                 f"requests still waiting {_STALL_S / 86400:.0f} days after the last arrival"
             )
-        k_scan += 1
+        # upstream's LoopTrigger: the next loop one scan interval after this one, unless a pod
+        # turns unschedulable before (above); the immediate loop after a scale-up finds nothing
+        # new here (one loop adds every node needed), so it is not modelled
+        t_scan = t + scan
 
     horizon = max([s.horizon_s, *end]) if n else s.horizon_s
     return SimResult(
