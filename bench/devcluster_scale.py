@@ -12,6 +12,7 @@ the table row used in BENCHMARKS.md.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import platform
@@ -51,11 +52,25 @@ def main() -> int:
         "--apf", action=argparse.BooleanOptionalAction, default=True, help="API priority and fairness"
     )
     ap.add_argument("--job-workers", type=int, default=5, help="controller-manager --concurrent-job-syncs")
+    ap.add_argument(
+        "--scale-down-after",
+        type=float,
+        default=0.0,
+        help="autoscale mode: upstream's --scale-down-unneeded-time; > 0 also measures until every "
+        "node is removed (0: no scale-down within the run)",
+    )
+    ap.add_argument("--provision-delay", default="fixed:5", help="boot delay spec of a new node")
+    ap.add_argument("--driver-delay", default="fixed:0", help="GPU driver delay spec of a new node")
     ap.add_argument("--markdown", action="store_true")
     args = ap.parse_args()
 
     tc = ensure_built(allow_build=False, autoscaler="required")
-    knobs = AutoscalerSettings.for_benchmarks(args.nodes)
+    knobs = dataclasses.replace(
+        AutoscalerSettings.for_benchmarks(args.nodes),
+        provision_delay=args.provision_delay,
+        driver_delay=args.driver_delay,
+        **({"scale_down_after": args.scale_down_after} if args.scale_down_after > 0 else {}),
+    ).validated()
     with tempfile.TemporaryDirectory(prefix="eops-scale-") as tmp:
         t0 = time.monotonic()
         cluster = DevCluster.start(
@@ -80,6 +95,7 @@ def main() -> int:
                 mode=args.mode,
                 timeout=args.timeout,
                 log=lambda m: print(m, flush=True),
+                scale_down=args.scale_down_after > 0,
             )
         finally:
             cluster.stop()

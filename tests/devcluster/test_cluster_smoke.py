@@ -69,7 +69,10 @@ def test_gpu_job_provisions_a_node_runs_and_the_idle_node_goes(dev_cluster, dev_
 
         # Idle for scale_down_after (10 s) -> removed by upstream's scale-down.
         wait_for(lambda: _autoscaled(api) == [], timeout=120, what="the idle node removed")
-        assert "ScaleDown" in (dev_cluster.autoscaler_status() or "")
+        events, _ = api.list(
+            "/api/v1/events", {"fieldSelector": f"involvedObject.name={node['metadata']['name']}"}
+        )
+        assert any(e["reason"] == "ScaleDown" for e in events), [e["reason"] for e in events]
 
 
 def test_exit_code_fails_the_pod_and_the_job(dev_cluster, dev_namespace) -> None:

@@ -19,9 +19,16 @@ import psutil
 
 from elasticityops.devcluster.cluster import DevCluster, wait_for_nodes
 from elasticityops.devcluster.errors import DevClusterError
-from elasticityops.devcluster.nodes import ROLE_BASELINE
+from elasticityops.devcluster.nodes import (
+    GPU_RESOURCE,
+    ROLE_AUTOSCALED,
+    ROLE_BASELINE,
+    ROLE_LABEL,
+    node_ready,
+)
+from elasticityops.devcluster.stuck import list_bound_pending
 from elasticityops.devcluster.workloads import gpu_job
-from elasticityops.domain.errors import Conflict
+from elasticityops.domain.errors import Conflict, EopsError
 
 
 @dataclass
@@ -35,7 +42,10 @@ class ScaleResult:
     all_done_s: float = 0.0  # from first submission to the last Job complete
     total_s: float = 0.0
     succeeded: int = 0
-    autoscaled_nodes: int = 0  # autoscale mode: nodes the autoscaler added (kept: no scale-down)
+    autoscaled_nodes: int = 0  # autoscale mode: nodes the autoscaler added
+    nodes_removed_s: float = 0.0  # autoscale mode with scale-down: last Job done to no node left
+    stuck_pods_max: int = 0  # most pods seen bound to a Ready node and Pending > 60 s (issue 14)
+    longest_bound_pending_s: float = 0.0
     cpu_s: dict[str, float] = field(default_factory=dict)  # per component, over the run
     peak_rss_mib: dict[str, float] = field(default_factory=dict)
 
@@ -51,6 +61,9 @@ class ScaleResult:
             "total_s": round(self.total_s, 1),
             "succeeded": self.succeeded,
             "autoscaled_nodes": self.autoscaled_nodes,
+            "nodes_removed_s": round(self.nodes_removed_s, 1),
+            "stuck_pods_max": self.stuck_pods_max,
+            "longest_bound_pending_s": round(self.longest_bound_pending_s, 1),
             "cpu_s": {k: round(v, 1) for k, v in self.cpu_s.items()},
             "cpu_s_total": round(sum(self.cpu_s.values()), 1),
             "peak_rss_mib": {k: round(v) for k, v in self.peak_rss_mib.items()},
@@ -98,6 +111,11 @@ class _Sampler:
         return {k: now[k] - self.cpu0.get(k, 0.0) for k in now}
 
 
+def _autoscaled_count(api: Any) -> int:
+    nodes, _ = api.list("/api/v1/nodes", {"labelSelector": f"{ROLE_LABEL}={ROLE_AUTOSCALED}"}, 1000)
+    return len(nodes)
+
+
 def _wait(predicate: Any, timeout: float, interval: float, what: str) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -117,7 +135,9 @@ def run_scale(
     mode: str = "baseline",
     timeout: float = 1800.0,
     log: Any = print,
+    scale_down: bool = False,
 ) -> ScaleResult:
+    """Run it; with `scale_down` (autoscale mode) also wait until upstream removed every node."""
     res = ScaleResult(nodes=nodes, pods=pods, mode=mode, run_seconds=run_seconds)
     pids = {p.name: p.pid for p in cluster.state.processes}
     pids["driver"] = psutil.Process().pid
@@ -170,7 +190,28 @@ def run_scale(
 
         last = [0.0]
 
+        def watch_stuck() -> None:
+            try:
+                pending = list_bound_pending(api)
+            except EopsError:
+                return
+            res.longest_bound_pending_s = max([res.longest_bound_pending_s, *(p.seconds for p in pending)])
+            res.stuck_pods_max = max(res.stuck_pods_max, sum(1 for p in pending if p.seconds > 60))
+
+        def ready_gpu_nodes() -> int:
+            nodes, _ = api.list("/api/v1/nodes", {"labelSelector": f"{ROLE_LABEL}={ROLE_AUTOSCALED}"}, 1000)
+            return sum(
+                1 for n in nodes if node_ready(n) and n["status"]["allocatable"].get(GPU_RESOURCE) != "0"
+            )
+
         def done_logged() -> bool:
+            watch_stuck()
+            if mode == "autoscale" and not res.nodes_ready_s and ready_gpu_nodes() >= min(nodes, pods):
+                res.nodes_ready_s = time.monotonic() - t_submit
+                log(
+                    f"{min(nodes, pods)} autoscaled nodes Ready with a GPU "
+                    f"{res.nodes_ready_s:.1f}s after the first Job"
+                )
             ok = done()
             if time.monotonic() - last[0] > 15:
                 last[0] = time.monotonic()
@@ -182,6 +223,11 @@ def run_scale(
         log(f"{pods} Jobs succeeded {res.all_done_s:.1f}s after the first submission")
         if mode == "autoscale":
             res.autoscaled_nodes = int(cluster.cloud_status()["totals"]["stamped"])
+            if scale_down:
+                t_done = time.monotonic()
+                _wait(lambda: _autoscaled_count(api) == 0, timeout, 5.0, "every autoscaled node removed")
+                res.nodes_removed_s = time.monotonic() - t_done
+                log(f"every autoscaled node removed {res.nodes_removed_s:.1f}s after the last Job")
         res.cpu_s = sampler.cpu_delta()
     res.peak_rss_mib = sampler.peak
     res.total_s = time.monotonic() - started
