@@ -11,6 +11,7 @@
 from __future__ import annotations
 
 import copy
+import datetime as dt
 import json
 import secrets
 import subprocess
@@ -211,7 +212,11 @@ def test_doctor_passes_on_the_healthy_cluster(healthy: Any, dev_namespace: str) 
 
 def test_doctor_names_a_gpu_node_without_allocatable_gpus(healthy: Any, dev_namespace: str) -> None:
     name = f"doctor-nogpu-{secrets.token_hex(3)}"
-    node = gpu_node(name, pool="doctor-broken", zone=ZONES[0], role="doctor")
+    # Ready for 20 min without a GPU: past doctor's grace for a driver still installing.
+    since = dt.datetime.now(dt.UTC) - dt.timedelta(minutes=20)
+    node = gpu_node(
+        name, pool="doctor-broken", zone=ZONES[0], role="doctor", now=since.strftime("%Y-%m-%dT%H:%M:%SZ")
+    )
     del node["metadata"]["labels"][
         ROLE_LABEL
     ]  # neither baseline nor autoscaled: the simulated cloud leaves it alone
