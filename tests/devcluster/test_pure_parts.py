@@ -8,7 +8,8 @@ import statistics
 import pytest
 import yaml
 
-from elasticityops.devcluster.cloud import baseline_plan, parse_time, stamp, stockout
+from elasticityops.backends.kubernetes.objects import epoch
+from elasticityops.devcluster.cloud import baseline_plan, stamp, stockout
 from elasticityops.devcluster.config import AutoscalerSettings
 from elasticityops.devcluster.node_stages import BOOT_AT, DRIVER_AT, STOCKOUT, node_stages
 from elasticityops.devcluster.nodes import baseline_node_name, baseline_nodes, gpu_node, node_ready
@@ -133,8 +134,8 @@ def test_a_new_node_is_stamped_with_boot_and_driver_times_from_its_creation() ->
     patch = stamp(_new_node(), s, random.Random(1), now=0.0)
     assert patch is not None
     meta = patch["metadata"]
-    created = parse_time("2026-12-01T10:00:00Z")
-    boot, driver = parse_time(meta["annotations"][BOOT_AT]), parse_time(meta["annotations"][DRIVER_AT])
+    created = epoch("2026-12-01T10:00:00Z")
+    boot, driver = epoch(meta["annotations"][BOOT_AT]), epoch(meta["annotations"][DRIVER_AT])
     assert boot is not None
     assert driver is not None
     assert created is not None

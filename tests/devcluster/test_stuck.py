@@ -7,12 +7,12 @@ from typing import Any
 
 import pytest
 
+from elasticityops.backends.kubernetes.objects import epoch
 from elasticityops.devcluster.nodes import KWOK_NODE_ANNOTATION
 from elasticityops.devcluster.stuck import (
     StuckPod,
     bound_pending,
     bound_time,
-    parse_time,
     settle,
     stuck_pods,
 )
@@ -114,11 +114,11 @@ def test_clock_skew_never_gives_negative_seconds() -> None:
 
 
 def test_parse_time_and_bound_time() -> None:
-    assert parse_time("2026-12-01T12:00:00Z") == T0.timestamp()
-    assert parse_time("2026-12-01T12:00:00.5+00:00") == T0.timestamp() + 0.5
-    assert parse_time("") is None
-    assert parse_time(None) is None
-    assert parse_time("yesterday") is None
+    assert epoch("2026-12-01T12:00:00Z") == T0.timestamp()
+    assert epoch("2026-12-01T12:00:00.5+00:00") == T0.timestamp() + 0.5
+    assert epoch("") is None
+    assert epoch(None) is None
+    assert epoch("yesterday") is None
     # PodScheduled=False (unschedulable) is not a binding: fall back to creation.
     p = pod(bound_at=None, created_at=7)
     p["status"]["conditions"] = [{"type": "PodScheduled", "status": "False", "lastTransitionTime": ts(9)}]

@@ -21,6 +21,7 @@ import datetime as dt
 import random
 from typing import Any
 
+from elasticityops.backends.kubernetes.objects import epoch
 from elasticityops.devcluster.config import AutoscalerSettings
 from elasticityops.devcluster.node_stages import BOOT_AT, DRIVER_AT, STOCKOUT
 from elasticityops.devcluster.nodes import ROLE_AUTOSCALED, ROLE_LABEL, ZONE_LABEL, baseline_node_name
@@ -29,17 +30,10 @@ from elasticityops.planner.distributions import parse_distribution
 HOSTNAME_LABEL = "kubernetes.io/hostname"
 
 
-def rfc3339(epoch: float) -> str:
-    return dt.datetime.fromtimestamp(epoch, dt.UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
-
-
-def parse_time(stamp: str | None) -> float | None:
-    if not stamp:
-        return None
-    try:
-        return dt.datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
-    except ValueError:
-        return None
+def rfc3339(seconds: float) -> str:
+    return (
+        dt.datetime.fromtimestamp(seconds, dt.UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    )
 
 
 def is_new(node: dict[str, Any]) -> bool:
@@ -87,7 +81,7 @@ def stamp(
     name = str(meta.get("name", ""))
     if labels.get(HOSTNAME_LABEL) != name:
         patch["labels"] = {HOSTNAME_LABEL: name}
-    created = parse_time(meta.get("creationTimestamp")) or now
+    created = epoch(meta.get("creationTimestamp")) or now
     boot = created + parse_distribution(settings.provision_delay).sample(rng)
     driver = boot + parse_distribution(settings.driver_delay).sample(rng)
     patch["annotations"] = {BOOT_AT: rfc3339(boot), DRIVER_AT: rfc3339(driver)}

@@ -20,6 +20,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from elasticityops.backends.kubernetes.objects import epoch
 from elasticityops.devcluster.nodes import KWOK_NODE_ANNOTATION, node_ready
 
 KWOK_MANAGED_VALUE = "fake"
@@ -50,19 +51,6 @@ class StuckPod:
         return f"{self.key} on {self.node}: bound and Pending {self.seconds:.0f}s"
 
 
-def parse_time(value: object) -> float | None:
-    """RFC 3339 (as the API server writes it, e.g. 2026-12-01T16:41:17Z) to epoch seconds."""
-    if not isinstance(value, str) or not value:
-        return None
-    try:
-        parsed = dt.datetime.fromisoformat(value.replace("Z", "+00:00"))
-    except ValueError:
-        return None
-    if parsed.tzinfo is None:
-        parsed = parsed.replace(tzinfo=dt.UTC)
-    return parsed.timestamp()
-
-
 def _condition(obj: dict[str, Any], kind: str) -> dict[str, Any] | None:
     for cond in (obj.get("status") or {}).get("conditions") or []:
         if cond.get("type") == kind:
@@ -90,10 +78,10 @@ def bound_time(pod: dict[str, Any]) -> float | None:
     (no scheduler, no such condition) counts from its creation."""
     cond = _condition(pod, "PodScheduled")
     if cond is not None and cond.get("status") == "True":
-        at = parse_time(cond.get("lastTransitionTime"))
+        at = epoch(cond.get("lastTransitionTime"))
         if at is not None:
             return at
-    return parse_time((pod.get("metadata") or {}).get("creationTimestamp"))
+    return epoch((pod.get("metadata") or {}).get("creationTimestamp"))
 
 
 def bound_pending(
@@ -107,7 +95,7 @@ def bound_pending(
         if not (kwok_managed(node) and node_ready(node)):
             continue
         cond = _condition(node, "Ready") or {}
-        ready_since[node["metadata"]["name"]] = parse_time(cond.get("lastTransitionTime")) or 0.0
+        ready_since[node["metadata"]["name"]] = epoch(cond.get("lastTransitionTime")) or 0.0
     found = []
     for pod in pods:
         meta = pod.get("metadata") or {}

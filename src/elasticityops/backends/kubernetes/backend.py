@@ -26,7 +26,7 @@ from elasticityops.backends.kubernetes.manifests import (
     job_name,
     owned_by,
 )
-from elasticityops.backends.kubernetes.objects import KubeObject
+from elasticityops.backends.kubernetes.objects import KubeObject, parse_time
 from elasticityops.backends.kubernetes.observe import (
     Progress,
     container_started,
@@ -41,7 +41,6 @@ from elasticityops.backends.kubernetes.observe import (
     observe_job_event,
     observe_pod,
     overdue,
-    parse_time,
 )
 from elasticityops.backends.kubernetes.settings import KubernetesSettings
 from elasticityops.backends.kubernetes.watch import KindWatch

@@ -14,7 +14,7 @@ from typing import NamedTuple
 
 from elasticityops.backends.kubernetes.labels import INVOCATION_LABEL
 from elasticityops.backends.kubernetes.manifests import CONTAINER_NAME
-from elasticityops.backends.kubernetes.objects import KubeObject
+from elasticityops.backends.kubernetes.objects import KubeObject, parse_time
 from elasticityops.domain.events import BackendEvent, Finished
 from elasticityops.domain.invocations import FailureReason, Note
 
@@ -56,15 +56,6 @@ class Progress(NamedTuple):
     last_wait: str = ""  # the latest explanation of the wait, for a no-capacity failure
     disruption: str = ""  # why the pod was taken away, for the Job's failure
     exit_code: int | None = None  # of a container seen terminated while its pod was deleted
-
-
-def parse_time(value: object) -> datetime | None:
-    if not isinstance(value, str) or not value:
-        return None
-    try:
-        return datetime.fromisoformat(value.replace("Z", "+00:00"))
-    except ValueError:
-        return None
 
 
 def invocation_of(obj: KubeObject) -> str | None:

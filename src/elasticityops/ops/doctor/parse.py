@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import datetime as dt
 import re
 from collections.abc import Iterable, Mapping
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
+from elasticityops.backends.kubernetes.objects import epoch
 from elasticityops.ops.doctor.snapshot import (
     GPU_RESOURCE,
     ApiServiceInfo,
@@ -52,11 +52,8 @@ def _conditions(raw: Iterable[Raw] | None) -> tuple[Condition, ...]:
 def _ready_for(conditions: Iterable[Raw] | None, now: float | None) -> float | None:
     for c in conditions or ():
         if c.get("type") == "Ready" and c.get("status") == "True" and now is not None:
-            try:
-                since = dt.datetime.fromisoformat(str(c.get("lastTransitionTime", "")).replace("Z", "+00:00"))
-            except ValueError:
-                return None
-            return max(now - since.timestamp(), 0.0)
+            since = epoch(c.get("lastTransitionTime"))
+            return None if since is None else max(now - since, 0.0)
     return None
 
 
