@@ -91,48 +91,36 @@ class CloudLoop:
         if name in self._patching:
             return
         failed = stockout(obj, self.settings)
-        if failed is not None:
-            self._patching.add(name)
-            self._spawn(self._fail(name, failed))
-            return
-        patch = stamp(obj, self.settings, self.rng, time.time())
+        patch = failed or stamp(obj, self.settings, self.rng, time.time())
         if patch is not None:
             self._patching.add(name)
-            self._spawn(self._patch(name, patch))
+            self._spawn(self._patch(name, patch, failed=failed is not None))
 
     def _spawn(self, work: Any) -> None:
         task = asyncio.get_running_loop().create_task(work)
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
-    async def _patch(self, name: str, patch: dict[str, Any]) -> None:
+    async def _patch(self, name: str, patch: dict[str, Any], failed: bool) -> None:
+        """Stamp a node, or fail it (`failed`: the stockout annotation, and an Event saying why)."""
+        message = str(patch["metadata"]["annotations"][STOCKOUT]) if failed else ""
         try:
             async with self._slots:
                 await self.api.patch(f"/api/v1/nodes/{name}", patch)
-            self.totals.stamped += 1
+                if failed:
+                    await self.api.create("/api/v1/namespaces/default/events", _node_event(name, message))
+            if failed:
+                self.totals.stocked_out += 1
+                self.totals.note(f"stockout: {name} failed ({message})")
+            else:
+                self.totals.stamped += 1
         except NotFound:
             pass  # deleted meanwhile (a scale-down, a cleanup)
         except EopsError as exc:
             self.totals.errors += 1
-            self.totals.note(f"error stamping {name}: {exc}")
+            self.totals.note(f"error {'failing' if failed else 'stamping'} {name}: {exc}")
         finally:
             # A failed patch is retried at the node's next watch event or relist.
-            self._patching.discard(name)
-
-    async def _fail(self, name: str, patch: dict[str, Any]) -> None:
-        message = str(patch["metadata"]["annotations"][STOCKOUT])
-        try:
-            async with self._slots:
-                await self.api.patch(f"/api/v1/nodes/{name}", patch)
-                await self.api.create("/api/v1/namespaces/default/events", _node_event(name, message))
-            self.totals.stocked_out += 1
-            self.totals.note(f"stockout: {name} failed ({message})")
-        except NotFound:
-            pass
-        except EopsError as exc:
-            self.totals.errors += 1
-            self.totals.note(f"error failing {name}: {exc}")
-        finally:
             self._patching.discard(name)
 
     async def reconcile_baseline(self) -> None:
