@@ -8,7 +8,6 @@ fixed 30 s before it acts on a pending GPU pod; each test waits that out.
 
 from __future__ import annotations
 
-import datetime as dt
 import json
 import secrets
 import subprocess
@@ -20,6 +19,7 @@ from typing import Any
 import psutil
 import pytest
 
+from elasticityops.backends.kubernetes.objects import epoch
 from elasticityops.devcluster.build import ensure_built
 from elasticityops.devcluster.cluster import DevCluster
 from elasticityops.devcluster.config import AutoscalerSettings, ClusterConfig
@@ -142,8 +142,9 @@ def _node_events(api: Any, node: str) -> dict[str, float]:
 
 
 def _epoch(stamp: str | None) -> float:
-    assert stamp, "an event without a time"
-    return dt.datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
+    at = epoch(stamp)
+    assert at is not None, f"an event without a time: {stamp!r}"
+    return at
 
 
 def _pods(api: Any, ns: str) -> list[dict[str, Any]]:

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from elasticityops.backends.kubernetes.blocking import BlockingKubeApi
+from elasticityops.backends.kubernetes.objects import KubeObject
 from elasticityops.backends.kubernetes.settings import KubernetesSettings
 from elasticityops.devcluster import components, procs
 from elasticityops.devcluster.certs import generate_pki, write_kubeconfig
@@ -232,9 +233,14 @@ def _wait_default_serviceaccount(api: BlockingKubeApi, timeout: float) -> None:
     raise StartupError("the default service account did not appear")
 
 
-def count_ready_nodes(api: BlockingKubeApi, role: str) -> int:
+def nodes_of(api: BlockingKubeApi, role: str) -> list[KubeObject]:
+    """Every node of `role` (baseline or autoscaled), paged."""
     nodes, _ = api.list("/api/v1/nodes", {"labelSelector": f"{ROLE_LABEL}={role}"}, PAGE)
-    return sum(1 for n in nodes if node_ready(n))
+    return nodes
+
+
+def count_ready_nodes(api: BlockingKubeApi, role: str) -> int:
+    return sum(1 for n in nodes_of(api, role) if node_ready(n))
 
 
 def _leased(api: BlockingKubeApi) -> set[str]:
@@ -252,7 +258,7 @@ def wait_for_nodes(api: BlockingKubeApi, role: str, count: int, timeout: float) 
     deadline = time.monotonic() + timeout
     seen = -1
     while time.monotonic() < deadline:
-        nodes, _ = api.list("/api/v1/nodes", {"labelSelector": f"{ROLE_LABEL}={role}"}, PAGE)
+        nodes = nodes_of(api, role)
         ready = [n["metadata"]["name"] for n in nodes if node_ready(n)]
         seen = len(ready)
         if seen == count and len(nodes) == count and (count == 0 or set(ready) <= _leased(api)):

@@ -17,13 +17,12 @@ from typing import Any
 
 import psutil
 
-from elasticityops.devcluster.cluster import DevCluster, wait_for_nodes
+from elasticityops.devcluster.cluster import DevCluster, nodes_of, wait_for_nodes
 from elasticityops.devcluster.errors import DevClusterError
 from elasticityops.devcluster.nodes import (
     GPU_RESOURCE,
     ROLE_AUTOSCALED,
     ROLE_BASELINE,
-    ROLE_LABEL,
     node_ready,
 )
 from elasticityops.devcluster.stuck import list_bound_pending
@@ -111,11 +110,6 @@ class _Sampler:
         return {k: now[k] - self.cpu0.get(k, 0.0) for k in now}
 
 
-def _autoscaled_count(api: Any) -> int:
-    nodes, _ = api.list("/api/v1/nodes", {"labelSelector": f"{ROLE_LABEL}={ROLE_AUTOSCALED}"}, 1000)
-    return len(nodes)
-
-
 def _wait(predicate: Any, timeout: float, interval: float, what: str) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -199,9 +193,10 @@ def run_scale(
             res.stuck_pods_max = max(res.stuck_pods_max, sum(1 for p in pending if p.seconds > 60))
 
         def ready_gpu_nodes() -> int:
-            nodes, _ = api.list("/api/v1/nodes", {"labelSelector": f"{ROLE_LABEL}={ROLE_AUTOSCALED}"}, 1000)
             return sum(
-                1 for n in nodes if node_ready(n) and n["status"]["allocatable"].get(GPU_RESOURCE) != "0"
+                1
+                for n in nodes_of(api, ROLE_AUTOSCALED)
+                if node_ready(n) and n["status"]["allocatable"].get(GPU_RESOURCE) != "0"
             )
 
         def done_logged() -> bool:
@@ -225,7 +220,9 @@ def run_scale(
             res.autoscaled_nodes = int(cluster.cloud_status()["totals"]["stamped"])
             if scale_down:
                 t_done = time.monotonic()
-                _wait(lambda: _autoscaled_count(api) == 0, timeout, 5.0, "every autoscaled node removed")
+                _wait(
+                    lambda: not nodes_of(api, ROLE_AUTOSCALED), timeout, 5.0, "every autoscaled node removed"
+                )
                 res.nodes_removed_s = time.monotonic() - t_done
                 log(f"every autoscaled node removed {res.nodes_removed_s:.1f}s after the last Job")
         res.cpu_s = sampler.cpu_delta()
