@@ -61,6 +61,16 @@ def main() -> int:
     )
     ap.add_argument("--provision-delay", default="fixed:5", help="boot delay spec of a new node")
     ap.add_argument("--driver-delay", default="fixed:0", help="GPU driver delay spec of a new node")
+    ap.add_argument(
+        "--node-heartbeat", type=int, default=100, help="seconds between two status posts of a node (kwok)"
+    )
+    ap.add_argument(
+        "--kwok-node-leases",
+        type=int,
+        default=0,
+        help="kwok node lease seconds (0: none, the dev cluster's default since issue 14; 400 was this "
+        "bench's setting before)",
+    )
     ap.add_argument("--markdown", action="store_true")
     args = ap.parse_args()
 
@@ -77,7 +87,8 @@ def main() -> int:
             ClusterConfig(
                 state_dir=Path(tmp),
                 autoscaler=knobs,
-                node_lease_seconds=400,
+                node_heartbeat_seconds=args.node_heartbeat,
+                node_lease_seconds=args.kwok_node_leases,
                 apf_enabled=args.apf,
                 job_workers=args.job_workers,
             ),
@@ -104,6 +115,8 @@ def main() -> int:
         "cluster_startup_s": round(startup, 1),
         "job_workers": args.job_workers,
         "apf": args.apf,
+        "node_heartbeat_s": args.node_heartbeat,
+        "kwok_node_leases_s": args.kwok_node_leases,
         **res.summary(),
     }
     print(json.dumps(summary, indent=2))

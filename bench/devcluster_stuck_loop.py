@@ -20,6 +20,11 @@ pods on its lease cache (a probe before the load; devcluster/stuck.py): stuck po
 gated runs would confirm the cause found in kwok's source. The fault is intermittent (1 of 2 runs
 in the issue): compare many runs before and after a fix. Not CI: one run takes minutes.
 
+Before and after the fix (docs/dev-cluster.md, "Simulated nodes"): `--kwok-node-leases 240
+--gated-only` runs the configuration before it (kwok's node Leases, 240 s) on kwok starts whose
+pod controller is gated (each run's cluster restarted until the probe says so, ~1 in 8
+starts), where the fault can happen; the default (`--kwok-node-leases 0`) is the fix.
+
 Prerequisites, checked first: the dev cluster binaries (`eops dev-cluster build`), PostgreSQL's
 initdb/pg_ctl (`apt-get install -y postgresql`; as root the `postgres` user runs it) and the
 psycopg driver (in the project's dependencies).
@@ -204,19 +209,29 @@ def one_run(index: int, tc: Toolchain, args: argparse.Namespace) -> dict[str, An
         driver_delay=args.driver_delay,
         scan_interval=args.scan_interval,
     ).validated()
+    leases = args.kwok_node_leases
     with tempfile.TemporaryDirectory(prefix=f"eops-stuck-{index}-") as tmp_name:
         tmp = Path(tmp_name)
-        cfg = ClusterConfig(state_dir=tmp / "cluster", autoscaler=settings)
-        cluster = DevCluster.start(cfg, tc)
-        gateways: list[Gateway] = []
-        try:
-            ns = f"stuck-{index}"
+        cfg = ClusterConfig(state_dir=tmp / "cluster", autoscaler=settings, node_lease_seconds=leases)
+        ns = f"stuck-{index}"
+        starts = 0
+        while True:
+            starts += 1
+            cluster = DevCluster.start(cfg, tc)
             with cluster.api() as api:
                 api.create(
                     "/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}}
                 )
                 # Whether this kwok's pod controller skips pods on its lease cache (see stuck.py).
-                gated = kwok_gates_pods_on_its_lease_cache(api, ns)
+                gated = kwok_gates_pods_on_its_lease_cache(api, ns, kwok_leases=leases > 0)
+            if gated or not args.gated_only or starts >= args.max_starts:
+                break
+            print(
+                f"run {index}: kwok start {starts} not gated; starting another", file=sys.stderr, flush=True
+            )
+            cluster.stop()
+        gateways: list[Gateway] = []
+        try:
             with pg_cluster() as pg:
                 db = pg.url()
                 # One at a time: the first migrates the fresh database.
@@ -273,7 +288,9 @@ def one_run(index: int, tc: Toolchain, args: argparse.Namespace) -> dict[str, An
     stuck = {k: v for k, v in watch.longest.items() if v[1] > args.stuck_after}
     return {
         "run": index,
+        "kwok_node_leases_s": leases,
         "kwok_pod_gate": gated,
+        "cluster_starts": starts,
         "invocations": len(ids),
         "all_succeeded_exactly_once": once,
         "not_succeeded": not_succeeded,
@@ -308,9 +325,24 @@ def main() -> int:
     parser.add_argument("--provision-delay", default="fixed:60", help="delay spec: a new node's boot")
     parser.add_argument("--driver-delay", default="fixed:60", help="delay spec: its GPU driver install")
     parser.add_argument("--scan-interval", type=float, default=10.0, help="autoscaler cycle seconds")
+    parser.add_argument(
+        "--kwok-node-leases",
+        type=int,
+        default=0,
+        help="kwok node lease seconds: 0 is the dev cluster's fix (no leases, no gate); 240 was "
+        "its setting before the fix",
+    )
+    parser.add_argument(
+        "--gated-only",
+        action="store_true",
+        help="restart each run's cluster until the probe finds kwok gated (needs --kwok-node-leases > 0)",
+    )
+    parser.add_argument("--max-starts", type=int, default=20, help="cluster starts per run with --gated-only")
     parser.add_argument("--json", type=Path, help="also write the per-run results here")
     args = parser.parse_args()
 
+    if args.gated_only and args.kwok_node_leases <= 0:
+        parser.error("--gated-only needs --kwok-node-leases > 0: without leases kwok has no gate")
     tc, missing = prerequisites()
     if missing or tc is None:
         print("missing prerequisites:", *(f"  - {m}" for m in missing), sep="\n", file=sys.stderr)

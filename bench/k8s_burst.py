@@ -551,7 +551,7 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="eops-burst-") as name:
         tmp = Path(name)
         cluster = DevCluster.start(
-            ClusterConfig(state_dir=tmp / "cluster", autoscaler=knobs, node_lease_seconds=400), tc
+            ClusterConfig(state_dir=tmp / "cluster", autoscaler=knobs, node_heartbeat_seconds=100), tc
         )
         try:
             t0 = time.monotonic()

@@ -45,7 +45,7 @@ from typing import Any
 
 import numpy as np
 
-from elasticityops.devcluster.cloud import parse_time
+from elasticityops.backends.kubernetes.objects import epoch as parse_time
 from elasticityops.devcluster.node_stages import BOOTED_REASON, DRIVER_REASON
 from elasticityops.devcluster.workloads import gpu_job
 from elasticityops.planner.distributions import parse_distribution
@@ -259,7 +259,7 @@ def run_cluster(args: argparse.Namespace, tc: Any, log: Callable[[str], None]) -
     with tempfile.TemporaryDirectory(prefix="eops-calib-") as tmp:
         t_up = time.monotonic()
         cluster = DevCluster.start(
-            ClusterConfig(state_dir=Path(tmp), autoscaler=knobs, node_lease_seconds=400), tc
+            ClusterConfig(state_dir=Path(tmp), autoscaler=knobs, node_heartbeat_seconds=100), tc
         )
         log(f"cluster up in {time.monotonic() - t_up:.1f}s")
         try:

@@ -8,6 +8,7 @@ fixed 30 s before it acts on a pending GPU pod; each test waits that out.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import secrets
 import subprocess
@@ -54,13 +55,19 @@ KNOBS = AutoscalerSettings(
     seed=7,
 )
 PRIORITY_CONFIGMAP = "cluster-autoscaler-priority-expander"
+HEARTBEAT_S = 4  # kwok posts node status this often (no node Leases: issue 14)
+DRIVER_WAIT_S = 14  # the scale-up test's driver delay: long enough for heartbeats during it
 
 
 @pytest.fixture(scope="module")
 def small_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DevCluster]:
     try:
         tc = ensure_built(allow_build=False, autoscaler="required")
-        cfg = ClusterConfig(state_dir=tmp_path_factory.mktemp("small-cluster"), autoscaler=KNOBS)
+        cfg = ClusterConfig(
+            state_dir=tmp_path_factory.mktemp("small-cluster"),
+            autoscaler=KNOBS,
+            node_heartbeat_seconds=HEARTBEAT_S,
+        )
         cluster = DevCluster.start(cfg, tc)
     except DevClusterError as exc:
         pytest.fail(f"dev cluster with the autoscaler did not start: {exc}", pytrace=False)
@@ -120,6 +127,17 @@ def test_it_runs_beside_kwok_with_its_config(small_cluster: DevCluster) -> None:
         )
         # The baseline pool belongs to no node group: never a candidate for scale-down.
         assert _group_nodes(api) == []
+        # kwok keeps no node Leases (issue 14) and posts each node's status instead.
+        assert api.list("/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases")[0] == []
+        static = api.list("/api/v1/nodes", {"labelSelector": f"{ROLE_LABEL}={ROLE_BASELINE}"})[0][0]
+        first, since = _ready_heartbeat(static)
+        path = f"/api/v1/nodes/{static['metadata']['name']}"
+        wait_for(
+            lambda: _ready_heartbeat(api.get(path))[0] != first,
+            timeout=4 * HEARTBEAT_S,
+            what="a heartbeat of a static node",
+        )
+        assert _ready_heartbeat(api.get(path))[1] == since  # its Ready transition kept
     rss = psutil.Process(rec.pid).memory_info().rss
     assert rss < 1 << 30
     # `eops dev-cluster status` shows upstream's own status text.
@@ -162,10 +180,23 @@ def _hold_baseline(cluster: DevCluster, api: Any, ns: str) -> list[str]:
     return held
 
 
+def _ready_heartbeat(node: dict[str, Any]) -> tuple[str, str]:
+    cond = next(c for c in node["status"].get("conditions") or [] if c["type"] == "Ready")
+    return cond.get("lastHeartbeatTime", ""), cond.get("lastTransitionTime", "")
+
+
 def test_pending_gpu_job_scales_a_group_up_boots_installs_the_driver_runs_and_the_node_goes(
     small_cluster: DevCluster, namespace: str
 ) -> None:
     ns = namespace
+    small_cluster.configure_cloud(driver_delay=f"fixed:{DRIVER_WAIT_S}")
+    try:
+        _scale_up_timeline(small_cluster, ns)
+    finally:
+        small_cluster.configure_cloud(driver_delay=KNOBS.driver_delay)
+
+
+def _scale_up_timeline(small_cluster: DevCluster, ns: str) -> None:
     with small_cluster.api() as api:
         held = _hold_baseline(small_cluster, api, ns)
         api.create(f"/apis/batch/v1/namespaces/{ns}/jobs", gpu_job("up", run_seconds=3))
@@ -187,17 +218,33 @@ def test_pending_gpu_job_scales_a_group_up_boots_installs_the_driver_runs_and_th
         # skipTaint: no kwok-provider=true:NoSchedule taint that no Job tolerates.
         assert all(t["key"] != "kwok-provider" for t in node["spec"]["taints"])
 
-        assert wait_for(lambda: job_condition(api, ns, "up"), timeout=90, what="the Job done") == "Complete"
-        ran = job_pods(api, ns, "up")[0]
         node_name = node["metadata"]["name"]
+        # Sampled until the Job is done: the node's Ready heartbeats (without Leases a node
+        # stays Ready only by posting status, also while its driver installs, as a kubelet does).
+        beats: dict[str, str] = {}
+        deadline = time.monotonic() + 120
+        while job_condition(api, ns, "up") is None:
+            assert time.monotonic() < deadline, "the Job not done within 120 s"
+            with contextlib.suppress(StopIteration, KeyError):
+                beat, since = _ready_heartbeat(api.get(f"/api/v1/nodes/{node_name}"))
+                beats[beat] = since
+            time.sleep(0.5)
+        assert job_condition(api, ns, "up") == "Complete"
+        ran = job_pods(api, ns, "up")[0]
         assert ran["spec"]["nodeName"] == node_name
         # The node booted (NotReady) for the provision delay, then had no GPU for the driver
         # delay; the pod started only after that (event times are whole seconds).
         seen = _node_events(api, node_name)
         created = _epoch(node["metadata"]["creationTimestamp"])
         assert seen[BOOTED_REASON] - created >= 4 - 1
-        assert seen[DRIVER_REASON] - seen[BOOTED_REASON] >= 3 - 1
+        assert DRIVER_WAIT_S - 1 <= seen[DRIVER_REASON] - seen[BOOTED_REASON] <= DRIVER_WAIT_S + 2
         assert _epoch(ran["status"]["startTime"]) >= seen[DRIVER_REASON] - 1
+        # Heartbeats while it waited for the driver (every 4-4.4 s over 14 s), and none of them
+        # moved the Ready transition (still the boot).
+        waiting = [b for b in beats if seen[BOOTED_REASON] + 1 < _epoch(b) < seen[DRIVER_REASON]]
+        assert len(waiting) >= 2, beats
+        booted = {b: since for b, since in beats.items() if _epoch(b) >= seen[BOOTED_REASON] - 1}
+        assert {abs(_epoch(since) - seen[BOOTED_REASON]) <= 1 for since in booted.values()} == {True}, beats
         # The simulated cloud gave it the hostname label a kubelet sets.
         assert (
             api.get(f"/api/v1/nodes/{node_name}")["metadata"]["labels"]["kubernetes.io/hostname"] == node_name

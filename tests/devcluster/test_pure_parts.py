@@ -4,15 +4,18 @@ from __future__ import annotations
 
 import random
 import statistics
+from dataclasses import replace
 
 import pytest
 import yaml
 
 from elasticityops.backends.kubernetes.objects import epoch
+from elasticityops.devcluster import components
 from elasticityops.devcluster.cloud import baseline_plan, stamp, stockout
-from elasticityops.devcluster.config import AutoscalerSettings
+from elasticityops.devcluster.config import AutoscalerSettings, ClusterConfig
 from elasticityops.devcluster.node_stages import BOOT_AT, DRIVER_AT, STOCKOUT, node_stages
 from elasticityops.devcluster.nodes import baseline_node_name, baseline_nodes, gpu_node, node_ready
+from elasticityops.devcluster.paths import Toolchain
 from elasticityops.devcluster.stages import completion_stages, render_kwok_config
 from elasticityops.planner.distributions import parse_distribution
 from elasticityops.planner.errors import PlannerInputError
@@ -116,6 +119,8 @@ def test_kwok_config_is_valid_multi_document_yaml() -> None:
         "eops-pod-complete-job-default",
         "eops-node-boot",
         "eops-node-gpu-driver",
+        "eops-node-heartbeat",
+        "eops-node-heartbeat-driver-wait",
         "node-initialize",
     ]
     assert docs[0]["kind"] == "KwokConfiguration"
@@ -191,48 +196,102 @@ def test_baseline_plan_adds_and_removes_by_number() -> None:
     assert baseline_plan(names, 1) == ([], [baseline_node_name(2), baseline_node_name(1)])
 
 
+def _by_name(stages: list[dict]) -> dict[str, dict]:
+    return {st["metadata"]["name"]: st for st in stages}
+
+
+def _exprs(stage: dict) -> list[dict]:
+    return stage["spec"]["selector"]["matchExpressions"]
+
+
 def test_node_stages_keep_the_stock_initialize_off_autoscaled_nodes() -> None:
     stock = [{"metadata": {"name": "node-initialize"}, "spec": {"selector": {"matchExpressions": []}}}]
-    boot, driver, init = node_stages(stock)
-    assert init["spec"]["selector"]["matchExpressions"] == [
+    stages = _by_name(node_stages(stock))
+    assert list(stages) == [
+        "eops-node-boot",
+        "eops-node-gpu-driver",
+        "eops-node-heartbeat",
+        "eops-node-heartbeat-driver-wait",
+        "node-initialize",
+    ]
+    assert _exprs(stages["node-initialize"]) == [
         {"key": '.metadata.labels["eops.dev/role"]', "operator": "NotIn", "values": ["autoscaled"]}
     ]
     assert stock[0]["spec"]["selector"]["matchExpressions"] == []  # the input is not changed
+    boot, driver = stages["eops-node-boot"], stages["eops-node-gpu-driver"]
     for st, at in ((boot, BOOT_AT), (driver, DRIVER_AT)):
-        keys = {e["key"]: e["operator"] for e in st["spec"]["selector"]["matchExpressions"]}
+        keys = {e["key"]: e["operator"] for e in _exprs(st)}
         assert keys[f'.metadata.annotations["{at}"]'] == "Exists"
         assert st["spec"]["delay"]["durationFrom"]["expressionFrom"] == f'.metadata.annotations["{at}"]'
-    driver_keys = {e["key"]: e.get("values") for e in driver["spec"]["selector"]["matchExpressions"]}
+    driver_keys = {e["key"]: e.get("values") for e in _exprs(driver)}
     assert driver_keys['.status.allocatable["nvidia.com/gpu"]'] == ["0"]
 
 
-def test_no_stock_node_stage_races_the_driver_stage() -> None:
-    """kwok plays one of the matching stages at random: the stock heartbeat also matches a Ready
-    node whose GPU is still 0 unless kept off it, and then the driver stage waits 10-20 min."""
+def test_the_stock_heartbeat_is_replaced_and_no_stock_node_stage_races_the_driver_stage() -> None:
+    """kwok plays one of the matching stages at random: a stock node stage that also matches a
+    Ready node whose GPU is still 0 would make the driver stage wait for that stage's delay. The
+    stock heartbeat needs kwok's leases, which the dev cluster turns off: ours replaces it."""
+    ready = {
+        "key": '.status.conditions.[] | select( .type == "Ready" ) | .status',
+        "operator": "In",
+        "values": ["True"],
+    }
     heartbeat = {
         "metadata": {"name": "node-heartbeat-with-lease"},
         "spec": {
             "resourceRef": {"apiGroup": "v1", "kind": "Node"},
-            "selector": {
-                "matchExpressions": [
-                    {
-                        "key": '.status.conditions.[] | select( .type == "Ready" ) | .status',
-                        "operator": "In",
-                        "values": ["True"],
-                    }
-                ]
-            },
+            "selector": {"matchExpressions": [ready]},
+        },
+    }
+    other = {
+        "metadata": {"name": "node-other"},
+        "spec": {
+            "resourceRef": {"apiGroup": "v1", "kind": "Node"},
+            "selector": {"matchExpressions": [ready]},
         },
     }
     pod_stage = {"metadata": {"name": "pod-ready"}, "spec": {"resourceRef": {"kind": "Pod"}, "selector": {}}}
-    _, _, hb, pod = node_stages([heartbeat, pod_stage])
-    assert {
-        "key": '.status.allocatable["nvidia.com/gpu"]',
-        "operator": "NotIn",
-        "values": ["0"],
-    } in hb["spec"]["selector"]["matchExpressions"]
-    assert len(heartbeat["spec"]["selector"]["matchExpressions"]) == 1  # the input is not changed
-    assert pod == pod_stage
+    stages = _by_name(node_stages([heartbeat, other, pod_stage]))
+    assert "node-heartbeat-with-lease" not in stages
+    not_waiting = {"key": '.status.allocatable["nvidia.com/gpu"]', "operator": "NotIn", "values": ["0"]}
+    assert not_waiting in _exprs(stages["node-other"])
+    assert len(other["spec"]["selector"]["matchExpressions"]) == 1  # the input is not changed
+    assert stages["pod-ready"] == pod_stage
+
+
+def test_heartbeats_beat_every_node_and_the_driver_wait_is_split_by_time() -> None:
+    """Exactly one stage matches a Ready node waiting for its driver: the waiting heartbeat while
+    the driver is more than one heartbeat away, the driver stage within one (the same jq test,
+    true for one and false for the other)."""
+    stages = _by_name(node_stages([], heartbeat_seconds=45))
+    beat, wait = stages["eops-node-heartbeat"], stages["eops-node-heartbeat-driver-wait"]
+    driver = stages["eops-node-gpu-driver"]
+    not_waiting = {"key": '.status.allocatable["nvidia.com/gpu"]', "operator": "NotIn", "values": ["0"]}
+    assert not_waiting in _exprs(beat)
+    far = [e for e in _exprs(wait) if "now" in e["key"]]
+    near = [e for e in _exprs(driver) if "now" in e["key"]]
+    assert len(far) == len(near) == 1
+    assert far[0]["key"] == near[0]["key"]
+    assert (far[0]["values"], near[0]["values"]) == (["true"], ["false"])
+    assert "> 45" in far[0]["key"]
+    assert far[0]["key"].startswith("try ")
+    for st in (beat, wait):
+        assert st["spec"]["delay"] == {"durationMilliseconds": 45000, "jitterDurationMilliseconds": 49500}
+        template = st["spec"]["next"]["statusTemplate"]
+        assert "lastHeartbeatTime: {{ $now | Quote }}" in template
+        # Transition times are kept: a heartbeat never makes a node look Ready for longer.
+        assert "lastTransitionTime: {{ .lastTransitionTime | Quote }}" in template
+
+
+def test_kwok_runs_without_node_leases_by_default(tmp_path) -> None:
+    cfg = ClusterConfig(state_dir=tmp_path)
+    assert cfg.node_lease_seconds == 0
+    argv = components.kwok(Toolchain(tmp_path), components.Layout(tmp_path), cfg)
+    assert "--node-lease-duration-seconds=0" in argv
+    # Three heartbeats (kwok's jitter included) before a node turns Unknown, at least 60 s.
+    assert components.node_monitor_grace(cfg) == max(3 * cfg.node_heartbeat_seconds * 11 // 10, 60)
+    assert components.node_monitor_grace(replace(cfg, node_heartbeat_seconds=100)) == 330
+    assert components.node_monitor_grace(replace(cfg, node_lease_seconds=240)) == 180
 
 
 def test_node_ready_reads_the_ready_condition() -> None:

@@ -45,7 +45,7 @@ from elasticityops.domain.errors import EopsError, NotFound
 StepFn = Callable[[str], None]
 STATUS_CONFIGMAP = "cluster-autoscaler-status"
 PAGE = 1000
-"""Items per page when listing nodes and leases (thousands of them in a scale run)."""
+"""Items per page when listing nodes (thousands of them in a scale run)."""
 
 
 def _quiet(_: str) -> None:
@@ -141,7 +141,12 @@ def up(cfg: ClusterConfig, tc: Toolchain, step: StepFn = _quiet) -> ClusterState
     server = f"https://127.0.0.1:{ports.apiserver}"
     write_kubeconfig(lay.kubeconfig, server, pki)
     lay.kwok_config.write_text(
-        render_kwok_config(tc.stock_stages.read_text(), f"127.0.0.1:{ports.kwok}", cfg.node_lease_seconds)
+        render_kwok_config(
+            tc.stock_stages.read_text(),
+            f"127.0.0.1:{ports.kwok}",
+            cfg.node_lease_seconds,
+            cfg.node_heartbeat_seconds,
+        )
     )
     state = ClusterState(lay.root, server, ports, tc.root, (), time.time())
     creds = Credentials(server, pki.ca_cert, pki.admin_cert, pki.admin_key)
@@ -187,7 +192,9 @@ def up(cfg: ClusterConfig, tc: Toolchain, step: StepFn = _quiet) -> ClusterState
                 answers_200(f"https://127.0.0.1:{ports.scheduler}", "/healthz", unverified_tls()),
             )
             launch(
-                "kwok", components.kwok(tc, lay), answers_200(f"http://127.0.0.1:{ports.kwok}", "/healthz")
+                "kwok",
+                components.kwok(tc, lay, cfg),
+                answers_200(f"http://127.0.0.1:{ports.kwok}", "/healthz"),
             )
             launch("cloud", components.cloud(lay, server), lay.cloud_status.is_file)
             api = clients.enter_context(admin_api(creds))
@@ -243,25 +250,20 @@ def count_ready_nodes(api: BlockingKubeApi, role: str) -> int:
     return sum(1 for n in nodes_of(api, role) if node_ready(n))
 
 
-def _leased(api: BlockingKubeApi) -> set[str]:
-    """Nodes kwok has taken on: it creates a Lease in kube-node-lease for each one it manages."""
-    leases, _ = api.list("/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases", page_size=PAGE)
-    return {lease["metadata"]["name"] for lease in leases}
-
-
 def wait_for_nodes(api: BlockingKubeApi, role: str, count: int, timeout: float) -> None:
-    """Wait until exactly `count` nodes of `role` exist, are Ready, and are managed by kwok.
+    """Wait until exactly `count` nodes of `role` exist and are Ready.
 
-    Ready alone is not enough for nodes created Ready (the baseline pool): a pod bound before
-    kwok has taken its node on may never be started.
+    Ready is enough, also for nodes created Ready (the static pool): without node Leases kwok
+    plays every pod of a node it manages, and lists a node's pods again when it takes the node
+    on, so a pod bound before that starts then (kwok 0.8.0 controller.go, `initNodeLeaseController`
+    with leases off; issue 14).
     """
     deadline = time.monotonic() + timeout
     seen = -1
     while time.monotonic() < deadline:
         nodes = nodes_of(api, role)
-        ready = [n["metadata"]["name"] for n in nodes if node_ready(n)]
-        seen = len(ready)
-        if seen == count and len(nodes) == count and (count == 0 or set(ready) <= _leased(api)):
+        seen = sum(1 for n in nodes if node_ready(n))
+        if seen == count and len(nodes) == count:
             return
         # Listing thousands of nodes is itself load on the API server: poll less often then.
         time.sleep(max(0.5, count / 1000))

@@ -124,10 +124,18 @@ def kube_apiserver(tc: Toolchain, lay: Layout, p: Ports, cfg: ClusterConfig) -> 
     return argv
 
 
+def node_monitor_grace(cfg: ClusterConfig) -> int:
+    """Seconds without a heartbeat before a node turns Unknown: three heartbeats (with kwok's
+    jitter) or, with leases, three lease renewals (a quarter of the lease each); at least 60."""
+    beat = cfg.node_heartbeat_seconds * 11 // 10
+    if cfg.node_lease_seconds:
+        beat = min(beat, cfg.node_lease_seconds // 4)
+    return max(3 * beat, 60)
+
+
 def kube_controller_manager(tc: Toolchain, lay: Layout, p: Ports, cfg: ClusterConfig) -> list[str]:
     kc = str(lay.kubeconfig)
-    # Above kwok's lease renewal interval (a quarter of the lease) so simulated nodes stay Ready.
-    grace = max(cfg.node_lease_seconds // 4 * 3, 60)
+    grace = node_monitor_grace(cfg)
     return [
         str(tc.binary("kube-controller-manager")),
         f"--kubeconfig={kc}",
@@ -168,12 +176,15 @@ def kube_scheduler(tc: Toolchain, lay: Layout, p: Ports, cfg: ClusterConfig) -> 
     ]
 
 
-def kwok(tc: Toolchain, lay: Layout) -> list[str]:
+def kwok(tc: Toolchain, lay: Layout, cfg: ClusterConfig) -> list[str]:
     # WARN: at INFO kwok logs one JSON line per node and pod patch, a real CPU cost at scale.
     return [
         str(tc.binary("kwok")),
         f"--kubeconfig={lay.kubeconfig}",
         f"--config={lay.kwok_config}",
+        # A flag, not the config file: kwok defaults a 0 in its config to 40 s; only the flag
+        # turns leases off.
+        f"--node-lease-duration-seconds={cfg.node_lease_seconds}",
         "--v=WARN",
     ]
 

@@ -7,6 +7,7 @@ from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
+from elasticityops.devcluster.node_stages import DEFAULT_HEARTBEAT_SECONDS
 from elasticityops.devcluster.nodes import ZONES
 from elasticityops.planner.distributions import parse_distribution
 
@@ -100,7 +101,11 @@ class ClusterConfig:
 
     state_dir: Path
     autoscaler: AutoscalerSettings = field(default_factory=AutoscalerSettings)
-    node_lease_seconds: int = 240  # kwok renews each node lease every quarter of this
+    node_heartbeat_seconds: int = DEFAULT_HEARTBEAT_SECONDS  # kwok posts each node's status this often
+    node_lease_seconds: int = 0
+    """0: kwok keeps no node Leases and plays every pod of a node it manages (issue 14). > 0:
+    kwok 0.8.0's Leases of that duration, under which its pod controller can skip a pod for good
+    when its lease cache lags (docs/dev-cluster.md); only to reproduce that fault."""
     api_qps: int = 500  # client QPS of controller-manager and scheduler (defaults throttle)
     api_burst: int = 1000
     startup_timeout: float = 120.0  # s each component gets to become ready

@@ -17,6 +17,14 @@ created Ready; nodes a test makes by hand) keep the stock behaviour.
 
 Each stage also records an Event on the node (`EopsNodeBooted`, `EopsGpuDriverInstalled`), so
 a run's node timeline can be read back from the API server.
+
+Heartbeats are ours too. kwok runs without node Leases (issue 14: with them, kwok 0.8.0 may skip
+a pod for good when its lease cache lags; docs/dev-cluster.md), so a node stays Ready only by
+posting status, as a kubelet without leases does: `eops-node-heartbeat` renews every Ready
+node's conditions every `heartbeat_seconds` (transition times kept). A node waiting for its
+driver must keep posting too, but kwok plays one matching stage at random, so the wait is split
+by time instead: while the driver is more than one heartbeat away `eops-node-heartbeat-driver-wait`
+matches (and beats), within one heartbeat only `eops-node-gpu-driver` does (and fires on time).
 """
 
 from __future__ import annotations
@@ -33,6 +41,8 @@ STOCKOUT_REASON = "EopsStockout"
 BOOTED_REASON = "EopsNodeBooted"
 DRIVER_REASON = "EopsGpuDriverInstalled"
 STOCK_NODE_INITIALIZE = "node-initialize"
+STOCK_NODE_HEARTBEAT = "node-heartbeat-with-lease"  # replaced by ours: it needs kwok's leases
+DEFAULT_HEARTBEAT_SECONDS = 60
 
 _NOT_DELETING = {"key": ".metadata.deletionTimestamp", "operator": "DoesNotExist"}
 _READY = '.status.conditions.[] | select( .type == "Ready" ) | .status'
@@ -93,6 +103,83 @@ allocatable:
 """.replace('"GPU"', f'"{GPU_RESOURCE}"')
 
 
+# kubelet-style heartbeat: every condition renewed now, each keeping its transition time (the
+# stock heartbeat dates them at the node's creation, which would make a node that booted for
+# minutes look Ready since it was created).
+_HEARTBEAT_TEMPLATE = """\
+{{ $now := Now }}
+conditions:
+{{ range .status.conditions }}
+- lastHeartbeatTime: {{ $now | Quote }}
+  lastTransitionTime: {{ .lastTransitionTime | Quote }}
+  message: {{ .message | Quote }}
+  reason: {{ .reason | Quote }}
+  status: {{ .status | Quote }}
+  type: {{ .type | Quote }}
+{{ end }}
+"""
+
+
+def _driver_far(heartbeat_seconds: int) -> dict[str, Any]:
+    """True while the driver stamp is more than one heartbeat away. gojq's `now` is read each
+    time kwok matches; the stamp is cut to the second for `fromdate`. `try` so a malformed stamp
+    answers false rather than an error, which would make kwok match no stage at all."""
+    expr = (
+        f'try (((.metadata.annotations["{DRIVER_AT}"] | .[0:19] + "Z" | fromdate) - now)'
+        f" > {heartbeat_seconds}) catch false"
+    )
+    return {"key": expr, "operator": "In", "values": ["true"]}
+
+
+def _driver_near(heartbeat_seconds: int) -> dict[str, Any]:
+    return {**_driver_far(heartbeat_seconds), "values": ["false"]}
+
+
+def _heartbeat_delay(heartbeat_seconds: int) -> dict[str, Any]:
+    # kwok's jitter is an upper bound that must exceed the delay (one <= the delay replaces it):
+    # beats land in [H, 1.1 H], spreading thousands of nodes created at once.
+    ms = heartbeat_seconds * 1000
+    return {"durationMilliseconds": ms, "jitterDurationMilliseconds": ms + ms // 10}
+
+
+def _heartbeat_stage(name: str, match: list[dict[str, Any]], heartbeat_seconds: int) -> dict[str, Any]:
+    return {
+        "apiVersion": "kwok.x-k8s.io/v1alpha1",
+        "kind": "Stage",
+        "metadata": {"name": name},
+        "spec": {
+            "resourceRef": {"apiGroup": "v1", "kind": "Node"},
+            "selector": {
+                "matchExpressions": [
+                    _NOT_DELETING,
+                    {"key": _READY, "operator": "In", "values": ["True"]},
+                    *match,
+                ]
+            },
+            "delay": _heartbeat_delay(heartbeat_seconds),
+            "next": {"statusTemplate": _HEARTBEAT_TEMPLATE},
+        },
+    }
+
+
+def heartbeat_stages(heartbeat_seconds: int = DEFAULT_HEARTBEAT_SECONDS) -> list[dict[str, Any]]:
+    """Heartbeats for Ready nodes: one for nodes not waiting for a driver, one for those whose
+    driver is more than a heartbeat away (exclusive with `driver_stage` by the same test)."""
+    waiting = {"key": f'.status.allocatable["{GPU_RESOURCE}"]', "operator": "In", "values": ["0"]}
+    return [
+        _heartbeat_stage("eops-node-heartbeat", [dict(_NOT_WAITING_FOR_DRIVER)], heartbeat_seconds),
+        _heartbeat_stage(
+            "eops-node-heartbeat-driver-wait",
+            [
+                waiting,
+                {"key": f'.metadata.annotations["{DRIVER_AT}"]', "operator": "Exists"},
+                _driver_far(heartbeat_seconds),
+            ],
+            heartbeat_seconds,
+        ),
+    ]
+
+
 def _node_stage(
     name: str, match: list[dict[str, Any]], at: str, reason: str, message: str, template: str
 ) -> dict[str, Any]:
@@ -134,12 +221,13 @@ def boot_stage() -> dict[str, Any]:
     )
 
 
-def driver_stage() -> dict[str, Any]:
+def driver_stage(heartbeat_seconds: int = DEFAULT_HEARTBEAT_SECONDS) -> dict[str, Any]:
     return _node_stage(
         "eops-node-gpu-driver",
         [
             {"key": _READY, "operator": "In", "values": ["True"]},
             {"key": f'.status.allocatable["{GPU_RESOURCE}"]', "operator": "In", "values": ["0"]},
+            _driver_near(heartbeat_seconds),
         ],
         DRIVER_AT,
         DRIVER_REASON,
@@ -148,17 +236,21 @@ def driver_stage() -> dict[str, Any]:
     )
 
 
-def node_stages(stock: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Our two stages, and the stock ones kept off the nodes ours are waiting on: kwok plays
-    one matching stage at random, so `node-initialize` must not match a NotReady autoscaled node
-    (it would skip the boot), and no other stock node stage (`node-heartbeat-with-lease`, whose
-    delay is 10-20 min) may match a Ready node waiting for its driver, or about half of the
-    nodes of a burst get no GPU for that long (measured: 96 of 200 in
-    bench/planner_calibration.py before this)."""
-    out = [boot_stage(), driver_stage()]
+def node_stages(
+    stock: list[dict[str, Any]], heartbeat_seconds: int = DEFAULT_HEARTBEAT_SECONDS
+) -> list[dict[str, Any]]:
+    """Our stages (boot, driver, heartbeats), and the stock ones kept off the nodes ours are
+    waiting on: kwok plays one matching stage at random, so `node-initialize` must not match a
+    NotReady autoscaled node (it would skip the boot), and no other stock node stage may match a
+    Ready node waiting for its driver, or about half of the nodes of a burst get no GPU until
+    that stage's delay (measured with the stock 10-20 min `node-heartbeat-with-lease`: 96 of 200
+    in bench/planner_calibration.py). The stock heartbeat itself is dropped for ours."""
+    out = [boot_stage(), driver_stage(heartbeat_seconds), *heartbeat_stages(heartbeat_seconds)]
     for doc in stock:
         kind = ((doc.get("spec") or {}).get("resourceRef") or {}).get("kind")
         name = doc.get("metadata", {}).get("name")
+        if name == STOCK_NODE_HEARTBEAT:
+            continue
         if name == STOCK_NODE_INITIALIZE or kind == "Node":
             doc = copy.deepcopy(doc)
             exprs = doc["spec"].setdefault("selector", {}).setdefault("matchExpressions", [])

@@ -21,7 +21,7 @@ from typing import Any
 
 import yaml
 
-from elasticityops.devcluster.node_stages import node_stages
+from elasticityops.devcluster.node_stages import DEFAULT_HEARTBEAT_SECONDS, node_stages
 from elasticityops.devcluster.nodes import NODE_IP
 
 RUN_SECONDS_ANNOTATION = "eops.dev/run-seconds"
@@ -188,7 +188,9 @@ def completion_stages() -> list[dict[str, Any]]:
 
 
 def kwok_configuration(server_address: str, node_lease_seconds: int) -> dict[str, Any]:
-    """Controller options; parallelism raised so thousands of pods move through their stages."""
+    """Controller options; parallelism raised so thousands of pods move through their stages.
+    `nodeLeaseDurationSeconds` 0 is defaulted to 40 by kwok: leases are turned off by its
+    `--node-lease-duration-seconds=0` flag (components.kwok), which this value mirrors."""
     return {
         "apiVersion": "config.kwok.x-k8s.io/v1alpha1",
         "kind": "KwokConfiguration",
@@ -205,7 +207,12 @@ def kwok_configuration(server_address: str, node_lease_seconds: int) -> dict[str
     }
 
 
-def render_kwok_config(stock_stages_yaml: str, server_address: str, node_lease_seconds: int) -> str:
+def render_kwok_config(
+    stock_stages_yaml: str,
+    server_address: str,
+    node_lease_seconds: int = 0,
+    heartbeat_seconds: int = DEFAULT_HEARTBEAT_SECONDS,
+) -> str:
     """One multi-document config: options, our pod stages, then the node stages (ours and the
     stock ones, see node_stages.py), then the stock pod stages we do not replace."""
     ours = [kwok_configuration(server_address, node_lease_seconds), ready_stage(), *completion_stages()]
@@ -216,4 +223,6 @@ def render_kwok_config(stock_stages_yaml: str, server_address: str, node_lease_s
     ]
     nodes = [d for d in stock if d["spec"]["resourceRef"]["kind"] == "Node"]
     others = [d for d in stock if d["spec"]["resourceRef"]["kind"] != "Node"]
-    return yaml.safe_dump_all([*ours, *node_stages(nodes), *others], sort_keys=False, width=1000)
+    return yaml.safe_dump_all(
+        [*ours, *node_stages(nodes, heartbeat_seconds), *others], sort_keys=False, width=1000
+    )

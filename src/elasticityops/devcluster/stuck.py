@@ -167,43 +167,45 @@ def _micro_now() -> str:
     return dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
-def kwok_gates_pods_on_its_lease_cache(api: Any, namespace: str, wait: float = 3.0) -> bool:
+def kwok_gates_pods_on_its_lease_cache(
+    api: Any, namespace: str, kwok_leases: bool = False, wait: float = 3.0
+) -> bool:
     """Whether this kwok process skips pods on nodes whose Lease its cache says it does not hold.
 
-    kwok 0.8.0 copies `readOnlyFunc` (`!nodeLeases.Held(node)`, read from its lease informer's
-    cache) into the pod controller when it creates it, and creates the pod and node controllers
-    in the iteration order of a Go map (controller.go, `range c.conf.LocalStages`): only when the
-    node controller came first is the pod path gated, which is the path that can skip a pod
-    silently for good (see docs/dev-cluster.md). A probe: a throwaway kwok node whose Lease is
-    handed to another holder (renewed, so the node stays Ready), a pod bound to it; gated when
-    the pod is still Pending after `wait` seconds. Removes the node and the pod afterwards."""
+    kwok 0.8.0 with node Leases copies `readOnlyFunc` (`!nodeLeases.Held(node)`, read from its
+    lease informer's cache) into the pod controller when it creates it, and creates the pod and
+    node controllers in the iteration order of a Go map (controller.go, `range
+    c.conf.LocalStages`): only when the node controller came first is the pod path gated, which
+    is the path that can skip a pod silently for good (see docs/dev-cluster.md). Without Leases
+    (the dev cluster's default, `kwok_leases` False) there is no such function and no gate.
+
+    A probe: a throwaway kwok node whose Lease is held by another holder (kwok's own one handed
+    over when `kwok_leases`, else one the probe creates; renewed for 10 min, so the node would
+    stay Ready), a pod bound to it; gated when the pod is still Pending after `wait` seconds.
+    Removes the node, the pod and a Lease it created afterwards."""
     from elasticityops.devcluster.nodes import ZONES, gpu_node
 
     name = f"gke-eops-gate-probe-{int(time.time() * 1000) % 10**8}"
     node = gpu_node(name, pool="gate-probe", zone=ZONES[0], role="gate-probe", now=_micro_now()[:19] + "Z")
     api.create("/api/v1/nodes", node)
     pod_path = f"/api/v1/namespaces/{namespace}/pods/{name}"
+    foreign = {"holderIdentity": "eops-gate-probe", "renewTime": _micro_now(), "leaseDurationSeconds": 600}
     kwok_id = ""
     try:
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                kwok_id = api.get(f"{LEASES}/{name}")["spec"]["holderIdentity"]
-                break
-            except Exception:
-                if time.monotonic() > deadline:
-                    raise
-                time.sleep(0.2)
-        api.patch(
-            f"{LEASES}/{name}",
-            {
-                "spec": {
-                    "holderIdentity": "eops-gate-probe",
-                    "renewTime": _micro_now(),
-                    "leaseDurationSeconds": 600,
-                }
-            },
-        )
+        if kwok_leases:
+            deadline = time.monotonic() + 30
+            while True:
+                try:
+                    kwok_id = api.get(f"{LEASES}/{name}")["spec"]["holderIdentity"]
+                    break
+                except Exception:
+                    if time.monotonic() > deadline:
+                        raise
+                    time.sleep(0.2)
+            api.patch(f"{LEASES}/{name}", {"spec": foreign})
+        else:
+            lease = {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease", "metadata": {"name": name}}
+            api.create(LEASES, {**lease, "spec": foreign})
         time.sleep(1.0)  # for kwok's lease informer
         pod = {
             "apiVersion": "v1",
@@ -215,11 +217,19 @@ def kwok_gates_pods_on_its_lease_cache(api: Any, namespace: str, wait: float = 3
         time.sleep(wait)
         return bool(api.get(pod_path)["status"].get("phase") == "Pending")
     finally:
-        # The Lease back first, so that kwok plays the pod's deletion (no kubelet would).
+        # The Lease back first, so that a gated kwok plays the pod's deletion (no kubelet would).
         with contextlib.suppress(Exception):
             if kwok_id:
                 api.patch(
                     f"{LEASES}/{name}", {"spec": {"holderIdentity": kwok_id, "renewTime": _micro_now()}}
                 )
+            elif not kwok_leases:
+                api.delete(f"{LEASES}/{name}")
             api.delete(pod_path)
+            # Gone before its node: kwok plays a pod's deletion only on a node it manages
+            # (the get raises NotFound once it is gone, which ends this block).
+            deadline = time.monotonic() + 30
+            while time.monotonic() < deadline:
+                api.get(pod_path)
+                time.sleep(0.2)
         api.delete(f"/api/v1/nodes/{name}")
