@@ -66,6 +66,7 @@ from elasticityops.devcluster.stuck import (  # noqa: E402
     kwok_gates_pods_on_its_lease_cache,
     list_bound_pending,
 )
+from elasticityops.devcluster.workloads import gpu_job  # noqa: E402
 
 FUNCTION = "stuck-loop"
 
@@ -201,6 +202,72 @@ def states(client: httpx.Client) -> dict[str, str]:
             return found
 
 
+def start_cluster(
+    cfg: ClusterConfig, tc: Toolchain, ns: str, args: argparse.Namespace
+) -> tuple[DevCluster, bool, int]:
+    """A cluster with namespace `ns`; with --gated-only restarted until the probe finds kwok's
+    pod controller gated. Returns it, whether it is gated, and the starts it took."""
+    starts = 0
+    while True:
+        starts += 1
+        cluster = DevCluster.start(cfg, tc)
+        with cluster.api() as api:
+            api.create(
+                "/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}}
+            )
+            # Whether this kwok's pod controller skips pods on its lease cache (see stuck.py).
+            gated = kwok_gates_pods_on_its_lease_cache(api, ns, kwok_leases=cfg.node_lease_seconds > 0)
+        if gated or not args.gated_only or starts >= args.max_starts:
+            return cluster, gated, starts
+        print(f"kwok start {starts} not gated; starting another", file=sys.stderr, flush=True)
+        cluster.stop()
+
+
+def one_burst_run(index: int, tc: Toolchain, args: argparse.Namespace) -> dict[str, Any]:
+    """--scenario ready-burst: --burst GPU Jobs pending, then as many static nodes created at
+    once, registered Ready (as the simulated cloud grows its static pool): the scheduler binds
+    the pods within a second, while kwok is still taking the nodes on. Watches for 90 s."""
+    settings = AutoscalerSettings(
+        baseline=args.baseline, max_nodes=args.baseline + args.burst + 10
+    ).validated()
+    with tempfile.TemporaryDirectory(prefix=f"eops-stuck-{index}-") as tmp_name:
+        cfg = ClusterConfig(
+            state_dir=Path(tmp_name) / "cluster",
+            autoscaler=settings,
+            node_lease_seconds=args.kwok_node_leases,
+        )
+        ns = f"burst-{index}"
+        cluster, gated, starts = start_cluster(cfg, tc, ns, args)
+        try:
+            with cluster.api() as api, Watcher(cluster, args.poll).running() as watch:
+                for i in range(args.burst):
+                    api.create(f"/apis/batch/v1/namespaces/{ns}/jobs", gpu_job(f"b{i}", run_seconds=3600))
+                cluster.configure_cloud(baseline=args.baseline + args.burst)
+                t0 = time.monotonic()
+                time.sleep(90)
+                watched = time.monotonic() - t0
+                pods, _ = api.list(f"/api/v1/namespaces/{ns}/pods")
+        finally:
+            cluster.stop()
+    running = sum(1 for p in pods if p.get("status", {}).get("phase") == "Running")
+    stuck = {k: v for k, v in watch.longest.items() if v[1] > args.stuck_after}
+    return {
+        "run": index,
+        "scenario": "ready-burst",
+        "kwok_node_leases_s": args.kwok_node_leases,
+        "kwok_pod_gate": gated,
+        "cluster_starts": starts,
+        "pods": len(pods),
+        "running_after_90s": running,
+        "watched_s": round(watched, 1),
+        "all_succeeded_exactly_once": True,  # no invocations in this scenario
+        "stuck_pods": {k: {"node": n, "seconds": round(sec, 1)} for k, (n, sec) in sorted(stuck.items())},
+        "max_bound_pending_s": round(max((sec for _, sec in watch.longest.values()), default=0.0), 1),
+        "bound_pending_seen": len(watch.longest),
+        "watch_errors": watch.errors,
+    }
+
+
 def one_run(index: int, tc: Toolchain, args: argparse.Namespace) -> dict[str, Any]:
     settings = AutoscalerSettings(
         baseline=args.baseline,
@@ -214,22 +281,7 @@ def one_run(index: int, tc: Toolchain, args: argparse.Namespace) -> dict[str, An
         tmp = Path(tmp_name)
         cfg = ClusterConfig(state_dir=tmp / "cluster", autoscaler=settings, node_lease_seconds=leases)
         ns = f"stuck-{index}"
-        starts = 0
-        while True:
-            starts += 1
-            cluster = DevCluster.start(cfg, tc)
-            with cluster.api() as api:
-                api.create(
-                    "/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}}
-                )
-                # Whether this kwok's pod controller skips pods on its lease cache (see stuck.py).
-                gated = kwok_gates_pods_on_its_lease_cache(api, ns, kwok_leases=leases > 0)
-            if gated or not args.gated_only or starts >= args.max_starts:
-                break
-            print(
-                f"run {index}: kwok start {starts} not gated; starting another", file=sys.stderr, flush=True
-            )
-            cluster.stop()
+        cluster, gated, starts = start_cluster(cfg, tc, ns, args)
         gateways: list[Gateway] = []
         try:
             with pg_cluster() as pg:
@@ -309,6 +361,14 @@ def main() -> int:
         formatter_class=argparse.ArgumentDefaultsHelpFormatter,
     )
     parser.add_argument("--runs", type=int, default=10, help="runs, each on a fresh cluster and database")
+    parser.add_argument(
+        "--scenario",
+        choices=["two-gateways", "ready-burst"],
+        default="two-gateways",
+        help="two-gateways: the issue's reproduction; ready-burst: --burst pending GPU Jobs, then as "
+        "many static nodes created Ready at once (kwok's lease-cache race at its widest)",
+    )
+    parser.add_argument("--burst", type=int, default=100, help="ready-burst: pods and nodes")
     parser.add_argument("--invocations", type=int, default=100, help="sent alternately to both gateways")
     parser.add_argument(
         "--survivor-invocations", type=int, default=20, help="sent to the survivor after the kill"
@@ -349,7 +409,7 @@ def main() -> int:
         return 2
     results = []
     for index in range(args.runs):
-        result = one_run(index, tc, args)
+        result = (one_burst_run if args.scenario == "ready-burst" else one_run)(index, tc, args)
         results.append(result)
         print(json.dumps(result), flush=True)
     stuck_runs = sum(1 for r in results if r["stuck_pods"])

@@ -132,8 +132,8 @@ class CloudLoop:
 
         async def make(name: str) -> None:
             index = int(name.rsplit("-", 1)[1])
-            # Created registered and Ready (fast for thousands of nodes); the cluster waits for
-            # kwok's lease of each before it reports the pool ready.
+            # Created registered and Ready (fast for thousands of nodes): without node Leases
+            # kwok plays their pods as soon as it has taken them on (cluster.wait_for_nodes).
             body = gpu_node(
                 name, pool=BASELINE_POOL, zone=ZONES[index % len(ZONES)], role=ROLE_BASELINE, now=now
             )
