@@ -20,6 +20,7 @@ from elasticityops.dispatch.cycle import plan_cycle
 from elasticityops.dispatch.functions import FunctionCache
 from elasticityops.dispatch.hub import ChangeHub
 from elasticityops.dispatch.reconcile import callback_url, plan_cancel, plan_recovery
+from elasticityops.domain.budget import GpuBudget, parse_gpu_budget
 from elasticityops.domain.clock import Clock
 from elasticityops.domain.errors import NotFound, TemporaryError
 from elasticityops.domain.events import BackendEvent, Finished, finished_event
@@ -50,13 +51,15 @@ class DispatchSettings:
     batch_size: int = 256
     """Most queued invocations looked at per cycle (count), oldest first; a full batch that
     admitted work is followed at once by another cycle."""
-    gpu_budget: int | None = knob(
+    gpu_budget: GpuBudget | None = knob(
         None,
         env="EOPS_GPU_BUDGET",
-        unit="GPUs",
-        ge=0,
+        metavar="GPUS|TYPE=N,...",
+        parse=parse_gpu_budget,
         shown="no cap: only the backend limits",
-        help="Most GPUs in use at once across all functions, for any backend (a cluster's GPU quota).",
+        help="Most GPUs in use at once, for any backend (a cluster's GPU quota): one number for all "
+        "GPU types together, or one per type, e.g. nvidia-tesla-t4=8,nvidia-l4=2 (a type not "
+        "listed is not capped). Work beyond it waits in priority, then arrival, order.",
     )
     paused: bool = knob(
         False,

@@ -21,6 +21,7 @@ from elasticityops.backends.kubernetes.settings import KubernetesSettings
 from elasticityops.cli.render_app import dump_yaml
 from elasticityops.devcluster.nodes import ZONES
 from elasticityops.devcluster.stages import EXIT_CODE_ANNOTATION, RUN_SECONDS_ANNOTATION
+from elasticityops.domain.budget import GpuBudget
 
 from .builders import invocation, spec
 from .cluster_support import (
@@ -56,7 +57,7 @@ def _apply_dry_run(cluster: Any, objects: list[dict[str, Any]]) -> subprocess.Co
 
 def test_rendered_deploy_is_accepted_by_the_api_server(cluster: Any, dev_namespace: str) -> None:
     kubernetes = KubernetesSettings(namespace=dev_namespace, gpu_driver_version="latest")
-    objects = build_deploy(DeployOptions(kubernetes=kubernetes, gpu_budget=8))
+    objects = build_deploy(DeployOptions(kubernetes=kubernetes, gpu_budget=GpuBudget(total=8)))
     done = _apply_dry_run(cluster, objects)
     assert done.returncode == 0, done.stderr
     kinds = {line.split("/")[0] for line in done.stdout.splitlines()}
