@@ -7,6 +7,7 @@ payload limit."""
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager, suppress
@@ -314,3 +315,46 @@ async def test_the_gpu_budget_is_the_one_cap_and_metrics_count_against_it(tmp_pa
         metrics = (await gw.client.get("/metrics")).text
     assert "eops_gpus_in_use 2.0" in metrics
     assert sorted(backend.launched) == sorted(ids)
+
+
+def _fn(name: str, gpu_type: str, **extra: object) -> bytes:
+    return json.dumps({"name": name, "command": ["true"], "gpu": {"type": gpu_type}, **extra}).encode()
+
+
+async def test_queued_invocations_show_their_queue_position_and_reason(tmp_path: Path) -> None:
+    backend = ScriptedBackend()
+    async with gateway(tmp_path, backend, EOPS_GPU_BUDGET="nvidia-tesla-t4=2") as gw:
+        for name, body in [
+            ("low", _fn("low", "nvidia-tesla-t4", priority="low")),
+            ("urgent", _fn("urgent", "nvidia-tesla-t4", priority="high")),
+            ("capped", _fn("capped", "nvidia-l4", max_concurrency=1)),
+        ]:
+            assert (await gw.client.put(f"/v1/functions/{name}", content=body)).status_code == 201
+
+        async def invoke(name: str) -> str:
+            response = await gw.client.post(f"/v1/functions/{name}/invocations", content=b"{}")
+            assert response.status_code == 202, response.text
+            return str(response.json()["id"])
+
+        async def queue_of(invocation_id: str) -> tuple[int | None, str | None]:
+            body = (await gw.client.get(f"/v1/invocations/{invocation_id}")).json()
+            return body["queue_position"], body["queue_reason"]
+
+        lows = [await invoke("low") for _ in range(4)]
+        await gw.until(lows[1], lambda i: i.state is State.pending)
+        full = "the GPU budget for nvidia-tesla-t4 is full (2 of 2 in use)"
+        assert [await queue_of(i) for i in lows] == [(None, None), (None, None), (1, full), (2, full)]
+        urgent = await invoke("urgent")
+        assert await queue_of(urgent) == (1, full), "high priority, accepted last, goes first"
+        assert [await queue_of(i) for i in lows[2:]] == [(2, full), (3, full)]
+        # The full T4 budget does not hold back L4 work; its function's max_concurrency does.
+        capped = [await invoke("capped") for _ in range(2)]
+        await gw.until(capped[0], lambda i: i.state is State.pending)
+        assert await queue_of(capped[1]) == (1, "function capped is at its max_concurrency (1)")
+        listed = (await gw.client.get("/v1/invocations", params={"state": "queued"})).json()["items"]
+        assert {i["queue_position"] for i in listed} == {None}, "lists do not count positions"
+
+        await backend.finish(lows[0], Finished.succeeded(_now()))
+        await gw.until(urgent, lambda i: i.state is State.pending)
+        assert (await gw.state_of(lows[2])).state is State.queued
+        assert [await queue_of(i) for i in lows[2:]] == [(1, full), (2, full)]

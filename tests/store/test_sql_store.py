@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Mapping
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -287,6 +289,38 @@ def test_queued_is_oldest_first_and_active_is_pending_or_running(
         await store.apply(Change(other.id, State.pending, T0))
         await store.apply(Change(items[0].id, State.succeeded, T0, from_states=frozenset({State.pending})))
         assert await store.active_counts() == {("hello", 1): 1, ("other", 1): 1}
+
+    run.run(body())
+
+
+def test_queued_ahead_counts_higher_priorities_and_earlier_ones_of_the_same(
+    store: SqlStore, run: asyncio.Runner
+) -> None:
+    async def body() -> None:
+        made: dict[str, NewInvocation] = {}
+        plan = [
+            ("low1", "hello", Priority.low),
+            ("n1", "hello", Priority.normal),
+            ("low2", "hello", Priority.low),
+        ]
+        plan += [("other", "other", Priority.normal), ("done", "hello", Priority.high)]
+        plan += [("high", "hello", Priority.high), ("low3", "other", Priority.low)]
+        for label, function, priority in plan:
+            made[label] = replace(new(function=function), priority_rank=priority.rank)
+            await store.create_invocation(made[label])
+            await asyncio.sleep(0.002)  # ids are time-ordered: the acceptance order
+        await store.apply(Change(made["done"].id, State.pending, T0))
+
+        async def ahead(label: str) -> Mapping[tuple[str, int], int]:
+            got = await store.get_invocation(made[label].id)
+            assert got is not None
+            return await store.queued_ahead(got)
+
+        assert await ahead("high") == {}, "a high one accepted last is first: the pending one is not queued"
+        assert await ahead("n1") == {("hello", 1): 1}
+        assert await ahead("other") == {("hello", 1): 2}
+        assert await ahead("low1") == {("hello", 1): 2, ("other", 1): 1}
+        assert await ahead("low3") == {("hello", 1): 4, ("other", 1): 1}
 
     run.run(body())
 

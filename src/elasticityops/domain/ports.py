@@ -93,6 +93,12 @@ class Store(Protocol):
         """Queued invocations, oldest first (admission orders by priority itself)."""
         ...
 
+    async def queued_ahead(self, invocation: Invocation) -> Mapping[tuple[str, int], int]:
+        """How many queued invocations admission orders before `invocation`, by (function, spec
+        version): those of a higher priority and those of its priority accepted before it
+        (admission order, domain.admission). What its queue position is counted from."""
+        ...
+
     async def active(self) -> list[Invocation]:
         """Invocations in pending or running."""
         ...

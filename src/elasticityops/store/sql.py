@@ -20,11 +20,13 @@ from sqlalchemy import (
     Connection,
     Dialect,
     Engine,
+    and_,
     create_engine,
     delete,
     event,
     func,
     insert,
+    or_,
     select,
     update,
 )
@@ -41,7 +43,7 @@ from elasticityops.domain.errors import (
     TemporaryError,
 )
 from elasticityops.domain.events import BackendEvent, apply_event
-from elasticityops.domain.functions import FunctionSpec
+from elasticityops.domain.functions import FunctionSpec, Priority
 from elasticityops.domain.invocations import ACTIVE_STATES, Invocation, State, advance
 from elasticityops.domain.ports import Change, FunctionRecord, NewInvocation, Page
 from elasticityops.domain.tokens import TOKEN_ID_PREFIX, ApiToken, Scope, is_token_id, token_id
@@ -313,6 +315,25 @@ class SqlStore:
                 .limit(limit)
             )
             return [rows.invocation_from_row(r) for r in conn.execute(query).mappings()]
+
+        return await self._read(run)
+
+    async def queued_ahead(self, invocation: Invocation) -> Mapping[tuple[str, int], int]:
+        higher = [p.value for p in Priority if p.rank < invocation.priority.rank]
+
+        def run(conn: Connection) -> Mapping[tuple[str, int], int]:
+            c = invocations.c
+            # Two index ranges of (state, priority, id): the higher priorities whole, and this
+            # priority up to this id (ids are the acceptance order).
+            ahead = or_(
+                c.priority.in_(higher), and_(c.priority == invocation.priority.value, c.id < invocation.id)
+            )
+            query = (
+                select(c.function, c.spec_version, func.count())
+                .where(c.state == State.queued.value, ahead)
+                .group_by(c.function, c.spec_version)
+            )
+            return {(function, version): count for function, version, count in conn.execute(query)}
 
         return await self._read(run)
 
