@@ -210,3 +210,26 @@ def test_an_invocation_bigger_than_its_types_budget_fails_at_once() -> None:
     )
     assert "the GPU budget for nvidia-l4 allows at most 3 GPUs" in plan.fail[0].message
     assert "EOPS_GPU_BUDGET" in plan.fail[0].message
+
+
+def test_the_plan_says_when_to_read_further_back_in_the_queue() -> None:
+    functions = {"t": typed("t", T4)}
+    queued = [inv(str(i), State.queued, function="t") for i in range(3)]
+    budget = GpuBudget(per_type=((T4, 1),))
+
+    def further(**kwargs: object) -> bool:
+        plan = plan_cycle(
+            queued=queued,
+            active={},
+            functions=functions,
+            versions={("t", 1): functions["t"]},
+            total_gpus=None,
+            at=AT,
+            **kwargs,  # type: ignore[arg-type]
+        )
+        return plan.look_further
+
+    assert further(free_gpus=None, gpu_budget=budget), "T4 is full: another type may be behind"
+    assert further(free_gpus=5, gpu_budget=budget)
+    assert not further(free_gpus=1, gpu_budget=budget), "the one free slot is taken"
+    assert not further(free_gpus=None, gpu_budget=None), "everything read was admitted"

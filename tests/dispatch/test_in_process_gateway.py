@@ -11,7 +11,7 @@ import json
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager, suppress
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -132,9 +132,12 @@ async def gateway(
     tmp_path: Path,
     backend: ScriptedBackend,
     store: Callable[[SqlStore], SqlStore] | None = None,
+    batch_size: int | None = None,
     **env: str,
 ) -> AsyncIterator[InProcess]:
     settings = load_settings(env={"EOPS_DATA_DIR": str(tmp_path), "EOPS_DISPATCH_TICK_SECONDS": "0.1", **env})
+    if batch_size is not None:
+        settings = replace(settings, dispatch=replace(settings.dispatch, batch_size=batch_size))
     app = build_app(settings, backend=backend, store=store, freeze_heap=False)
     async with app.router.lifespan_context(app):
         runtime: Runtime = app.state.runtime
@@ -358,3 +361,29 @@ async def test_queued_invocations_show_their_queue_position_and_reason(tmp_path:
         await gw.until(urgent, lambda i: i.state is State.pending)
         assert (await gw.state_of(lows[2])).state is State.queued
         assert [await queue_of(i) for i in lows[2:]] == [(1, full), (2, full)]
+
+
+async def test_a_full_type_hides_neither_other_types_nor_priorities_behind_a_batch(tmp_path: Path) -> None:
+    backend = ScriptedBackend()
+    async with gateway(tmp_path, backend, batch_size=2, EOPS_GPU_BUDGET="nvidia-tesla-t4=1") as gw:
+        for name, body in [
+            ("low", _fn("low", "nvidia-tesla-t4", priority="low")),
+            ("urgent", _fn("urgent", "nvidia-tesla-t4", priority="high")),
+            ("other", _fn("other", "nvidia-l4", priority="low")),
+        ]:
+            assert (await gw.client.put(f"/v1/functions/{name}", content=body)).status_code == 201
+
+        async def invoke(name: str) -> str:
+            response = await gw.client.post(f"/v1/functions/{name}/invocations", content=b"{}")
+            assert response.status_code == 202, response.text
+            return str(response.json()["id"])
+
+        first = await invoke("low")
+        await gw.until(first, lambda i: i.state is State.pending)
+        lows = [await invoke("low") for _ in range(5)]  # three batches of T4 work that must wait
+        l4 = await invoke("other")
+        await gw.until(l4, lambda i: i.state is State.pending)
+        urgent = await invoke("urgent")
+        await backend.finish(first, Finished.succeeded(_now()))
+        await gw.until(urgent, lambda i: i.state is State.pending)
+        assert [(await gw.state_of(i)).state for i in lows] == [State.queued] * 5

@@ -3,7 +3,7 @@ from __future__ import annotations
 import pytest
 
 from elasticityops.dispatch.cycle import UNKNOWN_GPU_TYPE, gpus_held, gpus_held_by_type
-from elasticityops.domain.admission import AdmissionSnapshot, QueuedItem, admit, gpus_free
+from elasticityops.domain.admission import AdmissionSnapshot, QueuedItem, admission, admit, gpus_free
 from elasticityops.domain.budget import GpuBudget
 from elasticityops.domain.functions import FunctionSpec, GpuSpec, Priority
 
@@ -143,3 +143,14 @@ def test_gpus_held_per_type() -> None:
     active = {("a", 1): 3, ("b", 1): 2, ("gone", 1): 2}
     versions = {("a", 1): spec("a", 1, T4), ("b", 1): spec("b", 2, L4)}
     assert gpus_held_by_type(active, versions) == {T4: 3, L4: 4, UNKNOWN_GPU_TYPE: 2}
+
+
+def test_admission_says_whether_work_further_back_could_still_fit() -> None:
+    blocked_type = admission(snap([q("t1"), q("t2")], free=4, rooms={T4: 1}))
+    assert (blocked_type.chosen, blocked_type.stopped) == (["t1"], False), "an L4 behind could fit"
+    capped = admission(snap([q("a", "busy")], active={"busy": 1}, limits={"busy": 1}))
+    assert (capped.chosen, capped.stopped) == ([], False)
+    slots_out = admission(snap([q("a"), q("b", kind=L4)], free=1))
+    assert (slots_out.chosen, slots_out.stopped) == (["a"], True)
+    big_head = admission(snap([q("big", gpus=4), q("l", kind=L4)], free=2))
+    assert (big_head.chosen, big_head.stopped) == ([], True), "strict order over shared slots"

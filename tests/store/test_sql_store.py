@@ -325,6 +325,26 @@ def test_queued_ahead_counts_higher_priorities_and_earlier_ones_of_the_same(
     run.run(body())
 
 
+def test_queued_is_in_admission_order_and_pages_on_from_an_invocation(
+    store: SqlStore, run: asyncio.Runner
+) -> None:
+    async def body() -> None:
+        made = []
+        for priority in (Priority.low, Priority.normal, Priority.high, Priority.low, Priority.high):
+            made.append(replace(new(), priority_rank=priority.rank))
+            await store.create_invocation(made[-1])
+            await asyncio.sleep(0.002)  # ids are time-ordered: the acceptance order
+        order = [made[i].id for i in (2, 4, 1, 0, 3)]
+        every = await store.queued(10)
+        assert [i.id for i in every] == order
+        assert [i.id for i in await store.queued(3)] == order[:3]
+        assert [i.id for i in await store.queued(2, after=every[1])] == order[2:4]
+        assert [i.id for i in await store.queued(10, after=every[3])] == order[4:]
+        assert await store.queued(10, after=every[4]) == []
+
+    run.run(body())
+
+
 def test_ping_reaches_the_database(store: SqlStore, run: asyncio.Runner) -> None:
     run.run(store.ping())
 

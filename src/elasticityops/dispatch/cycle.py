@@ -8,7 +8,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
-from elasticityops.domain.admission import AdmissionSnapshot, QueuedItem, admit
+from elasticityops.domain.admission import AdmissionSnapshot, QueuedItem, admission
 from elasticityops.domain.budget import GpuBudget, room_by_type, total_room
 from elasticityops.domain.functions import FunctionSpec
 from elasticityops.domain.invocations import FailureReason, Invocation, State
@@ -24,6 +24,9 @@ the overall budget counts it."""
 class CyclePlan:
     admit: list[Invocation]  # in launch order
     fail: list[Change]  # queued invocations that can never run
+    look_further: bool = False
+    """Some of `queued` wait for their own GPU type or function while capacity all share is
+    left: queued work behind what was read (another type) may fit now."""
 
 
 def plan_cycle(
@@ -38,7 +41,8 @@ def plan_cycle(
     at: datetime,
     headroom: Mapping[str, int] | None = None,
 ) -> CyclePlan:
-    """`queued` oldest first; `active` how many are pending or running per (function, version);
+    """`queued` in admission order or oldest first (admission sorts by priority itself);
+    `active` how many are pending or running per (function, version);
     `functions` the specs that exist now, by name (a queued invocation whose function is not
     there was deleted); `versions` the specs by (name, version) that the queued invocations were
     accepted with, and those the active ones run: what each asks GPUs for (a missing one was
@@ -76,7 +80,9 @@ def plan_cycle(
         type_room=room_by_type(gpu_budget, in_use, held_for),
     )
     by_id = {i.id: i for i in queued}
-    return CyclePlan(admit=[by_id[i] for i in admit(snapshot)], fail=fail)
+    decided = admission(snapshot)
+    further = not decided.stopped and len(decided.chosen) < len(items)
+    return CyclePlan(admit=[by_id[i] for i in decided.chosen], fail=fail, look_further=further)
 
 
 def _never_fits(spec: FunctionSpec, total_gpus: int | None, budget: GpuBudget | None) -> str | None:

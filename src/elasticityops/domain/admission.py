@@ -56,8 +56,22 @@ def admission_order(queued: Sequence[QueuedItem]) -> list[QueuedItem]:
     return [item for _, item in ordered]
 
 
+@dataclass(frozen=True)
+class Admission:
+    chosen: list[str]  # ids to admit now, in the order to launch them
+    stopped: bool
+    """True when what all types share ran out (or its head needs more than is left): nothing
+    further back in the queue can be admitted either. False: whatever was not chosen waits for
+    its own type or function, so queued work behind it (another type) may still fit."""
+
+
 def admit(snapshot: AdmissionSnapshot) -> list[str]:
     """Ids to admit now, in the order to launch them."""
+    return admission(snapshot).chosen
+
+
+def admission(snapshot: AdmissionSnapshot) -> Admission:
+    """`admit`, and whether it stopped for want of shared capacity."""
     limits = [x for x in (snapshot.free_gpus, snapshot.gpu_budget_left) if x is not None]
     shared = min(limits) if limits else None  # what every type draws on
     type_room = dict(snapshot.type_room)
@@ -66,7 +80,7 @@ def admit(snapshot: AdmissionSnapshot) -> list[str]:
     chosen: list[str] = []
     for item in admission_order(snapshot.queued):
         if shared is not None and shared <= 0:
-            break
+            return Admission(chosen, stopped=True)
         if item.gpu_type in blocked:
             continue
         if active.get(item.function, 0) >= snapshot.max_concurrency.get(item.function, 1 << 30):
@@ -79,11 +93,11 @@ def admit(snapshot: AdmissionSnapshot) -> list[str]:
             continue
         if shared is not None and item.gpus > shared:
             # The same, for what all types share (slots, an overall budget): everything waits.
-            break
+            return Admission(chosen, stopped=True)
         chosen.append(item.id)
         active[item.function] = active.get(item.function, 0) + 1
         if room is not None:
             type_room[item.gpu_type] = room - item.gpus
         if shared is not None:
             shared -= item.gpus
-    return chosen
+    return Admission(chosen, stopped=shared is not None and shared <= 0)

@@ -89,8 +89,9 @@ class Store(Protocol):
         self, *, function: str | None, state: State | None, limit: int, cursor: str | None
     ) -> Page: ...
 
-    async def queued(self, limit: int) -> list[Invocation]:
-        """Queued invocations, oldest first (admission orders by priority itself)."""
+    async def queued(self, limit: int, after: Invocation | None = None) -> list[Invocation]:
+        """Queued invocations in admission order: priority (high first), then acceptance. With
+        `after`, those behind it in that order (the next page)."""
         ...
 
     async def queued_ahead(self, invocation: Invocation) -> Mapping[tuple[str, int], int]:

@@ -306,15 +306,23 @@ class SqlStore:
 
         return await self._read(run)
 
-    async def queued(self, limit: int) -> list[Invocation]:
+    async def queued(self, limit: int, after: Invocation | None = None) -> list[Invocation]:
         def run(conn: Connection) -> list[Invocation]:
-            query = (
-                select(*_COLUMNS)
-                .where(invocations.c.state == State.queued.value)
-                .order_by(invocations.c.id)
-                .limit(limit)
-            )
-            return [rows.invocation_from_row(r) for r in conn.execute(query).mappings()]
+            c = invocations.c
+            found: list[Invocation] = []
+            # One index range of (state, priority, id) per priority, highest first: the
+            # admission order, without sorting every queued row by a computed rank.
+            for priority in sorted(Priority, key=lambda p: p.rank):
+                if after is not None and priority.rank < after.priority.rank:
+                    continue
+                where = [c.state == State.queued.value, c.priority == priority.value]
+                if after is not None and priority is after.priority:
+                    where.append(c.id > after.id)
+                query = select(*_COLUMNS).where(*where).order_by(c.id).limit(limit - len(found))
+                found += [rows.invocation_from_row(r) for r in conn.execute(query).mappings()]
+                if len(found) >= limit:
+                    break
+            return found
 
         return await self._read(run)
 
