@@ -347,6 +347,10 @@ async def test_queued_invocations_show_their_queue_position_and_reason(tmp_path:
         await gw.until(lows[1], lambda i: i.state is State.pending)
         full = "the GPU budget for nvidia-tesla-t4 is full (2 of 2 in use)"
         assert [await queue_of(i) for i in lows] == [(None, None), (None, None), (1, full), (2, full)]
+        metrics = (await gw.client.get("/metrics")).text
+        assert 'eops_gpus_in_use_by_type{gpu_type="nvidia-tesla-t4"} 2.0' in metrics
+        assert 'eops_gpu_budget_free{gpu_type="nvidia-tesla-t4"} 0.0' in metrics
+        assert "eops_gpus_free -1.0" in metrics, "a per-type budget caps no total"
         urgent = await invoke("urgent")
         assert await queue_of(urgent) == (1, full), "high priority, accepted last, goes first"
         assert [await queue_of(i) for i in lows[2:]] == [(2, full), (3, full)]
