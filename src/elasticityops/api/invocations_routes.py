@@ -89,7 +89,7 @@ def build_router(max_wait: int) -> APIRouter:
         inv = await _get(rt, invocation_id)
         if wait:
             inv = await _wait_for_end(rt, inv, wait)
-        # Only here, for one invocation: two grouped counts, too many to make for every list item.
+        # Only here, for one invocation: a few grouped counts, too many to make for every list item.
         queue = await queue_status(inv, rt.store, rt.functions, rt.backend, rt.settings.dispatch)
         return _json(inv, 200, queue=queue)
 

@@ -21,7 +21,7 @@ async def queue_status(
     spec = await functions.version(inv.function, inv.spec_version)
     if spec is None:
         return None
-    # Two grouped counts: the store never hands over rows, however long the queue.
+    # Grouped counts only: the store never hands over rows, however long the queue.
     ahead = await store.queued_ahead(inv)
     active = await store.active_counts()
     versions = await functions.versions([*ahead, *active])

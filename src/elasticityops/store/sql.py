@@ -20,13 +20,11 @@ from sqlalchemy import (
     Connection,
     Dialect,
     Engine,
-    and_,
     create_engine,
     delete,
     event,
     func,
     insert,
-    or_,
     select,
     update,
 )
@@ -327,21 +325,26 @@ class SqlStore:
         return await self._read(run)
 
     async def queued_ahead(self, invocation: Invocation) -> Mapping[tuple[str, int], int]:
-        higher = [p.value for p in Priority if p.rank < invocation.priority.rank]
-
         def run(conn: Connection) -> Mapping[tuple[str, int], int]:
             c = invocations.c
-            # Two index ranges of (state, priority, id): the higher priorities whole, and this
-            # priority up to this id (ids are the acceptance order).
-            ahead = or_(
-                c.priority.in_(higher), and_(c.priority == invocation.priority.value, c.id < invocation.id)
-            )
-            query = (
-                select(c.function, c.spec_version, func.count())
-                .where(c.state == State.queued.value, ahead)
-                .group_by(c.function, c.spec_version)
-            )
-            return {(function, version): count for function, version, count in conn.execute(query)}
+            counts: dict[tuple[str, int], int] = {}
+            # One grouped count per index range of (state, priority, id): each higher priority
+            # whole, and this priority up to this id (ids are the acceptance order). One OR-ed
+            # query instead would let SQLite, without statistics, walk every queued row.
+            for priority in Priority:
+                if priority.rank > invocation.priority.rank:
+                    continue
+                where = [c.state == State.queued.value, c.priority == priority.value]
+                if priority is invocation.priority:
+                    where.append(c.id < invocation.id)
+                query = (
+                    select(c.function, c.spec_version, func.count())
+                    .where(*where)
+                    .group_by(c.function, c.spec_version)
+                )
+                for function, version, count in conn.execute(query):
+                    counts[(function, version)] = counts.get((function, version), 0) + count
+            return counts
 
         return await self._read(run)
 
