@@ -13,6 +13,7 @@ from pydantic import BaseModel, Field
 from elasticityops.domain.functions import FunctionSpec
 from elasticityops.domain.invocations import FailureReason, Invocation, State
 from elasticityops.domain.ports import FunctionRecord
+from elasticityops.domain.queue import QueueStatus
 
 # The largest page of GET /v1/invocations, for the server and for the clients and CLI alike.
 MAX_PAGE_SIZE = 500
@@ -87,9 +88,19 @@ class InvocationOut(BaseModel):
     result: Any = Field(None, description="what the job handed back: JSON if it parses, else text")
     node: str | None = Field(None, description="where it ran: GPU slot or Kubernetes node")
     notes: list[NoteOut] = Field(default_factory=list, description="what explains the wait")
+    queue_position: int | None = Field(
+        None,
+        description="while queued: 1-based place among the queued invocations for the same GPU "
+        "type, in admission order (priority, then acceptance); null otherwise, and in lists",
+    )
+    queue_reason: str | None = Field(
+        None,
+        description="while queued: what it waits for (a full GPU budget, its function's "
+        "max_concurrency, the dispatcher); null otherwise, and in lists",
+    )
 
     @classmethod
-    def of(cls, inv: Invocation) -> InvocationOut:
+    def of(cls, inv: Invocation, queue: QueueStatus | None = None) -> InvocationOut:
         tl = inv.timeline
         return cls(
             id=inv.id,
@@ -112,6 +123,8 @@ class InvocationOut(BaseModel):
             result=decode_result(inv.result),
             node=inv.node,
             notes=[NoteOut(at=n.at, kind=n.kind, message=n.message) for n in inv.notes],
+            queue_position=None if queue is None else queue.position,
+            queue_reason=None if queue is None else queue.reason,
         )
 
 

@@ -9,6 +9,7 @@ import pytest
 from elasticityops.api.encode import invocation_json, invocation_list_json
 from elasticityops.domain.functions import Priority
 from elasticityops.domain.invocations import FailureReason, Invocation, Note, State, Timeline
+from elasticityops.domain.queue import QueueStatus
 from elasticityops.wire import InvocationList, InvocationOut
 
 T0 = datetime(2026, 3, 1, 12, 0, 0, 123456, tzinfo=UTC)
@@ -42,6 +43,13 @@ CASES = [
 @pytest.mark.parametrize("inv", CASES, ids=[c.id for c in CASES])
 def test_the_fast_encoding_is_the_wire_shape(inv: Invocation) -> None:
     assert InvocationOut.model_validate_json(invocation_json(inv)) == InvocationOut.of(inv)
+
+
+def test_a_queue_status_is_encoded_as_the_wire_shape() -> None:
+    queue = QueueStatus(2, "function f is at its max_concurrency (1)")
+    decoded = InvocationOut.model_validate_json(invocation_json(CASES[0], queue))
+    assert decoded == InvocationOut.of(CASES[0], queue)
+    assert (decoded.queue_position, decoded.queue_reason) == (2, queue.reason)
 
 
 def test_lists_too() -> None:

@@ -15,6 +15,7 @@ from typer.testing import CliRunner
 
 from elasticityops.cli import serve as serve_cli
 from elasticityops.cli.main import app
+from elasticityops.domain.budget import GpuBudget
 from elasticityops.domain.errors import EopsError, InvalidInput
 from elasticityops.knobs import Spec, specs
 from elasticityops.settings import Settings, load_settings
@@ -44,6 +45,8 @@ def _sample(knob: Spec) -> tuple[str, Any]:
         return "2.5", 2.5
     if knob.base is Path:
         return "/srv/eops-test", Path("/srv/eops-test")
+    if knob.base is GpuBudget:
+        return "nvidia-l4=3", GpuBudget(per_type=(("nvidia-l4", 3),))
     return "sample-text", "sample-text"
 
 
@@ -91,7 +94,7 @@ def test_serve_passes_flags_and_variables_to_the_gateway(
     [settings] = seen
     assert (settings.port, settings.api.max_wait_seconds, settings.data_dir) == (9100, 30, tmp_path)
     assert settings.local.slot_provision_delay_s == 3.0
-    assert settings.dispatch.gpu_budget == 6
+    assert settings.dispatch.gpu_budget == GpuBudget(total=6)
     assert settings.dispatch.paused is True
     assert settings.kubernetes == Settings().kubernetes, "untyped flags do not override anything"
 
@@ -159,6 +162,57 @@ def test_serve_refuses_a_bad_value_with_exit_2(
     result = runner.invoke(app, ["serve", "--data-dir", str(tmp_path), *args], env=env)
     assert result.exit_code == 2
     assert needle in result.output
+    assert "Traceback" not in result.output
+
+
+@pytest.mark.parametrize(
+    ("raw", "budget"),
+    [
+        ("6", GpuBudget(total=6)),
+        (" 0 ", GpuBudget(total=0)),
+        (
+            "nvidia-tesla-t4=4500,nvidia-l4=200",
+            GpuBudget(per_type=(("nvidia-tesla-t4", 4500), ("nvidia-l4", 200))),
+        ),
+        ("nvidia-l4 = 0", GpuBudget(per_type=(("nvidia-l4", 0),))),
+    ],
+)
+def test_the_gpu_budget_is_one_number_or_one_per_gpu_type(raw: str, budget: GpuBudget) -> None:
+    assert load_settings(env={"EOPS_GPU_BUDGET": raw}).dispatch.gpu_budget == budget
+    assert load_settings(given={"gpu-budget": raw}).dispatch.gpu_budget == budget
+    assert budget.render().replace(" ", "") == raw.replace(" ", "")
+
+
+@pytest.mark.parametrize(
+    ("raw", "why"),
+    [
+        pytest.param(
+            "nvidia-tesla-k80=4",
+            "unknown GPU type 'nvidia-tesla-k80'; use one of: nvidia-tesla-t4",
+            id="unknown-type",
+        ),
+        pytest.param("nvidia-l4=two", "'two' for nvidia-l4 is not a whole number", id="not-a-number"),
+        pytest.param("nvidia-l4=1.5", "'1.5' for nvidia-l4 is not a whole number", id="not-whole"),
+        pytest.param("nvidia-l4=-1", "'-1' for nvidia-l4 is not a whole number >=0", id="negative-per-type"),
+        pytest.param("-2", "'-2' is not a whole number >=0", id="negative-total"),
+        pytest.param("nvidia-l4=1,nvidia-l4=2", "nvidia-l4 is given twice", id="duplicate"),
+        pytest.param("nvidia-l4=1,,nvidia-tesla-t4=2", "an empty item", id="empty-item"),
+        pytest.param("nvidia-l4=1,", "an empty item", id="trailing-comma"),
+        pytest.param("8,nvidia-l4=2", "'8' has no GPU type", id="number-and-types"),
+        pytest.param("=3", "unknown GPU type ''", id="no-type"),
+    ],
+)
+def test_a_malformed_gpu_budget_is_refused_at_start_naming_the_flag(
+    tmp_path: Path, raw: str, why: str
+) -> None:
+    with pytest.raises(InvalidInput) as caught:
+        load_settings(env={"EOPS_GPU_BUDGET": raw})
+    [problem] = caught.value.problems
+    assert problem.field == "EOPS_GPU_BUDGET"
+    assert why in problem.problem
+    result = runner.invoke(app, ["serve", "--data-dir", str(tmp_path), "--gpu-budget", raw])
+    assert result.exit_code == 2
+    assert f"--gpu-budget: invalid value {raw!r}" in result.output
     assert "Traceback" not in result.output
 
 

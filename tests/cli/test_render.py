@@ -145,3 +145,14 @@ def test_ids_are_never_cut_in_a_narrow_terminal() -> None:
     console = Console(width=60, record=True, color_system=None)
     console.print(render.invocations_table(items))
     assert "inv-01m8msz5t283r74t34ea7pdbjn" in console.export_text()
+
+
+def test_a_queued_invocation_shows_its_queue_position_and_reason() -> None:
+    reason = "the GPU budget for nvidia-tesla-t4 is full (5 of 5 in use)"
+    queued = inv(State.queued, {}, queue_position=3, queue_reason=reason)
+    console = Console(width=200, record=True, color_system=None)
+    console.print(render.invocation_detail(queued, now=at(5)))
+    assert f"queue position 3: {reason}" in console.export_text()
+    console = Console(width=200, record=True, color_system=None)
+    console.print(render.invocation_detail(inv(State.pending, {"dispatched": 1}), now=at(5)))
+    assert "queue position" not in console.export_text()

@@ -10,6 +10,7 @@ import pytest
 
 from elasticityops.dispatch.cycle import plan_cycle
 from elasticityops.dispatch.reconcile import callback_url, plan_cancel, plan_recovery
+from elasticityops.domain.budget import GpuBudget
 from elasticityops.domain.errors import Conflict
 from elasticityops.domain.functions import FunctionSpec, GpuSpec, Priority
 from elasticityops.domain.invocations import FailureReason, Invocation, State, Timeline
@@ -124,11 +125,11 @@ def test_cycle_fails_deleted_functions_and_impossible_gpu_counts() -> None:
 def test_cycle_respects_the_gpu_budget_and_max_concurrency() -> None:
     queued = [inv(str(i), State.queued) for i in range(5)]
     running = {"fn": 2}
-    assert cycle(queued, active_by_function=running, gpu_budget=3)[0] == ["0"]
+    assert cycle(queued, active_by_function=running, gpu_budget=GpuBudget(total=3))[0] == ["0"]
     capped = {"fn": spec(max_concurrency=4)}
     assert cycle(queued, active_by_function=running, functions=capped)[0] == ["0", "1"]
     # A deleted function's running invocations still count against the budget.
-    assert cycle(queued, active_by_function={"gone": 2}, gpu_budget=3)[0] == ["0"]
+    assert cycle(queued, active_by_function={"gone": 2}, gpu_budget=GpuBudget(total=3))[0] == ["0"]
 
 
 def test_cycle_asks_for_the_gpus_of_the_version_each_invocation_was_accepted_with() -> None:
@@ -153,6 +154,82 @@ def test_the_gpus_held_are_those_of_the_version_each_active_invocation_runs() ->
     # Two running under version 1 (1 GPU each), none yet under the current version 2 (4 GPUs).
     versions = {("fn", 1): spec(gpus=1), ("fn", 2): spec(gpus=4)}
     admitted, _ = cycle(
-        queued, functions={"fn": spec(gpus=4)}, active={("fn", 1): 2}, versions=versions, gpu_budget=3
+        queued,
+        functions={"fn": spec(gpus=4)},
+        active={("fn", 1): 2},
+        versions=versions,
+        gpu_budget=GpuBudget(total=3),
     )
     assert admitted == ["a"], "2 GPUs held, not 8: the budget of 3 has room for the 1 that a needs"
+
+
+T4, L4 = "nvidia-tesla-t4", "nvidia-l4"
+
+
+def typed(name: str, kind: str, gpus: int = 1) -> FunctionSpec:
+    return FunctionSpec(name=name, command=["true"], gpu=GpuSpec(count=gpus, type=kind))
+
+
+def test_cycle_counts_gpus_in_use_per_type_and_a_full_type_blocks_only_itself() -> None:
+    functions = {"t": typed("t", T4), "l": typed("l", L4)}
+    queued = [inv("t1", State.queued, function="t"), inv("l1", State.queued, function="l")]
+    queued += [inv("t2", State.queued, function="t"), inv("l2", State.queued, function="l")]
+    budget = GpuBudget(per_type=((T4, 5), (L4, 2)))
+    admitted, failed = cycle(queued, functions=functions, active={("t", 1): 5}, gpu_budget=budget)
+    assert (admitted, failed) == (["l1", "l2"], [])
+    admitted, _ = cycle(queued, functions=functions, active={("t", 1): 4, ("l", 1): 1}, gpu_budget=budget)
+    assert admitted == ["t1", "l1"]
+
+
+def test_headroom_held_for_a_type_counts_against_its_budget() -> None:
+    functions = {"t": typed("t", T4)}
+    queued = [inv(str(i), State.queued, function="t") for i in range(4)]
+    budget = GpuBudget(per_type=((T4, 4),))
+    assert cycle(queued, functions=functions, gpu_budget=budget)[0] == ["0", "1", "2", "3"]
+    assert cycle(queued, functions=functions, gpu_budget=budget, headroom={T4: 3})[0] == ["0"]
+    assert cycle(queued, functions=functions, gpu_budget=GpuBudget(total=4), headroom={L4: 2})[0] == [
+        "0",
+        "1",
+    ]
+
+
+def test_an_invocation_bigger_than_its_types_budget_fails_at_once() -> None:
+    functions = {"big": typed("big", L4, gpus=4), "t": typed("t", T4, gpus=4)}
+    queued = [inv("big", State.queued, function="big"), inv("t", State.queued, function="t")]
+    admitted, failed = cycle(queued, functions=functions, gpu_budget=GpuBudget(per_type=((L4, 3),)))
+    assert (admitted, failed) == (["t"], [("big", FailureReason.no_capacity)])
+    plan = plan_cycle(
+        queued=queued[:1],
+        active={},
+        functions=functions,
+        versions={("big", 1): functions["big"]},
+        free_gpus=None,
+        total_gpus=None,
+        gpu_budget=GpuBudget(per_type=((L4, 3),)),
+        at=AT,
+    )
+    assert "the GPU budget for nvidia-l4 allows at most 3 GPUs" in plan.fail[0].message
+    assert "EOPS_GPU_BUDGET" in plan.fail[0].message
+
+
+def test_the_plan_says_when_to_read_further_back_in_the_queue() -> None:
+    functions = {"t": typed("t", T4)}
+    queued = [inv(str(i), State.queued, function="t") for i in range(3)]
+    budget = GpuBudget(per_type=((T4, 1),))
+
+    def further(**kwargs: object) -> bool:
+        plan = plan_cycle(
+            queued=queued,
+            active={},
+            functions=functions,
+            versions={("t", 1): functions["t"]},
+            total_gpus=None,
+            at=AT,
+            **kwargs,  # type: ignore[arg-type]
+        )
+        return plan.look_further
+
+    assert further(free_gpus=None, gpu_budget=budget), "T4 is full: another type may be behind"
+    assert further(free_gpus=5, gpu_budget=budget)
+    assert not further(free_gpus=1, gpu_budget=budget), "the one free slot is taken"
+    assert not further(free_gpus=None, gpu_budget=None), "everything read was admitted"

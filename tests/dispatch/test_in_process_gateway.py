@@ -7,10 +7,11 @@ payload limit."""
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager, suppress
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -131,9 +132,12 @@ async def gateway(
     tmp_path: Path,
     backend: ScriptedBackend,
     store: Callable[[SqlStore], SqlStore] | None = None,
+    batch_size: int | None = None,
     **env: str,
 ) -> AsyncIterator[InProcess]:
     settings = load_settings(env={"EOPS_DATA_DIR": str(tmp_path), "EOPS_DISPATCH_TICK_SECONDS": "0.1", **env})
+    if batch_size is not None:
+        settings = replace(settings, dispatch=replace(settings.dispatch, batch_size=batch_size))
     app = build_app(settings, backend=backend, store=store, freeze_heap=False)
     async with app.router.lifespan_context(app):
         runtime: Runtime = app.state.runtime
@@ -314,3 +318,76 @@ async def test_the_gpu_budget_is_the_one_cap_and_metrics_count_against_it(tmp_pa
         metrics = (await gw.client.get("/metrics")).text
     assert "eops_gpus_in_use 2.0" in metrics
     assert sorted(backend.launched) == sorted(ids)
+
+
+def _fn(name: str, gpu_type: str, **extra: object) -> bytes:
+    return json.dumps({"name": name, "command": ["true"], "gpu": {"type": gpu_type}, **extra}).encode()
+
+
+async def test_queued_invocations_show_their_queue_position_and_reason(tmp_path: Path) -> None:
+    backend = ScriptedBackend()
+    async with gateway(tmp_path, backend, EOPS_GPU_BUDGET="nvidia-tesla-t4=2") as gw:
+        for name, body in [
+            ("low", _fn("low", "nvidia-tesla-t4", priority="low")),
+            ("urgent", _fn("urgent", "nvidia-tesla-t4", priority="high")),
+            ("capped", _fn("capped", "nvidia-l4", max_concurrency=1)),
+        ]:
+            assert (await gw.client.put(f"/v1/functions/{name}", content=body)).status_code == 201
+
+        async def invoke(name: str) -> str:
+            response = await gw.client.post(f"/v1/functions/{name}/invocations", content=b"{}")
+            assert response.status_code == 202, response.text
+            return str(response.json()["id"])
+
+        async def queue_of(invocation_id: str) -> tuple[int | None, str | None]:
+            body = (await gw.client.get(f"/v1/invocations/{invocation_id}")).json()
+            return body["queue_position"], body["queue_reason"]
+
+        lows = [await invoke("low") for _ in range(4)]
+        await gw.until(lows[1], lambda i: i.state is State.pending)
+        full = "the GPU budget for nvidia-tesla-t4 is full (2 of 2 in use)"
+        assert [await queue_of(i) for i in lows] == [(None, None), (None, None), (1, full), (2, full)]
+        metrics = (await gw.client.get("/metrics")).text
+        assert 'eops_gpus_in_use_by_type{gpu_type="nvidia-tesla-t4"} 2.0' in metrics
+        assert 'eops_gpu_budget_free{gpu_type="nvidia-tesla-t4"} 0.0' in metrics
+        assert "eops_gpus_free -1.0" in metrics, "a per-type budget caps no total"
+        urgent = await invoke("urgent")
+        assert await queue_of(urgent) == (1, full), "high priority, accepted last, goes first"
+        assert [await queue_of(i) for i in lows[2:]] == [(2, full), (3, full)]
+        # The full T4 budget does not hold back L4 work; its function's max_concurrency does.
+        capped = [await invoke("capped") for _ in range(2)]
+        await gw.until(capped[0], lambda i: i.state is State.pending)
+        assert await queue_of(capped[1]) == (1, "function capped is at its max_concurrency (1)")
+        listed = (await gw.client.get("/v1/invocations", params={"state": "queued"})).json()["items"]
+        assert {i["queue_position"] for i in listed} == {None}, "lists do not count positions"
+
+        await backend.finish(lows[0], Finished.succeeded(_now()))
+        await gw.until(urgent, lambda i: i.state is State.pending)
+        assert (await gw.state_of(lows[2])).state is State.queued
+        assert [await queue_of(i) for i in lows[2:]] == [(1, full), (2, full)]
+
+
+async def test_a_full_type_hides_neither_other_types_nor_priorities_behind_a_batch(tmp_path: Path) -> None:
+    backend = ScriptedBackend()
+    async with gateway(tmp_path, backend, batch_size=2, EOPS_GPU_BUDGET="nvidia-tesla-t4=1") as gw:
+        for name, body in [
+            ("low", _fn("low", "nvidia-tesla-t4", priority="low")),
+            ("urgent", _fn("urgent", "nvidia-tesla-t4", priority="high")),
+            ("other", _fn("other", "nvidia-l4", priority="low")),
+        ]:
+            assert (await gw.client.put(f"/v1/functions/{name}", content=body)).status_code == 201
+
+        async def invoke(name: str) -> str:
+            response = await gw.client.post(f"/v1/functions/{name}/invocations", content=b"{}")
+            assert response.status_code == 202, response.text
+            return str(response.json()["id"])
+
+        first = await invoke("low")
+        await gw.until(first, lambda i: i.state is State.pending)
+        lows = [await invoke("low") for _ in range(5)]  # three batches of T4 work that must wait
+        l4 = await invoke("other")
+        await gw.until(l4, lambda i: i.state is State.pending)
+        urgent = await invoke("urgent")
+        await backend.finish(first, Finished.succeeded(_now()))
+        await gw.until(urgent, lambda i: i.state is State.pending)
+        assert [(await gw.state_of(i)).state for i in lows] == [State.queued] * 5

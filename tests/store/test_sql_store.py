@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Mapping
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 import psycopg
@@ -287,6 +290,91 @@ def test_queued_is_oldest_first_and_active_is_pending_or_running(
         await store.apply(Change(other.id, State.pending, T0))
         await store.apply(Change(items[0].id, State.succeeded, T0, from_states=frozenset({State.pending})))
         assert await store.active_counts() == {("hello", 1): 1, ("other", 1): 1}
+
+    run.run(body())
+
+
+def test_queued_ahead_counts_higher_priorities_and_earlier_ones_of_the_same(
+    store: SqlStore, run: asyncio.Runner
+) -> None:
+    async def body() -> None:
+        made: dict[str, NewInvocation] = {}
+        plan = [
+            ("low1", "hello", Priority.low),
+            ("n1", "hello", Priority.normal),
+            ("low2", "hello", Priority.low),
+        ]
+        plan += [("other", "other", Priority.normal), ("done", "hello", Priority.high)]
+        plan += [("high", "hello", Priority.high), ("low3", "other", Priority.low)]
+        for label, function, priority in plan:
+            made[label] = replace(new(function=function), priority_rank=priority.rank)
+            await store.create_invocation(made[label])
+            await asyncio.sleep(0.002)  # ids are time-ordered: the acceptance order
+        await store.apply(Change(made["done"].id, State.pending, T0))
+
+        async def ahead(label: str) -> Mapping[tuple[str, int], int]:
+            got = await store.get_invocation(made[label].id)
+            assert got is not None
+            return await store.queued_ahead(got)
+
+        assert await ahead("high") == {}, "a high one accepted last is first: the pending one is not queued"
+        assert await ahead("n1") == {("hello", 1): 1}
+        assert await ahead("other") == {("hello", 1): 2}
+        assert await ahead("low1") == {("hello", 1): 2, ("other", 1): 1}
+        assert await ahead("low3") == {("hello", 1): 4, ("other", 1): 1}
+
+    run.run(body())
+
+
+def test_queued_is_in_admission_order_and_pages_on_from_an_invocation(
+    store: SqlStore, run: asyncio.Runner
+) -> None:
+    async def body() -> None:
+        made = []
+        for priority in (Priority.low, Priority.normal, Priority.high, Priority.low, Priority.high):
+            made.append(replace(new(), priority_rank=priority.rank))
+            await store.create_invocation(made[-1])
+            await asyncio.sleep(0.002)  # ids are time-ordered: the acceptance order
+        order = [made[i].id for i in (2, 4, 1, 0, 3)]
+        every = await store.queued(10)
+        assert [i.id for i in every] == order
+        assert [i.id for i in await store.queued(3)] == order[:3]
+        assert [i.id for i in await store.queued(2, after=every[1])] == order[2:4]
+        assert [i.id for i in await store.queued(10, after=every[3])] == order[4:]
+        assert await store.queued(10, after=every[4]) == []
+
+    run.run(body())
+
+
+def test_queue_counts_read_the_state_priority_id_index(tmp_path: Path, run: asyncio.Runner) -> None:
+    """What makes queued_ahead and queued cheap with thousands queued: index ranges, no scan of
+    the table (checked on SQLite, whose plan is easy to read)."""
+    statements: list[tuple[str, Any]] = []
+
+    def keep(_conn: Any, _cursor: Any, statement: str, params: Any, _ctx: Any, _many: bool) -> None:
+        if statement.startswith("SELECT") and "FROM invocations" in statement:
+            statements.append((statement, params))
+
+    async def body() -> None:
+        store = await open_store(f"sqlite:///{tmp_path / 'eops.db'}")
+        try:
+            item = new()
+            await store.create_invocation(item)
+            queued = await store.get_invocation(item.id)
+            assert queued is not None
+            event.listen(store._engine, "before_cursor_execute", keep)
+            await store.queued_ahead(queued)
+            await store.queued(10)
+            event.remove(store._engine, "before_cursor_execute", keep)
+            assert len(statements) == 5, statements  # a normal one: two counts; then three ranges
+            with store._engine.connect() as conn:
+                for statement, params in statements:
+                    plan = conn.exec_driver_sql(f"EXPLAIN QUERY PLAN {statement}", params).all()
+                    details = " ".join(str(row[-1]) for row in plan)
+                    assert "ix_invocations_state_priority_id" in details, (statement, details)
+                    assert "SCAN invocations" not in details, details
+        finally:
+            await store.close()
 
     run.run(body())
 

@@ -11,12 +11,13 @@ from typing import Any
 import orjson
 
 from elasticityops.domain.invocations import Invocation
+from elasticityops.domain.queue import QueueStatus
 from elasticityops.wire import decode_result
 
 _OPTIONS = orjson.OPT_UTC_Z
 
 
-def invocation_document(inv: Invocation) -> dict[str, Any]:
+def invocation_document(inv: Invocation, queue: QueueStatus | None = None) -> dict[str, Any]:
     tl = inv.timeline
     return {
         "id": inv.id,
@@ -39,11 +40,13 @@ def invocation_document(inv: Invocation) -> dict[str, Any]:
         "result": decode_result(inv.result),
         "node": inv.node,
         "notes": [{"at": n.at, "kind": n.kind, "message": n.message} for n in inv.notes],
+        "queue_position": None if queue is None else queue.position,
+        "queue_reason": None if queue is None else queue.reason,
     }
 
 
-def invocation_json(inv: Invocation) -> bytes:
-    return orjson.dumps(invocation_document(inv), option=_OPTIONS)
+def invocation_json(inv: Invocation, queue: QueueStatus | None = None) -> bytes:
+    return orjson.dumps(invocation_document(inv, queue), option=_OPTIONS)
 
 
 def invocation_list_json(items: list[Invocation], next_cursor: str | None) -> bytes:

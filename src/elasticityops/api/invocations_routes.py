@@ -17,10 +17,12 @@ from elasticityops.api.encode import invocation_json, invocation_list_json
 from elasticityops.api.entropy import BufferedEntropy
 from elasticityops.api.errors import MalformedBody
 from elasticityops.api.runtime import Runtime
+from elasticityops.dispatch.queue_status import queue_status
 from elasticityops.domain.errors import Conflict, FieldProblem, InvalidInput, NotFound, Unauthorized
 from elasticityops.domain.invocations import Invocation, State, check_callback_token, new_invocation_id
 from elasticityops.domain.numbers import WholeNumber, WholeNumberOrNone, whole_number
 from elasticityops.domain.ports import NewInvocation
+from elasticityops.domain.queue import QueueStatus
 from elasticityops.wire import MAX_PAGE_SIZE, ErrorOut, InvocationList, InvocationOut
 
 _ERRORS: dict[int | str, dict[str, object]] = {
@@ -48,9 +50,11 @@ def _runtime(request: Request) -> Runtime:
     return runtime
 
 
-def _json(inv: Invocation, status: int, headers: dict[str, str] | None = None) -> Response:
+def _json(
+    inv: Invocation, status: int, headers: dict[str, str] | None = None, queue: QueueStatus | None = None
+) -> Response:
     return Response(
-        content=invocation_json(inv),
+        content=invocation_json(inv, queue),
         status_code=status,
         media_type="application/json",
         headers=headers,
@@ -85,7 +89,9 @@ def build_router(max_wait: int) -> APIRouter:
         inv = await _get(rt, invocation_id)
         if wait:
             inv = await _wait_for_end(rt, inv, wait)
-        return _json(inv, 200)
+        # Only here, for one invocation: a few grouped counts, too many to make for every list item.
+        queue = await queue_status(inv, rt.store, rt.functions, rt.backend, rt.settings.dispatch)
+        return _json(inv, 200, queue=queue)
 
     @router.get(
         "/invocations",

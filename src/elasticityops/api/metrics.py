@@ -33,6 +33,18 @@ class Metrics:
             "GPUs that can start work now (-1: the backend has no fixed limit)",
             registry=self.registry,
         )
+        self.gpus_in_use_by_type = Gauge(
+            "eops_gpus_in_use_by_type",
+            "GPUs held by pending or running invocations, by GPU type",
+            ["gpu_type"],
+            registry=self.registry,
+        )
+        self.gpu_budget_free = Gauge(
+            "eops_gpu_budget_free",
+            "GPUs the per-type GPU budget still allows, by GPU type (only the types it caps)",
+            ["gpu_type"],
+            registry=self.registry,
+        )
         self.time_to_start = Histogram(
             "eops_time_to_start_seconds",
             "From accepted to started",
@@ -80,10 +92,25 @@ class Metrics:
         if after.state.terminal and durations["run"] is not None:
             self.duration.labels(state=after.state.value).observe(durations["run"])
 
-    def render(self, counts: Mapping[State, int], gpus_in_use: int, gpus_free: int | None) -> bytes:
+    def render(
+        self,
+        counts: Mapping[State, int],
+        in_use: Mapping[str, int],
+        gpus_free: int | None,
+        budget_free: Mapping[str, int] | None = None,
+    ) -> bytes:
+        """`in_use` GPUs held per type; `budget_free` what the per-type budget allows per type."""
         for state in State:
             self.invocations.labels(state=state.value).set(counts.get(state, 0))
         self.queue_depth.set(counts.get(State.queued, 0))
-        self.gpus_in_use.set(gpus_in_use)
+        self.gpus_in_use.set(sum(in_use.values()))
         self.gpus_free.set(-1 if gpus_free is None else gpus_free)
+        # Set afresh each scrape, so that a type no longer in use (nor capped) drops out instead of
+        # keeping its last value; a capped type reads 0 when idle.
+        self.gpus_in_use_by_type.clear()
+        for gpu_type in {**dict.fromkeys(budget_free or {}, 0), **in_use}:
+            self.gpus_in_use_by_type.labels(gpu_type=gpu_type).set(in_use.get(gpu_type, 0))
+        self.gpu_budget_free.clear()
+        for gpu_type, room in (budget_free or {}).items():
+            self.gpu_budget_free.labels(gpu_type=gpu_type).set(room)
         return generate_latest(self.registry)

@@ -175,6 +175,9 @@ def invocation_detail(inv: InvocationOut, now: datetime) -> RenderableType:
         parts.append(Text.assemble(("failure reason: ", "bold red"), inv.failure_reason.value))
     if inv.message:
         parts.append(Text.assemble(("message: ", "bold"), inv.message))
+    if inv.queue_position is not None:
+        where = f"queue position {inv.queue_position}"
+        parts.append(Text.assemble((where, "bold cyan"), f": {inv.queue_reason}" if inv.queue_reason else ""))
     parts.append(Text(""))
     parts.append(timeline_table(inv, now))
     totals = []

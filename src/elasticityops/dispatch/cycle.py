@@ -8,18 +8,25 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
-from elasticityops.domain.admission import AdmissionSnapshot, QueuedItem, admit
+from elasticityops.domain.admission import AdmissionSnapshot, QueuedItem, admission
+from elasticityops.domain.budget import GpuBudget, room_by_type, total_room
 from elasticityops.domain.functions import FunctionSpec
 from elasticityops.domain.invocations import FailureReason, Invocation, State
 from elasticityops.domain.ports import Change
 
 _FROM_QUEUED = frozenset({State.queued})
+UNKNOWN_GPU_TYPE = "unknown"
+"""The type GPUs held by a version whose spec is not kept count under: no per-type cap names it,
+the overall budget counts it."""
 
 
 @dataclass(frozen=True)
 class CyclePlan:
     admit: list[Invocation]  # in launch order
     fail: list[Change]  # queued invocations that can never run
+    look_further: bool = False
+    """Some of `queued` wait for their own GPU type or function while capacity all share is
+    left: queued work behind what was read (another type) may fit now."""
 
 
 def plan_cycle(
@@ -30,22 +37,23 @@ def plan_cycle(
     versions: Mapping[tuple[str, int], FunctionSpec],
     free_gpus: int | None,
     total_gpus: int | None,
-    gpu_budget: int | None,
+    gpu_budget: GpuBudget | None,
     at: datetime,
+    headroom: Mapping[str, int] | None = None,
 ) -> CyclePlan:
-    """`queued` oldest first; `active` how many are pending or running per (function, version);
+    """`queued` in admission order or oldest first (admission sorts by priority itself);
+    `active` how many are pending or running per (function, version);
     `functions` the specs that exist now, by name (a queued invocation whose function is not
     there was deleted); `versions` the specs by (name, version) that the queued invocations were
     accepted with, and those the active ones run: what each asks GPUs for (a missing one was
-    never kept)."""
+    never kept). `headroom`: GPUs held per type for warm capacity (none yet: a headroom
+    controller fills it), counted against the budget like GPUs in use."""
+    held_for = headroom or {}
     active_by_function: Counter[str] = Counter()
     for (name, _version), count in active.items():
         active_by_function[name] += count
     fail: list[Change] = []
-    runnable: list[Invocation] = []
-    limits = ((total_gpus, "the backend offers"), (gpu_budget, "the GPU budget allows"))
-    ceiling = min(((n, what) for n, what in limits if n is not None), default=None)
-    gpus: dict[str, int] = {}
+    items: list[QueuedItem] = []
     for inv in queued:
         spec = versions.get((inv.function, inv.spec_version))
         if inv.function not in functions:
@@ -57,34 +65,67 @@ def plan_cycle(
                 "replaced before the gateway kept every version); invoke it again"
             )
             fail.append(_fail(inv, at, FailureReason.launch_error, unknown))
-        elif ceiling is not None and spec.gpu.count > ceiling[0]:
-            # Queueing it would block everything behind it forever (admission keeps strict order).
-            most, what = ceiling
-            too_big = (
-                f"gpu.count is {spec.gpu.count} but {what} at most {most} GPUs at once; "
-                "lower gpu.count or raise the limit (--gpus, EOPS_GPU_BUDGET)"
-            )
+        elif (too_big := _never_fits(spec, total_gpus, gpu_budget)) is not None:
+            # Queueing it would block its type forever (admission keeps strict order).
             fail.append(_fail(inv, at, FailureReason.no_capacity, too_big))
         else:
-            runnable.append(inv)
-            gpus[inv.id] = spec.gpu.count
-    in_use = gpus_held(active, versions)
+            items.append(QueuedItem(inv.id, inv.function, inv.priority, spec.gpu.count, spec.gpu.type))
+    in_use = gpus_held_by_type(active, versions)
     snapshot = AdmissionSnapshot(
-        queued=[QueuedItem(i.id, i.function, i.priority, gpus[i.id]) for i in runnable],
+        queued=items,
         free_gpus=free_gpus,
-        gpu_budget_left=None if gpu_budget is None else max(0, gpu_budget - in_use),
+        gpu_budget_left=total_room(gpu_budget, in_use, held_for),
         active_by_function=active_by_function,
         max_concurrency={name: spec.max_concurrency for name, spec in functions.items()},
+        type_room=room_by_type(gpu_budget, in_use, held_for),
     )
-    by_id = {i.id: i for i in runnable}
-    return CyclePlan(admit=[by_id[i] for i in admit(snapshot)], fail=fail)
+    by_id = {i.id: i for i in queued}
+    decided = admission(snapshot)
+    further = not decided.stopped and len(decided.chosen) < len(items)
+    return CyclePlan(admit=[by_id[i] for i in decided.chosen], fail=fail, look_further=further)
+
+
+def _never_fits(spec: FunctionSpec, total_gpus: int | None, budget: GpuBudget | None) -> str | None:
+    """Why an invocation of `spec` can never start (it asks more GPUs than a limit ever allows),
+    or None when it can."""
+    kind = spec.gpu.type
+    limits = [
+        (total_gpus, "the backend offers", "--gpus"),
+        (None if budget is None else budget.total, "the GPU budget allows", "EOPS_GPU_BUDGET"),
+        (
+            None if budget is None else budget.cap(kind),
+            f"the GPU budget for {kind} allows",
+            "EOPS_GPU_BUDGET",
+        ),
+    ]
+    for most, what, knob in limits:
+        if most is not None and spec.gpu.count > most:
+            return (
+                f"gpu.count is {spec.gpu.count} but {what} at most {most} GPUs at once; "
+                f"lower gpu.count or raise the limit ({knob})"
+            )
+    return None
+
+
+def gpus_held_by_type(
+    active: Mapping[tuple[str, int], int], versions: Mapping[tuple[str, int], FunctionSpec]
+) -> Counter[str]:
+    """GPUs held by pending and running invocations, per GPU type: from the store's active counts
+    per (function, version) and the gpu of the version each runs (one each, at least, of
+    UNKNOWN_GPU_TYPE for a version whose spec is not kept)."""
+    held: Counter[str] = Counter()
+    for key, count in active.items():
+        spec = versions.get(key)
+        if spec is None:
+            held[UNKNOWN_GPU_TYPE] += count
+        else:
+            held[spec.gpu.type] += count * spec.gpu.count
+    return held
 
 
 def gpus_held(active: Mapping[tuple[str, int], int], versions: Mapping[tuple[str, int], FunctionSpec]) -> int:
-    """GPUs held by pending and running invocations: the one count, from the store's active
-    counts per (function, version) and the gpu.count of the version each runs (one each, at
-    least, for a version whose spec is not kept)."""
-    return sum(count * (versions[key].gpu.count if key in versions else 1) for key, count in active.items())
+    """GPUs held by pending and running invocations, all types together."""
+    return sum(gpus_held_by_type(active, versions).values())
 
 
 def _fail(inv: Invocation, at: datetime, reason: FailureReason, message: str) -> Change:

@@ -13,13 +13,14 @@ import asyncio
 import contextlib
 import logging
 from collections import deque
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 
-from elasticityops.dispatch.cycle import plan_cycle
+from elasticityops.dispatch.cycle import CyclePlan, plan_cycle
 from elasticityops.dispatch.functions import FunctionCache
 from elasticityops.dispatch.hub import ChangeHub
 from elasticityops.dispatch.reconcile import callback_url, plan_cancel, plan_recovery
+from elasticityops.domain.budget import GpuBudget, parse_gpu_budget
 from elasticityops.domain.clock import Clock
 from elasticityops.domain.errors import NotFound, TemporaryError
 from elasticityops.domain.events import BackendEvent, Finished, finished_event
@@ -48,15 +49,20 @@ class DispatchSettings:
         help="Longest pause between two admission passes when nothing wakes the dispatcher.",
     )
     batch_size: int = 256
-    """Most queued invocations looked at per cycle (count), oldest first; a full batch that
+    """Queued invocations read at a time (count), in admission order; a full batch that
     admitted work is followed at once by another cycle."""
-    gpu_budget: int | None = knob(
+    scan_pages: int = 16
+    """Most batches one cycle reads (count): past the first only while the queued work read so
+    far waits for its own GPU type or function and shared capacity is left."""
+    gpu_budget: GpuBudget | None = knob(
         None,
         env="EOPS_GPU_BUDGET",
-        unit="GPUs",
-        ge=0,
+        metavar="GPUS|TYPE=N,...",
+        parse=parse_gpu_budget,
         shown="no cap: only the backend limits",
-        help="Most GPUs in use at once across all functions, for any backend (a cluster's GPU quota).",
+        help="Most GPUs in use at once, for any backend (a cluster's GPU quota): one number for all "
+        "GPU types together, or one per type, e.g. nvidia-tesla-t4=8,nvidia-l4=2 (a type not "
+        "listed is not capped). Work beyond it waits in priority, then arrival, order.",
     )
     paused: bool = knob(
         False,
@@ -209,10 +215,41 @@ class Dispatcher:
         free = self.backend.free_gpus()
         if free is not None and free <= 0:
             return False  # nothing can start; a finished job wakes us
-        queued = await self.store.queued(self.settings.batch_size)
-        if not queued:
+        batch = self.settings.batch_size
+        page = await self.store.queued(batch)
+        if not page:
             return False
         active = await self.store.active_counts()
+        queued = list(page)
+        plan, versions = await self._plan(queued, active, free)
+        pages = 1
+        # A page held back whole by a full GPU type (or a function at its max_concurrency) must
+        # not hide the work of other types behind it: read on while shared capacity is left.
+        while len(page) >= batch and plan.look_further and pages < self.settings.scan_pages:
+            page = await self.store.queued(batch, after=page[-1])
+            if not page:
+                break
+            queued += page
+            pages += 1
+            plan, versions = await self._plan(queued, active, free)
+        # Concurrently, so the store's group-commit writer puts a whole pass of transitions in a
+        # few transactions instead of one commit per invocation (a 1,000-request burst was
+        # admitted at about the rate of sequential commits), and slow launches overlap.
+        await asyncio.gather(*(self._apply(change) for change in plan.fail))
+        # One read for the pass's small payloads instead of one per launch.
+        payloads = await self.store.small_payloads([i.id for i in plan.admit], _BATCH_PAYLOAD_BYTES)
+        await asyncio.gather(
+            *(
+                self._admit(inv, versions[(inv.function, inv.spec_version)], payloads.get(inv.id))
+                for inv in plan.admit
+            )
+        )
+        return len(page) >= batch and bool(plan.admit or plan.fail)
+
+    async def _plan(
+        self, queued: list[Invocation], active: Mapping[tuple[str, int], int], free: int | None
+    ) -> tuple[CyclePlan, dict[tuple[str, int], FunctionSpec]]:
+        """`plan_cycle` over `queued`, with the specs it needs (cached), and those specs."""
         functions = await self._functions({i.function for i in queued} | {name for name, _ in active})
         versions = await self.functions.versions(
             [(i.function, i.spec_version) for i in queued] + list(active)
@@ -227,19 +264,7 @@ class Dispatcher:
             gpu_budget=self.settings.gpu_budget,
             at=self.clock.now(),
         )
-        # Concurrently, so the store's group-commit writer puts a whole pass of transitions in a
-        # few transactions instead of one commit per invocation (a 1,000-request burst was
-        # admitted at about the rate of sequential commits), and slow launches overlap.
-        await asyncio.gather(*(self._apply(change) for change in plan.fail))
-        # One read for the pass's small payloads instead of one per launch.
-        payloads = await self.store.small_payloads([i.id for i in plan.admit], _BATCH_PAYLOAD_BYTES)
-        await asyncio.gather(
-            *(
-                self._admit(inv, versions[(inv.function, inv.spec_version)], payloads.get(inv.id))
-                for inv in plan.admit
-            )
-        )
-        return len(queued) >= self.settings.batch_size and bool(plan.admit or plan.fail)
+        return plan, versions
 
     async def _admit(self, inv: Invocation, spec: FunctionSpec, payload: bytes | None) -> None:
         async with self._admitting:

@@ -1,14 +1,19 @@
 """Which queued invocations to admit now: a pure function over a snapshot.
 
 Order is priority first (high, normal, low), then acceptance time, so invocations beyond the free
-capacity wait in order. A function at its `max_concurrency` is skipped without blocking others."""
+capacity wait in order. A function at its `max_concurrency` is skipped without blocking others.
+A GPU type whose budget is full blocks only invocations of that type: strict head-of-line order
+holds within a type (and within what all types share: the backend's slots, an overall budget)."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
+from elasticityops.domain.budget import GpuBudget, total_room
 from elasticityops.domain.functions import Priority
+
+DEFAULT_GPU_TYPE = "nvidia-tesla-t4"  # GpuSpec's default
 
 
 @dataclass(frozen=True)
@@ -17,43 +22,82 @@ class QueuedItem:
     function: str
     priority: Priority
     gpus: int = 1
+    gpu_type: str = DEFAULT_GPU_TYPE
 
 
 @dataclass(frozen=True)
 class AdmissionSnapshot:
     queued: Sequence[QueuedItem]  # in acceptance order
     free_gpus: int | None  # None: the backend has no fixed limit (the cluster provisions)
-    gpu_budget_left: int | None  # GPUs the quota still allows; None: no quota set
+    gpu_budget_left: int | None  # GPUs the overall quota still allows; None: no overall quota
     active_by_function: Mapping[str, int]
     max_concurrency: Mapping[str, int]
+    type_room: Mapping[str, int] = field(default_factory=dict)
+    """GPUs each capped type's budget still allows; a type not here is not capped by type."""
 
 
-def gpus_free(in_use: int, gpu_budget: int | None, backend_free: int | None) -> int | None:
-    """GPUs that can start work now: the budget's room and the backend's own free slots,
-    whichever is smaller; None when neither limits."""
-    room = None if gpu_budget is None else max(0, gpu_budget - in_use)
+def gpus_free(
+    in_use: Mapping[str, int],
+    gpu_budget: GpuBudget | None,
+    backend_free: int | None,
+    headroom: Mapping[str, int] | None = None,
+) -> int | None:
+    """GPUs that can start work now, all types together: the overall budget's room and the
+    backend's own free slots, whichever is smaller; None when neither limits. A per-type budget
+    caps only its types, so it leaves the total unlimited (see `room_by_type` per type)."""
+    room = total_room(gpu_budget, in_use, headroom or {})
     limits = [x for x in (room, backend_free) if x is not None]
     return min(limits) if limits else None
 
 
+def admission_order(queued: Sequence[QueuedItem]) -> list[QueuedItem]:
+    """Priority rank, then acceptance order (the order `queued` is in)."""
+    ordered = sorted(enumerate(queued), key=lambda p: (p[1].priority.rank, p[0]))
+    return [item for _, item in ordered]
+
+
+@dataclass(frozen=True)
+class Admission:
+    chosen: list[str]  # ids to admit now, in the order to launch them
+    stopped: bool
+    """True when what all types share ran out (or its head needs more than is left): nothing
+    further back in the queue can be admitted either. False: whatever was not chosen waits for
+    its own type or function, so queued work behind it (another type) may still fit."""
+
+
 def admit(snapshot: AdmissionSnapshot) -> list[str]:
     """Ids to admit now, in the order to launch them."""
+    return admission(snapshot).chosen
+
+
+def admission(snapshot: AdmissionSnapshot) -> Admission:
+    """`admit`, and whether it stopped for want of shared capacity."""
     limits = [x for x in (snapshot.free_gpus, snapshot.gpu_budget_left) if x is not None]
-    room = min(limits) if limits else None
+    shared = min(limits) if limits else None  # what every type draws on
+    type_room = dict(snapshot.type_room)
+    blocked: set[str] = set()  # types whose head waits for room: nothing of theirs overtakes it
     active = dict(snapshot.active_by_function)
-    ordered = sorted(enumerate(snapshot.queued), key=lambda p: (p[1].priority.rank, p[0]))
     chosen: list[str] = []
-    for _, item in ordered:
-        if room is not None and room <= 0:
-            break
+    for item in admission_order(snapshot.queued):
+        if shared is not None and shared <= 0:
+            return Admission(chosen, stopped=True)
+        if item.gpu_type in blocked:
+            continue
         if active.get(item.function, 0) >= snapshot.max_concurrency.get(item.function, 1 << 30):
             continue
+        room = type_room.get(item.gpu_type)
         if room is not None and item.gpus > room:
-            # Strict order: a big job at the head is not overtaken by smaller ones behind it
-            # (that would starve it); it waits until enough GPUs are free.
-            break
+            # Strict order within the type: a big job at its head is not overtaken by smaller
+            # ones of the same type (that would starve it); other types still have their room.
+            blocked.add(item.gpu_type)
+            continue
+        if shared is not None and item.gpus > shared:
+            # The same, for what all types share (slots, an overall budget): everything waits.
+            return Admission(chosen, stopped=True)
         chosen.append(item.id)
         active[item.function] = active.get(item.function, 0) + 1
         if room is not None:
-            room -= item.gpus
-    return chosen
+            type_room[item.gpu_type] = room - item.gpus
+        if shared is not None:
+            shared -= item.gpus
+    return Admission(chosen, stopped=shared is not None and shared <= 0)

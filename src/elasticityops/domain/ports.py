@@ -89,8 +89,15 @@ class Store(Protocol):
         self, *, function: str | None, state: State | None, limit: int, cursor: str | None
     ) -> Page: ...
 
-    async def queued(self, limit: int) -> list[Invocation]:
-        """Queued invocations, oldest first (admission orders by priority itself)."""
+    async def queued(self, limit: int, after: Invocation | None = None) -> list[Invocation]:
+        """Queued invocations in admission order: priority (high first), then acceptance. With
+        `after`, those behind it in that order (the next page)."""
+        ...
+
+    async def queued_ahead(self, invocation: Invocation) -> Mapping[tuple[str, int], int]:
+        """How many queued invocations admission orders before `invocation`, by (function, spec
+        version): those of a higher priority and those of its priority accepted before it
+        (admission order, domain.admission). What its queue position is counted from."""
         ...
 
     async def active(self) -> list[Invocation]:

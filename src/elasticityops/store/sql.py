@@ -41,7 +41,7 @@ from elasticityops.domain.errors import (
     TemporaryError,
 )
 from elasticityops.domain.events import BackendEvent, apply_event
-from elasticityops.domain.functions import FunctionSpec
+from elasticityops.domain.functions import FunctionSpec, Priority
 from elasticityops.domain.invocations import ACTIVE_STATES, Invocation, State, advance
 from elasticityops.domain.ports import Change, FunctionRecord, NewInvocation, Page
 from elasticityops.domain.tokens import TOKEN_ID_PREFIX, ApiToken, Scope, is_token_id, token_id
@@ -304,15 +304,47 @@ class SqlStore:
 
         return await self._read(run)
 
-    async def queued(self, limit: int) -> list[Invocation]:
+    async def queued(self, limit: int, after: Invocation | None = None) -> list[Invocation]:
         def run(conn: Connection) -> list[Invocation]:
-            query = (
-                select(*_COLUMNS)
-                .where(invocations.c.state == State.queued.value)
-                .order_by(invocations.c.id)
-                .limit(limit)
-            )
-            return [rows.invocation_from_row(r) for r in conn.execute(query).mappings()]
+            c = invocations.c
+            found: list[Invocation] = []
+            # One index range of (state, priority, id) per priority, highest first: the
+            # admission order, without sorting every queued row by a computed rank.
+            for priority in sorted(Priority, key=lambda p: p.rank):
+                if after is not None and priority.rank < after.priority.rank:
+                    continue
+                where = [c.state == State.queued.value, c.priority == priority.value]
+                if after is not None and priority is after.priority:
+                    where.append(c.id > after.id)
+                query = select(*_COLUMNS).where(*where).order_by(c.id).limit(limit - len(found))
+                found += [rows.invocation_from_row(r) for r in conn.execute(query).mappings()]
+                if len(found) >= limit:
+                    break
+            return found
+
+        return await self._read(run)
+
+    async def queued_ahead(self, invocation: Invocation) -> Mapping[tuple[str, int], int]:
+        def run(conn: Connection) -> Mapping[tuple[str, int], int]:
+            c = invocations.c
+            counts: dict[tuple[str, int], int] = {}
+            # One grouped count per index range of (state, priority, id): each higher priority
+            # whole, and this priority up to this id (ids are the acceptance order). One OR-ed
+            # query instead would let SQLite, without statistics, walk every queued row.
+            for priority in Priority:
+                if priority.rank > invocation.priority.rank:
+                    continue
+                where = [c.state == State.queued.value, c.priority == priority.value]
+                if priority is invocation.priority:
+                    where.append(c.id < invocation.id)
+                query = (
+                    select(c.function, c.spec_version, func.count())
+                    .where(*where)
+                    .group_by(c.function, c.spec_version)
+                )
+                for function, version, count in conn.execute(query):
+                    counts[(function, version)] = counts.get((function, version), 0) + count
+            return counts
 
         return await self._read(run)
 

@@ -96,6 +96,8 @@ invocations = Table(
     UniqueConstraint("function", "idempotency_key", name="uq_invocation_idempotency"),
     Index("ix_invocations_state_id", "state", "id"),
     Index("ix_invocations_function_id", "function", "id"),
+    # A queued invocation's queue position counts the queued ones ahead of it by priority and id.
+    Index("ix_invocations_state_priority_id", "state", "priority", "id"),
 )
 
 api_tokens = Table(

@@ -21,6 +21,7 @@ from elasticityops.backends.kubernetes.settings import KubernetesSettings
 from elasticityops.cli.render_app import dump_yaml
 from elasticityops.devcluster.nodes import ZONES
 from elasticityops.devcluster.stages import EXIT_CODE_ANNOTATION, RUN_SECONDS_ANNOTATION
+from elasticityops.domain.budget import GpuBudget
 
 from .builders import invocation, spec
 from .cluster_support import (
@@ -56,7 +57,7 @@ def _apply_dry_run(cluster: Any, objects: list[dict[str, Any]]) -> subprocess.Co
 
 def test_rendered_deploy_is_accepted_by_the_api_server(cluster: Any, dev_namespace: str) -> None:
     kubernetes = KubernetesSettings(namespace=dev_namespace, gpu_driver_version="latest")
-    objects = build_deploy(DeployOptions(kubernetes=kubernetes, gpu_budget=8))
+    objects = build_deploy(DeployOptions(kubernetes=kubernetes, gpu_budget=GpuBudget(total=8)))
     done = _apply_dry_run(cluster, objects)
     assert done.returncode == 0, done.stderr
     kinds = {line.split("/")[0] for line in done.stdout.splitlines()}
@@ -268,3 +269,25 @@ def test_a_burst_becomes_one_job_each_and_every_invocation_ends(
         t = {k: datetime.fromisoformat(v) for k, v in final["timeline"].items() if v is not None}
         assert t["accepted"] <= t["dispatched"] <= t["capacity_ready"] <= t["started"] <= t["finished"], t
         assert final["node"], "the node it ran on is recorded"
+
+
+def test_a_per_type_gpu_budget_creates_jobs_up_to_it_and_queues_the_rest(
+    cluster: Any, dev_namespace: str, tmp_path: Path
+) -> None:
+    """Admitted work gets its Job at once (the autoscaler sees its pod); work past the budget gets
+    none until a GPU frees, and waits with its queue position."""
+    budget = {"EOPS_GPU_BUDGET": "nvidia-tesla-t4=2"}
+    with k8s_gateway(cluster, dev_namespace, tmp_path / "gw", **budget) as gw:
+        deploy(gw, name="work", annotations=_runs(20), max_concurrency=10)
+        ids = [invoke(gw, "work", {"i": i}) for i in range(4)]
+        for inv in ids[:2]:
+            wait_state(gw, inv, {"pending", "running"}, timeout=60)
+        waiting = [status(gw, inv) for inv in ids[2:]]
+        assert [w["state"] for w in waiting] == ["queued", "queued"]
+        assert [w["queue_position"] for w in waiting] == [1, 2]
+        assert waiting[0]["queue_reason"] == "the GPU budget for nvidia-tesla-t4 is full (2 of 2 in use)"
+        assert sorted(j["metadata"]["name"] for j in jobs_of(cluster, dev_namespace)) == sorted(
+            f"eops-{inv}" for inv in ids[:2]
+        )
+        finals = [wait_state(gw, inv, {"succeeded"}, timeout=300) for inv in ids]
+    assert all(f["exit_code"] == 0 for f in finals)

@@ -11,6 +11,7 @@ import pytest
 import yaml
 
 from elasticityops.backends.kubernetes.deploy import ROLE_RULES, DeployOptions, build_deploy
+from elasticityops.domain.budget import GpuBudget
 from helpers.server import EOPS
 
 
@@ -108,6 +109,16 @@ def test_render_deploy_prints_every_object() -> None:
     assert env["EOPS_GPU_BUDGET"] == "40"
     assert "EOPS_KUBE_MAX_GPUS" not in env
     assert env["EOPS_BACKEND"] == "kubernetes"
+
+
+def test_render_deploy_carries_a_per_type_gpu_budget() -> None:
+    budget = GpuBudget(per_type=(("nvidia-tesla-t4", 8), ("nvidia-l4", 2)))
+    deployment = next(o for o in build_deploy(DeployOptions(gpu_budget=budget)) if o["kind"] == "Deployment")
+    env = {e["name"]: e["value"] for e in deployment["spec"]["template"]["spec"]["containers"][0]["env"]}
+    assert env["EOPS_GPU_BUDGET"] == "nvidia-tesla-t4=8,nvidia-l4=2"
+    done = _eops("render", "deploy", "--gpu-budget", "nvidia-l4=two")
+    assert done.returncode == 2
+    assert "--gpu-budget: invalid value 'nvidia-l4=two'" in done.stderr + done.stdout
 
 
 def _rules(kind: str) -> list[dict[str, Any]]:

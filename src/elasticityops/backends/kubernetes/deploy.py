@@ -17,6 +17,7 @@ from elasticityops.backends.kubernetes.labels import (
 )
 from elasticityops.backends.kubernetes.objects import KubeObject
 from elasticityops.backends.kubernetes.settings import KubernetesSettings
+from elasticityops.domain.budget import GpuBudget, parse_gpu_budget
 from elasticityops.knobs import knob
 
 APP = "elasticityops"
@@ -31,12 +32,13 @@ class DeployOptions:
 
     kubernetes: KubernetesSettings = field(default_factory=KubernetesSettings)
     image: str = knob("ghcr.io/elasticityops/eops:0.1.0", help="Container image of the gateway.")
-    gpu_budget: int | None = knob(
+    gpu_budget: GpuBudget | None = knob(
         None,
-        unit="GPUs",
-        ge=0,
+        metavar="GPUS|TYPE=N,...",
+        parse=parse_gpu_budget,
         shown="no cap",
-        help="The gateway's EOPS_GPU_BUDGET: most GPUs in use at once.",
+        help="The gateway's EOPS_GPU_BUDGET: most GPUs in use at once, in all or per GPU type "
+        "(nvidia-tesla-t4=8,nvidia-l4=2).",
     )
     storage: str = knob("1Gi", metavar="QUANTITY", help="Size of the gateway's data volume.")
     storage_class: str | None = knob(
@@ -111,7 +113,7 @@ def build_deploy(options: DeployOptions) -> list[KubeObject]:
         {"name": "EOPS_PUBLIC_URL", "value": f"http://{APP}.{ns}.svc:{PORT}"},
     ]
     if options.gpu_budget is not None:
-        env.append({"name": "EOPS_GPU_BUDGET", "value": str(options.gpu_budget)})
+        env.append({"name": "EOPS_GPU_BUDGET", "value": options.gpu_budget.render()})
     if kube.gpu_driver_version:
         env.append({"name": "EOPS_KUBE_GPU_DRIVER_VERSION", "value": kube.gpu_driver_version})
     pvc_spec: KubeObject = {

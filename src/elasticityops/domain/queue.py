@@ -1,0 +1,97 @@
+"""Where a queued invocation stands, and why it waits: pure functions over what the store counts.
+
+The position is 1-based among the queued invocations that compete for the same GPU type, in
+admission order (domain.admission: priority rank, then acceptance); the reason names the first
+limit that holds it back, in the order admission meets them."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from elasticityops.domain.budget import GpuBudget
+from elasticityops.domain.functions import FunctionSpec
+
+WAITING = "waiting for the dispatcher"
+
+
+@dataclass(frozen=True)
+class QueueStatus:
+    position: int
+    reason: str
+
+
+@dataclass(frozen=True)
+class QueueFacts:
+    """What the gateway knows now about the limits a queued invocation meets."""
+
+    function: str
+    gpu_type: str
+    gpus: int  # what it asks for
+    max_concurrency: int | None  # of its function now; None: the function is gone
+    function_active: int  # its function's pending and running invocations
+    in_use: Mapping[str, int]  # GPUs held per type
+    budget: GpuBudget | None
+    backend_free: int | None
+    backend_total: int | None
+    paused: bool = False
+    headroom: Mapping[str, int] | None = None  # GPUs held per type for warm capacity
+
+
+def queue_position(
+    gpu_type: str,
+    ahead: Mapping[tuple[str, int], int],
+    versions: Mapping[tuple[str, int], FunctionSpec],
+) -> int:
+    """1 + the queued invocations ahead of it (`ahead`, by function and version, as the store
+    counts them) that ask for the same GPU type. One whose version is not kept is not counted:
+    admission fails it instead of running it."""
+    same = sum(
+        count for key, count in ahead.items() if key in versions and versions[key].gpu.type == gpu_type
+    )
+    return 1 + same
+
+
+def queue_reason(facts: QueueFacts) -> str:
+    """A short sentence: the first limit that holds it back, or WAITING when none does (the
+    next admission pass takes it, or takes those ahead of it first)."""
+    if facts.paused:
+        return "the dispatcher is paused (--paused, EOPS_DISPATCH_PAUSED): nothing is admitted"
+    if facts.max_concurrency is not None and facts.function_active >= facts.max_concurrency:
+        return f"function {facts.function} is at its max_concurrency ({facts.max_concurrency})"
+    headroom = facts.headroom or {}
+    budget = facts.budget
+    cap = None if budget is None else budget.cap(facts.gpu_type)
+    if cap is not None:
+        held = facts.in_use.get(facts.gpu_type, 0) + headroom.get(facts.gpu_type, 0)
+        if held + facts.gpus > cap:
+            return _full(f"the GPU budget for {facts.gpu_type}", held, cap, facts, facts.gpu_type)
+    if budget is not None and budget.total is not None:
+        held = sum(facts.in_use.values()) + sum(headroom.values())
+        if held + facts.gpus > budget.total:
+            return _full("the GPU budget", held, budget.total, facts, None)
+    if facts.backend_free is not None and facts.backend_free < facts.gpus:
+        of = (
+            ""
+            if facts.backend_total is None
+            else f" ({facts.backend_total - facts.backend_free} of {facts.backend_total})"
+        )
+        return f"the backend's GPUs are all taken{of}"
+    return WAITING
+
+
+def _full(what: str, held: int, cap: int, facts: QueueFacts, gpu_type: str | None) -> str:
+    in_use = f"{_held(facts, gpu_type)} of {cap} in use"
+    if held >= cap:
+        return f"{what} is full ({in_use})"
+    return f"{what} has room for {cap - held} GPUs and it needs {facts.gpus} ({in_use})"
+
+
+def _held(facts: QueueFacts, gpu_type: str | None) -> str:
+    """GPUs in use (of one type, or all), with the headroom held beside them when there is any."""
+    headroom = facts.headroom or {}
+    if gpu_type is None:
+        used, extra = sum(facts.in_use.values()), sum(headroom.values())
+    else:
+        used, extra = facts.in_use.get(gpu_type, 0), headroom.get(gpu_type, 0)
+    return f"{used} + {extra} headroom" if extra else str(used)
