@@ -7,9 +7,9 @@ import math
 import pytest
 
 from elasticityops.elasticity.sizing import (
+    ArrivalRateHeadroom,
     HeadroomObservation,
     NoHeadroom,
-    PredictiveHeadroom,
     ScheduledHeadroom,
     StaticBaseline,
     WarmHeadroom,
@@ -76,18 +76,18 @@ def test_normal_ppf() -> None:
     assert normal_ppf(0.01) == pytest.approx(-2.3263479, abs=1e-6)
 
 
-def test_predictive_grows_with_rate_and_is_zero_when_target_exceeds_lead() -> None:
-    policy = PredictiveHeadroom(target_wait_s=10.0, lead_time_s=460.0)
+def test_old_rate_rule_grows_with_rate_and_is_zero_when_target_exceeds_lead() -> None:
+    policy = ArrivalRateHeadroom(target_wait_s=10.0, lead_time_s=460.0)
     sizes = [size_headroom(obs(rate=r), policy) for r in (0.0, 0.01, 0.1, 1.0)]
     assert sizes[0] == 0
     assert sizes == sorted(sizes)
     assert sizes[-1] > sizes[1]
-    assert size_headroom(obs(rate=1.0), PredictiveHeadroom(target_wait_s=500.0, lead_time_s=460.0)) == 0
-    assert size_headroom(obs(rate=100.0), PredictiveHeadroom(10.0, 460.0, max_nodes=30)) == 30
+    assert size_headroom(obs(rate=1.0), ArrivalRateHeadroom(target_wait_s=500.0, lead_time_s=460.0)) == 0
+    assert size_headroom(obs(rate=100.0), ArrivalRateHeadroom(10.0, 460.0, max_nodes=30)) == 30
 
 
-def test_predictive_counts_departures_as_freed_nodes() -> None:
-    policy = PredictiveHeadroom(target_wait_s=10.0, lead_time_s=400.0)
+def test_old_rate_rule_counts_departures_as_freed_nodes() -> None:
+    policy = ArrivalRateHeadroom(target_wait_s=10.0, lead_time_s=400.0)
     no_departures = size_headroom(obs(rate=0.5), policy)
     steady = size_headroom(obs(rate=0.5, departures=0.5), policy)
     assert steady < no_departures

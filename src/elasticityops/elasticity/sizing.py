@@ -14,6 +14,7 @@ One node carries one GPU (one request runs per node).
 from __future__ import annotations
 
 import math
+from bisect import bisect_right
 from dataclasses import dataclass
 
 SECONDS_PER_DAY = 86_400
@@ -31,6 +32,24 @@ class HeadroomObservation:
     free_nodes: ready nodes with no real request (empty or holding a placeholder).
     pending_requests: real requests waiting for a node.
     provisioning_nodes: nodes requested from the cloud and not yet ready.
+    placeholders_running: placeholder pods holding a node (part of free_nodes).
+    placeholders_pending: placeholder pods waiting for a node.
+    arrival_rate_slow_per_s: requests per second over a longer window (e.g. the last 15 min), or
+        None if not observed; with busy_mean_slow it gives the mean run time by Little's law.
+    busy_mean_slow: mean of busy_nodes over that longer window, or None.
+    slow_window_s: the length of that window (its rate is the rate half a window ago).
+    arrival_trend_per_s2: how fast the arrival rate changes (requests per second, per second),
+        e.g. from the rates over the last two hours; 0 when unknown.
+    run_time_mean_s: mean run time of a request, measured on those that ended (e.g. the last
+        2,000), or None before any has ended; it uses no request's future (when a running
+        request will end is not known).
+    lead_time_s: measured seconds from a placeholder being evicted to its replacement node being
+        ready (the autoscaler's reaction plus the recent mean provisioning time), or None before
+        any node has been provisioned; the policy's configured lead time stands in until then.
+    scale_down_in_s: for each free node that no placeholder holds and that the autoscaler will
+        remove once it has been empty for its scale-down window, the seconds until then
+        (window less the time it has been empty, >= 0), ascending. Free nodes not listed
+        (baseline pools) stay.
     """
 
     now_s: float
@@ -41,6 +60,15 @@ class HeadroomObservation:
     free_nodes: int = 0
     pending_requests: int = 0
     provisioning_nodes: int = 0
+    placeholders_running: int = 0
+    placeholders_pending: int = 0
+    arrival_rate_slow_per_s: float | None = None
+    busy_mean_slow: float | None = None
+    slow_window_s: float = 0.0
+    arrival_trend_per_s2: float = 0.0
+    run_time_mean_s: float | None = None
+    lead_time_s: float | None = None
+    scale_down_in_s: tuple[float, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -85,15 +113,42 @@ class ScheduledHeadroom:
 
 @dataclass(frozen=True)
 class PredictiveHeadroom:
-    """Size the headroom from the recent arrival rate to meet a time-to-start target.
+    """Size the free capacity from the load forecast over the lead time to meet a wait target.
 
     target_wait_s: the time-to-start the `quantile` of requests must meet (e.g. p95 <= 10 s).
-    lead_time_s: seconds from a placeholder being consumed to its replacement node being ready:
-        the autoscaler's GPU-pod delay (30 s) + half a scan interval (5 s) + the node's
-        provisioning time (a high percentile, e.g. 420 s).
-    quantile: the share of requests that must start within target_wait_s (0.95 for p95).
+    lead_time_s: seconds from a placeholder being consumed to its replacement node being ready,
+        used until the observation carries a measured one: the autoscaler's GPU-pod delay (30 s)
+        + a scan interval + the node's provisioning time (a high percentile, e.g. 420 s).
+    quantile: the share of the forecast load that the free capacity must cover (0.95 for p95).
     max_nodes: upper bound on the answer (quota guard).
+    surge_ratio: when the recent arrival rate exceeds the slow one by this factor, the recent one
+        drives the forecast (a burst's onset); below it the slow rate does, as the recent one is
+        mostly sampling noise at the normal load.
     """
+
+    target_wait_s: float
+    lead_time_s: float
+    quantile: float = 0.95
+    max_nodes: int = 5000
+    surge_ratio: float = 2.0
+    slack: float = 1.8
+
+    def __post_init__(self) -> None:
+        if not 0.0 < self.quantile < 1.0:
+            raise ValueError("quantile must be in (0, 1)")
+        if self.target_wait_s < 0 or self.lead_time_s < 0 or self.max_nodes < 0:
+            raise ValueError("target_wait_s, lead_time_s and max_nodes must be >= 0")
+        if not self.surge_ratio >= 1.0:
+            raise ValueError("surge_ratio must be >= 1")
+        if not 0.0 < self.slack * (1.0 - self.quantile) < 1.0:
+            raise ValueError("slack x (1 - quantile) must be in (0, 1)")
+
+
+@dataclass(frozen=True)
+class ArrivalRateHeadroom:
+    """The predictive rule before issue 15, kept for comparison (`predictive-rate[:W]`): hold the
+    `quantile` of Poisson(arrivals x lead) - Poisson(departures x lead) placeholders, from the
+    recent (60 s) rates, on top of whatever nodes are free. Fields as in PredictiveHeadroom."""
 
     target_wait_s: float
     lead_time_s: float
@@ -107,20 +162,19 @@ class PredictiveHeadroom:
             raise ValueError("target_wait_s, lead_time_s and max_nodes must be >= 0")
 
 
-HeadroomPolicy = NoHeadroom | StaticBaseline | WarmHeadroom | ScheduledHeadroom | PredictiveHeadroom
+HeadroomPolicy = (
+    NoHeadroom | StaticBaseline | WarmHeadroom | ScheduledHeadroom | PredictiveHeadroom | ArrivalRateHeadroom
+)
 
 
 def size_headroom(observation: HeadroomObservation, policy: HeadroomPolicy) -> int:
     """Number of placeholder pods (warm GPU nodes) to hold now; always >= 0.
 
-    Predictive model: a replacement node is ready `lead_time_s` after it is asked for, so the
-    free nodes held now must absorb the net demand over the next lead time: arrivals
-    A ~ Poisson(rate x lead) less the nodes freed by departures D ~ Poisson(departures x lead).
-    The answer is the `quantile` of A - D (normal approximation with continuity correction), or,
-    for small counts or no observed departures, the `quantile` of A alone: with H warm nodes and
-    every arrival consuming one, a request waits exactly when more than H replacements are in
-    flight (an M/G/inf occupancy). If the target is at least the lead time, a cold start meets it
-    and no headroom is needed.
+    Predictive (see `free_nodes_needed`): a node asked for now is ready one lead time L from now,
+    so the free capacity must cover the load forecast for t + L; placeholders make up what the
+    free nodes that no placeholder holds (still in their scale-down window) and the surplus
+    nodes on their way do not already cover. Counting those is what keeps the headroom from
+    sitting on top of nodes that are idle anyway.
     """
     match policy:
         case NoHeadroom() | StaticBaseline():
@@ -130,17 +184,114 @@ def size_headroom(observation: HeadroomObservation, policy: HeadroomPolicy) -> i
         case ScheduledHeadroom(table=table):
             return _scheduled(table, observation.time_of_day_s)
         case PredictiveHeadroom():
-            if policy.target_wait_s >= policy.lead_time_s:
-                return 0
-            arrivals = max(0.0, observation.arrival_rate_per_s) * policy.lead_time_s
-            departures = max(0.0, observation.departure_rate_per_s) * policy.lead_time_s
-            if departures == 0.0 or arrivals + departures < 20.0:
-                need = poisson_quantile(arrivals, policy.quantile)
-            else:
-                spread = normal_ppf(policy.quantile) * math.sqrt(arrivals + departures)
-                need = max(0, math.ceil(arrivals - departures + spread + 0.5))
-            return min(policy.max_nodes, need)
+            return _predictive(observation, policy)
+        case ArrivalRateHeadroom():
+            return _arrival_rate(observation, policy)
     raise TypeError(f"unknown headroom policy {policy!r}")  # pragma: no cover
+
+
+def _predictive(obs: HeadroomObservation, policy: PredictiveHeadroom) -> int:
+    lead = obs.lead_time_s if obs.lead_time_s is not None else policy.lead_time_s
+    if policy.target_wait_s >= lead:
+        return 0  # a cold start meets the target
+    pool = nodes_needed(obs, policy, lead)
+    have = obs.busy_nodes + unheld_supply(obs, lead)
+    return max(0, min(policy.max_nodes, pool - have))
+
+
+def nodes_needed(obs: HeadroomObservation, policy: PredictiveHeadroom, lead_s: float) -> int:
+    """Nodes (busy or free) that serve the forecast load within the target wait at `quantile`.
+
+    The forecast load is an offered load of a = lambda S (arrival rate times mean run time, by
+    Little's law over the slow window); sized as a pool of c servers with FIFO waiting (Erlang
+    C), a request waits past the target w with probability C(c, a) exp(-(c - a) w / S): when
+    the pool is full, running requests end at c / S per second, so a short queue clears within
+    the target and a pool need not be so big that no request ever queues. The pool is held
+    steady at this size instead of chasing the busy count, so that a blip of load does not
+    order nodes that arrive after it has passed and then sit out their scale-down window.
+    Without a run-time estimate (no busy node or arrival in the slow window yet), the load is
+    the arrivals over the lead time that nothing frees: Poisson(lambda L) at `quantile`.
+    """
+    rate = demand_rate(obs, policy.surge_ratio)
+    run_s = mean_run_time(obs)
+    if run_s is None:
+        return obs.busy_nodes + poisson_quantile(rate * lead_s, policy.quantile)
+    # the slow rate is the rate at the middle of its window; the load to serve is one lead ahead
+    ahead = rate + obs.arrival_trend_per_s2 * (obs.slow_window_s / 2.0 + lead_s)
+    late = policy.slack * (1.0 - policy.quantile)
+    return erlang_pool(max(0.0, ahead) * run_s, policy.target_wait_s / run_s, late)
+
+
+def erlang_pool(load: float, wait_in_runs: float, late_share: float) -> int:
+    """Smallest c servers of an M/M/c queue with offered load `load` (erlangs) for which
+    P(wait > w) = ErlangC(c, load) exp(-(c - load) w) <= late_share, w in mean service times.
+
+    Erlang B by its recurrence B(c) = a B(c-1) / (c + a B(c-1)), then C = B / (1 - (a / c)(1 - B));
+    one pass up to the answer, which is near a + a few sqrt(a). Above 2,000 erlangs (bursts)
+    the square-root rule a + z sqrt(a) stands in, as the exact pass would cost a few ms.
+    """
+    if load <= 0.0:
+        return 0
+    if load > 2000.0:
+        return math.ceil(load + normal_ppf(1.0 - late_share) * math.sqrt(load))
+    blocking = 1.0
+    c = 0
+    while True:
+        c += 1
+        blocking = load * blocking / (c + load * blocking)
+        if c <= load:
+            continue
+        queued = blocking / (1.0 - (load / c) * (1.0 - blocking))
+        if queued * math.exp(-(c - load) * wait_in_runs) <= late_share:
+            return c
+
+
+def demand_rate(obs: HeadroomObservation, surge_ratio: float) -> float:
+    """The arrival rate the forecast uses: the slow window's (a 60 s count at 0.4/s is +-16%
+    noise, and sizing on it ratchets nodes up on every upward blip), unless the recent rate is
+    `surge_ratio` times that, which is a burst and no blip."""
+    recent = max(0.0, obs.arrival_rate_per_s)
+    slow = obs.arrival_rate_slow_per_s
+    if slow is None or recent > surge_ratio * slow:
+        return recent
+    return max(0.0, slow)
+
+
+def mean_run_time(obs: HeadroomObservation) -> float | None:
+    """Mean seconds a request runs, by Little's law over the slow window (busy = rate x time),
+    or None when the window saw no arrivals or no busy node."""
+    if obs.run_time_mean_s is not None and obs.run_time_mean_s > 0.0:
+        return obs.run_time_mean_s
+    rate, busy = obs.arrival_rate_slow_per_s, obs.busy_mean_slow
+    if rate is None or busy is None or rate <= 0.0 or busy <= 0.0:
+        return None
+    return busy / rate
+
+
+def unheld_supply(obs: HeadroomObservation, lead_s: float) -> int:
+    """Free capacity that lasts the lead time without placeholders: ready free nodes that no
+    placeholder holds and that the autoscaler will not remove within `lead_s` (one it removes
+    sooner cannot be replaced in time), and nodes on their way beyond what waiting requests and
+    placeholders will take."""
+    unheld = max(0, obs.free_nodes - obs.placeholders_running)
+    leaving = bisect_right(obs.scale_down_in_s, lead_s)
+    spare = obs.provisioning_nodes - obs.pending_requests - obs.placeholders_pending
+    return max(0, unheld - leaving) + max(0, spare)
+
+
+def _arrival_rate(obs: HeadroomObservation, policy: ArrivalRateHeadroom) -> int:
+    """The rule before issue 15: the quantile of A - D over the lead time (normal approximation
+    with continuity correction), or of A alone for small counts or no observed departures."""
+    if policy.target_wait_s >= policy.lead_time_s:
+        return 0
+    arrivals = max(0.0, obs.arrival_rate_per_s) * policy.lead_time_s
+    departures = max(0.0, obs.departure_rate_per_s) * policy.lead_time_s
+    if departures == 0.0 or arrivals + departures < 20.0:
+        need = poisson_quantile(arrivals, policy.quantile)
+    else:
+        spread = normal_ppf(policy.quantile) * math.sqrt(arrivals + departures)
+        need = max(0, math.ceil(arrivals - departures + spread + 0.5))
+    return min(policy.max_nodes, need)
 
 
 def _scheduled(table: tuple[tuple[int, int], ...], time_of_day_s: float) -> int:

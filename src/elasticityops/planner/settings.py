@@ -204,6 +204,24 @@ class ClusterSettings:
         help="Window of the recent arrival rate given to the sizing function.",
         panel=_SIMULATION,
     )
+    slow_window_s: float = knob(
+        1800.0,
+        flag="slow-window",
+        unit="seconds",
+        gt=0,
+        help="Window of the slow arrival rate and mean busy nodes given to the sizing function "
+        "(predictive sizes on them; the recent rate only drives it in a burst).",
+        panel=_SIMULATION,
+    )
+    trend_window_s: float = knob(
+        7200.0,
+        flag="trend-window",
+        unit="seconds",
+        gt=0,
+        help="The sizing function gets the arrival rate's trend from the rates over the last "
+        "two windows of this length.",
+        panel=_SIMULATION,
+    )
     horizon_s: float = knob(
         0.0,
         flag="horizon",

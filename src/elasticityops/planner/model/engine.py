@@ -29,7 +29,7 @@ from __future__ import annotations
 import heapq
 import math
 import random
-from bisect import bisect_left
+from bisect import bisect_left, bisect_right
 from collections import deque
 from collections.abc import Sequence
 
@@ -48,6 +48,8 @@ from elasticityops.planner.settings import ClusterSettings
 _READY, _FAIL, _PREEMPT = 0, 1, 2
 _INF = math.inf
 _STALL_S = 400 * 86_400.0  # a model that runs this far past the last arrival is stuck
+_LEAD_SAMPLES = 100  # node provisioning times averaged into the measured lead time
+_RUN_SAMPLES = 2000  # ended requests whose mean run time the sizing function gets
 _COMPACT_AFTER = 65_536  # consumed entries at the front of a FIFO list before it is compacted
 
 
@@ -123,7 +125,17 @@ def simulate(
     target = size_headroom(HeadroomObservation(0.0, 0.0, 0.0), policy) if constant else 0
     next_hr = 0.0
     rate_window = s.rate_window_s
+    slow_window = s.slow_window_s
+    trend_window = s.trend_window_s
     done_t: list[float] = []  # completion times, in order (for the recent departure rate)
+    # headroom decision times and the running total of the busy nodes seen at them: the mean
+    # busy nodes over any recent window, as a controller sampling its cluster would have it
+    seen_t: list[float] = []
+    seen_busy = [0]
+    done_run = [0.0]  # running total of the completed requests' run times, in completion order
+    # provisioning times of the last nodes that became ready: what a controller measures
+    prov_seen: deque[float] = deque(maxlen=_LEAD_SAMPLES)
+    reaction = gpu_delay + scan  # pending placeholder to scale-up decision, at most
     timeline = SimTimeSeries([], [], [], [], [], [])
     next_tl = 0.0
     tl_step = s.timeline_step_s
@@ -157,6 +169,7 @@ def simulate(
                 nd = node_of[r]
                 busy -= 1
                 done_t.append(te)
+                done_run.append(done_run[-1] + dur[r])
                 t = te
                 r = -1
             elif tm <= next_arr:
@@ -166,6 +179,7 @@ def simulate(
                 if kind == _READY:
                     provisioning -= 1
                     ready_at[nd] = t
+                    prov_seen.append(t - created[nd])
                     if preempt_rate > 0.0:
                         push(misc, (t + rng.expovariate(preempt_rate), _PREEMPT, nd))
                     r = -1
@@ -263,6 +277,9 @@ def simulate(
         t = t_scan
         if not constant and t >= next_hr:
             next_hr = (math.floor(t / s.headroom_interval_s) + 1) * s.headroom_interval_s
+            slow_span = min(slow_window, max(t, rate_window))
+            seen_t.append(t)
+            seen_busy.append(seen_busy[-1] + busy)
             obs = HeadroomObservation(
                 now_s=t,
                 time_of_day_s=t % 86_400.0,
@@ -272,6 +289,18 @@ def simulate(
                 free_nodes=len(bfree) + len(empty) + len(warm),
                 pending_requests=len(pend) - head,
                 provisioning_nodes=provisioning,
+                placeholders_running=len(warm),
+                placeholders_pending=len(ph_pend) - ph_head,
+                # before a full slow window has passed, the rate over the time so far
+                arrival_rate_slow_per_s=_recent_rate(arr, i, t, slow_span),
+                busy_mean_slow=_mean_since(seen_t, seen_busy, t - slow_span),
+                slow_window_s=slow_span,
+                arrival_trend_per_s2=_rate_trend(arr, i, t, trend_window),
+                run_time_mean_s=_run_time(done_run, _mean_since(seen_t, seen_busy, 0.0), len(done_t) / t)
+                if t > 0.0
+                else None,
+                lead_time_s=reaction + sum(prov_seen) / len(prov_seen) if prov_seen else None,
+                scale_down_in_s=tuple(max(0.0, idle_since[nd] + window - t) for nd in empty),
             )
             target = size_headroom(obs, policy)
         held = len(warm) + len(ph_pend) - ph_head
@@ -457,6 +486,36 @@ def _drop_placeholders(
 def _recent_rate(times: list[float], count: int, t: float, window: float) -> float:
     """Events per second over [t - window, t], from the first `count` of sorted `times`."""
     return (count - bisect_left(times, t - window, 0, count)) / window
+
+
+def _mean_since(times: list[float], running_total: list[int], since: float) -> float:
+    """Mean of the samples taken after `since` (at least the last one), from their times and
+    running totals (running_total[k] is the sum of the first k samples)."""
+    first = min(bisect_right(times, since), len(times) - 1)
+    return (running_total[-1] - running_total[first]) / (len(times) - first)
+
+
+def _run_time(done_run: list[float], busy_mean: float, departures_per_s: float) -> float | None:
+    """Mean run time of a request: of the last _RUN_SAMPLES that ended, once that many have;
+    before, busy node-seconds per ended request since the start (total time on test over
+    completions), as the first runs to end are the short ones and their mean is biased short
+    while the long ones still run. None before any request has ended."""
+    count = len(done_run) - 1
+    if count >= _RUN_SAMPLES:
+        return (done_run[-1] - done_run[-1 - _RUN_SAMPLES]) / _RUN_SAMPLES
+    if departures_per_s <= 0.0 or busy_mean <= 0.0:
+        return None
+    return busy_mean / departures_per_s
+
+
+def _rate_trend(times: list[float], count: int, t: float, window: float) -> float:
+    """Change of the event rate per second: the rate over the last `window` less the rate over
+    the one before, over `window`; 0 until two whole windows have passed."""
+    if t < 2.0 * window:
+        return 0.0
+    now = _recent_rate(times, count, t, window)
+    before = (bisect_left(times, t - window, 0, count) - bisect_left(times, t - 2.0 * window, 0, count)) / window
+    return (now - before) / window
 
 
 def _oldest_uncovered(
