@@ -34,15 +34,19 @@ class HeadroomObservation:
     provisioning_nodes: nodes requested from the cloud and not yet ready.
     placeholders_running: placeholder pods holding a node (part of free_nodes).
     placeholders_pending: placeholder pods waiting for a node.
-    arrival_rate_slow_per_s: requests per second over a longer window (e.g. the last 15 min), or
-        None if not observed; with busy_mean_slow it gives the mean run time by Little's law.
-    busy_mean_slow: mean of busy_nodes over that longer window, or None.
+    arrival_rate_slow_per_s: requests per second over a longer window (e.g. the last 30 min), or
+        None if not observed.
+    busy_mean_slow: mean of busy_nodes over that longer window, or None; with the slow rate it
+        gives the mean run time by Little's law where run_time_mean_s is missing.
     slow_window_s: the length of that window (its rate is the rate half a window ago).
     arrival_trend_per_s2: how fast the arrival rate changes (requests per second, per second),
         e.g. from the rates over the last two hours; 0 when unknown.
     run_time_mean_s: mean run time of a request, measured on those that ended (e.g. the last
         2,000), or None before any has ended; it uses no request's future (when a running
         request will end is not known).
+    late_share: share of the requests that arrived in a recent window (e.g. the last day) that
+        started, or are still waiting, later than the policy's target wait; None before any
+        request has arrived. The controller's own SLO measure, used to steer the sizing.
     lead_time_s: measured seconds from a placeholder being evicted to its replacement node being
         ready (the autoscaler's reaction plus the recent mean provisioning time), or None before
         any node has been provisioned; the policy's configured lead time stands in until then.
@@ -67,6 +71,7 @@ class HeadroomObservation:
     slow_window_s: float = 0.0
     arrival_trend_per_s2: float = 0.0
     run_time_mean_s: float | None = None
+    late_share: float | None = None
     lead_time_s: float | None = None
     scale_down_in_s: tuple[float, ...] = ()
 
@@ -113,17 +118,23 @@ class ScheduledHeadroom:
 
 @dataclass(frozen=True)
 class PredictiveHeadroom:
-    """Size the free capacity from the load forecast over the lead time to meet a wait target.
+    """Hold a pool sized for the load forecast one lead time ahead, to meet a wait target.
 
     target_wait_s: the time-to-start the `quantile` of requests must meet (e.g. p95 <= 10 s).
     lead_time_s: seconds from a placeholder being consumed to its replacement node being ready,
         used until the observation carries a measured one: the autoscaler's GPU-pod delay (30 s)
         + a scan interval + the node's provisioning time (a high percentile, e.g. 420 s).
-    quantile: the share of the forecast load that the free capacity must cover (0.95 for p95).
+    quantile: the share of requests that must start within target_wait_s (0.95 for p95).
     max_nodes: upper bound on the answer (quota guard).
     surge_ratio: when the recent arrival rate exceeds the slow one by this factor, the recent one
         drives the forecast (a burst's onset); below it the slow rate does, as the recent one is
         mostly sampling noise at the normal load.
+    slack: the pool is sized for slack x (1 - quantile) late requests in the Erlang C model, which
+        counts as late some requests that nodes idling in their scale-down window above the
+        pool serve at once (calibrated on the default synthetic trace, seed 0).
+    margin, gain: the measured late share steers that: it is scaled by
+        ((1 - quantile) x margin / measured) ** gain, so the cluster aims at margin x the
+        allowed late share (0.9: 4.5% late for p95).
     """
 
     target_wait_s: float
@@ -131,7 +142,9 @@ class PredictiveHeadroom:
     quantile: float = 0.95
     max_nodes: int = 5000
     surge_ratio: float = 2.0
-    slack: float = 1.8
+    slack: float = 2.5
+    margin: float = 0.9
+    gain: float = 2.0
 
     def __post_init__(self) -> None:
         if not 0.0 < self.quantile < 1.0:
@@ -142,6 +155,8 @@ class PredictiveHeadroom:
             raise ValueError("surge_ratio must be >= 1")
         if not 0.0 < self.slack * (1.0 - self.quantile) < 1.0:
             raise ValueError("slack x (1 - quantile) must be in (0, 1)")
+        if not (self.margin > 0.0 and self.gain >= 0.0):
+            raise ValueError("margin must be > 0 and gain >= 0")
 
 
 @dataclass(frozen=True)
@@ -170,11 +185,12 @@ HeadroomPolicy = (
 def size_headroom(observation: HeadroomObservation, policy: HeadroomPolicy) -> int:
     """Number of placeholder pods (warm GPU nodes) to hold now; always >= 0.
 
-    Predictive (see `free_nodes_needed`): a node asked for now is ready one lead time L from now,
-    so the free capacity must cover the load forecast for t + L; placeholders make up what the
-    free nodes that no placeholder holds (still in their scale-down window) and the surplus
-    nodes on their way do not already cover. Counting those is what keeps the headroom from
-    sitting on top of nodes that are idle anyway.
+    Predictive: a node asked for now is ready one lead time L from now, so the cluster should
+    hold the pool that the load forecast for t + L needs (`nodes_needed`); placeholders make up
+    what the busy nodes, the free nodes that no placeholder holds and that outlast L (in their
+    scale-down window), and the surplus nodes on their way do not already give. Counting those
+    is what keeps the headroom from sitting on top of nodes that are idle anyway. If the target
+    is at least the lead time, a cold start meets it and no headroom is needed.
     """
     match policy:
         case NoHeadroom() | StaticBaseline():
@@ -202,15 +218,15 @@ def _predictive(obs: HeadroomObservation, policy: PredictiveHeadroom) -> int:
 def nodes_needed(obs: HeadroomObservation, policy: PredictiveHeadroom, lead_s: float) -> int:
     """Nodes (busy or free) that serve the forecast load within the target wait at `quantile`.
 
-    The forecast load is an offered load of a = lambda S (arrival rate times mean run time, by
-    Little's law over the slow window); sized as a pool of c servers with FIFO waiting (Erlang
+    The forecast load is an offered load of a = lambda S: the slow arrival rate carried one
+    lead time (and half a slow window) ahead along its trend, times the mean run time; sized as a pool of c servers with FIFO waiting (Erlang
     C), a request waits past the target w with probability C(c, a) exp(-(c - a) w / S): when
     the pool is full, running requests end at c / S per second, so a short queue clears within
     the target and a pool need not be so big that no request ever queues. The pool is held
     steady at this size instead of chasing the busy count, so that a blip of load does not
     order nodes that arrive after it has passed and then sit out their scale-down window.
-    Without a run-time estimate (no busy node or arrival in the slow window yet), the load is
-    the arrivals over the lead time that nothing frees: Poisson(lambda L) at `quantile`.
+    Without a run-time estimate (no busy node or arrival seen yet), the load is the busy nodes
+    plus the arrivals over the lead time that nothing frees: Poisson(lambda L) at `quantile`.
     """
     rate = demand_rate(obs, policy.surge_ratio)
     run_s = mean_run_time(obs)
@@ -218,8 +234,22 @@ def nodes_needed(obs: HeadroomObservation, policy: PredictiveHeadroom, lead_s: f
         return obs.busy_nodes + poisson_quantile(rate * lead_s, policy.quantile)
     # the slow rate is the rate at the middle of its window; the load to serve is one lead ahead
     ahead = rate + obs.arrival_trend_per_s2 * (obs.slow_window_s / 2.0 + lead_s)
-    late = policy.slack * (1.0 - policy.quantile)
+    late = model_late_share(obs.late_share, policy)
     return erlang_pool(max(0.0, ahead) * run_s, policy.target_wait_s / run_s, late)
+
+
+def model_late_share(measured: float | None, policy: PredictiveHeadroom) -> float:
+    """The late share to size the model's pool for: slack x (1 - quantile), scaled by how far
+    the measured late share is from the goal (1 - quantile) x margin, to the power `gain`.
+    The model ignores the nodes idling in their scale-down window above the pool, which serve
+    some requests it counts as late, and by how much depends on the load's shape; the measured
+    share closes that loop (a slow one: the window is long). Bounded to a factor of 4 each way."""
+    base = policy.slack * (1.0 - policy.quantile)
+    if measured is None:
+        return base
+    goal = (1.0 - policy.quantile) * policy.margin
+    scale = (goal / max(measured, goal / 4.0)) ** policy.gain
+    return min(0.5, base * 4.0, max(base / 4.0, base * scale))
 
 
 def erlang_pool(load: float, wait_in_runs: float, late_share: float) -> int:
@@ -258,8 +288,8 @@ def demand_rate(obs: HeadroomObservation, surge_ratio: float) -> float:
 
 
 def mean_run_time(obs: HeadroomObservation) -> float | None:
-    """Mean seconds a request runs, by Little's law over the slow window (busy = rate x time),
-    or None when the window saw no arrivals or no busy node."""
+    """Mean seconds a request runs: as measured on ended requests, else by Little's law over
+    the slow window (busy = rate x time), else None (no arrival or no busy node seen yet)."""
     if obs.run_time_mean_s is not None and obs.run_time_mean_s > 0.0:
         return obs.run_time_mean_s
     rate, busy = obs.arrival_rate_slow_per_s, obs.busy_mean_slow

@@ -222,6 +222,15 @@ class ClusterSettings:
         "two windows of this length.",
         panel=_SIMULATION,
     )
+    feedback_window_s: float = knob(
+        86400.0,
+        flag="feedback-window",
+        unit="seconds",
+        gt=0,
+        help="The sizing function gets the share of the requests that arrived within this "
+        "window and started later than the policy's target wait (predictive steers on it).",
+        panel=_SIMULATION,
+    )
     horizon_s: float = knob(
         0.0,
         flag="horizon",

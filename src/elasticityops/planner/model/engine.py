@@ -133,6 +133,12 @@ def simulate(
     seen_t: list[float] = []
     seen_busy = [0]
     done_run = [0.0]  # running total of the completed requests' run times, in completion order
+    # arrival times of the requests that started later than the policy's target wait (FIFO, so
+    # in order): the controller's own measure of how it is doing
+    late_after = getattr(policy, "target_wait_s", _INF)
+    late_arr: list[float] = []
+    feedback_window = s.feedback_window_s
+    first_ready = 0.0 if baseline else _INF  # when the cluster first had a node
     # provisioning times of the last nodes that became ready: what a controller measures
     prov_seen: deque[float] = deque(maxlen=_LEAD_SAMPLES)
     reaction = gpu_delay + scan  # pending placeholder to scale-up decision, at most
@@ -180,6 +186,7 @@ def simulate(
                     provisioning -= 1
                     ready_at[nd] = t
                     prov_seen.append(t - created[nd])
+                    first_ready = min(first_ready, t)
                     if preempt_rate > 0.0:
                         push(misc, (t + rng.expovariate(preempt_rate), _PREEMPT, nd))
                     r = -1
@@ -263,6 +270,8 @@ def simulate(
                 head += 1
                 if start[r] < 0.0:  # a restart keeps the first start
                     start[r] = t
+                    if t - arr[r] > late_after:
+                        late_arr.append(arr[r])
             # ---- request r runs on node nd from t (new, waiting, or restarted after a preemption)
             running[nd] = r
             node_of[r] = nd
@@ -296,9 +305,13 @@ def simulate(
                 busy_mean_slow=_mean_since(seen_t, seen_busy, t - slow_span),
                 slow_window_s=slow_span,
                 arrival_trend_per_s2=_rate_trend(arr, i, t, trend_window),
-                run_time_mean_s=_run_time(done_run, _mean_since(seen_t, seen_busy, 0.0), len(done_t) / t)
-                if t > 0.0
+                # requests that came before any node could be ready are no measure of the sizing
+                late_share=_late_share(
+                    arr, i, late_arr, pend_t, head, t, min(feedback_window, t - first_ready), late_after
+                )
+                if t > first_ready
                 else None,
+                run_time_mean_s=_mean_of_last(done_run, _RUN_SAMPLES),
                 lead_time_s=reaction + sum(prov_seen) / len(prov_seen) if prov_seen else None,
                 scale_down_in_s=tuple(max(0.0, idle_since[nd] + window - t) for nd in empty),
             )
@@ -488,6 +501,27 @@ def _recent_rate(times: list[float], count: int, t: float, window: float) -> flo
     return (count - bisect_left(times, t - window, 0, count)) / window
 
 
+def _late_share(
+    arr: list[float],
+    arrived: int,
+    late_arr: list[float],
+    pend_t: list[float],
+    head: int,
+    t: float,
+    window: float,
+    late_after: float,
+) -> float | None:
+    """Share of the requests that arrived within `window` before t that started, or are still
+    waiting, later than `late_after` after arriving; None before any has arrived."""
+    since = t - window
+    count = arrived - bisect_left(arr, since, 0, arrived)
+    if count == 0:
+        return None
+    late = len(late_arr) - bisect_left(late_arr, since)
+    late += bisect_left(pend_t, t - late_after, head) - bisect_left(pend_t, since, head)
+    return max(0, late) / count
+
+
 def _mean_since(times: list[float], running_total: list[int], since: float) -> float:
     """Mean of the samples taken after `since` (at least the last one), from their times and
     running totals (running_total[k] is the sum of the first k samples)."""
@@ -495,17 +529,13 @@ def _mean_since(times: list[float], running_total: list[int], since: float) -> f
     return (running_total[-1] - running_total[first]) / (len(times) - first)
 
 
-def _run_time(done_run: list[float], busy_mean: float, departures_per_s: float) -> float | None:
-    """Mean run time of a request: of the last _RUN_SAMPLES that ended, once that many have;
-    before, busy node-seconds per ended request since the start (total time on test over
-    completions), as the first runs to end are the short ones and their mean is biased short
-    while the long ones still run. None before any request has ended."""
-    count = len(done_run) - 1
-    if count >= _RUN_SAMPLES:
-        return (done_run[-1] - done_run[-1 - _RUN_SAMPLES]) / _RUN_SAMPLES
-    if departures_per_s <= 0.0 or busy_mean <= 0.0:
+def _mean_of_last(running_total: list[float], k: int) -> float | None:
+    """Mean of the last k values (all, if fewer) whose running totals these are; None if none.
+    (Of run times: in a young cluster only short runs have ended, so it starts low.)"""
+    count = min(k, len(running_total) - 1)
+    if count == 0:
         return None
-    return busy_mean / departures_per_s
+    return (running_total[-1] - running_total[-1 - count]) / count
 
 
 def _rate_trend(times: list[float], count: int, t: float, window: float) -> float:
