@@ -39,8 +39,6 @@ def machine() -> dict[str, str]:
 
 def check_prerequisites() -> str | None:
     """A line saying what is missing, or None."""
-    if sys.version_info < (3, 11):
-        return "needs Python 3.11 or newer"
     for module in ("numpy", "elasticityops.planner.recommend"):
         try:
             found = importlib.util.find_spec(module) is not None
@@ -83,7 +81,13 @@ class Row:
 def row(seed: int, setting: str, summary: Any) -> Row:
     w = summary.time_to_start_s
     return Row(
-        seed, setting, w.p50, w.p95, w.p99, summary.idle_gpu_hours, summary.busy_gpu_hours,
+        seed,
+        setting,
+        w.p50,
+        w.p95,
+        w.p99,
+        summary.idle_gpu_hours,
+        summary.busy_gpu_hours,
         summary.node_hours_billed,
     )
 
@@ -98,7 +102,11 @@ def one_seed(seed: int, args: argparse.Namespace) -> dict[str, Any]:
     trace = generate(SyntheticSpec(days=args.days, bursts_per_day=args.bursts_per_day, seed=seed))
     settings = ClusterSettings()
     rec = recommend(trace, settings, args.p95_wait, windows=args.windows)
-    static = [c for c in rec.evaluated if c.family != "predictive" and c.summary.time_to_start_s.p95 <= args.p95_wait]
+    static = [
+        c
+        for c in rec.evaluated
+        if c.family != "predictive" and c.summary.time_to_start_s.p95 <= args.p95_wait
+    ]
     best = min(static, key=lambda c: c.summary.idle_gpu_hours) if static else None
     runs = {}
     for spec in (f"predictive:{args.p95_wait:g}", f"predictive-rate:{args.p95_wait:g}"):
@@ -120,7 +128,10 @@ def one_seed(seed: int, args: argparse.Namespace) -> dict[str, Any]:
 
 
 def table(results: list[dict[str, Any]]) -> str:
-    head = f"{'seed':>4}  {'setting':<30} {'p50 s':>6} {'p95 s':>6} {'p99 s':>6} {'idle GPU-h':>10} {'busy GPU-h':>10} {'idle/busy':>9} {'node-h':>8}"
+    head = (
+        f"{'seed':>4}  {'setting':<30} {'p50 s':>6} {'p95 s':>6} {'p99 s':>6}"
+        f" {'idle GPU-h':>10} {'busy GPU-h':>10} {'idle/busy':>9} {'node-h':>8}"
+    )
     lines = [head, "-" * len(head)]
     for res in results:
         for key in ("predictive", "best_static", "old_predictive"):
@@ -130,11 +141,11 @@ def table(results: list[dict[str, Any]]) -> str:
                 continue
             lines.append(
                 f"{r['seed']:>4}  {r['setting']:<30} {r['p50_s']:>6.1f} {r['p95_s']:>6.1f} {r['p99_s']:>6.1f}"
-                f" {r['idle_gpu_h']:>10,.0f} {r['busy_gpu_h']:>10,.0f} {r['idle_over_busy']:>9.1%} {r['node_hours']:>8,.0f}"
+                f" {r['idle_gpu_h']:>10,.0f} {r['busy_gpu_h']:>10,.0f}"
+                f" {r['idle_over_busy']:>9.1%} {r['node_hours']:>8,.0f}"
             )
-        lines.append(
-            f"      beats every static setting: {res['beats_every_static']}; meets the goal: {res['meets_goal']}"
-        )
+        beats, goal = res["beats_every_static"], res["meets_goal"]
+        lines.append(f"      beats every static setting: {beats}; meets the goal: {goal}")
     return "\n".join(lines)
 
 
@@ -142,11 +153,19 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
     p.add_argument("--seeds", default="0,1,2", help="comma-separated trace seeds (default 0,1,2)")
     p.add_argument("--days", type=float, default=2.0, help="trace length in days (default 2)")
-    p.add_argument("--bursts-per-day", type=float, default=0.0, help="bursts per day (default 0: normal load)")
-    p.add_argument("--p95-wait", type=float, default=10.0, help="p95 time-to-start target, seconds (default 10)")
-    p.add_argument("--idle-goal", type=float, default=0.15, help="goal for idle / busy GPU-hours (default 0.15)")
     p.add_argument(
-        "--windows", default="300,600,1200", help="scale-down windows the search tries, seconds (default 300,600,1200)"
+        "--bursts-per-day", type=float, default=0.0, help="bursts per day (default 0: normal load)"
+    )
+    p.add_argument(
+        "--p95-wait", type=float, default=10.0, help="p95 time-to-start target, seconds (default 10)"
+    )
+    p.add_argument(
+        "--idle-goal", type=float, default=0.15, help="goal for idle / busy GPU-hours (default 0.15)"
+    )
+    p.add_argument(
+        "--windows",
+        default="300,600,1200",
+        help="scale-down windows the search tries, seconds (default 300,600,1200)",
     )
     p.add_argument("--json-out", type=Path, help="also write the JSON document here")
     args = p.parse_args(argv)

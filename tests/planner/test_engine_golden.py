@@ -156,7 +156,7 @@ PINNED: dict[str, Figures] = {
         27107.613516323956,
     ),
     "predictive-load": (
-        '75e63e4f3cccac45ef25ba77e987d277fa84f6c44f9c08c71566d8b368099800',
+        "75e63e4f3cccac45ef25ba77e987d277fa84f6c44f9c08c71566d8b368099800",
         184583.68299999984,
         261329.714,
         124,

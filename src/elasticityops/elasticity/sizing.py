@@ -219,9 +219,9 @@ def nodes_needed(obs: HeadroomObservation, policy: PredictiveHeadroom, lead_s: f
     """Nodes (busy or free) that serve the forecast load within the target wait at `quantile`.
 
     The forecast load is an offered load of a = lambda S: the slow arrival rate carried one
-    lead time (and half a slow window) ahead along its trend, times the mean run time; sized as a pool of c servers with FIFO waiting (Erlang
-    C), a request waits past the target w with probability C(c, a) exp(-(c - a) w / S): when
-    the pool is full, running requests end at c / S per second, so a short queue clears within
+    lead time (and half a slow window) ahead along its trend, times the mean run time. Sized
+    as a pool of c servers with FIFO waiting (Erlang C), a request waits past the target w with
+    probability C(c, a) exp(-(c - a) w / S): when the pool is full, running requests end at c / S per second, so a short queue clears within
     the target and a pool need not be so big that no request ever queues. The pool is held
     steady at this size instead of chasing the busy count, so that a blip of load does not
     order nodes that arrive after it has passed and then sit out their scale-down window.
@@ -248,7 +248,7 @@ def model_late_share(measured: float | None, policy: PredictiveHeadroom) -> floa
     if measured is None:
         return base
     goal = (1.0 - policy.quantile) * policy.margin
-    scale = (goal / max(measured, goal / 4.0)) ** policy.gain
+    scale: float = (goal / max(measured, goal / 4.0)) ** policy.gain
     return min(0.5, base * 4.0, max(base / 4.0, base * scale))
 
 

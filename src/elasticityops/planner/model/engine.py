@@ -544,7 +544,9 @@ def _rate_trend(times: list[float], count: int, t: float, window: float) -> floa
     if t < 2.0 * window:
         return 0.0
     now = _recent_rate(times, count, t, window)
-    before = (bisect_left(times, t - window, 0, count) - bisect_left(times, t - 2.0 * window, 0, count)) / window
+    before = (
+        bisect_left(times, t - window, 0, count) - bisect_left(times, t - 2.0 * window, 0, count)
+    ) / window
     return (now - before) / window
 
 
