@@ -223,8 +223,9 @@ def nodes_needed(obs: HeadroomObservation, policy: PredictiveHeadroom, lead_s: f
     as a pool of c servers with FIFO waiting (Erlang C), a request waits past the target w with
     probability C(c, a) exp(-(c - a) w / S): when the pool is full, running requests end at
     c / S per second, so a short queue clears within the target and a pool need not be so big
-    that no request ever queues. The pool is held steady at this size instead of chasing the busy count, so that a blip of load does not
-    order nodes that arrive after it has passed and then sit out their scale-down window.
+    that no request ever queues. The pool is held steady at this size instead of chasing the
+    busy count, so that a blip of load does not order nodes that arrive after it has passed
+    and then sit out their scale-down window.
     Without a run-time estimate (no busy node or arrival seen yet), the load is the busy nodes
     plus the arrivals over the lead time that nothing frees: Poisson(lambda L) at `quantile`.
     """
