@@ -50,10 +50,11 @@ class HeadroomObservation:
     lead_time_s: measured seconds from a placeholder being evicted to its replacement node being
         ready (the autoscaler's reaction plus the recent mean provisioning time), or None before
         any node has been provisioned; the policy's configured lead time stands in until then.
-    scale_down_in_s: for each free node that no placeholder holds and that the autoscaler will
-        remove once it has been empty for its scale-down window, the seconds until then
-        (window less the time it has been empty, >= 0), ascending. Free nodes not listed
-        (baseline pools) stay.
+    scale_down_in_s: for the free nodes that no placeholder holds and that the autoscaler will
+        remove once they have been empty for its scale-down window, the seconds until then
+        (window less the time empty, >= 0), ascending; at least those that go within the lead
+        time (measured or configured) are listed, later ones may be left out. Baseline nodes
+        never go and are not listed.
     """
 
     now_s: float

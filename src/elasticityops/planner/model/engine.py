@@ -142,6 +142,7 @@ def simulate(
     # provisioning times of the last nodes that became ready: what a controller measures
     prov_seen: deque[float] = deque(maxlen=_LEAD_SAMPLES)
     reaction = gpu_delay + scan  # pending placeholder to scale-up decision, at most
+    prior_lead = getattr(policy, "lead_time_s", 0.0)
     timeline = SimTimeSeries([], [], [], [], [], [])
     next_tl = 0.0
     tl_step = s.timeline_step_s
@@ -287,6 +288,8 @@ def simulate(
         if not constant and t >= next_hr:
             next_hr = (math.floor(t / s.headroom_interval_s) + 1) * s.headroom_interval_s
             slow_span = min(slow_window, max(t, rate_window))
+            lead_now = reaction + sum(prov_seen) / len(prov_seen) if prov_seen else None
+            lead_horizon = max(prior_lead, lead_now or 0.0)
             seen_t.append(t)
             seen_busy.append(seen_busy[-1] + busy)
             obs = HeadroomObservation(
@@ -312,8 +315,8 @@ def simulate(
                 if t > first_ready
                 else None,
                 run_time_mean_s=_mean_of_last(done_run, _RUN_SAMPLES),
-                lead_time_s=reaction + sum(prov_seen) / len(prov_seen) if prov_seen else None,
-                scale_down_in_s=tuple(max(0.0, idle_since[nd] + window - t) for nd in empty),
+                lead_time_s=lead_now,
+                scale_down_in_s=_leaving_within(empty, idle_since, window, t, lead_horizon),
             )
             target = size_headroom(obs, policy)
         held = len(warm) + len(ph_pend) - ph_head
@@ -520,6 +523,20 @@ def _late_share(
     late = len(late_arr) - bisect_left(late_arr, since)
     late += bisect_left(pend_t, t - late_after, head) - bisect_left(pend_t, since, head)
     return max(0, late) / count
+
+
+def _leaving_within(
+    empty: deque[int], idle_since: list[float], window: float, t: float, horizon: float
+) -> tuple[float, ...]:
+    """Seconds until scale-down of the empty nodes that go within `horizon`, ascending: the
+    deque holds them longest idle first, so the walk stops at the first that stays longer."""
+    out: list[float] = []
+    for nd in empty:
+        left = idle_since[nd] + window - t
+        if left > horizon:
+            break
+        out.append(max(0.0, left))
+    return tuple(out)
 
 
 def _mean_since(times: list[float], running_total: list[int], since: float) -> float:
