@@ -156,7 +156,7 @@ PINNED: dict[str, Figures] = {
         27107.613516323956,
     ),
     "predictive-load": (
-        '670d63fd644c48cd85a3c5d06bbb9cc14238dd6ffda442e01c7620c9e06ec88b',
+        "670d63fd644c48cd85a3c5d06bbb9cc14238dd6ffda442e01c7620c9e06ec88b",
         184583.68299999984,
         258979.1470000001,
         126,
