@@ -521,8 +521,8 @@ def _late_share(
     if count == 0:
         return None
     late = len(late_arr) - bisect_left(late_arr, since)
-    late += bisect_left(pend_t, t - late_after, head) - bisect_left(pend_t, since, head)
-    return max(0, late) / count
+    waiting_late = bisect_left(pend_t, t - late_after, head) - bisect_left(pend_t, since, head)
+    return (late + max(0, waiting_late)) / count
 
 
 def _leaving_within(
