@@ -15,6 +15,7 @@ import random
 import pytest
 
 from elasticityops.elasticity.sizing import (
+    ArrivalRateHeadroom,
     HeadroomPolicy,
     NoHeadroom,
     PredictiveHeadroom,
@@ -86,6 +87,19 @@ SCENARIOS: dict[str, tuple[Trace, ClusterSettings, HeadroomPolicy]] = {
             scale_down_after_s=300.0,
             seed=11,
         ),
+        ArrivalRateHeadroom(target_wait_s=10.0, lead_time_s=300.0),
+    ),
+    "predictive-load": (
+        _trace(seed=3),
+        ClusterSettings(
+            baseline=1,
+            max_nodes=60,
+            provision_delay=parse_distribution("exponential:mean=200"),
+            scale_down_after_s=300.0,
+            slow_window_s=600.0,
+            trend_window_s=900.0,
+            seed=11,
+        ),
         PredictiveHeadroom(target_wait_s=10.0, lead_time_s=300.0),
     ),
     "scheduled-grow-and-drop": (
@@ -140,6 +154,19 @@ PINNED: dict[str, Figures] = {
         0,
         0,
         27107.613516323956,
+    ),
+    "predictive-load": (
+        "670d63fd644c48cd85a3c5d06bbb9cc14238dd6ffda442e01c7620c9e06ec88b",
+        184583.68299999984,
+        258979.1470000001,
+        126,
+        60,
+        214,
+        0,
+        3,
+        0,
+        0,
+        38538.84727227291,
     ),
     "scheduled-grow-and-drop": (
         "b0516d5618bc692836b423174dca2c09301e7ad03bd118cac51381a45a3be84f",

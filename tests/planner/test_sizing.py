@@ -7,12 +7,14 @@ import math
 import pytest
 
 from elasticityops.elasticity.sizing import (
+    ArrivalRateHeadroom,
     HeadroomObservation,
     NoHeadroom,
     PredictiveHeadroom,
     ScheduledHeadroom,
     StaticBaseline,
     WarmHeadroom,
+    erlang_pool,
     normal_ppf,
     poisson_quantile,
     size_headroom,
@@ -76,20 +78,159 @@ def test_normal_ppf() -> None:
     assert normal_ppf(0.01) == pytest.approx(-2.3263479, abs=1e-6)
 
 
-def test_predictive_grows_with_rate_and_is_zero_when_target_exceeds_lead() -> None:
-    policy = PredictiveHeadroom(target_wait_s=10.0, lead_time_s=460.0)
+def test_old_rate_rule_grows_with_rate_and_is_zero_when_target_exceeds_lead() -> None:
+    policy = ArrivalRateHeadroom(target_wait_s=10.0, lead_time_s=460.0)
     sizes = [size_headroom(obs(rate=r), policy) for r in (0.0, 0.01, 0.1, 1.0)]
     assert sizes[0] == 0
     assert sizes == sorted(sizes)
     assert sizes[-1] > sizes[1]
-    assert size_headroom(obs(rate=1.0), PredictiveHeadroom(target_wait_s=500.0, lead_time_s=460.0)) == 0
-    assert size_headroom(obs(rate=100.0), PredictiveHeadroom(10.0, 460.0, max_nodes=30)) == 30
+    assert size_headroom(obs(rate=1.0), ArrivalRateHeadroom(target_wait_s=500.0, lead_time_s=460.0)) == 0
+    assert size_headroom(obs(rate=100.0), ArrivalRateHeadroom(10.0, 460.0, max_nodes=30)) == 30
 
 
-def test_predictive_counts_departures_as_freed_nodes() -> None:
-    policy = PredictiveHeadroom(target_wait_s=10.0, lead_time_s=400.0)
+def test_old_rate_rule_counts_departures_as_freed_nodes() -> None:
+    policy = ArrivalRateHeadroom(target_wait_s=10.0, lead_time_s=400.0)
     no_departures = size_headroom(obs(rate=0.5), policy)
     steady = size_headroom(obs(rate=0.5, departures=0.5), policy)
     assert steady < no_departures
     # steady state: only the fluctuation of arrivals minus departures, sqrt(2 * 200) * 1.645 ~ 33
     assert steady == pytest.approx(1.645 * math.sqrt(400.0), abs=2)
+
+
+# ---- predictive (issue 15): a steady pool for the forecast load, less what is free anyway ----
+
+
+def steady(
+    rate: float = 0.4,
+    run_s: float = 300.0,
+    busy: int = 120,
+    unheld: int = 0,
+    held: int = 0,
+    **fields: object,
+) -> HeadroomObservation:
+    """A cluster at a steady load: `unheld` free nodes no placeholder holds (they stay), `held`
+    placeholders on nodes, a measured lead time of 300 s."""
+    values: dict[str, object] = {
+        "now_s": 7200.0,
+        "time_of_day_s": 7200.0,
+        "arrival_rate_per_s": rate,
+        "busy_nodes": busy,
+        "free_nodes": unheld + held,
+        "placeholders_running": held,
+        "arrival_rate_slow_per_s": rate,
+        "busy_mean_slow": float(busy),
+        "slow_window_s": 1800.0,
+        "run_time_mean_s": run_s,
+        "lead_time_s": 300.0,
+    }
+    values.update(fields)
+    return HeadroomObservation(**values)  # type: ignore[arg-type]
+
+
+PREDICTIVE = PredictiveHeadroom(target_wait_s=10.0, lead_time_s=460.0)
+
+
+def _erlang_c(c: int, a: float) -> float:
+    """P(wait) in M/M/c from the textbook sum, independent of the recurrence under test."""
+    top = a**c / math.factorial(c) * c / (c - a)
+    return top / (sum(a**k / math.factorial(k) for k in range(c)) + top)
+
+
+@pytest.mark.parametrize(("load", "w", "late"), [(5.0, 0.0, 0.2), (20.0, 0.05, 0.05), (60.0, 1 / 30, 0.1)])
+def test_erlang_pool_is_the_smallest_pool_meeting_the_tail(load: float, w: float, late: float) -> None:
+    c = erlang_pool(load, w, late)
+
+    def tail(k: int) -> float:
+        return _erlang_c(k, load) * math.exp(-(k - load) * w)
+
+    assert c > load
+    assert tail(c) <= late
+    assert c - 1 <= load or tail(c - 1) > late
+
+
+def test_predictive_zero_when_the_target_is_not_below_the_lead_time() -> None:
+    assert size_headroom(steady(), PredictiveHeadroom(target_wait_s=300.0, lead_time_s=460.0)) == 0
+    # the measured lead time wins over the configured one
+    assert size_headroom(steady(lead_time_s=None), PredictiveHeadroom(300.0, 460.0)) > 0
+    assert size_headroom(steady(lead_time_s=5.0), PredictiveHeadroom(10.0, 460.0)) == 0
+
+
+def test_predictive_steady_load_holds_a_square_root_margin() -> None:
+    # 120 erlangs: a pool of some sqrt(120) ~ 11 above the load, fewer than the old rule's ~40
+    h = size_headroom(steady(), PREDICTIVE)
+    assert 3 <= h <= 20
+    old = size_headroom(
+        HeadroomObservation(0.0, 0.0, arrival_rate_per_s=0.4, departure_rate_per_s=0.4),
+        ArrivalRateHeadroom(10.0, 460.0),
+    )
+    assert h < old
+
+
+def test_predictive_is_monotone_in_the_arrival_rate() -> None:
+    sizes = [size_headroom(steady(rate=r, busy=100), PREDICTIVE) for r in (0.2, 0.3, 0.4, 0.5, 0.6)]
+    assert sizes == sorted(sizes)
+    assert sizes[-1] > sizes[0] + 50
+
+
+def test_predictive_rises_ahead_of_a_rising_trend() -> None:
+    flat = size_headroom(steady(), PREDICTIVE)
+    rising = size_headroom(steady(arrival_trend_per_s2=0.1 / 3600), PREDICTIVE)
+    falling = size_headroom(steady(arrival_trend_per_s2=-0.1 / 3600), PREDICTIVE)
+    # +0.1/s per hour over half the slow window and the lead (1,200 s) is ~10 more erlangs
+    assert rising >= flat + 8
+    assert falling < flat
+
+
+def test_predictive_counts_free_nodes_no_placeholder_holds() -> None:
+    base = size_headroom(steady(), PREDICTIVE)
+    assert size_headroom(steady(unheld=3), PREDICTIVE) == base - 3
+    # held placeholders are what the answer is made of, so they do not lower it
+    assert size_headroom(steady(held=3), PREDICTIVE) == base
+    # nodes leaving before a replacement could be ready (within the 300 s lead) do not count
+    leaving = steady(unheld=3, scale_down_in_s=(20.0, 100.0, 400.0))
+    assert size_headroom(leaving, PREDICTIVE) == base - 1
+    # nodes on their way that no waiting pod will take count; those for waiting pods do not
+    assert size_headroom(steady(provisioning_nodes=4, pending_requests=2), PREDICTIVE) == base - 2
+
+
+def test_predictive_never_negative_and_within_max_nodes() -> None:
+    assert size_headroom(steady(unheld=500), PREDICTIVE) == 0
+    assert size_headroom(steady(busy=0, rate=0.0), PREDICTIVE) == 0
+    capped = PredictiveHeadroom(target_wait_s=10.0, lead_time_s=460.0, max_nodes=25)
+    assert size_headroom(steady(rate=10.0, busy=50), capped) == 25
+
+
+def test_predictive_follows_a_burst_but_not_a_blip() -> None:
+    base = size_headroom(steady(), PREDICTIVE)
+    blip = size_headroom(steady(arrival_rate_per_s=0.7), PREDICTIVE)  # < 2x the slow rate
+    burst = size_headroom(steady(arrival_rate_per_s=10.0), PREDICTIVE)
+    assert blip == base
+    assert burst > 2000
+
+
+def test_predictive_tightens_when_too_many_start_late_and_loosens_when_few_do() -> None:
+    on_goal = size_headroom(steady(late_share=0.045), PREDICTIVE)
+    assert size_headroom(steady(late_share=0.10), PREDICTIVE) > on_goal
+    assert size_headroom(steady(late_share=0.01), PREDICTIVE) < on_goal
+    # without a measure it sizes as if on the goal
+    assert size_headroom(steady(), PREDICTIVE) == on_goal
+
+
+def test_predictive_without_a_run_time_assumes_nothing_ends_within_the_lead() -> None:
+    obs = steady(run_time_mean_s=None, busy_mean_slow=None, busy=10)
+    assert size_headroom(obs, PREDICTIVE) == poisson_quantile(0.4 * 300.0, 0.95)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "match"),
+    [
+        ({"surge_ratio": 0.5}, "surge_ratio"),
+        ({"slack": 0.0}, "slack"),
+        ({"slack": 30.0}, "slack"),
+        ({"margin": 0.0}, "margin"),
+        ({"gain": -1.0}, "gain"),
+    ],
+)
+def test_predictive_rejects_bad_parameters(kwargs: dict[str, float], match: str) -> None:
+    with pytest.raises(ValueError, match=match):
+        PredictiveHeadroom(10.0, 460.0, **kwargs)  # type: ignore[arg-type]

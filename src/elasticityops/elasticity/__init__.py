@@ -1,6 +1,7 @@
 """Elasticity: warm GPU capacity (headroom) and the pure decision that sizes it."""
 
 from elasticityops.elasticity.sizing import (
+    ArrivalRateHeadroom,
     HeadroomObservation,
     HeadroomPolicy,
     NoHeadroom,
@@ -14,6 +15,7 @@ from elasticityops.elasticity.sizing import (
 )
 
 __all__ = [
+    "ArrivalRateHeadroom",
     "HeadroomObservation",
     "HeadroomPolicy",
     "NoHeadroom",

@@ -14,6 +14,7 @@ One node carries one GPU (one request runs per node).
 from __future__ import annotations
 
 import math
+from bisect import bisect_right
 from dataclasses import dataclass
 
 SECONDS_PER_DAY = 86_400
@@ -31,6 +32,29 @@ class HeadroomObservation:
     free_nodes: ready nodes with no real request (empty or holding a placeholder).
     pending_requests: real requests waiting for a node.
     provisioning_nodes: nodes requested from the cloud and not yet ready.
+    placeholders_running: placeholder pods holding a node (part of free_nodes).
+    placeholders_pending: placeholder pods waiting for a node.
+    arrival_rate_slow_per_s: requests per second over a longer window (e.g. the last 30 min), or
+        None if not observed.
+    busy_mean_slow: mean of busy_nodes over that longer window, or None; with the slow rate it
+        gives the mean run time by Little's law where run_time_mean_s is missing.
+    slow_window_s: the length of that window (its rate is the rate half a window ago).
+    arrival_trend_per_s2: how fast the arrival rate changes (requests per second, per second),
+        e.g. from the rates over the last two hours; 0 when unknown.
+    run_time_mean_s: mean run time of a request, measured on those that ended (e.g. the last
+        2,000), or None before any has ended; it uses no request's future (when a running
+        request will end is not known).
+    late_share: share of the requests that arrived in a recent window (e.g. the last day) that
+        started, or are still waiting, later than the policy's target wait; None before any
+        request has arrived. The controller's own SLO measure, used to steer the sizing.
+    lead_time_s: measured seconds from a placeholder being evicted to its replacement node being
+        ready (the autoscaler's reaction plus the recent mean provisioning time), or None before
+        any node has been provisioned; the policy's configured lead time stands in until then.
+    scale_down_in_s: for the free nodes that no placeholder holds and that the autoscaler will
+        remove once they have been empty for its scale-down window, the seconds until then
+        (window less the time empty, >= 0), ascending; at least those that go within the lead
+        time (measured or configured) are listed, later ones may be left out. Baseline nodes
+        never go and are not listed.
     """
 
     now_s: float
@@ -41,6 +65,16 @@ class HeadroomObservation:
     free_nodes: int = 0
     pending_requests: int = 0
     provisioning_nodes: int = 0
+    placeholders_running: int = 0
+    placeholders_pending: int = 0
+    arrival_rate_slow_per_s: float | None = None
+    busy_mean_slow: float | None = None
+    slow_window_s: float = 0.0
+    arrival_trend_per_s2: float = 0.0
+    run_time_mean_s: float | None = None
+    late_share: float | None = None
+    lead_time_s: float | None = None
+    scale_down_in_s: tuple[float, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -85,15 +119,52 @@ class ScheduledHeadroom:
 
 @dataclass(frozen=True)
 class PredictiveHeadroom:
-    """Size the headroom from the recent arrival rate to meet a time-to-start target.
+    """Hold a pool sized for the load forecast one lead time ahead, to meet a wait target.
 
     target_wait_s: the time-to-start the `quantile` of requests must meet (e.g. p95 <= 10 s).
-    lead_time_s: seconds from a placeholder being consumed to its replacement node being ready:
-        the autoscaler's GPU-pod delay (30 s) + half a scan interval (5 s) + the node's
-        provisioning time (a high percentile, e.g. 420 s).
+    lead_time_s: seconds from a placeholder being consumed to its replacement node being ready,
+        used until the observation carries a measured one: the autoscaler's GPU-pod delay (30 s)
+        + a scan interval + the node's provisioning time (a high percentile, e.g. 420 s).
     quantile: the share of requests that must start within target_wait_s (0.95 for p95).
     max_nodes: upper bound on the answer (quota guard).
+    surge_ratio: when the recent arrival rate exceeds the slow one by this factor, the recent one
+        drives the forecast (a burst's onset); below it the slow rate does, as the recent one is
+        mostly sampling noise at the normal load.
+    slack: the pool is sized for slack x (1 - quantile) late requests in the Erlang C model, which
+        counts as late some requests that nodes idling in their scale-down window above the
+        pool serve at once (calibrated on the default synthetic trace, seed 0).
+    margin, gain: the measured late share steers that: it is scaled by
+        ((1 - quantile) x margin / measured) ** gain, so the cluster aims at margin x the
+        allowed late share (0.9: 4.5% late for p95).
     """
+
+    target_wait_s: float
+    lead_time_s: float
+    quantile: float = 0.95
+    max_nodes: int = 5000
+    surge_ratio: float = 2.0
+    slack: float = 2.5
+    margin: float = 0.9
+    gain: float = 2.0
+
+    def __post_init__(self) -> None:
+        if not 0.0 < self.quantile < 1.0:
+            raise ValueError("quantile must be in (0, 1)")
+        if self.target_wait_s < 0 or self.lead_time_s < 0 or self.max_nodes < 0:
+            raise ValueError("target_wait_s, lead_time_s and max_nodes must be >= 0")
+        if not self.surge_ratio >= 1.0:
+            raise ValueError("surge_ratio must be >= 1")
+        if not 0.0 < self.slack * (1.0 - self.quantile) < 1.0:
+            raise ValueError("slack x (1 - quantile) must be in (0, 1)")
+        if not (self.margin > 0.0 and self.gain >= 0.0):
+            raise ValueError("margin must be > 0 and gain >= 0")
+
+
+@dataclass(frozen=True)
+class ArrivalRateHeadroom:
+    """The predictive rule before issue 15, kept for comparison (`predictive-rate[:W]`): hold the
+    `quantile` of Poisson(arrivals x lead) - Poisson(departures x lead) placeholders, from the
+    recent (60 s) rates, on top of whatever nodes are free. Fields as in PredictiveHeadroom."""
 
     target_wait_s: float
     lead_time_s: float
@@ -107,20 +178,20 @@ class PredictiveHeadroom:
             raise ValueError("target_wait_s, lead_time_s and max_nodes must be >= 0")
 
 
-HeadroomPolicy = NoHeadroom | StaticBaseline | WarmHeadroom | ScheduledHeadroom | PredictiveHeadroom
+HeadroomPolicy = (
+    NoHeadroom | StaticBaseline | WarmHeadroom | ScheduledHeadroom | PredictiveHeadroom | ArrivalRateHeadroom
+)
 
 
 def size_headroom(observation: HeadroomObservation, policy: HeadroomPolicy) -> int:
     """Number of placeholder pods (warm GPU nodes) to hold now; always >= 0.
 
-    Predictive model: a replacement node is ready `lead_time_s` after it is asked for, so the
-    free nodes held now must absorb the net demand over the next lead time: arrivals
-    A ~ Poisson(rate x lead) less the nodes freed by departures D ~ Poisson(departures x lead).
-    The answer is the `quantile` of A - D (normal approximation with continuity correction), or,
-    for small counts or no observed departures, the `quantile` of A alone: with H warm nodes and
-    every arrival consuming one, a request waits exactly when more than H replacements are in
-    flight (an M/G/inf occupancy). If the target is at least the lead time, a cold start meets it
-    and no headroom is needed.
+    Predictive: a node asked for now is ready one lead time L from now, so the cluster should
+    hold the pool that the load forecast for t + L needs (`nodes_needed`); placeholders make up
+    what the busy nodes, the free nodes that no placeholder holds and that outlast L (in their
+    scale-down window), and the surplus nodes on their way do not already give. Counting those
+    is what keeps the headroom from sitting on top of nodes that are idle anyway. If the target
+    is at least the lead time, a cold start meets it and no headroom is needed.
     """
     match policy:
         case NoHeadroom() | StaticBaseline():
@@ -130,17 +201,129 @@ def size_headroom(observation: HeadroomObservation, policy: HeadroomPolicy) -> i
         case ScheduledHeadroom(table=table):
             return _scheduled(table, observation.time_of_day_s)
         case PredictiveHeadroom():
-            if policy.target_wait_s >= policy.lead_time_s:
-                return 0
-            arrivals = max(0.0, observation.arrival_rate_per_s) * policy.lead_time_s
-            departures = max(0.0, observation.departure_rate_per_s) * policy.lead_time_s
-            if departures == 0.0 or arrivals + departures < 20.0:
-                need = poisson_quantile(arrivals, policy.quantile)
-            else:
-                spread = normal_ppf(policy.quantile) * math.sqrt(arrivals + departures)
-                need = max(0, math.ceil(arrivals - departures + spread + 0.5))
-            return min(policy.max_nodes, need)
+            return _predictive(observation, policy)
+        case ArrivalRateHeadroom():
+            return _arrival_rate(observation, policy)
     raise TypeError(f"unknown headroom policy {policy!r}")  # pragma: no cover
+
+
+def _predictive(obs: HeadroomObservation, policy: PredictiveHeadroom) -> int:
+    lead = obs.lead_time_s if obs.lead_time_s is not None else policy.lead_time_s
+    if policy.target_wait_s >= lead:
+        return 0  # a cold start meets the target
+    pool = nodes_needed(obs, policy, lead)
+    have = obs.busy_nodes + unheld_supply(obs, lead)
+    return max(0, min(policy.max_nodes, pool - have))
+
+
+def nodes_needed(obs: HeadroomObservation, policy: PredictiveHeadroom, lead_s: float) -> int:
+    """Nodes (busy or free) that serve the forecast load within the target wait at `quantile`.
+
+    The forecast load is an offered load of a = lambda S: the slow arrival rate carried one
+    lead time (and half a slow window) ahead along its trend, times the mean run time. Sized
+    as a pool of c servers with FIFO waiting (Erlang C), a request waits past the target w with
+    probability C(c, a) exp(-(c - a) w / S): when the pool is full, running requests end at
+    c / S per second, so a short queue clears within the target and a pool need not be so big
+    that no request ever queues. The pool is held steady at this size instead of chasing the
+    busy count, so that a blip of load does not order nodes that arrive after it has passed
+    and then sit out their scale-down window.
+    Without a run-time estimate (no busy node or arrival seen yet), the load is the busy nodes
+    plus the arrivals over the lead time that nothing frees: Poisson(lambda L) at `quantile`.
+    """
+    rate = demand_rate(obs, policy.surge_ratio)
+    run_s = mean_run_time(obs)
+    if run_s is None:
+        return obs.busy_nodes + poisson_quantile(rate * lead_s, policy.quantile)
+    # the slow rate is the rate at the middle of its window; the load to serve is one lead ahead
+    ahead = rate + obs.arrival_trend_per_s2 * (obs.slow_window_s / 2.0 + lead_s)
+    late = model_late_share(obs.late_share, policy)
+    return erlang_pool(max(0.0, ahead) * run_s, policy.target_wait_s / run_s, late)
+
+
+def model_late_share(measured: float | None, policy: PredictiveHeadroom) -> float:
+    """The late share to size the model's pool for: slack x (1 - quantile), scaled by how far
+    the measured late share is from the goal (1 - quantile) x margin, to the power `gain`.
+    The model ignores the nodes idling in their scale-down window above the pool, which serve
+    some requests it counts as late, and by how much depends on the load's shape; the measured
+    share closes that loop (a slow one: the window is long). Bounded to a factor of 4 each way."""
+    base = policy.slack * (1.0 - policy.quantile)
+    if measured is None:
+        return base
+    goal = (1.0 - policy.quantile) * policy.margin
+    scale: float = (goal / max(measured, goal / 4.0)) ** policy.gain
+    return min(0.5, base * 4.0, max(base / 4.0, base * scale))
+
+
+def erlang_pool(load: float, wait_in_runs: float, late_share: float) -> int:
+    """Smallest c servers of an M/M/c queue with offered load `load` (erlangs) for which
+    P(wait > w) = ErlangC(c, load) exp(-(c - load) w) <= late_share, w in mean service times.
+
+    Erlang B by its recurrence B(c) = a B(c-1) / (c + a B(c-1)), then C = B / (1 - (a / c)(1 - B));
+    one pass up to the answer, which is near a + a few sqrt(a). Above 2,000 erlangs (bursts)
+    the square-root rule a + z sqrt(a) stands in, as the exact pass would cost a few ms.
+    """
+    if load <= 0.0:
+        return 0
+    if load > 2000.0:
+        return math.ceil(load + normal_ppf(1.0 - late_share) * math.sqrt(load))
+    blocking = 1.0
+    c = 0
+    while True:
+        c += 1
+        blocking = load * blocking / (c + load * blocking)
+        if c <= load:
+            continue
+        queued = blocking / (1.0 - (load / c) * (1.0 - blocking))
+        if queued * math.exp(-(c - load) * wait_in_runs) <= late_share:
+            return c
+
+
+def demand_rate(obs: HeadroomObservation, surge_ratio: float) -> float:
+    """The arrival rate the forecast uses: the slow window's (a 60 s count at 0.4/s is +-16%
+    noise, and sizing on it ratchets nodes up on every upward blip), unless the recent rate is
+    `surge_ratio` times that, which is a burst and no blip."""
+    recent = max(0.0, obs.arrival_rate_per_s)
+    slow = obs.arrival_rate_slow_per_s
+    if slow is None or recent > surge_ratio * slow:
+        return recent
+    return max(0.0, slow)
+
+
+def mean_run_time(obs: HeadroomObservation) -> float | None:
+    """Mean seconds a request runs: as measured on ended requests, else by Little's law over
+    the slow window (busy = rate x time), else None (no arrival or no busy node seen yet)."""
+    if obs.run_time_mean_s is not None and obs.run_time_mean_s > 0.0:
+        return obs.run_time_mean_s
+    rate, busy = obs.arrival_rate_slow_per_s, obs.busy_mean_slow
+    if rate is None or busy is None or rate <= 0.0 or busy <= 0.0:
+        return None
+    return busy / rate
+
+
+def unheld_supply(obs: HeadroomObservation, lead_s: float) -> int:
+    """Free capacity that lasts the lead time without placeholders: ready free nodes that no
+    placeholder holds and that the autoscaler will not remove within `lead_s` (one it removes
+    sooner cannot be replaced in time), and nodes on their way beyond what waiting requests and
+    placeholders will take."""
+    unheld = max(0, obs.free_nodes - obs.placeholders_running)
+    leaving = bisect_right(obs.scale_down_in_s, lead_s)
+    spare = obs.provisioning_nodes - obs.pending_requests - obs.placeholders_pending
+    return max(0, unheld - leaving) + max(0, spare)
+
+
+def _arrival_rate(obs: HeadroomObservation, policy: ArrivalRateHeadroom) -> int:
+    """The rule before issue 15: the quantile of A - D over the lead time (normal approximation
+    with continuity correction), or of A alone for small counts or no observed departures."""
+    if policy.target_wait_s >= policy.lead_time_s:
+        return 0
+    arrivals = max(0.0, obs.arrival_rate_per_s) * policy.lead_time_s
+    departures = max(0.0, obs.departure_rate_per_s) * policy.lead_time_s
+    if departures == 0.0 or arrivals + departures < 20.0:
+        need = poisson_quantile(arrivals, policy.quantile)
+    else:
+        spread = normal_ppf(policy.quantile) * math.sqrt(arrivals + departures)
+        need = max(0, math.ceil(arrivals - departures + spread + 0.5))
+    return min(policy.max_nodes, need)
 
 
 def _scheduled(table: tuple[tuple[int, int], ...], time_of_day_s: float) -> int:

@@ -61,10 +61,15 @@ class RunOptions:
         ("none",),
         parse=_policies,
         shown="none",
-        help="none | static | warm:K | scheduled:HH:MM=K,... | predictive[:W]; repeat to compare.",
+        help="none | static | warm:K | scheduled:HH:MM=K,... | predictive[:W] (a pool for the "
+        "forecast load, steered on its late share) | predictive-rate[:W] (the rule before issue "
+        "15); repeat to compare.",
     )
     target_wait: float = knob(
-        10.0, unit="seconds", ge=0, help="p95 time-to-start target of `predictive` without :W."
+        10.0,
+        unit="seconds",
+        ge=0,
+        help="p95 time-to-start target of `predictive` and `predictive-rate` without :W.",
     )
 
 

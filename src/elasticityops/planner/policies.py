@@ -4,8 +4,12 @@ none                      pure auto-provisioning (baseline from --baseline, defa
 static                    a fixed pool of --baseline nodes, no placeholders (needs --baseline > 0)
 warm:K                    K placeholder pods (warm nodes) at all times
 scheduled:HH:MM=K,...     K placeholders from each time of day (trace time) to the next entry
-predictive[:W]            placeholders sized from the recent arrival rate so that p95 time-to-start
-                          stays within W seconds (default --target-wait)
+predictive[:W]            placeholders sized from the load forecast one lead time ahead (slow
+                          arrival rate, mean run time by Little's law, busy nodes, measured lead
+                          time), less the free nodes no placeholder holds, so that p95
+                          time-to-start stays within W seconds (default --target-wait)
+predictive-rate[:W]       the predictive rule before issue 15 (60 s arrival and departure rates,
+                          placeholders on top of free nodes), kept for comparison
 """
 
 from __future__ import annotations
@@ -13,6 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from elasticityops.elasticity.sizing import (
+    ArrivalRateHeadroom,
     HeadroomPolicy,
     NoHeadroom,
     PredictiveHeadroom,
@@ -62,15 +67,14 @@ def parse_policy(spec: str, settings: ClusterSettings, target_wait_s: float = 10
         return PolicyChoice(
             _with_baseline(f"scheduled:{arg}", settings), ScheduledHeadroom(_schedule(arg, text))
         )
-    if kind == "predictive":
+    if kind in ("predictive", "predictive-rate"):
         wait = _float(arg, text) if arg else target_wait_s
-        sizing = PredictiveHeadroom(
-            target_wait_s=wait, lead_time_s=lead_time_s(settings), max_nodes=settings.autoscaled_cap
-        )
-        return PolicyChoice(_with_baseline(f"predictive:{wait:g}", settings), sizing)
+        cls = PredictiveHeadroom if kind == "predictive" else ArrivalRateHeadroom
+        sizing = cls(target_wait_s=wait, lead_time_s=lead_time_s(settings), max_nodes=settings.autoscaled_cap)
+        return PolicyChoice(_with_baseline(f"{kind}:{wait:g}", settings), sizing)
     raise PlannerInputError(
         f"{_FLAG}: cannot parse {spec!r}; "
-        "expected none, static, warm:K, scheduled:HH:MM=K,... or predictive[:W]"
+        "expected none, static, warm:K, scheduled:HH:MM=K,..., predictive[:W] or predictive-rate[:W]"
     )
 
 

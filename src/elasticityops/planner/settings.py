@@ -204,6 +204,33 @@ class ClusterSettings:
         help="Window of the recent arrival rate given to the sizing function.",
         panel=_SIMULATION,
     )
+    slow_window_s: float = knob(
+        1800.0,
+        flag="slow-window",
+        unit="seconds",
+        gt=0,
+        help="Window of the slow arrival rate and mean busy nodes given to the sizing function "
+        "(predictive sizes on them; the recent rate only drives it in a burst).",
+        panel=_SIMULATION,
+    )
+    trend_window_s: float = knob(
+        7200.0,
+        flag="trend-window",
+        unit="seconds",
+        gt=0,
+        help="The sizing function gets the arrival rate's trend from the rates over the last "
+        "two windows of this length.",
+        panel=_SIMULATION,
+    )
+    feedback_window_s: float = knob(
+        86400.0,
+        flag="feedback-window",
+        unit="seconds",
+        gt=0,
+        help="The sizing function gets the share of the requests that arrived within this "
+        "window and started later than the policy's target wait (predictive steers on it).",
+        panel=_SIMULATION,
+    )
     horizon_s: float = knob(
         0.0,
         flag="horizon",

@@ -29,7 +29,7 @@ from __future__ import annotations
 import heapq
 import math
 import random
-from bisect import bisect_left
+from bisect import bisect_left, bisect_right
 from collections import deque
 from collections.abc import Sequence
 
@@ -48,6 +48,8 @@ from elasticityops.planner.settings import ClusterSettings
 _READY, _FAIL, _PREEMPT = 0, 1, 2
 _INF = math.inf
 _STALL_S = 400 * 86_400.0  # a model that runs this far past the last arrival is stuck
+_LEAD_SAMPLES = 100  # node provisioning times averaged into the measured lead time
+_RUN_SAMPLES = 2000  # ended requests whose mean run time the sizing function gets
 _COMPACT_AFTER = 65_536  # consumed entries at the front of a FIFO list before it is compacted
 
 
@@ -123,7 +125,24 @@ def simulate(
     target = size_headroom(HeadroomObservation(0.0, 0.0, 0.0), policy) if constant else 0
     next_hr = 0.0
     rate_window = s.rate_window_s
+    slow_window = s.slow_window_s
+    trend_window = s.trend_window_s
     done_t: list[float] = []  # completion times, in order (for the recent departure rate)
+    # headroom decision times and the running total of the busy nodes seen at them: the mean
+    # busy nodes over any recent window, as a controller sampling its cluster would have it
+    seen_t: list[float] = []
+    seen_busy = [0]
+    done_run = [0.0]  # running total of the completed requests' run times, in completion order
+    # arrival times of the requests that started later than the policy's target wait (FIFO, so
+    # in order): the controller's own measure of how it is doing
+    late_after = getattr(policy, "target_wait_s", _INF)
+    late_arr: list[float] = []
+    feedback_window = s.feedback_window_s
+    first_ready = 0.0 if baseline else _INF  # when the cluster first had a node
+    # provisioning times of the last nodes that became ready: what a controller measures
+    prov_seen: deque[float] = deque(maxlen=_LEAD_SAMPLES)
+    reaction = gpu_delay + scan  # pending placeholder to scale-up decision, at most
+    prior_lead = getattr(policy, "lead_time_s", 0.0)
     timeline = SimTimeSeries([], [], [], [], [], [])
     next_tl = 0.0
     tl_step = s.timeline_step_s
@@ -157,6 +176,7 @@ def simulate(
                 nd = node_of[r]
                 busy -= 1
                 done_t.append(te)
+                done_run.append(done_run[-1] + dur[r])
                 t = te
                 r = -1
             elif tm <= next_arr:
@@ -166,6 +186,8 @@ def simulate(
                 if kind == _READY:
                     provisioning -= 1
                     ready_at[nd] = t
+                    prov_seen.append(t - created[nd])
+                    first_ready = min(first_ready, t)
                     if preempt_rate > 0.0:
                         push(misc, (t + rng.expovariate(preempt_rate), _PREEMPT, nd))
                     r = -1
@@ -249,6 +271,8 @@ def simulate(
                 head += 1
                 if start[r] < 0.0:  # a restart keeps the first start
                     start[r] = t
+                    if t - arr[r] > late_after:
+                        late_arr.append(arr[r])
             # ---- request r runs on node nd from t (new, waiting, or restarted after a preemption)
             running[nd] = r
             node_of[r] = nd
@@ -263,6 +287,11 @@ def simulate(
         t = t_scan
         if not constant and t >= next_hr:
             next_hr = (math.floor(t / s.headroom_interval_s) + 1) * s.headroom_interval_s
+            slow_span = min(slow_window, max(t, rate_window))
+            lead_now = reaction + sum(prov_seen) / len(prov_seen) if prov_seen else None
+            lead_horizon = max(prior_lead, lead_now or 0.0)
+            seen_t.append(t)
+            seen_busy.append(seen_busy[-1] + busy)
             obs = HeadroomObservation(
                 now_s=t,
                 time_of_day_s=t % 86_400.0,
@@ -272,6 +301,22 @@ def simulate(
                 free_nodes=len(bfree) + len(empty) + len(warm),
                 pending_requests=len(pend) - head,
                 provisioning_nodes=provisioning,
+                placeholders_running=len(warm),
+                placeholders_pending=len(ph_pend) - ph_head,
+                # before a full slow window has passed, the rate over the time so far
+                arrival_rate_slow_per_s=_recent_rate(arr, i, t, slow_span),
+                busy_mean_slow=_mean_since(seen_t, seen_busy, t - slow_span),
+                slow_window_s=slow_span,
+                arrival_trend_per_s2=_rate_trend(arr, i, t, trend_window),
+                # requests that came before any node could be ready are no measure of the sizing
+                late_share=_late_share(
+                    arr, i, late_arr, pend_t, head, t, min(feedback_window, t - first_ready), late_after
+                )
+                if t > first_ready
+                else None,
+                run_time_mean_s=_mean_of_last(done_run, _RUN_SAMPLES),
+                lead_time_s=lead_now,
+                scale_down_in_s=_leaving_within(empty, idle_since, window, t, lead_horizon),
             )
             target = size_headroom(obs, policy)
         held = len(warm) + len(ph_pend) - ph_head
@@ -457,6 +502,69 @@ def _drop_placeholders(
 def _recent_rate(times: list[float], count: int, t: float, window: float) -> float:
     """Events per second over [t - window, t], from the first `count` of sorted `times`."""
     return (count - bisect_left(times, t - window, 0, count)) / window
+
+
+def _late_share(
+    arr: list[float],
+    arrived: int,
+    late_arr: list[float],
+    pend_t: list[float],
+    head: int,
+    t: float,
+    window: float,
+    late_after: float,
+) -> float | None:
+    """Share of the requests that arrived within `window` before t that started, or are still
+    waiting, later than `late_after` after arriving; None before any has arrived."""
+    since = t - window
+    count = arrived - bisect_left(arr, since, 0, arrived)
+    if count == 0:
+        return None
+    late = len(late_arr) - bisect_left(late_arr, since)
+    waiting_late = bisect_left(pend_t, t - late_after, head) - bisect_left(pend_t, since, head)
+    return (late + max(0, waiting_late)) / count
+
+
+def _leaving_within(
+    empty: deque[int], idle_since: list[float], window: float, t: float, horizon: float
+) -> tuple[float, ...]:
+    """Seconds until scale-down of the empty nodes that go within `horizon`, ascending: the
+    deque holds them longest idle first, so the walk stops at the first that stays longer."""
+    out: list[float] = []
+    for nd in empty:
+        left = idle_since[nd] + window - t
+        if left > horizon:
+            break
+        out.append(max(0.0, left))
+    return tuple(out)
+
+
+def _mean_since(times: list[float], running_total: list[int], since: float) -> float:
+    """Mean of the samples taken after `since` (at least the last one), from their times and
+    running totals (running_total[k] is the sum of the first k samples)."""
+    first = min(bisect_right(times, since), len(times) - 1)
+    return (running_total[-1] - running_total[first]) / (len(times) - first)
+
+
+def _mean_of_last(running_total: list[float], k: int) -> float | None:
+    """Mean of the last k values (all, if fewer) whose running totals these are; None if none.
+    (Of run times: in a young cluster only short runs have ended, so it starts low.)"""
+    count = min(k, len(running_total) - 1)
+    if count == 0:
+        return None
+    return (running_total[-1] - running_total[-1 - count]) / count
+
+
+def _rate_trend(times: list[float], count: int, t: float, window: float) -> float:
+    """Change of the event rate per second: the rate over the last `window` less the rate over
+    the one before, over `window`; 0 until two whole windows have passed."""
+    if t < 2.0 * window:
+        return 0.0
+    now = _recent_rate(times, count, t, window)
+    before = (
+        bisect_left(times, t - window, 0, count) - bisect_left(times, t - 2.0 * window, 0, count)
+    ) / window
+    return (now - before) / window
 
 
 def _oldest_uncovered(
