@@ -228,13 +228,29 @@ async def admin_token(store: SqlStore, data_dir: Path, clock: Clock) -> tuple[st
     return token, True
 
 
-async def deploy_files(store: SqlStore, files: list[Path], clock: Clock) -> list[FunctionRecord]:
+async def deploy_files(
+    store: SqlStore, files: list[Path], clock: Clock, resolve_from: Path | None = None
+) -> list[FunctionRecord]:
+    """Deploy each spec file. `resolve_from`: a relative command argument naming a file under
+    that directory becomes its absolute path, so the checkout's examples (`python
+    examples/hello.py`) run whatever directory the gateway was started in."""
     records = []
     for file in files:
         spec = load_function_text(file.read_text(), source=str(file))
+        if resolve_from is not None:
+            command = [_resolved(arg, resolve_from) for arg in spec.command]
+            if command != list(spec.command):
+                spec = spec.model_copy(update={"command": command})
         record, _ = await store.put_function(spec, clock.now())
         records.append(record)
     return records
+
+
+def _resolved(arg: str, root: Path) -> str:
+    if not arg or Path(arg).is_absolute() or arg.startswith("-"):
+        return arg
+    candidate = root / arg
+    return str(candidate.resolve()) if candidate.is_file() else arg
 
 
 def dispatch_settings(settings: Settings, secret: bytes) -> DispatchSettings:
