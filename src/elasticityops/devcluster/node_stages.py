@@ -142,24 +142,30 @@ def _heartbeat_delay(heartbeat_seconds: int) -> dict[str, Any]:
     return {"durationMilliseconds": ms, "jitterDurationMilliseconds": ms + ms // 10}
 
 
-def _heartbeat_stage(name: str, match: list[dict[str, Any]], heartbeat_seconds: int) -> dict[str, Any]:
+def _stage(
+    name: str, match: list[dict[str, Any]], delay: dict[str, Any], next_: dict[str, Any]
+) -> dict[str, Any]:
+    """A node stage of ours; never for a node being deleted."""
     return {
         "apiVersion": "kwok.x-k8s.io/v1alpha1",
         "kind": "Stage",
         "metadata": {"name": name},
         "spec": {
             "resourceRef": {"apiGroup": "v1", "kind": "Node"},
-            "selector": {
-                "matchExpressions": [
-                    _NOT_DELETING,
-                    {"key": _READY, "operator": "In", "values": ["True"]},
-                    *match,
-                ]
-            },
-            "delay": _heartbeat_delay(heartbeat_seconds),
-            "next": {"statusTemplate": _HEARTBEAT_TEMPLATE},
+            "selector": {"matchExpressions": [_NOT_DELETING, *match]},
+            "delay": delay,
+            "next": next_,
         },
     }
+
+
+def _heartbeat_stage(name: str, match: list[dict[str, Any]], heartbeat_seconds: int) -> dict[str, Any]:
+    return _stage(
+        name,
+        [{"key": _READY, "operator": "In", "values": ["True"]}, *match],
+        _heartbeat_delay(heartbeat_seconds),
+        {"statusTemplate": _HEARTBEAT_TEMPLATE},
+    )
 
 
 def heartbeat_stages(heartbeat_seconds: int = DEFAULT_HEARTBEAT_SECONDS) -> list[dict[str, Any]]:
@@ -183,31 +189,14 @@ def heartbeat_stages(heartbeat_seconds: int = DEFAULT_HEARTBEAT_SECONDS) -> list
 def _node_stage(
     name: str, match: list[dict[str, Any]], at: str, reason: str, message: str, template: str
 ) -> dict[str, Any]:
-    return {
-        "apiVersion": "kwok.x-k8s.io/v1alpha1",
-        "kind": "Stage",
-        "metadata": {"name": name},
-        "spec": {
-            "resourceRef": {"apiGroup": "v1", "kind": "Node"},
-            "selector": {
-                "matchExpressions": [
-                    _NOT_DELETING,
-                    {"key": f'.metadata.annotations["{at}"]', "operator": "Exists"},
-                    *match,
-                ]
-            },
-            # An absolute time (RFC 3339) from the annotation: a node stamped late, or seen
-            # again after a kwok restart, plays at the same moment, never a full delay later.
-            "delay": {
-                "durationMilliseconds": 0,
-                "durationFrom": {"expressionFrom": f'.metadata.annotations["{at}"]'},
-            },
-            "next": {
-                "event": {"type": "Normal", "reason": reason, "message": message},
-                "statusTemplate": template,
-            },
-        },
-    }
+    return _stage(
+        name,
+        [{"key": f'.metadata.annotations["{at}"]', "operator": "Exists"}, *match],
+        # An absolute time (RFC 3339) from the annotation: a node stamped late, or seen
+        # again after a kwok restart, plays at the same moment, never a full delay later.
+        {"durationMilliseconds": 0, "durationFrom": {"expressionFrom": f'.metadata.annotations["{at}"]'}},
+        {"event": {"type": "Normal", "reason": reason, "message": message}, "statusTemplate": template},
+    )
 
 
 def boot_stage() -> dict[str, Any]:
