@@ -26,17 +26,11 @@ from elasticityops.devcluster.build import ensure_built
 from elasticityops.devcluster.cluster import DevCluster
 from elasticityops.devcluster.config import AutoscalerSettings, ClusterConfig
 from elasticityops.devcluster.scale import run_scale
+from machine_info import cpu_model
 
 
 def machine() -> str:
-    model = "unknown CPU"
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                model = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
+    model = cpu_model() or "unknown CPU"
     mem = psutil.virtual_memory().total / 2**30
     return f"nproc={os.cpu_count()}, {model}, {mem:.0f} GiB RAM, {platform.system()} {platform.release()}"
 

@@ -34,6 +34,8 @@ from typing import Any
 import httpx
 import psutil
 
+from machine_info import cpu_model, memory_gib
+
 HERE = Path(__file__).resolve().parent
 EOPS = str(Path(sys.executable).parent / "eops")
 PATH = "/v1/functions/noop/invocations"
@@ -47,14 +49,11 @@ def free_port() -> int:
 
 
 def machine() -> dict[str, Any]:
-    cpuinfo = Path("/proc/cpuinfo").read_text() if Path("/proc/cpuinfo").exists() else ""
-    model = re.search(r"model name\s*:\s*(.+)", cpuinfo)
-    meminfo = Path("/proc/meminfo").read_text() if Path("/proc/meminfo").exists() else ""
-    mem = re.search(r"MemTotal:\s*(\d+) kB", meminfo)
+    gib = memory_gib()
     return {
         "nproc": os.cpu_count(),
-        "cpu": model.group(1).strip() if model else platform.processor(),
-        "memory_gib": round(int(mem.group(1)) / 1024 / 1024, 1) if mem else None,
+        "cpu": cpu_model() or platform.processor(),
+        "memory_gib": None if gib is None else round(gib, 1),
         "loadavg_before": os.getloadavg(),
         "python": platform.python_version(),
         "kernel": platform.release(),

@@ -59,6 +59,7 @@ from elasticityops.domain.clock import SystemClock
 from elasticityops.domain.errors import Conflict
 from elasticityops.domain.functions import FunctionSpec, Priority
 from elasticityops.domain.invocations import Invocation, State, Timeline, new_invocation_id
+from machine_info import cpu_model
 
 REPO = Path(__file__).resolve().parents[1]
 JSON = {"Content-Type": "application/json"}
@@ -503,12 +504,7 @@ async def run_phase(
 
 
 def machine() -> str:
-    model = "unknown CPU"
-    with contextlib.suppress(OSError):
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                model = line.split(":", 1)[1].strip()
-                break
+    model = cpu_model() or "unknown CPU"
     mem = psutil.virtual_memory().total / 2**30
     return f"nproc={os.cpu_count()}, {model}, {mem:.0f} GiB RAM, Python {platform.python_version()}"
 

@@ -51,6 +51,7 @@ from elasticityops.devcluster.workloads import gpu_job
 from elasticityops.planner.distributions import parse_distribution
 from elasticityops.planner.model import simulate
 from elasticityops.planner.settings import ClusterSettings
+from machine_info import cpu_model
 
 NAMESPACE = "calib"
 SCALE_UP_REASON = "TriggeredScaleUp"
@@ -60,12 +61,7 @@ TOLERANCE_S = 5.0
 
 
 def machine() -> str:
-    model = "unknown CPU"
-    with contextlib.suppress(OSError):
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                model = line.split(":", 1)[1].strip()
-                break
+    model = cpu_model() or "unknown CPU"
     return f"nproc={os.cpu_count()}, {model}, {platform.system()} {platform.release()}"
 
 

@@ -27,23 +27,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from elasticityops.planner.model import simulate
 from elasticityops.planner.settings import ClusterSettings
 from elasticityops.planner.synthetic import SyntheticSpec, concurrency_profile, generate
+from machine_info import cpu_model, memory_gib
 from planner_simpy import simulate_simpy
 
 
 def machine() -> dict[str, str]:
-    cpu = "unknown"
-    mem = "unknown"
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-        for line in Path("/proc/meminfo").read_text().splitlines():
-            if line.startswith("MemTotal"):
-                mem = f"{int(line.split()[1]) / 1024 / 1024:.1f} GiB"
-                break
-    except OSError:
-        pass
+    cpu = cpu_model() or "unknown"
+    gib = memory_gib()
+    mem = "unknown" if gib is None else f"{gib:.1f} GiB"
     return {"nproc": str(os.cpu_count()), "cpu": cpu, "memory": mem, "python": platform.python_version()}
 
 

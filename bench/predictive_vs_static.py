@@ -24,16 +24,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from machine_info import cpu_model
+
 
 def machine() -> dict[str, str]:
-    cpu = "unknown"
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
+    cpu = cpu_model() or "unknown"
     return {"nproc": str(os.cpu_count()), "cpu": cpu, "python": platform.python_version()}
 
 
