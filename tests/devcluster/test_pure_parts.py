@@ -112,7 +112,7 @@ def test_kwok_config_is_valid_multi_document_yaml() -> None:
         "apiVersion: kwok.x-k8s.io/v1alpha1\nkind: Stage\nmetadata:\n  name: pod-ready\n"
         "spec:\n  resourceRef: {apiGroup: v1, kind: Pod}\n"
     )
-    docs = list(yaml.safe_load_all(render_kwok_config(stock, "127.0.0.1:1234", 240)))
+    docs = list(yaml.safe_load_all(render_kwok_config(stock, "127.0.0.1:1234")))
     assert [d["metadata"]["name"] for d in docs[1:]] == [
         "eops-pod-ready",
         "eops-pod-complete-annotated",

@@ -144,7 +144,6 @@ def up(cfg: ClusterConfig, tc: Toolchain, step: StepFn = _quiet) -> ClusterState
         render_kwok_config(
             tc.stock_stages.read_text(),
             f"127.0.0.1:{ports.kwok}",
-            cfg.node_lease_seconds,
             cfg.node_heartbeat_seconds,
         )
     )

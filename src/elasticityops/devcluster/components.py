@@ -182,8 +182,8 @@ def kwok(tc: Toolchain, lay: Layout, cfg: ClusterConfig) -> list[str]:
         str(tc.binary("kwok")),
         f"--kubeconfig={lay.kubeconfig}",
         f"--config={lay.kwok_config}",
-        # A flag, not the config file: kwok defaults a 0 in its config to 40 s; only the flag
-        # turns leases off.
+        # A flag, not the config file: kwok turns a 0 in its config into 40 s; only the flag
+        # turns leases off (0, the default: issue 14).
         f"--node-lease-duration-seconds={cfg.node_lease_seconds}",
         "--v=WARN",
     ]

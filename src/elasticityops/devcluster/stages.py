@@ -187,10 +187,10 @@ def completion_stages() -> list[dict[str, Any]]:
     return [annotated, job_default]
 
 
-def kwok_configuration(server_address: str, node_lease_seconds: int) -> dict[str, Any]:
+def kwok_configuration(server_address: str) -> dict[str, Any]:
     """Controller options; parallelism raised so thousands of pods move through their stages.
-    `nodeLeaseDurationSeconds` 0 is defaulted to 40 by kwok: leases are turned off by its
-    `--node-lease-duration-seconds=0` flag (components.kwok), which this value mirrors."""
+    No `nodeLeaseDurationSeconds`: kwok turns a 0 here into 40 s, so the lease duration is its
+    `--node-lease-duration-seconds` flag alone (components.kwok)."""
     return {
         "apiVersion": "config.kwok.x-k8s.io/v1alpha1",
         "kind": "KwokConfiguration",
@@ -199,7 +199,6 @@ def kwok_configuration(server_address: str, node_lease_seconds: int) -> dict[str
             "nodeIP": NODE_IP,
             "serverAddress": server_address,
             "manageNodesWithAnnotationSelector": "kwok.x-k8s.io/node=fake",
-            "nodeLeaseDurationSeconds": node_lease_seconds,
             "podPlayStageParallelism": 16,
             "nodePlayStageParallelism": 8,
             "nodeLeaseParallelism": 8,
@@ -210,12 +209,11 @@ def kwok_configuration(server_address: str, node_lease_seconds: int) -> dict[str
 def render_kwok_config(
     stock_stages_yaml: str,
     server_address: str,
-    node_lease_seconds: int = 0,
     heartbeat_seconds: int = DEFAULT_HEARTBEAT_SECONDS,
 ) -> str:
     """One multi-document config: options, our pod stages, then the node stages (ours and the
     stock ones, see node_stages.py), then the stock pod stages we do not replace."""
-    ours = [kwok_configuration(server_address, node_lease_seconds), ready_stage(), *completion_stages()]
+    ours = [kwok_configuration(server_address), ready_stage(), *completion_stages()]
     stock = [
         doc
         for doc in yaml.safe_load_all(stock_stages_yaml)
