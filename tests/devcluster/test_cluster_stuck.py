@@ -11,7 +11,6 @@ ends, so the plugin's own guard passes for this test.
 
 from __future__ import annotations
 
-import datetime as dt
 import json
 import re
 import secrets
@@ -192,11 +191,6 @@ def test_the_plugin_fails_a_test_that_leaves_a_stuck_pod(
     left = re.search(r"LEFT (\S+)", out)
     assert left, out
     assert f"{left.group(1)} on gke-eops-baseline-t4-" in out
-
-
-def _micro_now(offset: float = 0.0) -> str:
-    at = dt.datetime.now(dt.UTC) + dt.timedelta(seconds=offset)
-    return at.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
 def test_kwok_keeps_no_node_leases_and_plays_a_pod_whatever_a_lease_says(dev_cluster, dev_namespace) -> None:

@@ -226,10 +226,8 @@ def kwok_gates_pods_on_its_lease_cache(
             elif not kwok_leases:
                 api.delete(f"{LEASES}/{name}")
             api.delete(pod_path)
-            # Gone before its node: kwok plays a pod's deletion only on a node it manages
-            # (the get raises NotFound once it is gone, which ends this block).
+            # Gone before its node: kwok plays a pod's deletion only on a node it manages.
             deadline = time.monotonic() + 30
-            while time.monotonic() < deadline:
-                api.get(pod_path)
+            while time.monotonic() < deadline and api.ok(pod_path):
                 time.sleep(0.2)
         api.delete(f"/api/v1/nodes/{name}")
