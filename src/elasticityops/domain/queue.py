@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from elasticityops.domain.budget import GpuBudget
+from elasticityops.domain.budget import GpuBudget, room_by_type, total_room
 from elasticityops.domain.functions import FunctionSpec
 
 WAITING = "waiting for the dispatcher"
@@ -61,15 +61,16 @@ def queue_reason(facts: QueueFacts) -> str:
         return f"function {facts.function} is at its max_concurrency ({facts.max_concurrency})"
     headroom = facts.headroom or {}
     budget = facts.budget
-    cap = None if budget is None else budget.cap(facts.gpu_type)
-    if cap is not None:
-        held = facts.in_use.get(facts.gpu_type, 0) + headroom.get(facts.gpu_type, 0)
-        if held + facts.gpus > cap:
-            return _full(f"the GPU budget for {facts.gpu_type}", held, cap, facts, facts.gpu_type)
-    if budget is not None and budget.total is not None:
-        held = sum(facts.in_use.values()) + sum(headroom.values())
-        if held + facts.gpus > budget.total:
-            return _full("the GPU budget", held, budget.total, facts, None)
+    if budget is not None:
+        # The room admission computes (domain.budget), so the reason never disagrees with it.
+        cap, room = budget.cap(facts.gpu_type), room_by_type(budget, facts.in_use, headroom)
+        if cap is not None and facts.gpus > room[facts.gpu_type]:
+            return _full(
+                f"the GPU budget for {facts.gpu_type}", room[facts.gpu_type], cap, facts, facts.gpu_type
+            )
+        total = total_room(budget, facts.in_use, headroom)
+        if budget.total is not None and total is not None and facts.gpus > total:
+            return _full("the GPU budget", total, budget.total, facts, None)
     if facts.backend_free is not None and facts.backend_free < facts.gpus:
         of = (
             ""
@@ -80,11 +81,11 @@ def queue_reason(facts: QueueFacts) -> str:
     return WAITING
 
 
-def _full(what: str, held: int, cap: int, facts: QueueFacts, gpu_type: str | None) -> str:
+def _full(what: str, room: int, cap: int, facts: QueueFacts, gpu_type: str | None) -> str:
     in_use = f"{_held(facts, gpu_type)} of {cap} in use"
-    if held >= cap:
+    if room == 0:
         return f"{what} is full ({in_use})"
-    return f"{what} has room for {cap - held} GPUs and it needs {facts.gpus} ({in_use})"
+    return f"{what} has room for {room} GPUs and it needs {facts.gpus} ({in_use})"
 
 
 def _held(facts: QueueFacts, gpu_type: str | None) -> str:
