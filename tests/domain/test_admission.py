@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from elasticityops.dispatch.cycle import UNKNOWN_GPU_TYPE, gpus_held, gpus_held_by_type
+from elasticityops.dispatch.cycle import UNKNOWN_GPU_TYPE, gpus_held_by_type
 from elasticityops.domain.admission import AdmissionSnapshot, QueuedItem, admission, admit, gpus_free
 from elasticityops.domain.budget import GpuBudget
 from elasticityops.domain.functions import FunctionSpec, GpuSpec, Priority
@@ -79,7 +79,7 @@ def test_gpus_held_count_each_versions_gpus_and_one_for_a_version_not_kept() -> 
 
     active = {("a", 1): 3, ("b", 1): 2, ("b", 2): 1, ("gone", 1): 2}
     versions = {("a", 1): spec("a", 1), ("b", 1): spec("b", 4), ("b", 2): spec("b", 2)}
-    assert gpus_held(active, versions) == 3 + 8 + 2 + 2
+    assert sum(gpus_held_by_type(active, versions).values()) == 3 + 8 + 2 + 2
 
 
 @pytest.mark.parametrize(

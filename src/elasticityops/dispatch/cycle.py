@@ -123,11 +123,6 @@ def gpus_held_by_type(
     return held
 
 
-def gpus_held(active: Mapping[tuple[str, int], int], versions: Mapping[tuple[str, int], FunctionSpec]) -> int:
-    """GPUs held by pending and running invocations, all types together."""
-    return sum(gpus_held_by_type(active, versions).values())
-
-
 def _fail(inv: Invocation, at: datetime, reason: FailureReason, message: str) -> Change:
     """A queued invocation that can never run fails at once, while still queued."""
     return Change(inv.id, State.failed, at, from_states=_FROM_QUEUED, reason=reason, message=message)
