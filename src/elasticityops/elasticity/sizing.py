@@ -118,8 +118,8 @@ class ScheduledHeadroom:
 
 
 @dataclass(frozen=True)
-class PredictiveHeadroom:
-    """Hold a pool sized for the load forecast one lead time ahead, to meet a wait target.
+class WaitTargetHeadroom:
+    """What the predictive rules share: a wait target to meet, and the lead time to size for.
 
     target_wait_s: the time-to-start the `quantile` of requests must meet (e.g. p95 <= 10 s).
     lead_time_s: seconds from a placeholder being consumed to its replacement node being ready,
@@ -127,6 +127,25 @@ class PredictiveHeadroom:
         + a scan interval + the node's provisioning time (a high percentile, e.g. 420 s).
     quantile: the share of requests that must start within target_wait_s (0.95 for p95).
     max_nodes: upper bound on the answer (quota guard).
+    """
+
+    target_wait_s: float
+    lead_time_s: float
+    quantile: float = 0.95
+    max_nodes: int = 5000
+
+    def __post_init__(self) -> None:
+        if not 0.0 < self.quantile < 1.0:
+            raise ValueError("quantile must be in (0, 1)")
+        if self.target_wait_s < 0 or self.lead_time_s < 0 or self.max_nodes < 0:
+            raise ValueError("target_wait_s, lead_time_s and max_nodes must be >= 0")
+
+
+@dataclass(frozen=True)
+class PredictiveHeadroom(WaitTargetHeadroom):
+    """Hold a pool sized for the load forecast one lead time ahead, to meet a wait target.
+
+    Fields of WaitTargetHeadroom, and:
     surge_ratio: when the recent arrival rate exceeds the slow one by this factor, the recent one
         drives the forecast (a burst's onset); below it the slow rate does, as the recent one is
         mostly sampling noise at the normal load.
@@ -138,20 +157,13 @@ class PredictiveHeadroom:
         allowed late share (0.9: 4.5% late for p95).
     """
 
-    target_wait_s: float
-    lead_time_s: float
-    quantile: float = 0.95
-    max_nodes: int = 5000
     surge_ratio: float = 2.0
     slack: float = 2.5
     margin: float = 0.9
     gain: float = 2.0
 
     def __post_init__(self) -> None:
-        if not 0.0 < self.quantile < 1.0:
-            raise ValueError("quantile must be in (0, 1)")
-        if self.target_wait_s < 0 or self.lead_time_s < 0 or self.max_nodes < 0:
-            raise ValueError("target_wait_s, lead_time_s and max_nodes must be >= 0")
+        super().__post_init__()
         if not self.surge_ratio >= 1.0:
             raise ValueError("surge_ratio must be >= 1")
         if not 0.0 < self.slack * (1.0 - self.quantile) < 1.0:
@@ -161,21 +173,10 @@ class PredictiveHeadroom:
 
 
 @dataclass(frozen=True)
-class ArrivalRateHeadroom:
+class ArrivalRateHeadroom(WaitTargetHeadroom):
     """The predictive rule before issue 15, kept for comparison (`predictive-rate[:W]`): hold the
     `quantile` of Poisson(arrivals x lead) - Poisson(departures x lead) placeholders, from the
-    recent (60 s) rates, on top of whatever nodes are free. Fields as in PredictiveHeadroom."""
-
-    target_wait_s: float
-    lead_time_s: float
-    quantile: float = 0.95
-    max_nodes: int = 5000
-
-    def __post_init__(self) -> None:
-        if not 0.0 < self.quantile < 1.0:
-            raise ValueError("quantile must be in (0, 1)")
-        if self.target_wait_s < 0 or self.lead_time_s < 0 or self.max_nodes < 0:
-            raise ValueError("target_wait_s, lead_time_s and max_nodes must be >= 0")
+    recent (60 s) rates, on top of whatever nodes are free. Fields of WaitTargetHeadroom."""
 
 
 HeadroomPolicy = (

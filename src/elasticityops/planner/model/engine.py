@@ -38,6 +38,7 @@ from elasticityops.elasticity.sizing import (
     HeadroomPolicy,
     NoHeadroom,
     StaticBaseline,
+    WaitTargetHeadroom,
     WarmHeadroom,
     size_headroom,
 )
@@ -135,14 +136,15 @@ def simulate(
     done_run = [0.0]  # running total of the completed requests' run times, in completion order
     # arrival times of the requests that started later than the policy's target wait (FIFO, so
     # in order): the controller's own measure of how it is doing
-    late_after = getattr(policy, "target_wait_s", _INF)
+    waits = policy if isinstance(policy, WaitTargetHeadroom) else None  # the predictive rules
+    late_after = waits.target_wait_s if waits else _INF
     late_arr: list[float] = []
     feedback_window = s.feedback_window_s
     first_ready = 0.0 if baseline else _INF  # when the cluster first had a node
     # provisioning times of the last nodes that became ready: what a controller measures
     prov_seen: deque[float] = deque(maxlen=_LEAD_SAMPLES)
     reaction = gpu_delay + scan  # pending placeholder to scale-up decision, at most
-    prior_lead = getattr(policy, "lead_time_s", 0.0)
+    prior_lead = waits.lead_time_s if waits else 0.0
     timeline = SimTimeSeries([], [], [], [], [], [])
     next_tl = 0.0
     tl_step = s.timeline_step_s
