@@ -85,7 +85,9 @@ class DevClusterFixture:
 
 def stuck_after() -> float:
     """EOPS_DEV_CLUSTER_STUCK_AFTER (seconds, default 60): the bound of the stuck-pod guard."""
-    value = os.environ.get("EOPS_DEV_CLUSTER_STUCK_AFTER", "60")
+    from elasticityops.devcluster.stuck import GUARD_BOUND_S
+
+    value = os.environ.get("EOPS_DEV_CLUSTER_STUCK_AFTER", f"{GUARD_BOUND_S:g}")
     try:
         return float(value)
     except ValueError:

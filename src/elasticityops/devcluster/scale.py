@@ -25,7 +25,7 @@ from elasticityops.devcluster.nodes import (
     ROLE_BASELINE,
     node_ready,
 )
-from elasticityops.devcluster.stuck import list_bound_pending
+from elasticityops.devcluster.stuck import GUARD_BOUND_S, list_bound_pending
 from elasticityops.devcluster.workloads import gpu_job
 from elasticityops.domain.errors import Conflict, EopsError
 
@@ -190,7 +190,8 @@ def run_scale(
             except EopsError:
                 return
             res.longest_bound_pending_s = max([res.longest_bound_pending_s, *(p.seconds for p in pending)])
-            res.stuck_pods_max = max(res.stuck_pods_max, sum(1 for p in pending if p.seconds > 60))
+            stuck = sum(1 for p in pending if p.seconds > GUARD_BOUND_S)
+            res.stuck_pods_max = max(res.stuck_pods_max, stuck)
 
         def ready_gpu_nodes() -> int:
             return sum(

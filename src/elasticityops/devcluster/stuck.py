@@ -26,6 +26,9 @@ from elasticityops.devcluster.nodes import KWOK_NODE_ANNOTATION, node_ready
 KWOK_MANAGED_VALUE = "fake"
 """The annotation value kwok is configured to manage (stages.kwok_configuration)."""
 PAGE = 1000
+GUARD_BOUND_S = 60.0
+"""Seconds bound-but-Pending the suite's guard and the scale bench count as stuck (the pytest
+plugin's EOPS_DEV_CLUSTER_STUCK_AFTER default); `eops dev-cluster status` looks closer (30 s)."""
 
 
 @dataclass(frozen=True)
