@@ -9,6 +9,7 @@ from dataclasses import replace
 from elasticityops.domain.clock import Clock
 from elasticityops.domain.errors import FieldProblem, InvalidInput
 from elasticityops.domain.ports import Backend
+from elasticityops.elasticity.controller import WarmCapacity
 from elasticityops.settings import Settings
 
 BackendFactory = Callable[[Settings, Clock], Backend]
@@ -53,7 +54,41 @@ def _kubernetes(settings: Settings, clock: Clock) -> Backend:
     # Issue 4: one GPU Job per invocation. Imported on use (the HTTP client and lightkube).
     from elasticityops.backends.kubernetes.backend import KubernetesBackend
 
-    return KubernetesBackend(settings.kubernetes, clock)
+    return KubernetesBackend(settings.kubernetes, clock, watch_gpu_nodes=settings.headroom.enabled)
 
 
 register("kubernetes", _kubernetes)
+
+
+def build_warm_capacity(settings: Settings, backend: Backend, clock: Clock) -> WarmCapacity:
+    """The warm units of `backend` for the headroom controller (--headroom); InvalidInput for a
+    backend that has none."""
+    from elasticityops.backends.kubernetes.backend import KubernetesBackend
+
+    if isinstance(backend, KubernetesBackend) and backend.gpu_nodes is not None:
+        from elasticityops.backends.kubernetes.warm_capacity import KubernetesWarmCapacity
+
+        return KubernetesWarmCapacity(
+            backend.api,
+            settings.kubernetes,
+            backend.gpu_nodes,
+            clock,
+            mechanism=settings.kubernetes.headroom_mechanism,
+            reaction_s=settings.headroom.reaction_s,
+            scale_down_after_s=settings.headroom.scale_down_after_s,
+        )
+    from elasticityops.backends.local.backend import LocalBackend
+
+    if isinstance(backend, LocalBackend):
+        from elasticityops.backends.local.warm_slots import LocalWarmSlots
+
+        return LocalWarmSlots(backend)
+    raise InvalidInput(
+        [
+            FieldProblem(
+                "headroom",
+                f"the {backend.name} backend cannot hold warm capacity",
+                "use --backend kubernetes or local, or --headroom none",
+            )
+        ]
+    )

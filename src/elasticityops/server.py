@@ -22,7 +22,7 @@ from elasticityops.api.app import create_app
 from elasticityops.api.auth import TokenChecker, hash_token, new_token
 from elasticityops.api.metrics import Metrics
 from elasticityops.api.runtime import Runtime
-from elasticityops.backend_registry import build_backend
+from elasticityops.backend_registry import build_backend, build_warm_capacity
 from elasticityops.dispatch.dispatcher import Dispatcher, DispatchSettings
 from elasticityops.dispatch.functions import FunctionCache
 from elasticityops.dispatch.hub import ChangeHub
@@ -31,6 +31,7 @@ from elasticityops.domain.errors import EopsError, FieldProblem, InvalidInput
 from elasticityops.domain.functions import load_function_text
 from elasticityops.domain.ports import Backend, FunctionRecord, Store
 from elasticityops.domain.tokens import Scope
+from elasticityops.elasticity.controller import HeadroomController
 from elasticityops.settings import Settings
 from elasticityops.store.sql import SqlStore
 
@@ -267,6 +268,22 @@ def _freeze_startup_heap() -> None:
     gc.freeze()
 
 
+async def start_headroom(
+    settings: Settings, store: Store, backend: Backend, clock: Clock, dispatcher: Dispatcher
+) -> HeadroomController:
+    """The headroom controller of --headroom, started, with the dispatcher reporting to it."""
+    controller = HeadroomController(
+        store=store,
+        capacity=build_warm_capacity(settings, backend, clock),
+        settings=settings.headroom,
+        budget=settings.dispatch.gpu_budget,
+        clock=clock,
+    )
+    dispatcher.watch(controller.seen)
+    await controller.start()
+    return controller
+
+
 def build_app(
     settings: Settings,
     clock: Clock | None = None,
@@ -310,11 +327,15 @@ def build_app(
             )
             app.state.runtime = runtime
             await dispatcher.start()
+            if settings.headroom.enabled:
+                runtime.headroom = await start_headroom(settings, store_, backend_, the_clock, dispatcher)
             if freeze_heap:
                 _freeze_startup_heap()
             try:
                 yield
             finally:
+                if runtime.headroom is not None:
+                    await runtime.headroom.stop()
                 await dispatcher.stop()
         finally:
             await store_.close()

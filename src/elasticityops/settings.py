@@ -17,6 +17,7 @@ from elasticityops.backends.kubernetes.settings import KubernetesSettings
 from elasticityops.backends.local.settings import LocalBackendSettings
 from elasticityops.dispatch.dispatcher import DispatchSettings
 from elasticityops.domain.errors import FieldProblem, InvalidInput
+from elasticityops.elasticity.settings import HeadroomSettings, over_budget
 from elasticityops.knobs import knob, knob_factory, load, spec
 
 MIB = 1024 * 1024
@@ -96,6 +97,7 @@ class Settings:
     local: LocalBackendSettings = field(default_factory=lambda: LocalBackendSettings(run_dir=Path("runs")))
     dispatch: DispatchSettings = field(default_factory=lambda: DispatchSettings(server_secret=b""))
     kubernetes: KubernetesSettings = field(default_factory=KubernetesSettings)
+    headroom: HeadroomSettings = field(default_factory=HeadroomSettings)
 
     @property
     def database_url(self) -> str:
@@ -132,4 +134,8 @@ def load_settings(env: Mapping[str, str] | None = None, given: Mapping[str, Any]
     ]
     if gone:
         raise InvalidInput(gone)
-    return load(Settings(), env, given)
+    settings = load(Settings(), env, given)
+    too_much = over_budget(settings.headroom.policy(), settings.dispatch.gpu_budget)
+    if too_much is not None:
+        raise InvalidInput([FieldProblem("--headroom", too_much, "e.g. --headroom warm:2 --gpu-budget 8")])
+    return settings

@@ -13,6 +13,7 @@ from elasticityops.dispatch.cycle import gpus_held_by_type
 from elasticityops.domain.admission import gpus_free
 from elasticityops.domain.budget import room_by_type
 from elasticityops.domain.errors import EopsError
+from elasticityops.elasticity.controller import status_rows
 from elasticityops.wire import ErrorOut
 
 router = APIRouter(tags=["operations"])
@@ -55,5 +56,6 @@ async def metrics(request: Request) -> Response:
     in_use = gpus_held_by_type(active, await rt.functions.versions(active))
     free = gpus_free(in_use, rt.settings.dispatch.gpu_budget, rt.backend.free_gpus())
     budget_free = room_by_type(rt.settings.dispatch.gpu_budget, in_use, {})
-    body = rt.metrics.render(counts, in_use, free, budget_free)
+    pools = status_rows(rt.headroom.pools) if rt.headroom is not None else []
+    body = rt.metrics.render(counts, in_use, free, budget_free, pools)
     return Response(content=body, media_type=CONTENT_TYPE_LATEST)

@@ -3,7 +3,7 @@ they are right after a restart); latencies are observed as they happen."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
@@ -43,6 +43,18 @@ class Metrics:
             "eops_gpu_budget_free",
             "GPUs the per-type GPU budget still allows, by GPU type (only the types it caps)",
             ["gpu_type"],
+            registry=self.registry,
+        )
+        self.headroom_wanted = Gauge(
+            "eops_headroom_wanted",
+            "Warm units the headroom policy asks for, by shape (GPU type, count, CPU, memory)",
+            ["shape", "gpu_type"],
+            registry=self.registry,
+        )
+        self.headroom_held = Gauge(
+            "eops_headroom_held",
+            "Warm units held (what the GPU budget allows of what the policy asks), by shape",
+            ["shape", "gpu_type"],
             registry=self.registry,
         )
         self.time_to_start = Histogram(
@@ -98,8 +110,10 @@ class Metrics:
         in_use: Mapping[str, int],
         gpus_free: int | None,
         budget_free: Mapping[str, int] | None = None,
+        headroom: Sequence[Mapping[str, object]] = (),
     ) -> bytes:
-        """`in_use` GPUs held per type; `budget_free` what the per-type budget allows per type."""
+        """`in_use` GPUs held per type; `budget_free` what the per-type budget allows per type;
+        `headroom` the controller's pools (controller.status_rows)."""
         for state in State:
             self.invocations.labels(state=state.value).set(counts.get(state, 0))
         self.queue_depth.set(counts.get(State.queued, 0))
@@ -113,4 +127,10 @@ class Metrics:
         self.gpu_budget_free.clear()
         for gpu_type, room in (budget_free or {}).items():
             self.gpu_budget_free.labels(gpu_type=gpu_type).set(room)
+        self.headroom_wanted.clear()
+        self.headroom_held.clear()
+        for pool in headroom:
+            labels = {"shape": str(pool["shape"]), "gpu_type": str(pool["gpu_type"])}
+            self.headroom_wanted.labels(**labels).set(float(str(pool["wanted"])))
+            self.headroom_held.labels(**labels).set(float(str(pool["held"])))
         return generate_latest(self.registry)

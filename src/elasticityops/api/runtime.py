@@ -12,6 +12,7 @@ from elasticityops.dispatch.hub import ChangeHub
 from elasticityops.domain.clock import Clock
 from elasticityops.domain.invocations import Invocation
 from elasticityops.domain.ports import Backend, Store
+from elasticityops.elasticity.controller import HeadroomController
 from elasticityops.settings import Settings
 
 
@@ -36,3 +37,4 @@ class Runtime:
     tokens: TokenChecker
     functions: FunctionCache
     metrics: Metrics = field(default_factory=Metrics)
+    headroom: HeadroomController | None = None

@@ -40,6 +40,7 @@ _PANELS = {
     "dispatch": "Dispatcher",
     "local": "Local backend",
     "kubernetes": "Kubernetes backend",
+    "headroom": "Warm capacity (headroom)",
 }
 
 

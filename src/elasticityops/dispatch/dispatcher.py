@@ -147,6 +147,17 @@ class Dispatcher:
         self._stopping = False
         self._admitting = asyncio.Semaphore(settings.launch_concurrency)
         self._events = EventLanes(self._record_with_retries, settings.event_concurrency)
+        self._watchers: list[Callable[[Invocation], None]] = []
+
+    def watch(self, watcher: Callable[[Invocation], None]) -> None:
+        """Call `watcher` with every invocation this dispatcher admits, and with each one a
+        backend event changed (the headroom controller's view of the traffic). It must be
+        cheap and must not raise: it runs on the admission and event paths."""
+        self._watchers.append(watcher)
+
+    def _tell(self, invocation: Invocation) -> None:
+        for watcher in self._watchers:
+            watcher(invocation)
 
     @property
     def running(self) -> bool:
@@ -191,6 +202,7 @@ class Dispatcher:
             changed = await self.store.apply(plan.change)
             if changed is not None:
                 self.hub.changed(invocation_id)
+                self._tell(changed)
                 return changed
         changing = f"invocation {invocation_id!r} kept changing while being cancelled"
         raise TemporaryError(changing, retry_after=1.0)
@@ -303,6 +315,7 @@ class Dispatcher:
         changed = await self.store.apply(change)
         if changed is not None:
             self.hub.changed(change.id)
+            self._tell(changed)
         return changed
 
     # --- restart ----------------------------------------------------------------------------
@@ -366,8 +379,10 @@ class Dispatcher:
 
     async def _record(self, event: BackendEvent) -> None:
         """One store write per event: the store folds it into the row (`apply_event`)."""
-        if await self.store.record(event) is not None:
+        recorded = await self.store.record(event)
+        if recorded is not None:
             self.hub.changed(event.invocation_id)
+            self._tell(recorded[1])
         if event.finished is not None:
             # The job is over (even if a cancel ended the invocation first): its GPU is free.
             self.hub.work_available()

@@ -73,20 +73,48 @@ def test_slots_are_never_shared_and_free_counts_down() -> None:
 
 
 def test_cold_then_warm_then_cold_after_idle_timeout() -> None:
-    pool = SlotPool(VIRTUAL[:1], idle_timeout_s=10)
+    pool = SlotPool(VIRTUAL[:1], idle_timeout_s=10, provision_delay_s=3)
     taken = pool.take("a", 1, now=0)
     assert taken is not None
-    assert taken[1] is True
+    assert taken[1] == 3  # cold: the whole provisioning delay
     pool.release("a", now=5)
     warm = pool.take("b", 1, now=14)
     assert warm is not None
-    assert warm[1] is False
+    assert warm[1] == 0
     pool.release("b", now=20)
     assert pool.view(now=29)[0].warm
     assert not pool.view(now=30)[0].warm
     cold = pool.take("c", 1, now=30)
     assert cold is not None
-    assert cold[1] is True
+    assert cold[1] == 3
+
+
+def test_keep_warm_provisions_cold_slots_and_pins_them_past_the_idle_timeout() -> None:
+    pool = SlotPool(VIRTUAL, idle_timeout_s=10, provision_delay_s=4)
+    pool.keep_warm(2, now=0)
+    assert pool.warm_picture(now=1) == (0, 2, 0, ())  # both provisioning
+    taken = pool.take("early", 1, now=1)
+    assert taken is not None
+    assert taken[1] == 3  # on its way: only the rest of the delay
+    pool.keep_warm(2, now=1)  # the taken one is replaced: the third slot starts
+    assert pool.warm_picture(now=2) == (0, 2, 0, ())
+    assert pool.warm_picture(now=5) == (2, 0, 2, ())
+    assert pool.warm_picture(now=1000) == (2, 0, 2, ())  # pinned: never goes cold
+    late = pool.take("late", 1, now=1000)
+    assert late is not None
+    assert late[1] == 0  # warm
+    pool.keep_warm(0, now=1000)  # unpinned: idle from now, cold after the timeout
+    assert pool.warm_picture(now=1005) == (1, 0, 0, (5.0,))
+    assert pool.warm_picture(now=1010) == (0, 0, 0, ())
+
+
+def test_keep_warm_dropped_before_provisioning_is_done_leaves_the_slot_cold() -> None:
+    pool = SlotPool(VIRTUAL[:1], idle_timeout_s=None, provision_delay_s=4)
+    pool.keep_warm(1, now=0)
+    pool.keep_warm(0, now=1)
+    assert pool.warm_picture(now=10) == (0, 0, 0, ())
+    taken = pool.take("a", 1, now=10)
+    assert taken is not None and taken[1] == 4
 
 
 def test_warm_slots_are_handed_out_first() -> None:
@@ -97,7 +125,7 @@ def test_warm_slots_are_handed_out_first() -> None:
     taken = pool.take("c", 1, now=2)
     assert taken is not None
     assert [d.index for d in taken[0]] == [1]
-    assert taken[1] is False
+    assert taken[1] == 0
 
 
 def test_claim_keeps_an_adopted_slot_taken_and_refuses_conflicts() -> None:

@@ -16,7 +16,8 @@ from typing import Any
 
 from elasticityops.backends.kubernetes.api import KubeApi
 from elasticityops.backends.kubernetes.decode import decode_event, decode_job, decode_pod
-from elasticityops.backends.kubernetes.labels import INVOCATION_LABEL, selector
+from elasticityops.backends.kubernetes.gpu_nodes import NODES_PATH, GpuNodes
+from elasticityops.backends.kubernetes.labels import ACCELERATOR_LABEL, INVOCATION_LABEL, selector
 from elasticityops.backends.kubernetes.manifests import (
     CALLBACK_TOKEN_BYTES,
     CONTAINER_NAME,
@@ -46,7 +47,7 @@ from elasticityops.backends.kubernetes.settings import KubernetesSettings
 from elasticityops.backends.kubernetes.watch import KindWatch
 from elasticityops.domain.clock import Clock, SystemClock
 from elasticityops.domain.errors import Conflict, EopsError, NotFound, PermanentError
-from elasticityops.domain.events import BackendEvent, Finished
+from elasticityops.domain.events import BackendEvent, Finished, note_event
 from elasticityops.domain.invocations import FailureReason, Invocation, State
 from elasticityops.domain.ports import EventSink, LaunchRequest
 
@@ -57,7 +58,12 @@ class KubernetesBackend:
     name = "kubernetes"
 
     def __init__(
-        self, settings: KubernetesSettings, clock: Clock | None = None, api: KubeApi | None = None
+        self,
+        settings: KubernetesSettings,
+        clock: Clock | None = None,
+        api: KubeApi | None = None,
+        *,
+        watch_gpu_nodes: bool = False,
     ) -> None:
         self.settings = settings
         self._clock = clock or SystemClock()
@@ -77,6 +83,10 @@ class KubernetesBackend:
         self._launches: asyncio.Queue[tuple[LaunchRequest, KubeObject, KubeObject]] = asyncio.Queue()
         self._launchers: list[asyncio.Task[None]] = []
         self.jobs_created = 0
+        # The GPU nodes and which of them our pods use: for the headroom controller, and to tell
+        # each invocation whether it found a warm node. Off unless asked: it needs the right to
+        # watch Nodes (the rendered ClusterRole gives it).
+        self.gpu_nodes: GpuNodes | None = GpuNodes() if watch_gpu_nodes else None
 
     # -- lifecycle -------------------------------------------------------------------------
 
@@ -93,7 +103,14 @@ class KubernetesBackend:
             await self._emit(event)
         api = self.api
         by_label = {"labelSelector": self._selector}
+        node_watch = []
+        if self.gpu_nodes is not None:
+            # First, so a pod bound to a node in the first lists finds the node known.
+            node_watch = [
+                KindWatch(api, NODES_PATH, {"labelSelector": ACCELERATOR_LABEL}, self._on_node, self._clock)
+            ]
         self.watches = [
+            *node_watch,
             # Pods first, so the first list sees a finished pod (and its result) before its Job.
             KindWatch(api, self.pods_path, by_label, self._on_pod, self._clock, decode=decode_pod),
             KindWatch(api, self.jobs_path, by_label, self._on_job, self._clock, decode=decode_job),
@@ -113,6 +130,8 @@ class KubernetesBackend:
         # meet a complete picture.
         for watch in self.watches:
             await watch.relist()
+            if self.gpu_nodes is not None and watch.path == NODES_PATH:
+                self.gpu_nodes.synced = True
         self._tasks = [asyncio.create_task(w.run(), name=f"watch {w.path}") for w in self.watches]
         self._tasks.append(asyncio.create_task(self._sweep(), name="no-capacity sweep"))
 
@@ -310,8 +329,32 @@ class KubernetesBackend:
         ):
             # A pod going with its Job (TTL, cancel): nothing to tell.
             return
-        event, self._progress[inv] = observe_pod(pod, self._progress.get(inv, Progress()), self._clock.now())
+        before = self._progress.get(inv, Progress())
+        event, self._progress[inv] = observe_pod(pod, before, self._clock.now())
         await self._deliver(event)
+        if self.gpu_nodes is not None:
+            await self._track_node(kind, inv, pod, event)
+
+    async def _on_node(self, kind: str, node: KubeObject) -> None:
+        if self.gpu_nodes is not None:
+            self.gpu_nodes.on_node(kind, node, self._clock.now().timestamp())
+
+    async def _track_node(self, kind: str, inv: str, pod: KubeObject, event: BackendEvent | None) -> None:
+        """Which GPU node our pod holds; on its binding, a note saying if the node was warm."""
+        nodes = self.gpu_nodes
+        node = (pod.get("spec") or {}).get("nodeName")
+        if nodes is None or not isinstance(node, str) or not node:
+            return
+        meta = pod.get("metadata") or {}
+        now = self._clock.now()
+        if kind == "DELETED" or meta.get("deletionTimestamp") or self._progress[inv].finished:
+            nodes.vacated(node, inv, now.timestamp())
+            return
+        nodes.occupied(node, inv)
+        if event is not None and event.capacity_ready is not None:
+            told = nodes.warm_note(node, parse_time(meta.get("creationTimestamp")))
+            if told is not None:
+                await self._deliver(note_event(inv, event.capacity_ready, told[0], told[1], node=node))
 
     async def _on_event(self, kind: str, event: KubeObject) -> None:
         if kind == "DELETED":

@@ -129,6 +129,20 @@ class KubernetesSettings:
         shown="the namespace default",
         help="Service account the job pods run as.",
     )
+    headroom_mechanism: str = knob(
+        "placeholders",
+        env="EOPS_HEADROOM_MECHANISM",
+        choices=("placeholders", "buffer"),
+        help="How warm capacity (--headroom) is held on Kubernetes: placeholders (pause pods at "
+        "PriorityClass eops-placeholder, -10, that real jobs preempt) or buffer (a CapacityBuffer "
+        "and its PodTemplate, where the cluster serves autoscaling.x-k8s.io: GKE from "
+        "1.35.2-gke.1842000, the dev cluster; real pods land on spare nodes, no preemption).",
+    )
+    placeholder_image: str = knob(
+        "registry.k8s.io/pause:3.10",
+        env="EOPS_KUBE_PLACEHOLDER_IMAGE",
+        help="Image of the warm-capacity pods (a pause container).",
+    )
     daemonset_cpu_millis: int = knob(
         400,
         env="EOPS_KUBE_DAEMONSET_CPU_MILLIS",

@@ -76,7 +76,7 @@ class LocalBackend:
                 len(detected_gpus),
                 len(detected_gpus),
             )
-        self._pool = SlotPool(self.devices, settings.slot_idle_timeout_s)
+        self._pool = SlotPool(self.devices, settings.slot_idle_timeout_s, settings.slot_provision_delay_s)
         self._run_root = settings.run_dir
         self._workdir = str((settings.workdir or Path.cwd()).resolve())
         self._sink: EventSink | None = None
@@ -111,6 +111,13 @@ class LocalBackend:
 
     def max_payload_bytes(self) -> int | None:
         return None  # a file in the run dir: the API's limit is the only one
+
+    def keep_warm(self, slots: int) -> None:
+        """Pin `slots` free slots warm (the headroom controller's units; see slots.py)."""
+        self._pool.keep_warm(slots, self.clock.monotonic())
+
+    def warm_picture(self) -> tuple[int, int, int, tuple[float, ...]]:
+        return self._pool.warm_picture(self.clock.monotonic())
 
     def slots(self) -> list[SlotView]:
         """Who holds which slot and which are warm, for status pages and metrics."""
@@ -157,8 +164,8 @@ class LocalBackend:
             busy = f"all {self._pool.total} GPU slots are busy"
             await self._emit(note_event(inv_id, self.clock.now(), "WaitingForSlot", busy))
             return
-        devices, cold = taken
-        await self._start_or_fail(request, run_dir, devices, cold, time.time())
+        devices, delay = taken
+        await self._start_or_fail(request, run_dir, devices, delay, time.time())
 
     async def cancel(self, invocation: Invocation) -> None:
         """Ask the job's supervisor to stop it (SIGTERM to its process group, SIGKILL after
@@ -214,11 +221,11 @@ class LocalBackend:
             await self._sink(event)
 
     async def _start_job(
-        self, request: LaunchRequest, run_dir: Path, devices: list[SlotDevice], cold: bool, since: float
+        self, request: LaunchRequest, run_dir: Path, devices: list[SlotDevice], delay: float, since: float
     ) -> None:
+        """`delay`: seconds before the slots are ready (a cold slot's provisioning)."""
         inv_id = request.invocation.id
         node = slot_node(devices)
-        delay = self.settings.slot_provision_delay_s if cold else 0.0
         try:
             # Files and fork off the event loop: the gateway keeps answering meanwhile.
             spawned, proc = await asyncio.to_thread(
@@ -232,8 +239,11 @@ class LocalBackend:
             self._pool.release(inv_id, self.clock.monotonic())
             return
         if delay > 0:
-            warming = f"{node} is cold; provisioning it takes {delay:g}s"
+            warming = f"{node} is cold; provisioning it takes {delay:.3g}s"
             await self._emit(note_event(inv_id, self.clock.now(), "SlotWarming", warming, node=node))
+        elif self.settings.slot_provision_delay_s > 0:  # warm only means something where cold is slow
+            warm = f"landed on warm capacity: {node} was ready"
+            await self._emit(note_event(inv_id, self.clock.now(), "WarmCapacity", warm, node=node))
         self._watch(inv_id, run_dir, node, proc)
 
     def _spawn(
@@ -407,20 +417,20 @@ class LocalBackend:
             if taken is None:
                 return  # strict order: the head waits for enough slots
             self._waiting.popleft()
-            devices, cold = taken
+            devices, delay = taken
             inv_id = head.request.invocation.id
             self._launching.add(inv_id)
             try:
-                await self._start_or_fail(head.request, self._run_root / inv_id, devices, cold, head.since)
+                await self._start_or_fail(head.request, self._run_root / inv_id, devices, delay, head.since)
             finally:
                 self._launching.discard(inv_id)
 
     async def _start_or_fail(
-        self, request: LaunchRequest, run_dir: Path, devices: list[SlotDevice], cold: bool, since: float
+        self, request: LaunchRequest, run_dir: Path, devices: list[SlotDevice], delay: float, since: float
     ) -> None:
         """Start the job; a failure to start is reported as its end, like every other."""
         try:
-            await self._start_job(request, run_dir, devices, cold, since)
+            await self._start_job(request, run_dir, devices, delay, since)
         except Exception as exc:
             log.warning("starting %s failed: %s", request.invocation.id, exc)
             await self._fail_launch(request.invocation.id, f"could not launch: {exc}")

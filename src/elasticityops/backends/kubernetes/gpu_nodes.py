@@ -1,0 +1,133 @@
+"""What the gateway knows of the cluster's GPU nodes, from one watch of the Nodes that carry the
+accelerator label: each node's GPU type, whether its GPU is usable now, when it was created and
+when its GPU became usable (the provisioning time the headroom controller measures), and when
+it last became empty of our work (how soon the autoscaler may remove it).
+
+`GpuNodes.on_node` folds a watched Node in (`node_state` is the pure reading of one object);
+`occupied`/`vacated` come from the backend's pod watch. Times are seconds since the epoch."""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass, replace
+from datetime import datetime
+
+from elasticityops.backends.kubernetes.labels import ACCELERATOR_LABEL, GPU_RESOURCE
+from elasticityops.backends.kubernetes.objects import KubeObject, parse_time
+
+NODES_PATH = "/api/v1/nodes"
+TO_BE_DELETED_TAINT = "ToBeDeletedByClusterAutoscaler"
+_SAMPLES = 100  # the planner's: provisioning times averaged into the lead time
+
+
+@dataclass(frozen=True)
+class NodeState:
+    name: str
+    gpu_type: str
+    gpus: int  # allocatable nvidia.com/gpu (0 until the driver is in)
+    usable: bool  # Ready, GPU allocatable, schedulable, not on its way out
+    going: bool  # being deleted or drained by the autoscaler
+    created_at: float
+    usable_since: float | None = None  # when this gateway first saw it usable
+    empty_since: float | None = None  # when our last pod left it (or it became usable)
+
+
+def node_state(node: KubeObject, now: float) -> NodeState | None:
+    """The reading of one Node object; None for one without the accelerator label."""
+    meta = node.get("metadata") or {}
+    gpu_type = (meta.get("labels") or {}).get(ACCELERATOR_LABEL)
+    if not isinstance(gpu_type, str) or not gpu_type:
+        return None
+    spec = node.get("spec") or {}
+    status = node.get("status") or {}
+    try:
+        gpus = int(str((status.get("allocatable") or {}).get(GPU_RESOURCE, "0")))
+    except ValueError:
+        gpus = 0
+    ready = any(
+        c.get("type") == "Ready" and c.get("status") == "True" for c in status.get("conditions") or ()
+    )
+    going = bool(meta.get("deletionTimestamp")) or any(
+        t.get("key") == TO_BE_DELETED_TAINT for t in spec.get("taints") or ()
+    )
+    created = parse_time(meta.get("creationTimestamp"))
+    return NodeState(
+        name=str(meta.get("name", "")),
+        gpu_type=gpu_type,
+        gpus=gpus,
+        usable=ready and gpus > 0 and not spec.get("unschedulable") and not going,
+        going=going,
+        created_at=created.timestamp() if created else now,
+    )
+
+
+class GpuNodes:
+    def __init__(self) -> None:
+        self.nodes: dict[str, NodeState] = {}
+        self.synced = False
+        self._busy: dict[str, set[str]] = {}  # node -> our invocations on it
+        self.provisioning_s: deque[float] = deque(maxlen=_SAMPLES)
+
+    def on_node(self, kind: str, node: KubeObject, now: float) -> None:
+        name = str((node.get("metadata") or {}).get("name", ""))
+        if kind == "DELETED":
+            self.nodes.pop(name, None)
+            return
+        seen = node_state(node, now)
+        if seen is None:
+            self.nodes.pop(name, None)
+            return
+        old = self.nodes.get(name)
+        since = old.usable_since if old else None
+        empty = old.empty_since if old else None
+        if seen.usable and since is None:
+            if old is not None or self.synced:
+                # Seen coming up while watched: a real provisioning time.
+                since = now
+                self.provisioning_s.append(max(0.0, now - seen.created_at))
+            else:
+                since = seen.created_at  # usable in the first list: up before this gateway looked
+            empty = since if not self._busy.get(name) else empty
+        self.nodes[name] = replace(seen, usable_since=since, empty_since=empty)
+
+    def occupied(self, node: str, invocation_id: str) -> None:
+        self._busy.setdefault(node, set()).add(invocation_id)
+
+    def vacated(self, node: str, invocation_id: str, now: float) -> None:
+        on = self._busy.get(node)
+        if not on:
+            return
+        on.discard(invocation_id)
+        if not on:
+            del self._busy[node]
+            state = self.nodes.get(node)
+            if state is not None:
+                self.nodes[node] = replace(state, empty_since=now)
+
+    def busy(self, node: str) -> bool:
+        return bool(self._busy.get(node))
+
+    def of_type(self, gpu_type: str, gpus: int = 1) -> list[NodeState]:
+        return [n for n in self.nodes.values() if n.gpu_type == gpu_type and (n.gpus >= gpus or not n.usable)]
+
+    def mean_provisioning_s(self) -> float | None:
+        samples = self.provisioning_s
+        return sum(samples) / len(samples) if samples else None
+
+    def warm_note(self, node: str, pod_created: datetime | None) -> tuple[str, str] | None:
+        """(kind, message) saying whether a pod bound to `node` found it warm (usable before
+        the pod existed) or waited for it; None when the node is unknown."""
+        state = self.nodes.get(node)
+        if state is None or pod_created is None:
+            return None
+        created = pod_created.timestamp()
+        if state.usable_since is not None and state.usable_since <= created:
+            before = created - state.usable_since
+            return (
+                "WarmCapacity",
+                f"landed on warm capacity: node {node} was ready {before:.0f}s before the pod",
+            )
+        if state.created_at <= created:
+            return "NewNode", f"waited for node {node}, still starting when the pod was created"
+        after = state.created_at - created
+        return "NewNode", f"waited for a new node: {node} was created {after:.0f}s after the pod"

@@ -1,0 +1,82 @@
+"""Warm capacity in units a backend can hold: shapes, and how much of each the budget allows.
+
+A warm unit (a placeholder pod, a CapacityBuffer chunk, a warm local slot) must ask for exactly
+what the Job it stands in for asks, or the autoscaler warms a node the Job cannot use. Functions
+that ask the same (GPU type and count, CPU, memory) share one pool: a `WarmShape`. Pure.
+
+Real work comes first: warm capacity is what the GPU budget leaves after the GPUs in use
+(`clamp_to_budget`), so an admitted invocation is never held back for headroom; it takes a warm
+node, and the headroom shrinks to make room within the budget."""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from elasticityops.domain.budget import GpuBudget
+
+
+@dataclass(frozen=True, order=True)
+class WarmShape:
+    """What one warm unit asks for; `cpu` and `memory` as the backend's Job requests them
+    (Kubernetes quantities; empty on the local backend, whose slots are whole GPUs)."""
+
+    gpu_type: str
+    gpu_count: int = 1
+    cpu: str = ""
+    memory: str = ""
+
+    @property
+    def key(self) -> str:
+        """A short stable name for the shape, the same in every gateway process (object names,
+        labels and metrics use it; a restart finds its objects by it)."""
+        text = f"{self.gpu_type}/{self.gpu_count}/{self.cpu}/{self.memory}"
+        return hashlib.sha256(text.encode()).hexdigest()[:10]
+
+    def describe(self) -> str:
+        parts = [f"{self.gpu_count}x {self.gpu_type}"]
+        if self.cpu or self.memory:
+            parts.append(f"cpu {self.cpu or '-'}, memory {self.memory or '-'}")
+        return ", ".join(parts)
+
+
+def clamp_to_budget(
+    wanted: Mapping[WarmShape, int], budget: GpuBudget | None, in_use: Mapping[str, int]
+) -> dict[WarmShape, int]:
+    """Units of each shape to hold: what the policy wants, within what the budget leaves once
+    the GPUs in use (`in_use`, per GPU type) are counted, so that in use plus headroom never
+    exceeds a cap. Where a cap cannot give every shape all it wants, the shapes asking most
+    are served first (ties by shape), one unit at a time: a fair, deterministic split."""
+    held = {shape: 0 for shape in wanted}
+    type_left = {kind: max(0, cap - in_use.get(kind, 0)) for kind, cap in budget.per_type} if budget else {}
+    total_left = (
+        None if budget is None or budget.total is None else max(0, budget.total - sum(in_use.values()))
+    )
+    order = sorted((s for s in wanted if wanted[s] > 0), key=lambda s: (-wanted[s], s))
+    progressed = True
+    while progressed:
+        progressed = False
+        for shape in order:
+            if held[shape] >= wanted[shape]:
+                continue
+            need = shape.gpu_count
+            room = type_left.get(shape.gpu_type)
+            if (room is not None and room < need) or (total_left is not None and total_left < need):
+                continue
+            held[shape] += 1
+            if room is not None:
+                type_left[shape.gpu_type] = room - need
+            if total_left is not None:
+                total_left -= need
+            progressed = True
+    return held
+
+
+def gpus_by_type(units: Mapping[WarmShape, int]) -> dict[str, int]:
+    """GPUs the warm units hold, per GPU type."""
+    out: dict[str, int] = {}
+    for shape, count in units.items():
+        if count:
+            out[shape.gpu_type] = out.get(shape.gpu_type, 0) + count * shape.gpu_count
+    return out
