@@ -112,7 +112,8 @@ def _check_cluster(settings: Settings) -> None:
     from elasticityops.backends.kubernetes.preflight import cluster_problems
 
     try:
-        problems = asyncio.run(cluster_problems(settings.kubernetes, seconds=15.0))
+        buffers = settings.headroom.enabled and settings.kubernetes.headroom_mechanism == "buffer"
+        problems = asyncio.run(cluster_problems(settings.kubernetes, seconds=15.0, need_buffers=buffers))
     except (EopsError, TimeoutError) as exc:
         detail = exc.message if isinstance(exc, EopsError) else "no answer within 15 s"
         what = "the cluster's namespace and PriorityClasses"

@@ -46,8 +46,9 @@ def plan_cycle(
     `functions` the specs that exist now, by name (a queued invocation whose function is not
     there was deleted); `versions` the specs by (name, version) that the queued invocations were
     accepted with, and those the active ones run: what each asks GPUs for (a missing one was
-    never kept). `headroom`: GPUs held per type for warm capacity (none yet: a headroom
-    controller fills it), counted against the budget like GPUs in use."""
+    never kept). `headroom`: GPUs per type that real work may not take, counted against the
+    budget like GPUs in use. The gateway passes none: its warm capacity yields to real work
+    (the headroom controller keeps it within what the budget leaves, elasticity/controller.py)."""
     held_for = headroom or {}
     active_by_function: Counter[str] = Counter()
     for (name, _version), count in active.items():

@@ -104,10 +104,17 @@ class HeadroomController:
     # --- lifecycle ------------------------------------------------------------------------
 
     async def start(self) -> None:
-        self._held_at_start = await self.capacity.held()
+        """Adopt what the backend holds and size once; a cluster that cannot be asked now only
+        delays that (the loop tries again each sync; names are deterministic, so a later
+        write finds what is there instead of doubling it)."""
         for inv in await self.store.active():
             self._seen.append(inv)
-        await self.sync()
+        try:
+            self._held_at_start = await self.capacity.held()
+            await self.sync()
+        except EopsError as exc:
+            self.last_error = exc.message
+            log.warning("headroom: %s; trying again every %gs", exc.message, self.settings.sync_s)
         self._task = asyncio.create_task(self._loop(), name="headroom controller")
 
     async def stop(self) -> None:

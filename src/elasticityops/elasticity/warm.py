@@ -46,8 +46,8 @@ def clamp_to_budget(
 ) -> dict[WarmShape, int]:
     """Units of each shape to hold: what the policy wants, within what the budget leaves once
     the GPUs in use (`in_use`, per GPU type) are counted, so that in use plus headroom never
-    exceeds a cap. Where a cap cannot give every shape all it wants, the shapes asking most
-    are served first (ties by shape), one unit at a time: a fair, deterministic split."""
+    exceeds a cap. Where a cap cannot give every shape all it wants, the shapes take one unit
+    each in turn, those asking most first (ties by shape): a fair, deterministic split."""
     held = {shape: 0 for shape in wanted}
     type_left = {kind: max(0, cap - in_use.get(kind, 0)) for kind, cap in budget.per_type} if budget else {}
     total_left = (

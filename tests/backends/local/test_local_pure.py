@@ -114,7 +114,8 @@ def test_keep_warm_dropped_before_provisioning_is_done_leaves_the_slot_cold() ->
     pool.keep_warm(0, now=1)
     assert pool.warm_picture(now=10) == (0, 0, 0, ())
     taken = pool.take("a", 1, now=10)
-    assert taken is not None and taken[1] == 4
+    assert taken is not None
+    assert taken[1] == 4
 
 
 def test_warm_slots_are_handed_out_first() -> None:

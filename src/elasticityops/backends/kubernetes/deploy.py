@@ -64,6 +64,18 @@ ROLE_RULES: list[KubeObject] = [
     {"apiGroups": [""], "resources": ["pods", "events"], "verbs": ["get", "list", "watch"]},
     {"apiGroups": [""], "resources": ["pods/log"], "verbs": ["get"]},
     {"apiGroups": [""], "resources": ["secrets"], "verbs": ["create", "delete"]},
+    # Warm capacity (--headroom): placeholder Deployments, or CapacityBuffers and their PodTemplates.
+    {
+        "apiGroups": ["apps"],
+        "resources": ["deployments"],
+        "verbs": ["create", "get", "list", "watch", "patch", "delete"],
+    },
+    {"apiGroups": [""], "resources": ["podtemplates"], "verbs": ["create", "get", "list", "patch", "delete"]},
+    {
+        "apiGroups": ["autoscaling.x-k8s.io"],
+        "resources": ["capacitybuffers"],
+        "verbs": ["create", "get", "list", "watch", "patch", "delete"],
+    },
 ]
 NODE_RULES: list[KubeObject] = [
     {"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list", "watch"]}

@@ -18,6 +18,7 @@ from elasticityops.backends.kubernetes.objects import KubeObject, parse_time
 NODES_PATH = "/api/v1/nodes"
 TO_BE_DELETED_TAINT = "ToBeDeletedByClusterAutoscaler"
 _SAMPLES = 100  # the planner's: provisioning times averaged into the lead time
+_SAME_MOMENT_S = 2.0
 
 
 @dataclass(frozen=True)
@@ -115,17 +116,26 @@ class GpuNodes:
         return sum(samples) / len(samples) if samples else None
 
     def warm_note(self, node: str, pod_created: datetime | None) -> tuple[str, str] | None:
-        """(kind, message) saying whether a pod bound to `node` found it warm (usable before
-        the pod existed) or waited for it; None when the node is unknown."""
+        """(kind, message) saying whether a pod bound to `node` found it warm (usable and free of
+        our work when the pod was created), waited for it to free up, or waited for it to come
+        up; None when the node is unknown."""
         state = self.nodes.get(node)
         if state is None or pod_created is None:
             return None
+        # A pod's creationTimestamp is in whole seconds and this watch may see a node a moment
+        # after the pod's: a node ready within that slack was ready when the pod came.
         created = pod_created.timestamp()
-        if state.usable_since is not None and state.usable_since <= created:
-            before = created - state.usable_since
+        by = created + _SAME_MOMENT_S
+        if state.usable_since is not None and state.usable_since <= by:
+            if state.empty_since is not None and state.empty_since <= by:
+                before = max(0.0, created - state.usable_since)
+                return (
+                    "WarmCapacity",
+                    f"landed on warm capacity: node {node} was ready {before:.0f}s before the pod",
+                )
             return (
-                "WarmCapacity",
-                f"landed on warm capacity: node {node} was ready {before:.0f}s before the pod",
+                "BusyNode",
+                f"waited for node {node} to be free: another job held it when the pod was created",
             )
         if state.created_at <= created:
             return "NewNode", f"waited for node {node}, still starting when the pod was created"

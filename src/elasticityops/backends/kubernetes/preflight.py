@@ -56,8 +56,20 @@ def missing_message(missing: list[str]) -> str:
     )
 
 
-async def cluster_problems(settings: KubernetesSettings, seconds: float) -> list[str]:
-    """What the cluster lacks for this gateway's Jobs, each as the message that names its fix."""
+BUFFERS_MESSAGE = (
+    "--headroom-mechanism buffer needs CapacityBuffers (autoscaling.x-k8s.io/v1beta1), which this "
+    "cluster does not serve: use --headroom-mechanism placeholders, or a cluster whose autoscaler "
+    "serves them (GKE from 1.35.2-gke.1842000; `eops dev-cluster up` installs the CRD)"
+)
+
+
+async def cluster_problems(
+    settings: KubernetesSettings, seconds: float, *, need_buffers: bool = False
+) -> list[str]:
+    """What the cluster lacks for this gateway's Jobs (and, with `need_buffers`, for its warm
+    capacity as CapacityBuffers), each as the message that names its fix."""
+    from elasticityops.backends.kubernetes.warm_capacity import buffers_served
+
     api = KubeApi.connect(settings)
     try:
 
@@ -68,6 +80,8 @@ async def cluster_problems(settings: KubernetesSettings, seconds: float) -> list
             missing = await missing_priority_classes(api)
             if missing:
                 problems.append(missing_message(missing))
+            if need_buffers and not await buffers_served(api):
+                problems.append(BUFFERS_MESSAGE)
             return problems
 
         return await asyncio.wait_for(look(), seconds)

@@ -12,7 +12,7 @@ from collections.abc import Collection
 from typing import Any
 
 from elasticityops.backends.kubernetes.api import KubeApi
-from elasticityops.backends.kubernetes.gpu_nodes import GpuNodes
+from elasticityops.backends.kubernetes.gpu_nodes import GpuNodes, NodeState
 from elasticityops.backends.kubernetes.settings import KubernetesSettings
 from elasticityops.backends.kubernetes.warm_objects import (
     BUFFER_API,
@@ -113,8 +113,8 @@ class KubernetesWarmCapacity:
             # and only those past them can go (the longest empty first).
             running = min(units, len(free))
             pending = units - running
-            unheld = sorted(free, key=lambda n: n.empty_since or now)[: len(free) - running]
-        leaving = sorted(max(0.0, (n.empty_since or now) + self.scale_down_after_s - now) for n in unheld)
+            unheld = sorted(free, key=lambda n: _empty_since(n, now))[: len(free) - running]
+        leaving = sorted(max(0.0, _empty_since(n, now) + self.scale_down_after_s - now) for n in unheld)
         measured = self.nodes.mean_provisioning_s()
         return ClusterPicture(
             free_nodes=len(free),
@@ -156,6 +156,10 @@ class KubernetesWarmCapacity:
             else:
                 pending += 1
         self._placed[shape.key] = (running, pending, frozenset(on))
+
+
+def _empty_since(node: NodeState, now: float) -> float:
+    return now if node.empty_since is None else node.empty_since
 
 
 async def buffers_served(api: KubeApi) -> bool:

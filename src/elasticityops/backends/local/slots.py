@@ -118,7 +118,9 @@ class SlotPool:
             if self._idle_timeout_s is None
             else tuple(
                 sorted(
-                    max(0.0, (s.idle_since or now) + self._idle_timeout_s - now) for s in warm if not s.pinned
+                    max(0.0, (now if s.idle_since is None else s.idle_since) + self._idle_timeout_s - now)
+                    for s in warm
+                    if not s.pinned
                 )
             )
         )
