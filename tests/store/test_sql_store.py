@@ -166,7 +166,10 @@ def test_none_are_stored_as_null(store: SqlStore, run: asyncio.Runner) -> None:
 
     plain_id, hinted_id = run.run(body())
     with store._engine.connect() as conn:
-        stored = {row.id: row.annotations for row in conn.execute(select(invocations.c.id, invocations.c.annotations))}
+        stored = {
+            row.id: row.annotations
+            for row in conn.execute(select(invocations.c.id, invocations.c.annotations))
+        }
     assert stored == {plain_id: None, hinted_id: '{"eops.dev/x": "1"}'}
 
 

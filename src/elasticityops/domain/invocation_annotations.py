@@ -60,9 +60,7 @@ def check(annotations: Mapping[str, str], field: str) -> dict[str, str]:
 def problems_of(annotations: Mapping[str, str], field: str) -> list[FieldProblem]:
     problems: list[FieldProblem] = []
     if len(annotations) > MAX_COUNT:
-        problems.append(
-            FieldProblem(field, f"{len(annotations)} annotations", f"give at most {MAX_COUNT}")
-        )
+        problems.append(FieldProblem(field, f"{len(annotations)} annotations", f"give at most {MAX_COUNT}"))
     total = 0
     for key, value in annotations.items():
         total += len(key.encode()) + len(value.encode())
