@@ -201,6 +201,8 @@ def test_invoke_annotations_reach_the_invocation(deployed: Eops, api: Client) ->
     assert result.code == 0, result.output
     inv = api.get_invocation(result.stdout.strip())
     assert inv.annotations == {"eops.dev/run-seconds": "12", "eops.dev/exit-code": "0"}
+    shown = deployed("status", inv.id)
+    assert "annotations: eops.dev/exit-code=0 eops.dev/run-seconds=12" in shown.stdout
 
 
 def test_invoke_bad_annotations_are_refused_before_the_request(deployed: Eops, api: Client) -> None:
