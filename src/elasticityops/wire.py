@@ -98,6 +98,11 @@ class InvocationOut(BaseModel):
         description="while queued: what it waits for (a full GPU budget, its function's "
         "max_concurrency, the dispatcher); null otherwise, and in lists",
     )
+    annotations: dict[str, str] = Field(
+        default_factory=dict,
+        description="its own pod annotations (`eops.dev/` keys, set with ?annotation=KEY=VALUE at "
+        "invoke), on top of its function's; the Kubernetes backend puts them on the pod",
+    )
 
     @classmethod
     def of(cls, inv: Invocation, queue: QueueStatus | None = None) -> InvocationOut:
@@ -125,6 +130,7 @@ class InvocationOut(BaseModel):
             notes=[NoteOut(at=n.at, kind=n.kind, message=n.message) for n in inv.notes],
             queue_position=None if queue is None else queue.position,
             queue_reason=None if queue is None else queue.reason,
+            annotations=dict(inv.annotations),
         )
 
 

@@ -35,6 +35,7 @@ CASES = [
         result=b'{"partial": [1, 2]}',
         node="slot-1",
         notes=(Note(T0, "SlotWarming", "slot 1 warming"),),
+        annotations={"eops.dev/run-seconds": "12", "eops.dev/exit-code": "3"},
     ),
     Invocation("inv-c", "h", State.succeeded, Priority.low, Timeline(accepted=T0), result=b"plain text \xff"),
 ]

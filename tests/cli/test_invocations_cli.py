@@ -194,6 +194,36 @@ def test_ls_filters_by_state(deployed: Eops, api: Client) -> None:
     assert {item["state"] for item in listed} == {"failed"}
 
 
+def test_invoke_annotations_reach_the_invocation(deployed: Eops, api: Client) -> None:
+    result = deployed(
+        "invoke", "cli-noop", "--annotation", "eops.dev/run-seconds=12", "-a", "eops.dev/exit-code=0"
+    )
+    assert result.code == 0, result.output
+    inv = api.get_invocation(result.stdout.strip())
+    assert inv.annotations == {"eops.dev/run-seconds": "12", "eops.dev/exit-code": "0"}
+    shown = deployed("status", inv.id)
+    assert "annotations: eops.dev/exit-code=0 eops.dev/run-seconds=12" in shown.stdout
+
+
+def test_invoke_bad_annotations_are_refused_before_the_request(deployed: Eops, api: Client) -> None:
+    before = len(api.list_invocations(function="cli-noop", limit=500).items)
+    no_equals = deployed("invoke", "cli-noop", "--annotation", "eops.dev/run-seconds")
+    other_key = deployed("invoke", "cli-noop", "-a", "example.com/team=ml")
+    for result in (no_equals, other_key):
+        assert result.code == 2, result.output
+        assert "--annotation" in result.stderr
+        assert "Traceback" not in result.output
+    assert "has no '='" in no_equals.stderr
+    assert "not under eops.dev/" in other_key.stderr
+    assert len(api.list_invocations(function="cli-noop", limit=500).items) == before
+
+
+def test_invoke_help_describes_annotation(deployed: Eops) -> None:
+    result = deployed("invoke", "--help")
+    assert "--annotation" in result.stdout
+    assert "KEY=VALUE" in result.stdout
+
+
 def test_invoke_bad_inputs(deployed: Eops, write: Writer) -> None:
     not_json = deployed("invoke", "hello", "--data", "{name: Ada}")
     assert not_json.code == 2

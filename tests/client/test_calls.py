@@ -10,7 +10,16 @@ import httpx
 import pytest
 
 from elasticityops.client import ApiError, ConnectionFailed, InvalidSpec, Operations, Requests, spec_from
-from elasticityops.client.calls import RetryPolicy, WaitPolicy, error_from, hold_for, next_page, pause_after
+from elasticityops.client.calls import (
+    RetryPolicy,
+    WaitPolicy,
+    error_from,
+    hold_for,
+    http_request,
+    next_page,
+    pause_after,
+)
+from elasticityops.client.errors import InvalidArgument
 from elasticityops.client.plans import Pause, Run
 from elasticityops.domain.functions import FunctionSpec
 from elasticityops.domain.invocations import State
@@ -65,6 +74,30 @@ def test_invoke_wait_is_a_query_parameter_and_stretches_the_read_timeout() -> No
     assert plain.read_timeout_s is not None
     assert call.read_timeout_s == plain.read_timeout_s + 30
     assert R.invoke("hello", {}, wait=0).params == {}
+
+
+def test_invoke_annotations_are_a_repeated_query_parameter() -> None:
+    call = R.invoke("hello", {}, wait=5, annotations={"eops.dev/run-seconds": "12", "eops.dev/tag": "a=b"})
+    assert call.params == {"wait": "5", "annotation": ["eops.dev/run-seconds=12", "eops.dev/tag=a=b"]}
+    with httpx.Client(base_url="http://gw") as http:
+        request = http_request(http, call)
+    assert request.url.params.get_list("annotation") == ["eops.dev/run-seconds=12", "eops.dev/tag=a=b"]
+    assert R.invoke("hello", {}, annotations={}).params == {}, "none: no parameter at all"
+
+
+@pytest.mark.parametrize(
+    ("annotations", "words"),
+    [
+        pytest.param({"example.com/x": "1"}, "not under eops.dev/", id="other-prefix"),
+        pytest.param({"eops.dev/run-seconds": "soon"}, "not a number of seconds", id="bad-run-seconds"),
+        pytest.param({f"eops.dev/k{i}": "1" for i in range(17)}, "17 annotations", id="too-many"),
+    ],
+)
+def test_invalid_annotations_are_refused_before_sending(annotations: dict[str, str], words: str) -> None:
+    with pytest.raises(InvalidArgument) as caught:
+        R.invoke("hello", {}, annotations=annotations)
+    assert {p.field for p in caught.value.problems} == {"annotations"}
+    assert any(words in p.problem for p in caught.value.problems)
 
 
 def test_get_invocation_may_be_a_long_poll() -> None:

@@ -337,6 +337,12 @@ def test_invoke_sends_payload_key_and_wait(kind: str) -> None:
     assert inv.state is State.succeeded
 
 
+def test_invoke_sends_annotations(kind: str) -> None:
+    rec = Recorder(answer(invocation(state=State.queued)))
+    Sender(kind, rec)(lambda c: c.invoke("hello", annotations={"eops.dev/run-seconds": "2"}))
+    assert rec.requests[0].url.params.get_list("annotation") == ["eops.dev/run-seconds=2"]
+
+
 # --- retries and errors ---------------------------------------------------------------------
 
 

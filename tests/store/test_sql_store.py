@@ -11,7 +11,7 @@ from typing import Any
 
 import psycopg
 import pytest
-from sqlalchemy import event, update
+from sqlalchemy import event, select, update
 
 from elasticityops.domain.errors import Conflict, InvalidInput, NotFound
 from elasticityops.domain.events import BackendEvent, Finished
@@ -126,6 +126,51 @@ def test_an_idempotency_key_returns_the_first_invocation(store: SqlStore, run: a
         assert other.id != first.id, "keys are per function"
 
     run.run(body())
+
+
+def test_an_invocations_annotations_are_stored_with_it_and_read_back_everywhere(
+    store: SqlStore, run: asyncio.Runner
+) -> None:
+    hints = {"eops.dev/run-seconds": "12", "eops.dev/exit-code": "3"}
+
+    async def body() -> None:
+        item = replace(new(key="k1"), annotations=hints)
+        created, _ = await store.create_invocation(item)
+        assert created.annotations == hints
+        got = await store.get_invocation(item.id)
+        assert got is not None
+        assert got.annotations == hints
+        page = await store.list_invocations(function="hello", state=None, limit=10, cursor=None)
+        assert [i.annotations for i in page.items] == [hints]
+        assert [i.annotations for i in await store.queued(10)] == [hints]
+        # A replay with other annotations is still the first invocation, as it was stored.
+        again, created_again = await store.create_invocation(
+            replace(new(key="k1"), annotations={"eops.dev/run-seconds": "99"})
+        )
+        assert not created_again
+        assert (again.id, again.annotations) == (item.id, hints)
+        plain, _ = await store.create_invocation(new())
+        assert plain.annotations == {}
+        read = await store.get_invocation(plain.id)
+        assert read is not None
+        assert read.annotations == {}
+
+    run.run(body())
+
+
+def test_none_are_stored_as_null(store: SqlStore, run: asyncio.Runner) -> None:
+    async def body() -> tuple[str, str]:
+        plain, _ = await store.create_invocation(new())
+        hinted, _ = await store.create_invocation(replace(new(), annotations={"eops.dev/x": "1"}))
+        return plain.id, hinted.id
+
+    plain_id, hinted_id = run.run(body())
+    with store._engine.connect() as conn:
+        stored = {
+            row.id: row.annotations
+            for row in conn.execute(select(invocations.c.id, invocations.c.annotations))
+        }
+    assert stored == {plain_id: None, hinted_id: '{"eops.dev/x": "1"}'}
 
 
 def test_concurrent_requests_with_one_key_create_one_invocation(store: SqlStore, run: asyncio.Runner) -> None:

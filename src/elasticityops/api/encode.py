@@ -42,6 +42,7 @@ def invocation_document(inv: Invocation, queue: QueueStatus | None = None) -> di
         "notes": [{"at": n.at, "kind": n.kind, "message": n.message} for n in inv.notes],
         "queue_position": None if queue is None else queue.position,
         "queue_reason": None if queue is None else queue.reason,
+        "annotations": dict(inv.annotations),
     }
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import re
 import time
 from collections.abc import AsyncIterator, Callable
 from typing import Any
@@ -18,6 +19,7 @@ from elasticityops.api.entropy import BufferedEntropy
 from elasticityops.api.errors import MalformedBody
 from elasticityops.api.runtime import Runtime
 from elasticityops.dispatch.queue_status import queue_status
+from elasticityops.domain import invocation_annotations as hints
 from elasticityops.domain.errors import Conflict, FieldProblem, InvalidInput, NotFound, Unauthorized
 from elasticityops.domain.invocations import Invocation, State, check_callback_token, new_invocation_id
 from elasticityops.domain.numbers import WholeNumber, WholeNumberOrNone, whole_number
@@ -43,6 +45,9 @@ _MAX_KEY = 200
 # The one parser of numbers (domain/numbers.py) for query parameters too: `?wait=` in full-width digits or
 # `?limit=true` are refused on every route alike.
 ACCEPT_PATH = "/v1/functions/{name}/invocations"
+# A repeated query parameter rather than a header: the body is the payload as sent, and a query
+# parameter is what curl, the OpenAPI page and the client can all repeat without folding rules.
+ANNOTATION_PARAM = "annotation"
 
 
 def _runtime(request: Request) -> Runtime:
@@ -195,6 +200,7 @@ def accept_route(max_wait: int) -> Route:
         name: str = request.path_params["name"]
         wait = _wait_param(request.query_params.get("wait"), max_wait)
         idempotency_key = _key_param(request.headers.get("idempotency-key"))
+        annotations = _annotations_param(request.query_params.getlist(ANNOTATION_PARAM))
         record = await rt.functions.get(name)
         if record is None:
             raise NotFound(f"no function named {name!r}; deploy it first (eops fn deploy FILE)")
@@ -211,6 +217,7 @@ def accept_route(max_wait: int) -> Route:
             accepted_at=rt.clock.now(),
             payload=body,
             idempotency_key=idempotency_key,
+            annotations=annotations,
         )
         inv, created = await rt.store.create_invocation(new)
         if created:
@@ -248,7 +255,10 @@ def accept_operation(max_wait: int) -> dict[str, Any]:
             "Stores the invocation durably, then answers 202 with its id (state `queued`). With "
             "`?wait=SECONDS` the answer waits until the invocation ends (200) or the wait runs out "
             "(202, still running). The same `Idempotency-Key` for the same function returns the "
-            "invocation it created first (header `Idempotent-Replayed: true`)."
+            "invocation it created first (header `Idempotent-Replayed: true`), with the "
+            "annotations it was given then. `?annotation=KEY=VALUE` (repeatable) puts a pod "
+            "annotation under `eops.dev/` on this invocation's pod, on top of its function's "
+            "(the Kubernetes backend; the local backend accepts and ignores them)."
         ),
         "operationId": "invoke_v1_functions__name__invocations_post",
         "security": [{"HTTPBearer": []}],
@@ -267,6 +277,25 @@ def accept_operation(max_wait: int) -> dict[str, Any]:
                 "description": f"hold the answer until the invocation ends, at most this many seconds "
                 f"(<= {max_wait})",
                 "schema": {"type": "integer", "minimum": 0, "maximum": max_wait},
+            },
+            {
+                "name": ANNOTATION_PARAM,
+                "in": "query",
+                "required": False,
+                "description": f"a pod annotation of this invocation, KEY=VALUE with KEY under "
+                f"`{hints.PREFIX}`; repeat it for more (at most {hints.MAX_COUNT}, values at most "
+                f"{hints.MAX_VALUE_CHARS} characters, {hints.MAX_TOTAL_BYTES} bytes in all). It wins "
+                f"over the function's annotation of the same key. The dev cluster reads "
+                f"`{hints.RUN_SECONDS}` (decimal seconds the pod runs) and `{hints.EXIT_CODE}` "
+                "(0-255).",
+                "style": "form",
+                "explode": True,
+                "schema": {
+                    "type": "array",
+                    "maxItems": hints.MAX_COUNT,
+                    "items": {"type": "string", "pattern": f"^{re.escape(hints.PREFIX)}[^=]+=.*$"},
+                },
+                "example": [f"{hints.RUN_SECONDS}=12"],
             },
             {
                 "name": "Idempotency-Key",
@@ -300,6 +329,12 @@ def _wait_param(raw: str | None, max_wait: int) -> int:
             [FieldProblem("wait", f"{value} is over the longest wait of {max_wait}s", "use a smaller number")]
         )
     return value
+
+
+def _annotations_param(raw: list[str]) -> dict[str, str]:
+    if not raw:
+        return {}  # the common case: nothing to parse or check
+    return hints.parse_params(raw, ANNOTATION_PARAM)
 
 
 def _key_param(raw: str | None) -> str | None:

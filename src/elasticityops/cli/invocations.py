@@ -16,6 +16,8 @@ from rich.status import Status
 
 from elasticityops.cli import remote, render
 from elasticityops.client import Client, WaitPolicy
+from elasticityops.domain import invocation_annotations as hints
+from elasticityops.domain.errors import InvalidInput
 from elasticityops.domain.invocations import State
 from elasticityops.wire import MAX_PAGE_SIZE, InvocationList, InvocationOut, ProblemOut
 
@@ -74,6 +76,18 @@ def read_payload(data: str | None) -> bytes:
     return raw
 
 
+def read_annotations(pairs: list[str]) -> dict[str, str]:
+    """--annotation KEY=VALUE options as a mapping, checked as the gateway checks them, so a
+    typo is caught before the request."""
+    try:
+        return hints.parse_params(pairs, "--annotation")
+    except InvalidInput as exc:
+        remote.bad_input(
+            "invalid --annotation",
+            [ProblemOut(field=p.field, problem=p.problem, fix=p.fix) for p in exc.problems],
+        )
+
+
 def invoke(
     name: Annotated[str, typer.Argument(metavar="NAME", help="Function to run.", show_default=False)],
     data: Annotated[
@@ -101,6 +115,17 @@ def invoke(
             "--idempotency-key", "-k", help="Same key, same function: the same invocation, not a new one."
         ),
     ] = None,
+    annotation: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--annotation",
+            "-a",
+            metavar="KEY=VALUE",
+            help=f"A pod annotation of this invocation, KEY under {hints.PREFIX} (repeatable), over "
+            f"the function's: e.g. {hints.RUN_SECONDS}=12 makes the dev cluster's pod run 12 s. "
+            "The Kubernetes backend sets them; the local backend ignores them.",
+        ),
+    ] = None,
     as_json: JsonFlag = False,
 ) -> None:
     """Invoke a function with a JSON payload.
@@ -109,9 +134,10 @@ def invoke(
     --wait it shows the state and the time waited until the invocation ends, then its status;
     the exit code is 0 if it succeeded, 1 otherwise."""
     payload = read_payload(data)
+    annotations = read_annotations(annotation or [])
     # Long polls of a second: the end is seen at once and the progress line stays current.
     with remote.connected(WaitPolicy(long_poll_s=1)) as client:
-        inv = client.invoke(name, payload, idempotency_key=idempotency_key)
+        inv = client.invoke(name, payload, idempotency_key=idempotency_key, annotations=annotations)
         if not wait and timeout is None:
             if as_json:
                 remote.print_json(inv.model_dump_json())

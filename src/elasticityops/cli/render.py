@@ -171,6 +171,9 @@ def invocation_detail(inv: InvocationOut, now: datetime) -> RenderableType:
     if inv.idempotency_key:
         facts.append(f"idempotency key {inv.idempotency_key}")
     parts.append(Text(", ".join(facts), style="dim"))
+    if inv.annotations:
+        pairs = " ".join(f"{key}={value}" for key, value in sorted(inv.annotations.items()))
+        parts.append(Text.assemble(("annotations: ", "bold"), pairs))
     if inv.failure_reason is not None:
         parts.append(Text.assemble(("failure reason: ", "bold red"), inv.failure_reason.value))
     if inv.message:

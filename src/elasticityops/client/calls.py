@@ -15,6 +15,7 @@ import httpx
 from pydantic import ValidationError
 
 from elasticityops.client.errors import URL_ENV, ApiError, InvalidArgument, InvalidSpec, render_problem
+from elasticityops.domain import invocation_annotations
 from elasticityops.domain.errors import InvalidInput
 from elasticityops.domain.functions import FunctionSpec, load_function_text, parse_function_spec
 from elasticityops.wire import (
@@ -96,7 +97,8 @@ class Call(Generic[T]):
 
     method: str
     path: str
-    params: dict[str, str] = field(default_factory=dict)
+    # A list value is a repeated parameter (?annotation=a&annotation=b).
+    params: Mapping[str, str | list[str]] = field(default_factory=dict)
     # Values are sent byte for byte (Latin-1): see header_text for one that is not ASCII.
     headers: dict[str, str] = field(default_factory=dict)
     content: bytes | None = None
@@ -217,18 +219,24 @@ class Requests:
         *,
         wait: int | None = None,
         idempotency_key: str | None = None,
+        annotations: Mapping[str, str] | None = None,
     ) -> Call[InvocationOut]:
         """`payload` is sent as JSON; bytes are sent as they are (they must be JSON already);
         None sends an empty body, which the job receives as JSON null. `wait`: seconds the
-        server may hold the answer until the invocation ends."""
+        server may hold the answer until the invocation ends. `annotations`: this invocation's
+        own pod annotations, keys under `eops.dev/` (such as `eops.dev/run-seconds`, how long
+        the dev cluster's simulated pod runs), checked here as the gateway checks them."""
         body = payload if isinstance(payload, bytes) else (b"" if payload is None else json_bytes(payload))
         headers = {"Content-Type": "application/json"}
         if idempotency_key is not None:
             headers["Idempotency-Key"] = header_text(idempotency_key, "idempotency key")
+        params: dict[str, str | list[str]] = {**_wait_param(wait)}
+        if annotations:
+            params["annotation"] = _annotation_params(annotations)
         return Call(
             "POST",
             f"/v1/functions/{_quote(name)}/invocations",
-            params=_wait_param(wait),
+            params=params,
             headers=headers,
             content=body,
             expect=(200, 201, 202),
@@ -302,6 +310,16 @@ def next_page(call: Call[InvocationList], page: InvocationList) -> Call[Invocati
     if not page.next_cursor or not page.items:
         return None
     return replace(call, params={**call.params, "cursor": page.next_cursor})
+
+
+def _annotation_params(annotations: Mapping[str, str]) -> list[str]:
+    try:
+        checked = invocation_annotations.check(annotations, "annotations")
+    except InvalidInput as exc:
+        raise InvalidArgument(
+            [ProblemOut(field=p.field, problem=p.problem, fix=p.fix) for p in exc.problems]
+        ) from None
+    return [f"{key}={value}" for key, value in checked.items()]
 
 
 def _wait_param(wait: int | None) -> dict[str, str]:

@@ -173,24 +173,31 @@ class Operations:
         *,
         wait: int | None = None,
         idempotency_key: str | None = None,
+        annotations: Mapping[str, str] | None = None,
     ) -> Plan[InvocationOut]:
         """Start an invocation with a JSON payload (None: the job gets null). With `wait`
         (whole seconds, as the gateway takes them), return when it ends or after that long,
         whichever comes first: the answer is final if `.state.terminal`, else its state at
-        that moment."""
+        that moment. `annotations`: its own pod annotations, keys under `eops.dev/` (e.g.
+        `{"eops.dev/run-seconds": "12"}` on the dev cluster), over its function's; an invalid
+        one raises InvalidArgument before anything is sent."""
         began = self.now()
         hold = None
         if wait is not None and self.long_polls:
             hold = min(self.wait_policy.long_poll_s, max(0, wait))
         try:
             inv = yield from self.run(
-                self.requests.invoke(name, payload, wait=hold, idempotency_key=idempotency_key)
+                self.requests.invoke(
+                    name, payload, wait=hold, idempotency_key=idempotency_key, annotations=annotations
+                )
             )
         except ApiError as exc:
             if not (hold and refuses_hold(exc)):
                 raise
             self.long_polls = False
-            inv = yield from self.run(self.requests.invoke(name, payload, idempotency_key=idempotency_key))
+            inv = yield from self.run(
+                self.requests.invoke(name, payload, idempotency_key=idempotency_key, annotations=annotations)
+            )
         if wait is None or inv.state.terminal:
             return inv
         left = wait - (self.now() - began)

@@ -23,9 +23,11 @@ import yaml
 
 from elasticityops.devcluster.node_stages import DEFAULT_HEARTBEAT_SECONDS, node_stages
 from elasticityops.devcluster.nodes import NODE_IP
+from elasticityops.domain import invocation_annotations
 
-RUN_SECONDS_ANNOTATION = "eops.dev/run-seconds"
-EXIT_CODE_ANNOTATION = "eops.dev/exit-code"
+# One spelling for the stages and the gateway, which checks these when an invocation sets them.
+RUN_SECONDS_ANNOTATION = invocation_annotations.RUN_SECONDS
+EXIT_CODE_ANNOTATION = invocation_annotations.EXIT_CODE
 DEFAULT_RUN_SECONDS = 1.0
 
 # gojq: absolute end time = startTime + run-seconds + 1; falls back to a relative Go duration.

@@ -11,7 +11,7 @@ import hashlib
 import hmac
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from enum import StrEnum
@@ -131,6 +131,8 @@ class Invocation:
     notes: tuple[Note, ...] = field(default_factory=tuple)
     # The version of its function's spec it was accepted with, and the one it runs.
     spec_version: int = 1
+    # Its own pod annotations (`eops.dev/` keys, checked at accept): on top of its function's.
+    annotations: Mapping[str, str] = field(default_factory=dict)
 
 
 def advance(

@@ -6,7 +6,7 @@ backends/kubernetes (Jobs). The dispatcher and the API only ever talk to these p
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Protocol
 
@@ -33,6 +33,8 @@ class NewInvocation:
     accepted_at: datetime
     payload: bytes
     idempotency_key: str | None = None
+    # Per-invocation pod annotations, `eops.dev/` keys only (domain/invocation_annotations.py).
+    annotations: Mapping[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

@@ -32,6 +32,7 @@ INVOCATION_COLUMNS = (
     "node",
     "notes",
     "result",
+    "annotations",
 )
 
 
@@ -59,6 +60,15 @@ def notes_from_json(text: str) -> tuple[Note, ...]:
     )
 
 
+def annotations_to_json(annotations: Mapping[str, str]) -> str | None:
+    # NULL for none: the common case costs the row nothing.
+    return json.dumps(dict(annotations), sort_keys=True) if annotations else None
+
+
+def annotations_from_json(text: str | None) -> dict[str, str]:
+    return dict(json.loads(text)) if text else {}
+
+
 def invocation_from_row(row: Mapping[Any, Any]) -> Invocation:
     reason = row["failure_reason"]
     return Invocation(
@@ -81,6 +91,7 @@ def invocation_from_row(row: Mapping[Any, Any]) -> Invocation:
         node=row["node"],
         notes=notes_from_json(row["notes"]),
         spec_version=row["spec_version"],
+        annotations=annotations_from_json(row["annotations"]),
     )
 
 
@@ -96,6 +107,7 @@ def new_invocation_row(new: NewInvocation) -> dict[str, Any]:
         "message": "",
         "notes": "[]",
         "payload": new.payload,
+        "annotations": annotations_to_json(new.annotations),
     }
 
 
@@ -108,6 +120,7 @@ def invocation_of_new(new: NewInvocation) -> Invocation:
         timeline=Timeline(accepted=new.accepted_at),
         idempotency_key=new.idempotency_key,
         spec_version=new.spec_version,
+        annotations=dict(new.annotations),
     )
 
 

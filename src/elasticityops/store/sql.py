@@ -685,6 +685,7 @@ _INSERT_COLUMNS = (
     "message",
     "notes",
     "payload",
+    "annotations",
 )
 
 

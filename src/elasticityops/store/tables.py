@@ -92,6 +92,9 @@ invocations = Table(
     Column("result", LargeBinary, nullable=True),
     # Kept in the row but never selected by listings, which name their columns.
     Column("payload", LargeBinary, nullable=False),
+    # Its own pod annotations as a JSON object (bounded by domain.invocation_annotations);
+    # NULL when it has none, as every row from before the column has.
+    Column("annotations", Text, nullable=True),
     # NULL keys never collide (both databases treat NULLs as distinct in unique constraints).
     UniqueConstraint("function", "idempotency_key", name="uq_invocation_idempotency"),
     Index("ix_invocations_state_id", "state", "id"),

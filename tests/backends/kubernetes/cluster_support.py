@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -64,9 +64,13 @@ def deploy(server: RunningServer, **spec: Any) -> None:
     assert answer.status_code in (200, 201), answer.text
 
 
-def invoke(server: RunningServer, function: str, payload: Any = None) -> str:
+def invoke(
+    server: RunningServer, function: str, payload: Any = None, annotations: Mapping[str, str] | None = None
+) -> str:
+    """Invoke over HTTP; `annotations` go as the invocation's own (?annotation=KEY=VALUE)."""
     answer = httpx.post(
         f"{server.url}/v1/functions/{function}/invocations",
+        params=[("annotation", f"{key}={value}") for key, value in (annotations or {}).items()],
         json=payload if payload is not None else {"n": 1},
         headers=server.auth,
         timeout=30,

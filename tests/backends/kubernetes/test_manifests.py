@@ -238,3 +238,21 @@ def test_function_annotations_reach_the_pod_but_cannot_allow_eviction() -> None:
     annotations = job["spec"]["template"]["metadata"]["annotations"]
     assert annotations["gke-gcsfuse/volumes"] == "true"
     assert annotations["cluster-autoscaler.kubernetes.io/safe-to-evict"] == "false"
+
+
+def test_invocation_annotations_reach_the_pod_and_override_the_functions() -> None:
+    fn = spec(annotations={"eops.dev/run-seconds": "60", "gke-gcsfuse/volumes": "true"})
+    inv = replace(invocation(), annotations={"eops.dev/run-seconds": "12", "eops.dev/exit-code": "3"})
+    job = build_job(fn, inv, SETTINGS)
+    annotations = job["spec"]["template"]["metadata"]["annotations"]
+    assert annotations["eops.dev/run-seconds"] == "12", "the invocation's key wins over the function's"
+    assert annotations["eops.dev/exit-code"] == "3"
+    assert annotations["gke-gcsfuse/volumes"] == "true", "the function's other keys stay"
+    assert annotations["elasticityops.dev/invocation-id"] == INV
+    assert "eops.dev/run-seconds" not in job["metadata"].get("annotations", {}), "on the pod, not the Job"
+
+
+def test_without_invocation_annotations_the_pod_has_the_functions() -> None:
+    fn = spec(annotations={"eops.dev/run-seconds": "60"})
+    annotations = build_job(fn, invocation(), SETTINGS)["spec"]["template"]["metadata"]["annotations"]
+    assert annotations["eops.dev/run-seconds"] == "60"

@@ -223,9 +223,12 @@ def build_job(
             "template": {
                 "metadata": {
                     "labels": dict(labels),
-                    # The function's own annotations first: ours must win.
+                    # The function's annotations, then the invocation's own (`eops.dev/` keys,
+                    # so a per-request hint overrides the function's default), then ours, which
+                    # must win.
                     "annotations": {
                         **spec.annotations,
+                        **invocation.annotations,
                         SAFE_TO_EVICT_ANNOTATION: "false",
                         INVOCATION_ANNOTATION: invocation.id,
                     },
