@@ -137,9 +137,16 @@ def cluster_settings(target: Target, baseline_nodes: int) -> tuple[ClusterSettin
     ]
 
 
-def check_policies(policies: Sequence[str], settings: ClusterSettings) -> tuple[str, ...]:
+def check_syntax(policies: Sequence[str]) -> None:
+    """Each policy parses (before the cluster is asked: its settings change no spelling)."""
     if not policies:
         raise _refuse(FLAG, "no policy given", "pass --headroom none (or warm:K, predictive, ...)")
+    for spec in policies:
+        check_policy(spec, ClusterSettings())
+
+
+def check_policies(policies: Sequence[str], settings: ClusterSettings) -> tuple[str, ...]:
+    """The policies on the cluster's settings, and a gateway that takes those it passes on."""
     for spec in policies:
         check_policy(spec, settings)
     asked = [p for p in policies if p.strip().lower() != "none"]
@@ -165,16 +172,12 @@ def predictions(
 
 
 async def prepare(options: RehearseOptions, policies: Sequence[str]) -> Prepared:
-    """Check everything in the order a user fixes it: the trace, --out, the cluster, the
-    policies; then the predictions (seconds: the planner on a virtual clock)."""
+    """Check everything in the order a user fixes it: the trace, --out, the policies' spelling,
+    the cluster, a gateway and client that can run them; then the predictions (seconds: the
+    planner on a virtual clock)."""
     trace, notes = read_trace(options.trace)
     out = check_out(options.out)
-    if not client_sets_annotations():
-        raise _refuse(
-            "eops rehearse",
-            "this build's client cannot give an invocation its own run time (invoke(annotations=))",
-            "update ElasticityOps: each request's duration_s becomes its pod's run time that way",
-        )
+    check_syntax(policies)
     target = find_target(options)
     try:
         found = await count_gpu_nodes(target.kubeconfig)
@@ -185,6 +188,12 @@ async def prepare(options: RehearseOptions, policies: Sequence[str]) -> Prepared
     baseline = target.autoscaler.baseline if target.autoscaler is not None else found
     settings, more = cluster_settings(target, baseline)
     checked = check_policies(policies, settings)
+    if not client_sets_annotations():
+        raise _refuse(
+            "eops rehearse",
+            "this build's client cannot give an invocation its own run time (invoke(annotations=))",
+            "update ElasticityOps: each request's duration_s becomes its pod's run time that way",
+        )
     rehearsal = Rehearsal(
         trace=trace,
         policies=checked,

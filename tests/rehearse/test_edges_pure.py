@@ -1,0 +1,72 @@
+"""The pure helpers of the driver, the gateway command and the node samples."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import numpy as np
+
+from elasticityops.devcluster.nodes import gpu_node
+from elasticityops.domain.invocations import State
+from elasticityops.planner.trace import Trace
+from elasticityops.rehearse.cluster import node_seen
+from elasticityops.rehearse.driver import function_spec, namespace_name, times_of
+from elasticityops.rehearse.gateway import serve_command
+from elasticityops.wire import InvocationOut, TimelineOut
+
+T0 = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
+
+
+def test_namespace_names_are_dns_labels() -> None:
+    assert namespace_name("rehearse", "warm:3", "ab12cd") == "rehearse-warm-3-ab12cd"
+    assert namespace_name("Re_H", "predictive:7.5", "x1") == "re-h-predictive-7-5-x1"
+    long = namespace_name("p" * 80, "scheduled:08:00=50,20:00=5", "abcdef")
+    assert len(long) <= 63
+    assert long.endswith("-abcdef")
+    assert "--" not in long
+
+
+def test_function_outlasts_the_longest_run() -> None:
+    spec = function_spec(Trace(np.array([0.0, 1.0]), np.array([5.0, 4000.4])))
+    assert spec.timeout_seconds >= 4001
+    assert spec.gpu.type == "nvidia-tesla-t4"
+    assert spec.gpu.count == 1
+    assert spec.max_concurrency >= 2
+
+
+def test_headroom_goes_to_the_gateway_unless_none() -> None:
+    none = serve_command(Path("/d"), Path("/k"), "ns", "none")
+    warm = serve_command(Path("/d"), Path("/k"), "ns", "warm:3")
+    assert "--headroom" not in none
+    assert warm[-2:] == ["--headroom", "warm:3"]
+    assert none[none.index("--namespace") + 1] == "ns"
+    assert none[none.index("--backend") + 1] == "kubernetes"
+    assert none[none.index("--port") + 1] == "0"
+
+
+def test_times_are_relative_to_the_replay_start() -> None:
+    def at(s: float) -> datetime:
+        return T0 + timedelta(seconds=s)
+
+    inv = InvocationOut(
+        id="inv-1",
+        function="rehearse",
+        state=State.succeeded,
+        priority="normal",
+        timeline=TimelineOut(accepted=at(10), dispatched=at(10.1), started=at(14), finished=at(44)),
+        durations={},
+    )
+    t = times_of(inv, 9.9, T0.timestamp())
+    assert (t.arrival_s, t.accepted_s, t.started_s, t.finished_s) == (9.9, 10.0, 14.0, 44.0)
+    assert t.wait_s == 4.0
+
+
+def test_a_node_counts_ready_only_with_its_gpu() -> None:
+    stamp = "2026-12-01T12:00:30Z"
+    node = gpu_node("n1", pool="p", zone="z", role="autoscaled", now=stamp)
+    node["metadata"]["creationTimestamp"] = stamp
+    seen = node_seen(node, T0.timestamp(), 40.0)
+    assert (seen.name, seen.created_s, seen.ready) == ("n1", 30.0, True)
+    node["status"]["allocatable"]["nvidia.com/gpu"] = "0"  # the driver is not installed yet
+    assert not node_seen(node, T0.timestamp(), 40.0).ready
