@@ -40,6 +40,7 @@ from elasticityops.wire import InvocationOut
 FUNCTION = "rehearse"
 GPU_TYPE = "nvidia-tesla-t4"
 DRAIN_POLL_S = 5.0
+_PROVISIONING_S = KubernetesSettings().provisioning_timeout_seconds
 
 
 def client_sets_annotations() -> bool:
@@ -56,8 +57,9 @@ def function_spec(trace: Trace) -> FunctionSpec:
         image="eops-rehearse:kwok",  # never pulled: kwok plays the pod
         command=["sleep", "from-annotation"],
         gpu=GpuSpec(type=GPU_TYPE, count=1),
-        # Headroom over the longest run: kwok ends a pod up to a second after its run time.
-        timeout_seconds=min(7 * 86_400, max(60, math.ceil(longest) + 120)),
+        # The Job's deadline counts the wait for a node too (manifests.py), which the gateway
+        # bounds by its provisioning timeout; kwok ends a pod up to a second after its run time.
+        timeout_seconds=min(7 * 86_400, math.ceil(longest + _PROVISIONING_S) + 120),
         max_concurrency=min(100_000, max(1, len(trace))),
     )
 
@@ -248,8 +250,12 @@ async def _replay_and_collect(
 async def _drain(
     client: AsyncClient, expected: int, deadline: float, policy: str, progress: Progress, clock: Clock
 ) -> Sequence[InvocationOut]:
+    listed: list[InvocationOut] = []
     while True:
-        listed = [inv async for inv in client.iter_invocations(function=FUNCTION, page_size=500)]
+        try:
+            listed = [inv async for inv in client.iter_invocations(function=FUNCTION, page_size=500)]
+        except ClientError:
+            pass  # a failed poll: the next one, or the last good listing at the deadline, counts
         ended = sum(1 for inv in listed if inv.state.terminal)
         progress.ended(policy, ended, expected)
         if ended >= expected or clock.monotonic() >= deadline:
