@@ -6,6 +6,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 from elasticityops.backends.kubernetes.settings import KubernetesSettings
 from elasticityops.devcluster.nodes import gpu_node
@@ -72,3 +73,17 @@ def test_a_node_counts_ready_only_with_its_gpu() -> None:
     assert (seen.name, seen.created_s, seen.ready) == ("n1", 30.0, True)
     node["status"]["allocatable"]["nvidia.com/gpu"] = "0"  # the driver is not installed yet
     assert not node_seen(node, T0.timestamp(), 40.0).ready
+
+
+def test_a_compressed_day_keeps_the_normal_load_shape() -> None:
+    from elasticityops.planner.synthetic import concurrency_profile
+    from elasticityops.rehearse.loads import compressed_day
+
+    trace = compressed_day(20.0, seed=1)
+    assert trace.span_s <= 20 * 60
+    assert trace.span_s > 19 * 60
+    assert float(np.mean(trace.duration_s)) == pytest.approx(300.0, rel=0.1)
+    _, conc = concurrency_profile(trace, step_s=30.0)
+    # Little's law lags a 20-minute day by a 300 s run time: the peak comes out damped.
+    assert 120 <= int(conc.max()) <= 230
+    assert compressed_day(20.0, seed=1).arrival_s.tolist() == trace.arrival_s.tolist()

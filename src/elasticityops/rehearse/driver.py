@@ -252,10 +252,9 @@ async def _drain(
 ) -> Sequence[InvocationOut]:
     listed: list[InvocationOut] = []
     while True:
-        try:
+        # A failed poll: the next one, or the last good listing at the deadline, counts.
+        with contextlib.suppress(ClientError):
             listed = [inv async for inv in client.iter_invocations(function=FUNCTION, page_size=500)]
-        except ClientError:
-            pass  # a failed poll: the next one, or the last good listing at the deadline, counts
         ended = sum(1 for inv in listed if inv.state.terminal)
         progress.ended(policy, ended, expected)
         if ended >= expected or clock.monotonic() >= deadline:
