@@ -108,6 +108,9 @@ def rehearse(
     except (InvalidInput, PlannerInputError) as exc:
         _fail(exc)
         return
+    except KeyboardInterrupt:
+        err_console.print("[yellow]interrupted[/yellow] before anything started")
+        raise typer.Exit(130) from None
     for note in prepared.notes:
         err_console.print(f"[yellow]note:[/yellow] {escape(note)}", highlight=False)
     _run(prepared)
@@ -124,14 +127,19 @@ def _run(prepared: Prepared) -> None:
         f"rehearsing {len(plan.trace):,} requests over {plan.trace.span_s / 60:,.1f} min on the "
         f"{prepared.target.where}: {', '.join(plan.policies)} (real time)"
     )
+    records: list[PolicyRecord] = []
+    interrupted = False
     try:
         with bars.bar:
-            records = asyncio.run(run_all(plan, bars))
+            asyncio.run(run_all(plan, bars, records))
     except KeyboardInterrupt:
+        interrupted = True
         err_console.print(
-            "[yellow]interrupted[/yellow]: the gateways were stopped and their namespaces deleted"
+            "[yellow]interrupted[/yellow]: the gateway was stopped and its namespace deleted; "
+            f"{len(records)} of {len(plan.policies)} policies done"
         )
-        raise typer.Exit(130) from None
+        if not records:
+            raise typer.Exit(130) from None
     payload = summary_payload(
         [r.run for r in records],
         trace=describe_trace(plan.trace, str(plan.options.trace)),
@@ -142,5 +150,7 @@ def _run(prepared: Prepared) -> None:
     written = write_outputs(plan.out, records, payload)
     _print_table(records)
     console.print(f"wrote {len(written)} files to {plan.out} (summary.json, invocations-*.csv, plots)")
+    if interrupted:
+        raise typer.Exit(130)
     if any(r.run.error for r in records):
         raise typer.Exit(1)

@@ -117,18 +117,23 @@ class PolicyRecord:
     prediction: Prediction | None = None
 
 
-async def rehearse(plan: Rehearsal, progress: Progress, clock: Clock | None = None) -> list[PolicyRecord]:
+async def rehearse(
+    plan: Rehearsal,
+    progress: Progress,
+    records: list[PolicyRecord],
+    clock: Clock | None = None,
+) -> None:
+    """Run the policies in turn, appending each one's record to `records` as it ends (so a
+    caller interrupted half-way still has the policies done by then)."""
     clock = clock or SystemClock()
     # Its own API use is small: a node list every few seconds and a namespace per policy.
     settings = KubernetesSettings(kubeconfig=str(plan.kubeconfig), qps=50.0, burst=100, concurrency=8)
     api = KubeApi.connect(settings, clock)
-    records: list[PolicyRecord] = []
     try:
         for policy in plan.policies:
             records.append(await _one_policy(api, plan, policy, progress, clock))
     finally:
         await api.close()
-    return records
 
 
 async def _one_policy(
@@ -140,8 +145,13 @@ async def _one_policy(
     note = predicted if isinstance(predicted, str) else ""
     progress.phase(policy, f"waiting for the cluster to scale back to {plan.baseline_nodes} GPU nodes")
 
+    said = [-1]
+
     def waiting(count: int, waited: float) -> None:
-        progress.phase(policy, f"{count} GPU nodes, waiting for {plan.baseline_nodes} ({waited:.0f} s)")
+        # Once a minute: scale-down takes minutes, and a line per poll would bury the rest.
+        if int(waited // 60) != said[0]:
+            said[0] = int(waited // 60)
+            progress.phase(policy, f"{count} GPU nodes, waiting for {plan.baseline_nodes} ({waited:.0f} s)")
 
     settle_s, settled = await cluster.wait_for_baseline(
         api, clock, plan.baseline_nodes, opts.settle_timeout, waiting
@@ -156,6 +166,7 @@ async def _one_policy(
         requests=len(plan.trace),
         settle_s=settle_s,
         settled=settled,
+        extra={"planner_policy": prediction.name} if prediction else {},
     )
     record = PolicyRecord(run, prediction=prediction)
     gateway: Gateway | None = None
@@ -243,7 +254,11 @@ async def _replay_and_collect(
         late_sends=sum(1 for s in sent if s.late),
         not_started=sum(1 for i in invocations if i.started_s is None),
         not_finished=sum(1 for i in invocations if i.finished_s is None),
-        extra={"measured_window_s": end_s, "send_errors": sorted({s.error for s in sent if s.error})[:5]},
+        extra={
+            **record.run.extra,
+            "measured_window_s": end_s,
+            "send_errors": sorted({s.error for s in sent if s.error})[:5],
+        },
     )
 
 
