@@ -87,3 +87,18 @@ def test_a_compressed_day_keeps_the_normal_load_shape() -> None:
     # Little's law lags a 20-minute day by a 300 s run time: the peak comes out damped.
     assert 120 <= int(conc.max()) <= 230
     assert compressed_day(20.0, seed=1).arrival_s.tolist() == trace.arrival_s.tolist()
+
+
+def test_varying_gpu_types_and_priorities_are_noted(tmp_path: Path) -> None:
+    from elasticityops.rehearse.prepare import read_trace
+
+    path = tmp_path / "t.csv"
+    path.write_text(
+        "arrival_s,duration_s,function,gpu_type,priority\n"
+        "0,10,a,nvidia-tesla-t4,0\n1,10,b,nvidia-l4,0\n2,10,a,nvidia-tesla-t4,0\n"
+    )
+    trace, notes = read_trace(path)
+    assert len(trace) == 3
+    assert any("2 functions" in n for n in notes)
+    assert any("gpu_type column holds 2 values" in n for n in notes)
+    assert not any("priority column" in n for n in notes)

@@ -123,7 +123,28 @@ def read_trace(path: Path | None) -> tuple[Trace, list[str]]:
             f"the trace names {len(set(trace.function))} functions; they are replayed as one T4 "
             "function (the planner models one node shape too)"
         )
+    for column, values in unmodelled_columns(path).items():
+        notes.append(
+            f"the trace's {column} column holds {len(values)} values ({', '.join(sorted(values)[:3])}); "
+            f"every request is replayed as one T4 function at normal priority, as the planner "
+            "models it"
+        )
     return trace, notes
+
+
+def unmodelled_columns(path: Path) -> dict[str, set[str]]:
+    """The trace's gpu_type and priority columns where they vary: the planner models one GPU
+    type and one priority, and so does the rehearsal."""
+    import csv
+
+    found: dict[str, set[str]] = {}
+    with path.open(newline="", encoding="utf-8") as handle:
+        rows = csv.DictReader(handle)
+        names = [n for n in ("gpu_type", "priority") if n in (rows.fieldnames or [])]
+        for row in rows:
+            for name in names:
+                found.setdefault(name, set()).add((row.get(name) or "").strip())
+    return {k: v for k, v in found.items() if len(v) > 1}
 
 
 def cluster_settings(target: Target, baseline_nodes: int) -> tuple[ClusterSettings, list[str]]:
