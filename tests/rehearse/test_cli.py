@@ -58,6 +58,10 @@ def inputs(tmp_path: Path) -> dict[str, Path]:
             ["--kubeconfig", "not a file"],
         ),
         (["--out", "{out}"], ["--trace", "is required", "eops plan trace"]),
+        (
+            ["--trace", "{trace}", "--out", "{out}", "--headroom", "none", "--headroom", "None"],
+            ["--headroom", "given twice"],
+        ),
         (["--trace", "{trace}", "--out", "{file}"], ["--out", "is a file"]),
         (["--trace", "{trace}", "--out", "{out}", "--max-in-flight", "0"], ["--max-in-flight", ">=1"]),
     ],
@@ -68,6 +72,7 @@ def inputs(tmp_path: Path) -> dict[str, Path]:
         "bad-policy",
         "no-kubeconfig",
         "no-trace",
+        "twice",
         "out-file",
         "bad-knob",
     ],

@@ -162,8 +162,13 @@ def check_syntax(policies: Sequence[str]) -> None:
     """Each policy parses (before the cluster is asked: its settings change no spelling)."""
     if not policies:
         raise _refuse(FLAG, "no policy given", "pass --headroom none (or warm:K, predictive, ...)")
+    seen: set[str] = set()
     for spec in policies:
         check_policy(spec, ClusterSettings())
+        key = spec.strip().lower()
+        if key in seen:
+            raise _refuse(FLAG, f"{spec} is given twice", "name each policy once")
+        seen.add(key)
 
 
 def check_policies(policies: Sequence[str], settings: ClusterSettings) -> tuple[str, ...]:
