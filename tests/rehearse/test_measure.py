@@ -92,3 +92,22 @@ def test_demand_counts_running_and_waiting_and_series_agrees() -> None:
 def test_window_ends_at_the_last_end_or_the_deadline() -> None:
     assert run_end_s([inv(0, 1, 7), inv(0, 2, 9)], deadline_s=100.0) == 9.0
     assert run_end_s([inv(0, 1, 7), inv(0, 2, None)], deadline_s=100.0) == 100.0
+
+
+def test_a_warmup_counts_only_what_follows_it() -> None:
+    runs = [
+        InvocationTimes(0.0, 0.0, 50.0, 80.0),  # arrived in the warm-up: its wait is not counted
+        InvocationTimes(100.0, 100.0, 101.0, 111.0),
+    ]
+    samples = [
+        nodes(0.0, ("a", -5.0), ("b", 10.0)),
+        nodes(60.0, ("a", -5.0), ("b", 10.0)),
+        nodes(120.0, ("a", -5.0)),
+    ]
+    m = measured_metrics(runs, samples, end_s=130.0, start_s=60.0)
+    assert m.p50_wait_s == m.p99_wait_s == pytest.approx(1.0)
+    assert m.busy_gpu_s == pytest.approx(20 + 10)  # 60..80 of the first run, all of the second
+    # a: 60..130 (70 s); b: 60..90 (gone between the samples at 60 and 120).
+    assert m.idle_gpu_s == pytest.approx(70 + 30 - 30)
+    assert m.peak_nodes == 2
+    assert measured_metrics(runs, samples, end_s=130.0, start_s=61.0).peak_nodes == 1

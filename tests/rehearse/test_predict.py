@@ -37,3 +37,31 @@ def test_predicted_metrics_are_the_planners(spec: str) -> None:
     assert got.metrics.peak_nodes == summary.peak_nodes >= 1
     assert len(got.waits) == len(TRACE)
     assert got.timeline.t_s  # the nodes-vs-demand plot has a predicted line
+
+
+def test_without_warmup_the_row_is_the_planners_summary_on_a_real_load() -> None:
+    from elasticityops.planner.distributions import parse_distribution
+    from elasticityops.rehearse.loads import compressed_day
+
+    trace = compressed_day(20.0, seed=2)
+    settings = ClusterSettings(
+        provision_delay=parse_distribution("lognormal:median=60,p95=120"),
+        scale_down_after_s=120.0,
+        min_billed_s=0.0,
+    )
+    for spec in ("none", "warm:10"):
+        got = predict(trace, settings, spec).metrics
+        summary = run_policy(trace, settings, parse_policy(spec, settings)).summary
+        assert got.idle_gpu_s == pytest.approx(summary.idle_gpu_hours * 3600)
+        assert got.busy_gpu_s == pytest.approx(summary.busy_gpu_hours * 3600)
+        assert got.peak_nodes == summary.peak_nodes
+        assert got.p99_wait_s == pytest.approx(summary.time_to_start_s.p99)
+
+
+def test_a_warmup_leaves_out_the_requests_before_it_and_the_time_before_it() -> None:
+    whole = predict(TRACE, SETTINGS, "none")
+    later = predict(TRACE, SETTINGS, "none", start_s=100.0)
+    assert len(later.waits) == 1  # only the request arriving at 200 s
+    assert later.metrics.busy_gpu_s == pytest.approx(10.0)
+    assert later.metrics.idle_gpu_s < whole.metrics.idle_gpu_s
+    assert later.metrics.p95_wait_s == pytest.approx(later.waits[0])

@@ -75,7 +75,8 @@ def test_rehearse_none_measures_and_predicts_and_cleans_up(dev_cluster: Any, tmp
     assert predicted["peak_nodes"] >= baseline
     # The baseline nodes alone are up the whole window: idle is what they and any new node
     # held beyond the busy time.
-    window = run["measured_window_s"]
+    start, window = run["measured_window_s"]
+    assert start == 0
     assert window >= ARRIVALS[-1] + DURATIONS[-1]
     assert measured["idle_gpu_s"] >= baseline * window - sum(DURATIONS) - 5
     assert set(run["difference"]) == set(measured)

@@ -142,12 +142,12 @@ def _run(prepared: Prepared) -> None:
             raise typer.Exit(130) from None
     payload = summary_payload(
         [r.run for r in records],
-        trace=describe_trace(plan.trace, str(plan.options.trace)),
+        trace=describe_trace(plan.trace, str(plan.options.trace), plan.options.warmup),
         cluster=prepared.cluster_dict(),
         planner_settings=prepared.planner_dict(),
         notes=prepared.notes,
     )
-    written = write_outputs(plan.out, records, payload)
+    written = write_outputs(plan.out, records, payload, plan.options.warmup)
     _print_table(records)
     console.print(f"wrote {len(written)} files to {plan.out} (summary.json, invocations-*.csv, plots)")
     if interrupted:

@@ -249,14 +249,14 @@ async def _replay_and_collect(
     record.invocations = invocations
     record.run = _with(
         record.run,
-        measured=measured_metrics(invocations, record.samples, end_s),
+        measured=measured_metrics(invocations, record.samples, end_s, opts.warmup),
         send_failures=sum(1 for s in sent if s.invocation_id is None),
         late_sends=sum(1 for s in sent if s.late),
         not_started=sum(1 for i in invocations if i.started_s is None),
         not_finished=sum(1 for i in invocations if i.finished_s is None),
         extra={
             **record.run.extra,
-            "measured_window_s": end_s,
+            "measured_window_s": [opts.warmup, end_s],
             "send_errors": sorted({s.error for s in sent if s.error})[:5],
         },
     )

@@ -4,7 +4,10 @@ Times are seconds since the replay began. An invocation's time to start is `star
 accepted` (the gateway's own timeline); its GPU was busy from `started` to `finished`. GPU
 node-seconds come from node samples: a node counts from its creation (the scale-up, when
 billing starts) to the midpoint between the last sample that saw it and the first that did
-not, both clipped to the measured window; idle is node-seconds less busy."""
+not, both clipped to the measured window; idle is node-seconds less busy.
+
+The measured window runs from `start_s` (0, or the end of a warm-up whose requests are replayed
+but not counted) to the last invocation's end; the prediction (predict.py) uses the same one."""
 
 from __future__ import annotations
 
@@ -78,14 +81,15 @@ def wait_percentiles(waits: Sequence[float]) -> tuple[float, float, float]:
     return p50, p95, p99
 
 
-def busy_gpu_s(invocations: Sequence[InvocationTimes], end_s: float) -> float:
-    """Sum of run intervals (one GPU each); one still running counts until `end_s`."""
+def busy_gpu_s(invocations: Sequence[InvocationTimes], end_s: float, start_s: float = 0.0) -> float:
+    """Sum of run intervals (one GPU each) within [start_s, end_s]; one still running counts
+    until `end_s`."""
     total = 0.0
     for inv in invocations:
         if inv.started_s is None:
             continue
         stop = inv.finished_s if inv.finished_s is not None else end_s
-        total += max(0.0, min(stop, end_s) - inv.started_s)
+        total += max(0.0, min(stop, end_s) - max(inv.started_s, start_s))
     return total
 
 
@@ -111,8 +115,8 @@ def node_seconds(samples: Sequence[NodeSample], start_s: float, end_s: float) ->
     return total
 
 
-def peak_nodes(samples: Sequence[NodeSample]) -> int:
-    return max((len(s.nodes) for s in samples), default=0)
+def peak_nodes(samples: Sequence[NodeSample], start_s: float = -math.inf) -> int:
+    return max((len(s.nodes) for s in samples if s.t_s >= start_s), default=0)
 
 
 def demand_at(invocations: Sequence[InvocationTimes], t_s: float) -> int:
@@ -143,14 +147,18 @@ def series(invocations: Sequence[InvocationTimes], samples: Sequence[NodeSample]
 
 
 def measured_metrics(
-    invocations: Sequence[InvocationTimes], samples: Sequence[NodeSample], end_s: float
+    invocations: Sequence[InvocationTimes],
+    samples: Sequence[NodeSample],
+    end_s: float,
+    start_s: float = 0.0,
 ) -> Metrics:
-    """The measured row of one policy over [0, end_s]."""
-    waits = [w for w in (i.wait_s for i in invocations) if w is not None]
+    """The measured row of one policy over [start_s, end_s]: the waits of the requests that
+    arrived in it, the GPU time spent in it, the most nodes sampled in it."""
+    waits = [w for w in (i.wait_s for i in invocations if i.arrival_s >= start_s) if w is not None]
     p50, p95, p99 = wait_percentiles(waits)
-    busy = busy_gpu_s(invocations, end_s)
-    billed = node_seconds(samples, 0.0, end_s)
-    return Metrics(p50, p95, p99, max(0.0, billed - busy), busy, peak_nodes(samples))
+    busy = busy_gpu_s(invocations, end_s, start_s)
+    billed = node_seconds(samples, start_s, end_s)
+    return Metrics(p50, p95, p99, max(0.0, billed - busy), busy, peak_nodes(samples, start_s))
 
 
 def run_end_s(invocations: Sequence[InvocationTimes], deadline_s: float) -> float:

@@ -45,6 +45,14 @@ class RehearseOptions:
         shown=DEFAULT_DEV_CLUSTER_DIR,
         help="State dir of the dev cluster to use when no --kubeconfig is given.",
     )
+    warmup: float = knob(
+        0.0,
+        unit="seconds",
+        ge=0,
+        help="Requests arriving this early in the trace are replayed but neither measured nor "
+        "predicted, and GPU time counts from then on: the cluster fills up first, as a live "
+        "one has.",
+    )
     namespace_prefix: str = knob(
         "rehearse", help="Start of each policy's namespace name (made for the run, deleted after it)."
     )

@@ -3,16 +3,17 @@ policy spec (pure; the planner's model on a virtual clock)."""
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from elasticityops.planner.errors import PlannerInputError
-from elasticityops.planner.model.result import SimTimeSeries
+from elasticityops.planner.model.result import SimResult, SimTimeSeries
 from elasticityops.planner.policies import PolicyChoice, parse_policy
 from elasticityops.planner.runner import run_policy
 from elasticityops.planner.settings import ClusterSettings
 from elasticityops.planner.summary import wait_times
 from elasticityops.planner.trace import Trace
-from elasticityops.rehearse.measure import Metrics
+from elasticityops.rehearse.measure import Metrics, wait_percentiles
 
 FLAG = "--headroom"
 
@@ -40,16 +41,38 @@ def check_policy(spec: str, settings: ClusterSettings, target_wait_s: float = 10
         raise PlannerInputError(str(exc).replace("--policy", FLAG, 1)) from None
 
 
-def predict(trace: Trace, settings: ClusterSettings, spec: str) -> Prediction:
-    outcome = run_policy(trace, settings, check_policy(spec, settings))
-    s = outcome.summary
-    metrics = Metrics(
-        p50_wait_s=s.time_to_start_s.p50,
-        p95_wait_s=s.time_to_start_s.p95,
-        p99_wait_s=s.time_to_start_s.p99,
-        idle_gpu_s=s.idle_gpu_hours * 3600.0,
-        busy_gpu_s=s.busy_gpu_hours * 3600.0,
-        peak_nodes=s.peak_nodes,
+def predicted_metrics(trace: Trace, result: SimResult, start_s: float = 0.0) -> Metrics:
+    """The simulated run's row over the window the measurement uses: from `start_s` to the
+    horizon (the last request's end), node time without a billing minimum."""
+    end = result.horizon_s
+    waits = wait_times(trace, result)[trace.arrival_s >= start_s]
+    p50, p95, p99 = wait_percentiles(waits.tolist())
+    busy = sum(
+        max(0.0, min(e, end) - max(b, start_s)) for b, e in zip(result.start_s, result.end_s, strict=True)
     )
-    waits = tuple(float(w) for w in wait_times(trace, outcome.result).tolist())
-    return Prediction(metrics, waits, outcome.result.timeline, s.policy)
+    lives = list(zip(result.node_created_s, result.node_deleted_s, strict=True))
+    node_s = sum(max(0.0, min(d, end) - max(c, start_s)) for c, d in lives)
+    return Metrics(p50, p95, p99, max(0.0, node_s - busy), busy, _peak(lives, start_s))
+
+
+def _peak(lives: list[tuple[float, float]], start_s: float) -> int:
+    """Most nodes alive at once from `start_s` on; a node is alive on [created, deleted), so
+    a deletion and a creation at one instant do not overlap."""
+    alive = sum(1 for c, d in lives if c <= start_s < d)
+    peak = alive
+    events = [(c, 1) for c, _ in lives if c > start_s] + [(d, -1) for _, d in lives if start_s < d < math.inf]
+    for _, step in sorted(events):
+        alive += step
+        peak = max(peak, alive)
+    return peak
+
+
+def predict(trace: Trace, settings: ClusterSettings, spec: str, start_s: float = 0.0) -> Prediction:
+    outcome = run_policy(trace, settings, check_policy(spec, settings))
+    waits = wait_times(trace, outcome.result)[trace.arrival_s >= start_s]
+    return Prediction(
+        predicted_metrics(trace, outcome.result, start_s),
+        tuple(float(w) for w in waits.tolist()),
+        outcome.result.timeline,
+        outcome.summary.policy,
+    )

@@ -186,12 +186,12 @@ def check_policies(policies: Sequence[str], settings: ClusterSettings) -> tuple[
 
 
 def predictions(
-    trace: Trace, settings: ClusterSettings, policies: Sequence[str]
+    trace: Trace, settings: ClusterSettings, policies: Sequence[str], warmup_s: float = 0.0
 ) -> dict[str, Prediction | str]:
     out: dict[str, Prediction | str] = {}
     for spec in policies:
         try:
-            out[spec] = predict(trace, settings, spec)
+            out[spec] = predict(trace, settings, spec, warmup_s)
         except ModelStalledError as exc:
             out[spec] = f"the planner cannot model this run: {exc}"
     return out
@@ -202,6 +202,12 @@ async def prepare(options: RehearseOptions, policies: Sequence[str]) -> Prepared
     the cluster, a gateway and client that can run them; then the predictions (seconds: the
     planner on a virtual clock)."""
     trace, notes = read_trace(options.trace)
+    if options.warmup >= trace.span_s:
+        raise _refuse(
+            "--warmup",
+            f"{options.warmup:g} s leaves no request to measure (the last arrives at {trace.span_s:g} s)",
+            "use a shorter warm-up or a longer trace",
+        )
     out = check_out(options.out)
     check_syntax(policies)
     target = find_target(options)
@@ -223,7 +229,7 @@ async def prepare(options: RehearseOptions, policies: Sequence[str]) -> Prepared
     rehearsal = Rehearsal(
         trace=trace,
         policies=checked,
-        predictions=predictions(trace, settings, checked),
+        predictions=predictions(trace, settings, checked, options.warmup),
         kubeconfig=target.kubeconfig,
         baseline_nodes=baseline,
         out=out,

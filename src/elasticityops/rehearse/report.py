@@ -37,11 +37,13 @@ def write_invocations(path: Path, record: PolicyRecord) -> Path:
     return path
 
 
-def plot_wait_cdf(records: Sequence[PolicyRecord], path: Path) -> Path:
+def plot_wait_cdf(records: Sequence[PolicyRecord], path: Path, warmup_s: float = 0.0) -> Path:
+    """The requests measured (after the warm-up), as the prediction's waits are."""
     fig, ax = plt.subplots(figsize=(8, 4.8))
     for k, rec in enumerate(records):
         colour = _COLOURS[k % len(_COLOURS)]
-        measured = np.sort([w for w in (i.wait_s for i in rec.invocations) if w is not None])
+        waits = (i.wait_s for i in rec.invocations if i.arrival_s >= warmup_s)
+        measured = np.sort([w for w in waits if w is not None])
         if len(measured):
             y = np.arange(1, len(measured) + 1) / len(measured)
             ax.step(measured, y, where="post", lw=1.4, color=colour, label=f"{rec.run.policy} measured")
@@ -65,7 +67,7 @@ def plot_wait_cdf(records: Sequence[PolicyRecord], path: Path) -> Path:
     return path
 
 
-def plot_nodes_vs_demand(records: Sequence[PolicyRecord], path: Path) -> Path:
+def plot_nodes_vs_demand(records: Sequence[PolicyRecord], path: Path, warmup_s: float = 0.0) -> Path:
     fig, axes = plt.subplots(len(records), 1, figsize=(11, 2.9 * len(records) + 0.6), squeeze=False)
     for row, rec in enumerate(records):
         ax = axes[row, 0]
@@ -80,6 +82,8 @@ def plot_nodes_vs_demand(records: Sequence[PolicyRecord], path: Path) -> Path:
             ax.plot(pt, tl.demand, color="#d62728", lw=0.8, ls="--", alpha=0.6, label="demand predicted")
             nodes = np.asarray(tl.ready) + np.asarray(tl.provisioning)
             ax.plot(pt, nodes, color="#1f77b4", lw=0.8, ls="--", alpha=0.6, label="GPU nodes predicted")
+        if warmup_s > 0:
+            ax.axvline(warmup_s / 60.0, color="grey", lw=0.8, ls="--", label="end of warm-up")
         m = rec.run.measured
         title = rec.run.policy
         if m is not None:
@@ -97,13 +101,15 @@ def plot_nodes_vs_demand(records: Sequence[PolicyRecord], path: Path) -> Path:
     return path
 
 
-def write_outputs(out: Path, records: Sequence[PolicyRecord], payload: dict[str, Any]) -> list[Path]:
+def write_outputs(
+    out: Path, records: Sequence[PolicyRecord], payload: dict[str, Any], warmup_s: float = 0.0
+) -> list[Path]:
     out.mkdir(parents=True, exist_ok=True)
     written = [write_json(out / "summary.json", payload)]
     for rec in records:
         written.append(write_invocations(out / f"invocations-{safe_name(rec.run.policy)}.csv", rec))
     measured = [r for r in records if r.invocations]
     if measured:
-        written.append(plot_wait_cdf(measured, out / "wait_cdf.png"))
-        written.append(plot_nodes_vs_demand(measured, out / "nodes_vs_demand.png"))
+        written.append(plot_wait_cdf(measured, out / "wait_cdf.png", warmup_s))
+        written.append(plot_nodes_vs_demand(measured, out / "nodes_vs_demand.png", warmup_s))
     return written

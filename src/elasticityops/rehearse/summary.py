@@ -48,12 +48,14 @@ def difference(measured: Metrics, predicted: Metrics) -> dict[str, float | None]
     }
 
 
-def describe_trace(trace: Trace, path: str) -> dict[str, Any]:
+def describe_trace(trace: Trace, path: str, warmup_s: float = 0.0) -> dict[str, Any]:
     ends = trace.arrival_s + trace.duration_s
     functions = sorted(set(trace.function)) if trace.function else []
     return {
         "path": path,
         "requests": len(trace),
+        "warmup_s": warmup_s,
+        "measured_requests": int(np.count_nonzero(trace.arrival_s >= warmup_s)),
         "span_s": trace.span_s,
         "last_end_s": float(ends.max()) if len(trace) else 0.0,
         "mean_duration_s": float(np.mean(trace.duration_s)) if len(trace) else 0.0,
