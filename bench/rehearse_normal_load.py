@@ -1,22 +1,28 @@
 #!/usr/bin/env python3
 """`eops rehearse` of the normal 60-180 load on a dev cluster with GKE-like delays: `none`,
-`warm:K` (K from the planner's recommend on the same trace) and `predictive`, side by side in
+`warm:K` (K sized by the planner on the same trace, as recommend sizes it) and `predictive`, side by side in
 one run, in real time. Measured vs predicted p50/p95/p99 time-to-start and idle vs busy GPU
 time, and their difference, land in OUT/summary.json (and the table `eops rehearse` prints).
 
-    .venv/bin/python bench/rehearse_normal_load.py [--minutes 20] [--seed 0] [--out DIR]
-        [--max-nodes 400] [--p95-wait 10] [--warm K] [--keep-cluster]
+    .venv/bin/python bench/rehearse_normal_load.py [--minutes 20] [--warmup 600] [--seed 0]
+        [--shape slice|compressed] [--start-hour 8] [--out DIR] [--max-nodes 400]
+        [--p95-wait 10] [--warm K] [--keep-cluster]
 
 What it does, in order:
 1. checks its prerequisites (the dev cluster's binaries, the real cluster-autoscaler, a gateway
    with --headroom, a client with per-invocation annotations) and exits 2 naming what is missing;
-2. writes OUT/trace.csv: one day of the planner's synthetic load (no bursts) compressed into
-   --minutes (rehearse/loads.py: arrivals and run times both scaled, so concurrency keeps its
-   60-180 swing, damped by the 300 s run time, and jobs their 300 s mean);
+2. writes OUT/trace.csv with the planner's generator (rehearse/loads.py), no bursts: by default
+   (--shape slice) --warmup + --minutes of the normal load in real time from --start-hour of its
+   day (08:00: about 120 concurrent jobs, rising); with --shape compressed, one whole day
+   squeezed into that time (arrivals and run times both scaled: concurrency keeps its 60-180
+   swing, damped by the 300 s run time). The first --warmup seconds fill the empty cluster and
+   are replayed but not measured (`eops rehearse --warmup`), and the window ends at the last
+   arrival (`--measure-until last-arrival`), not after the tail drains;
 3. starts its own dev cluster in OUT/dev-cluster: no baseline pool, provisioning
    lognormal:median=240,p95=420 (boot and driver together), 10-minute scale-down, 10 s scan;
-4. asks the planner's `recommend` (planner/recommend.py) for the cheapest warm:K meeting
-   --p95-wait at that scale-down window, on this trace and these settings;
+4. sizes warm:K with the planner on this trace and these settings: recommend's bisection
+   (planner/recommend.py) over the measured window, since recommend itself counts the
+   warm-up's cold start, which no K makes meet --p95-wait;
 5. runs `eops rehearse --headroom none --headroom warm:K --headroom predictive:W` (about an hour
    per policy: the trace, its longest job, the scale-down back to zero);
 6. prints the goals' check (predictive p95 <= W with idle <= 15% of busy; the prediction within
@@ -76,19 +82,27 @@ def prerequisites(state_dir: Path) -> str | None:
     return None
 
 
-def recommended_warm(trace: Any, settings: Any, p95_wait: float) -> tuple[int, str]:
-    """K of the cheapest warm:K meeting the target at the cluster's scale-down window, else of
-    the warm setting closest to it; and a line saying which."""
-    from elasticityops.planner.recommend import recommend
+def smallest_warm(
+    trace: Any, settings: Any, p95_wait: float, start_s: float, end_s: float
+) -> tuple[int, str]:
+    """The smallest K whose predicted p95 over [start_s, end_s] meets the target, found as
+    recommend finds it (bisection, assuming p95 falls as K grows); and a line saying so."""
+    from elasticityops.planner.synthetic import concurrency_profile
+    from elasticityops.rehearse.predict import predict
 
-    rec = recommend(trace, settings, p95_wait, windows=(settings.scale_down_after_s,))
-    warm = [c for c in rec.evaluated if c.family == "warm"]
-    meeting = [c for c in warm if c.summary.time_to_start_s.p95 <= p95_wait]
-    if meeting:
-        best = min(meeting, key=lambda c: c.summary.cost_usd)
-        return best.size, f"recommend: warm:{best.size} meets p95 <= {p95_wait:g} s (planner)"
-    closest = min(warm, key=lambda c: c.summary.time_to_start_s.p95)
-    return closest.size, f"recommend: no warm:K meets p95 <= {p95_wait:g} s; closest warm:{closest.size}"
+    def p95(k: int) -> float:
+        return predict(trace, settings, f"warm:{k}", start_s, end_s).metrics.p95_wait_s
+
+    _, conc = concurrency_profile(trace)
+    lo, hi = 0, max(1, int(conc.max()))
+    if p95(lo) <= p95_wait:
+        return 0, f"planner: warm:0 already meets p95 <= {p95_wait:g} s over the measured window"
+    if p95(hi) > p95_wait:
+        return hi, f"planner: no warm:K up to {hi} meets p95 <= {p95_wait:g} s; using warm:{hi}"
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        lo, hi = (lo, mid) if p95(mid) <= p95_wait else (mid, hi)
+    return hi, f"planner: warm:{hi} is the smallest K with predicted p95 <= {p95_wait:g} s"
 
 
 def goals(summary: dict[str, Any], predictive: str, p95_wait: float) -> dict[str, Any]:
@@ -118,13 +132,23 @@ def goals(summary: dict[str, Any], predictive: str, p95_wait: float) -> dict[str
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--minutes", type=float, default=20.0, help="trace length (a day compressed)")
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--minutes", type=float, default=20.0, help="measured minutes (after the warm-up)")
+    parser.add_argument("--warmup", type=float, default=600.0, help="seconds replayed before measuring")
     parser.add_argument("--seed", type=int, default=0, help="trace seed")
+    parser.add_argument(
+        "--shape",
+        choices=("slice", "compressed"),
+        default="slice",
+        help="slice: real time from --start-hour; compressed: a whole day squeezed in",
+    )
+    parser.add_argument("--start-hour", type=float, default=8.0, help="where in the day a slice starts")
     parser.add_argument("--out", type=Path, default=None, help="results dir (default ./rehearse-<time>)")
     parser.add_argument("--max-nodes", type=int, default=400, help="the dev cluster's GPU quota")
     parser.add_argument("--p95-wait", type=float, default=10.0, help="target W of recommend and predictive")
-    parser.add_argument("--warm", type=int, default=None, help="K of warm:K (default: from recommend)")
+    parser.add_argument("--warm", type=int, default=None, help="K of warm:K (default: sized by the planner)")
     parser.add_argument("--keep-cluster", action="store_true", help="leave the dev cluster running")
     args = parser.parse_args()
     if args.minutes < 20:
@@ -142,10 +166,14 @@ def main() -> int:
     from elasticityops.planner.synthetic import concurrency_profile
     from elasticityops.planner.trace import write_trace
     from elasticityops.rehearse.cluster_map import planner_settings
-    from elasticityops.rehearse.loads import compressed_day
+    from elasticityops.rehearse.loads import compressed_day, normal_slice
 
     out.mkdir(parents=True, exist_ok=True)
-    trace = compressed_day(args.minutes, args.seed)
+    total_min = args.minutes + args.warmup / 60.0
+    if args.shape == "slice":
+        trace = normal_slice(total_min, args.start_hour, args.seed)
+    else:
+        trace = compressed_day(total_min, args.seed)
     trace_path = out / "trace.csv"
     write_trace(trace_path, trace)
     _, conc = concurrency_profile(trace)
@@ -161,7 +189,7 @@ def main() -> int:
     ).validated()
     settings = planner_settings(knobs).settings
     if args.warm is None:
-        k, why = recommended_warm(trace, settings, args.p95_wait)
+        k, why = smallest_warm(trace, settings, args.p95_wait, args.warmup, trace.span_s)
         print(why)
     else:
         k = args.warm
@@ -174,6 +202,7 @@ def main() -> int:
     try:
         command = [sys.executable, "-m", "elasticityops.cli.main", "rehearse", "--state-dir", str(state_dir)]
         command += ["--trace", str(trace_path), "--out", str(out / "rehearsal")]
+        command += ["--warmup", f"{args.warmup:g}", "--measure-until", "last-arrival"]
         for policy in policies:
             command += ["--headroom", policy]
         print("running:", " ".join(command), flush=True)
@@ -185,6 +214,8 @@ def main() -> int:
     result: dict[str, Any] = {
         "machine": machine(),
         "minutes": args.minutes,
+        "warmup_s": args.warmup,
+        "shape": args.shape,
         "seed": args.seed,
         "policies": policies,
         "wall_s": time.monotonic() - started,

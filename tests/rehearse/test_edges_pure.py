@@ -102,3 +102,18 @@ def test_varying_gpu_types_and_priorities_are_noted(tmp_path: Path) -> None:
     assert any("2 functions" in n for n in notes)
     assert any("gpu_type column holds 2 values" in n for n in notes)
     assert not any("priority column" in n for n in notes)
+
+
+def test_a_slice_of_the_normal_load_runs_at_its_hour() -> None:
+    from elasticityops.planner.synthetic import concurrency_profile
+    from elasticityops.rehearse.loads import normal_slice
+
+    at_eight = normal_slice(40.0, start_hour=8.0, seed=3)
+    at_peak = normal_slice(40.0, start_hour=14.0, seed=3)
+    assert 39 * 60 < at_eight.span_s <= 40 * 60
+    # After one run time or two the concurrency settles near the day's curve at that hour:
+    # 120 at 08:00, 180 at the 14:00 peak (Poisson noise and the lognormal tail on top).
+    _, eight = concurrency_profile(at_eight)
+    _, peak = concurrency_profile(at_peak)
+    assert 95 <= float(np.mean(eight[15:40])) <= 145
+    assert 150 <= float(np.mean(peak[15:40])) <= 210

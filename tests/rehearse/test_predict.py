@@ -65,3 +65,12 @@ def test_a_warmup_leaves_out_the_requests_before_it_and_the_time_before_it() -> 
     assert later.metrics.busy_gpu_s == pytest.approx(10.0)
     assert later.metrics.idle_gpu_s < whole.metrics.idle_gpu_s
     assert later.metrics.p95_wait_s == pytest.approx(later.waits[0])
+
+
+def test_a_window_that_ends_at_the_last_arrival_leaves_out_the_tail() -> None:
+    whole = predict(TRACE, SETTINGS, "none")
+    cut = predict(TRACE, SETTINGS, "none", end_s=100.0)
+    # Runs 0-30, 5-25 and 12-52 (or later, if they waited) all end before 100 s.
+    assert cut.metrics.busy_gpu_s == pytest.approx(90.0)
+    assert cut.metrics.idle_gpu_s < whole.metrics.idle_gpu_s
+    assert cut.metrics.idle_gpu_s >= 100.0 - 90.0  # the baseline node alone is up all along

@@ -246,6 +246,8 @@ async def _replay_and_collect(
         times_of(inv, arrivals[index_of[inv.id]], origin_epoch) for inv in listed if inv.id in index_of
     ]
     end_s = run_end_s(invocations, clock.monotonic() - start_mono)
+    if opts.measure_until == "last-arrival":
+        end_s = min(end_s, trace.span_s)
     record.invocations = invocations
     record.run = _with(
         record.run,

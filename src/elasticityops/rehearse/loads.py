@@ -24,3 +24,13 @@ def compressed_day(minutes: float, seed: int = 0, shape: SyntheticSpec | None = 
     arrivals = np.round(day.arrival_s / factor, 3)
     durations = np.maximum(np.round(day.duration_s / factor, 3), 0.001)
     return Trace(arrivals, durations, day.function)
+
+
+def normal_slice(minutes: float, start_hour: float = 8.0, seed: int = 0) -> Trace:
+    """`minutes` of the normal load (no bursts) in real time, from `start_hour` of its day
+    (the generator's peak is at 14:00: 08:00 is mid-way up, about 120 concurrent jobs)."""
+    if minutes <= 0:
+        raise ValueError("minutes must be > 0")
+    base = SyntheticSpec(bursts_per_day=0.0)
+    shifted = replace(base, days=minutes / 1440.0, seed=seed, peak_hour=(base.peak_hour - start_hour) % 24.0)
+    return generate(shifted)

@@ -53,6 +53,13 @@ class RehearseOptions:
         "predicted, and GPU time counts from then on: the cluster fills up first, as a live "
         "one has.",
     )
+    measure_until: str = knob(
+        "last-end",
+        choices=("last-end", "last-arrival"),
+        help="End of the measured (and predicted) window: the last invocation's end, or the "
+        "trace's last arrival, which leaves out the tail where the load drains away and idle "
+        "nodes wait out their scale-down.",
+    )
     namespace_prefix: str = knob(
         "rehearse", help="Start of each policy's namespace name (made for the run, deleted after it)."
     )

@@ -41,10 +41,12 @@ def check_policy(spec: str, settings: ClusterSettings, target_wait_s: float = 10
         raise PlannerInputError(str(exc).replace("--policy", FLAG, 1)) from None
 
 
-def predicted_metrics(trace: Trace, result: SimResult, start_s: float = 0.0) -> Metrics:
-    """The simulated run's row over the window the measurement uses: from `start_s` to the
-    horizon (the last request's end), node time without a billing minimum."""
-    end = result.horizon_s
+def predicted_metrics(
+    trace: Trace, result: SimResult, start_s: float = 0.0, end_s: float | None = None
+) -> Metrics:
+    """The simulated run's row over the window the measurement uses: from `start_s` to `end_s`
+    (default the horizon, the last request's end), node time without a billing minimum."""
+    end = result.horizon_s if end_s is None else min(end_s, result.horizon_s)
     waits = wait_times(trace, result)[trace.arrival_s >= start_s]
     p50, p95, p99 = wait_percentiles(waits.tolist())
     busy = sum(
@@ -52,7 +54,8 @@ def predicted_metrics(trace: Trace, result: SimResult, start_s: float = 0.0) -> 
     )
     lives = list(zip(result.node_created_s, result.node_deleted_s, strict=True))
     node_s = sum(max(0.0, min(d, end) - max(c, start_s)) for c, d in lives)
-    return Metrics(p50, p95, p99, max(0.0, node_s - busy), busy, _peak(lives, start_s))
+    within = [(c, d) for c, d in lives if c <= end]
+    return Metrics(p50, p95, p99, max(0.0, node_s - busy), busy, _peak(within, start_s))
 
 
 def _peak(lives: list[tuple[float, float]], start_s: float) -> int:
@@ -67,11 +70,13 @@ def _peak(lives: list[tuple[float, float]], start_s: float) -> int:
     return peak
 
 
-def predict(trace: Trace, settings: ClusterSettings, spec: str, start_s: float = 0.0) -> Prediction:
+def predict(
+    trace: Trace, settings: ClusterSettings, spec: str, start_s: float = 0.0, end_s: float | None = None
+) -> Prediction:
     outcome = run_policy(trace, settings, check_policy(spec, settings))
     waits = wait_times(trace, outcome.result)[trace.arrival_s >= start_s]
     return Prediction(
-        predicted_metrics(trace, outcome.result, start_s),
+        predicted_metrics(trace, outcome.result, start_s, end_s),
         tuple(float(w) for w in waits.tolist()),
         outcome.result.timeline,
         outcome.summary.policy,

@@ -93,6 +93,11 @@ async def count_gpu_nodes(kubeconfig: Path) -> int:
         await api.close()
 
 
+def window_end(options: RehearseOptions, trace: Trace) -> float | None:
+    """Where the measured window ends in trace time: None for the last invocation's end."""
+    return trace.span_s if options.measure_until == "last-arrival" else None
+
+
 def check_out(out: Path | None) -> Path:
     if out is None:
         raise _refuse("--out", "is required", "name a directory for summary.json and the plots")
@@ -186,12 +191,16 @@ def check_policies(policies: Sequence[str], settings: ClusterSettings) -> tuple[
 
 
 def predictions(
-    trace: Trace, settings: ClusterSettings, policies: Sequence[str], warmup_s: float = 0.0
+    trace: Trace,
+    settings: ClusterSettings,
+    policies: Sequence[str],
+    warmup_s: float = 0.0,
+    end_s: float | None = None,
 ) -> dict[str, Prediction | str]:
     out: dict[str, Prediction | str] = {}
     for spec in policies:
         try:
-            out[spec] = predict(trace, settings, spec, warmup_s)
+            out[spec] = predict(trace, settings, spec, warmup_s, end_s)
         except ModelStalledError as exc:
             out[spec] = f"the planner cannot model this run: {exc}"
     return out
@@ -229,7 +238,7 @@ async def prepare(options: RehearseOptions, policies: Sequence[str]) -> Prepared
     rehearsal = Rehearsal(
         trace=trace,
         policies=checked,
-        predictions=predictions(trace, settings, checked, options.warmup),
+        predictions=predictions(trace, settings, checked, options.warmup, window_end(options, trace)),
         kubeconfig=target.kubeconfig,
         baseline_nodes=baseline,
         out=out,
