@@ -6,6 +6,7 @@ and exits 130."""
 from __future__ import annotations
 
 import asyncio
+import time
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
@@ -59,7 +60,8 @@ class _Bars:
         return self._tasks[key]
 
     def phase(self, policy: str, text: str) -> None:
-        self.bar.console.log(f"{escape(policy)}: {escape(text)}")
+        stamp = time.strftime("%H:%M:%S")
+        self.bar.console.print(f"[dim]{stamp}[/dim] {escape(policy)}: {escape(text)}", highlight=False)
 
     def sent(self, policy: str, done: int, total: int) -> None:
         self.bar.update(self._task(policy, "sent"), completed=done, total=total)
