@@ -94,9 +94,9 @@ async def create_namespace(api: KubeApi, name: str) -> None:
 
 
 async def delete_namespace(api: KubeApi, name: str, clock: Clock, timeout_s: float = 120.0) -> bool:
-    """Delete it (foreground: its Jobs and pods go first) and wait until it is gone; False when
-    it is still there after `timeout_s` (terminating; the API server finishes it)."""
-    await api.delete(f"/api/v1/namespaces/{name}", propagation="Foreground")
+    """Delete it (the namespace controller deletes its Jobs, pods and Secrets) and wait until it
+    is gone; False when it is still there after `timeout_s` (terminating: it still goes)."""
+    await api.delete(f"/api/v1/namespaces/{name}")
     start = clock.monotonic()
     while clock.monotonic() - start < timeout_s:
         if not await namespace_exists(api, name):
