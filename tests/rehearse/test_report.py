@@ -48,9 +48,17 @@ def test_outputs_are_written(tmp_path: Path) -> None:
         "summary.json",
         "invocations-none.csv",
         "invocations-warm_2.csv",
+        "series-none.csv",
+        "predicted-series-none.csv",
+        "predicted-series-warm_2.csv",
         "wait_cdf.png",
         "nodes_vs_demand.png",
     }
+    series = list(csv.DictReader((tmp_path / "series-none.csv").open()))
+    assert len(series) == 14
+    assert {r["gpu_nodes"] for r in series} == {"1"}
+    # Accepted at 0.1, 5.1 and 12.1 s: at 0, 5, 10 and 15 s.
+    assert [r["demand"] for r in series[:4]] == ["0", "1", "2", "3"]
     for png in ("wait_cdf.png", "nodes_vs_demand.png"):
         assert (tmp_path / png).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     rows = list(csv.DictReader((tmp_path / "invocations-none.csv").open()))

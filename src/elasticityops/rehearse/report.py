@@ -1,6 +1,8 @@
-"""Files a rehearsal leaves in --out DIR: summary.json, one invocations-POLICY.csv per policy,
-and two plots in the planner's style: time-to-start CDF measured vs predicted, and GPU nodes vs
-demand over time (measured, with the planner's prediction beside it)."""
+"""Files a rehearsal leaves in --out DIR: summary.json; per policy invocations-POLICY.csv,
+series-POLICY.csv (GPU nodes and demand at each node sample) and predicted-series-POLICY.csv
+(the planner's timeline); and two plots in the planner's style: time-to-start CDF measured vs
+predicted, and GPU nodes vs demand over time (measured, with the planner's prediction beside
+it)."""
 
 from __future__ import annotations
 
@@ -34,6 +36,28 @@ def write_invocations(path: Path, record: PolicyRecord) -> Path:
                 f"{i.arrival_s:.3f},{cell(i.accepted_s)},{cell(i.started_s)},{cell(i.finished_s)},"
                 f"{cell(i.wait_s)},{i.state}\n"
             )
+    return path
+
+
+def write_series(path: Path, record: PolicyRecord) -> Path:
+    """t_s,gpu_nodes,gpu_nodes_ready,demand per node sample (demand: running + waiting)."""
+    s = series(record.invocations, record.samples)
+    with path.open("w", encoding="utf-8", newline="") as out:
+        out.write("t_s,gpu_nodes,gpu_nodes_ready,demand\n")
+        rows = zip(s.t_s, s.nodes, s.ready, s.demand, strict=True)
+        out.writelines(f"{t:.3f},{n},{r},{d}\n" for t, n, r, d in rows)
+    return path
+
+
+def write_predicted_series(path: Path, record: PolicyRecord) -> Path | None:
+    """The planner's timeline: t_s,demand,busy,ready,provisioning,headroom."""
+    if record.prediction is None:
+        return None
+    tl = record.prediction.timeline
+    with path.open("w", encoding="utf-8", newline="") as out:
+        out.write("t_s,demand,busy,ready,provisioning,headroom\n")
+        rows = zip(tl.t_s, tl.demand, tl.busy, tl.ready, tl.provisioning, tl.headroom, strict=True)
+        out.writelines(f"{t:.3f},{d},{b},{r},{p},{h}\n" for t, d, b, r, p, h in rows)
     return path
 
 
@@ -107,7 +131,13 @@ def write_outputs(
     out.mkdir(parents=True, exist_ok=True)
     written = [write_json(out / "summary.json", payload)]
     for rec in records:
-        written.append(write_invocations(out / f"invocations-{safe_name(rec.run.policy)}.csv", rec))
+        name = safe_name(rec.run.policy)
+        written.append(write_invocations(out / f"invocations-{name}.csv", rec))
+        if rec.samples:
+            written.append(write_series(out / f"series-{name}.csv", rec))
+        predicted = write_predicted_series(out / f"predicted-series-{name}.csv", rec)
+        if predicted is not None:
+            written.append(predicted)
     measured = [r for r in records if r.invocations]
     if measured:
         written.append(plot_wait_cdf(measured, out / "wait_cdf.png", warmup_s))
