@@ -64,7 +64,7 @@ def inputs(tmp_path: Path) -> dict[str, Path]:
         ),
         (["--trace", "{trace}", "--out", "{file}"], ["--out", "is a file"]),
         (["--trace", "{trace}", "--out", "{out}", "--max-in-flight", "0"], ["--max-in-flight", ">=1"]),
-        (["--trace", "{trace}", "--out", "{out}", "--warmup", "12"], ["--warmup", "no request to measure"]),
+        (["--trace", "{trace}", "--out", "{out}", "--warmup", "12.5"], ["--warmup", "no request to measure"]),
     ],
     ids=[
         "no-cluster",

@@ -211,7 +211,7 @@ async def prepare(options: RehearseOptions, policies: Sequence[str]) -> Prepared
     the cluster, a gateway and client that can run them; then the predictions (seconds: the
     planner on a virtual clock)."""
     trace, notes = read_trace(options.trace)
-    if options.warmup >= trace.span_s:
+    if options.warmup > trace.span_s:
         raise _refuse(
             "--warmup",
             f"{options.warmup:g} s leaves no request to measure (the last arrives at {trace.span_s:g} s)",
