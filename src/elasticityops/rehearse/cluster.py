@@ -79,8 +79,14 @@ async def sample_until(
                 on_sample(taken)
         if stop.is_set():
             return
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(stop.wait(), interval_s)
+        # The clock's sleep (virtual in tests), cut short when `stop` is set.
+        pause = asyncio.ensure_future(clock.sleep(interval_s))
+        stopped = asyncio.ensure_future(stop.wait())
+        try:
+            await asyncio.wait({pause, stopped}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            pause.cancel()
+            stopped.cancel()
 
 
 async def create_namespace(api: KubeApi, name: str) -> None:
