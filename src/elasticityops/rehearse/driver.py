@@ -216,10 +216,10 @@ async def _replay_and_collect(
 
     async def send(index: int) -> str:
         annotations = {RUN_SECONDS_ANNOTATION: f"{durations[index]:.3f}"}
-        invoke = client.invoke
-        # The keyword lands with per-invocation annotations; `eops rehearse` refuses to start
-        # without it (client_sets_annotations), so this call never goes out without it.
-        inv = await invoke(  # type: ignore[call-arg,unused-ignore]
+        # The keyword comes with per-invocation annotations (another branch); `eops rehearse`
+        # refuses to start without it (client_sets_annotations). The idempotency key makes the
+        # call safe to retry.
+        inv = await client.invoke(  # type: ignore[call-arg,unused-ignore]
             FUNCTION, None, idempotency_key=f"{ns}-{index}", annotations=annotations
         )
         return inv.id
