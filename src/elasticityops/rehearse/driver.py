@@ -1,5 +1,6 @@
 """One policy after another on a real cluster: settle, namespace, gateway, function, replay,
-drain, collect, clean up. Everything it decides is in the pure modules; this is the I/O."""
+drain, collect, clean up. What it computes is in the pure modules (and the small pure helpers
+at the top); the rest is I/O."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ from typing import Any, Protocol
 from elasticityops.backends.kubernetes.api import KubeApi
 from elasticityops.backends.kubernetes.settings import KubernetesSettings
 from elasticityops.client import AsyncClient, ClientError
+from elasticityops.devcluster.kwok_provider import T4_TYPE
 from elasticityops.devcluster.stages import RUN_SECONDS_ANNOTATION
 from elasticityops.domain.clock import Clock, SystemClock
 from elasticityops.domain.errors import EopsError
@@ -38,7 +40,6 @@ from elasticityops.rehearse.summary import PolicyRun
 from elasticityops.wire import InvocationOut
 
 FUNCTION = "rehearse"
-GPU_TYPE = "nvidia-tesla-t4"
 DRAIN_POLL_S = 5.0
 _PROVISIONING_S = KubernetesSettings().provisioning_timeout_seconds
 
@@ -56,7 +57,7 @@ def function_spec(trace: Trace) -> FunctionSpec:
         name=FUNCTION,
         image="eops-rehearse:kwok",  # never pulled: kwok plays the pod
         command=["sleep", "from-annotation"],
-        gpu=GpuSpec(type=GPU_TYPE, count=1),
+        gpu=GpuSpec(type=T4_TYPE, count=1),
         # The Job's deadline counts the wait for a node too (manifests.py), which the gateway
         # bounds by its provisioning timeout; kwok ends a pod up to a second after its run time.
         timeout_seconds=min(7 * 86_400, math.ceil(longest + _PROVISIONING_S) + 120),
