@@ -42,6 +42,10 @@ def _register() -> None:
 
     app.add_typer(render_app, name="render")
 
+    from elasticityops.cli import rehearse
+
+    rehearse.register(app)
+
 
 _register()
 
