@@ -73,7 +73,7 @@ def functions_table(items: list[FunctionOut]) -> Table:
         table.add_row(
             spec.name,
             str(item.version),
-            f"{spec.gpu.count} x {spec.gpu.type}",
+            f"{spec.gpu.count} x {', then '.join(spec.gpu.types)}",
             spec.priority.value,
             f"{spec.timeout_seconds}s",
             str(spec.max_concurrency),
