@@ -219,7 +219,9 @@ def test_gpu_type_is_one_name_or_an_ordered_list(written: object, types: tuple[s
         pytest.param([], "list 1-4", id="empty-list"),
         pytest.param(["nvidia-l4"] * 5, "list 1-4", id="five"),
         pytest.param(["nvidia-l4", "nvidia-l4"], "listed twice", id="repeated"),
-        pytest.param(["nvidia-tesla-t4", "nvidia-gtx-1080"], "unknown GPU type 'nvidia-gtx-1080'", id="unknown"),
+        pytest.param(
+            ["nvidia-tesla-t4", "nvidia-gtx-1080"], "unknown GPU type 'nvidia-gtx-1080'", id="unknown"
+        ),
         pytest.param(["nvidia-tesla-t4", 4], "unknown GPU type 4", id="not-a-name"),
         pytest.param(4, "give one name", id="a-number"),
         pytest.param({"first": "nvidia-l4"}, "give one name", id="a-mapping"),

@@ -164,6 +164,8 @@ def invocation_detail(inv: InvocationOut, now: datetime) -> RenderableType:
     head = Text.assemble((inv.id, "bold"), "  ", inv.function, "  ", state_text(inv.state))
     parts.append(head)
     facts = [f"priority {inv.priority}"]
+    if inv.gpu_type:
+        facts.append(inv.gpu_type)
     if inv.node:
         facts.append(f"on {inv.node}")
     if inv.exit_code is not None:

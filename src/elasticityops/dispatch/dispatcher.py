@@ -13,10 +13,10 @@ import asyncio
 import contextlib
 import logging
 from collections import deque
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
-from elasticityops.dispatch.cycle import CyclePlan, plan_cycle
+from elasticityops.dispatch.cycle import ActiveCounts, CyclePlan, by_version, plan_cycle
 from elasticityops.dispatch.functions import FunctionCache
 from elasticityops.dispatch.hub import ChangeHub
 from elasticityops.dispatch.reconcile import callback_url, plan_cancel, plan_recovery
@@ -219,7 +219,7 @@ class Dispatcher:
         page = await self.store.queued(batch)
         if not page:
             return False
-        active = await self.store.active_counts()
+        active = await self.store.active_counts_by_type()
         queued = list(page)
         plan, versions = await self._plan(queued, active, free)
         more = len(page) >= batch  # there may be queued work past what was read
@@ -250,12 +250,12 @@ class Dispatcher:
         return more and bool(plan.admit or plan.fail)
 
     async def _plan(
-        self, queued: list[Invocation], active: Mapping[tuple[str, int], int], free: int | None
+        self, queued: list[Invocation], active: ActiveCounts, free: int | None
     ) -> tuple[CyclePlan, dict[tuple[str, int], FunctionSpec]]:
         """`plan_cycle` over `queued`, with the specs it needs (cached), and those specs."""
-        functions = await self._functions({i.function for i in queued} | {name for name, _ in active})
+        functions = await self._functions({i.function for i in queued} | {name for name, _, _ in active})
         versions = await self.functions.versions(
-            [(i.function, i.spec_version) for i in queued] + list(active)
+            [(i.function, i.spec_version) for i in queued] + list(by_version(active))
         )
         plan = plan_cycle(
             queued=queued,
@@ -271,9 +271,14 @@ class Dispatcher:
 
     async def _admit(self, inv: Invocation, spec: FunctionSpec, payload: bytes | None) -> None:
         async with self._admitting:
-            pending = await self._apply(
-                Change(inv.id, State.pending, self.clock.now(), from_states=frozenset({State.queued}))
+            admitted = Change(
+                inv.id,
+                State.pending,
+                self.clock.now(),
+                from_states=frozenset({State.queued}),
+                gpu_type=inv.gpu_type,
             )
+            pending = await self._apply(admitted)
             if pending is not None:  # None: cancelled meanwhile
                 await self._launch(pending, spec, payload)
 

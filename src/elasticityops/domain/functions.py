@@ -95,9 +95,7 @@ class GpuSpec(_Strict):
                 f"list of 1-{MAX_GPU_TYPES} (e.g. [nvidia-tesla-t4, nvidia-l4])"
             )
         if not 1 <= len(value) <= MAX_GPU_TYPES:
-            raise ValueError(
-                f"lists {len(value)} GPU types; list 1-{MAX_GPU_TYPES}, the preferred first"
-            )
+            raise ValueError(f"lists {len(value)} GPU types; list 1-{MAX_GPU_TYPES}, the preferred first")
         names: list[str] = []
         for item in value:
             if not isinstance(item, str) or item.strip() not in KNOWN_GPU_TYPES:

@@ -131,6 +131,9 @@ class Invocation:
     notes: tuple[Note, ...] = field(default_factory=tuple)
     # The version of its function's spec it was accepted with, and the one it runs.
     spec_version: int = 1
+    # The GPU type it was admitted on (one of its spec's gpu.types); None while queued, and for
+    # invocations admitted before the gateway kept it (their spec's first type).
+    gpu_type: str | None = None
 
 
 def advance(
@@ -142,6 +145,7 @@ def advance(
     reason: FailureReason | None = None,
     message: str | None = None,
     node: str | None = None,
+    gpu_type: str | None = None,
 ) -> Invocation:
     """Return `inv` moved to `to` at time `at`, with its timeline filled in.
 
@@ -170,6 +174,7 @@ def advance(
         failure_reason=reason if reason is not None else inv.failure_reason,
         message=message if message is not None else inv.message,
         node=node if node is not None else inv.node,
+        gpu_type=gpu_type if gpu_type is not None else inv.gpu_type,
     )
 
 

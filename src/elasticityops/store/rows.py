@@ -30,6 +30,7 @@ INVOCATION_COLUMNS = (
     "failure_reason",
     "message",
     "node",
+    "gpu_type",
     "notes",
     "result",
 )
@@ -81,6 +82,7 @@ def invocation_from_row(row: Mapping[Any, Any]) -> Invocation:
         node=row["node"],
         notes=notes_from_json(row["notes"]),
         spec_version=row["spec_version"],
+        gpu_type=row["gpu_type"],
     )
 
 
@@ -127,6 +129,7 @@ def invocation_update(before: Invocation, after: Invocation) -> dict[str, Any]:
         ),
         "message": (before.message, after.message),
         "node": (before.node, after.node),
+        "gpu_type": (before.gpu_type, after.gpu_type),
         "result": (before.result, after.result),
     }
     out = {name: new for name, (old, new) in pairs.items() if old != new}
