@@ -290,3 +290,14 @@ def test_a_type_it_can_never_fit_is_skipped_and_one_fitting_none_fails() -> None
     assert [(i.id, i.gpu_type) for i in plan.admit] == [("t1", T4)]
     _, failed = cycle(queued[:1], functions=functions, gpu_budget=GpuBudget(per_type=((T4, 2), (L4, 3))))
     assert failed == [("s1", FailureReason.no_capacity)]
+    never = plan_cycle(
+        queued=queued[:1],
+        active={},
+        functions=functions,
+        versions={("s", 1): functions["s"]},
+        free_gpus=None,
+        total_gpus=None,
+        gpu_budget=GpuBudget(per_type=((T4, 2), (L4, 3))),
+        at=AT,
+    )
+    assert "the GPU budget for nvidia-tesla-t4 and nvidia-l4 allows at most 3 GPUs" in never.fail[0].message
