@@ -447,8 +447,10 @@ class Dispatcher:
             current = inv.gpu_type or spec.gpu.type
             now = self.clock.now()
             spill = next_type(inv, current, spec.gpu.types, now, self.settings.spill_after_seconds)
-            if spill is not None:
-                await self._relauncher.relaunch_on(replace(inv, gpu_type=current), spill.to, spill.reason)
+            if spill is None:
+                return
+            moved = await self._relauncher.relaunch_on(replace(inv, gpu_type=current), spill.to, spill.reason)
+            if moved is not None:
                 self.hub.changed(inv.id)
         except Exception:
             log.exception("spilling %s over failed", inv.id)

@@ -234,6 +234,7 @@ class KubernetesBackend:
         name = job_name(inv)
         deadline = self._clock.monotonic() + WITHDRAW_TIMEOUT_SECONDS
         job_gone = secret_gone = False
+        pause = 0.25  # doubling up to 5 s: a pending pod goes at once, a stuck one is not hammered
         while self._clock.monotonic() < deadline:
             try:
                 if not job_gone:
@@ -248,7 +249,8 @@ class KubernetesBackend:
                     return True
             except EopsError as exc:
                 log.warning("withdrawing the Job of %s: %s", inv, exc)
-            await self._clock.sleep(0.5)
+            await self._clock.sleep(pause)
+            pause = min(5.0, pause * 2)
         self._progress[inv] = Progress(job_seen=True, finished=True)
         failed = Finished.failed(
             self._clock.now(),
