@@ -420,8 +420,16 @@ class Dispatcher:
         while True:
             await self.clock.sleep(period)
             try:
+                # The grouped counts first: the rows are read only while some active work can
+                # spill at all (most functions list one type).
+                counts = await self.store.active_counts_by_type()
+                versions = await self.functions.versions(by_version(counts))
+                spilling = {key for key, spec in versions.items() if len(spec.gpu.types) > 1}
+                if not spilling:
+                    continue
                 for inv in await self.store.active():
-                    self._consider_spill(inv)
+                    if (inv.function, inv.spec_version) in spilling:
+                        self._consider_spill(inv)
             except Exception:
                 log.exception("spillover pass failed")
 
