@@ -87,6 +87,11 @@ class InvocationOut(BaseModel):
     message: str = ""
     result: Any = Field(None, description="what the job handed back: JSON if it parses, else text")
     node: str | None = Field(None, description="where it ran: GPU slot or Kubernetes node")
+    gpu_type: str | None = Field(
+        None,
+        description="the GPU type it was admitted on (one of its function's gpu.type; a later one "
+        "when it spilled over); null while queued",
+    )
     notes: list[NoteOut] = Field(default_factory=list, description="what explains the wait")
     queue_position: int | None = Field(
         None,
@@ -127,6 +132,7 @@ class InvocationOut(BaseModel):
             message=inv.message,
             result=decode_result(inv.result),
             node=inv.node,
+            gpu_type=inv.gpu_type,
             notes=[NoteOut(at=n.at, kind=n.kind, message=n.message) for n in inv.notes],
             queue_position=None if queue is None else queue.position,
             queue_reason=None if queue is None else queue.reason,

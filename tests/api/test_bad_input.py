@@ -44,6 +44,17 @@ def problem(response: httpx.Response) -> dict[str, str]:
             id="negative-timeout",
         ),
         pytest.param("ok-name", {"image": "x"}, 422, "command", "add it", id="no-command"),
+        pytest.param(
+            "ok-name", {**GOOD, "gpu": {"type": []}}, 422, "gpu.type", "list 1-4", id="gpu-types-empty"
+        ),
+        pytest.param(
+            "ok-name",
+            {**GOOD, "gpu": {"type": ["nvidia-l4", "nvidia-l4"]}},
+            422,
+            "gpu.type",
+            "listed twice",
+            id="gpu-types-repeated",
+        ),
         pytest.param("ok-name", {**GOOD, "priority": "urgent"}, 422, "priority", "one of", id="bad-priority"),
         pytest.param("ok-name", ["not", "a", "mapping"], 422, "(body)", "JSON object", id="not-a-mapping"),
         pytest.param(

@@ -98,3 +98,35 @@ def test_the_budget_caps_gpus_in_use_and_queued_work_waits_in_priority_order(tmp
     assert sampler.most_running <= BUDGET
     assert sampler.most_active == BUDGET, "the budget was used, not only respected"
     assert sampler.samples >= 3
+
+
+def test_a_function_listing_two_types_spills_to_the_second_when_the_first_types_budget_is_full(
+    tmp_path: Path,
+) -> None:
+    gates = tmp_path / "gates"
+    gates.mkdir()
+    args = ("--gpus", "8", "--gpu-budget", "nvidia-tesla-t4=2,nvidia-l4=2")
+    with running_server(tmp_path / "data", *args) as gw, gw.client() as client:
+        spec = {"command": ["python", "-c", _job(gates)], "gpu": {"type": ["nvidia-tesla-t4", "nvidia-l4"]}}
+        put = client.put("/v1/functions/spill", json=spec)
+        assert put.status_code == 201, put.text
+        got = client.get("/v1/functions/spill").json()["spec"]["gpu"]
+        assert got == {"type": ["nvidia-tesla-t4", "nvidia-l4"], "count": 1}, "read back as written"
+        ids = [client.post("/v1/functions/spill/invocations", json={}).json()["id"] for _ in range(5)]
+        sampler = Sampler(client)
+        sampler.until(lambda s: sum(s[i] in ACTIVE for i in ids) == 4, "4 admitted", within_s=60)
+        types = [client.get(f"/v1/invocations/{i}").json()["gpu_type"] for i in ids]
+        assert types == ["nvidia-tesla-t4", "nvidia-tesla-t4", "nvidia-l4", "nvidia-l4", None]
+        assert _queue(client, ids[4]) == (
+            1,
+            "the GPU budget for nvidia-tesla-t4 is full (2 of 2 in use); "
+            "the GPU budget for nvidia-l4 is full (2 of 2 in use)",
+        )
+
+        # An L4 frees: the one waiting takes it (its first type is still full).
+        (gates / ids[2]).touch()
+        sampler.until(lambda s: s[ids[4]] != "queued", "the fifth admitted")
+        assert client.get(f"/v1/invocations/{ids[4]}").json()["gpu_type"] == "nvidia-l4"
+        (gates / "all").touch()
+        sampler.until(lambda s: all(s[i] == "succeeded" for i in ids), "all 5 finished")
+    assert sampler.most_active <= 4

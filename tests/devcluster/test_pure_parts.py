@@ -309,3 +309,39 @@ def test_benchmark_autoscaler_settings_are_valid_and_keep_nodes() -> None:
     assert knobs.provision_delay == "fixed:5"
     assert knobs.driver_delay == "fixed:0"
     assert knobs.scale_down_after == 3600.0
+
+
+def _new_l4_node(zone: str = "us-central1-a") -> dict:
+    node = _new_node(zone=zone)
+    node["metadata"]["labels"]["cloud.google.com/gke-accelerator"] = "nvidia-l4"
+    return node
+
+
+@pytest.mark.parametrize(
+    ("entries", "t4_out", "l4_out"),
+    [
+        pytest.param(("us-central1-a",), True, True, id="a-whole-zone"),
+        pytest.param(("us-central1-a/nvidia-tesla-t4",), True, False, id="only-t4-there"),
+        pytest.param(("us-central1-a/nvidia-l4",), False, True, id="only-l4-there"),
+        pytest.param(("us-central1-b/nvidia-tesla-t4",), False, False, id="another-zone"),
+    ],
+)
+def test_a_stockout_can_be_of_one_gpu_type_in_a_zone(
+    entries: tuple[str, ...], t4_out: bool, l4_out: bool
+) -> None:
+    s = AutoscalerSettings(stockout_zones=entries).validated()
+    t4, l4 = stockout(_new_node(zone="us-central1-a"), s), stockout(_new_l4_node(), s)
+    assert (t4 is not None, l4 is not None) == (t4_out, l4_out)
+    if entries == ("us-central1-a/nvidia-tesla-t4",):
+        assert t4 is not None
+        assert (
+            "zone us-central1-a does not have enough resources available for nvidia-tesla-t4"
+            in (t4["metadata"]["annotations"][STOCKOUT])
+        )
+
+
+def test_a_stockout_of_a_gpu_type_the_dev_cluster_lacks_is_refused() -> None:
+    with pytest.raises(ValueError, match="no node group for; use ZONE or ZONE/TYPE"):
+        AutoscalerSettings(stockout_zones=("us-central1-a/nvidia-h100-80gb",)).validated()
+    with pytest.raises(ValueError, match="unknown zone 'mars-1'"):
+        AutoscalerSettings(stockout_zones=("mars-1/nvidia-l4",)).validated()

@@ -89,13 +89,16 @@ def cycle(
         "at": AT,
         **kwargs,
     }
-    # Active counts by function name alone mean version 1 of each.
+    # Active counts by function name alone mean version 1 of each; by (name, version), on the
+    # spec's first GPU type (a row from before the type was kept).
     by_function: dict[str, int] = options.pop("active_by_function")  # type: ignore[assignment]
     options.setdefault("active", {(name, 1): n for name, n in by_function.items()})
-    active: dict[tuple[str, int], int] = options["active"]  # type: ignore[assignment]
+    given: dict[tuple[str, ...], int] = options["active"]  # type: ignore[assignment]
+    active = {(key[0], key[1], key[2] if len(key) > 2 else None): n for key, n in given.items()}
+    options["active"] = active
     if "versions" not in options:  # each invocation asks for its function's current spec
         specs: dict[str, FunctionSpec] = options["functions"]  # type: ignore[assignment]
-        keys = [(i.function, i.spec_version) for i in queued] + list(active)
+        keys = [(i.function, i.spec_version) for i in queued] + [(n, v) for n, v, _ in active]
         options["versions"] = {key: specs[key[0]] for key in keys if key[0] in specs}
     plan = plan_cycle(queued=queued, **options)  # type: ignore[arg-type]
     return [i.id for i in plan.admit], [(c.id, c.reason) for c in plan.fail]
@@ -233,3 +236,68 @@ def test_the_plan_says_when_to_read_further_back_in_the_queue() -> None:
     assert further(free_gpus=5, gpu_budget=budget)
     assert not further(free_gpus=1, gpu_budget=budget), "the one free slot is taken"
     assert not further(free_gpus=None, gpu_budget=None), "everything read was admitted"
+
+
+def spilling(name: str, *kinds: str, gpus: int = 1) -> FunctionSpec:
+    return FunctionSpec(name=name, command=["true"], gpu=GpuSpec(count=gpus, type=list(kinds)))
+
+
+def test_the_plan_says_which_type_each_admitted_invocation_runs_on() -> None:
+    functions = {"s": spilling("s", T4, L4)}
+    queued = [inv(str(i), State.queued, function="s") for i in range(4)]
+    plan = plan_cycle(
+        queued=queued,
+        active={("s", 1, T4): 1},
+        functions=functions,
+        versions={("s", 1): functions["s"]},
+        free_gpus=None,
+        total_gpus=None,
+        gpu_budget=GpuBudget(per_type=((T4, 2), (L4, 2))),
+        at=AT,
+    )
+    assert [(i.id, i.gpu_type) for i in plan.admit] == [("0", T4), ("1", L4), ("2", L4)]
+
+
+def test_active_work_counts_under_the_type_it_was_admitted_on() -> None:
+    functions = {"s": spilling("s", T4, L4), "t": typed("t", T4)}
+    queued = [inv("t1", State.queued, function="t")]
+    budget = GpuBudget(per_type=((T4, 2), (L4, 2)))
+    # Two of "s" hold L4s, not T4s: the T4 budget still has room for t1.
+    admitted, _ = cycle(queued, functions=functions, active={("s", 1, L4): 2}, gpu_budget=budget)
+    assert admitted == ["t1"]
+    admitted, _ = cycle(queued, functions=functions, active={("s", 1, T4): 2}, gpu_budget=budget)
+    assert admitted == []
+    # A row from before the type was kept counts under the spec's first type.
+    admitted, _ = cycle(queued, functions=functions, active={("s", 1, None): 2}, gpu_budget=budget)
+    assert admitted == []
+
+
+def test_a_type_it_can_never_fit_is_skipped_and_one_fitting_none_fails() -> None:
+    functions = {"s": spilling("s", T4, L4, gpus=4), "t": typed("t", T4)}
+    queued = [inv("s1", State.queued, function="s"), inv("t1", State.queued, function="t")]
+    budget = GpuBudget(per_type=((T4, 2), (L4, 4)))
+    plan = plan_cycle(
+        queued=queued,
+        active={("s", 1, L4): 1},
+        functions=functions,
+        versions={("s", 1): functions["s"], ("t", 1): functions["t"]},
+        free_gpus=None,
+        total_gpus=None,
+        gpu_budget=budget,
+        at=AT,
+    )
+    # s1 waits for L4 (never T4, which holds 2): T4 is not held back for it.
+    assert [(i.id, i.gpu_type) for i in plan.admit] == [("t1", T4)]
+    _, failed = cycle(queued[:1], functions=functions, gpu_budget=GpuBudget(per_type=((T4, 2), (L4, 3))))
+    assert failed == [("s1", FailureReason.no_capacity)]
+    never = plan_cycle(
+        queued=queued[:1],
+        active={},
+        functions=functions,
+        versions={("s", 1): functions["s"]},
+        free_gpus=None,
+        total_gpus=None,
+        gpu_budget=GpuBudget(per_type=((T4, 2), (L4, 3))),
+        at=AT,
+    )
+    assert "the GPU budget for nvidia-tesla-t4 and nvidia-l4 allows at most 3 GPUs" in never.fail[0].message

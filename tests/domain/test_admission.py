@@ -77,7 +77,7 @@ def test_gpus_held_count_each_versions_gpus_and_one_for_a_version_not_kept() -> 
     def spec(name: str, gpus: int) -> FunctionSpec:
         return FunctionSpec(name=name, command=["true"], gpu=GpuSpec(count=gpus))
 
-    active = {("a", 1): 3, ("b", 1): 2, ("b", 2): 1, ("gone", 1): 2}
+    active = {("a", 1, None): 3, ("b", 1, None): 2, ("b", 2, None): 1, ("gone", 1, None): 2}
     versions = {("a", 1): spec("a", 1), ("b", 1): spec("b", 4), ("b", 2): spec("b", 2)}
     assert sum(gpus_held_by_type(active, versions).values()) == 3 + 8 + 2 + 2
 
@@ -140,9 +140,17 @@ def test_gpus_held_per_type() -> None:
     def spec(name: str, gpus: int, kind: str) -> FunctionSpec:
         return FunctionSpec(name=name, command=["true"], gpu=GpuSpec(count=gpus, type=kind))
 
-    active = {("a", 1): 3, ("b", 1): 2, ("gone", 1): 2}
+    active = {("a", 1, None): 3, ("b", 1, None): 2, ("gone", 1, None): 2}
     versions = {("a", 1): spec("a", 1, T4), ("b", 1): spec("b", 2, L4)}
     assert gpus_held_by_type(active, versions) == {T4: 3, L4: 4, UNKNOWN_GPU_TYPE: 2}
+
+
+def test_gpus_held_count_under_the_type_each_was_admitted_on() -> None:
+    spilling = FunctionSpec(name="s", command=["true"], gpu=GpuSpec(count=2, type=[T4, L4]))
+    active = {("s", 1, T4): 3, ("s", 1, L4): 1, ("s", 1, None): 1, ("gone", 1, L4): 2}
+    # A row from before the type was kept counts under its spec's first type; a version not
+    # kept under the type it was admitted on, one GPU each.
+    assert gpus_held_by_type(active, {("s", 1): spilling}) == {T4: 6 + 2, L4: 2 + 2}
 
 
 def test_admission_says_whether_work_further_back_could_still_fit() -> None:
@@ -154,3 +162,110 @@ def test_admission_says_whether_work_further_back_could_still_fit() -> None:
     assert (slots_out.chosen, slots_out.stopped) == (["a"], True)
     big_head = admission(snap([q("big", gpus=4), q("l", kind=L4)], free=2))
     assert (big_head.chosen, big_head.stopped) == ([], True), "strict order over shared slots"
+
+
+V100 = "nvidia-tesla-v100"
+
+
+def sq(i: str, *kinds: str, fn: str = "f", prio: Priority = N, gpus: int = 1) -> QueuedItem:
+    """A queued item of a function that lists `kinds` in order (T4 then L4 when none given)."""
+    first, *rest = kinds or (T4, L4)
+    return QueuedItem(id=i, function=fn, priority=prio, gpus=gpus, gpu_type=first, spill_to=tuple(rest))
+
+
+def placed(snapshot: AdmissionSnapshot) -> list[tuple[str, str]]:
+    decided = admission(snapshot)
+    return [(i, decided.on_type[i]) for i in decided.chosen]
+
+
+@pytest.mark.parametrize(
+    ("queued", "rooms", "expected"),
+    [
+        pytest.param([sq("a")], {T4: 1, L4: 1}, [("a", T4)], id="first-type-when-it-has-room"),
+        pytest.param([sq("a")], {T4: 0, L4: 1}, [("a", L4)], id="full-first-spills-to-second"),
+        pytest.param([sq("a")], {T4: 0}, [("a", L4)], id="spills-to-an-uncapped-type"),
+        pytest.param([sq("a")], {T4: 0, L4: 0}, [], id="all-full-waits"),
+        pytest.param(
+            [sq("a"), sq("b"), sq("c")],
+            {T4: 1, L4: 1},
+            [("a", T4), ("b", L4)],
+            id="fills-first-then-second-in-order",
+        ),
+        pytest.param(
+            [sq("a", T4, L4, V100), sq("b", T4, L4, V100)],
+            {T4: 0, L4: 0, V100: 2},
+            [("a", V100), ("b", V100)],
+            id="third-choice",
+        ),
+        pytest.param(
+            [sq("a", L4, T4)],
+            {T4: 1, L4: 1},
+            [("a", L4)],
+            id="the-functions-order-not-a-fixed-one",
+        ),
+        pytest.param(
+            [sq("big", gpus=2), sq("small")],
+            {T4: 1, L4: 1},
+            [],
+            id="a-head-blocked-on-all-its-types-holds-them-all",
+        ),
+        pytest.param(
+            [sq("big", T4, gpus=2), sq("small")],
+            {T4: 1, L4: 1},
+            [("small", L4)],
+            id="spills-past-a-type-an-earlier-one-waits-on",
+        ),
+        pytest.param(
+            [sq("big", T4, gpus=2), sq("t4-only", T4), sq("spill")],
+            {T4: 1, L4: 1},
+            [("spill", L4)],
+            id="a-t4-only-one-stays-behind-the-t4-head",
+        ),
+        pytest.param(
+            [sq("big", L4, gpus=2), sq("small")],
+            {T4: 1, L4: 1},
+            [("small", T4)],
+            id="first-type-free-while-the-second-is-held",
+        ),
+        pytest.param(
+            [sq("big", T4, gpus=2), sq("l4-big", L4, gpus=2), sq("small")],
+            {T4: 1, L4: 1},
+            [],
+            id="both-types-held-by-earlier-heads",
+        ),
+        pytest.param(
+            [sq("low", prio=L), sq("high", prio=H)],
+            {T4: 1, L4: 0},
+            [("high", T4)],
+            id="priority-picks-who-gets-the-first-type",
+        ),
+        pytest.param(
+            [sq("low", prio=L), sq("high", prio=H)],
+            {T4: 1, L4: 1},
+            [("high", T4), ("low", L4)],
+            id="the-later-in-order-spills",
+        ),
+    ],
+)
+def test_admission_spills_to_the_next_listed_type_without_overtaking_a_waiting_head(
+    queued: list[QueuedItem], rooms: dict[str, int], expected: list[tuple[str, str]]
+) -> None:
+    assert placed(snap(queued, rooms=rooms)) == expected
+
+
+def test_a_spilled_admission_takes_the_room_of_the_type_it_lands_on() -> None:
+    queued = [sq("a"), sq("l4", L4), sq("l4-2", L4)]
+    assert placed(snap(queued, rooms={T4: 0, L4: 2})) == [("a", L4), ("l4", L4)]
+
+
+def test_spilling_still_draws_on_what_all_types_share() -> None:
+    decided = admission(snap([sq("a"), sq("b"), sq("c")], free=2, rooms={T4: 0, L4: 5}))
+    assert (decided.chosen, decided.stopped) == (["a", "b"], True)
+    capped = admission(snap([sq("a"), sq("b")], rooms={T4: 0, L4: 5}, active={"f": 1}, limits={"f": 2}))
+    assert capped.chosen == ["a"], "max_concurrency counts spilled admissions too"
+
+
+def test_one_waiting_on_all_its_types_lets_other_types_through() -> None:
+    decided = admission(snap([sq("a", gpus=2), sq("v", V100)], rooms={T4: 1, L4: 1, V100: 1}))
+    assert (placed(snap([sq("a", gpus=2), sq("v", V100)], rooms={T4: 1, L4: 1, V100: 1}))) == [("v", V100)]
+    assert decided.stopped is False

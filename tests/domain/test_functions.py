@@ -187,3 +187,48 @@ def test_nul_in_an_argument_or_an_env_value_is_refused_at_deploy_naming_it() -> 
         ("command.1", "holds a NUL character"),
         ("env.B", "holds a NUL character"),
     ]
+
+
+@pytest.mark.parametrize(
+    ("written", "types"),
+    [
+        pytest.param("nvidia-l4", ("nvidia-l4",), id="one-name"),
+        pytest.param(["nvidia-l4"], ("nvidia-l4",), id="list-of-one"),
+        pytest.param(["nvidia-tesla-t4", "nvidia-l4"], ("nvidia-tesla-t4", "nvidia-l4"), id="two-in-order"),
+        pytest.param(["nvidia-l4", "nvidia-tesla-t4"], ("nvidia-l4", "nvidia-tesla-t4"), id="order-kept"),
+        pytest.param(
+            ["nvidia-tesla-t4", "nvidia-l4", "nvidia-tesla-v100", "nvidia-tesla-a100"],
+            ("nvidia-tesla-t4", "nvidia-l4", "nvidia-tesla-v100", "nvidia-tesla-a100"),
+            id="four",
+        ),
+    ],
+)
+def test_gpu_type_is_one_name_or_an_ordered_list(written: object, types: tuple[str, ...]) -> None:
+    spec = parse_function_spec(_with(gpu={"type": written, "count": 2}))
+    assert spec.gpu.types == types
+    assert spec.gpu.type == types[0]  # the preferred one, for code that asks for one type
+    # Read back as written: one name stays one name, a list stays a list.
+    dumped = spec.model_dump(mode="json")["gpu"]
+    assert dumped == {"type": written, "count": 2}
+    assert parse_function_spec(spec.model_dump(mode="json")) == spec
+
+
+@pytest.mark.parametrize(
+    ("written", "words"),
+    [
+        pytest.param([], "list 1-4", id="empty-list"),
+        pytest.param(["nvidia-l4"] * 5, "list 1-4", id="five"),
+        pytest.param(["nvidia-l4", "nvidia-l4"], "listed twice", id="repeated"),
+        pytest.param(
+            ["nvidia-tesla-t4", "nvidia-gtx-1080"], "unknown GPU type 'nvidia-gtx-1080'", id="unknown"
+        ),
+        pytest.param(["nvidia-tesla-t4", 4], "unknown GPU type 4", id="not-a-name"),
+        pytest.param(4, "give one name", id="a-number"),
+        pytest.param({"first": "nvidia-l4"}, "give one name", id="a-mapping"),
+    ],
+)
+def test_bad_gpu_type_lists_name_the_field_and_the_fix(written: object, words: str) -> None:
+    with pytest.raises(InvalidInput) as caught:
+        parse_function_spec(_with(gpu={"type": written}))
+    assert [p.field for p in caught.value.problems] == ["gpu.type"]
+    assert words in str(caught.value)

@@ -60,3 +60,23 @@ def test_max_concurrency_and_pause_come_first() -> None:
     assert queue_reason(capped) == "function f is at its max_concurrency (2)"
     assert "paused" in queue_reason(replace(capped, paused=True))
     assert queue_reason(replace(FACTS, budget=None, max_concurrency=None)) == WAITING
+
+
+def test_a_function_listing_several_types_counts_those_ahead_on_any_of_them() -> None:
+    versions = {("t", 1): spec("t"), ("l", 1): spec("l", L4), ("v", 1): spec("v", "nvidia-tesla-v100")}
+    versions[("s", 1)] = FunctionSpec(name="s", command=["true"], gpu=GpuSpec(type=[L4, T4]))
+    ahead = {("t", 1): 3, ("l", 1): 5, ("v", 1): 7, ("s", 1): 2}
+    assert queue_position(T4, ahead, versions, spill_to=(L4,)) == 1 + 3 + 5 + 2
+    assert queue_position(T4, ahead, versions) == 1 + 3 + 2, "a spilling one ahead competes for T4 too"
+
+
+def test_a_function_that_can_spill_waits_on_a_budget_only_when_every_type_is_full() -> None:
+    both = GpuBudget(per_type=((T4, 5), (L4, 2)))
+    spilling = replace(FACTS, budget=both, spill_to=(L4,))
+    assert queue_reason(spilling) == WAITING, "L4 has room: admission takes it there"
+    full = replace(spilling, in_use={T4: 5, L4: 2})
+    assert queue_reason(full) == (
+        "the GPU budget for nvidia-tesla-t4 is full (5 of 5 in use); "
+        "the GPU budget for nvidia-l4 is full (2 of 2 in use)"
+    )
+    assert queue_reason(replace(full, budget=GpuBudget(per_type=((T4, 5),)))) == WAITING, "L4 not capped"

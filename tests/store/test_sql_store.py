@@ -18,6 +18,7 @@ from elasticityops.domain.events import BackendEvent, Finished
 from elasticityops.domain.functions import FunctionSpec, Priority
 from elasticityops.domain.invocations import FailureReason, Note, State, new_invocation_id
 from elasticityops.domain.ports import Change, NewInvocation
+from elasticityops.domain.spillover import SPILLED, Spill
 from elasticityops.domain.tokens import Scope
 from elasticityops.store.sql import SqlStore
 from elasticityops.store.tables import invocations
@@ -749,3 +750,56 @@ def test_commit_observers_see_how_many_writes_each_commit_carried(
     run.run(body())
     assert sum(commits) == 51, "every write is in exactly one observed commit"
     assert all(n >= 1 for n in commits)
+
+
+def test_the_gpu_type_is_kept_from_admission_and_counted_per_type(
+    store: SqlStore, run: asyncio.Runner
+) -> None:
+    async def body() -> None:
+        t4, l4 = "nvidia-tesla-t4", "nvidia-l4"
+        items = [new() for _ in range(4)]
+        for item in items:
+            await store.create_invocation(item)
+        await store.apply(Change(items[0].id, State.pending, T0, gpu_type=t4))
+        await store.apply(Change(items[1].id, State.pending, T0, gpu_type=l4))
+        await store.apply(Change(items[2].id, State.pending, T0))  # as a gateway before spillover
+        running = await store.apply(Change(items[1].id, State.running, T0))
+        assert running is not None
+        assert running.gpu_type == l4, "later transitions keep it"
+        got = await store.get_invocation(items[0].id)
+        assert got is not None
+        assert got.gpu_type == t4
+        queued = await store.get_invocation(items[3].id)
+        assert queued is not None
+        assert queued.gpu_type is None
+        assert await store.active_counts_by_type() == {
+            ("hello", 1, t4): 1,
+            ("hello", 1, l4): 1,
+            ("hello", 1, None): 1,
+        }
+        assert await store.active_counts() == {("hello", 1): 3}
+
+    run.run(body())
+
+
+def test_a_spill_moves_a_pending_invocation_to_the_next_type_once(
+    store: SqlStore, run: asyncio.Runner
+) -> None:
+    async def body() -> None:
+        t4, l4 = "nvidia-tesla-t4", "nvidia-l4"
+        item = new()
+        await store.create_invocation(item)
+        await store.apply(Change(item.id, State.pending, T0, gpu_type=t4))
+        why = Spill(l4, "zone us-central1-a stocked out for nvidia-tesla-t4")
+        moved = await store.spill(item.id, t4, why, T0 + timedelta(seconds=5))
+        assert moved is not None
+        assert (moved.state, moved.gpu_type) == (State.pending, l4)
+        assert moved.notes[-1] == Note(T0 + timedelta(seconds=5), SPILLED, why.text)
+        again = await store.get_invocation(item.id)
+        assert again == moved
+        assert await store.spill(item.id, t4, why, T0) is None, "it waits on L4 now: no second move"
+        assert await store.active_counts_by_type() == {("hello", 1, l4): 1}
+        await store.apply(Change(item.id, State.running, T0 + timedelta(seconds=9)))
+        assert await store.spill(item.id, l4, Spill(t4, "x"), T0) is None, "a started one stays"
+
+    run.run(body())

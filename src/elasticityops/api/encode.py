@@ -39,6 +39,7 @@ def invocation_document(inv: Invocation, queue: QueueStatus | None = None) -> di
         "message": inv.message,
         "result": decode_result(inv.result),
         "node": inv.node,
+        "gpu_type": inv.gpu_type,
         "notes": [{"at": n.at, "kind": n.kind, "message": n.message} for n in inv.notes],
         "queue_position": None if queue is None else queue.position,
         "queue_reason": None if queue is None else queue.reason,

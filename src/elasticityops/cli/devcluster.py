@@ -104,8 +104,9 @@ def up(
     stockout_zone: list[str] = typer.Option(
         [],
         "--stockout-zone",
-        help="A zone whose new nodes never become Ready (repeat for more): the autoscaler's own "
-        "time-out and back-off move the work to another group.",
+        help="A zone whose new nodes never become Ready (repeat for more), or ZONE/GPU_TYPE for "
+        "one type's group there (us-central1-a/nvidia-tesla-t4): the autoscaler's own time-out "
+        "and back-off move the work to another group.",
     ),
     scale_down_after: float = typer.Option(
         600.0, help="Seconds a node must be unneeded before removal (--scale-down-unneeded-time)."

@@ -73,7 +73,7 @@ def functions_table(items: list[FunctionOut]) -> Table:
         table.add_row(
             spec.name,
             str(item.version),
-            f"{spec.gpu.count} x {spec.gpu.type}",
+            f"{spec.gpu.count} x {', then '.join(spec.gpu.types)}",
             spec.priority.value,
             f"{spec.timeout_seconds}s",
             str(spec.max_concurrency),
@@ -164,6 +164,8 @@ def invocation_detail(inv: InvocationOut, now: datetime) -> RenderableType:
     head = Text.assemble((inv.id, "bold"), "  ", inv.function, "  ", state_text(inv.state))
     parts.append(head)
     facts = [f"priority {inv.priority}"]
+    if inv.gpu_type:
+        facts.append(inv.gpu_type)
     if inv.node:
         facts.append(f"on {inv.node}")
     if inv.exit_code is not None:

@@ -24,7 +24,13 @@ from typing import Any
 from elasticityops.backends.kubernetes.objects import epoch
 from elasticityops.devcluster.config import AutoscalerSettings
 from elasticityops.devcluster.node_stages import BOOT_AT, DRIVER_AT, STOCKOUT
-from elasticityops.devcluster.nodes import ROLE_AUTOSCALED, ROLE_LABEL, ZONE_LABEL, baseline_node_name
+from elasticityops.devcluster.nodes import (
+    ACCELERATOR_LABEL,
+    ROLE_AUTOSCALED,
+    ROLE_LABEL,
+    ZONE_LABEL,
+    baseline_node_name,
+)
 from elasticityops.planner.distributions import parse_distribution
 
 HOSTNAME_LABEL = "kubernetes.io/hostname"
@@ -49,19 +55,26 @@ def is_new(node: dict[str, Any]) -> bool:
     )
 
 
-def stockout_message(zone: str) -> str:
+def stockout_message(zone: str, gpu_type: str = "") -> str:
+    what = f" for {gpu_type}" if gpu_type else ""
     return (
-        f"simulated stockout: zone {zone} does not have enough resources available "
+        f"simulated stockout: zone {zone} does not have enough resources available{what} "
         "(ZONE_RESOURCE_POOL_EXHAUSTED); the instance was not created"
     )
 
 
 def stockout(node: dict[str, Any], settings: AutoscalerSettings) -> dict[str, Any] | None:
-    """The patch that fails a new node whose zone has no capacity, or None."""
-    zone = ((node.get("metadata") or {}).get("labels") or {}).get(ZONE_LABEL, "")
-    if not is_new(node) or zone not in settings.stockout_zones:
+    """The patch that fails a new node whose zone (or zone and GPU type: `ZONE/TYPE`) has no
+    capacity, or None."""
+    labels = (node.get("metadata") or {}).get("labels") or {}
+    zone, kind = labels.get(ZONE_LABEL, ""), labels.get(ACCELERATOR_LABEL, "")
+    if not is_new(node):
         return None
-    return {"metadata": {"annotations": {STOCKOUT: stockout_message(zone)}}}
+    if zone in settings.stockout_zones:
+        return {"metadata": {"annotations": {STOCKOUT: stockout_message(zone)}}}
+    if f"{zone}/{kind}" in settings.stockout_zones:
+        return {"metadata": {"annotations": {STOCKOUT: stockout_message(zone, kind)}}}
+    return None
 
 
 def stamp(

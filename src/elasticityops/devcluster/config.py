@@ -7,9 +7,12 @@ from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
+from elasticityops.devcluster.kwok_provider import L4_TYPE, T4_TYPE
 from elasticityops.devcluster.node_stages import DEFAULT_HEARTBEAT_SECONDS
 from elasticityops.devcluster.nodes import ZONES
 from elasticityops.planner.distributions import parse_distribution
+
+GPU_TYPES = (T4_TYPE, L4_TYPE)  # those the dev cluster's node groups offer
 
 
 @dataclass(frozen=True)
@@ -35,7 +38,9 @@ class AutoscalerSettings:
     # s a node may take to register and to turn Ready before it is given up
     # (max-node-provision-time and max-node-startup-time, upstream's 15 min both)
     max_node_provision_time: float = 900.0
-    stockout_zones: tuple[str, ...] = ()  # zones whose new nodes never become Ready
+    # zones whose new nodes never become Ready: ZONE (every GPU type there) or ZONE/GPU_TYPE
+    # (only that type's group there, e.g. us-central1-a/nvidia-tesla-t4: its L4 group still works)
+    stockout_zones: tuple[str, ...] = ()
     seed: int = 0  # RNG seed for the sampled delays (0: from the clock)
 
     def validated(self) -> AutoscalerSettings:
@@ -47,9 +52,15 @@ class AutoscalerSettings:
             raise ValueError("scan_interval must be > 0")
         if self.max_scale_down_parallelism < 1:
             raise ValueError("max_scale_down_parallelism must be >= 1")
-        unknown = sorted(set(self.stockout_zones) - set(ZONES))
-        if unknown:
-            raise ValueError(f"stockout_zones: unknown zone {unknown[0]!r}; zones are {', '.join(ZONES)}")
+        for entry in self.stockout_zones:
+            zone, slash, kind = entry.partition("/")
+            if zone not in ZONES:
+                raise ValueError(f"stockout_zones: unknown zone {zone!r}; zones are {', '.join(ZONES)}")
+            if slash and kind not in GPU_TYPES:
+                raise ValueError(
+                    f"stockout_zones: {entry!r} names GPU type {kind!r}, which the dev cluster has "
+                    f"no node group for; use ZONE or ZONE/TYPE with TYPE one of {', '.join(GPU_TYPES)}"
+                )
         return self
 
     @classmethod

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 
 from elasticityops.domain.admission import AdmissionSnapshot, QueuedItem, admission
@@ -15,6 +15,9 @@ from elasticityops.domain.invocations import FailureReason, Invocation, State
 from elasticityops.domain.ports import Change
 
 _FROM_QUEUED = frozenset({State.queued})
+ActiveCounts = Mapping[tuple[str, int, str | None], int]
+"""Pending and running invocations by (function, spec version, GPU type admitted on; None for
+rows from before the gateway kept it), as `Store.active_counts_by_type` counts them."""
 UNKNOWN_GPU_TYPE = "unknown"
 """The type GPUs held by a version whose spec is not kept count under: no per-type cap names it,
 the overall budget counts it."""
@@ -22,7 +25,7 @@ the overall budget counts it."""
 
 @dataclass(frozen=True)
 class CyclePlan:
-    admit: list[Invocation]  # in launch order
+    admit: list[Invocation]  # in launch order, each with the GPU type it is admitted on
     fail: list[Change]  # queued invocations that can never run
     look_further: bool = False
     """Some of `queued` wait for their own GPU type or function while capacity all share is
@@ -32,7 +35,7 @@ class CyclePlan:
 def plan_cycle(
     *,
     queued: Sequence[Invocation],
-    active: Mapping[tuple[str, int], int],
+    active: ActiveCounts,
     functions: Mapping[str, FunctionSpec],
     versions: Mapping[tuple[str, int], FunctionSpec],
     free_gpus: int | None,
@@ -42,7 +45,7 @@ def plan_cycle(
     headroom: Mapping[str, int] | None = None,
 ) -> CyclePlan:
     """`queued` in admission order or oldest first (admission sorts by priority itself);
-    `active` how many are pending or running per (function, version);
+    `active` how many are pending or running per (function, version, GPU type);
     `functions` the specs that exist now, by name (a queued invocation whose function is not
     there was deleted); `versions` the specs by (name, version) that the queued invocations were
     accepted with, and those the active ones run: what each asks GPUs for (a missing one was
@@ -51,7 +54,7 @@ def plan_cycle(
     (the headroom controller keeps it within what the budget leaves, elasticity/controller.py)."""
     held_for = headroom or {}
     active_by_function: Counter[str] = Counter()
-    for (name, _version), count in active.items():
+    for (name, _version, _type), count in active.items():
         active_by_function[name] += count
     fail: list[Change] = []
     items: list[QueuedItem] = []
@@ -70,7 +73,10 @@ def plan_cycle(
             # Queueing it would block its type forever (admission keeps strict order).
             fail.append(_fail(inv, at, FailureReason.no_capacity, too_big))
         else:
-            items.append(QueuedItem(inv.id, inv.function, inv.priority, spec.gpu.count, spec.gpu.type))
+            # Only the types it can ever fit: waiting on one it never fits would hold back that
+            # type's queue for nothing.
+            first, *rest = _fitting_types(spec, gpu_budget)
+            items.append(QueuedItem(inv.id, inv.function, inv.priority, spec.gpu.count, first, tuple(rest)))
     in_use = gpus_held_by_type(active, versions)
     snapshot = AdmissionSnapshot(
         queued=items,
@@ -83,22 +89,22 @@ def plan_cycle(
     by_id = {i.id: i for i in queued}
     decided = admission(snapshot)
     further = not decided.stopped and len(decided.chosen) < len(items)
-    return CyclePlan(admit=[by_id[i] for i in decided.chosen], fail=fail, look_further=further)
+    admitted = [replace(by_id[i], gpu_type=decided.on_type[i]) for i in decided.chosen]
+    return CyclePlan(admit=admitted, fail=fail, look_further=further)
 
 
 def _never_fits(spec: FunctionSpec, total_gpus: int | None, budget: GpuBudget | None) -> str | None:
-    """Why an invocation of `spec` can never start (it asks more GPUs than a limit ever allows),
-    or None when it can."""
-    kind = spec.gpu.type
+    """Why an invocation of `spec` can never start (it asks more GPUs than a limit ever allows,
+    on every GPU type it lists), or None when it can."""
     limits = [
         (total_gpus, "the backend offers", "--gpus"),
         (None if budget is None else budget.total, "the GPU budget allows", "EOPS_GPU_BUDGET"),
-        (
-            None if budget is None else budget.cap(kind),
-            f"the GPU budget for {kind} allows",
-            "EOPS_GPU_BUDGET",
-        ),
     ]
+    if not _fitting_types(spec, budget):
+        caps = [(kind, budget.cap(kind) if budget is not None else None) for kind in spec.gpu.types]
+        biggest = max(cap for _, cap in caps if cap is not None)
+        names = " and ".join(kind for kind, _ in caps)
+        limits.append((biggest, f"the GPU budget for {names} allows", "EOPS_GPU_BUDGET"))
     for most, what, knob in limits:
         if most is not None and spec.gpu.count > most:
             return (
@@ -108,20 +114,33 @@ def _never_fits(spec: FunctionSpec, total_gpus: int | None, budget: GpuBudget | 
     return None
 
 
-def gpus_held_by_type(
-    active: Mapping[tuple[str, int], int], versions: Mapping[tuple[str, int], FunctionSpec]
-) -> Counter[str]:
+def _fitting_types(spec: FunctionSpec, budget: GpuBudget | None) -> list[str]:
+    """The spec's GPU types, in order, whose own budget (if capped) can ever hold one of it."""
+    caps = [(kind, None if budget is None else budget.cap(kind)) for kind in spec.gpu.types]
+    return [kind for kind, cap in caps if cap is None or spec.gpu.count <= cap]
+
+
+def gpus_held_by_type(active: ActiveCounts, versions: Mapping[tuple[str, int], FunctionSpec]) -> Counter[str]:
     """GPUs held by pending and running invocations, per GPU type: from the store's active counts
-    per (function, version) and the gpu of the version each runs (one each, at least, of
-    UNKNOWN_GPU_TYPE for a version whose spec is not kept)."""
+    per (function, version, type) and the gpu count of the version each runs, under the type it
+    was admitted on (its spec's first type for a row from before that was kept; one GPU each of
+    UNKNOWN_GPU_TYPE, at least, for a version whose spec is not kept)."""
     held: Counter[str] = Counter()
-    for key, count in active.items():
-        spec = versions.get(key)
+    for (name, version, kind), count in active.items():
+        spec = versions.get((name, version))
         if spec is None:
-            held[UNKNOWN_GPU_TYPE] += count
+            held[kind or UNKNOWN_GPU_TYPE] += count
         else:
-            held[spec.gpu.type] += count * spec.gpu.count
+            held[kind or spec.gpu.type] += count * spec.gpu.count
     return held
+
+
+def by_version(active: ActiveCounts) -> dict[tuple[str, int], int]:
+    """The active counts per (function, version), all GPU types together."""
+    out: Counter[tuple[str, int]] = Counter()
+    for (name, version, _kind), count in active.items():
+        out[(name, version)] += count
+    return dict(out)
 
 
 def _fail(inv: Invocation, at: datetime, reason: FailureReason, message: str) -> Change:

@@ -13,13 +13,14 @@ import asyncio
 import contextlib
 import logging
 from collections import deque
-from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, replace
 
-from elasticityops.dispatch.cycle import CyclePlan, plan_cycle
+from elasticityops.dispatch.cycle import ActiveCounts, CyclePlan, by_version, plan_cycle
 from elasticityops.dispatch.functions import FunctionCache
 from elasticityops.dispatch.hub import ChangeHub
 from elasticityops.dispatch.reconcile import callback_url, plan_cancel, plan_recovery
+from elasticityops.dispatch.relaunch import Relauncher, can_relaunch
 from elasticityops.domain.budget import GpuBudget, parse_gpu_budget
 from elasticityops.domain.clock import Clock
 from elasticityops.domain.errors import NotFound, TemporaryError
@@ -27,6 +28,7 @@ from elasticityops.domain.events import BackendEvent, Finished, finished_event
 from elasticityops.domain.functions import FunctionSpec
 from elasticityops.domain.invocations import FailureReason, Invocation, State, callback_token
 from elasticityops.domain.ports import Backend, Change, LaunchRequest, Store
+from elasticityops.domain.spillover import next_type
 from elasticityops.knobs import knob
 
 log = logging.getLogger(__name__)
@@ -70,6 +72,16 @@ class DispatchSettings:
         flag="paused",
         help="Accept and store invocations but admit none (maintenance; measuring the gateway "
         "alone); backend events are still handled.",
+    )
+    spill_after_seconds: float = knob(
+        900.0,
+        env="EOPS_SPILL_AFTER_SECONDS",
+        unit="seconds",
+        gt=0,
+        help="How long a pending invocation of a function that lists several GPU types waits "
+        "for a node of one before it moves to the next (the cluster autoscaler's "
+        "max-node-provision-time is 15 min); a stockout, quota or NotTriggerScaleUp note moves "
+        "it at once.",
     )
     event_retries: int = 5
     """Attempts to record one backend event when the store fails (count), with growing pauses."""
@@ -147,6 +159,9 @@ class Dispatcher:
         self._stopping = False
         self._admitting = asyncio.Semaphore(settings.launch_concurrency)
         self._events = EventLanes(self._record_with_retries, settings.event_concurrency)
+        self._relauncher = Relauncher(store, backend, clock, self._launch_again)
+        self._spill_loop_task: asyncio.Task[None] | None = None
+        self._spilling: dict[str, asyncio.Task[None]] = {}
         self._watchers: list[Callable[[Invocation], None]] = []
 
     def watch(self, watcher: Callable[[Invocation], None]) -> None:
@@ -171,10 +186,12 @@ class Dispatcher:
         await self.backend.start(self._on_event)
         await self._recover()
         self._task = asyncio.create_task(self._loop(), name="dispatcher")
+        self._start_spillover()
 
     async def stop(self) -> None:
         """Stop admitting and watching. Running jobs keep running; the next start adopts them."""
         self._stopping = True
+        await self._stop_spillover()
         if self._task is not None:
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -231,7 +248,7 @@ class Dispatcher:
         page = await self.store.queued(batch)
         if not page:
             return False
-        active = await self.store.active_counts()
+        active = await self.store.active_counts_by_type()
         queued = list(page)
         plan, versions = await self._plan(queued, active, free)
         more = len(page) >= batch  # there may be queued work past what was read
@@ -262,12 +279,12 @@ class Dispatcher:
         return more and bool(plan.admit or plan.fail)
 
     async def _plan(
-        self, queued: list[Invocation], active: Mapping[tuple[str, int], int], free: int | None
+        self, queued: list[Invocation], active: ActiveCounts, free: int | None
     ) -> tuple[CyclePlan, dict[tuple[str, int], FunctionSpec]]:
         """`plan_cycle` over `queued`, with the specs it needs (cached), and those specs."""
-        functions = await self._functions({i.function for i in queued} | {name for name, _ in active})
+        functions = await self._functions({i.function for i in queued} | {name for name, _, _ in active})
         versions = await self.functions.versions(
-            [(i.function, i.spec_version) for i in queued] + list(active)
+            [(i.function, i.spec_version) for i in queued] + list(by_version(active))
         )
         plan = plan_cycle(
             queued=queued,
@@ -283,9 +300,14 @@ class Dispatcher:
 
     async def _admit(self, inv: Invocation, spec: FunctionSpec, payload: bytes | None) -> None:
         async with self._admitting:
-            pending = await self._apply(
-                Change(inv.id, State.pending, self.clock.now(), from_states=frozenset({State.queued}))
+            admitted = Change(
+                inv.id,
+                State.pending,
+                self.clock.now(),
+                from_states=frozenset({State.queued}),
+                gpu_type=inv.gpu_type,
             )
+            pending = await self._apply(admitted)
             if pending is not None:  # None: cancelled meanwhile
                 await self._launch(pending, spec, payload)
 
@@ -383,6 +405,79 @@ class Dispatcher:
         if recorded is not None:
             self.hub.changed(event.invocation_id)
             self._tell(recorded[1])
+            if event.note is not None:
+                self._consider_spill(recorded[1])  # a stockout, say, moves it at once
         if event.finished is not None:
             # The job is over (even if a cancel ended the invocation first): its GPU is free.
             self.hub.work_available()
+
+    # --- spillover (domain.spillover decides, dispatch.relaunch moves) -----------------------
+
+    def _start_spillover(self) -> None:
+        if can_relaunch(self.backend):
+            self._spill_loop_task = asyncio.create_task(self._spill_loop(), name="spillover")
+
+    async def _stop_spillover(self) -> None:
+        tasks = [t for t in (self._spill_loop_task, *self._spilling.values()) if t is not None]
+        for task in tasks:
+            task.cancel()
+        for task in tasks:
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        self._spill_loop_task = None
+        self._spilling.clear()
+
+    async def _spill_loop(self) -> None:
+        """Look at every pending invocation now and then, for those that waited too long on
+        their GPU type (notes are looked at as they come, in `_record`)."""
+        period = min(30.0, max(1.0, self.settings.spill_after_seconds / 4))
+        while True:
+            await self.clock.sleep(period)
+            try:
+                # The grouped counts first: the rows are read only while some active work can
+                # spill at all (most functions list one type).
+                counts = await self.store.active_counts_by_type()
+                versions = await self.functions.versions(by_version(counts))
+                spilling = {key for key, spec in versions.items() if len(spec.gpu.types) > 1}
+                if not spilling:
+                    continue
+                for inv in await self.store.active():
+                    if (inv.function, inv.spec_version) in spilling:
+                        self._consider_spill(inv)
+            except Exception:
+                log.exception("spillover pass failed")
+
+    def _consider_spill(self, inv: Invocation) -> None:
+        """Move a pending invocation to its next GPU type if `next_type` says so, in a task of
+        its own (withdrawing a Job takes a while); one at a time per invocation."""
+        if (
+            inv.state is not State.pending
+            or inv.timeline.capacity_ready is not None
+            or inv.id in self._spilling
+            or not can_relaunch(self.backend)
+        ):
+            return
+        task = asyncio.create_task(self._spill(inv), name=f"spill {inv.id}")
+        self._spilling[inv.id] = task
+        task.add_done_callback(lambda _: self._spilling.pop(inv.id, None))
+
+    async def _spill(self, inv: Invocation) -> None:
+        try:
+            spec = await self.functions.version(inv.function, inv.spec_version)
+            if spec is None or len(spec.gpu.types) < 2:
+                return
+            current = inv.gpu_type or spec.gpu.type
+            now = self.clock.now()
+            spill = next_type(inv, current, spec.gpu.types, now, self.settings.spill_after_seconds)
+            if spill is None:
+                return
+            moved = await self._relauncher.relaunch_on(replace(inv, gpu_type=current), spill.to, spill.reason)
+            if moved is not None:
+                self.hub.changed(inv.id)
+        except Exception:
+            log.exception("spilling %s over failed", inv.id)
+
+    async def _launch_again(self, inv: Invocation) -> None:
+        spec = await self.functions.version(inv.function, inv.spec_version)
+        if spec is not None:
+            await self._launch(inv, spec)

@@ -3,7 +3,7 @@ settings now (GET /v1/invocations/{id}); the decisions are domain/queue.py's."""
 
 from __future__ import annotations
 
-from elasticityops.dispatch.cycle import gpus_held_by_type
+from elasticityops.dispatch.cycle import by_version, gpus_held_by_type
 from elasticityops.dispatch.dispatcher import DispatchSettings
 from elasticityops.dispatch.functions import FunctionCache
 from elasticityops.domain.invocations import Invocation, State
@@ -23,19 +23,21 @@ async def queue_status(
         return None
     # Grouped counts only: the store never hands over rows, however long the queue.
     ahead = await store.queued_ahead(inv)
-    active = await store.active_counts()
-    versions = await functions.versions([*ahead, *active])
+    active = await store.active_counts_by_type()
+    versions = await functions.versions([*ahead, *by_version(active)])
     current = await functions.get(inv.function)
     facts = QueueFacts(
         function=inv.function,
         gpu_type=spec.gpu.type,
         gpus=spec.gpu.count,
         max_concurrency=None if current is None else current.spec.max_concurrency,
-        function_active=sum(n for (name, _), n in active.items() if name == inv.function),
+        function_active=sum(n for (name, _, _), n in active.items() if name == inv.function),
         in_use=gpus_held_by_type(active, versions),
         budget=settings.gpu_budget,
         backend_free=backend.free_gpus(),
         backend_total=backend.total_gpus(),
         paused=settings.paused,
+        spill_to=spec.gpu.types[1:],
     )
-    return QueueStatus(queue_position(spec.gpu.type, ahead, versions), queue_reason(facts))
+    position = queue_position(spec.gpu.type, ahead, versions, spec.gpu.types[1:])
+    return QueueStatus(position, queue_reason(facts))

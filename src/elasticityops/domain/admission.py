@@ -3,7 +3,13 @@
 Order is priority first (high, normal, low), then acceptance time, so invocations beyond the free
 capacity wait in order. A function at its `max_concurrency` is skipped without blocking others.
 A GPU type whose budget is full blocks only invocations of that type: strict head-of-line order
-holds within a type (and within what all types share: the backend's slots, an overall budget)."""
+holds within a type (and within what all types share: the backend's slots, an overall budget).
+
+Spillover: an invocation whose function lists several GPU types (`gpu.type: [t4, l4]`) is
+admitted on the first of them that is not blocked and has room. A type is blocked once an
+invocation waits for it, so one that spills never takes room an earlier invocation waits for:
+it only uses a type nothing ahead of it is waiting on. One that fits none of its types waits on
+all of them, so nothing behind it that asks for any of those types overtakes it."""
 
 from __future__ import annotations
 
@@ -22,7 +28,12 @@ class QueuedItem:
     function: str
     priority: Priority
     gpus: int = 1
-    gpu_type: str = DEFAULT_GPU_TYPE
+    gpu_type: str = DEFAULT_GPU_TYPE  # the first choice
+    spill_to: tuple[str, ...] = ()  # the types to try next, in order
+
+    @property
+    def types(self) -> tuple[str, ...]:
+        return (self.gpu_type, *self.spill_to)
 
 
 @dataclass(frozen=True)
@@ -63,6 +74,8 @@ class Admission:
     """True when what all types share ran out (or its head needs more than is left): nothing
     further back in the queue can be admitted either. False: whatever was not chosen waits for
     its own type or function, so queued work behind it (another type) may still fit."""
+    on_type: Mapping[str, str] = field(default_factory=dict)
+    """The GPU type each chosen id is admitted on (its first choice, or one it spills to)."""
 
 
 def admit(snapshot: AdmissionSnapshot) -> list[str]:
@@ -71,33 +84,47 @@ def admit(snapshot: AdmissionSnapshot) -> list[str]:
 
 
 def admission(snapshot: AdmissionSnapshot) -> Admission:
-    """`admit`, and whether it stopped for want of shared capacity."""
+    """`admit`, the type each is admitted on, and whether it stopped for want of shared
+    capacity."""
     limits = [x for x in (snapshot.free_gpus, snapshot.gpu_budget_left) if x is not None]
     shared = min(limits) if limits else None  # what every type draws on
     type_room = dict(snapshot.type_room)
     blocked: set[str] = set()  # types whose head waits for room: nothing of theirs overtakes it
     active = dict(snapshot.active_by_function)
     chosen: list[str] = []
+    on_type: dict[str, str] = {}
     for item in admission_order(snapshot.queued):
         if shared is not None and shared <= 0:
-            return Admission(chosen, stopped=True)
-        if item.gpu_type in blocked:
-            continue
+            return Admission(chosen, stopped=True, on_type=on_type)
         if active.get(item.function, 0) >= snapshot.max_concurrency.get(item.function, 1 << 30):
             continue
-        room = type_room.get(item.gpu_type)
-        if room is not None and item.gpus > room:
-            # Strict order within the type: a big job at its head is not overtaken by smaller
-            # ones of the same type (that would starve it); other types still have their room.
-            blocked.add(item.gpu_type)
+        kind = _first_with_room(item, blocked, type_room)
+        if kind is None:
+            # Strict order within each of its types: a big job at their head is not overtaken
+            # by smaller ones of those types (that would starve it); other types keep their room.
+            blocked.update(item.types)
             continue
         if shared is not None and item.gpus > shared:
             # The same, for what all types share (slots, an overall budget): everything waits.
-            return Admission(chosen, stopped=True)
+            return Admission(chosen, stopped=True, on_type=on_type)
         chosen.append(item.id)
+        on_type[item.id] = kind
         active[item.function] = active.get(item.function, 0) + 1
+        room = type_room.get(kind)
         if room is not None:
-            type_room[item.gpu_type] = room - item.gpus
+            type_room[kind] = room - item.gpus
         if shared is not None:
             shared -= item.gpus
-    return Admission(chosen, stopped=shared is not None and shared <= 0)
+    return Admission(chosen, stopped=shared is not None and shared <= 0, on_type=on_type)
+
+
+def _first_with_room(item: QueuedItem, blocked: set[str], type_room: Mapping[str, int]) -> str | None:
+    """The first of the item's types that nothing ahead waits on and whose budget has room for
+    it (a type without a cap always has); None when there is none."""
+    for kind in item.types:
+        if kind in blocked:
+            continue
+        room = type_room.get(kind)
+        if room is None or item.gpus <= room:
+            return kind
+    return None

@@ -57,18 +57,63 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, str_strip_whitespace=True)
 
 
+MAX_GPU_TYPES = 4
+
+
 class GpuSpec(_Strict):
-    type: str = Field(
-        "nvidia-tesla-t4", description="GKE accelerator name, e.g. nvidia-tesla-t4 or nvidia-l4"
+    # Serialized under its wire name, so a spec reads back (GET, the store) as it was written.
+    model_config = ConfigDict(
+        extra="forbid",
+        frozen=True,
+        str_strip_whitespace=True,
+        validate_by_name=True,
+        validate_by_alias=True,
+        serialize_by_alias=True,
+    )
+
+    written: str | list[str] = Field(
+        "nvidia-tesla-t4",
+        alias="type",
+        description="GKE accelerator name, e.g. nvidia-tesla-t4 or nvidia-l4; or an ordered list of "
+        f"1-{MAX_GPU_TYPES} distinct ones to spill over to when the first cannot be had "
+        "(e.g. [nvidia-tesla-t4, nvidia-l4])",
     )
     count: WholeNumber = Field(1, ge=1, le=MAX_GPUS_PER_JOB, description="GPUs per invocation, 1-8")
 
-    @field_validator("type")
+    @field_validator("written", mode="before")
     @classmethod
-    def _known_type(cls, value: str) -> str:
-        if value not in KNOWN_GPU_TYPES:
-            raise ValueError(f"unknown GPU type {value!r}; use one of: {', '.join(KNOWN_GPU_TYPES)}")
-        return value
+    def _known_types(cls, value: object) -> object:
+        choices = f"use one of: {', '.join(KNOWN_GPU_TYPES)}"
+        if isinstance(value, str):
+            value = value.strip()
+            if value not in KNOWN_GPU_TYPES:
+                raise ValueError(f"unknown GPU type {value!r}; {choices}")
+            return value
+        if not isinstance(value, list | tuple):
+            raise ValueError(
+                f"{value!r} is not a GPU type; give one name (e.g. nvidia-tesla-t4) or an ordered "
+                f"list of 1-{MAX_GPU_TYPES} (e.g. [nvidia-tesla-t4, nvidia-l4])"
+            )
+        if not 1 <= len(value) <= MAX_GPU_TYPES:
+            raise ValueError(f"lists {len(value)} GPU types; list 1-{MAX_GPU_TYPES}, the preferred first")
+        names: list[str] = []
+        for item in value:
+            if not isinstance(item, str) or item.strip() not in KNOWN_GPU_TYPES:
+                raise ValueError(f"unknown GPU type {item!r} in the list; {choices}")
+            if item.strip() in names:
+                raise ValueError(f"{item.strip()} is listed twice; name each GPU type once")
+            names.append(item.strip())
+        return names
+
+    @property
+    def types(self) -> tuple[str, ...]:
+        """The GPU types it may run on, the preferred first (one, unless it lists several)."""
+        return (self.written,) if isinstance(self.written, str) else tuple(self.written)
+
+    @property
+    def type(self) -> str:
+        """The preferred GPU type: the one it is tried on first."""
+        return self.types[0]
 
 
 class Resources(_Strict):
@@ -218,11 +263,17 @@ def problems_from_validation(
 def _allowed_fields(model: type[BaseModel], parent: tuple[int | str, ...]) -> list[str]:
     current: Any = model
     for part in parent:
-        field_info = getattr(current, "model_fields", {}).get(part)
+        field_info = _wire_fields(current).get(str(part))
         if field_info is None:
             return []
         current = field_info.annotation
-    return list(getattr(current, "model_fields", {}))
+    return list(_wire_fields(current))
+
+
+def _wire_fields(model: Any) -> dict[str, Any]:
+    """A model's fields by the names users write (a field's alias, where it has one)."""
+    fields = getattr(model, "model_fields", {})
+    return {info.alias or name: info for name, info in fields.items()}
 
 
 def parse_function_spec(data: object, *, name: str | None = None) -> FunctionSpec:

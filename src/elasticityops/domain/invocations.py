@@ -133,6 +133,9 @@ class Invocation:
     spec_version: int = 1
     # Its own pod annotations (`eops.dev/` keys, checked at accept): on top of its function's.
     annotations: Mapping[str, str] = field(default_factory=dict)
+    # The GPU type it was admitted on (one of its spec's gpu.types); None while queued, and for
+    # invocations admitted before the gateway kept it (their spec's first type).
+    gpu_type: str | None = None
 
 
 def advance(
@@ -144,6 +147,7 @@ def advance(
     reason: FailureReason | None = None,
     message: str | None = None,
     node: str | None = None,
+    gpu_type: str | None = None,
 ) -> Invocation:
     """Return `inv` moved to `to` at time `at`, with its timeline filled in.
 
@@ -172,6 +176,7 @@ def advance(
         failure_reason=reason if reason is not None else inv.failure_reason,
         message=message if message is not None else inv.message,
         node=node if node is not None else inv.node,
+        gpu_type=gpu_type if gpu_type is not None else inv.gpu_type,
     )
 
 

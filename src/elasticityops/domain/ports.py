@@ -13,6 +13,7 @@ from typing import Protocol
 from elasticityops.domain.events import BackendEvent
 from elasticityops.domain.functions import FunctionSpec
 from elasticityops.domain.invocations import FailureReason, Invocation, State
+from elasticityops.domain.spillover import Spill
 from elasticityops.domain.tokens import ApiToken, Scope
 
 
@@ -56,6 +57,7 @@ class Change:
     reason: FailureReason | None = None
     message: str | None = None
     node: str | None = None
+    gpu_type: str | None = None  # admission: the GPU type it is launched on
 
 
 class Store(Protocol):
@@ -117,8 +119,19 @@ class Store(Protocol):
         every active row."""
         ...
 
+    async def active_counts_by_type(self) -> Mapping[tuple[str, int, str | None], int]:
+        """`active_counts` split by the GPU type each was admitted on (None for rows from before
+        the gateway kept it): what the GPU budget counts per type."""
+        ...
+
     async def apply(self, change: Change) -> Invocation | None:
         """Apply a transition; None when the compare-and-set lost (state moved on)."""
+        ...
+
+    async def spill(self, invocation_id: str, current: str, spill: Spill, at: datetime) -> Invocation | None:
+        """Move a pending invocation from GPU type `current` to `spill.to`, noting why
+        (`spillover.moved`), as one compare-and-set; None when it is no longer pending on
+        `current` without a node."""
         ...
 
     async def record(self, event: BackendEvent) -> tuple[State, Invocation] | None:

@@ -1,8 +1,9 @@
 """Where a queued invocation stands, and why it waits: pure functions over what the store counts.
 
-The position is 1-based among the queued invocations that compete for the same GPU type, in
-admission order (domain.admission: priority rank, then acceptance); the reason names the first
-limit that holds it back, in the order admission meets them."""
+The position is 1-based among the queued invocations that compete for the same GPU type (any of
+its types, for a function that lists several), in admission order (domain.admission: priority
+rank, then acceptance); the reason names the first limit that holds it back, in the order
+admission meets them."""
 
 from __future__ import annotations
 
@@ -36,18 +37,23 @@ class QueueFacts:
     backend_total: int | None
     paused: bool = False
     headroom: Mapping[str, int] | None = None  # GPUs held per type for warm capacity
+    spill_to: tuple[str, ...] = ()  # the types after gpu_type its function lists, in order
 
 
 def queue_position(
     gpu_type: str,
     ahead: Mapping[tuple[str, int], int],
     versions: Mapping[tuple[str, int], FunctionSpec],
+    spill_to: tuple[str, ...] = (),
 ) -> int:
     """1 + the queued invocations ahead of it (`ahead`, by function and version, as the store
-    counts them) that ask for the same GPU type. One whose version is not kept is not counted:
-    admission fails it instead of running it."""
+    counts them) that ask for one of its GPU types (`gpu_type`, then `spill_to`). One whose
+    version is not kept is not counted: admission fails it instead of running it."""
+    mine = {gpu_type, *spill_to}
     same = sum(
-        count for key, count in ahead.items() if key in versions and versions[key].gpu.type == gpu_type
+        count
+        for key, count in ahead.items()
+        if key in versions and mine.intersection(versions[key].gpu.types)
     )
     return 1 + same
 
@@ -63,11 +69,16 @@ def queue_reason(facts: QueueFacts) -> str:
     budget = facts.budget
     if budget is not None:
         # The room admission computes (domain.budget), so the reason never disagrees with it.
-        cap, room = budget.cap(facts.gpu_type), room_by_type(budget, facts.in_use, headroom)
-        if cap is not None and facts.gpus > room[facts.gpu_type]:
-            return _full(
-                f"the GPU budget for {facts.gpu_type}", room[facts.gpu_type], cap, facts, facts.gpu_type
-            )
+        room = room_by_type(budget, facts.in_use, headroom)
+        full: list[str] = []
+        for kind in (facts.gpu_type, *facts.spill_to):
+            cap = budget.cap(kind)
+            if cap is None or facts.gpus <= room[kind]:
+                full = []  # admission takes it on this type once those ahead are through
+                break
+            full.append(_full(f"the GPU budget for {kind}", room[kind], cap, facts, kind))
+        if full:
+            return "; ".join(full)
         total = total_room(budget, facts.in_use, headroom)
         if budget.total is not None and total is not None and facts.gpus > total:
             return _full("the GPU budget", total, budget.total, facts, None)

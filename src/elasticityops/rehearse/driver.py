@@ -57,7 +57,7 @@ def function_spec(trace: Trace) -> FunctionSpec:
         name=FUNCTION,
         image="eops-rehearse:kwok",  # never pulled: kwok plays the pod
         command=["sleep", "from-annotation"],
-        gpu=GpuSpec(type=T4_TYPE, count=1),
+        gpu=GpuSpec.model_validate({"type": T4_TYPE, "count": 1}),
         # The Job's deadline counts the wait for a node too (manifests.py), which the gateway
         # bounds by its provisioning timeout; kwok ends a pod up to a second after its run time.
         timeout_seconds=min(7 * 86_400, math.ceil(longest + _PROVISIONING_S) + 120),
@@ -220,9 +220,7 @@ async def _replay_and_collect(
         # The keyword comes with per-invocation annotations (another branch); `eops rehearse`
         # refuses to start without it (client_sets_annotations). The idempotency key makes the
         # call safe to retry.
-        inv = await client.invoke(  # type: ignore[call-arg,unused-ignore]
-            FUNCTION, None, idempotency_key=f"{ns}-{index}", annotations=annotations
-        )
+        inv = await client.invoke(FUNCTION, None, idempotency_key=f"{ns}-{index}", annotations=annotations)
         return inv.id
 
     def on_sent(_: Sent) -> None:

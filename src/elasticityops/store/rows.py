@@ -30,6 +30,7 @@ INVOCATION_COLUMNS = (
     "failure_reason",
     "message",
     "node",
+    "gpu_type",
     "notes",
     "result",
     "annotations",
@@ -92,6 +93,7 @@ def invocation_from_row(row: Mapping[Any, Any]) -> Invocation:
         notes=notes_from_json(row["notes"]),
         spec_version=row["spec_version"],
         annotations=annotations_from_json(row["annotations"]),
+        gpu_type=row["gpu_type"],
     )
 
 
@@ -140,6 +142,7 @@ def invocation_update(before: Invocation, after: Invocation) -> dict[str, Any]:
         ),
         "message": (before.message, after.message),
         "node": (before.node, after.node),
+        "gpu_type": (before.gpu_type, after.gpu_type),
         "result": (before.result, after.result),
     }
     out = {name: new for name, (old, new) in pairs.items() if old != new}

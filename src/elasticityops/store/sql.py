@@ -44,6 +44,7 @@ from elasticityops.domain.events import BackendEvent, apply_event
 from elasticityops.domain.functions import FunctionSpec, Priority
 from elasticityops.domain.invocations import ACTIVE_STATES, Invocation, State, advance
 from elasticityops.domain.ports import Change, FunctionRecord, NewInvocation, Page
+from elasticityops.domain.spillover import Spill, moved
 from elasticityops.domain.tokens import TOKEN_ID_PREFIX, ApiToken, Scope, is_token_id, token_id
 from elasticityops.settings import StoreSettings
 from elasticityops.store import migrate, rows
@@ -370,6 +371,18 @@ class SqlStore:
 
         return await self._read(run)
 
+    async def active_counts_by_type(self) -> Mapping[tuple[str, int, str | None], int]:
+        def run(conn: Connection) -> Mapping[tuple[str, int, str | None], int]:
+            c = invocations.c
+            query = (
+                select(c.function, c.spec_version, c.gpu_type, func.count())
+                .where(c.state.in_([s.value for s in ACTIVE_STATES]))
+                .group_by(c.function, c.spec_version, c.gpu_type)
+            )
+            return {(name, version, kind): count for name, version, kind, count in conn.execute(query)}
+
+        return await self._read(run)
+
     async def apply(self, change: Change) -> Invocation | None:
         # Batched with the other transitions queued meanwhile: a burst's admissions read their
         # rows with one SELECT per batch instead of one each (see _apply_many).
@@ -393,6 +406,16 @@ class SqlStore:
         if outcome is not None and outcome[0] is not outcome[1].state:
             self._notify(*outcome)
         return outcome
+
+    async def spill(self, invocation_id: str, current: str, spill: Spill, at: datetime) -> Invocation | None:
+        def run(conn: Connection) -> tuple[State, Invocation] | None:
+            def step(before: Invocation, _: None) -> Invocation | None:
+                return moved(before, current, spill, at)
+
+            return _fold_many(conn, [(invocation_id, None)], step)[0]
+
+        outcome: tuple[State, Invocation] | None = await self._write(run)
+        return None if outcome is None else outcome[1]
 
     async def set_result(self, invocation_id: str, result: bytes) -> State | None:
         def run(conn: Connection) -> State | None:
@@ -579,6 +602,7 @@ def _advanced(before: Invocation, change: Change) -> Invocation | None:
             reason=change.reason,
             message=change.message,
             node=change.node,
+            gpu_type=change.gpu_type,
         )
     except InvalidTransition:
         return None  # the state moved on: a lost race, not an error

@@ -88,6 +88,8 @@ invocations = Table(
     Column("failure_reason", String(32), nullable=True),
     Column("message", Text, nullable=False, default=""),
     Column("node", String(256), nullable=True),
+    # The GPU type it was admitted on; NULL while queued and in rows from before migration 0007.
+    Column("gpu_type", String(64), nullable=True),
     Column("notes", Text, nullable=False, default="[]"),  # JSON list, bounded by add_note's limit
     Column("result", LargeBinary, nullable=True),
     # Kept in the row but never selected by listings, which name their columns.

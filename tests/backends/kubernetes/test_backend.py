@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import re
+from dataclasses import replace
 from typing import Any
 from urllib.parse import unquote
 
@@ -318,3 +319,82 @@ async def test_virtual_time_holds_still_while_the_sweep_sleeps() -> None:
         [event] = await sink.wait_for(1)
         await backend.stop()
     assert ended(event).reason is FailureReason.no_capacity
+
+
+def _labelled(obj: dict[str, Any], gpu_type: str) -> dict[str, Any]:
+    meta = obj["metadata"]
+    return {**obj, "metadata": {**meta, "labels": {**meta["labels"], "elasticityops.dev/gpu-type": gpu_type}}}
+
+
+def _spill_request(gpu_type: str) -> LaunchRequest:
+    return LaunchRequest(
+        invocation=replace(invocation(), gpu_type=gpu_type),
+        spec=spec(gpu={"type": ["nvidia-tesla-t4", "nvidia-l4"]}),
+        payload=b"{}",
+        callback_url=None,
+        callback_token=callback_token(b"server secret", INV),
+    )
+
+
+async def test_withdraw_waits_for_the_job_and_secret_to_go_then_the_relaunch_asks_for_the_new_type() -> None:
+    clock = ManualClock(T0)
+    created = {**job(), "metadata": {**job()["metadata"], "uid": "uid-1"}}
+    routes = {
+        f"^POST {JOBS}": [Reply(201, created)],
+        f"^POST {SECRETS}": [Reply(201, {})],
+        f"^DELETE {JOBS}/eops-{INV}": [Reply(200, {"kind": "Status"})],
+        # Still there while its pod goes (foreground deletion), then gone.
+        f"^GET {JOBS}/eops-{INV}": [Reply(200, created), Reply(404, {"reason": "NotFound"})],
+        f"^DELETE {SECRETS}/eops-{INV}": [Reply(200, {"kind": "Status"}), Reply(404, {"reason": "NotFound"})],
+    }
+    sink = Sink()
+    async with scripted([], _watching(**routes)) as srv:
+        backend = _backend(srv, clock)
+        await backend.start(sink)
+        t4 = _spill_request("nvidia-tesla-t4")
+        await backend.launch(t4)
+        await backend.drain_launches()
+        assert await clock.run(backend.withdraw(t4.invocation)) is True
+        # The old Job's and pod's deletion, seen late through the watches, tells nothing.
+        await backend._on_job("DELETED", _labelled(job(), "nvidia-tesla-t4"))
+        await backend._on_pod("DELETED", _labelled(pod(deleting=True), "nvidia-tesla-t4"))
+        await backend.launch(_spill_request("nvidia-l4"))
+        await backend.drain_launches()
+        # The new Job's own events are told as usual.
+        await backend._on_pod("MODIFIED", _labelled(pod(node="gke-l4-1"), "nvidia-l4"))
+        await backend.stop()
+    deletes = [(s.method, s.target) for s in srv.seen if s.method == "DELETE"]
+    assert deletes == [
+        ("DELETE", f"{JOBS}/eops-{INV}"),
+        ("DELETE", f"{JOBS}/eops-{INV}"),
+        ("DELETE", f"{SECRETS}/eops-{INV}"),
+        ("DELETE", f"{SECRETS}/eops-{INV}"),
+    ]
+    assert _bodies(srv, f"DELETE {JOBS}")[0]["propagationPolicy"] == "Foreground"
+    first, second = _bodies(srv, f"POST {JOBS}")
+    selectors = [j["spec"]["template"]["spec"]["nodeSelector"] for j in (first, second)]
+    assert selectors == [
+        {"cloud.google.com/gke-accelerator": "nvidia-tesla-t4"},
+        {"cloud.google.com/gke-accelerator": "nvidia-l4"},
+    ]
+    assert first["metadata"]["name"] == second["metadata"]["name"], "one name: never two at once"
+    assert [e.finished for e in sink.events] == [None], "no end reported for the withdrawn Job"
+    assert sink.events[0].capacity_ready is not None
+
+
+async def test_a_job_that_will_not_go_fails_the_invocation_instead_of_leaving_it_without_one() -> None:
+    clock = ManualClock(T0)
+    routes = {
+        f"^DELETE {JOBS}/eops-{INV}": [Reply(200, {"kind": "Status"})],
+        f"^GET {JOBS}/eops-{INV}": [Reply(200, job())],  # stuck, a finalizer say
+    }
+    sink = Sink()
+    async with scripted([], _watching(**routes)) as srv:
+        backend = _backend(srv, clock)
+        await backend.start(sink)
+        withdrawn = await clock.run(backend.withdraw(replace(invocation(), gpu_type="nvidia-tesla-t4")))
+        [event] = await sink.wait_for(1)
+        await backend.stop()
+    assert withdrawn is False
+    assert (ended(event).state, ended(event).reason) == (State.failed, FailureReason.no_capacity)
+    assert "did not go within 120 s" in ended(event).message

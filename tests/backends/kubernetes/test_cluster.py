@@ -291,3 +291,58 @@ def test_a_per_type_gpu_budget_creates_jobs_up_to_it_and_queues_the_rest(
         )
         finals = [wait_state(gw, inv, {"succeeded"}, timeout=300) for inv in ids]
     assert all(f["exit_code"] == 0 for f in finals)
+
+
+def _t4_nodes(cluster: Any) -> list[str]:
+    with cluster.api() as api:
+        nodes, _ = api.list(
+            "/api/v1/nodes", {"labelSelector": "cloud.google.com/gke-accelerator=nvidia-tesla-t4"}
+        )
+    return [n["metadata"]["name"] for n in nodes]
+
+
+def test_a_stocked_out_t4_spills_a_function_listing_t4_then_l4_to_l4(
+    cluster: Any, dev_namespace: str, tmp_path: Path
+) -> None:
+    """Every T4 zone stocked out (the L4 group, in us-central1-a, is not): the T4 pods' scale-ups
+    fail and the autoscaler backs the T4 groups off, its NotTriggerScaleUp (or the stockout) moves
+    each invocation to L4 long before EOPS_SPILL_AFTER_SECONDS, and they run on L4 nodes."""
+    stocked = tuple(f"{zone}/nvidia-tesla-t4" for zone in ZONES)
+    with cluster.knobs(baseline=0, stockout_zones=stocked):
+        # No idle T4 node left over from earlier tests for the pods to land on.
+        deadline = time.monotonic() + 180
+        while _t4_nodes(cluster):
+            assert time.monotonic() < deadline, f"T4 nodes still up: {_t4_nodes(cluster)}"
+            time.sleep(2)
+        env = {"EOPS_SPILL_AFTER_SECONDS": "600"}
+        with k8s_gateway(cluster, dev_namespace, tmp_path / "gw", **env) as gw:
+            deploy(
+                gw,
+                name="spill",
+                annotations=_runs(3),
+                timeout_seconds=900,
+                gpu={"type": ["nvidia-tesla-t4", "nvidia-l4"], "count": 1},
+            )
+            ids = [invoke(gw, "spill", {"i": i}) for i in range(2)]
+            for inv in ids:
+                assert wait_state(gw, inv, {"pending", "running"})["gpu_type"] == "nvidia-tesla-t4"
+            finals = [wait_state(gw, inv, {"succeeded"}, timeout=600) for inv in ids]
+            jobs = {
+                job["metadata"]["labels"]["elasticityops.dev/invocation"]: job
+                for job in jobs_of(cluster, dev_namespace)
+            }
+    for done in finals:
+        assert done["gpu_type"] == "nvidia-l4"
+        # A node of the L4 group (the kwok provider names nodes <group>-<5 random>).
+        assert re.fullmatch(r"nap-l4-us-central1-a-[a-z0-9]{5}", done["node"]), done["node"]
+        spills = [n for n in done["notes"] if n["kind"] == "Spilled"]
+        assert len(spills) == 1, done["notes"]
+        assert spills[0]["message"].startswith("spilled to nvidia-l4: "), spills
+        assert "nvidia-tesla-t4" in spills[0]["message"]
+        assert "EOPS_SPILL_AFTER_SECONDS" not in spills[0]["message"], "the cluster said why, not the clock"
+        # One Job per invocation, now asking for L4 (the T4 one was withdrawn first).
+        job = jobs[done["id"]]
+        assert job["spec"]["template"]["spec"]["nodeSelector"] == {
+            "cloud.google.com/gke-accelerator": "nvidia-l4"
+        }
+        assert job["metadata"]["labels"]["elasticityops.dev/gpu-type"] == "nvidia-l4"

@@ -80,6 +80,7 @@ FIELDS = [
             "elasticityops.dev/instance": "gw1",
             "elasticityops.dev/function": "embed",
             "elasticityops.dev/invocation": INV,
+            "elasticityops.dev/gpu-type": "nvidia-tesla-t4",
         },
         id="pod-labels",
     ),
@@ -256,3 +257,22 @@ def test_without_invocation_annotations_the_pod_has_the_functions() -> None:
     fn = spec(annotations={"eops.dev/run-seconds": "60"})
     annotations = build_job(fn, invocation(), SETTINGS)["spec"]["template"]["metadata"]["annotations"]
     assert annotations["eops.dev/run-seconds"] == "60"
+
+
+@pytest.mark.parametrize(
+    ("types", "assigned", "expected"),
+    [
+        pytest.param("nvidia-l4", None, "nvidia-l4", id="one-type-no-assignment"),
+        pytest.param(["nvidia-tesla-t4", "nvidia-l4"], None, "nvidia-tesla-t4", id="list-before-admission"),
+        pytest.param(["nvidia-tesla-t4", "nvidia-l4"], "nvidia-tesla-t4", "nvidia-tesla-t4", id="first"),
+        pytest.param(["nvidia-tesla-t4", "nvidia-l4"], "nvidia-l4", "nvidia-l4", id="spilled"),
+    ],
+)
+def test_the_job_asks_for_the_type_the_invocation_was_admitted_on(
+    types: object, assigned: str | None, expected: str
+) -> None:
+    inv = replace(invocation(), gpu_type=assigned)
+    job = build_job(spec(gpu={"type": types}), inv, SETTINGS)
+    assert _pod_spec(job)["nodeSelector"] == {"cloud.google.com/gke-accelerator": expected}
+    for labels in (job["metadata"]["labels"], job["spec"]["template"]["metadata"]["labels"]):
+        assert labels["elasticityops.dev/gpu-type"] == expected

@@ -17,13 +17,19 @@ from typing import Any
 from elasticityops.backends.kubernetes.api import KubeApi
 from elasticityops.backends.kubernetes.decode import decode_event, decode_job, decode_pod
 from elasticityops.backends.kubernetes.gpu_nodes import NODES_PATH, GpuNodes
-from elasticityops.backends.kubernetes.labels import ACCELERATOR_LABEL, INVOCATION_LABEL, selector
+from elasticityops.backends.kubernetes.labels import (
+    ACCELERATOR_LABEL,
+    GPU_TYPE_LABEL,
+    INVOCATION_LABEL,
+    selector,
+)
 from elasticityops.backends.kubernetes.manifests import (
     CALLBACK_TOKEN_BYTES,
     CONTAINER_NAME,
     SECRET_DATA_LIMIT,
     build_job,
     build_payload_secret,
+    gpu_type_of,
     job_name,
     owned_by,
 )
@@ -76,6 +82,9 @@ class KubernetesBackend:
         self._selector = selector(settings.instance)
         self._sink: EventSink | None = None
         self._progress: dict[str, Progress] = {}
+        # The GPU type of the Job each invocation has now (what it was launched on last): a Job or
+        # pod labelled with another is one withdrawn for a spill, and what it does tells nothing.
+        self._gpu_types: dict[str, str] = {}
         self._tasks: list[asyncio.Task[None]] = []
         self._chores: set[asyncio.Task[None]] = set()
         self._pending_events: list[BackendEvent] = []
@@ -171,6 +180,7 @@ class KubernetesBackend:
         before creating it finds the invocation without a Job on restart and launches it again."""
         inv = request.invocation
         self._progress.setdefault(inv.id, Progress())
+        self._gpu_types[inv.id] = gpu_type_of(request.spec, inv)
         try:
             job = build_job(request.spec, inv, self.settings, request.callback_url)
             secret = build_payload_secret(
@@ -234,6 +244,60 @@ class KubernetesBackend:
             event, self._progress[invocation.id] = observe_job_deleted(invocation.id, progress, now)
             await self._deliver(event)
 
+    async def withdraw(self, invocation: Invocation) -> bool:
+        """Take back the Job of a pending invocation so that it can be launched again on another
+        GPU type (spillover): delete the Job (foreground: its pod goes first) and its payload
+        Secret and wait until both are gone, reporting no end for them. Only then may a Job of the
+        same name be created, so there is never a second one. False when they did not go within
+        WITHDRAW_TIMEOUT_SECONDS: the invocation is then failed (no_capacity), as its Job is going
+        and nothing would launch it again."""
+        inv = invocation.id
+        self._gpu_types[inv] = _WITHDRAWN
+        # No pending_since: the no-capacity sweep leaves it alone until it is launched again.
+        self._progress[inv] = Progress(job_seen=True)
+        name = job_name(inv)
+        deadline = self._clock.monotonic() + WITHDRAW_TIMEOUT_SECONDS
+        job_gone = secret_gone = False
+        pause = 0.25  # doubling up to 5 s: a pending pod goes at once, a stuck one is not hammered
+        while self._clock.monotonic() < deadline:
+            try:
+                if not job_gone:
+                    # Deleting again is harmless and also covers a delete the API server lost.
+                    await self.api.delete(f"{self.jobs_path}/{name}", "Foreground")
+                    job_gone = await self._gone(f"{self.jobs_path}/{name}")
+                if job_gone and not secret_gone:
+                    # This gateway may only create and delete Secrets: a delete answering 404 is
+                    # how it learns the Secret is gone (the GC may have taken it first).
+                    secret_gone = not await self.api.delete(f"{self.secrets_path}/{name}", "Background")
+                if job_gone and secret_gone:
+                    return True
+            except EopsError as exc:
+                log.warning("withdrawing the Job of %s: %s", inv, exc)
+            await self._clock.sleep(pause)
+            pause = min(5.0, pause * 2)
+        self._progress[inv] = Progress(job_seen=True, finished=True)
+        failed = Finished.failed(
+            self._clock.now(),
+            FailureReason.no_capacity,
+            f"its Job on {invocation.gpu_type} did not go within {WITHDRAW_TIMEOUT_SECONDS:g} s "
+            "of being withdrawn to spill it over to another GPU type",
+        )
+        await self._deliver(BackendEvent(inv, finished=failed))
+        return False
+
+    async def _gone(self, path: str) -> bool:
+        try:
+            await self.api.get(path)
+        except NotFound:
+            return True
+        return False
+
+    def _stale(self, inv: str, obj: KubeObject) -> bool:
+        """A Job or pod of a GPU type the invocation no longer has a Job on: withdrawn."""
+        kind = ((obj.get("metadata") or {}).get("labels") or {}).get(GPU_TYPE_LABEL)
+        expected = self._gpu_types.get(inv)
+        return kind is not None and expected is not None and kind != expected
+
     async def adopt(self, active: Sequence[Invocation]) -> list[str]:
         """Re-attach to the Jobs of `active`. The watches' first lists (made in `start`) have
         replayed what the Jobs and pods did while the gateway was away; nothing is listed again.
@@ -288,13 +352,14 @@ class KubernetesBackend:
     async def _on_job(self, kind: str, job: KubeObject) -> None:
         name = (job.get("metadata") or {}).get("name", "")
         inv = invocation_of(job) or invocation_of_job_name(name)
-        if inv is None:
+        if inv is None or self._stale(inv, job):
             return
         now = self._clock.now()
         progress = self._progress.get(inv, Progress())
         if kind == "DELETED":
             event, _ = observe_job_deleted(inv, progress, now)
             self._progress.pop(inv, None)
+            self._gpu_types.pop(inv, None)
             await self._deliver(event)
             return
         progress = progress._replace(job_seen=True)
@@ -322,7 +387,7 @@ class KubernetesBackend:
 
     async def _on_pod(self, kind: str, pod: KubeObject) -> None:
         inv = invocation_of(pod)
-        if inv is None:
+        if inv is None or self._stale(inv, pod):
             return
         if inv not in self._progress and (
             kind == "DELETED" or (pod.get("metadata") or {}).get("deletionTimestamp")
@@ -417,5 +482,7 @@ class KubernetesBackend:
 
 
 SUCCESS_GRACE_SECONDS = 2.0
+WITHDRAW_TIMEOUT_SECONDS = 120.0  # a pending pod has no container to stop: it goes in seconds
+_WITHDRAWN = ""  # the GPU type of an invocation whose Job is being withdrawn: every labelled one is stale
 _STOP_JOB_ON = frozenset({FailureReason.image_pull, FailureReason.no_capacity, FailureReason.launch_error})
 _UID_UNKNOWN = "unknown-until-the-job-exists"  # the Secret's owner uid, set once the Job is created

@@ -10,6 +10,7 @@ INSTANCE_LABEL = "elasticityops.dev/instance"
 FUNCTION_LABEL = "elasticityops.dev/function"
 INVOCATION_LABEL = "elasticityops.dev/invocation"
 INVOCATION_ANNOTATION = "elasticityops.dev/invocation-id"
+GPU_TYPE_LABEL = "elasticityops.dev/gpu-type"  # the GPU type a Job was launched on
 SAFE_TO_EVICT_ANNOTATION = "cluster-autoscaler.kubernetes.io/safe-to-evict"
 
 GPU_RESOURCE = "nvidia.com/gpu"

@@ -21,6 +21,7 @@ from elasticityops.backends.kubernetes.labels import (
     DRIVER_VERSION_LABEL,
     FUNCTION_LABEL,
     GPU_RESOURCE,
+    GPU_TYPE_LABEL,
     INSTANCE_LABEL,
     INVOCATION_ANNOTATION,
     INVOCATION_LABEL,
@@ -83,7 +84,14 @@ def _labels(spec: FunctionSpec, invocation: Invocation, settings: KubernetesSett
         **owner_labels(settings.instance),
         FUNCTION_LABEL: spec.name,
         INVOCATION_LABEL: invocation.id,
+        GPU_TYPE_LABEL: gpu_type_of(spec, invocation),
     }
+
+
+def gpu_type_of(spec: FunctionSpec, invocation: Invocation) -> str:
+    """The GPU type the invocation's Job asks for: the one it was admitted on (a later one of
+    its function's list when it spilled over), else the spec's first."""
+    return invocation.gpu_type or spec.gpu.type
 
 
 def container_requests(spec: FunctionSpec, settings: KubernetesSettings) -> dict[str, str]:
@@ -144,7 +152,7 @@ def build_job(
     labels = _labels(spec, invocation, settings)
     requests = container_requests(spec, settings)
     gpus = str(spec.gpu.count)
-    node_selector = {ACCELERATOR_LABEL: spec.gpu.type}
+    node_selector = {ACCELERATOR_LABEL: gpu_type_of(spec, invocation)}
     if settings.gpu_driver_version:
         node_selector[DRIVER_VERSION_LABEL] = settings.gpu_driver_version
     env: list[dict[str, Any]] = [{"name": k, "value": v} for k, v in sorted(spec.env.items())]

@@ -22,6 +22,7 @@ from elasticityops.backends.kubernetes.labels import (
     ACCELERATOR_LABEL,
     DRIVER_VERSION_LABEL,
     GPU_RESOURCE,
+    GPU_TYPE_LABEL,
     PLACEHOLDER_PRIORITY_CLASS,
 )
 from elasticityops.backends.kubernetes.manifests import container_requests, owner_labels
@@ -32,7 +33,6 @@ from elasticityops.elasticity.warm import WarmShape
 WARM_SHAPE_LABEL = "elasticityops.dev/warm-shape"
 COMPONENT_LABEL = "app.kubernetes.io/component"
 WARM_COMPONENT = "warm-capacity"
-GPU_TYPE_LABEL = "elasticityops.dev/gpu-type"
 BUFFER_API = "autoscaling.x-k8s.io/v1beta1"
 BUFFER_STRATEGY = "buffer.x-k8s.io/active-capacity"
 PAUSE_CONTAINER = "pause"
