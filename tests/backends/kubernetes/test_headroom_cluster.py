@@ -82,12 +82,27 @@ def _warm_objects(cluster: Any, ns: str, mechanism: str) -> list[dict[str, Any]]
     return items
 
 
+def _wait_for_baseline(cluster: Any, timeout: float = 240) -> None:
+    """Until the autoscaler has removed the nodes earlier tests left (10 s scale-down here), so
+    that what is warm is what this test's gateway asked for."""
+    baseline = cluster.autoscaler_settings.baseline
+    deadline = time.monotonic() + timeout
+    while True:
+        with cluster.api() as api:
+            nodes, _ = api.list("/api/v1/nodes", {"labelSelector": T4})
+        if len(nodes) <= baseline:
+            return
+        assert time.monotonic() < deadline, f"{len(nodes)} T4 nodes, never back to the baseline {baseline}"
+        time.sleep(2)
+
+
 @pytest.mark.parametrize("mechanism", ["placeholders", "buffer"])
 def test_warm_nodes_start_invocations_at_once_and_come_back(
     dev_cluster: Any, dev_namespace: str, tmp_path: Any, mechanism: str
 ) -> None:
     ensure_priority_classes(dev_cluster)
     env = {"EOPS_HEADROOM": f"warm:{WARM}", "EOPS_HEADROOM_MECHANISM": mechanism, "EOPS_HEADROOM_SYNC": "2"}
+    _wait_for_baseline(dev_cluster)
     with dev_cluster.knobs(provision_delay=f"fixed:{PROVISION_S}", driver_delay="fixed:0"):
         gw = start_k8s_gateway(dev_cluster, dev_namespace, tmp_path / "gw", **env)
         try:
