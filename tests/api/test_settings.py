@@ -47,6 +47,8 @@ def _sample(knob: Spec) -> tuple[str, Any]:
         return "/srv/eops-test", Path("/srv/eops-test")
     if knob.base is GpuBudget:
         return "nvidia-l4=3", GpuBudget(per_type=(("nvidia-l4", 3),))
+    if knob.env == "EOPS_HEADROOM":  # a policy in the planner's syntax
+        return "warm:2", "warm:2"
     return "sample-text", "sample-text"
 
 
