@@ -133,10 +133,8 @@ class KubernetesSettings:
         "placeholders",
         env="EOPS_HEADROOM_MECHANISM",
         choices=("placeholders", "buffer"),
-        help="How warm capacity (--headroom) is held on Kubernetes: placeholders (pause pods at "
-        "PriorityClass eops-placeholder, -10, that real jobs preempt) or buffer (a CapacityBuffer "
-        "and its PodTemplate, where the cluster serves autoscaling.x-k8s.io: GKE from "
-        "1.35.2-gke.1842000, the dev cluster; real pods land on spare nodes, no preemption).",
+        help="How warm capacity (--headroom) is held on Kubernetes: placeholders (pause pods that "
+        "real jobs preempt) or buffer (a CapacityBuffer; see docs/headroom.md).",
     )
     placeholder_image: str = knob(
         "registry.k8s.io/pause:3.10",
