@@ -6,7 +6,7 @@ time, and their difference, land in OUT/summary.json (and the table `eops rehear
 
     .venv/bin/python bench/rehearse_normal_load.py [--minutes 20] [--warmup 600] [--seed 0]
         [--shape slice|compressed] [--start-hour 8] [--out DIR] [--max-nodes 400]
-        [--p95-wait 10] [--warm K] [--keep-cluster]
+        [--p95-wait 10] [--warm K] [--keep-cluster] [--only none|warm|predictive ...]
 
 What it does, in order:
 1. checks its prerequisites (the dev cluster's binaries, the real cluster-autoscaler, a gateway
@@ -150,6 +150,14 @@ def main() -> int:
     parser.add_argument("--p95-wait", type=float, default=10.0, help="target W of recommend and predictive")
     parser.add_argument("--warm", type=int, default=None, help="K of warm:K (default: sized by the planner)")
     parser.add_argument("--keep-cluster", action="store_true", help="leave the dev cluster running")
+    parser.add_argument(
+        "--only",
+        action="append",
+        choices=("none", "warm", "predictive"),
+        default=None,
+        help="run only these policies (repeatable); three runs with one --only each and their own "
+        "--out can go side by side, each on a dev cluster of its own, in a third of the time",
+    )
     args = parser.parse_args()
     if args.minutes < 20:
         print("note: the issue's measurement needs --minutes >= 20", file=sys.stderr)
@@ -194,7 +202,8 @@ def main() -> int:
     else:
         k = args.warm
     predictive = f"predictive:{args.p95_wait:g}"
-    policies = ["none", f"warm:{k}", predictive]
+    named = {"none": "none", "warm": f"warm:{k}", "predictive": predictive}
+    policies = [named[p] for p in (args.only or list(named))]
     tc = ensure_built(allow_build=False, autoscaler="required")
     print(f"starting a dev cluster in {state_dir} (provisioning {GKE_DELAY}, scale-down {SCALE_DOWN_S:g} s)")
     cluster = DevCluster.start(ClusterConfig(state_dir=state_dir, autoscaler=knobs), tc)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Collection
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -198,6 +199,30 @@ def test_predictive_sizes_from_the_traffic_it_is_told_about(tmp_path: Path) -> N
             # The forecast pool for 0.1/s x 120 s = 12 erlangs within a 10 s target is more
             # than the 12 busy: some warm units, not hundreds.
             assert 1 <= held <= 12, held
+        finally:
+            await store.close()
+
+    asyncio.run(main())
+
+
+def test_a_spilled_invocation_counts_under_the_type_it_runs_on(tmp_path: Path) -> None:
+    async def main() -> None:
+        spill = FunctionSpec.model_validate(
+            {"name": "a", "command": ["true"], "gpu": {"type": ["nvidia-tesla-t4", "nvidia-l4"]}}
+        )
+        l4_only = _spec("c", "nvidia-l4")
+        store = await _store(tmp_path, spill, l4_only)
+        try:
+            capacity = Recording()
+            clock = Clock()
+            controller = _controller(store, capacity, "warm:2", budget="nvidia-l4=3", clock=clock)
+            inv = replace(_inv(0, State.running, clock.t, clock.t), gpu_type="nvidia-l4")
+            controller.seen(inv)
+            await controller.sync()
+            # Warm pools by first choice (T4 for "a", L4 for "c"); the running one holds an L4.
+            assert capacity.objects == {T4.key: 2, L4.key: 2}
+            assert controller.pools[L4].busy == 1
+            assert controller.pools[T4].busy == 0
         finally:
             await store.close()
 

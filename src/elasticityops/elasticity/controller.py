@@ -24,7 +24,7 @@ from typing import Protocol
 from elasticityops.domain.budget import GpuBudget
 from elasticityops.domain.clock import Clock
 from elasticityops.domain.errors import EopsError
-from elasticityops.domain.functions import FunctionSpec
+from elasticityops.domain.functions import FunctionSpec, GpuSpec
 from elasticityops.domain.invocations import Invocation, State
 from elasticityops.domain.ports import Store
 from elasticityops.elasticity.settings import HeadroomSettings
@@ -91,7 +91,7 @@ class HeadroomController:
         self.windows = windows or TrafficWindows()
         self._late_after = getattr(self.policy, "target_wait_s", settings.target_wait_s)
         self._logs: dict[WarmShape, TrafficLog] = {}
-        self._specs: dict[tuple[str, int], WarmShape | None] = {}
+        self._specs: dict[tuple[str, int, str | None], WarmShape | None] = {}
         self._seen: list[Invocation] = []
         self._units: dict[WarmShape, int] = {}
         self._held_at_start: dict[str, int] = {}
@@ -197,10 +197,11 @@ class HeadroomController:
         seen, self._seen = self._seen, []
         t = now.timestamp()
         for inv in seen:
-            key = (inv.function, inv.spec_version)
+            # Counted under the type it runs on: a spilled one holds its second choice's GPU.
+            key = (inv.function, inv.spec_version, inv.gpu_type)
             if key not in self._specs:
-                spec = await self.store.get_function_version(*key)
-                self._specs[key] = None if spec is None else self._shape_of(spec)
+                spec = await self.store.get_function_version(inv.function, inv.spec_version)
+                self._specs[key] = None if spec is None else self._shape_of(on_type(spec, inv.gpu_type))
             shape = self._specs[key]
             if shape is None:
                 continue
@@ -225,6 +226,14 @@ class HeadroomController:
         if shape not in self._logs:
             self._logs[shape] = TrafficLog(self.windows, self._late_after, started_at=t)
         return self._logs[shape]
+
+
+def on_type(spec: FunctionSpec, gpu_type: str | None) -> FunctionSpec:
+    """`spec` as it runs on `gpu_type` (one of its gpu.types; None: its first)."""
+    if gpu_type is None or gpu_type == spec.gpu.type:
+        return spec
+    gpu = GpuSpec.model_validate({"type": gpu_type, "count": spec.gpu.count})
+    return spec.model_copy(update={"gpu": gpu})
 
 
 def _seconds_of_day(now: datetime) -> float:
