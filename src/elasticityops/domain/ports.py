@@ -12,7 +12,7 @@ from typing import Protocol
 
 from elasticityops.domain.events import BackendEvent
 from elasticityops.domain.functions import FunctionSpec
-from elasticityops.domain.invocations import FailureReason, Invocation, State
+from elasticityops.domain.invocations import FailureReason, Invocation, Note, State
 from elasticityops.domain.tokens import ApiToken, Scope
 
 
@@ -54,6 +54,7 @@ class Change:
     reason: FailureReason | None = None
     message: str | None = None
     node: str | None = None
+    note: Note | None = None  # added to its notes with the transition (a preemption says by whom)
 
 
 class Store(Protocol):
@@ -117,6 +118,12 @@ class Store(Protocol):
 
     async def apply(self, change: Change) -> Invocation | None:
         """Apply a transition; None when the compare-and-set lost (state moved on)."""
+        ...
+
+    async def mark_preempting(self, invocation_id: str, by: str, note: Note) -> Invocation | None:
+        """Record the intent to preempt a pending or running invocation for `by` (and the note
+        that says so), as a compare-and-set: None when it is no longer active or is being
+        preempted already. Written before its job is stopped, so a restart finishes it."""
         ...
 
     async def record(self, event: BackendEvent) -> tuple[State, Invocation] | None:
@@ -207,6 +214,12 @@ class Backend(Protocol):
         ...
 
     async def cancel(self, invocation: Invocation) -> None: ...
+
+    async def preempt(self, invocation: Invocation) -> None:
+        """Stop the job of this attempt of the invocation (delete the Job, kill the process)
+        for good, without reporting it as cancelled: the dispatcher records the preemption.
+        Idempotent; a later attempt of the same invocation gets a job of its own."""
+        ...
 
     async def adopt(self, active: Sequence[Invocation]) -> list[str]:
         """After a restart: re-attach to the work of these invocations. Returns the ids of

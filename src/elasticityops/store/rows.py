@@ -32,6 +32,9 @@ INVOCATION_COLUMNS = (
     "node",
     "notes",
     "result",
+    "attempt",
+    "preempted_at",
+    "preempting_by",
 )
 
 
@@ -72,6 +75,7 @@ def invocation_from_row(row: Mapping[Any, Any]) -> Invocation:
             capacity_ready=row["capacity_ready_at"],
             started=row["started_at"],
             finished=row["finished_at"],
+            preempted=row["preempted_at"],
         ),
         idempotency_key=row["idempotency_key"],
         exit_code=row["exit_code"],
@@ -81,6 +85,8 @@ def invocation_from_row(row: Mapping[Any, Any]) -> Invocation:
         node=row["node"],
         notes=notes_from_json(row["notes"]),
         spec_version=row["spec_version"],
+        attempt=row["attempt"] or 0,
+        preempting_by=row["preempting_by"],
     )
 
 
@@ -128,6 +134,9 @@ def invocation_update(before: Invocation, after: Invocation) -> dict[str, Any]:
         "message": (before.message, after.message),
         "node": (before.node, after.node),
         "result": (before.result, after.result),
+        "attempt": (before.attempt, after.attempt),
+        "preempted_at": (tb.preempted, ta.preempted),
+        "preempting_by": (before.preempting_by, after.preempting_by),
     }
     out = {name: new for name, (old, new) in pairs.items() if old != new}
     if before.notes != after.notes:
