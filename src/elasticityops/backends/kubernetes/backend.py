@@ -12,11 +12,12 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import AsyncIterator, Sequence
+from dataclasses import replace
 from typing import Any
 
 from elasticityops.backends.kubernetes.api import KubeApi
 from elasticityops.backends.kubernetes.decode import decode_event, decode_job, decode_pod
-from elasticityops.backends.kubernetes.labels import INVOCATION_LABEL, selector
+from elasticityops.backends.kubernetes.labels import ATTEMPT_LABEL, INVOCATION_LABEL, selector
 from elasticityops.backends.kubernetes.manifests import (
     CALLBACK_TOKEN_BYTES,
     CONTAINER_NAME,
@@ -29,10 +30,11 @@ from elasticityops.backends.kubernetes.manifests import (
 from elasticityops.backends.kubernetes.objects import KubeObject, parse_time
 from elasticityops.backends.kubernetes.observe import (
     Progress,
+    attempt_of,
+    attempt_of_job_name,
     container_started,
     events_field_selector,
     invocation_of,
-    invocation_of_job_name,
     job_name_of_pod,
     no_capacity,
     observe_event,
@@ -70,6 +72,9 @@ class KubernetesBackend:
         self._selector = selector(settings.instance)
         self._sink: EventSink | None = None
         self._progress: dict[str, Progress] = {}
+        # The attempt `_progress` is about, per invocation: the newest launched or seen. What a
+        # Job or pod of an older attempt (preempted, being deleted) says is dropped.
+        self._attempts: dict[str, int] = {}
         self._tasks: list[asyncio.Task[None]] = []
         self._chores: set[asyncio.Task[None]] = set()
         self._pending_events: list[BackendEvent] = []
@@ -151,11 +156,12 @@ class KubernetesBackend:
         trips. A failure to create comes back as a launch_error event too; a gateway that dies
         before creating it finds the invocation without a Job on restart and launches it again."""
         inv = request.invocation
+        self._current(inv.id, inv.attempt)
         self._progress.setdefault(inv.id, Progress())
         try:
             job = build_job(request.spec, inv, self.settings, request.callback_url)
             secret = build_payload_secret(
-                inv.id, request.payload, request.callback_token, _UID_UNKNOWN, self.settings
+                inv.id, request.payload, request.callback_token, _UID_UNKNOWN, self.settings, inv.attempt
             )
         except EopsError as exc:
             await self._fail_launch(inv.id, f"could not build its Job: {exc.message}")
@@ -209,11 +215,22 @@ class KubernetesBackend:
     async def cancel(self, invocation: Invocation) -> None:
         progress = self._progress.get(invocation.id, Progress())._replace(cancelling=True)
         self._progress[invocation.id] = progress
-        deleted = await self.api.delete(f"{self.jobs_path}/{job_name(invocation.id)}", "Background")
+        path = f"{self.jobs_path}/{job_name(invocation.id, invocation.attempt)}"
+        deleted = await self.api.delete(path, "Background")
         if not deleted:
             now = self._clock.now()
             event, self._progress[invocation.id] = observe_job_deleted(invocation.id, progress, now)
             await self._deliver(event)
+
+    async def preempt(self, invocation: Invocation) -> None:
+        """Delete this attempt's Job (its pod and Secret go with it) and forget it: from now on
+        whatever that Job or its pod says is dropped, so its end is never reported (the
+        dispatcher records the preemption) and the next attempt starts from nothing."""
+        superseded = max(self._attempts.get(invocation.id, 0), invocation.attempt + 1)
+        self._attempts[invocation.id] = superseded
+        self._progress.pop(invocation.id, None)
+        path = f"{self.jobs_path}/{job_name(invocation.id, invocation.attempt)}"
+        await self.api.delete(path, "Background")  # False: gone already, which is as good
 
     async def adopt(self, active: Sequence[Invocation]) -> list[str]:
         """Re-attach to the Jobs of `active`. The watches' first lists (made in `start`) have
@@ -226,6 +243,10 @@ class KubernetesBackend:
         missing = []
         for inv in active:
             progress = self._progress.get(inv.id, Progress())
+            if self._attempts.get(inv.id, 0) != inv.attempt:
+                # What was seen is another attempt's Job (an older one, preempted): this
+                # attempt's was never made.
+                progress = Progress()
             if not progress.job_seen or (
                 inv.state is State.pending and not progress.started and not progress.finished
             ):
@@ -268,8 +289,13 @@ class KubernetesBackend:
 
     async def _on_job(self, kind: str, job: KubeObject) -> None:
         name = (job.get("metadata") or {}).get("name", "")
-        inv = invocation_of(job) or invocation_of_job_name(name)
+        named = attempt_of_job_name(name)
+        inv = invocation_of(job) or (None if named is None else named[0])
         if inv is None:
+            return
+        labelled = ATTEMPT_LABEL in ((job.get("metadata") or {}).get("labels") or {})
+        attempt = attempt_of(job) if labelled or named is None else named[1]
+        if not self._current(inv, attempt):
             return
         now = self._clock.now()
         progress = self._progress.get(inv, Progress())
@@ -277,6 +303,7 @@ class KubernetesBackend:
             event, _ = observe_job_deleted(inv, progress, now)
             self._progress.pop(inv, None)
             await self._deliver(event)
+            self._attempts.pop(inv, None)
             return
         progress = progress._replace(job_seen=True)
         if progress.pending_since is None and not progress.capacity_ready:
@@ -308,8 +335,10 @@ class KubernetesBackend:
         if inv not in self._progress and (
             kind == "DELETED" or (pod.get("metadata") or {}).get("deletionTimestamp")
         ):
-            # A pod going with its Job (TTL, cancel): nothing to tell.
+            # A pod going with its Job (TTL, cancel, preemption): nothing to tell.
             return
+        if not self._current(inv, attempt_of(pod)):
+            return  # a preempted attempt's pod, while it goes
         event, self._progress[inv] = observe_pod(pod, self._progress.get(inv, Progress()), self._clock.now())
         await self._deliver(event)
 
@@ -324,9 +353,10 @@ class KubernetesBackend:
             observe, name = observe_event, job_name_of_pod(name)
         else:
             return
-        inv = invocation_of_job_name(name)
-        if inv is None or inv not in self._progress:
+        named = attempt_of_job_name(name)
+        if named is None or named[0] not in self._progress or self._attempts.get(named[0], 0) != named[1]:
             return
+        inv = named[0]
         told, self._progress[inv] = observe(event, inv, self._progress[inv], self._clock.now())
         await self._deliver(told)
 
@@ -342,9 +372,21 @@ class KubernetesBackend:
                     self._progress[inv] = progress._replace(finished=True)
                     await self._deliver(no_capacity(inv, progress, now, timeout))
 
+    def _current(self, inv: str, attempt: int) -> bool:
+        """Whether an observation of `attempt` is about the attempt `_progress` follows. A newer
+        one than followed so far (launched by another gateway before a restart) replaces it."""
+        followed = self._attempts.get(inv)
+        if followed is not None and attempt < followed:
+            return False
+        if followed is not None and attempt > followed:
+            self._progress.pop(inv, None)
+        self._attempts[inv] = attempt
+        return True
+
     async def _deliver(self, event: BackendEvent | None) -> None:
         if event is None:
             return
+        event = replace(event, attempt=self._attempts.get(event.invocation_id, 0))
         if event.finished is not None and event.finished.reason in _STOP_JOB_ON:
             # The Job would linger (a pod stuck pulling or waiting for a node): stop it.
             self._chore(self._delete_job(event.invocation_id))
@@ -368,7 +410,8 @@ class KubernetesBackend:
 
     async def _delete_job(self, invocation_id: str) -> None:
         try:
-            await self.api.delete(f"{self.jobs_path}/{job_name(invocation_id)}", "Background")
+            attempt = self._attempts.get(invocation_id, 0)
+            await self.api.delete(f"{self.jobs_path}/{job_name(invocation_id, attempt)}", "Background")
         except (NotFound, EopsError) as exc:
             log.warning("could not delete the Job of %s: %s", invocation_id, exc)
 
