@@ -42,6 +42,7 @@ class ScriptedBackend:
     def __init__(self, *, max_payload: int | None = None, launch_raises: bool = False) -> None:
         self.sink: EventSink | None = None
         self.launched: list[str] = []
+        self.preempted: list[str] = []
         self.gate = asyncio.Event()
         self.gate.set()
         self.in_flight = 0
@@ -81,6 +82,9 @@ class ScriptedBackend:
             await self.on_cancel(invocation)
             return
         await self.finish(invocation.id, Finished.cancelled(_now()))
+
+    async def preempt(self, invocation: Invocation) -> None:
+        self.preempted.append(invocation.id)
 
     async def adopt(self, active: Sequence[Invocation]) -> list[str]:
         return [inv.id for inv in active]

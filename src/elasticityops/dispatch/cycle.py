@@ -27,6 +27,8 @@ class CyclePlan:
     look_further: bool = False
     """Some of `queued` wait for their own GPU type or function while capacity all share is
     left: queued work behind what was read (another type) may fit now."""
+    snapshot: AdmissionSnapshot | None = None
+    """What admission decided over (preemption looks at what it left waiting)."""
 
 
 def plan_cycle(
@@ -82,7 +84,8 @@ def plan_cycle(
     by_id = {i.id: i for i in queued}
     decided = admission(snapshot)
     further = not decided.stopped and len(decided.chosen) < len(items)
-    return CyclePlan(admit=[by_id[i] for i in decided.chosen], fail=fail, look_further=further)
+    admit = [by_id[i] for i in decided.chosen]
+    return CyclePlan(admit=admit, fail=fail, look_further=further, snapshot=snapshot)
 
 
 def _never_fits(spec: FunctionSpec, total_gpus: int | None, budget: GpuBudget | None) -> str | None:

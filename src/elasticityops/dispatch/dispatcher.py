@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from elasticityops.dispatch.cycle import CyclePlan, plan_cycle
 from elasticityops.dispatch.functions import FunctionCache
 from elasticityops.dispatch.hub import ChangeHub
+from elasticityops.dispatch.preempting import Preempter
 from elasticityops.dispatch.reconcile import callback_url, plan_cancel, plan_recovery
 from elasticityops.domain.budget import GpuBudget, parse_gpu_budget
 from elasticityops.domain.clock import Clock
@@ -147,6 +148,7 @@ class Dispatcher:
         self._stopping = False
         self._admitting = asyncio.Semaphore(settings.launch_concurrency)
         self._events = EventLanes(self._record_with_retries, settings.event_concurrency)
+        self.preempter = Preempter(store, backend, hub, clock, self.functions)
 
     @property
     def running(self) -> bool:
@@ -213,13 +215,17 @@ class Dispatcher:
         if self.settings.paused:
             return False
         free = self.backend.free_gpus()
+        active: Mapping[tuple[str, int], int] | None = None
         if free is not None and free <= 0:
-            return False  # nothing can start; a finished job wakes us
+            active = await self.store.active_counts()
+            if not await self._may_preempt(active):
+                return False  # nothing can start; a finished job wakes us
         batch = self.settings.batch_size
         page = await self.store.queued(batch)
         if not page:
             return False
-        active = await self.store.active_counts()
+        if active is None:
+            active = await self.store.active_counts()
         queued = list(page)
         plan, versions = await self._plan(queued, active, free)
         more = len(page) >= batch  # there may be queued work past what was read
@@ -247,7 +253,12 @@ class Dispatcher:
                 for inv in plan.admit
             )
         )
+        await self.preempter.after_plan(plan, active, versions)
         return more and bool(plan.admit or plan.fail)
+
+    async def _may_preempt(self, active: Mapping[tuple[str, int], int]) -> bool:
+        """With no GPU free, whether a cycle could still do something: preempt."""
+        return self.preempter.may_preempt(active, await self.functions.versions(list(active)))
 
     async def _plan(
         self, queued: list[Invocation], active: Mapping[tuple[str, int], int], free: int | None
@@ -310,7 +321,10 @@ class Dispatcher:
     async def _recover(self) -> None:
         active = await self.store.active()
         missing = await self.backend.adopt(active)
-        plan = plan_recovery(active, missing, self.clock.now())
+        # Those a previous gateway was preempting are finished as preemptions, never relaunched
+        # under their old attempt nor failed as lost.
+        await self.preempter.recover(active)
+        plan = plan_recovery([i for i in active if i.preempting_by is None], missing, self.clock.now())
         for change in plan.lose:
             await self._apply(change)
         if plan.relaunch:
@@ -368,6 +382,7 @@ class Dispatcher:
         """One store write per event: the store folds it into the row (`apply_event`)."""
         if await self.store.record(event) is not None:
             self.hub.changed(event.invocation_id)
+        self.preempter.on_event(event)
         if event.finished is not None:
             # The job is over (even if a cancel ended the invocation first): its GPU is free.
             self.hub.work_available()
