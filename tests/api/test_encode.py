@@ -37,6 +37,15 @@ CASES = [
         notes=(Note(T0, "SlotWarming", "slot 1 warming"),),
     ),
     Invocation("inv-c", "h", State.succeeded, Priority.low, Timeline(accepted=T0), result=b"plain text \xff"),
+    Invocation(
+        "inv-d",
+        "p",
+        State.running,
+        Priority.low,
+        Timeline(accepted=T0, preempted=T0, dispatched=T0),
+        attempt=2,
+        preempting_by="inv-high",
+    ),
 ]
 
 
