@@ -327,5 +327,15 @@ def load_function_text(text: str, source: str = "spec") -> FunctionSpec:
     return parse_function_spec(load_yaml(text, source))
 
 
+# Fields added after specs were first stored, with their defaults: left out of the canonical
+# JSON while at the default, so a spec that does not use them reads as the same text as before
+# and redeploying it unchanged after an upgrade is not a new version.
+_ADDED_LATER: dict[str, object] = {"preemptible": False, "retries": 0}
+
+
 def spec_to_json(spec: FunctionSpec) -> str:
-    return json.dumps(spec.model_dump(mode="json"), sort_keys=True)
+    data = spec.model_dump(mode="json")
+    for key, default in _ADDED_LATER.items():
+        if data.get(key) == default:
+            del data[key]
+    return json.dumps(data, sort_keys=True)
