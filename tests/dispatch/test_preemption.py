@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from backends.local.support import read_records, wait_gone
+from backends.local.support import process_gone, read_records, wait_gone
 from dispatch.test_dispatcher import Gateway, first_record, gateway, recorder, run
 from elasticityops.api.metrics import Metrics
 from elasticityops.domain.budget import GpuBudget
@@ -23,11 +23,11 @@ from elasticityops.domain.preemption import PREEMPTED, PREEMPTING
 LONG_S = 4.0  # long enough that the low-priority work is still running when the high one comes
 
 
-async def _two_low_running(gw: Gateway, record: Path) -> tuple[str, str]:
-    older = await gw.submit("low", {"record": str(record), "sleep": LONG_S})
+async def _two_low_running(gw: Gateway, record: Path, **payload: Any) -> tuple[str, str]:
+    older = await gw.submit("low", {"record": str(record), "sleep": LONG_S, **payload})
     await gw.until(older, State.running)
     await first_record(record, older)
-    newer = await gw.submit("low", {"record": str(record), "sleep": LONG_S})
+    newer = await gw.submit("low", {"record": str(record), "sleep": LONG_S, **payload})
     await gw.until(newer, State.running)
     await first_record(record, newer)
     return older, newer
@@ -57,9 +57,14 @@ def test_high_priority_preempts_the_newest_low_which_is_requeued_and_succeeds(
             gw.store.observe_transitions(metrics.on_transition)
             await gw.deploy(recorder("low", priority=Priority.low, preemptible=True, retries=1))
             await gw.deploy(recorder("high", priority=Priority.high))
-            older, newer = await _two_low_running(gw, record)
+            # Deaf to SIGTERM: the victim takes the kill grace (1 s) to go, and its GPU is not
+            # free before that.
+            older, newer = await _two_low_running(gw, record, ignore_term=True)
             first_pid = (await first_record(record, newer))["pid"]
             high = await gw.submit("high", {"record": str(record), "sleep": 0.1})
+            # It starts once the victim's GPU is really free: its process is gone by then.
+            await first_record(record, high)
+            assert process_gone(first_pid)
             ran = await gw.ended(high, within_s=30)
             assert ran.state is State.succeeded, ran.message
             # The newest low one made way, and its process is gone; the older one ran on.

@@ -277,6 +277,7 @@ class Dispatcher:
             total_gpus=self.backend.total_gpus(),
             gpu_budget=self.settings.gpu_budget,
             at=self.clock.now(),
+            headroom=self.preempter.freeing_by_type(),
         )
         return plan, versions
 

@@ -21,9 +21,10 @@ import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 
-from elasticityops.dispatch.cycle import CyclePlan
+from elasticityops.dispatch.cycle import UNKNOWN_GPU_TYPE, CyclePlan
 from elasticityops.dispatch.functions import FunctionCache
 from elasticityops.dispatch.hub import ChangeHub
+from elasticityops.domain.admission import AdmissionSnapshot
 from elasticityops.domain.clock import Clock
 from elasticityops.domain.events import BackendEvent
 from elasticityops.domain.functions import FunctionSpec
@@ -47,9 +48,11 @@ class Preempter:
         self.hub = hub
         self.clock = clock
         self.functions = functions
-        # Stopped jobs whose end the backend has not reported yet, by (id, attempt): their GPUs
-        # still count as busy in the backend's free count, but are no reason to stop more work.
-        self._freeing: dict[tuple[str, int], tuple[int, float]] = {}
+        # Stopped jobs whose end the backend has not reported yet, by (id, attempt): (GPUs, GPU
+        # type, when to stop waiting for it). Admission counts them as held (`freeing_by_type`)
+        # until the GPUs are really free; preemption counts them as free (no one else is
+        # stopped for them).
+        self._freeing: dict[tuple[str, int], tuple[int, str, float]] = {}
         self._unfinished: dict[str, Invocation] = {}  # marked, but the backend failed to stop them
         self.preempted = 0  # victims stopped (count), for tests and logs
 
@@ -84,9 +87,7 @@ class Preempter:
         more = await self.functions.versions({(i.function, i.spec_version) for i in running} - set(versions))
         specs = {**versions, **more}
         candidates = [c for inv in running if (c := _candidate(inv, specs)) is not None]
-        if snapshot.free_gpus is not None:
-            # GPUs of jobs stopped before are as good as free here: stop no one else for them.
-            snapshot = replace(snapshot, free_gpus=snapshot.free_gpus + self._freeing_gpus())
+        snapshot = _counting_as_free(snapshot, self.freeing_by_type())
         decided = choose_victims(snapshot, [inv.id for inv in plan.admit], candidates)
         by_id = {inv.id: inv for inv in running}
         stopped = 0
@@ -106,6 +107,19 @@ class Preempter:
                 spec = await self.functions.version(inv.function, inv.spec_version)
                 await self._finish(inv, spec)
 
+    def freeing_by_type(self) -> dict[str, int]:
+        """GPUs per type of stopped jobs still going away (a pod terminating, a process being
+        killed): admission counts them against the budget like GPUs in use, so the work they
+        were stopped for starts when they are really free, not while they still run."""
+        now = self.clock.monotonic()
+        held: dict[str, int] = {}
+        for key, (gpus, gpu_type, until) in list(self._freeing.items()):
+            if until <= now:
+                del self._freeing[key]  # its end never came (a pod never made): believe it gone
+                continue
+            held[gpu_type] = held.get(gpu_type, 0) + gpus
+        return held
+
     def on_event(self, event: BackendEvent) -> None:
         """A stopped job's end: its GPUs are really free now."""
         if event.finished is not None and event.attempt is not None:
@@ -122,16 +136,21 @@ class Preempter:
         return await self._finish(marked, spec)
 
     async def _finish(self, marked: Invocation, spec: FunctionSpec | None) -> bool:
+        key = (marked.id, marked.attempt)
+        # Before the job is asked to stop, so that an end reported at once is not missed.
+        gpu_type = spec.gpu.type if spec is not None else UNKNOWN_GPU_TYPE
+        gpus = spec.gpu.count if spec is not None else 1
+        self._freeing[key] = (gpus, gpu_type, self.clock.monotonic() + FREEING_EXPIRY_S)
         try:
             await self.backend.preempt(marked)
         except Exception as exc:
-            # The intent is stored: the next cycle tries again (and a restart would).
+            # The intent is stored: the next cycle tries again (and a restart would). Until
+            # then it is active, and its GPUs count as in use as any active one's do.
             log.warning("could not stop %s to preempt it: %s", marked.id, exc)
+            self._freeing.pop(key, None)
             self._unfinished[marked.id] = marked
             return False
         self._unfinished.pop(marked.id, None)
-        gpus = spec.gpu.count if spec is not None else 1
-        self._freeing[(marked.id, marked.attempt)] = (gpus, self.clock.monotonic() + FREEING_EXPIRY_S)
         retries = spec.retries if spec is not None else 0
         changed = await self.store.apply(end_of_preemption(marked, retries, self.clock.now()))
         if changed is not None:
@@ -144,12 +163,19 @@ class Preempter:
             spec = await self.functions.version(inv.function, inv.spec_version)
             await self._finish(inv, spec)
 
-    def _freeing_gpus(self) -> int:
-        now = self.clock.monotonic()
-        for key, (_, until) in list(self._freeing.items()):
-            if until <= now:
-                del self._freeing[key]
-        return sum(gpus for gpus, _ in self._freeing.values())
+
+def _counting_as_free(snapshot: AdmissionSnapshot, freeing: Mapping[str, int]) -> AdmissionSnapshot:
+    """`snapshot` with the GPUs of stopped jobs still going away given back: admission held
+    them (and the backend may not count them free yet), but they are no reason to stop more."""
+    if not freeing:
+        return snapshot
+    total = sum(freeing.values())
+    return replace(
+        snapshot,
+        free_gpus=None if snapshot.free_gpus is None else snapshot.free_gpus + total,
+        gpu_budget_left=None if snapshot.gpu_budget_left is None else snapshot.gpu_budget_left + total,
+        type_room={kind: room + freeing.get(kind, 0) for kind, room in snapshot.type_room.items()},
+    )
 
 
 def _candidate(inv: Invocation, specs: Mapping[tuple[str, int], FunctionSpec]) -> Candidate | None:

@@ -345,11 +345,16 @@ async def test_preempt_deletes_that_attempts_job_and_reports_nothing_of_it() -> 
         await backend._on_job("MODIFIED", job([condition("Failed", "PodFailurePolicy")]))
         await backend._on_pod("MODIFIED", pod(node="n1", phase="Failed", deleting=True))
         await backend._on_job("DELETED", job())
+        assert [e.parts for e in sink.events] == [("capacity_ready", "started")]
+        # Its pod gone at last: the GPU is free, said as the old attempt's end.
+        await backend._on_pod("DELETED", pod(node="n1", phase="Failed", deleting=True))
         await backend.stop()
     [options] = _bodies(srv, f"DELETE {JOBS}/eops-{INV}")
     assert options["propagationPolicy"] == "Background"
-    assert [e.parts for e in sink.events] == [("capacity_ready", "started")]
-    assert sink.events[0].attempt == 0
+    assert [(e.parts, e.attempt) for e in sink.events] == [
+        (("capacity_ready", "started"), 0),
+        (("finished",), 0),
+    ]
 
 
 async def test_a_later_attempt_gets_a_job_of_its_own_and_the_old_ones_news_is_dropped() -> None:

@@ -332,12 +332,21 @@ class KubernetesBackend:
         inv = invocation_of(pod)
         if inv is None:
             return
+        attempt = attempt_of(pod)
+        followed = self._attempts.get(inv)
+        if kind == "DELETED" and followed is not None and attempt < followed:
+            # A preempted attempt's pod is gone: its GPU is free now (the dispatcher waits for
+            # that before the work it made way for counts it free). Its end, as the old
+            # attempt's, changes nothing in the store.
+            gone = Finished.cancelled(self._clock.now(), "the preempted attempt's pod is gone")
+            await self._emit(BackendEvent(inv, attempt=attempt, finished=gone))
+            return
         if inv not in self._progress and (
             kind == "DELETED" or (pod.get("metadata") or {}).get("deletionTimestamp")
         ):
             # A pod going with its Job (TTL, cancel, preemption): nothing to tell.
             return
-        if not self._current(inv, attempt_of(pod)):
+        if not self._current(inv, attempt):
             return  # a preempted attempt's pod, while it goes
         event, self._progress[inv] = observe_pod(pod, self._progress.get(inv, Progress()), self._clock.now())
         await self._deliver(event)
