@@ -344,7 +344,7 @@ async def test_preempt_deletes_that_attempts_job_and_reports_nothing_of_it() -> 
         # The old Job and pod go: their end is no news (the dispatcher records the preemption).
         await backend._on_job("MODIFIED", job([condition("Failed", "PodFailurePolicy")]))
         await backend._on_pod("MODIFIED", pod(node="n1", phase="Failed", deleting=True))
-        await backend._on_job("DELETED", job())
+        await backend._on_job("DELETED", job(active=1))  # its pod is still going
         assert [e.parts for e in sink.events] == [("capacity_ready", "started")]
         # Its pod gone at last: the GPU is free, said as the old attempt's end.
         await backend._on_pod("DELETED", pod(node="n1", phase="Failed", deleting=True))
@@ -388,7 +388,11 @@ async def test_a_later_attempt_gets_a_job_of_its_own_and_the_old_ones_news_is_dr
     assert created["metadata"]["labels"]["elasticityops.dev/attempt"] == "1"
     [secret] = _bodies(srv, f"POST {SECRETS}")
     assert secret["metadata"]["name"] == f"eops-{INV}-a1"
-    assert [(e.parts, e.attempt) for e in sink.events] == [(("capacity_ready", "started"), 1)]
+    # The old attempt is heard of only as gone (its GPU free), under its own attempt.
+    assert [(e.parts, e.attempt) for e in sink.events] == [
+        (("finished",), 0),
+        (("capacity_ready", "started"), 1),
+    ]
 
 
 async def test_adopt_relaunches_an_attempt_whose_own_job_was_never_made() -> None:
@@ -401,3 +405,18 @@ async def test_adopt_relaunches_an_attempt_whose_own_job_was_never_made() -> Non
         missing = await backend.adopt([replace(invocation(), attempt=1)])
         await backend.stop()
     assert missing == [INV]
+
+
+async def test_a_preempted_job_that_never_had_a_pod_frees_its_gpu_when_it_goes() -> None:
+    clock = ManualClock(T0)
+    routes = {f"^DELETE {JOBS}/eops-{INV}": [Reply(200, {"kind": "Status"})]}
+    sink = Sink()
+    async with scripted([], _watching(**routes)) as srv:
+        backend = _backend(srv, clock)
+        await backend.start(sink)
+        await backend._on_job("ADDED", job())
+        await backend.preempt(invocation())
+        await backend._on_job("DELETED", job())
+        await backend.stop()
+    [gone] = sink.events
+    assert (gone.parts, gone.attempt) == (("finished",), 0)

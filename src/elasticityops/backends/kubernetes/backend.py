@@ -295,6 +295,14 @@ class KubernetesBackend:
             return
         labelled = ATTEMPT_LABEL in ((job.get("metadata") or {}).get("labels") or {})
         attempt = attempt_of(job) if labelled or named is None else named[1]
+        followed = self._attempts.get(inv)
+        if kind == "DELETED" and followed is not None and attempt < followed:
+            if not (job.get("status") or {}).get("active"):
+                # A preempted attempt's Job gone with no pod of its own: no GPU was held.
+                # (With a pod, that pod's own deletion says when its GPU is free.)
+                gone = Finished.cancelled(self._clock.now(), "the preempted attempt's Job is gone")
+                await self._emit(BackendEvent(inv, attempt=attempt, finished=gone))
+            return
         if not self._current(inv, attempt):
             return
         now = self._clock.now()

@@ -180,6 +180,10 @@ class LocalBackend:
         for waiting in list(self._waiting):
             if _key(waiting.request.invocation) == key:
                 self._waiting.remove(waiting)
+                # Its end as the old attempt's: nothing in the store, but it tells the
+                # dispatcher that the GPUs it was waiting for are not taken by it.
+                gone = Finished.cancelled(self.clock.now(), "preempted while waiting for a slot")
+                await self._emit(finished_event(key, gone))
                 return
         await asyncio.to_thread(_ask_to_cancel, self._run_root / key)
 
