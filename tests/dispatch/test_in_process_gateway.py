@@ -440,3 +440,32 @@ async def test_a_preemption_the_backend_fails_to_stop_is_tried_again(
         again = await gw.until(victim, lambda i: i.state is State.pending)
         assert again.attempt == 1
         assert backend.launched.count(victim) == 2
+
+
+async def test_work_needing_two_gpus_stops_two_victims_and_no_more(tmp_path: Path) -> None:
+    backend = ScriptedBackend()
+    async with gateway(tmp_path, backend, EOPS_GPU_BUDGET="nvidia-tesla-t4=3") as gw:
+        batch = _fn("batch", "nvidia-tesla-t4", priority="low", preemptible=True)
+        big = json.dumps(
+            {
+                "name": "big",
+                "command": ["true"],
+                "priority": "high",
+                "gpu": {"type": "nvidia-tesla-t4", "count": 2},
+            }
+        ).encode()
+        for name, body in [("batch", batch), ("big", big)]:
+            assert (await gw.client.put(f"/v1/functions/{name}", content=body)).status_code == 201
+        lows = []
+        for _ in range(3):
+            response = await gw.client.post("/v1/functions/batch/invocations", content=b"{}")
+            lows.append(str(response.json()["id"]))
+            await gw.until(lows[-1], lambda i: i.state is State.pending)
+        response = await gw.client.post("/v1/functions/big/invocations", content=b"{}")
+        urgent = str(response.json()["id"])
+        await gw.until(urgent, lambda i: i.state is State.pending)
+        ends = [await gw.state_of(i) for i in lows]
+        # The two newest made way (no retries: failed `preempted`); the oldest runs on.
+        assert [e.state for e in ends] == [State.pending, State.failed, State.failed]
+        assert {e.failure_reason for e in ends[1:]} == {FailureReason.preempted}
+        assert sorted(backend.preempted) == sorted(lows[1:])

@@ -17,6 +17,7 @@ the backend reports them free."""
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
@@ -90,12 +91,13 @@ class Preempter:
         snapshot = _counting_as_free(snapshot, self.freeing_by_type())
         decided = choose_victims(snapshot, [inv.id for inv in plan.admit], candidates)
         by_id = {inv.id: inv for inv in running}
-        stopped = 0
-        for preemption in decided:
-            victim = by_id[preemption.victim]
-            spec = specs.get((victim.function, victim.spec_version))
-            if await self._preempt(victim, preemption.by, spec):
-                stopped += 1
+        # Concurrently, as admissions are: a burst of high-priority work may stop many, and the
+        # store's group commit puts their writes in a few transactions.
+        victims = [(by_id[p.victim], p.by) for p in decided]
+        done = await asyncio.gather(
+            *(self._preempt(v, by, specs.get((v.function, v.spec_version))) for v, by in victims)
+        )
+        stopped = sum(done)
         if stopped:
             self.hub.work_available()
         return stopped
