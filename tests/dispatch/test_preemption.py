@@ -20,11 +20,12 @@ from elasticityops.domain.functions import Priority
 from elasticityops.domain.invocations import FailureReason, Note, State
 from elasticityops.domain.preemption import PREEMPTED, PREEMPTING
 
-LONG_S = 4.0  # long enough that the low-priority work is still running when the high one comes
+LONG_S = 4.0  # the newer low-priority job: still running when the high one comes
+OLDER_S = 120.0  # the older one never ends by itself (a test cancels it): it frees no GPU
 
 
 async def _two_low_running(gw: Gateway, record: Path, **payload: Any) -> tuple[str, str]:
-    older = await gw.submit("low", {"record": str(record), "sleep": LONG_S, **payload})
+    older = await gw.submit("low", {"record": str(record), "sleep": OLDER_S, **payload})
     await gw.until(older, State.running)
     await first_record(record, older)
     newer = await gw.submit("low", {"record": str(record), "sleep": LONG_S, **payload})
@@ -39,6 +40,20 @@ def _starts(record: Path) -> list[str]:
 
 def _ends(record: Path) -> list[str]:
     return [r["id"] for r in read_records(record) if r["event"] == "end"]
+
+
+def _order(record: Path) -> list[tuple[str, str]]:
+    """(event, id) in the order the jobs wrote them."""
+    return [(r["event"], r["id"]) for r in read_records(record)]
+
+
+async def _cancel_older(gw: Gateway, older: str) -> None:
+    """The older one ran on untouched (never preempted) until the test is done with it."""
+    current = await gw.store.get_invocation(older)
+    assert current is not None
+    assert (current.state, current.attempt) == (State.running, 0)
+    assert not any(n.kind == PREEMPTING for n in current.notes)
+    await gw.dispatcher.cancel(older)
 
 
 @pytest.mark.parametrize(
@@ -80,9 +95,7 @@ def test_high_priority_preempts_the_newest_low_which_is_requeued_and_succeeds(
             assert done.timeline.preempted is not None
             assert done.timeline.started is not None
             assert done.timeline.started > done.timeline.preempted
-            untouched = await gw.ended(older, within_s=60)
-            assert (untouched.state, untouched.attempt) == (State.succeeded, 0)
-            assert not any(n.kind == PREEMPTING for n in untouched.notes)
+            await _cancel_older(gw, older)
         starts = _starts(record)
         assert starts.count(newer) == 2, "the preempted one ran again as its next attempt"
         assert starts.count(older) == 1
@@ -111,7 +124,7 @@ def test_without_retries_the_victim_fails_preempted(tmp_path: Path) -> None:
             assert high in failed.message
             assert "retries" in failed.message
             assert (await gw.ended(high, within_s=30)).state is State.succeeded
-            assert (await gw.ended(older, within_s=30)).state is State.succeeded
+            await _cancel_older(gw, older)
         assert _starts(record).count(newer) == 1
 
     run(tmp_path, scenario)
@@ -126,13 +139,13 @@ def test_a_function_that_is_not_preemptible_is_never_preempted(tmp_path: Path) -
             await gw.deploy(recorder("high", priority=Priority.high))
             older, newer = await _two_low_running(gw, record)
             high = await gw.submit("high", {"record": str(record), "sleep": 0.1})
-            for low in (older, newer):
-                done = await gw.ended(low, within_s=30)
-                assert (done.state, done.attempt) == (State.succeeded, 0)
+            done = await gw.ended(newer, within_s=30)
+            assert (done.state, done.attempt) == (State.succeeded, 0)
             assert (await gw.ended(high, within_s=30)).state is State.succeeded
             assert gw.dispatcher.preempter.preempted == 0
-        ends, starts = _ends(record), _starts(record)
-        assert starts.index(high) > min(ends.index(older), ends.index(newer)), "it waited for a slot"
+            await _cancel_older(gw, older)
+        order = _order(record)
+        assert order.index(("start", high)) > order.index(("end", newer)), "it waited for a slot"
 
     run(tmp_path, scenario)
 
@@ -147,9 +160,11 @@ def test_equal_priority_waits_instead_of_preempting(tmp_path: Path) -> None:
             older, newer = await _two_low_running(gw, record)
             same = await gw.submit("low-too", {"record": str(record)})
             assert (await gw.ended(same, within_s=30)).state is State.succeeded
-            for low in (older, newer):
-                assert (await gw.ended(low, within_s=30)).attempt == 0
+            assert (await gw.ended(newer, within_s=30)).attempt == 0
             assert gw.dispatcher.preempter.preempted == 0
+            await _cancel_older(gw, older)
+        order = _order(record)
+        assert order.index(("start", same)) > order.index(("end", newer)), "it waited for a slot"
 
     run(tmp_path, scenario)
 
