@@ -61,6 +61,9 @@ class TimelineOut(BaseModel):
     capacity_ready: datetime | None = None
     started: datetime | None = None
     finished: datetime | None = None
+    preempted: datetime | None = Field(
+        None, description="the latest preemption; the milestones before it are the current attempt's"
+    )
 
 
 class NoteOut(BaseModel):
@@ -77,6 +80,14 @@ class InvocationOut(BaseModel):
     )
     state: State
     priority: str
+    attempt: int = Field(
+        0,
+        description="0 for the first run; one more each time preemption put it back in the queue "
+        "(its function's retries), each attempt a job of its own",
+    )
+    preempting_by: str | None = Field(
+        None, description="while being preempted: the higher-priority invocation it makes way for"
+    )
     idempotency_key: str | None = None
     timeline: TimelineOut
     durations: dict[str, float | None] = Field(
@@ -118,6 +129,8 @@ class InvocationOut(BaseModel):
             spec_version=inv.spec_version,
             state=inv.state,
             priority=inv.priority.value,
+            attempt=inv.attempt,
+            preempting_by=inv.preempting_by,
             idempotency_key=inv.idempotency_key,
             timeline=TimelineOut(
                 accepted=tl.accepted,
@@ -125,6 +138,7 @@ class InvocationOut(BaseModel):
                 capacity_ready=tl.capacity_ready,
                 started=tl.started,
                 finished=tl.finished,
+                preempted=tl.preempted,
             ),
             durations=tl.durations(),
             exit_code=inv.exit_code,

@@ -56,6 +56,17 @@ def problem(response: httpx.Response) -> dict[str, str]:
             id="gpu-types-repeated",
         ),
         pytest.param("ok-name", {**GOOD, "priority": "urgent"}, 422, "priority", "one of", id="bad-priority"),
+        pytest.param("ok-name", {**GOOD, "retries": 11}, 422, "retries", "smaller", id="retries-11"),
+        pytest.param("ok-name", {**GOOD, "retries": -1}, 422, "retries", "larger", id="retries-negative"),
+        pytest.param("ok-name", {**GOOD, "retries": 1.5}, 422, "retries", "whole", id="retries-fraction"),
+        pytest.param(
+            "ok-name",
+            {**GOOD, "preemptible": "maybe"},
+            422,
+            "preemptible",
+            "true or false",
+            id="bad-preemptible",
+        ),
         pytest.param("ok-name", ["not", "a", "mapping"], 422, "(body)", "JSON object", id="not-a-mapping"),
         pytest.param(
             "ok-name", {**GOOD, "name": "other"}, 422, "name", "make them equal", id="name-mismatch"

@@ -38,6 +38,15 @@ CASES = [
         annotations={"eops.dev/run-seconds": "12", "eops.dev/exit-code": "3"},
     ),
     Invocation("inv-c", "h", State.succeeded, Priority.low, Timeline(accepted=T0), result=b"plain text \xff"),
+    Invocation(
+        "inv-d",
+        "p",
+        State.running,
+        Priority.low,
+        Timeline(accepted=T0, preempted=T0, dispatched=T0),
+        attempt=2,
+        preempting_by="inv-high",
+    ),
 ]
 
 

@@ -277,3 +277,22 @@ def test_an_invocation_names_its_spec_version_and_a_redeploy_after_rm_goes_on_co
         assert client.delete(url, params={"force": "true"}).status_code == 204
         again = client.put(url, json={"command": ["python", "-c", "pass"]})
         assert (again.status_code, again.json()["version"]) == (201, 3), "never restarts at 1"
+
+
+def test_preemption_fields_are_in_the_spec_the_invocation_and_openapi(paused_gateway: RunningServer) -> None:
+    with paused_gateway.client() as client:
+        name = deploy(client, "pass", preemptible=True, retries=2, priority="low")
+        spec = client.get(f"/v1/functions/{name}").json()["spec"]
+        assert (spec["preemptible"], spec["retries"]) == (True, 2)
+        plain = client.get(f"/v1/functions/{deploy(client, 'pass')}").json()["spec"]
+        assert (plain["preemptible"], plain["retries"]) == (False, 0), "off by default"
+        inv = client.post(f"/v1/functions/{name}/invocations", json={}).json()
+        got = client.get(f"/v1/invocations/{inv['id']}").json()
+        assert (got["attempt"], got["preempting_by"], got["timeline"]["preempted"]) == (0, None, None)
+        schemas = client.get("/openapi.json").json()["components"]["schemas"]
+        fields = schemas["FunctionSpec"]["properties"]
+        assert "preempt" in fields["preemptible"]["description"]
+        assert "lost nodes" in fields["retries"]["description"]
+        assert "preemption" in schemas["InvocationOut"]["properties"]["attempt"]["description"]
+        reasons = schemas["FailureReason"]["enum"]
+        assert "preempted" in reasons

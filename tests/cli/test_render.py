@@ -156,3 +156,18 @@ def test_a_queued_invocation_shows_its_queue_position_and_reason() -> None:
     console = Console(width=200, record=True, color_system=None)
     console.print(render.invocation_detail(inv(State.pending, {"dispatched": 1}), now=at(5)))
     assert "queue position" not in console.export_text()
+
+
+def test_a_preempted_invocation_shows_its_attempt_and_when_it_was_preempted() -> None:
+    note = NoteOut(at=at(4), kind="Preempted", message="preempted by inv-9; requeued as attempt 1")
+    again = inv(State.queued, {"preempted": 4}, attempt=1, notes=[note], queue_position=1)
+    console = Console(width=200, record=True, color_system=None)
+    console.print(render.invocation_detail(again, now=at(5)))
+    text = console.export_text()
+    assert "attempt 1" in text
+    assert "last preempted" in text
+    assert "Preempted: preempted by inv-9" in text
+    first = Console(width=200, record=True, color_system=None)
+    first.print(render.invocation_detail(inv(State.running, {"dispatched": 1, "started": 2}), now=at(5)))
+    assert "attempt" not in first.export_text()
+    assert "preempted" not in first.export_text()

@@ -21,7 +21,7 @@ import pytest
 
 from elasticityops.api.runtime import Runtime
 from elasticityops.domain.errors import TemporaryError
-from elasticityops.domain.events import Finished, finished_event
+from elasticityops.domain.events import BackendEvent, Finished, finished_event
 from elasticityops.domain.invocations import FailureReason, Invocation, State
 from elasticityops.domain.ports import EventSink, LaunchRequest
 from elasticityops.server import build_app, create_token
@@ -42,6 +42,8 @@ class ScriptedBackend:
     def __init__(self, *, max_payload: int | None = None, launch_raises: bool = False) -> None:
         self.sink: EventSink | None = None
         self.launched: list[str] = []
+        self.preempted: list[str] = []
+        self.preempt_raises = 0
         self.gate = asyncio.Event()
         self.gate.set()
         self.in_flight = 0
@@ -81,6 +83,16 @@ class ScriptedBackend:
             await self.on_cancel(invocation)
             return
         await self.finish(invocation.id, Finished.cancelled(_now()))
+
+    async def preempt(self, invocation: Invocation) -> None:
+        if self.preempt_raises > 0:
+            self.preempt_raises -= 1
+            raise RuntimeError("the API server is away")
+        self.preempted.append(invocation.id)
+        # As the real backends do: the stopped attempt's end, once its job is gone.
+        assert self.sink is not None
+        gone = BackendEvent(invocation.id, attempt=invocation.attempt, finished=Finished.cancelled(_now()))
+        await self.sink(gone)
 
     async def adopt(self, active: Sequence[Invocation]) -> list[str]:
         return [inv.id for inv in active]
@@ -391,3 +403,69 @@ async def test_a_full_type_hides_neither_other_types_nor_priorities_behind_a_bat
         await backend.finish(first, Finished.succeeded(_now()))
         await gw.until(urgent, lambda i: i.state is State.pending)
         assert [(await gw.state_of(i)).state for i in lows] == [State.queued] * 5
+
+
+async def test_a_preemption_the_backend_fails_to_stop_is_tried_again(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    backend = ScriptedBackend()
+    backend.preempt_raises = 1
+    async with gateway(tmp_path, backend, EOPS_GPU_BUDGET="nvidia-tesla-t4=1") as gw:
+        batch = _fn("batch", "nvidia-tesla-t4", priority="low", preemptible=True, retries=1)
+        for name, body in [("batch", batch), ("urgent", _fn("urgent", "nvidia-tesla-t4", priority="high"))]:
+            assert (await gw.client.put(f"/v1/functions/{name}", content=body)).status_code == 201
+
+        async def invoke(name: str) -> str:
+            response = await gw.client.post(f"/v1/functions/{name}/invocations", content=b"{}")
+            assert response.status_code == 202, response.text
+            return str(response.json()["id"])
+
+        victim = await invoke("batch")
+        await gw.until(victim, lambda i: i.state is State.pending)
+        with caplog.at_level(logging.WARNING, logger="elasticityops.dispatch.preempting"):
+            urgent = await invoke("urgent")
+            await gw.until(urgent, lambda i: i.state is State.pending)
+        assert any("could not stop" in r.getMessage() for r in caplog.records)
+        assert backend.preempted == [victim], "stopped once, on the second try"
+        body = (await gw.client.get(f"/v1/invocations/{victim}")).json()
+        assert (body["state"], body["attempt"], body["preempting_by"]) == ("queued", 1, None)
+        assert [n["kind"] for n in body["notes"]] == ["Preempting", "Preempted"]
+        assert urgent in body["message"]
+        assert body["timeline"]["preempted"] is not None
+        # The budget is the high one's now; the victim waits with its queue position.
+        assert body["queue_position"] == 1
+        metrics = (await gw.client.get("/metrics")).text
+        assert 'eops_preemptions_total{outcome="requeued"} 1.0' in metrics
+        await backend.finish(urgent, Finished.succeeded(_now()))
+        again = await gw.until(victim, lambda i: i.state is State.pending)
+        assert again.attempt == 1
+        assert backend.launched.count(victim) == 2
+
+
+async def test_work_needing_two_gpus_stops_two_victims_and_no_more(tmp_path: Path) -> None:
+    backend = ScriptedBackend()
+    async with gateway(tmp_path, backend, EOPS_GPU_BUDGET="nvidia-tesla-t4=3") as gw:
+        batch = _fn("batch", "nvidia-tesla-t4", priority="low", preemptible=True)
+        big = json.dumps(
+            {
+                "name": "big",
+                "command": ["true"],
+                "priority": "high",
+                "gpu": {"type": "nvidia-tesla-t4", "count": 2},
+            }
+        ).encode()
+        for name, body in [("batch", batch), ("big", big)]:
+            assert (await gw.client.put(f"/v1/functions/{name}", content=body)).status_code == 201
+        lows = []
+        for _ in range(3):
+            response = await gw.client.post("/v1/functions/batch/invocations", content=b"{}")
+            lows.append(str(response.json()["id"]))
+            await gw.until(lows[-1], lambda i: i.state is State.pending)
+        response = await gw.client.post("/v1/functions/big/invocations", content=b"{}")
+        urgent = str(response.json()["id"])
+        await gw.until(urgent, lambda i: i.state is State.pending)
+        ends = [await gw.state_of(i) for i in lows]
+        # The two newest made way (no retries: failed `preempted`); the oldest runs on.
+        assert [e.state for e in ends] == [State.pending, State.failed, State.failed]
+        assert {e.failure_reason for e in ends[1:]} == {FailureReason.preempted}
+        assert sorted(backend.preempted) == sorted(lows[1:])

@@ -3,6 +3,7 @@ becomes a state, and `Finished`, the one outcome both backends report."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -139,3 +140,39 @@ def test_notes_are_kept_until_the_end() -> None:
 def test_an_outcome_that_contradicts_itself_is_refused(make: object, words: str) -> None:
     with pytest.raises(ValueError, match=words):
         make()  # type: ignore[operator]
+
+
+@pytest.mark.parametrize(
+    ("attempt", "seen", "counts"),
+    [(0, None, True), (0, 0, True), (1, 1, True), (1, 0, False), (2, 1, False)],
+    ids=["unknown-attempt", "same-0", "same-1", "older-attempt", "older-by-one"],
+)
+def test_only_news_of_the_current_attempt_counts(attempt: int, seen: int | None, counts: bool) -> None:
+    current = replace(inv(State.running), attempt=attempt)
+    event = BackendEvent("inv-1", finished=Finished.failed(LATER, FailureReason.exit_code, "x", exit_code=1))
+    after = apply_event(current, replace(event, attempt=seen))
+    assert (after.state is State.failed) is counts
+
+
+def test_a_requeued_invocation_hears_nothing_of_its_stopped_job() -> None:
+    between = replace(inv(State.queued), attempt=1)
+    told = BackendEvent("inv-1", started=LATER, note=Note(LATER, "Killing", "stopping"))
+    assert apply_event(between, told) is between
+
+
+@pytest.mark.parametrize(
+    ("end", "to"),
+    [
+        (Finished.cancelled(LATER), State.running),
+        (Finished.failed(LATER, FailureReason.lost, "its Job was deleted"), State.running),
+        (Finished.failed(LATER, FailureReason.exit_code, "killed", exit_code=143), State.running),
+        (Finished.succeeded(LATER, result=b"1"), State.succeeded),
+    ],
+    ids=["cancelled", "lost", "killed", "a-success-still-counts"],
+)
+def test_while_being_preempted_only_a_success_ends_it(end: Finished, to: State) -> None:
+    victim = replace(inv(State.running), preempting_by="inv-high")
+    after = apply_event(victim, finished_event("inv-1", end))
+    assert after.state is to
+    if to is State.succeeded:
+        assert after.preempting_by is None

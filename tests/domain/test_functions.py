@@ -9,6 +9,7 @@ from elasticityops.domain.functions import (
     Priority,
     load_function_text,
     parse_function_spec,
+    spec_to_json,
 )
 from elasticityops.domain.numbers import whole_number
 
@@ -232,3 +233,33 @@ def test_bad_gpu_type_lists_name_the_field_and_the_fix(written: object, words: s
         parse_function_spec(_with(gpu={"type": written}))
     assert [p.field for p in caught.value.problems] == ["gpu.type"]
     assert words in str(caught.value)
+
+
+def test_preemption_is_off_by_default_and_leaves_the_stored_text_as_before() -> None:
+    plain = FunctionSpec(name="fn", command=["run"])
+    assert (plain.preemptible, plain.retries) == (False, 0)
+    text = spec_to_json(plain)
+    # The canonical text of a spec stored before these fields existed: still the same version.
+    assert "preemptible" not in text
+    assert "retries" not in text
+    assert FunctionSpec.model_validate_json(text) == plain
+    opted = FunctionSpec(name="fn", command=["run"], preemptible=True, retries=3)
+    assert FunctionSpec.model_validate_json(spec_to_json(opted)) == opted
+
+
+@pytest.mark.parametrize(
+    ("body", "field", "words"),
+    [
+        ({"retries": 11}, "retries", "less than or equal to 10"),
+        ({"retries": -1}, "retries", "greater than or equal to 0"),
+        ({"retries": True}, "retries", ""),
+        ({"preemptible": "sometimes"}, "preemptible", ""),
+    ],
+    ids=["too-many", "negative", "bool-is-not-a-count", "not-a-bool"],
+)
+def test_bad_preemption_fields_name_the_field(body: dict[str, object], field: str, words: str) -> None:
+    with pytest.raises(InvalidInput) as caught:
+        parse_function_spec({"name": "fn", "command": ["run"], **body})
+    [problem] = caught.value.problems
+    assert problem.field == field
+    assert words in problem.problem

@@ -75,7 +75,7 @@ def test_terminal_states_have_no_way_out() -> None:
         (State.queued, State.running),  # must be dispatched first
         (State.queued, State.succeeded),
         (State.running, State.pending),
-        (State.running, State.queued),
+        (State.succeeded, State.queued),  # only an active one is requeued (preemption)
         (State.pending, State.pending),
     ],
     ids=lambda v: str(v),

@@ -173,3 +173,18 @@ def test_a_fixed_headroom_larger_than_a_cap_is_refused(
     assert (said is not None) == refused
     if said:
         assert "--gpu-budget" in said
+
+
+def test_a_requeued_invocation_frees_its_gpu_and_is_no_new_arrival() -> None:
+    log = _log()
+    log.admitted("a", 0.0)
+    log.started("a", 0.0, 1.0)
+    log.requeued("a")
+    obs = log.observe(5.0, 0, ClusterPicture())
+    assert (obs.busy_nodes, obs.pending_requests) == (0, 0)
+    log.admitted("a", 0.0)
+    log.started("a", 0.0, 30.0)  # its second start is late, but it was counted once already
+    obs = log.observe(40.0, 0, ClusterPicture())
+    assert obs.busy_nodes == 1
+    assert obs.arrival_rate_per_s == pytest.approx(1 / 60)
+    assert obs.late_share == 0.0

@@ -78,7 +78,9 @@ def test_rehearse_none_measures_and_predicts_and_cleans_up(dev_cluster: Any, tmp
     start, window = run["measured_window_s"]
     assert start == 0
     assert window >= ARRIVALS[-1] + DURATIONS[-1]
-    assert measured["idle_gpu_s"] >= baseline * window - sum(DURATIONS) - 5
+    # (less the measured busy time: kwok runs each pod up to a second past its annotation; and
+    # node time is sampled every 2 s, so up to a sample per node may be missed at the edges)
+    assert measured["idle_gpu_s"] >= baseline * window - measured["busy_gpu_s"] - 2 * 2 * baseline
     assert set(run["difference"]) == set(measured)
     assert summary["cluster"]["autoscaler"]["provision_delay"] == "fixed:10"
     assert (out / "wait_cdf.png").is_file()

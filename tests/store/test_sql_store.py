@@ -252,7 +252,7 @@ def test_transitions_are_compare_and_set(store: SqlStore, run: asyncio.Runner) -
         assert pending.timeline.dispatched == t1
         lost = await store.apply(Change(item.id, State.pending, t1, from_states=frozenset({State.queued})))
         assert lost is None, "the second writer with the same expectation loses"
-        assert await store.apply(Change(item.id, State.queued, t1)) is None, "not an allowed transition"
+        assert await store.apply(Change(item.id, State.pending, t1)) is None, "not an allowed transition"
         assert await store.apply(Change("inv-unknown", State.pending, t1)) is None
         t2 = T0 + timedelta(seconds=3)
         await store.record(BackendEvent(item.id, node="slot-0", capacity_ready=t1 + timedelta(seconds=1)))
@@ -276,6 +276,42 @@ def test_transitions_are_compare_and_set(store: SqlStore, run: asyncio.Runner) -
         assert got.timeline.finished == t3
         assert got.notes == (Note(t1, "SlotWarming", "slot 0 is provisioning"),)
         assert await store.apply(Change(item.id, State.cancelled, t3)) is None, "terminal is final"
+
+    run.run(body())
+
+
+def test_preemption_marks_then_requeues_as_the_next_attempt(store: SqlStore, run: asyncio.Runner) -> None:
+    async def body() -> None:
+        item = new()
+        await store.create_invocation(item)
+        t1, t2, t3 = (T0 + timedelta(seconds=s) for s in (1, 2, 3))
+        assert await store.mark_preempting(item.id, "inv-h", Note(t1, "Preempting", "x")) is None, "queued"
+        await store.apply(Change(item.id, State.pending, t1))
+        await store.apply(Change(item.id, State.running, t1, node="slot-0"))
+        marked = await store.mark_preempting(item.id, "inv-h", Note(t2, "Preempting", "for inv-h"))
+        assert marked is not None
+        assert marked.preempting_by == "inv-h"
+        assert await store.mark_preempting(item.id, "inv-other", Note(t2, "Preempting", "y")) is None, "once"
+        # What the stopped job says is no news: a cancelled end while preempting changes nothing.
+        assert await store.record(BackendEvent(item.id, finished=Finished.cancelled(t2))) is None
+        note = Note(t3, "Preempted", "preempted by inv-h")
+        active = frozenset({State.pending, State.running})
+        requeued = await store.apply(Change(item.id, State.queued, t3, from_states=active, note=note))
+        assert requeued is not None
+        got = await store.get_invocation(item.id)
+        assert got == requeued
+        assert (got.state, got.attempt, got.preempting_by, got.node) == (State.queued, 1, None, None)
+        assert got.timeline.preempted == t3
+        assert got.timeline.dispatched is None
+        assert [n.kind for n in got.notes] == ["Preempting", "Preempted"]
+        # Its place in the queue is its priority and acceptance, as before.
+        assert [i.id for i in await store.queued(10)] == [item.id]
+        # An event of the old attempt changes nothing; one of the new attempt does.
+        await store.apply(Change(item.id, State.pending, t3))
+        assert await store.record(BackendEvent(item.id, started=t3, attempt=0)) is None
+        started = await store.record(BackendEvent(item.id, started=t3, attempt=1))
+        assert started is not None
+        assert started[1].state is State.running
 
     run.run(body())
 

@@ -25,6 +25,8 @@ def invocation_document(inv: Invocation, queue: QueueStatus | None = None) -> di
         "spec_version": inv.spec_version,
         "state": inv.state.value,
         "priority": inv.priority.value,
+        "attempt": inv.attempt,
+        "preempting_by": inv.preempting_by,
         "idempotency_key": inv.idempotency_key,
         "timeline": {
             "accepted": tl.accepted,
@@ -32,6 +34,7 @@ def invocation_document(inv: Invocation, queue: QueueStatus | None = None) -> di
             "capacity_ready": tl.capacity_ready,
             "started": tl.started,
             "finished": tl.finished,
+            "preempted": tl.preempted,
         },
         "durations": tl.durations(),
         "exit_code": inv.exit_code,

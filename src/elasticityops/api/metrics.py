@@ -7,7 +7,7 @@ from collections.abc import Mapping, Sequence
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
-from elasticityops.domain.invocations import Invocation, State
+from elasticityops.domain.invocations import FailureReason, Invocation, State
 
 # Seconds: from a warm local slot (milliseconds) to a GPU node being provisioned (minutes).
 _START_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 900, 1800)
@@ -81,6 +81,13 @@ class Metrics:
             "Invocations accepted (new, not idempotent replays)",
             registry=self.registry,
         )
+        self.preemptions = Counter(
+            "eops_preemptions",
+            "Invocations preempted for higher-priority work, by outcome: requeued (retries left) "
+            "or failed (reason preempted)",
+            ["outcome"],
+            registry=self.registry,
+        )
 
         self.commit_writes = Histogram(
             "eops_store_commit_writes",
@@ -103,6 +110,11 @@ class Metrics:
             self.time_to_start.observe(durations["time_to_start"])
         if after.state.terminal and durations["run"] is not None:
             self.duration.labels(state=after.state.value).observe(durations["run"])
+        if previous in (State.pending, State.running):
+            if after.state is State.queued:
+                self.preemptions.labels(outcome="requeued").inc()
+            elif after.state is State.failed and after.failure_reason is FailureReason.preempted:
+                self.preemptions.labels(outcome="failed").inc()
 
     def render(
         self,

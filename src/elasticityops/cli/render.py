@@ -155,6 +155,8 @@ def milestones_table(inv: InvocationOut) -> Table:
         ("finished", tl.finished),
     ):
         table.add_row(name, clock_time(at))
+    if tl.preempted is not None:
+        table.add_row("last preempted", clock_time(tl.preempted))
     return table
 
 
@@ -166,6 +168,10 @@ def invocation_detail(inv: InvocationOut, now: datetime) -> RenderableType:
     facts = [f"priority {inv.priority}"]
     if inv.gpu_type:
         facts.append(inv.gpu_type)
+    if inv.attempt:
+        facts.append(f"attempt {inv.attempt} (preempted {inv.attempt}x)")
+    if inv.preempting_by:
+        facts.append(f"being preempted for {inv.preempting_by}")
     if inv.node:
         facts.append(f"on {inv.node}")
     if inv.exit_code is not None:

@@ -30,6 +30,8 @@ class CyclePlan:
     look_further: bool = False
     """Some of `queued` wait for their own GPU type or function while capacity all share is
     left: queued work behind what was read (another type) may fit now."""
+    snapshot: AdmissionSnapshot | None = None
+    """What admission decided over (preemption looks at what it left waiting)."""
 
 
 def plan_cycle(
@@ -90,7 +92,7 @@ def plan_cycle(
     decided = admission(snapshot)
     further = not decided.stopped and len(decided.chosen) < len(items)
     admitted = [replace(by_id[i], gpu_type=decided.on_type[i]) for i in decided.chosen]
-    return CyclePlan(admit=admitted, fail=fail, look_further=further)
+    return CyclePlan(admit=admitted, fail=fail, look_further=further, snapshot=snapshot)
 
 
 def _never_fits(spec: FunctionSpec, total_gpus: int | None, budget: GpuBudget | None) -> str | None:

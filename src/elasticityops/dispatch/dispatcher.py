@@ -13,12 +13,13 @@ import asyncio
 import contextlib
 import logging
 from collections import deque
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, replace
 
 from elasticityops.dispatch.cycle import ActiveCounts, CyclePlan, by_version, plan_cycle
 from elasticityops.dispatch.functions import FunctionCache
 from elasticityops.dispatch.hub import ChangeHub
+from elasticityops.dispatch.preempting import Preempter
 from elasticityops.dispatch.reconcile import callback_url, plan_cancel, plan_recovery
 from elasticityops.dispatch.relaunch import Relauncher, can_relaunch
 from elasticityops.domain.budget import GpuBudget, parse_gpu_budget
@@ -162,6 +163,7 @@ class Dispatcher:
         self._relauncher = Relauncher(store, backend, clock, self._launch_again)
         self._spill_loop_task: asyncio.Task[None] | None = None
         self._spilling: dict[str, asyncio.Task[None]] = {}
+        self.preempter = Preempter(store, backend, hub, clock, self.functions)
         self._watchers: list[Callable[[Invocation], None]] = []
 
     def watch(self, watcher: Callable[[Invocation], None]) -> None:
@@ -242,8 +244,8 @@ class Dispatcher:
         if self.settings.paused:
             return False
         free = self.backend.free_gpus()
-        if free is not None and free <= 0:
-            return False  # nothing can start; a finished job wakes us
+        if free is not None and free <= 0 and not await self._may_preempt(await self.store.active_counts()):
+            return False  # nothing can start (nor be preempted for); a finished job wakes us
         batch = self.settings.batch_size
         page = await self.store.queued(batch)
         if not page:
@@ -276,7 +278,12 @@ class Dispatcher:
                 for inv in plan.admit
             )
         )
+        await self.preempter.after_plan(plan, by_version(active), versions)
         return more and bool(plan.admit or plan.fail)
+
+    async def _may_preempt(self, active: Mapping[tuple[str, int], int]) -> bool:
+        """With no GPU free, whether a cycle could still do something: preempt."""
+        return self.preempter.may_preempt(active, await self.functions.versions(list(active)))
 
     async def _plan(
         self, queued: list[Invocation], active: ActiveCounts, free: int | None
@@ -295,6 +302,7 @@ class Dispatcher:
             total_gpus=self.backend.total_gpus(),
             gpu_budget=self.settings.gpu_budget,
             at=self.clock.now(),
+            headroom=self.preempter.freeing_by_type(),
         )
         return plan, versions
 
@@ -345,7 +353,10 @@ class Dispatcher:
     async def _recover(self) -> None:
         active = await self.store.active()
         missing = await self.backend.adopt(active)
-        plan = plan_recovery(active, missing, self.clock.now())
+        # Those a previous gateway was preempting are finished as preemptions, never relaunched
+        # under their old attempt nor failed as lost.
+        await self.preempter.recover(active)
+        plan = plan_recovery([i for i in active if i.preempting_by is None], missing, self.clock.now())
         for change in plan.lose:
             await self._apply(change)
         if plan.relaunch:
@@ -407,6 +418,7 @@ class Dispatcher:
             self._tell(recorded[1])
             if event.note is not None:
                 self._consider_spill(recorded[1])  # a stockout, say, moves it at once
+        self.preempter.on_event(event)
         if event.finished is not None:
             # The job is over (even if a cancel ended the invocation first): its GPU is free.
             self.hub.work_available()

@@ -79,6 +79,9 @@ class BackendEvent:
     started: datetime | None = None  # the process / container is running
     note: Note | None = None  # an explanation of the wait (TriggeredScaleUp, SlotWarming, ...)
     finished: Finished | None = None
+    attempt: int | None = None
+    """The attempt whose job was observed (None: the backend cannot tell). A preempted
+    attempt's job may still report while it goes away; that is no news of the attempt after."""
 
     @property
     def parts(self) -> tuple[str, ...]:
@@ -109,7 +112,9 @@ def finished_event(invocation_id: str, finished: Finished, *, node: str | None =
 def apply_event(inv: Invocation, event: BackendEvent) -> Invocation:
     """`inv` after the event: the one decision of what an observation does. Returns `inv`
     itself when it changes nothing (an ended invocation, a milestone already passed)."""
-    if inv.state.terminal:
+    if inv.state.terminal or (inv.state is State.queued and inv.attempt > 0):
+        return inv  # ended, or between attempts: what a stopped job says is about the old one
+    if event.attempt is not None and event.attempt != inv.attempt:
         return inv
     after = inv
     if event.note is not None:
@@ -119,6 +124,10 @@ def apply_event(inv: Invocation, event: BackendEvent) -> Invocation:
     if event.started is not None and after.state is State.pending:
         after = advance(after, State.running, event.started, node=event.node)
     end = event.finished
+    if end is not None and inv.preempting_by is not None and end.state is not State.succeeded:
+        # Being preempted: its job ends because the gateway stops it; the preemption records
+        # how (requeued or failed `preempted`). A success that got there first still counts.
+        end = None
     if end is not None and after.state in (State.pending, State.running):
         if end.result is not None and after.result is None:
             after = replace(after, result=end.result)

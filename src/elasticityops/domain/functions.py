@@ -28,6 +28,7 @@ ANNOTATION_KEY_RE = re.compile(
 )
 MAX_NAME_LEN = 40
 MAX_GPUS_PER_JOB = 8
+MAX_RETRIES = 10
 KNOWN_GPU_TYPES = (
     "nvidia-tesla-t4",
     "nvidia-l4",
@@ -154,6 +155,18 @@ class FunctionSpec(_Strict):
     )
     priority: Priority = Priority.normal
     max_concurrency: WholeNumber = Field(500, ge=1, le=100_000, description="most invocations of it at once")
+    preemptible: bool = Field(
+        False,
+        description="whether higher-priority work blocked by a full GPU budget may preempt this "
+        "function's pending or running invocations (the gateway stops their job); see retries",
+    )
+    retries: WholeNumber = Field(
+        0,
+        ge=0,
+        le=MAX_RETRIES,
+        description="how many times an invocation ended by preemption is put back in the queue "
+        f"(0-{MAX_RETRIES}) before it fails with reason preempted; meant for lost nodes too",
+    )
     annotations: dict[str, str] = Field(
         default_factory=dict,
         description="pod annotations (Kubernetes backend), e.g. for GKE features such as gcsfuse volumes",
@@ -365,5 +378,15 @@ def load_function_text(text: str, source: str = "spec") -> FunctionSpec:
     return parse_function_spec(load_yaml(text, source))
 
 
+# Fields added after specs were first stored, with their defaults: left out of the canonical
+# JSON while at the default, so a spec that does not use them reads as the same text as before
+# and redeploying it unchanged after an upgrade is not a new version.
+_ADDED_LATER: dict[str, object] = {"preemptible": False, "retries": 0}
+
+
 def spec_to_json(spec: FunctionSpec) -> str:
-    return json.dumps(spec.model_dump(mode="json"), sort_keys=True)
+    data = spec.model_dump(mode="json")
+    for key, default in _ADDED_LATER.items():
+        if data.get(key) == default:
+            del data[key]
+    return json.dumps(data, sort_keys=True)

@@ -2,7 +2,8 @@
 
 accepted -> queued -> pending (waiting for capacity: node provisioning, image pull) -> running
 -> succeeded | failed | cancelled | timed_out. Every transition is stamped, so each invocation can
-say where its time went (queue, capacity, start, run)."""
+say where its time went (queue, capacity, start, run). Preemption puts a pending or running one
+back in the queue as its next attempt (`attempt` counts them; each attempt is a job of its own)."""
 
 from __future__ import annotations
 
@@ -49,9 +50,20 @@ TRANSITIONS: dict[State, frozenset[State]] = {
             State.failed,  # launch failed, image pull error, no capacity within the limit
             State.cancelled,
             State.timed_out,  # the deadline covers the wait for capacity too
+            # Preempted by higher-priority work, with retries left: back in the queue, at its
+            # place by priority and acceptance, as a new attempt (a job of its own).
+            State.queued,
         }
     ),
-    State.running: frozenset({State.succeeded, State.failed, State.cancelled, State.timed_out}),
+    State.running: frozenset(
+        {
+            State.succeeded,
+            State.failed,  # includes preempted with no retries left
+            State.cancelled,
+            State.timed_out,
+            State.queued,  # preempted with retries left: requeued as its next attempt
+        }
+    ),
     # Terminal states: no way out.
     State.succeeded: frozenset(),
     State.failed: frozenset(),
@@ -78,6 +90,7 @@ class FailureReason(StrEnum):
     no_capacity = "no_capacity"  # no GPU within the provisioning timeout
     function_deleted = "function_deleted"
     lost = "lost"  # the backend has no trace of it after a restart
+    preempted = "preempted"  # the gateway stopped it for higher-priority work; no retries left
 
 
 @dataclass(frozen=True)
@@ -89,6 +102,7 @@ class Timeline:
     capacity_ready: datetime | None = None  # a GPU (slot / node) is assigned
     started: datetime | None = None  # the process / container is running
     finished: datetime | None = None
+    preempted: datetime | None = None  # the latest preemption (it then went back to the queue)
 
     def durations(self) -> dict[str, float | None]:
         """Seconds spent in each phase: queue, capacity, start, run."""
@@ -136,6 +150,10 @@ class Invocation:
     # The GPU type it was admitted on (one of its spec's gpu.types); None while queued, and for
     # invocations admitted before the gateway kept it (their spec's first type).
     gpu_type: str | None = None
+    attempt: int = 0  # 0 for the first run; one more each time preemption requeues it
+    preempting_by: str | None = None
+    """While being preempted: the invocation it makes way for. Durable intent, so a gateway that
+    dies between stopping the job and requeueing it finishes the preemption on restart."""
 
 
 def advance(
@@ -156,6 +174,22 @@ def advance(
     if to not in TRANSITIONS[inv.state]:
         raise InvalidTransition(f"invocation {inv.id} cannot go from {inv.state} to {to}")
     tl = inv.timeline
+    if to is State.queued:
+        # A new attempt: the milestones of the one that was stopped no longer apply.
+        preempted = _not_before(at, tl)
+        tl = Timeline(accepted=tl.accepted, preempted=preempted)
+        return replace(
+            inv,
+            state=to,
+            timeline=tl,
+            attempt=inv.attempt + 1,
+            preempting_by=None,
+            exit_code=None,
+            failure_reason=None,
+            message=message if message is not None else inv.message,
+            node=None,
+            result=None,
+        )
     if to is State.pending:
         tl = replace(tl, dispatched=tl.dispatched or _not_before(at, tl))
     elif to is State.running or to is State.succeeded:
@@ -177,6 +211,7 @@ def advance(
         message=message if message is not None else inv.message,
         node=node if node is not None else inv.node,
         gpu_type=gpu_type if gpu_type is not None else inv.gpu_type,
+        preempting_by=None if to.terminal else inv.preempting_by,
     )
 
 
@@ -200,6 +235,7 @@ def _not_before(at: datetime, timeline: Timeline) -> datetime:
             timeline.capacity_ready,
             timeline.started,
             timeline.finished,
+            timeline.preempted,
         )
         if t is not None
     ]

@@ -12,7 +12,7 @@ from typing import Protocol
 
 from elasticityops.domain.events import BackendEvent
 from elasticityops.domain.functions import FunctionSpec
-from elasticityops.domain.invocations import FailureReason, Invocation, State
+from elasticityops.domain.invocations import FailureReason, Invocation, Note, State
 from elasticityops.domain.spillover import Spill
 from elasticityops.domain.tokens import ApiToken, Scope
 
@@ -58,6 +58,7 @@ class Change:
     message: str | None = None
     node: str | None = None
     gpu_type: str | None = None  # admission: the GPU type it is launched on
+    note: Note | None = None  # added to its notes with the transition (a preemption says by whom)
 
 
 class Store(Protocol):
@@ -132,6 +133,11 @@ class Store(Protocol):
         """Move a pending invocation from GPU type `current` to `spill.to`, noting why
         (`spillover.moved`), as one compare-and-set; None when it is no longer pending on
         `current` without a node."""
+
+    async def mark_preempting(self, invocation_id: str, by: str, note: Note) -> Invocation | None:
+        """Record the intent to preempt a pending or running invocation for `by` (and the note
+        that says so), as a compare-and-set: None when it is no longer active or is being
+        preempted already. Written before its job is stopped, so a restart finishes it."""
         ...
 
     async def record(self, event: BackendEvent) -> tuple[State, Invocation] | None:
@@ -222,6 +228,12 @@ class Backend(Protocol):
         ...
 
     async def cancel(self, invocation: Invocation) -> None: ...
+
+    async def preempt(self, invocation: Invocation) -> None:
+        """Stop the job of this attempt of the invocation (delete the Job, kill the process)
+        for good, without reporting it as cancelled: the dispatcher records the preemption.
+        Idempotent; a later attempt of the same invocation gets a job of its own."""
+        ...
 
     async def adopt(self, active: Sequence[Invocation]) -> list[str]:
         """After a restart: re-attach to the work of these invocations. Returns the ids of

@@ -221,6 +221,8 @@ class HeadroomController:
                 traffic.started(inv.id, accepted, line.started.timestamp())
             elif inv.state is State.pending:
                 traffic.admitted(inv.id, accepted)
+            elif inv.state is State.queued:
+                traffic.requeued(inv.id)
 
     def _log(self, shape: WarmShape, t: float) -> TrafficLog:
         if shape not in self._logs:

@@ -55,6 +55,7 @@ class TrafficLog:
         self._late: list[float] = []  # accepted times of those that started late, sorted
         self._waiting: dict[str, float] = {}  # admitted, not started: id -> accepted time
         self._running: set[str] = set()
+        self._requeued: set[str] = set()  # preempted back to the queue, arrived already
         self._runs: deque[float] = deque(maxlen=_RUN_SAMPLES)
         self._busy_t: list[float] = []
         self._busy_sum: list[float] = [0.0]  # running totals of the busy samples
@@ -70,15 +71,27 @@ class TrafficLog:
     def admitted(self, invocation_id: str, accepted_at: float) -> None:
         if invocation_id in self._waiting or invocation_id in self._running:
             return
-        insort(self._arrivals, accepted_at)
+        if invocation_id in self._requeued:
+            self._requeued.discard(invocation_id)  # arrived once already
+        else:
+            insort(self._arrivals, accepted_at)
         self._waiting[invocation_id] = accepted_at
+
+    def requeued(self, invocation_id: str) -> None:
+        """Back in the queue (preempted for higher-priority work): it holds no GPU until it is
+        admitted again, which is no new arrival."""
+        if self._waiting.pop(invocation_id, None) is not None or invocation_id in self._running:
+            self._running.discard(invocation_id)
+            self._requeued.add(invocation_id)
 
     def started(self, invocation_id: str, accepted_at: float, started_at: float) -> None:
         if invocation_id in self._running:
             return
-        if self._waiting.pop(invocation_id, None) is None:
+        again = invocation_id in self._requeued
+        self._requeued.discard(invocation_id)
+        if self._waiting.pop(invocation_id, None) is None and not again:
             insort(self._arrivals, accepted_at)  # started before its admission was seen
-        if started_at - accepted_at > self.late_after_s:
+        if started_at - accepted_at > self.late_after_s and not again:
             insort(self._late, accepted_at)
         self._running.add(invocation_id)
 

@@ -34,6 +34,9 @@ INVOCATION_COLUMNS = (
     "notes",
     "result",
     "annotations",
+    "attempt",
+    "preempted_at",
+    "preempting_by",
 )
 
 
@@ -83,6 +86,7 @@ def invocation_from_row(row: Mapping[Any, Any]) -> Invocation:
             capacity_ready=row["capacity_ready_at"],
             started=row["started_at"],
             finished=row["finished_at"],
+            preempted=row["preempted_at"],
         ),
         idempotency_key=row["idempotency_key"],
         exit_code=row["exit_code"],
@@ -94,6 +98,8 @@ def invocation_from_row(row: Mapping[Any, Any]) -> Invocation:
         spec_version=row["spec_version"],
         annotations=annotations_from_json(row["annotations"]),
         gpu_type=row["gpu_type"],
+        attempt=row["attempt"] or 0,
+        preempting_by=row["preempting_by"],
     )
 
 
@@ -144,6 +150,9 @@ def invocation_update(before: Invocation, after: Invocation) -> dict[str, Any]:
         "node": (before.node, after.node),
         "gpu_type": (before.gpu_type, after.gpu_type),
         "result": (before.result, after.result),
+        "attempt": (before.attempt, after.attempt),
+        "preempted_at": (tb.preempted, ta.preempted),
+        "preempting_by": (before.preempting_by, after.preempting_by),
     }
     out = {name: new for name, (old, new) in pairs.items() if old != new}
     if before.notes != after.notes:

@@ -13,6 +13,7 @@ import itertools
 import logging
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
 from datetime import datetime
 from typing import Any, TypeVar
 
@@ -42,7 +43,7 @@ from elasticityops.domain.errors import (
 )
 from elasticityops.domain.events import BackendEvent, apply_event
 from elasticityops.domain.functions import FunctionSpec, Priority
-from elasticityops.domain.invocations import ACTIVE_STATES, Invocation, State, advance
+from elasticityops.domain.invocations import ACTIVE_STATES, Invocation, Note, State, add_note, advance
 from elasticityops.domain.ports import Change, FunctionRecord, NewInvocation, Page
 from elasticityops.domain.spillover import Spill, moved
 from elasticityops.domain.tokens import TOKEN_ID_PREFIX, ApiToken, Scope, is_token_id, token_id
@@ -399,6 +400,12 @@ class SqlStore:
             except Exception:
                 log.exception("transition observer failed")
 
+    async def mark_preempting(self, invocation_id: str, by: str, note: Note) -> Invocation | None:
+        outcome: tuple[State, Invocation] | None = await self._writer.run_batched(
+            _preempting_many, (invocation_id, by, note)
+        )
+        return None if outcome is None else outcome[1]
+
     async def record(self, event: BackendEvent) -> tuple[State, Invocation] | None:
         # Batched like transitions: a burst's watch events share a SELECT and UPDATE statements
         # with the other writes queued meanwhile (see _record_many).
@@ -560,6 +567,20 @@ def _record_many(conn: Connection, events: list[BackendEvent]) -> list[tuple[Sta
     return _fold_many(conn, [(seen.invocation_id, seen) for seen in events], _with_event)
 
 
+def _preempting_many(
+    conn: Connection, items: list[tuple[str, str, Note]]
+) -> list[tuple[State, Invocation] | None]:
+    """Mark invocations as being preempted (see `SqlStore.mark_preempting`), in order."""
+    return _fold_many(conn, [(item[0], item) for item in items], _with_preempting)
+
+
+def _with_preempting(before: Invocation, item: tuple[str, str, Note]) -> Invocation | None:
+    _, by, note = item
+    if before.state not in ACTIVE_STATES or before.preempting_by is not None:
+        return None
+    return add_note(replace(before, preempting_by=by), note)
+
+
 def _with_event(before: Invocation, seen: BackendEvent) -> Invocation | None:
     after = apply_event(before, seen)
     return None if after == before else after
@@ -594,7 +615,7 @@ def _advanced(before: Invocation, change: Change) -> Invocation | None:
     if change.from_states is not None and before.state not in change.from_states:
         return None
     try:
-        return advance(
+        after = advance(
             before,
             change.to,
             change.at,
@@ -606,6 +627,7 @@ def _advanced(before: Invocation, change: Change) -> Invocation | None:
         )
     except InvalidTransition:
         return None  # the state moved on: a lost race, not an error
+    return after if change.note is None else add_note(after, change.note)
 
 
 def _write_updates(conn: Connection, updates: Sequence[tuple[Invocation, Invocation]]) -> bool:

@@ -92,6 +92,11 @@ invocations = Table(
     Column("gpu_type", String(64), nullable=True),
     Column("notes", Text, nullable=False, default="[]"),  # JSON list, bounded by add_note's limit
     Column("result", LargeBinary, nullable=True),
+    # Preemption: which attempt this is (each its own job), when it was last preempted, and
+    # the invocation it is making way for while that is under way (the durable intent).
+    Column("attempt", Integer, nullable=False, server_default="0"),
+    Column("preempted_at", UtcDateTime, nullable=True),
+    Column("preempting_by", String(40), nullable=True),
     # Kept in the row but never selected by listings, which name their columns.
     Column("payload", LargeBinary, nullable=False),
     # Its own pod annotations as a JSON object (bounded by domain.invocation_annotations);

@@ -398,3 +398,104 @@ async def test_a_job_that_will_not_go_fails_the_invocation_instead_of_leaving_it
     assert withdrawn is False
     assert (ended(event).state, ended(event).reason) == (State.failed, FailureReason.no_capacity)
     assert "did not go within 120 s" in ended(event).message
+
+
+def _of_attempt(obj: dict[str, Any], attempt: int) -> dict[str, Any]:
+    """`obj` (a builders job or pod) as one of that attempt: its name and label."""
+    meta = obj["metadata"]
+    name = meta["name"].replace(f"eops-{INV}", f"eops-{INV}-a{attempt}")
+    labels = {**meta["labels"], "elasticityops.dev/attempt": str(attempt)}
+    return {**obj, "metadata": {**meta, "name": name, "labels": labels}}
+
+
+async def test_preempt_deletes_that_attempts_job_and_reports_nothing_of_it() -> None:
+    clock = ManualClock(T0)
+    routes = {f"^DELETE {JOBS}/eops-{INV}": [Reply(200, {"kind": "Status"})]}
+    sink = Sink()
+    async with scripted([], _watching(**routes)) as srv:
+        backend = _backend(srv, clock)
+        await backend.start(sink)
+        running = invocation(state=State.running)
+        await backend._on_pod(
+            "ADDED", pod(node="n1", phase="Running", state={"running": {"startedAt": ts(1)}})
+        )
+        await backend.preempt(running)
+        # The old Job and pod go: their end is no news (the dispatcher records the preemption).
+        await backend._on_job("MODIFIED", job([condition("Failed", "PodFailurePolicy")]))
+        await backend._on_pod("MODIFIED", pod(node="n1", phase="Failed", deleting=True))
+        await backend._on_job("DELETED", job(active=1))  # its pod is still going
+        assert [e.parts for e in sink.events] == [("capacity_ready", "started")]
+        # Its pod gone at last: the GPU is free, said as the old attempt's end.
+        await backend._on_pod("DELETED", pod(node="n1", phase="Failed", deleting=True))
+        await backend.stop()
+    [options] = _bodies(srv, f"DELETE {JOBS}/eops-{INV}")
+    assert options["propagationPolicy"] == "Background"
+    assert [(e.parts, e.attempt) for e in sink.events] == [
+        (("capacity_ready", "started"), 0),
+        (("finished",), 0),
+    ]
+
+
+async def test_a_later_attempt_gets_a_job_of_its_own_and_the_old_ones_news_is_dropped() -> None:
+    clock = ManualClock(T0)
+    new_job = _of_attempt(job(), 1)
+    routes = {
+        f"^POST {JOBS}": [Reply(201, {**new_job, "metadata": {**new_job["metadata"], "uid": "uid-2"}})],
+        f"^POST {SECRETS}": [Reply(201, {})],
+        f"^DELETE {JOBS}/eops-{INV}$": [Reply(200, {"kind": "Status"})],
+    }
+    sink = Sink()
+    async with scripted([], _watching(**routes)) as srv:
+        backend = _backend(srv, clock)
+        await backend.start(sink)
+        # Attempt 0 was preempted; it is requeued and launched again as attempt 1.
+        await backend.preempt(invocation(state=State.running))
+        second = replace(invocation(), attempt=1)
+        await backend.launch(LaunchRequest(second, spec(), b"{}", None, callback_token(b"s", INV)))
+        await backend.drain_launches()
+        # The old attempt's Job finishing and going says nothing about attempt 1 ...
+        await backend._on_job("MODIFIED", job([condition("Complete")]))
+        await backend._on_job("DELETED", job())
+        # ... while attempt 1's pod starting is news, stamped with its attempt.
+        await backend._on_job("ADDED", new_job)
+        started = _of_attempt(pod(node="n2", phase="Running", state={"running": {"startedAt": ts(3)}}), 1)
+        await backend._on_pod("ADDED", started)
+        assert await backend.adopt([replace(invocation(state=State.running), attempt=1)]) == []
+        await backend.stop()
+    [created] = _bodies(srv, f"POST {JOBS}")
+    assert created["metadata"]["name"] == f"eops-{INV}-a1"
+    assert created["metadata"]["labels"]["elasticityops.dev/attempt"] == "1"
+    [secret] = _bodies(srv, f"POST {SECRETS}")
+    assert secret["metadata"]["name"] == f"eops-{INV}-a1"
+    # The old attempt is heard of only as gone (its GPU free), under its own attempt.
+    assert [(e.parts, e.attempt) for e in sink.events] == [
+        (("finished",), 0),
+        (("capacity_ready", "started"), 1),
+    ]
+
+
+async def test_adopt_relaunches_an_attempt_whose_own_job_was_never_made() -> None:
+    clock = ManualClock(T0)
+    jobs = {"items": [job()], "metadata": {}}  # only attempt 0's Job (preempted, still going)
+    routes = {f"^GET {re.escape(JOBS)}\\?labelSelector=[^&]*&limit": [Reply(200, jobs)]}
+    async with scripted([], _watching(**routes)) as srv:
+        backend = _backend(srv, clock)
+        await backend.start(Sink())
+        missing = await backend.adopt([replace(invocation(), attempt=1)])
+        await backend.stop()
+    assert missing == [INV]
+
+
+async def test_a_preempted_job_that_never_had_a_pod_frees_its_gpu_when_it_goes() -> None:
+    clock = ManualClock(T0)
+    routes = {f"^DELETE {JOBS}/eops-{INV}": [Reply(200, {"kind": "Status"})]}
+    sink = Sink()
+    async with scripted([], _watching(**routes)) as srv:
+        backend = _backend(srv, clock)
+        await backend.start(sink)
+        await backend._on_job("ADDED", job())
+        await backend.preempt(invocation())
+        await backend._on_job("DELETED", job())
+        await backend.stop()
+    [gone] = sink.events
+    assert (gone.parts, gone.attempt) == (("finished",), 0)

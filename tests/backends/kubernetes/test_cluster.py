@@ -346,3 +346,57 @@ def test_a_stocked_out_t4_spills_a_function_listing_t4_then_l4_to_l4(
             "cloud.google.com/gke-accelerator": "nvidia-l4"
         }
         assert job["metadata"]["labels"]["elasticityops.dev/gpu-type"] == "nvidia-l4"
+
+
+def test_high_priority_preempts_the_newest_low_job_within_a_per_type_budget(
+    cluster: Any, dev_namespace: str, tmp_path: Path
+) -> None:
+    """The PriorityClasses share one value, so the scheduler never preempts one of our pods for
+    another: the gateway does. With the T4 budget full of low-priority preemptible work, a
+    high-priority request makes the newest low one's Job go, starts, and the victim comes back
+    as attempt 1 with a Job of its own (eops-<id>-a1), and succeeds."""
+    budget = {"EOPS_GPU_BUDGET": "nvidia-tesla-t4=2"}
+    with k8s_gateway(cluster, dev_namespace, tmp_path / "gw", **budget) as gw:
+        deploy(gw, name="batch", priority="low", preemptible=True, retries=1, annotations=_runs(40))
+        deploy(gw, name="urgent", priority="high", annotations=_runs(5))
+        older = invoke(gw, "batch")
+        wait_state(gw, older, {"running"}, timeout=180)
+        newer = invoke(gw, "batch")
+        wait_state(gw, newer, {"running"}, timeout=180)
+        high = invoke(gw, "urgent")
+        requeued = wait_state(gw, newer, {"queued"}, timeout=60)
+        assert requeued["attempt"] == 1
+        assert any(high in n["message"] for n in requeued["notes"] if n["kind"] == "Preempted")
+        # The old attempt's Job goes; the high one runs within the budget.
+        deadline = time.monotonic() + 60
+        while any(j["metadata"]["name"] == f"eops-{newer}" for j in jobs_of(cluster, dev_namespace, newer)):
+            assert time.monotonic() < deadline, "the preempted attempt's Job was not deleted"
+            time.sleep(0.5)
+        wait_state(gw, high, {"pending", "running", "succeeded"}, timeout=60)
+        assert status(gw, older)["attempt"] == 0
+        assert status(gw, older)["state"] in {"running", "succeeded"}
+        done = wait_state(gw, high, {"succeeded"}, timeout=180)
+        assert done["exit_code"] == 0
+        again = wait_state(gw, newer, {"succeeded"}, timeout=300)
+        assert again["attempt"] == 1
+        names = [j["metadata"]["name"] for j in jobs_of(cluster, dev_namespace, newer)]
+        assert names == [f"eops-{newer}-a1"], names
+        [job] = jobs_of(cluster, dev_namespace, newer)
+        assert job["metadata"]["labels"]["elasticityops.dev/attempt"] == "1"
+        assert wait_state(gw, older, {"succeeded"}, timeout=300)["attempt"] == 0
+
+
+def test_without_retries_a_preempted_low_job_fails_preempted(
+    cluster: Any, dev_namespace: str, tmp_path: Path
+) -> None:
+    budget = {"EOPS_GPU_BUDGET": "nvidia-tesla-t4=1"}
+    with k8s_gateway(cluster, dev_namespace, tmp_path / "gw", **budget) as gw:
+        deploy(gw, name="batch", priority="low", preemptible=True, annotations=_runs(120))
+        deploy(gw, name="urgent", priority="high", annotations=_runs(2))
+        victim = invoke(gw, "batch")
+        wait_state(gw, victim, {"running"}, timeout=180)
+        high = invoke(gw, "urgent")
+        failed = wait_state(gw, victim, {"failed"}, timeout=60)
+        assert failed["failure_reason"] == "preempted"
+        assert high in failed["message"]
+        assert wait_state(gw, high, {"succeeded"}, timeout=180)["exit_code"] == 0

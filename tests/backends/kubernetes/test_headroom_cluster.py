@@ -36,7 +36,8 @@ def _seconds(a: str, b: str) -> float:
 
 def _warm_units(cluster: Any, ns: str, mechanism: str) -> int:
     """Warm units ready now: placeholder pods running, or (a buffer's pods being virtual) T4
-    nodes whose GPU is allocatable and that run none of our jobs."""
+    nodes that are Ready with their GPU allocatable and run none of our jobs (a new node has
+    its GPU in allocatable before it is Ready)."""
     with cluster.api() as api:
         if mechanism == "placeholders":
             pods, _ = api.list(f"/api/v1/namespaces/{ns}/pods", {"labelSelector": WARM_SELECTOR})
@@ -58,6 +59,11 @@ def _warm_units(cluster: Any, ns: str, mechanism: str) -> int:
         for n in nodes
         if n["metadata"]["name"] not in used
         and int((n.get("status") or {}).get("allocatable", {}).get("nvidia.com/gpu", "0")) > 0
+        and any(
+            c.get("type") == "Ready" and c.get("status") == "True"
+            for c in (n.get("status") or {}).get("conditions") or ()
+        )
+        and not any(t.get("key", "").startswith("node.kubernetes.io/") for t in n["spec"].get("taints") or ())
         and not (n.get("metadata") or {}).get("deletionTimestamp")
     )
 

@@ -81,6 +81,7 @@ FIELDS = [
             "elasticityops.dev/function": "embed",
             "elasticityops.dev/invocation": INV,
             "elasticityops.dev/gpu-type": "nvidia-tesla-t4",
+            "elasticityops.dev/attempt": "0",
         },
         id="pod-labels",
     ),
@@ -207,6 +208,24 @@ def test_job_name_is_deterministic_and_dns_safe(inv_id: str, expected: str) -> N
     assert name.startswith("eops-")
     if expected == f"eops-{INV}":
         assert name == expected
+
+
+def test_a_later_attempt_has_a_job_and_secret_of_its_own() -> None:
+    # Attempt 0 keeps the name Jobs always had; a requeued attempt never meets the old Job.
+    assert job_name(INV, 0) == job_name(INV) == f"eops-{INV}"
+    names = {job_name(INV, attempt) for attempt in range(11)}
+    assert len(names) == 11
+    assert job_name(INV, 2) == f"eops-{INV}-a2"
+    assert all(len(name) <= 52 for name in names)
+    assert job_name("x" * 60, 1) != job_name("x" * 60, 0)
+    inv = replace(invocation(INV), attempt=2)
+    job = build_job(spec(), inv, SETTINGS)
+    assert job["metadata"]["name"] == f"eops-{INV}-a2"
+    assert job["spec"]["template"]["metadata"]["labels"]["elasticityops.dev/attempt"] == "2"
+    assert _pod_spec(job)["volumes"][0]["secret"]["secretName"] == f"eops-{INV}-a2"
+    secret = build_payload_secret(INV, b"{}", "tok", "uid", SETTINGS, 2)
+    assert secret["metadata"]["name"] == f"eops-{INV}-a2"
+    assert secret["metadata"]["labels"]["elasticityops.dev/attempt"] == "2"
 
 
 def test_secret_owned_by_the_job() -> None:

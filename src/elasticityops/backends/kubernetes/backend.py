@@ -12,6 +12,7 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import AsyncIterator, Sequence
+from dataclasses import replace
 from typing import Any
 
 from elasticityops.backends.kubernetes.api import KubeApi
@@ -19,6 +20,7 @@ from elasticityops.backends.kubernetes.decode import decode_event, decode_job, d
 from elasticityops.backends.kubernetes.gpu_nodes import NODES_PATH, GpuNodes
 from elasticityops.backends.kubernetes.labels import (
     ACCELERATOR_LABEL,
+    ATTEMPT_LABEL,
     GPU_TYPE_LABEL,
     INVOCATION_LABEL,
     selector,
@@ -36,10 +38,11 @@ from elasticityops.backends.kubernetes.manifests import (
 from elasticityops.backends.kubernetes.objects import KubeObject, parse_time
 from elasticityops.backends.kubernetes.observe import (
     Progress,
+    attempt_of,
+    attempt_of_job_name,
     container_started,
     events_field_selector,
     invocation_of,
-    invocation_of_job_name,
     job_name_of_pod,
     no_capacity,
     observe_event,
@@ -85,6 +88,9 @@ class KubernetesBackend:
         # The GPU type of the Job each invocation has now (what it was launched on last): a Job or
         # pod labelled with another is one withdrawn for a spill, and what it does tells nothing.
         self._gpu_types: dict[str, str] = {}
+        # The attempt `_progress` is about, per invocation: the newest launched or seen. What a
+        # Job or pod of an older attempt (preempted, being deleted) says is dropped.
+        self._attempts: dict[str, int] = {}
         self._tasks: list[asyncio.Task[None]] = []
         self._chores: set[asyncio.Task[None]] = set()
         self._pending_events: list[BackendEvent] = []
@@ -179,12 +185,13 @@ class KubernetesBackend:
         trips. A failure to create comes back as a launch_error event too; a gateway that dies
         before creating it finds the invocation without a Job on restart and launches it again."""
         inv = request.invocation
+        self._current(inv.id, inv.attempt)
         self._progress.setdefault(inv.id, Progress())
         self._gpu_types[inv.id] = gpu_type_of(request.spec, inv)
         try:
             job = build_job(request.spec, inv, self.settings, request.callback_url)
             secret = build_payload_secret(
-                inv.id, request.payload, request.callback_token, _UID_UNKNOWN, self.settings
+                inv.id, request.payload, request.callback_token, _UID_UNKNOWN, self.settings, inv.attempt
             )
         except EopsError as exc:
             await self._fail_launch(inv.id, f"could not build its Job: {exc.message}")
@@ -238,7 +245,8 @@ class KubernetesBackend:
     async def cancel(self, invocation: Invocation) -> None:
         progress = self._progress.get(invocation.id, Progress())._replace(cancelling=True)
         self._progress[invocation.id] = progress
-        deleted = await self.api.delete(f"{self.jobs_path}/{job_name(invocation.id)}", "Background")
+        path = f"{self.jobs_path}/{job_name(invocation.id, invocation.attempt)}"
+        deleted = await self.api.delete(path, "Background")
         if not deleted:
             now = self._clock.now()
             event, self._progress[invocation.id] = observe_job_deleted(invocation.id, progress, now)
@@ -255,7 +263,7 @@ class KubernetesBackend:
         self._gpu_types[inv] = _WITHDRAWN
         # No pending_since: the no-capacity sweep leaves it alone until it is launched again.
         self._progress[inv] = Progress(job_seen=True)
-        name = job_name(inv)
+        name = job_name(inv, invocation.attempt)
         deadline = self._clock.monotonic() + WITHDRAW_TIMEOUT_SECONDS
         job_gone = secret_gone = False
         pause = 0.25  # doubling up to 5 s: a pending pod goes at once, a stuck one is not hammered
@@ -298,6 +306,16 @@ class KubernetesBackend:
         expected = self._gpu_types.get(inv)
         return kind is not None and expected is not None and kind != expected
 
+    async def preempt(self, invocation: Invocation) -> None:
+        """Delete this attempt's Job (its pod and Secret go with it) and forget it: from now on
+        whatever that Job or its pod says is dropped, so its end is never reported (the
+        dispatcher records the preemption) and the next attempt starts from nothing."""
+        superseded = max(self._attempts.get(invocation.id, 0), invocation.attempt + 1)
+        self._attempts[invocation.id] = superseded
+        self._progress.pop(invocation.id, None)
+        path = f"{self.jobs_path}/{job_name(invocation.id, invocation.attempt)}"
+        await self.api.delete(path, "Background")  # False: gone already, which is as good
+
     async def adopt(self, active: Sequence[Invocation]) -> list[str]:
         """Re-attach to the Jobs of `active`. The watches' first lists (made in `start`) have
         replayed what the Jobs and pods did while the gateway was away; nothing is listed again.
@@ -309,6 +327,10 @@ class KubernetesBackend:
         missing = []
         for inv in active:
             progress = self._progress.get(inv.id, Progress())
+            if self._attempts.get(inv.id, 0) != inv.attempt:
+                # What was seen is another attempt's Job (an older one, preempted): this
+                # attempt's was never made.
+                progress = Progress()
             if not progress.job_seen or (
                 inv.state is State.pending and not progress.started and not progress.finished
             ):
@@ -351,8 +373,21 @@ class KubernetesBackend:
 
     async def _on_job(self, kind: str, job: KubeObject) -> None:
         name = (job.get("metadata") or {}).get("name", "")
-        inv = invocation_of(job) or invocation_of_job_name(name)
+        named = attempt_of_job_name(name)
+        inv = invocation_of(job) or (None if named is None else named[0])
         if inv is None or self._stale(inv, job):
+            return
+        labelled = ATTEMPT_LABEL in ((job.get("metadata") or {}).get("labels") or {})
+        attempt = attempt_of(job) if labelled or named is None else named[1]
+        followed = self._attempts.get(inv)
+        if kind == "DELETED" and followed is not None and attempt < followed:
+            if not (job.get("status") or {}).get("active"):
+                # A preempted attempt's Job gone with no pod of its own: no GPU was held.
+                # (With a pod, that pod's own deletion says when its GPU is free.)
+                gone = Finished.cancelled(self._clock.now(), "the preempted attempt's Job is gone")
+                await self._emit(BackendEvent(inv, attempt=attempt, finished=gone))
+            return
+        if not self._current(inv, attempt):
             return
         now = self._clock.now()
         progress = self._progress.get(inv, Progress())
@@ -361,6 +396,7 @@ class KubernetesBackend:
             self._progress.pop(inv, None)
             self._gpu_types.pop(inv, None)
             await self._deliver(event)
+            self._attempts.pop(inv, None)
             return
         progress = progress._replace(job_seen=True)
         if progress.pending_since is None and not progress.capacity_ready:
@@ -389,11 +425,25 @@ class KubernetesBackend:
         inv = invocation_of(pod)
         if inv is None or self._stale(inv, pod):
             return
+        attempt = attempt_of(pod)
+        followed = self._attempts.get(inv)
+        if kind == "DELETED" and followed is not None and attempt < followed:
+            # A preempted attempt's pod is gone: its GPU is free now (the dispatcher waits for
+            # that before the work it made way for counts it free). Its end, as the old
+            # attempt's, changes nothing in the store.
+            gone = Finished.cancelled(self._clock.now(), "the preempted attempt's pod is gone")
+            await self._emit(BackendEvent(inv, attempt=attempt, finished=gone))
+            node = (pod.get("spec") or {}).get("nodeName")
+            if self.gpu_nodes is not None and isinstance(node, str) and node:
+                self.gpu_nodes.vacated(node, inv, self._clock.now().timestamp())
+            return
         if inv not in self._progress and (
             kind == "DELETED" or (pod.get("metadata") or {}).get("deletionTimestamp")
         ):
-            # A pod going with its Job (TTL, cancel): nothing to tell.
+            # A pod going with its Job (TTL, cancel, preemption): nothing to tell.
             return
+        if not self._current(inv, attempt):
+            return  # a preempted attempt's pod, while it goes
         before = self._progress.get(inv, Progress())
         event, self._progress[inv] = observe_pod(pod, before, self._clock.now())
         await self._deliver(event)
@@ -432,9 +482,10 @@ class KubernetesBackend:
             observe, name = observe_event, job_name_of_pod(name)
         else:
             return
-        inv = invocation_of_job_name(name)
-        if inv is None or inv not in self._progress:
+        named = attempt_of_job_name(name)
+        if named is None or named[0] not in self._progress or self._attempts.get(named[0], 0) != named[1]:
             return
+        inv = named[0]
         told, self._progress[inv] = observe(event, inv, self._progress[inv], self._clock.now())
         await self._deliver(told)
 
@@ -450,9 +501,21 @@ class KubernetesBackend:
                     self._progress[inv] = progress._replace(finished=True)
                     await self._deliver(no_capacity(inv, progress, now, timeout))
 
+    def _current(self, inv: str, attempt: int) -> bool:
+        """Whether an observation of `attempt` is about the attempt `_progress` follows. A newer
+        one than followed so far (launched by another gateway before a restart) replaces it."""
+        followed = self._attempts.get(inv)
+        if followed is not None and attempt < followed:
+            return False
+        if followed is not None and attempt > followed:
+            self._progress.pop(inv, None)
+        self._attempts[inv] = attempt
+        return True
+
     async def _deliver(self, event: BackendEvent | None) -> None:
         if event is None:
             return
+        event = replace(event, attempt=self._attempts.get(event.invocation_id, 0))
         if event.finished is not None and event.finished.reason in _STOP_JOB_ON:
             # The Job would linger (a pod stuck pulling or waiting for a node): stop it.
             self._chore(self._delete_job(event.invocation_id))
@@ -476,7 +539,8 @@ class KubernetesBackend:
 
     async def _delete_job(self, invocation_id: str) -> None:
         try:
-            await self.api.delete(f"{self.jobs_path}/{job_name(invocation_id)}", "Background")
+            attempt = self._attempts.get(invocation_id, 0)
+            await self.api.delete(f"{self.jobs_path}/{job_name(invocation_id, attempt)}", "Background")
         except (NotFound, EopsError) as exc:
             log.warning("could not delete the Job of %s: %s", invocation_id, exc)
 

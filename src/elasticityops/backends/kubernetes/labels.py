@@ -9,6 +9,9 @@ MANAGED_BY = "elasticityops"
 INSTANCE_LABEL = "elasticityops.dev/instance"
 FUNCTION_LABEL = "elasticityops.dev/function"
 INVOCATION_LABEL = "elasticityops.dev/invocation"
+# Which attempt of the invocation a Job (and its pod) runs: after a preemption the old attempt's
+# Job may still report while it goes away, and that is no news of the new attempt.
+ATTEMPT_LABEL = "elasticityops.dev/attempt"
 INVOCATION_ANNOTATION = "elasticityops.dev/invocation-id"
 GPU_TYPE_LABEL = "elasticityops.dev/gpu-type"  # the GPU type a Job was launched on
 SAFE_TO_EVICT_ANNOTATION = "cluster-autoscaler.kubernetes.io/safe-to-evict"

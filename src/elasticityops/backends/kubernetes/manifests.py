@@ -18,6 +18,7 @@ from typing import Any
 
 from elasticityops.backends.kubernetes.labels import (
     ACCELERATOR_LABEL,
+    ATTEMPT_LABEL,
     DRIVER_VERSION_LABEL,
     FUNCTION_LABEL,
     GPU_RESOURCE,
@@ -57,14 +58,20 @@ CALLBACK_TOKEN_BYTES = 43  # domain.invocations.callback_token: 32 bytes, unpadd
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 _LABEL_VALUE = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$")
 _MAX_JOB_NAME = 52  # pod names add "-xxxxx"; keep them a 63-character label
+ATTEMPT_SUFFIX = "-a"  # job_name of attempt 2: eops-<id>-a2 (ids have no "-" after "inv-")
 
 
-def job_name(invocation_id: str) -> str:
-    """Deterministic Job (and Secret) name of an invocation."""
-    name = f"eops-{invocation_id}"
+def job_name(invocation_id: str, attempt: int = 0) -> str:
+    """Deterministic Job (and Secret) name of one attempt of an invocation. The first attempt
+    keeps the name Jobs always had (so a Job made before attempts existed is still found); a
+    later one (after preemption) is suffixed, so it never meets the old Job while that is
+    being deleted, and is never adopted as it."""
+    base = f"eops-{invocation_id}"
+    name = base if attempt == 0 else f"{base}{ATTEMPT_SUFFIX}{attempt}"
     if len(name) <= _MAX_JOB_NAME and _DNS_LABEL.match(name):
         return name
-    return "eops-" + hashlib.sha256(invocation_id.encode()).hexdigest()[:32]
+    key = invocation_id if attempt == 0 else f"{invocation_id}/{attempt}"
+    return "eops-" + hashlib.sha256(key.encode()).hexdigest()[:32]
 
 
 def owner_labels(instance: str) -> dict[str, str]:
@@ -85,6 +92,7 @@ def _labels(spec: FunctionSpec, invocation: Invocation, settings: KubernetesSett
         FUNCTION_LABEL: spec.name,
         INVOCATION_LABEL: invocation.id,
         GPU_TYPE_LABEL: gpu_type_of(spec, invocation),
+        ATTEMPT_LABEL: str(invocation.attempt),
     }
 
 
@@ -148,7 +156,7 @@ def build_job(
     callback_url: str | None = None,
 ) -> dict[str, Any]:
     """The Job of one invocation, as the API server takes it."""
-    name = job_name(invocation.id)
+    name = job_name(invocation.id, invocation.attempt)
     labels = _labels(spec, invocation, settings)
     requests = container_requests(spec, settings)
     gpus = str(spec.gpu.count)
@@ -253,6 +261,7 @@ def build_payload_secret(
     callback_token: str,
     job_uid: str,
     settings: KubernetesSettings,
+    attempt: int = 0,
 ) -> dict[str, Any]:
     """The Secret holding the payload and the callback token, owned by the Job `job_uid`."""
     if len(payload) + len(callback_token) > SECRET_DATA_LIMIT:
@@ -266,7 +275,7 @@ def build_payload_secret(
                 )
             ]
         )
-    name = job_name(invocation_id)
+    name = job_name(invocation_id, attempt)
     return {
         "apiVersion": "v1",
         "kind": "Secret",
@@ -274,7 +283,11 @@ def build_payload_secret(
         "metadata": {
             "name": name,
             "namespace": settings.namespace,
-            "labels": {**owner_labels(settings.instance), INVOCATION_LABEL: invocation_id},
+            "labels": {
+                **owner_labels(settings.instance),
+                INVOCATION_LABEL: invocation_id,
+                ATTEMPT_LABEL: str(attempt),
+            },
             "ownerReferences": [
                 {
                     "apiVersion": "batch/v1",

@@ -12,8 +12,8 @@ from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import NamedTuple
 
-from elasticityops.backends.kubernetes.labels import INVOCATION_LABEL
-from elasticityops.backends.kubernetes.manifests import CONTAINER_NAME
+from elasticityops.backends.kubernetes.labels import ATTEMPT_LABEL, INVOCATION_LABEL
+from elasticityops.backends.kubernetes.manifests import ATTEMPT_SUFFIX, CONTAINER_NAME
 from elasticityops.backends.kubernetes.objects import KubeObject, parse_time
 from elasticityops.domain.events import BackendEvent, Finished
 from elasticityops.domain.invocations import FailureReason, Note
@@ -62,6 +62,13 @@ def invocation_of(obj: KubeObject) -> str | None:
     labels = (obj.get("metadata") or {}).get("labels") or {}
     value = labels.get(INVOCATION_LABEL)
     return value if isinstance(value, str) else None
+
+
+def attempt_of(obj: KubeObject) -> int:
+    """The attempt a Job or pod runs (its label); 0 for one made before attempts existed."""
+    labels = (obj.get("metadata") or {}).get("labels") or {}
+    value = labels.get(ATTEMPT_LABEL)
+    return int(value) if isinstance(value, str) and value.isascii() and value.isdigit() else 0
 
 
 def _condition(obj: KubeObject, kind: str) -> KubeObject | None:
@@ -334,9 +341,22 @@ def job_name_of_pod(pod_name: str) -> str:
 
 
 def invocation_of_job_name(name: str) -> str | None:
-    """The invocation a Job (or its Secret) is named for: `eops-<id>` (manifests.job_name; ids
-    are ours, always short enough and DNS-safe, so the name always carries them)."""
-    return name[len("eops-") :] if name.startswith("eops-inv-") else None
+    """The invocation a Job (or its Secret) is named for: `eops-<id>` or, for a later attempt,
+    `eops-<id>-a<attempt>` (manifests.job_name; ids are ours, always short enough and DNS-safe,
+    so the name always carries them)."""
+    found = attempt_of_job_name(name)
+    return None if found is None else found[0]
+
+
+def attempt_of_job_name(name: str) -> tuple[str, int] | None:
+    """(invocation, attempt) a Job is named for (see invocation_of_job_name)."""
+    if not name.startswith("eops-inv-"):
+        return None
+    rest = name[len("eops-") :]
+    head, sep, number = rest.rpartition(ATTEMPT_SUFFIX)
+    if sep and head.startswith("inv-") and "-" not in head[len("inv-") :] and number.isdigit():
+        return head, int(number)
+    return rest, 0
 
 
 def overdue(progress: Progress, now: datetime, timeout_seconds: float) -> bool:

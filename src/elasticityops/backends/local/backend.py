@@ -124,10 +124,10 @@ class LocalBackend:
         return self._pool.view(self.clock.monotonic())
 
     async def launch(self, request: LaunchRequest) -> None:
-        inv_id = request.invocation.id
+        inv_id = _key(request.invocation)
         if inv_id in self._watchers or inv_id in self._launching:
             return
-        if any(w.request.invocation.id == inv_id for w in self._waiting):
+        if any(_key(w.request.invocation) == inv_id for w in self._waiting):
             return
         # Held for the whole launch, awaits included: a repeated launch meanwhile is a no-op.
         self._launching.add(inv_id)
@@ -137,7 +137,7 @@ class LocalBackend:
             self._launching.discard(inv_id)
 
     async def _launch(self, request: LaunchRequest) -> None:
-        inv_id = request.invocation.id
+        inv_id = _key(request.invocation)
         count = request.spec.gpu.count
         if count > self._pool.total:
             # Admission refuses these before launch; a relaunch after a restart with fewer
@@ -170,35 +170,52 @@ class LocalBackend:
     async def cancel(self, invocation: Invocation) -> None:
         """Ask the job's supervisor to stop it (SIGTERM to its process group, SIGKILL after
         kill_grace_s). Returns at once; the `finished` event follows when the group is gone."""
+        key = _key(invocation)
         for waiting in list(self._waiting):
-            if waiting.request.invocation.id == invocation.id:
+            if _key(waiting.request.invocation) == key:
                 self._waiting.remove(waiting)
-                await self._emit(finished_event(invocation.id, Finished.cancelled(self.clock.now())))
+                await self._emit(finished_event(key, Finished.cancelled(self.clock.now())))
                 return
-        run_dir = self._run_root / invocation.id
+        run_dir = self._run_root / key
         await asyncio.to_thread(_ask_to_cancel, run_dir)
+
+    async def preempt(self, invocation: Invocation) -> None:
+        """Stop this attempt's job as a cancel does (its end, reported as the old attempt's,
+        records nothing: the dispatcher records the preemption), and drop it if it still waits
+        for a slot here. The next attempt runs in a run directory of its own."""
+        key = _key(invocation)
+        for waiting in list(self._waiting):
+            if _key(waiting.request.invocation) == key:
+                self._waiting.remove(waiting)
+                # Its end as the old attempt's: nothing in the store, but it tells the
+                # dispatcher that the GPUs it was waiting for are not taken by it.
+                gone = Finished.cancelled(self.clock.now(), "preempted while waiting for a slot")
+                await self._emit(finished_event(key, gone))
+                return
+        await asyncio.to_thread(_ask_to_cancel, self._run_root / key)
 
     async def adopt(self, active: Sequence[Invocation]) -> list[str]:
         missing: list[str] = []
         for inv in active:
-            if inv.id in self._watchers or inv.id in self._launching:
+            key = _key(inv)
+            if key in self._watchers or key in self._launching:
                 continue
-            run_dir = self._run_root / inv.id
-            self._launching.add(inv.id)  # as a launch: one look at a time per invocation
+            run_dir = self._run_root / key
+            self._launching.add(key)  # as a launch: one look at a time per invocation
             try:
                 state = await asyncio.to_thread(classify, run_dir)
                 if state in (RunState.absent, RunState.unstarted):
                     missing.append(inv.id)
                 else:
-                    await self._attach(inv.id, run_dir, state)
+                    await self._attach(key, run_dir, state)
             finally:
-                self._launching.discard(inv.id)
+                self._launching.discard(key)
         return missing
 
     async def logs(self, invocation: Invocation, follow: bool) -> AsyncIterator[bytes]:
         """The job's stdout and stderr so far; with `follow`, then what it writes until it ends.
         Nothing for an invocation not launched yet."""
-        run_dir = self._run_root / invocation.id
+        run_dir = self._run_root / _key(invocation)
         if not await asyncio.to_thread(run_dir.is_dir):
             return
         position = 0
@@ -217,14 +234,17 @@ class LocalBackend:
     # --- internals --------------------------------------------------------------------------
 
     async def _emit(self, event: BackendEvent) -> None:
+        """Events are made under the run key (which attempt ran); the sink hears the
+        invocation's id and that attempt."""
         if self._sink is not None:
-            await self._sink(event)
+            inv_id, attempt = rundir.parse_run_key(event.invocation_id)
+            await self._sink(replace(event, invocation_id=inv_id, attempt=attempt))
 
     async def _start_job(
         self, request: LaunchRequest, run_dir: Path, devices: list[SlotDevice], delay: float, since: float
     ) -> None:
         """`delay`: seconds before the slots are ready (a cold slot's provisioning)."""
-        inv_id = request.invocation.id
+        inv_id = _key(request.invocation)
         node = slot_node(devices)
         try:
             # Files and fork off the event loop: the gateway keeps answering meanwhile.
@@ -413,12 +433,12 @@ class LocalBackend:
     async def _start_waiting(self) -> None:
         while self._waiting:
             head = self._waiting[0]
-            taken = self._pool.take(head.request.invocation.id, head.gpus, self.clock.monotonic())
+            taken = self._pool.take(_key(head.request.invocation), head.gpus, self.clock.monotonic())
             if taken is None:
                 return  # strict order: the head waits for enough slots
             self._waiting.popleft()
             devices, delay = taken
-            inv_id = head.request.invocation.id
+            inv_id = _key(head.request.invocation)
             self._launching.add(inv_id)
             try:
                 await self._start_or_fail(head.request, self._run_root / inv_id, devices, delay, head.since)
@@ -433,11 +453,16 @@ class LocalBackend:
             await self._start_job(request, run_dir, devices, delay, since)
         except Exception as exc:
             log.warning("starting %s failed: %s", request.invocation.id, exc)
-            await self._fail_launch(request.invocation.id, f"could not launch: {exc}")
+            await self._fail_launch(_key(request.invocation), f"could not launch: {exc}")
 
     async def _fail_launch(self, invocation_id: str, message: str) -> None:
         failed = Finished.failed(self.clock.now(), FailureReason.launch_error, message)
         await self._emit(finished_event(invocation_id, failed))
+
+
+def _key(invocation: Invocation) -> str:
+    """What this backend keeps an attempt's job under: its run directory's name."""
+    return rundir.run_key(invocation.id, invocation.attempt)
 
 
 def _news(told: BackendEvent, seen: BackendEvent) -> BackendEvent:

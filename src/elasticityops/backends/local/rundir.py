@@ -39,6 +39,22 @@ CAPACITY = "capacity.json"
 STARTED = "started.json"
 EXIT = "exit.json"
 SUPERVISOR_LOG = "supervisor.log"
+ATTEMPT_SEPARATOR = "."  # ids are "inv-" and base32: never a "."
+
+
+def run_key(invocation_id: str, attempt: int) -> str:
+    """The run directory's name for one attempt of an invocation: the id for the first (as
+    before attempts existed, so older run dirs are still found), `<id>.<attempt>` after a
+    preemption, so the new attempt never meets the old one's files or lock."""
+    return invocation_id if attempt == 0 else f"{invocation_id}{ATTEMPT_SEPARATOR}{attempt}"
+
+
+def parse_run_key(key: str) -> tuple[str, int]:
+    """(invocation id, attempt) of a run_key."""
+    head, sep, number = key.rpartition(ATTEMPT_SEPARATOR)
+    if sep and number.isascii() and number.isdigit():
+        return head, int(number)
+    return key, 0
 
 
 # The largest record (launch.json, exit.json, ...) read back; launch.json carries the job's
