@@ -71,9 +71,7 @@ class TrafficLog:
     def admitted(self, invocation_id: str, accepted_at: float) -> None:
         if invocation_id in self._waiting or invocation_id in self._running:
             return
-        if invocation_id in self._requeued:
-            self._requeued.discard(invocation_id)  # arrived once already
-        else:
+        if invocation_id not in self._requeued:  # a requeued one arrived once already
             insort(self._arrivals, accepted_at)
         self._waiting[invocation_id] = accepted_at
 
@@ -98,6 +96,7 @@ class TrafficLog:
     def ended(self, invocation_id: str, run_s: float | None) -> None:
         """An invocation is over (ran `run_s`, or never started: None)."""
         self._waiting.pop(invocation_id, None)
+        self._requeued.discard(invocation_id)
         if invocation_id in self._running:
             self._running.discard(invocation_id)
             if run_s is not None and run_s >= 0:
