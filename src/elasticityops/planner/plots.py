@@ -97,12 +97,24 @@ def plot_wait_cdf(runs: Sequence[PlottedRun], path: Path) -> Path:
         step = max(1, len(w) // 5000)  # thin the curve; keep the last point
         idx = np.r_[np.arange(0, len(w), step), len(w) - 1]
         ax.step(w[idx], y[idx], where="post", lw=1.4, label=run.summary.policy)
+    return finish_cdf(
+        fig,
+        ax,
+        path,
+        "time to start (s): arrival until a GPU node takes the request",
+        "Time-to-start CDF per policy",
+    )
+
+
+def finish_cdf(fig: Any, ax: Any, path: Path, xlabel: str, title: str) -> Path:
+    """The dressing every time-to-start CDF shares (the planner's, rehearse's): the p95 line,
+    labels, grid and legend; then write it to `path`."""
     ax.axhline(0.95, color="grey", lw=0.8, ls="--")
     ax.text(ax.get_xlim()[1], 0.95, " p95", va="center", ha="left", fontsize=8, color="grey")
-    ax.set_xlabel("time to start (s): arrival until a GPU node takes the request")
+    ax.set_xlabel(xlabel)
     ax.set_ylabel("share of requests started")
     ax.set_ylim(0, 1.01)
-    ax.set_title("Time-to-start CDF per policy", loc="left")
+    ax.set_title(title, loc="left")
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8, loc="lower right")
     fig.tight_layout()

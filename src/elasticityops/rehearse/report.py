@@ -16,6 +16,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 import numpy as np
 
+from elasticityops.planner.plots import finish_cdf
 from elasticityops.planner.report import safe_name, write_json
 from elasticityops.rehearse.driver import PolicyRecord
 from elasticityops.rehearse.measure import series
@@ -77,18 +78,13 @@ def plot_wait_cdf(records: Sequence[PolicyRecord], path: Path, warmup_s: float =
             ax.step(
                 predicted, y, where="post", lw=1.2, ls="--", color=colour, label=f"{rec.run.policy} predicted"
             )
-    ax.axhline(0.95, color="grey", lw=0.8, ls="--")
-    ax.text(ax.get_xlim()[1], 0.95, " p95", va="center", ha="left", fontsize=8, color="grey")
-    ax.set_xlabel("time to start (s): accepted until the job's container runs")
-    ax.set_ylabel("share of requests started")
-    ax.set_ylim(0, 1.01)
-    ax.set_title("Time-to-start CDF: measured (solid) vs predicted (dashed)", loc="left")
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize=8, loc="lower right")
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return finish_cdf(
+        fig,
+        ax,
+        path,
+        "time to start (s): accepted until the job's container runs",
+        "Time-to-start CDF: measured (solid) vs predicted (dashed)",
+    )
 
 
 def plot_nodes_vs_demand(records: Sequence[PolicyRecord], path: Path, warmup_s: float = 0.0) -> Path:
