@@ -113,7 +113,11 @@ def _check_cluster(settings: Settings) -> None:
 
     try:
         buffers = settings.headroom.enabled and settings.kubernetes.headroom_mechanism == "buffer"
-        problems = asyncio.run(cluster_problems(settings.kubernetes, seconds=15.0, need_buffers=buffers))
+        budget = settings.dispatch.gpu_budget
+        typed = {kind for kind, _ in budget.per_type} if budget is not None else set()
+        problems = asyncio.run(
+            cluster_problems(settings.kubernetes, seconds=15.0, need_buffers=buffers, budget_types=typed)
+        )
     except (EopsError, TimeoutError) as exc:
         detail = exc.message if isinstance(exc, EopsError) else "no answer within 15 s"
         what = "the cluster's namespace and PriorityClasses"

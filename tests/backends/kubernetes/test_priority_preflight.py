@@ -13,6 +13,8 @@ from elasticityops.backends.kubernetes.deploy import priority_classes
 from elasticityops.backends.kubernetes.labels import PRIORITY_CLASSES
 from elasticityops.backends.kubernetes.preflight import (
     PRIORITY_CLASS_PATH,
+    budget_types_problem,
+    gpu_types_of_templates,
     missing_message,
     missing_priority_classes,
     namespace_message,
@@ -100,3 +102,32 @@ def test_serve_exits_naming_the_fix_when_its_namespace_is_missing(dev_cluster: A
         start_k8s_gateway(dev_cluster, "no-such-namespace", tmp_path / "gw").stop()
     assert "no namespace 'no-such-namespace'" in str(failed.value)
     assert "kubectl create namespace no-such-namespace" in str(failed.value)
+
+
+def test_the_dev_clusters_node_groups_offer_t4_and_l4() -> None:
+    from elasticityops.devcluster.kwok_provider import configmaps
+
+    templates = next(
+        c for c in configmaps("kube-system", 10) if c["metadata"]["name"] == "kwok-provider-templates"
+    )
+    assert gpu_types_of_templates(templates["data"]["templates"]) == {"nvidia-tesla-t4", "nvidia-l4"}
+    assert gpu_types_of_templates("") == set()
+
+
+def test_a_budget_for_a_type_no_node_group_offers_is_named_with_what_is_offered() -> None:
+    offered = {"nvidia-tesla-t4", "nvidia-l4"}
+    assert budget_types_problem({"nvidia-l4"}, offered) is None
+    said = budget_types_problem({"nvidia-h100-80gb", "nvidia-l4"}, offered)
+    assert said is not None
+    assert said.startswith("--gpu-budget names nvidia-h100-80gb, for which the cluster has no node group")
+    assert "nvidia-l4, nvidia-tesla-t4" in said
+
+
+@pytest.mark.cluster
+def test_serve_refuses_a_budget_for_a_type_the_cluster_cannot_add(
+    dev_cluster: Any, dev_namespace: str, tmp_path: Path
+) -> None:
+    env = {"EOPS_GPU_BUDGET": "nvidia-tesla-t4=4,nvidia-h100-80gb=2"}
+    with pytest.raises(RuntimeError, match="exited with 2") as failed:
+        start_k8s_gateway(dev_cluster, dev_namespace, tmp_path / "gw", **env).stop()
+    assert "--gpu-budget names nvidia-h100-80gb" in str(failed.value)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 
 from elasticityops.backends.kubernetes.api import KubeApi
-from elasticityops.backends.kubernetes.labels import PRIORITY_CLASSES
+from elasticityops.backends.kubernetes.labels import ACCELERATOR_LABEL, PRIORITY_CLASSES
 from elasticityops.backends.kubernetes.settings import KubernetesSettings
 from elasticityops.domain.errors import NotFound
 
@@ -64,7 +64,11 @@ BUFFERS_MESSAGE = (
 
 
 async def cluster_problems(
-    settings: KubernetesSettings, seconds: float, *, need_buffers: bool = False
+    settings: KubernetesSettings,
+    seconds: float,
+    *,
+    need_buffers: bool = False,
+    budget_types: set[str] | None = None,
 ) -> list[str]:
     """What the cluster lacks for this gateway's Jobs (and, with `need_buffers`, for its warm
     capacity as CapacityBuffers), each as the message that names its fix."""
@@ -82,8 +86,62 @@ async def cluster_problems(
                 problems.append(missing_message(missing))
             if need_buffers and not await buffers_served(api):
                 problems.append(BUFFERS_MESSAGE)
+            if budget_types:
+                offered = await provisionable_gpu_types(api)
+                said = None if offered is None else budget_types_problem(budget_types, offered)
+                if said:
+                    problems.append(said)
             return problems
 
         return await asyncio.wait_for(look(), seconds)
     finally:
         await api.close()
+
+
+# The dev cluster's autoscaler (kwok provider) reads its node groups from this ConfigMap: one
+# template Node per group. GKE's node auto-provisioning has no such object (it may create a
+# pool of any type within its limits), so where it is absent nothing is refused.
+KWOK_TEMPLATES = "/api/v1/namespaces/kube-system/configmaps/kwok-provider-templates"
+
+
+def gpu_types_of_templates(text: str) -> set[str]:
+    """The GPU types of the template Nodes in the kwok provider's `templates` text (YAML)."""
+    import yaml
+
+    doc = yaml.safe_load(text) or {}
+    items = doc.get("items") if isinstance(doc, dict) else None
+    types = set()
+    for node in items or ():
+        labels = ((node or {}).get("metadata") or {}).get("labels") or {}
+        kind = labels.get(ACCELERATOR_LABEL)
+        if isinstance(kind, str) and kind:
+            types.add(kind)
+    return types
+
+
+def budget_types_problem(budget_types: set[str], offered: set[str]) -> str | None:
+    """Why a per-type GPU budget names a type the cluster cannot provision, or None."""
+    missing = sorted(budget_types - offered)
+    if not missing:
+        return None
+    have = ", ".join(sorted(offered)) or "none"
+    return (
+        f"--gpu-budget names {', '.join(missing)}, for which the cluster has no node group (its "
+        f"autoscaler can add: {have}): drop it from the budget, or add a node group of that type"
+    )
+
+
+async def provisionable_gpu_types(api: KubeApi) -> set[str] | None:
+    """The GPU types the cluster's node groups (and its nodes) offer, where the autoscaler
+    says (the dev cluster's kwok provider); None where it cannot be known (GKE's NAP)."""
+    try:
+        cm = await api.get(KWOK_TEMPLATES)
+    except NotFound:
+        return None
+    offered = gpu_types_of_templates(str((cm.get("data") or {}).get("templates", "")))
+    nodes, _ = await api.list("/api/v1/nodes", {"labelSelector": ACCELERATOR_LABEL})
+    for node in nodes:
+        kind = ((node.get("metadata") or {}).get("labels") or {}).get(ACCELERATOR_LABEL)
+        if isinstance(kind, str) and kind:
+            offered.add(kind)
+    return offered
