@@ -166,3 +166,22 @@ def decode_result(raw: bytes | None) -> Any:
         return json.loads(raw)
     except ValueError:
         return raw.decode("utf-8", errors="replace")
+
+
+class HeadroomPoolOut(BaseModel):
+    shape: str = Field(description="the pool's key: functions that ask the same share one pool")
+    gpu_type: str
+    gpu_count: int = Field(description="GPUs each warm unit holds")
+    describe: str = Field(description="what each unit asks for, in words")
+    wanted: int = Field(description="warm units the policy asks for now")
+    held: int = Field(description="warm units held: what the GPU budget leaves of what is wanted")
+    busy: int = Field(description="invocations of the shape running")
+    waiting: int = Field(description="invocations of the shape admitted and waiting for a GPU")
+
+
+class HeadroomOut(BaseModel):
+    policy: str = Field(description="the --headroom policy, e.g. warm:3 or predictive:10; none: off")
+    mechanism: str | None = Field(None, description="placeholders, buffer or slots; null when off")
+    pools: list[HeadroomPoolOut] = Field(default_factory=list)
+    syncs: int = Field(0, description="sizings done since the gateway started")
+    last_error: str = Field("", description="why the last sizing failed, if it did")

@@ -58,6 +58,16 @@ def test_a_warm_slot_starts_work_at_once_and_comes_back(tmp_path: Path) -> None:
             assert time.monotonic() < deadline, client.get("/metrics").text
             time.sleep(0.2)
         time.sleep(COLD_S + 0.5)  # the pinned slot has provisioned
+        status = client.get("/v1/headroom").json()
+        assert (status["policy"], status["mechanism"]) == ("warm:1", "slots")
+        [pool] = status["pools"]
+        assert (pool["gpu_type"], pool["wanted"], pool["held"], pool["busy"]) == ("nvidia-tesla-t4", 1, 1, 0)
+        shown = subprocess.run(
+            [EOPS, "headroom"], env=gw.env(), capture_output=True, text=True, timeout=60, check=False
+        )
+        assert shown.returncode == 0, shown.stderr
+        assert "warm:1" in shown.stdout
+        assert "1 x nvidia-tesla-t4" in shown.stdout
         first, second = (
             client.post("/v1/functions/quick/invocations", json={}).json()["id"] for _ in range(2)
         )
@@ -100,3 +110,14 @@ def test_bad_headroom_settings_are_refused_at_start(tmp_path: Path, args: tuple[
     assert done.returncode == 2, done.stdout + done.stderr
     assert said in done.stderr
     assert "Traceback" not in done.stderr
+
+
+def test_without_headroom_the_status_says_none(tmp_path: Path) -> None:
+    with running_server(tmp_path / "data", "--gpus", "1") as gw, gw.client() as client:
+        assert client.get("/v1/headroom").json() == {
+            "policy": "none",
+            "mechanism": None,
+            "pools": [],
+            "syncs": 0,
+            "last_error": "",
+        }

@@ -211,6 +211,7 @@ def test_every_v1_route_has_a_decided_scope(gateway: RunningServer) -> None:
         ("GET", "/v1/tokens"),
         ("POST", "/v1/tokens"),
         ("DELETE", "/v1/tokens/{token_id}"),
+        ("GET", "/v1/headroom"),  # an operator's view, not a caller's
     }
     assert len(INVOKE_ROUTES) == 7
     assert needed_scope("GET", "some_new_route") is Scope.admin

@@ -15,6 +15,7 @@ from elasticityops.api import (
     docs,
     errors,
     functions_routes,
+    headroom_routes,
     health_routes,
     invocations_routes,
     openapi_links,
@@ -46,6 +47,7 @@ def create_app(settings: Settings, lifespan: Lifespan) -> FastAPI:
     v1 = APIRouter(prefix="/v1", dependencies=[Depends(require_api_token)])
     v1.include_router(functions_routes.router)
     v1.include_router(tokens_routes.router)
+    v1.include_router(headroom_routes.router)
     v1.include_router(invocations_routes.build_router(settings.api.max_wait_seconds))
     app.include_router(v1)
     app.include_router(invocations_routes.build_callback_router(), prefix="/v1")

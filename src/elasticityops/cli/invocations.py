@@ -38,6 +38,7 @@ def register(app: typer.Typer) -> None:
         ("logs", logs),
         ("cancel", cancel),
         ("ls", list_invocations),
+        ("headroom", headroom),
     ):
         app.command(name, help=remote.help_of(command, remote.ENV_HELP))(command)
 
@@ -287,3 +288,19 @@ def list_invocations(
             if value is not None
         )
         remote.err.print(f"more: eops ls{filters} --cursor {page.next_cursor}", markup=False)
+
+
+def headroom(
+    as_json: Annotated[
+        bool, typer.Option("--json", help="Print JSON (the API's shape) instead of a table.")
+    ] = False,
+) -> None:
+    """What the gateway keeps warm (eops serve --headroom): its policy, and per shape of work
+    (GPU type and count, CPU, memory) the warm units wanted and held, and the work busy and
+    waiting."""
+    with remote.connected() as client:
+        status = client.headroom()
+    if as_json:
+        remote.print_json(status.model_dump_json())
+        return
+    remote.out.print(render.headroom_table(status))

@@ -15,7 +15,7 @@ from rich.table import Table
 from rich.text import Text
 
 from elasticityops.domain.invocations import State
-from elasticityops.wire import FunctionOut, InvocationOut
+from elasticityops.wire import FunctionOut, HeadroomOut, InvocationOut
 
 STATE_STYLE = {
     State.queued: "cyan",
@@ -255,3 +255,27 @@ def explain_wait(inv: InvocationOut) -> str:
     if inv.state is State.running:
         return f"running on {inv.node}" if inv.node else "running"
     return inv.message or inv.state.value
+
+
+def headroom_table(status: HeadroomOut) -> RenderableType:
+    head = Text.assemble(("headroom ", "bold"), status.policy)
+    if status.mechanism:
+        head.append(f"  ({status.mechanism}; {status.syncs} sizings)")
+    if status.last_error:
+        head.append(f"\nlast sizing failed: {status.last_error}", style="red")
+    if not status.pools:
+        return head
+    table = Table(box=None, header_style="bold", pad_edge=False)
+    for column in ("SHAPE", "GPU", "EACH ASKS", "WANTED", "HELD", "BUSY", "WAITING"):
+        table.add_column(column, no_wrap=True)
+    for pool in status.pools:
+        table.add_row(
+            pool.shape,
+            f"{pool.gpu_count} x {pool.gpu_type}",
+            pool.describe,
+            str(pool.wanted),
+            str(pool.held),
+            str(pool.busy),
+            str(pool.waiting),
+        )
+    return Group(head, table)

@@ -96,6 +96,7 @@ class AsyncClient:
     list_invocations = _runs(Operations.list_invocations)
     cancel = _runs(Operations.cancel)
     wait = _runs(Operations.wait)
+    headroom = _runs(Operations.headroom)
     health = _runs(Operations.health)
 
     async def iter_invocations(

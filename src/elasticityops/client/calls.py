@@ -22,6 +22,7 @@ from elasticityops.wire import (
     ErrorOut,
     FunctionList,
     FunctionOut,
+    HeadroomOut,
     InvocationList,
     InvocationOut,
     ProblemOut,
@@ -299,6 +300,10 @@ class Requests:
             expect=(200, 202),
             decode=InvocationOut.model_validate_json,
         )
+
+    def headroom(self) -> Call[HeadroomOut]:
+        """The warm capacity: the policy, and per shape what is wanted and held."""
+        return Call("GET", "/v1/headroom", repeatable=True, decode=HeadroomOut.model_validate_json)
 
     def health(self) -> Call[dict[str, Any]]:
         """The gateway's readiness answer (/readyz); an error when it is not ready."""

@@ -242,4 +242,5 @@ class Operations:
     get_invocation = _sends(Requests.get_invocation)
     list_invocations = _sends(Requests.list_invocations)
     cancel = _sends(Requests.cancel)
+    headroom = _sends(Requests.headroom)
     health = _sends(Requests.health)

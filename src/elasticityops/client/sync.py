@@ -111,6 +111,7 @@ class Client:
     list_invocations = _runs(Operations.list_invocations)
     cancel = _runs(Operations.cancel)
     wait = _runs(Operations.wait)
+    headroom = _runs(Operations.headroom)
     health = _runs(Operations.health)
 
     def iter_invocations(
