@@ -33,6 +33,7 @@ from elasticityops.elasticity.traffic import ClusterPicture, TrafficLog, Traffic
 from elasticityops.elasticity.warm import WarmShape, clamp_to_budget, gpus_by_type
 
 log = logging.getLogger(__name__)
+MIN_GAP_S = 1.0
 
 
 class WarmCapacity(Protocol):
@@ -141,6 +142,10 @@ class HeadroomController:
         while True:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._wake.wait(), self.settings.sync_s)
+            # Admissions and ends come many a second at load (a rehearsal of the normal load
+            # woke it four times a second, each sync a list of placeholder pods): they bring a
+            # sync forward, to at most one per MIN_GAP_S.
+            await self.clock.sleep(min(MIN_GAP_S, self.settings.sync_s))
             self._wake.clear()
             try:
                 await self.sync()
