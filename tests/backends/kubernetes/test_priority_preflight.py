@@ -131,3 +131,24 @@ def test_serve_refuses_a_budget_for_a_type_the_cluster_cannot_add(
     with pytest.raises(RuntimeError, match="exited with 2") as failed:
         start_k8s_gateway(dev_cluster, dev_namespace, tmp_path / "gw", **env).stop()
     assert "--gpu-budget names nvidia-h100-80gb" in str(failed.value)
+
+
+def test_capacity_buffers_are_served_only_where_discovery_lists_them() -> None:
+    from elasticityops.backends.kubernetes.preflight import BUFFERS_MESSAGE
+    from elasticityops.backends.kubernetes.warm_capacity import buffers_served
+
+    class _Discovery:
+        def __init__(self, doc: dict[str, Any] | None) -> None:
+            self.doc = doc
+
+        async def get(self, path: str) -> dict[str, Any]:
+            assert path == "/apis/autoscaling.x-k8s.io/v1beta1"
+            if self.doc is None:
+                raise NotFound(f"{path}: 404")
+            return self.doc
+
+    served = {"resources": [{"name": "capacitybuffers"}, {"name": "capacitybuffers/status"}]}
+    assert asyncio.run(buffers_served(_Discovery(served))) is True  # type: ignore[arg-type]
+    assert asyncio.run(buffers_served(_Discovery({"resources": [{"name": "other"}]}))) is False  # type: ignore[arg-type]
+    assert asyncio.run(buffers_served(_Discovery(None))) is False  # type: ignore[arg-type]
+    assert "--headroom-mechanism placeholders" in BUFFERS_MESSAGE
