@@ -9,8 +9,8 @@ time, and their difference, land in OUT/summary.json (and the table `eops rehear
         [--p95-wait 10] [--warm K] [--keep-cluster] [--only none|warm|predictive ...]
 
 What it does, in order:
-1. checks its prerequisites (the dev cluster's binaries, the real cluster-autoscaler, a gateway
-   with --headroom, a client with per-invocation annotations) and exits 2 naming what is missing;
+1. checks its prerequisites (the dev cluster's binaries, the real cluster-autoscaler, no dev
+   cluster already running in OUT) and exits 2 naming what is missing;
 2. writes OUT/trace.csv with the planner's generator (rehearse/loads.py), no bursts: by default
    (--shape slice) --warmup + --minutes of the normal load in real time from --start-hour of its
    day (08:00: about 120 concurrent jobs, rising); with --shape compressed, one whole day
@@ -65,17 +65,11 @@ def prerequisites(state_dir: Path) -> str | None:
     from elasticityops.devcluster.cluster import load_state
     from elasticityops.devcluster.errors import DevClusterError
     from elasticityops.devcluster.procs import is_alive
-    from elasticityops.rehearse.driver import client_sets_annotations
-    from elasticityops.rehearse.gateway import serve_supports_headroom
 
     try:
         ensure_built(allow_build=False, autoscaler="required")
     except DevClusterError as exc:
         return f"{exc} (build with `eops dev-cluster build --require-autoscaler`)"
-    if not client_sets_annotations():
-        return "the client has no per-invocation annotations (invoke(annotations=)) to set each run time"
-    if not serve_supports_headroom():
-        return "`eops serve` has no --headroom (the headroom controller) to rehearse warm:K and predictive"
     old = load_state(state_dir)
     if old is not None and any(is_alive(p) for p in old.processes):
         return f"a dev cluster already runs in {state_dir}; stop it or pass another --out"

@@ -12,7 +12,6 @@ from typing import Any
 
 import pytest
 
-from elasticityops.rehearse.driver import client_sets_annotations
 from helpers.server import EOPS, REPO, base_env
 
 pytestmark = [pytest.mark.cluster, pytest.mark.slow]
@@ -22,8 +21,6 @@ DURATIONS = [12.0, 20.0, 8.0, 15.0, 10.0, 18.0, 9.0, 14.0, 11.0, 16.0]
 
 
 def test_rehearse_none_measures_and_predicts_and_cleans_up(dev_cluster: Any, tmp_path: Path) -> None:
-    if not client_sets_annotations():
-        pytest.skip("the client has no per-invocation annotations yet (invoke(annotations=))")
     trace = tmp_path / "trace.csv"
     trace.write_text(
         "arrival_s,duration_s\n" + "".join(f"{a},{d}\n" for a, d in zip(ARRIVALS, DURATIONS, strict=True))

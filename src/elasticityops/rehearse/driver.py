@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import inspect
 import math
 import re
 import secrets
@@ -42,12 +41,6 @@ from elasticityops.wire import InvocationOut
 FUNCTION = "rehearse"
 DRAIN_POLL_S = 5.0
 _PROVISIONING_S = KubernetesSettings().provisioning_timeout_seconds
-
-
-def client_sets_annotations() -> bool:
-    """Whether this build's client takes per-invocation pod annotations (`invoke(annotations=)`),
-    which is how each request gets its trace's run time on kwok."""
-    return "annotations" in inspect.signature(AsyncClient.invoke).parameters
 
 
 def function_spec(trace: Trace) -> FunctionSpec:
@@ -217,9 +210,7 @@ async def _replay_and_collect(
 
     async def send(index: int) -> str:
         annotations = {RUN_SECONDS_ANNOTATION: f"{durations[index]:.3f}"}
-        # The keyword comes with per-invocation annotations (another branch); `eops rehearse`
-        # refuses to start without it (client_sets_annotations). The idempotency key makes the
-        # call safe to retry.
+        # Each request's own run time on kwok; the idempotency key makes the call safe to retry.
         inv = await client.invoke(FUNCTION, None, idempotency_key=f"{ns}-{index}", annotations=annotations)
         return inv.id
 

@@ -56,19 +56,6 @@ def gateway_env() -> dict[str, str]:
     return {k: v for k, v in os.environ.items() if not k.startswith("EOPS_")}
 
 
-def serve_supports_headroom() -> bool:
-    """Whether this build's `eops serve` takes --headroom (the headroom controller)."""
-    done = subprocess.run(
-        [sys.executable, "-m", "elasticityops.cli.main", "serve", "--help"],
-        capture_output=True,
-        text=True,
-        env={**gateway_env(), "COLUMNS": "200"},
-        timeout=120,
-        check=False,
-    )
-    return "--headroom" in done.stdout
-
-
 @dataclass
 class Gateway:
     process: subprocess.Popen[bytes]

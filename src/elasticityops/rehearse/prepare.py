@@ -22,8 +22,7 @@ from elasticityops.planner.settings import ClusterSettings
 from elasticityops.planner.trace import Trace, load_trace
 from elasticityops.rehearse import cluster
 from elasticityops.rehearse.cluster_map import TIMELINE_STEP_S, planner_settings
-from elasticityops.rehearse.driver import Rehearsal, client_sets_annotations
-from elasticityops.rehearse.gateway import serve_supports_headroom
+from elasticityops.rehearse.driver import Rehearsal
 from elasticityops.rehearse.options import RehearseOptions, dev_cluster_dir
 from elasticityops.rehearse.predict import FLAG, Prediction, check_policy, predict
 
@@ -177,16 +176,9 @@ def check_syntax(policies: Sequence[str]) -> None:
 
 
 def check_policies(policies: Sequence[str], settings: ClusterSettings) -> tuple[str, ...]:
-    """The policies on the cluster's settings, and a gateway that takes those it passes on."""
+    """The policies, each checked on the cluster's settings."""
     for spec in policies:
         check_policy(spec, settings)
-    asked = [p for p in policies if p.strip().lower() != "none"]
-    if asked and not serve_supports_headroom():
-        raise _refuse(
-            FLAG,
-            f"{asked[0]}: this build's `eops serve` has no --headroom (no headroom controller)",
-            "rehearse --headroom none, or update ElasticityOps",
-        )
     return tuple(p.strip() for p in policies)
 
 
@@ -229,12 +221,6 @@ async def prepare(options: RehearseOptions, policies: Sequence[str]) -> Prepared
     baseline = target.autoscaler.baseline if target.autoscaler is not None else found
     settings, more = cluster_settings(target, baseline)
     checked = check_policies(policies, settings)
-    if not client_sets_annotations():
-        raise _refuse(
-            "eops rehearse",
-            "this build's client cannot give an invocation its own run time (invoke(annotations=))",
-            "update ElasticityOps: each request's duration_s becomes its pod's run time that way",
-        )
     rehearsal = Rehearsal(
         trace=trace,
         policies=checked,
