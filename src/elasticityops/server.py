@@ -269,7 +269,12 @@ def _freeze_startup_heap() -> None:
 
 
 async def start_headroom(
-    settings: Settings, store: Store, backend: Backend, clock: Clock, dispatcher: Dispatcher
+    settings: Settings,
+    store: Store,
+    backend: Backend,
+    clock: Clock,
+    dispatcher: Dispatcher,
+    functions: FunctionCache,
 ) -> HeadroomController:
     """The headroom controller of --headroom, started, with the dispatcher reporting to it."""
     controller = HeadroomController(
@@ -278,6 +283,7 @@ async def start_headroom(
         settings=settings.headroom,
         budget=settings.dispatch.gpu_budget,
         clock=clock,
+        functions=functions,
     )
     dispatcher.watch(controller.seen)
     await controller.start()
@@ -328,7 +334,9 @@ def build_app(
             app.state.runtime = runtime
             await dispatcher.start()
             if settings.headroom.enabled:
-                runtime.headroom = await start_headroom(settings, store_, backend_, the_clock, dispatcher)
+                runtime.headroom = await start_headroom(
+                    settings, store_, backend_, the_clock, dispatcher, functions
+                )
             if freeze_heap:
                 _freeze_startup_heap()
             try:

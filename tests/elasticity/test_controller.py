@@ -13,6 +13,7 @@ from pathlib import Path
 from elasticityops.domain.budget import parse_gpu_budget
 from elasticityops.domain.functions import FunctionSpec, Priority
 from elasticityops.domain.invocations import Invocation, State, Timeline
+from elasticityops.domain.ports import Change, NewInvocation
 from elasticityops.elasticity.controller import HeadroomController, status_rows
 from elasticityops.elasticity.settings import HeadroomSettings
 from elasticityops.elasticity.traffic import ClusterPicture
@@ -150,7 +151,20 @@ def _inv(
     )
 
 
+async def _admit(store: SqlStore, i: int, *states: State) -> Invocation:
+    """Invocation i of function "a" stored and moved through `states`, as the dispatcher would."""
+    new = NewInvocation(f"inv-{i:026d}", "a", 1, Priority.normal.rank, T0, b"null")
+    inv, _ = await store.create_invocation(new)
+    for state in states:
+        changed = await store.apply(Change(inv.id, state, T0))
+        assert changed is not None
+        inv = changed
+    return inv
+
+
 def test_real_work_first_headroom_is_what_the_budget_leaves(tmp_path: Path) -> None:
+    """What the GPU budget leaves after the GPUs in use, as admission counts them (the store)."""
+
     async def main() -> None:
         store = await _store(tmp_path, _spec("a"))
         try:
@@ -160,14 +174,16 @@ def test_real_work_first_headroom_is_what_the_budget_leaves(tmp_path: Path) -> N
             await controller.sync()
             assert capacity.objects == {T4.key: 3}
             for i in range(2):  # two admitted: the budget leaves 2 of the 3
-                controller.seen(_inv(i, State.pending, clock.t))
+                controller.seen(await _admit(store, i, State.pending))
             await controller.sync()
             assert capacity.objects == {T4.key: 2}
             for i in range(2, 4):
-                controller.seen(_inv(i, State.running, clock.t, clock.t))
+                controller.seen(await _admit(store, i, State.pending, State.running))
             await controller.sync()
             assert capacity.objects == {T4.key: 0}
-            controller.seen(_inv(0, State.succeeded, T0, T0, T0))
+            ended = await store.apply(Change(f"inv-{0:026d}", State.cancelled, T0))
+            assert ended is not None
+            controller.seen(ended)
             await controller.sync()
             assert capacity.objects == {T4.key: 1}
         finally:

@@ -9,7 +9,7 @@ from prometheus_client import CONTENT_TYPE_LATEST
 
 from elasticityops.api.errors import error_response
 from elasticityops.api.runtime import Runtime
-from elasticityops.dispatch.cycle import by_version, gpus_held_by_type
+from elasticityops.dispatch.functions import gpus_in_use
 from elasticityops.domain.admission import gpus_free
 from elasticityops.domain.budget import room_by_type
 from elasticityops.domain.errors import EopsError
@@ -52,8 +52,7 @@ async def metrics(request: Request) -> Response:
     counts = await rt.store.counts_by_state()
     # Counted per function (one GROUP BY), not read row by row: a scrape at the peak's 4,000
     # running invocations would otherwise decode all of them.
-    active = await rt.store.active_counts_by_type()
-    in_use = gpus_held_by_type(active, await rt.functions.versions(by_version(active)))
+    in_use = await gpus_in_use(rt.store, rt.functions)
     free = gpus_free(in_use, rt.settings.dispatch.gpu_budget, rt.backend.free_gpus())
     budget_free = room_by_type(rt.settings.dispatch.gpu_budget, in_use, {})
     pools = status_rows(rt.headroom.pools) if rt.headroom is not None else []

@@ -10,8 +10,10 @@ This gateway is the only writer of functions, and it invalidates a name on every
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterable
 
+from elasticityops.dispatch.cycle import by_version, gpus_held_by_type
 from elasticityops.domain.functions import FunctionSpec
 from elasticityops.domain.ports import FunctionRecord, Store
 
@@ -70,3 +72,11 @@ class FunctionCache:
     def forget(self, name: str) -> None:
         self._generation += 1
         self._records.pop(name, None)
+
+
+async def gpus_in_use(store: Store, functions: FunctionCache) -> Counter[str]:
+    """GPUs held by pending and running invocations, per GPU type, as admission counts them (one
+    grouped read of the store, the specs from the cache): the metrics and the headroom
+    controller read the same figure."""
+    active = await store.active_counts_by_type()
+    return gpus_held_by_type(active, await functions.versions(by_version(active)))

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Protocol
 
+from elasticityops.dispatch.functions import FunctionCache, gpus_in_use
 from elasticityops.domain.budget import GpuBudget
 from elasticityops.domain.clock import Clock
 from elasticityops.domain.errors import EopsError
@@ -81,9 +82,11 @@ class HeadroomController:
         settings: HeadroomSettings,
         budget: GpuBudget | None,
         clock: Clock,
+        functions: FunctionCache | None = None,
         windows: TrafficWindows | None = None,
     ) -> None:
         self.store = store
+        self.functions = functions or FunctionCache(store)
         self.capacity = capacity
         self.settings = settings
         self.policy: HeadroomPolicy = settings.policy()
@@ -169,10 +172,8 @@ class HeadroomController:
             units = self._units.get(shape, self._held_at_start.get(shape.key, 0))
             observation = traffic.observe(t, tod, self.capacity.picture(shape, units))
             wanted[shape] = size_headroom(observation, self.policy)
-        in_use: dict[str, int] = {}
-        for shape, traffic in self._logs.items():
-            active = (traffic.busy + traffic.waiting) * shape.gpu_count
-            in_use[shape.gpu_type] = in_use.get(shape.gpu_type, 0) + active
+        # What admission counts as in use, not this controller's traffic view of it.
+        in_use = await gpus_in_use(self.store, self.functions)
         units_now = clamp_to_budget(wanted, self.budget, in_use)
         for shape, units in units_now.items():
             await self.capacity.hold(shape, units)
@@ -205,7 +206,7 @@ class HeadroomController:
             # Counted under the type it runs on: a spilled one holds its second choice's GPU.
             key = (inv.function, inv.spec_version, inv.gpu_type)
             if key not in self._specs:
-                spec = await self.store.get_function_version(inv.function, inv.spec_version)
+                spec = await self.functions.version(inv.function, inv.spec_version)
                 self._specs[key] = None if spec is None else self._shape_of(on_type(spec, inv.gpu_type))
             shape = self._specs[key]
             if shape is None:
