@@ -244,13 +244,17 @@ class Dispatcher:
         if self.settings.paused:
             return False
         free = self.backend.free_gpus()
-        if free is not None and free <= 0 and not await self._may_preempt(await self.store.active_counts()):
-            return False  # nothing can start (nor be preempted for); a finished job wakes us
+        active: ActiveCounts | None = None
+        if free is not None and free <= 0:
+            active = await self.store.active_counts_by_type()
+            if not await self._may_preempt(by_version(active)):
+                return False  # nothing can start (nor be preempted for); a finished job wakes us
         batch = self.settings.batch_size
         page = await self.store.queued(batch)
         if not page:
             return False
-        active = await self.store.active_counts_by_type()
+        if active is None:  # one read of the active counts a cycle
+            active = await self.store.active_counts_by_type()
         queued = list(page)
         plan, versions = await self._plan(queued, active, free)
         more = len(page) >= batch  # there may be queued work past what was read

@@ -114,15 +114,11 @@ class Store(Protocol):
         burst's admissions need theirs at once; larger ones are read one by one at launch)."""
         ...
 
-    async def active_counts(self) -> Mapping[tuple[str, int], int]:
-        """How many invocations are pending or running, by (function, spec version): what
-        admission needs each cycle (concurrency per function, GPUs per version), without reading
-        every active row."""
-        ...
-
     async def active_counts_by_type(self) -> Mapping[tuple[str, int, str | None], int]:
-        """`active_counts` split by the GPU type each was admitted on (None for rows from before
-        the gateway kept it): what the GPU budget counts per type."""
+        """How many invocations are pending or running, by (function, spec version, the GPU type
+        each was admitted on: None for rows from before the gateway kept it): what admission
+        needs each cycle (concurrency per function, GPUs per version and type), without reading
+        every active row."""
         ...
 
     async def apply(self, change: Change) -> Invocation | None:

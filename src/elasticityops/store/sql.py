@@ -361,17 +361,6 @@ class SqlStore:
 
         return await self._read(run)
 
-    async def active_counts(self) -> Mapping[tuple[str, int], int]:
-        def run(conn: Connection) -> Mapping[tuple[str, int], int]:
-            query = (
-                select(invocations.c.function, invocations.c.spec_version, func.count())
-                .where(invocations.c.state.in_([s.value for s in ACTIVE_STATES]))
-                .group_by(invocations.c.function, invocations.c.spec_version)
-            )
-            return {(function, version): count for function, version, count in conn.execute(query)}
-
-        return await self._read(run)
-
     async def active_counts_by_type(self) -> Mapping[tuple[str, int, str | None], int]:
         def run(conn: Connection) -> Mapping[tuple[str, int, str | None], int]:
             c = invocations.c
