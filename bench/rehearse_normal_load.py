@@ -4,7 +4,7 @@
 one run, in real time. Measured vs predicted p50/p95/p99 time-to-start and idle vs busy GPU
 time, and their difference, land in OUT/summary.json (and the table `eops rehearse` prints).
 
-    .venv/bin/python bench/rehearse_normal_load.py [--minutes 20] [--warmup 600] [--seed 0]
+    .venv/bin/python bench/rehearse_normal_load.py [--minutes 20] [--warmup 1800] [--seed 0]
         [--shape slice|compressed] [--start-hour 8] [--out DIR] [--max-nodes 400]
         [--p95-wait 10] [--warm K] [--keep-cluster] [--only none|warm|predictive ...]
 
@@ -17,7 +17,10 @@ What it does, in order:
    squeezed into that time (arrivals and run times both scaled: concurrency keeps its 60-180
    swing, damped by the 300 s run time). The first --warmup seconds fill the empty cluster and
    are replayed but not measured (`eops rehearse --warmup`), and the window ends at the last
-   arrival (`--measure-until last-arrival`), not after the tail drains;
+   arrival (`--measure-until last-arrival`), not after the tail drains. The default warm-up,
+   30 minutes, outlasts the cold start: the nodes an empty cluster orders for its first minutes
+   come up a lead time later and wait out their 10-minute scale-down, so after a 10-minute
+   warm-up they are a third of the window's idle time whatever the policy (BENCHMARKS.md);
 3. starts its own dev cluster in OUT/dev-cluster: no baseline pool, provisioning
    lognormal:median=240,p95=420 (boot and driver together), 10-minute scale-down, 10 s scan;
 4. sizes warm:K with the planner on this trace and these settings: recommend's bisection
@@ -130,7 +133,12 @@ def main() -> int:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--minutes", type=float, default=20.0, help="measured minutes (after the warm-up)")
-    parser.add_argument("--warmup", type=float, default=600.0, help="seconds replayed before measuring")
+    parser.add_argument(
+        "--warmup",
+        type=float,
+        default=1800.0,
+        help="seconds replayed before measuring (default 1800: the cold start's nodes are gone by then)",
+    )
     parser.add_argument("--seed", type=int, default=0, help="trace seed")
     parser.add_argument(
         "--shape",
