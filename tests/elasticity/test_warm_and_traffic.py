@@ -55,27 +55,32 @@ def test_clamp_keeps_in_use_plus_headroom_within_the_budget(
 
 def _log() -> TrafficLog:
     return TrafficLog(
-        TrafficWindows(rate_s=60, slow_s=600, trend_s=600, feedback_s=3600), 10.0, started_at=0.0
+        TrafficWindows(rate_s=60, slow_s=600, trend_s=600, feedback_s=3600, run_time_min_ended=5),
+        10.0,
+        started_at=0.0,
     )
 
 
 def test_traffic_log_measures_rates_busy_runs_and_late_share() -> None:
     log = _log()
     # 30 arrivals, one every 10 s from t=0; each starts 5 s after arriving, except every third
-    # (20 s: late), and runs 40 s.
+    # (20 s: late); the first 20 have ended, each after 40 s.
+    starts = {}
     for i in range(30):
         t = 10.0 * i
         log.admitted(f"i{i}", t)
-        wait = 20.0 if i % 3 == 0 else 5.0
-        log.started(f"i{i}", t, t + wait)
+        starts[i] = t + (20.0 if i % 3 == 0 else 5.0)
+        log.started(f"i{i}", t, starts[i])
     for i in range(20):
-        log.ended(f"i{i}", 40.0)
+        log.ended(f"i{i}", starts[i] + 40.0)
     obs = log.observe(300.0, 3600.0, ClusterPicture(free_nodes=2, lead_time_s=90.0))
     assert obs.arrival_rate_per_s == pytest.approx(6 / 60)  # arrivals at 240..290 (and 300-60)
     assert obs.arrival_rate_slow_per_s == pytest.approx(30 / 300)  # younger than the slow window
     assert obs.busy_nodes == 10
     assert obs.pending_requests == 0
-    assert obs.run_time_mean_s == pytest.approx(40.0)
+    # the 10 still running count by their time so far (elasticity/run_times.py)
+    so_far = sum(300.0 - starts[i] for i in range(20, 30))
+    assert obs.run_time_mean_s == pytest.approx((20 * 40.0 + so_far) / 20)
     assert obs.late_share == pytest.approx(10 / 30)
     assert obs.free_nodes == 2
     assert obs.lead_time_s == 90.0
@@ -100,7 +105,7 @@ def test_repeated_reports_count_once_and_ends_without_start_free_nothing() -> No
     obs = log.observe(10.0, 0, ClusterPicture())
     assert obs.busy_nodes == 1
     assert obs.arrival_rate_per_s == pytest.approx(1 / 60)
-    log.ended("a", 9.0)
+    log.ended("a", 10.0)
     assert log.observe(20.0, 0, ClusterPicture()).busy_nodes == 0
 
 
@@ -112,7 +117,7 @@ def test_busy_mean_and_old_arrivals_fall_out_of_their_windows() -> None:
     for t in (100.0, 200.0):
         log.observe(t, 0, ClusterPicture())
     for i in range(5):
-        log.ended(f"i{i}", 250.0)
+        log.ended(f"i{i}", 250.0)  # at 250 s
     obs = log.observe(300.0, 0, ClusterPicture())
     assert obs.busy_mean_slow == pytest.approx((5 + 5 + 0) / 3)
     late = log.observe(5000.0, 0, ClusterPicture())

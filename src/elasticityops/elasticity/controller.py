@@ -215,14 +215,10 @@ class HeadroomController:
             line = inv.timeline
             accepted = line.accepted.timestamp()
             if inv.state.terminal:
-                run = (
-                    (line.finished - line.started).total_seconds()
-                    if line.started is not None and line.finished is not None
-                    else None
-                )
                 if line.started is not None:
                     traffic.started(inv.id, accepted, line.started.timestamp())
-                traffic.ended(inv.id, run)
+                ended = line.finished if line.started is not None else None
+                traffic.ended(inv.id, ended.timestamp() if ended is not None else None)
             elif line.started is not None:
                 traffic.started(inv.id, accepted, line.started.timestamp())
             elif inv.state is State.pending:

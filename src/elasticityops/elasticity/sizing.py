@@ -41,9 +41,11 @@ class HeadroomObservation:
     slow_window_s: the length of that window (its rate is the rate half a window ago).
     arrival_trend_per_s2: how fast the arrival rate changes (requests per second, per second),
         e.g. from the rates over the last two hours; 0 when unknown.
-    run_time_mean_s: mean run time of a request, measured on those that ended (e.g. the last
-        2,000), or None before any has ended; it uses no request's future (when a running
-        request will end is not known).
+    run_time_mean_s: mean run time of a request, measured on those that started within a
+        recent window (e.g. 2 h), those still running counted by their time so far
+        (elasticity/run_times.py: the ended ones alone are the short ones in a young
+        cluster), or None before enough have ended (e.g. 100); it uses no request's future
+        (when a running request will end is not known).
     late_share: share of the requests that arrived in a recent window (e.g. the last day) that
         started, or are still waiting, later than the policy's target wait; None before any
         request has arrived. The controller's own SLO measure, used to steer the sizing.

@@ -3,7 +3,8 @@
 
 The same windows and the same measures as the planner's model (planner/model/engine.py): the
 recent and slow arrival rates, the trend over two trend windows, mean busy nodes over the slow
-window, the mean run time of the last ended requests, and the share of the requests of the
+window, the mean run time of the requests of the run-time window (those still running
+counted by their time so far, elasticity/run_times.py), and the share of the requests of the
 feedback window that started (or still wait) later than the target. Kept in memory and fed by
 the dispatcher, which sees every admission, start and end; after a restart the windows fill
 again from empty, as the planner's do at a trace's start. Time is passed in (seconds since the
@@ -12,12 +13,10 @@ epoch), so this is pure bookkeeping that tests drive with any clock."""
 from __future__ import annotations
 
 from bisect import bisect_left, bisect_right, insort
-from collections import deque
 from dataclasses import dataclass
 
+from elasticityops.elasticity.run_times import RunCohort
 from elasticityops.elasticity.sizing import HeadroomObservation
-
-_RUN_SAMPLES = 2000  # the planner's: ended requests whose mean run time the sizing gets
 
 
 @dataclass(frozen=True)
@@ -29,6 +28,8 @@ class TrafficWindows:
     slow_s: float = 1800.0
     trend_s: float = 7200.0
     feedback_s: float = 86400.0
+    run_time_s: float = 7200.0
+    run_time_min_ended: int = 100
 
 
 @dataclass(frozen=True)
@@ -56,7 +57,7 @@ class TrafficLog:
         self._waiting: dict[str, float] = {}  # admitted, not started: id -> accepted time
         self._running: set[str] = set()
         self._requeued: set[str] = set()  # preempted back to the queue, arrived already
-        self._runs: deque[float] = deque(maxlen=_RUN_SAMPLES)
+        self._runs: RunCohort[str] = RunCohort(windows.run_time_s, windows.run_time_min_ended)
         self._busy_t: list[float] = []
         self._busy_sum: list[float] = [0.0]  # running totals of the busy samples
 
@@ -80,6 +81,7 @@ class TrafficLog:
         admitted again, which is no new arrival."""
         if self._waiting.pop(invocation_id, None) is not None or invocation_id in self._running:
             self._running.discard(invocation_id)
+            self._runs.dropped(invocation_id)
             self._requeued.add(invocation_id)
 
     def started(self, invocation_id: str, accepted_at: float, started_at: float) -> None:
@@ -92,15 +94,18 @@ class TrafficLog:
         if started_at - accepted_at > self.late_after_s and not again:
             insort(self._late, accepted_at)
         self._running.add(invocation_id)
+        self._runs.started(invocation_id, started_at)
 
-    def ended(self, invocation_id: str, run_s: float | None) -> None:
-        """An invocation is over (ran `run_s`, or never started: None)."""
+    def ended(self, invocation_id: str, finished_at: float | None) -> None:
+        """An invocation is over (at `finished_at`; None: no end time, no run to measure)."""
         self._waiting.pop(invocation_id, None)
         self._requeued.discard(invocation_id)
         if invocation_id in self._running:
             self._running.discard(invocation_id)
-            if run_s is not None and run_s >= 0:
-                self._runs.append(run_s)
+            if finished_at is None:
+                self._runs.dropped(invocation_id)
+            else:
+                self._runs.ended(invocation_id, finished_at)
 
     def observe(self, now: float, time_of_day_s: float, cluster: ClusterPicture) -> HeadroomObservation:
         """The observation at `now`; samples the busy count (for the slow window's mean)."""
@@ -110,7 +115,6 @@ class TrafficLog:
         self._busy_sum.append(self._busy_sum[-1] + self.busy)
         age = max(now - self._born, 1e-9)
         slow_span = min(w.slow_s, max(age, w.rate_s))
-        runs = list(self._runs)
         return HeadroomObservation(
             now_s=now,
             time_of_day_s=time_of_day_s,
@@ -126,7 +130,7 @@ class TrafficLog:
             busy_mean_slow=self._busy_mean_since(now - slow_span),
             slow_window_s=slow_span,
             arrival_trend_per_s2=self._trend(now, age),
-            run_time_mean_s=sum(runs) / len(runs) if runs else None,
+            run_time_mean_s=self._runs.mean_s(now),
             late_share=self._late_share(now, min(w.feedback_s, age)),
             lead_time_s=cluster.lead_time_s,
             scale_down_in_s=cluster.scale_down_in_s,

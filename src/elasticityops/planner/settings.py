@@ -231,6 +231,25 @@ class ClusterSettings:
         "window and started later than the policy's target wait (predictive steers on it).",
         panel=_SIMULATION,
     )
+    run_time_window_s: float = knob(
+        7200.0,
+        flag="run-time-window",
+        unit="seconds",
+        gt=0,
+        help="The sizing function gets the mean run time of the requests that started within "
+        "this window, those still running counted by their time so far "
+        "(elasticity/run_times.py).",
+        panel=_SIMULATION,
+    )
+    run_time_min_ended: int = knob(
+        100,
+        flag="run-time-min-ended",
+        unit="requests",
+        ge=1,
+        help="Ended requests in that window before the mean run time counts; until then "
+        "predictive sizes as if none ended within the lead time.",
+        panel=_SIMULATION,
+    )
     horizon_s: float = knob(
         0.0,
         flag="horizon",

@@ -33,6 +33,7 @@ from bisect import bisect_left, bisect_right
 from collections import deque
 from collections.abc import Sequence
 
+from elasticityops.elasticity.run_times import RunCohort
 from elasticityops.elasticity.sizing import (
     HeadroomObservation,
     HeadroomPolicy,
@@ -50,7 +51,6 @@ _READY, _FAIL, _PREEMPT = 0, 1, 2
 _INF = math.inf
 _STALL_S = 400 * 86_400.0  # a model that runs this far past the last arrival is stuck
 _LEAD_SAMPLES = 100  # node provisioning times averaged into the measured lead time
-_RUN_SAMPLES = 2000  # ended requests whose mean run time the sizing function gets
 _COMPACT_AFTER = 65_536  # consumed entries at the front of a FIFO list before it is compacted
 
 
@@ -133,7 +133,7 @@ def simulate(
     # busy nodes over any recent window, as a controller sampling its cluster would have it
     seen_t: list[float] = []
     seen_busy = [0]
-    done_run = [0.0]  # running total of the completed requests' run times, in completion order
+    run_times: RunCohort[int] = RunCohort(s.run_time_window_s, s.run_time_min_ended)
     # arrival times of the requests that started later than the policy's target wait (FIFO, so
     # in order): the controller's own measure of how it is doing
     waits = policy if isinstance(policy, WaitTargetHeadroom) else None  # the predictive rules
@@ -178,7 +178,7 @@ def simulate(
                 nd = node_of[r]
                 busy -= 1
                 done_t.append(te)
-                done_run.append(done_run[-1] + dur[r])
+                run_times.ended(r, te)
                 t = te
                 r = -1
             elif tm <= next_arr:
@@ -222,6 +222,7 @@ def simulate(
                     busy -= 1
                     busy_s -= end[r] - t
                     end[r] = -1.0
+                    run_times.dropped(r)
                     restarts[r] += 1
                     # r waits again, behind those already waiting; as nothing waits while a node
                     # is free, a free node means r restarts on it at once
@@ -284,6 +285,7 @@ def simulate(
             e = t + d
             end[r] = e
             push(ends, (e, r))
+            run_times.started(r, t)
 
         # ---- autoscaler loop at t_scan ---------------------------------------------------------
         t = t_scan
@@ -316,7 +318,7 @@ def simulate(
                 )
                 if t > first_ready
                 else None,
-                run_time_mean_s=_mean_of_last(done_run, _RUN_SAMPLES),
+                run_time_mean_s=run_times.mean_s(t),
                 lead_time_s=lead_now,
                 scale_down_in_s=_leaving_within(empty, idle_since, window, t, lead_horizon),
             )
@@ -546,15 +548,6 @@ def _mean_since(times: list[float], running_total: list[int], since: float) -> f
     running totals (running_total[k] is the sum of the first k samples)."""
     first = min(bisect_right(times, since), len(times) - 1)
     return (running_total[-1] - running_total[first]) / (len(times) - first)
-
-
-def _mean_of_last(running_total: list[float], k: int) -> float | None:
-    """Mean of the last k values (all, if fewer) whose running totals these are; None if none.
-    (Of run times: in a young cluster only short runs have ended, so it starts low.)"""
-    count = min(k, len(running_total) - 1)
-    if count == 0:
-        return None
-    return (running_total[-1] - running_total[-1 - count]) / count
 
 
 def _rate_trend(times: list[float], count: int, t: float, window: float) -> float:
