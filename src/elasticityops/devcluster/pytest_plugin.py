@@ -8,7 +8,8 @@ the test rather than skipping it. Set EOPS_DEV_CLUSTER_BUILD=1 to let the fixtur
 
 The cluster runs upstream's cluster-autoscaler (kwok provider) with fast knobs, shared by the
 whole session: baseline 2, max_nodes 50, scan_interval 2 s, provision_delay fixed:3,
-driver_delay fixed:2, scale_down_after 10 s, max_node_provision_time 120 s. Upstream still waits
+driver_delay fixed:2, scale_down_after 10 s, max_node_provision_time 120 s, node-group back-off
+60 s doubling to 120 s. Upstream still waits
 its fixed 30 s before it scales up for a pending GPU pod. Tests that change the simulated
 cloud's knobs (baseline, delays, stockout zones) use `dev_cluster.knobs(...)`, which restores
 them afterwards; the autoscaler's own flags are fixed for the session (a test that needs others
@@ -43,6 +44,10 @@ TEST_KNOBS = AutoscalerSettings(
     scale_down_after=10.0,
     max_scale_down_parallelism=10,
     max_node_provision_time=120.0,
+    # A stocked-out zone backs its node groups off; at upstream's 300 s the next test that wants
+    # that GPU type waited it out (the headroom test after the spillover test: ~4 minutes).
+    backoff_initial=60.0,
+    backoff_max=120.0,
     seed=1,
 )
 

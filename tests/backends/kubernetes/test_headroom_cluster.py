@@ -93,7 +93,7 @@ def _wait_for_baseline(cluster: Any, timeout: float = 900) -> None:
     """Until the autoscaler has removed the nodes earlier tests left (10 s scale-down here), so
     that what is warm is what this test's gateway asked for, and no T4 group is in back-off: an
     earlier test's stocked-out zones (the spillover test) leave them backed off for minutes
-    (300 s, doubling), and a backed-off group adds no warm node."""
+    (a minute or two with the session's back-off), and a backed-off group adds no warm node."""
     baseline = cluster.autoscaler_settings.baseline
     deadline = time.monotonic() + timeout
     while True:
