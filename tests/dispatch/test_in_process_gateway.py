@@ -171,8 +171,11 @@ async def eventually(check: Callable[[], bool], within_s: float) -> None:
             await asyncio.sleep(0.05)
 
 
-def failing(method: str, times: int) -> Callable[[SqlStore], SqlStore]:
-    """Make the store's `method` fail `times` times (the database unreachable), then work."""
+def failing(
+    method: str, times: int, error: Callable[[], Exception] | None = None
+) -> Callable[[SqlStore], SqlStore]:
+    """Make the store's `method` fail `times` times (by default as the database unreachable
+    does, or with `error()`), then work."""
 
     def wrap(store: SqlStore) -> SqlStore:
         real: Callable[..., Awaitable[Any]] = getattr(store, method)
@@ -181,7 +184,7 @@ def failing(method: str, times: int) -> Callable[[SqlStore], SqlStore]:
         async def flaky(*args: Any) -> Any:
             if left[0] > 0:
                 left[0] -= 1
-                raise TemporaryError("database unavailable: injected", retry_after=0.0)
+                raise error() if error else TemporaryError("database unavailable: injected", retry_after=0.0)
             return await real(*args)
 
         setattr(store, method, flaky)
@@ -200,11 +203,23 @@ async def test_an_event_the_store_fails_to_record_is_retried_until_it_lands(tmp_
     assert (done.state, done.result, done.node) == (State.succeeded, b'{"ok": true}', "slot-0")
 
 
-async def test_an_event_that_cannot_be_recorded_is_given_up_and_logged(
+async def test_an_event_waits_out_a_store_outage_longer_than_its_retries(tmp_path: Path) -> None:
+    # 12 failures: more than event_retries (5), the pauses capped at 0.3 s here
+    backend = ScriptedBackend()
+    async with gateway(tmp_path, backend, failing("record", 12)) as gw:
+        gw.runtime.dispatcher.settings = replace(gw.runtime.dispatcher.settings, event_wait_max_s=0.3)  # type: ignore[attr-defined]
+        inv_id = await gw.invoke()
+        await gw.until(inv_id, lambda i: i.state is State.pending)
+        await backend.finish(inv_id, Finished.succeeded(_now()))
+        done = await gw.until(inv_id, lambda i: i.state.terminal)
+    assert done.state is State.succeeded
+
+
+async def test_an_event_the_store_refuses_is_given_up_and_logged(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     backend = ScriptedBackend()
-    async with gateway(tmp_path, backend, failing("record", 1000)) as gw:
+    async with gateway(tmp_path, backend, failing("record", 1000, lambda: RuntimeError("a bug"))) as gw:
         inv_id = await gw.invoke()
         await gw.until(inv_id, lambda i: i.state is State.pending)
         with caplog.at_level(logging.ERROR, logger="elasticityops.dispatch.dispatcher"):

@@ -44,18 +44,43 @@ def _bindir() -> Path:
     )
 
 
-@dataclass(frozen=True)
+@dataclass
 class PgCluster:
     host: str
     port: int
     user: str
     pid: int
+    # what `restart` needs: the data dir, pg_ctl's -o options and log, the runuser prefix
+    data: Path = Path()
+    options: str = ""
+    log: Path = Path()
+    prefix: tuple[str, ...] = ()
 
     def url(self, database: str = "postgres") -> str:
         return f"postgresql+psycopg://{self.user}@{self.host}:{self.port}/{database}"
 
     def dsn(self, database: str = "postgres") -> str:
         return f"host={self.host} port={self.port} user={self.user} dbname={database}"
+
+    def stop(self, mode: str = "immediate") -> None:
+        """Stop the server: `immediate` aborts every connection and skips the shutdown
+        checkpoint, as a crash does (the next start recovers from the WAL)."""
+        _pg_ctl(self, "stop", "-m", mode)
+        self.pid = 0
+
+    def start(self) -> None:
+        """Start it again on the same port and data dir; returns once it accepts connections."""
+        _pg_ctl(self, "start", "-o", self.options, "-l", str(self.log))
+        self.pid = int((self.data / "postmaster.pid").read_text().splitlines()[0])
+
+
+def _pg_ctl(cluster: PgCluster, *args: str) -> None:
+    subprocess.run(
+        [*cluster.prefix, str(_bindir() / "pg_ctl"), "-D", str(cluster.data), "-w", *args],
+        check=True,
+        capture_output=True,
+        timeout=120,
+    )
 
 
 @contextlib.contextmanager
@@ -75,6 +100,7 @@ def pg_cluster() -> Iterator[PgCluster]:
         prefix = ["runuser", "-u", "postgres", "--"]
     port = free_port()
     pid = 0
+    cluster: PgCluster | None = None
     try:
         subprocess.run(
             [*prefix, str(bindir / "initdb"), "-D", str(data), "-A", "trust", "-U", "eops", "--no-sync"],
@@ -100,8 +126,11 @@ def pg_cluster() -> Iterator[PgCluster]:
             timeout=120,
         )
         pid = int((data / "postmaster.pid").read_text().splitlines()[0])
-        yield PgCluster("127.0.0.1", port, "eops", pid)
+        cluster = PgCluster("127.0.0.1", port, "eops", pid, data, options, root / "log", tuple(prefix))
+        yield cluster
     finally:
+        if cluster is not None:
+            pid = cluster.pid  # a test may have restarted it
         if pid:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGINT)  # fast shutdown

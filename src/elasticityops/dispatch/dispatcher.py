@@ -85,7 +85,10 @@ class DispatchSettings:
         "it at once.",
     )
     event_retries: int = 5
-    """Attempts to record one backend event when the store fails (count), with growing pauses."""
+    """Attempts to record one backend event when the store fails other than by being unavailable
+    (count), with growing pauses; an unavailable store is waited for (_record_with_retries)."""
+    event_wait_max_s: float = 5.0
+    """Longest pause between tries of an event while the store is unavailable (seconds)."""
     launch_concurrency: int = 64
     """Most admissions (store transition + launch) in flight at once within one cycle (count)."""
     event_concurrency: int = 128
@@ -402,17 +405,32 @@ class Dispatcher:
         self._events.put(event)
 
     async def _record_with_retries(self, event: BackendEvent) -> None:
-        """Record one backend event. Store failures are retried: an event dropped here would
-        leave the invocation active until the next restart re-reads the backend."""
-        for attempt in range(1, self.settings.event_retries + 1):
+        """Record one backend event. An event dropped here would leave the invocation active
+        until the next restart re-reads the backend, so while the store is unavailable (a
+        TemporaryError: PostgreSQL restarting, a lock held too long) the event waits in its
+        lane, and those after it behind it, until the store is back, however long that is
+        (a job of 0.2 s started and ended within a 4 s outage and stayed `pending` when this
+        gave up after 2 s: tests/api/test_postgres_outage.py). Other failures (a bug, a row
+        the store refuses) are retried `event_retries` times, then logged and dropped."""
+        failures = 0
+        outage = 0
+        while True:
             try:
                 await self._record(event)
                 return
+            except TemporaryError as exc:
+                outage += 1
+                if outage == 1 or outage % 20 == 0:
+                    log.warning(
+                        "event of %s waits for the store (%d tries): %s", event.invocation_id, outage, exc
+                    )
+                await self.clock.sleep(min(self.settings.event_wait_max_s, 0.2 * 2 ** min(outage, 5)))
             except Exception:
-                if attempt == self.settings.event_retries:
+                failures += 1
+                if failures >= self.settings.event_retries:
                     log.exception("could not record an event of %s: %s", event.invocation_id, event)
                     return
-                await self.clock.sleep(0.2 * attempt)
+                await self.clock.sleep(0.2 * failures)
 
     async def _record(self, event: BackendEvent) -> None:
         """One store write per event: the store folds it into the row (`apply_event`)."""
