@@ -22,7 +22,7 @@ from elasticityops.api.app import create_app
 from elasticityops.api.auth import TokenChecker, hash_token, new_token
 from elasticityops.api.metrics import Metrics
 from elasticityops.api.runtime import Runtime
-from elasticityops.backend_registry import build_backend, build_warm_capacity
+from elasticityops.backend_registry import build_backend, build_lease_store, build_warm_capacity
 from elasticityops.dispatch.dispatcher import Dispatcher, DispatchSettings
 from elasticityops.dispatch.functions import FunctionCache
 from elasticityops.dispatch.hub import ChangeHub
@@ -32,6 +32,8 @@ from elasticityops.domain.functions import load_function_text
 from elasticityops.domain.ports import Backend, FunctionRecord, Store
 from elasticityops.domain.tokens import Scope
 from elasticityops.elasticity.controller import HeadroomController
+from elasticityops.ha.elector import LeaderElector
+from elasticityops.ha.settings import default_identity
 from elasticityops.settings import Settings
 from elasticityops.store.sql import SqlStore
 
@@ -290,6 +292,50 @@ async def start_headroom(
     return controller
 
 
+@asynccontextmanager
+async def _elected(
+    settings: Settings, runtime: Runtime, dispatcher: Dispatcher, clock: Clock
+) -> AsyncIterator[LeaderElector]:
+    """A replica of --leader-elect: it starts as a follower (the API serves) and campaigns; while
+    it leads, it runs the dispatcher (whose start adopts the work in flight: Job names derive from
+    invocation ids, so nothing is launched twice) and the headroom controller. Losing the lease
+    stops both at once, before the lease can expire for the others. On the way out it stops
+    leading and releases the lease, so a follower takes over at its next look."""
+
+    async def lead() -> None:
+        await dispatcher.start()
+        if settings.headroom.enabled:
+            runtime.headroom = await start_headroom(
+                settings, runtime.store, runtime.backend, clock, dispatcher, runtime.functions
+            )
+
+    async def follow() -> None:
+        controller, runtime.headroom = runtime.headroom, None
+        if controller is not None:
+            dispatcher.unwatch(controller.seen)
+            await controller.stop()
+        await dispatcher.stop()
+
+    lease_store, close = build_lease_store(settings, clock)
+    elector = LeaderElector(
+        lease_store,
+        settings.leader.identity or default_identity(),
+        settings.leader,
+        clock,
+        on_started_leading=lead,
+        on_stopped_leading=follow,
+    )
+    runtime.election = elector
+    elector.start()
+    try:
+        yield elector
+    finally:
+        try:
+            await elector.stop(release=True)
+        finally:
+            await close()
+
+
 def build_app(
     settings: Settings,
     clock: Clock | None = None,
@@ -332,6 +378,12 @@ def build_app(
                 metrics=metrics,
             )
             app.state.runtime = runtime
+            if settings.leader.leader_elect:
+                async with _elected(settings, runtime, dispatcher, the_clock):
+                    if freeze_heap:
+                        _freeze_startup_heap()
+                    yield
+                return
             await dispatcher.start()
             if settings.headroom.enabled:
                 runtime.headroom = await start_headroom(
