@@ -9,7 +9,7 @@ import gc
 import os
 import secrets
 import stat
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from dataclasses import replace
 from pathlib import Path
@@ -32,7 +32,7 @@ from elasticityops.domain.functions import load_function_text
 from elasticityops.domain.ports import Backend, FunctionRecord, Store
 from elasticityops.domain.tokens import Scope
 from elasticityops.elasticity.controller import HeadroomController
-from elasticityops.ha.elector import LeaderElector
+from elasticityops.ha.elector import LeaderElector, LeaseStore
 from elasticityops.ha.settings import default_identity
 from elasticityops.settings import Settings
 from elasticityops.store.sql import SqlStore
@@ -294,7 +294,11 @@ async def start_headroom(
 
 @asynccontextmanager
 async def _elected(
-    settings: Settings, runtime: Runtime, dispatcher: Dispatcher, clock: Clock
+    settings: Settings,
+    runtime: Runtime,
+    dispatcher: Dispatcher,
+    clock: Clock,
+    lease_store: LeaseStore | None,
 ) -> AsyncIterator[LeaderElector]:
     """A replica of --leader-elect: it starts as a follower (the API serves) and campaigns; while
     it leads, it runs the dispatcher (whose start adopts the work in flight: Job names derive from
@@ -316,7 +320,9 @@ async def _elected(
             await controller.stop()
         await dispatcher.stop()
 
-    lease_store, close = build_lease_store(settings, clock)
+    close: Callable[[], Awaitable[None]] = _nothing
+    if lease_store is None:
+        lease_store, close = build_lease_store(settings, clock)
     elector = LeaderElector(
         lease_store,
         settings.leader.identity or default_identity(),
@@ -336,17 +342,23 @@ async def _elected(
             await close()
 
 
+async def _nothing() -> None:
+    return None
+
+
 def build_app(
     settings: Settings,
     clock: Clock | None = None,
     *,
     backend: Backend | None = None,
     store: Callable[[SqlStore], SqlStore] | None = None,
+    lease_store: LeaseStore | None = None,
     freeze_heap: bool = True,
 ) -> FastAPI:
     """The gateway as an ASGI app; its lifespan opens the store and runs the dispatcher.
-    `backend` replaces the one the settings name, and `store` wraps the opened store (tests
-    drive the dispatcher's failure paths in process through these, without `freeze_heap`,
+    `backend` replaces the one the settings name, `store` wraps the opened store, and
+    `lease_store` replaces the Lease on the cluster of --leader-elect (tests drive the
+    dispatcher's failure paths and the roles in process through these, without `freeze_heap`,
     which only pays in a gateway process of its own)."""
     the_clock = clock or SystemClock()
 
@@ -379,7 +391,7 @@ def build_app(
             )
             app.state.runtime = runtime
             if settings.leader.leader_elect:
-                async with _elected(settings, runtime, dispatcher, the_clock):
+                async with _elected(settings, runtime, dispatcher, the_clock, lease_store):
                     if freeze_heap:
                         _freeze_startup_heap()
                     yield

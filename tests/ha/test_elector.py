@@ -13,10 +13,11 @@ from dataclasses import dataclass, field, replace
 import pytest
 
 from elasticityops.domain.clock import ManualClock
-from elasticityops.domain.errors import Conflict, EopsError, NotFound, TemporaryError
+from elasticityops.domain.errors import TemporaryError
 from elasticityops.ha.elector import LeaderElector
-from elasticityops.ha.lease import LeaseRecord
 from elasticityops.ha.settings import JITTER_FACTOR, LeaderElectionSettings
+
+from .memory_leases import Leases, Replica
 
 pytestmark = pytest.mark.anyio
 
@@ -30,58 +31,6 @@ LOOK = SETTINGS.retry_period_s * (1 + JITTER_FACTOR)
 @pytest.fixture
 def anyio_backend() -> str:
     return "asyncio"
-
-
-class Leases:
-    """One Lease, kept the way the API server keeps it: every write a new resourceVersion."""
-
-    def __init__(self) -> None:
-        self.record: LeaseRecord | None = None
-        self.version = 0
-        self.writes: list[LeaseRecord] = []
-
-    def _stored(self, record: LeaseRecord) -> LeaseRecord:
-        self.version += 1
-        self.record = replace(record, resource_version=str(self.version))
-        self.writes.append(self.record)
-        return self.record
-
-
-@dataclass
-class Replica:
-    """One replica's view of the Lease: its own failures (a partition, a hung request)."""
-
-    leases: Leases
-    fail: EopsError | None = None
-    hang: bool = False
-    hung: list[asyncio.Event] = field(default_factory=list)
-
-    async def _gate(self) -> None:
-        await asyncio.sleep(0)
-        if self.hang:
-            event = asyncio.Event()
-            self.hung.append(event)
-            await event.wait()
-        if self.fail is not None:
-            raise self.fail
-
-    async def get(self) -> LeaseRecord | None:
-        await self._gate()
-        return self.leases.record
-
-    async def create(self, record: LeaseRecord) -> LeaseRecord:
-        await self._gate()
-        if self.leases.record is not None:
-            raise Conflict("leases.coordination.k8s.io already exists")
-        return self.leases._stored(record)
-
-    async def update(self, record: LeaseRecord) -> LeaseRecord:
-        await self._gate()
-        if self.leases.record is None:
-            raise NotFound("no lease")
-        if record.resource_version != self.leases.record.resource_version:
-            raise Conflict("the object has been modified")
-        return self.leases._stored(record)
 
 
 @dataclass
@@ -251,7 +200,7 @@ async def test_a_leader_that_sees_another_holder_steps_down_at_once() -> None:
         await until(clock, a.started_leading.wait())
         # Someone (an operator, a replica with a skewed rate) wrote itself in.
         assert leases.record is not None
-        leases._stored(replace(leases.record, holder="intruder"))
+        leases.stored(replace(leases.record, holder="intruder"))
         seen = clock.monotonic()
         await until(clock, a.stopped_leading.wait())
         assert clock.monotonic() - seen <= SETTINGS.retry_period_s

@@ -124,7 +124,7 @@ class LeaderElector:
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
             self._task = None
-        await self._step_down("the gateway is stopping")
+        await self._step_down("the gateway is stopping", level=logging.INFO)
         if release:
             await self.release()
 
@@ -201,13 +201,13 @@ class LeaderElector:
                 )
                 return True
 
-    async def _step_down(self, why: str) -> None:
+    async def _step_down(self, why: str, level: int = logging.WARNING) -> None:
         """Stop leading at once: first the flag (readiness, metrics), then the duties."""
         if not self._leading:
             return
         self._leading = False
         self.started_leading.clear()
-        log.warning("leader election: %s stops leading: %s", self.identity, why)
+        log.log(level, "leader election: %s stops leading: %s", self.identity, why)
         duty, self._duty = self._duty, None
         if duty is not None and not duty.done():
             duty.cancel()
