@@ -28,9 +28,9 @@ def test_the_variables_are_read() -> None:
         "EOPS_BACKEND": "kubernetes",
         "EOPS_DATABASE_URL": "postgresql+psycopg://eops@db/eops",
         "EOPS_LEADER_IDENTITY": "eops-7c9f-2xk4p",
-        "EOPS_LEASE_DURATION_SECONDS": "3",
-        "EOPS_LEASE_RENEW_DEADLINE_SECONDS": "2",
-        "EOPS_LEASE_RETRY_PERIOD_SECONDS": "0.5",
+        "EOPS_LEASE_DURATION": "3",
+        "EOPS_LEASE_RENEW_DEADLINE": "2",
+        "EOPS_LEASE_RETRY_PERIOD": "0.5",
     }
     leader = load_settings(env=env).leader
     assert leader.leader_elect
@@ -56,24 +56,21 @@ def test_the_variables_are_read() -> None:
             id="SQLite",
         ),
         pytest.param(
-            [*PG, "--leader-elect", "--lease-duration-seconds", "10", "--lease-renew-deadline-seconds", "10"],
+            [*PG, "--leader-elect", "--lease-duration", "10", "--lease-renew-deadline", "10"],
             [
-                "--lease-renew-deadline-seconds / EOPS_LEASE_RENEW_DEADLINE_SECONDS: "
+                "--lease-renew-deadline / EOPS_LEASE_RENEW_DEADLINE: "
                 "the renew deadline (10 s) must be shorter than the lease duration (10 s)"
             ],
             id="renew deadline not below the duration",
         ),
         pytest.param(
-            [*PG, "--leader-elect", "--lease-retry-period-seconds", "9"],
-            [
-                "--lease-retry-period-seconds / EOPS_LEASE_RETRY_PERIOD_SECONDS: "
-                "the retry period (9 s) times 1.2"
-            ],
+            [*PG, "--leader-elect", "--lease-retry-period", "9"],
+            ["--lease-retry-period / EOPS_LEASE_RETRY_PERIOD: the retry period (9 s) times 1.2"],
             id="retry period too long for the deadline",
         ),
         pytest.param(
-            [*PG, "--leader-elect", "--lease-duration-seconds", "0"],
-            ["--lease-duration-seconds: invalid value '0'"],
+            [*PG, "--leader-elect", "--lease-duration", "0"],
+            ["--lease-duration: invalid value '0'"],
             id="a duration below 1 s",
         ),
     ],
@@ -88,7 +85,7 @@ def test_a_combination_that_cannot_work_is_refused_at_start(argv: list[str], sai
 
 
 def test_the_same_settings_without_leader_election_are_fine() -> None:
-    settings = load_settings(env={}, given={"lease-retry-period-seconds": "9"})
+    settings = load_settings(env={}, given={"lease-retry-period": "9"})
     assert settings.leader.retry_period_s == 9.0
     with pytest.raises(InvalidInput, match="retry period"):
         load_settings(
@@ -97,6 +94,6 @@ def test_the_same_settings_without_leader_election_are_fine() -> None:
                 **dict.fromkeys(["leader-elect"], "true"),
                 "backend": "kubernetes",
                 "database-url": "postgresql+psycopg://e@h/d",
-                "lease-retry-period-seconds": "9",
+                "lease-retry-period": "9",
             },
         )

@@ -44,7 +44,7 @@ class LeaderElectionSettings:
     )
     lease_duration_s: int = knob(
         15,
-        env="EOPS_LEASE_DURATION_SECONDS",
+        env="EOPS_LEASE_DURATION",
         unit="seconds",
         ge=1,
         help="How long a follower waits, on its own clock, after it last saw the Lease change before "
@@ -52,7 +52,7 @@ class LeaderElectionSettings:
     )
     renew_deadline_s: float = knob(
         10.0,
-        env="EOPS_LEASE_RENEW_DEADLINE_SECONDS",
+        env="EOPS_LEASE_RENEW_DEADLINE",
         unit="seconds",
         gt=0,
         help="The leader stops leading (dispatcher and headroom controller stopped) when it could not "
@@ -60,7 +60,7 @@ class LeaderElectionSettings:
     )
     retry_period_s: float = knob(
         2.0,
-        env="EOPS_LEASE_RETRY_PERIOD_SECONDS",
+        env="EOPS_LEASE_RETRY_PERIOD",
         unit="seconds",
         gt=0,
         help="How often the leader renews the Lease and a follower looks at it.",
@@ -77,21 +77,21 @@ def timing_problems(settings: LeaderElectionSettings) -> list[FieldProblem]:
     if settings.renew_deadline_s >= settings.lease_duration_s:
         problems.append(
             FieldProblem(
-                _named("--lease-renew-deadline-seconds", "EOPS_LEASE_RENEW_DEADLINE_SECONDS"),
+                _named("--lease-renew-deadline", "EOPS_LEASE_RENEW_DEADLINE"),
                 f"the renew deadline ({settings.renew_deadline_s:g} s) must be shorter than the lease "
                 f"duration ({settings.lease_duration_s} s): a leader that cannot renew must stop "
                 "before the others may take over",
-                "e.g. --lease-duration-seconds 15 --lease-renew-deadline-seconds 10",
+                "e.g. --lease-duration 15 --lease-renew-deadline 10",
             )
         )
     if settings.renew_deadline_s <= JITTER_FACTOR * settings.retry_period_s:
         problems.append(
             FieldProblem(
-                _named("--lease-retry-period-seconds", "EOPS_LEASE_RETRY_PERIOD_SECONDS"),
+                _named("--lease-retry-period", "EOPS_LEASE_RETRY_PERIOD"),
                 f"the retry period ({settings.retry_period_s:g} s) times {JITTER_FACTOR:g} must be "
                 f"shorter than the renew deadline ({settings.renew_deadline_s:g} s), so the leader "
                 "gets more than one try to renew",
-                "e.g. --lease-renew-deadline-seconds 10 --lease-retry-period-seconds 2",
+                "e.g. --lease-renew-deadline 10 --lease-retry-period 2",
             )
         )
     return problems

@@ -29,9 +29,9 @@ pytestmark = [pytest.mark.cluster, pytest.mark.slow]
 
 COUNT = 60
 LEASE = {
-    "EOPS_LEASE_DURATION_SECONDS": "3",
-    "EOPS_LEASE_RENEW_DEADLINE_SECONDS": "2",
-    "EOPS_LEASE_RETRY_PERIOD_SECONDS": "0.5",
+    "EOPS_LEASE_DURATION": "3",
+    "EOPS_LEASE_RENEW_DEADLINE": "2",
+    "EOPS_LEASE_RETRY_PERIOD": "0.5",
 }
 LOOK = 0.5 * (1 + JITTER_FACTOR)  # the longest a follower waits between two looks
 LEASE_BOUND = 3 + 2 * LOOK + 1.0  # expiry on the follower's clock, two looks, a margin
