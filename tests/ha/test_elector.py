@@ -245,3 +245,26 @@ async def test_duties_that_fail_to_start_give_the_lease_up() -> None:
         assert stops, "what had started is stopped"
         assert leases.record is not None
         assert leases.record.holder == ""
+
+
+async def test_a_stop_during_a_step_down_still_stops_the_duties() -> None:
+    clock, leases = ManualClock(), Leases()
+    replica = Replica(leases)
+    stopping = asyncio.Event()
+    finished: list[str] = []
+
+    async def slow_stop() -> None:
+        stopping.set()
+        await clock.sleep(5)  # the dispatcher draining its events
+        finished.append("stopped")
+
+    a = LeaderElector(replica, "a", SETTINGS, clock, on_stopped_leading=slow_stop)
+    a.start()
+    await until(clock, a.started_leading.wait())
+    replica.fail = TemporaryError("503")
+    await until(clock, stopping.wait())
+    assert not a.is_leader, "the flag drops before the duties are stopped"
+    assert not a.stopped_leading.is_set()
+    await until(clock, a.stop(release=False))  # SIGTERM while stepping down: cut short, redone
+    assert finished == ["stopped"]
+    assert a.stopped_leading.is_set()

@@ -87,6 +87,7 @@ class LeaderElector:
         self._duty: asyncio.Task[None] | None = None
         self._task: asyncio.Task[None] | None = None
         self._give_up = False
+        self._duties_up = False  # from started until stopped duties (on_stopped done)
         self.last_error: str | None = None
         self.started_leading = asyncio.Event()
         """Set while leading; cleared when leading stops."""
@@ -162,6 +163,7 @@ class LeaderElector:
 
     def _become_leader(self) -> None:
         self._leading = True
+        self._duties_up = True
         self.stopped_leading.clear()
         self.started_leading.set()
         log.info("leader election: %s leads (lease %s)", self.identity, self.settings.lease_name)
@@ -202,12 +204,14 @@ class LeaderElector:
                 return True
 
     async def _step_down(self, why: str, level: int = logging.WARNING) -> None:
-        """Stop leading at once: first the flag (readiness, metrics), then the duties."""
-        if not self._leading:
+        """Stop leading at once: first the flag (readiness, metrics), then the duties. A step-down
+        cut short (the gateway stopping meanwhile) is finished by the next call."""
+        if self._leading:
+            self._leading = False
+            self.started_leading.clear()
+            log.log(level, "leader election: %s stops leading: %s", self.identity, why)
+        if not self._duties_up:
             return
-        self._leading = False
-        self.started_leading.clear()
-        log.log(level, "leader election: %s stops leading: %s", self.identity, why)
         duty, self._duty = self._duty, None
         if duty is not None and not duty.done():
             duty.cancel()
@@ -215,8 +219,12 @@ class LeaderElector:
                 await duty
         try:
             await self._on_stopped()
-        finally:
-            self.stopped_leading.set()
+        except Exception:
+            # Logged, not raised: the election goes on (a crash here would leave the lease to
+            # be renewed by nobody and the replica a follower that never campaigns again).
+            log.exception("leader election: stopping the leader's duties failed")
+        self._duties_up = False
+        self.stopped_leading.set()
 
     # --- one try ------------------------------------------------------------------------------
 
