@@ -287,7 +287,7 @@ def test_kwok_runs_without_node_leases_by_default(tmp_path) -> None:
     cfg = ClusterConfig(state_dir=tmp_path)
     assert cfg.node_lease_seconds == 0
     argv = components.kwok(Toolchain(tmp_path), components.Layout(tmp_path), cfg)
-    assert "--node-lease-duration=0" in argv
+    assert "--node-lease-duration-seconds=0" in argv
     # Three heartbeats (kwok's jitter included) before a node turns Unknown, at least 60 s.
     assert components.node_monitor_grace(cfg) == max(3 * cfg.node_heartbeat_seconds * 11 // 10, 60)
     assert components.node_monitor_grace(replace(cfg, node_heartbeat_seconds=100)) == 330

@@ -184,7 +184,7 @@ def kwok(tc: Toolchain, lay: Layout, cfg: ClusterConfig) -> list[str]:
         f"--config={lay.kwok_config}",
         # A flag, not the config file: kwok turns a 0 in its config into 40 s; only the flag
         # turns leases off (0, the default: issue 14).
-        f"--node-lease-duration={cfg.node_lease_seconds}",
+        f"--node-lease-duration-seconds={cfg.node_lease_seconds}",
         "--v=WARN",
     ]
 

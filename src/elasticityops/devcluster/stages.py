@@ -192,7 +192,7 @@ def completion_stages() -> list[dict[str, Any]]:
 def kwok_configuration(server_address: str) -> dict[str, Any]:
     """Controller options; parallelism raised so thousands of pods move through their stages.
     No `nodeLeaseDurationSeconds`: kwok turns a 0 here into 40 s, so the lease duration is its
-    `--node-lease-duration` flag alone (components.kwok)."""
+    `--node-lease-duration-seconds` flag alone (components.kwok)."""
     return {
         "apiVersion": "config.kwok.x-k8s.io/v1alpha1",
         "kind": "KwokConfiguration",
