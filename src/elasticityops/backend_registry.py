@@ -3,13 +3,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import replace
 
 from elasticityops.domain.clock import Clock
 from elasticityops.domain.errors import FieldProblem, InvalidInput
 from elasticityops.domain.ports import Backend
 from elasticityops.elasticity.controller import WarmCapacity
+from elasticityops.ha.elector import LeaseStore
 from elasticityops.settings import Settings
 
 BackendFactory = Callable[[Settings, Clock], Backend]
@@ -58,6 +59,20 @@ def _kubernetes(settings: Settings, clock: Clock) -> Backend:
 
 
 register("kubernetes", _kubernetes)
+
+
+def build_lease_store(settings: Settings, clock: Clock) -> tuple[LeaseStore, Callable[[], Awaitable[None]]]:
+    """The Lease of --leader-elect on the cluster, and how to close its client. Its own client,
+    with no retries of its own: a renewal must not queue behind a burst's Job creations in the
+    backend's rate limiter, nor sit in back-off past the renew deadline (the elector retries
+    every retry period, and a late answer is as good as none)."""
+    from elasticityops.backends.kubernetes.api import KubeApi
+    from elasticityops.backends.kubernetes.lease_store import KubeLeaseStore
+
+    kube = replace(settings.kubernetes, max_retries=0, concurrency=2, qps=50.0, burst=50)
+    api = KubeApi.connect(kube, clock)
+    namespace = settings.leader.lease_namespace or settings.kubernetes.namespace
+    return KubeLeaseStore(api, namespace, settings.leader.lease_name), api.close
 
 
 def build_warm_capacity(settings: Settings, backend: Backend, clock: Clock) -> WarmCapacity:

@@ -9,7 +9,7 @@ import gc
 import os
 import secrets
 import stat
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from dataclasses import replace
 from pathlib import Path
@@ -22,7 +22,7 @@ from elasticityops.api.app import create_app
 from elasticityops.api.auth import TokenChecker, hash_token, new_token
 from elasticityops.api.metrics import Metrics
 from elasticityops.api.runtime import Runtime
-from elasticityops.backend_registry import build_backend, build_warm_capacity
+from elasticityops.backend_registry import build_backend, build_lease_store, build_warm_capacity
 from elasticityops.dispatch.dispatcher import Dispatcher, DispatchSettings
 from elasticityops.dispatch.functions import FunctionCache
 from elasticityops.dispatch.hub import ChangeHub
@@ -32,6 +32,8 @@ from elasticityops.domain.functions import load_function_text
 from elasticityops.domain.ports import Backend, FunctionRecord, Store
 from elasticityops.domain.tokens import Scope
 from elasticityops.elasticity.controller import HeadroomController
+from elasticityops.ha.elector import LeaderElector, LeaseStore
+from elasticityops.ha.settings import default_identity
 from elasticityops.settings import Settings
 from elasticityops.store.sql import SqlStore
 
@@ -290,17 +292,73 @@ async def start_headroom(
     return controller
 
 
+@asynccontextmanager
+async def _elected(
+    settings: Settings,
+    runtime: Runtime,
+    dispatcher: Dispatcher,
+    clock: Clock,
+    lease_store: LeaseStore | None,
+) -> AsyncIterator[LeaderElector]:
+    """A replica of --leader-elect: it starts as a follower (the API serves) and campaigns; while
+    it leads, it runs the dispatcher (whose start adopts the work in flight: Job names derive from
+    invocation ids, so nothing is launched twice) and the headroom controller. Losing the lease
+    stops both at once, before the lease can expire for the others. On the way out it stops
+    leading and releases the lease, so a follower takes over at its next look."""
+
+    async def lead() -> None:
+        await dispatcher.start()
+        if settings.headroom.enabled:
+            runtime.headroom = await start_headroom(
+                settings, runtime.store, runtime.backend, clock, dispatcher, runtime.functions
+            )
+
+    async def follow() -> None:
+        controller, runtime.headroom = runtime.headroom, None
+        if controller is not None:
+            dispatcher.unwatch(controller.seen)
+            await controller.stop()
+        await dispatcher.stop()
+
+    close: Callable[[], Awaitable[None]] = _nothing
+    if lease_store is None:
+        lease_store, close = build_lease_store(settings, clock)
+    elector = LeaderElector(
+        lease_store,
+        settings.leader.identity or default_identity(),
+        settings.leader,
+        clock,
+        on_started_leading=lead,
+        on_stopped_leading=follow,
+    )
+    runtime.election = elector
+    elector.start()
+    try:
+        yield elector
+    finally:
+        try:
+            await elector.stop(release=True)
+        finally:
+            await close()
+
+
+async def _nothing() -> None:
+    return None
+
+
 def build_app(
     settings: Settings,
     clock: Clock | None = None,
     *,
     backend: Backend | None = None,
     store: Callable[[SqlStore], SqlStore] | None = None,
+    lease_store: LeaseStore | None = None,
     freeze_heap: bool = True,
 ) -> FastAPI:
     """The gateway as an ASGI app; its lifespan opens the store and runs the dispatcher.
-    `backend` replaces the one the settings name, and `store` wraps the opened store (tests
-    drive the dispatcher's failure paths in process through these, without `freeze_heap`,
+    `backend` replaces the one the settings name, `store` wraps the opened store, and
+    `lease_store` replaces the Lease on the cluster of --leader-elect (tests drive the
+    dispatcher's failure paths and the roles in process through these, without `freeze_heap`,
     which only pays in a gateway process of its own)."""
     the_clock = clock or SystemClock()
 
@@ -332,6 +390,12 @@ def build_app(
                 metrics=metrics,
             )
             app.state.runtime = runtime
+            if settings.leader.leader_elect:
+                async with _elected(settings, runtime, dispatcher, the_clock, lease_store):
+                    if freeze_heap:
+                        _freeze_startup_heap()
+                    yield
+                return
             await dispatcher.start()
             if settings.headroom.enabled:
                 runtime.headroom = await start_headroom(

@@ -18,6 +18,7 @@ from elasticityops.backends.local.settings import LocalBackendSettings
 from elasticityops.dispatch.dispatcher import DispatchSettings
 from elasticityops.domain.errors import FieldProblem, InvalidInput
 from elasticityops.elasticity.settings import HeadroomSettings, over_budget
+from elasticityops.ha.settings import LeaderElectionSettings, timing_problems
 from elasticityops.knobs import knob, knob_factory, load, spec
 
 MIB = 1024 * 1024
@@ -98,6 +99,7 @@ class Settings:
     dispatch: DispatchSettings = field(default_factory=lambda: DispatchSettings(server_secret=b""))
     kubernetes: KubernetesSettings = field(default_factory=KubernetesSettings)
     headroom: HeadroomSettings = field(default_factory=HeadroomSettings)
+    leader: LeaderElectionSettings = field(default_factory=LeaderElectionSettings)
 
     @property
     def database_url(self) -> str:
@@ -138,4 +140,37 @@ def load_settings(env: Mapping[str, str] | None = None, given: Mapping[str, Any]
     too_much = over_budget(settings.headroom.policy(), settings.dispatch.gpu_budget)
     if too_much is not None:
         raise InvalidInput([FieldProblem("--headroom", too_much, "e.g. --headroom warm:2 --gpu-budget 8")])
+    election = election_problems(settings)
+    if election:
+        raise InvalidInput(election)
     return settings
+
+
+_LEADER_ELECT = "--leader-elect / EOPS_LEADER_ELECT"
+
+
+def election_problems(settings: Settings) -> list[FieldProblem]:
+    """Why these settings cannot run as one of several replicas (none without --leader-elect)."""
+    if not settings.leader.leader_elect:
+        return []
+    problems = []
+    if settings.backend != "kubernetes":
+        problems.append(
+            FieldProblem(
+                _LEADER_ELECT,
+                f"leader election is for --backend kubernetes, not {settings.backend}: the local backend "
+                "runs one machine's processes on its GPU slots, and its data dir is locked by one gateway",
+                "run one gateway without --leader-elect, or use --backend kubernetes",
+            )
+        )
+    scheme = settings.database_url.partition(":")[0].partition("+")[0].lower()
+    if scheme == "sqlite":
+        problems.append(
+            FieldProblem(
+                _LEADER_ELECT,
+                "leader election needs a database all replicas share, and SQLite is one file, locked "
+                "by one gateway",
+                "set --database-url postgresql+psycopg://USER:PASSWORD@HOST/DB on every replica",
+            )
+        )
+    return problems + timing_problems(settings.leader)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 
+import orjson
 from fastapi import APIRouter, Request, Response
 from prometheus_client import CONTENT_TYPE_LATEST
 
@@ -30,10 +31,37 @@ async def healthz() -> dict[str, str]:
     return {"status": "ok"}
 
 
+_READY_DOC = (
+    "Ready to serve. `role` says what this replica does: `leader` (it runs the dispatcher and the "
+    "headroom controller; a single gateway always is) or `follower` (one of several replicas with "
+    "--leader-elect: it serves the API while the leader dispatches); with leader election, "
+    "`leader` is the identity holding the Lease as this replica last saw it."
+)
+
+
 @router.get(
     "/readyz",
-    summary="The store answers and the dispatcher runs",
-    responses={503: {"model": ErrorOut, "description": "not ready; the message says what is missing"}},
+    summary="The store answers, and on the leader the dispatcher runs",
+    responses={
+        200: {
+            "description": _READY_DOC,
+            "content": {
+                "application/json": {
+                    "examples": {
+                        "single gateway": {"value": {"status": "ready", "role": "leader"}},
+                        "follower": {
+                            "value": {"status": "ready", "role": "follower", "leader": "eops-7c9f-2xk4p"}
+                        },
+                    }
+                }
+            },
+        },
+        503: {
+            "model": ErrorOut,
+            "description": "not ready: the store does not answer, or the leader's dispatcher is "
+            "starting or stopping; the message says which",
+        },
+    },
 )
 async def readyz(request: Request) -> Response:
     rt = _runtime(request)
@@ -41,9 +69,12 @@ async def readyz(request: Request) -> Response:
         await asyncio.wait_for(rt.store.ping(), _READY_TIMEOUT_S)
     except (TimeoutError, EopsError) as exc:
         return error_response(503, "not_ready", f"the store does not answer: {exc}")
-    if not rt.dispatcher.running:
+    body: dict[str, str] = {"status": "ready", "role": rt.role}
+    if rt.election is not None:
+        body["leader"] = rt.leader
+    if rt.role == "leader" and not rt.dispatcher.running:
         return error_response(503, "not_ready", "the dispatcher is not running (starting or stopping)")
-    return Response(content=b'{"status":"ready"}', media_type="application/json")
+    return Response(content=orjson.dumps(body), media_type="application/json")
 
 
 @router.get("/metrics", summary="Prometheus metrics", response_class=Response)
@@ -56,5 +87,5 @@ async def metrics(request: Request) -> Response:
     free = gpus_free(in_use, rt.settings.dispatch.gpu_budget, rt.backend.free_gpus())
     budget_free = room_by_type(rt.settings.dispatch.gpu_budget, in_use, {})
     pools = status_rows(rt.headroom.pools) if rt.headroom is not None else []
-    body = rt.metrics.render(counts, in_use, free, budget_free, pools)
+    body = rt.metrics.render(counts, in_use, free, budget_free, pools, leader=rt.role == "leader")
     return Response(content=body, media_type=CONTENT_TYPE_LATEST)

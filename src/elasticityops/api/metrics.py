@@ -57,6 +57,11 @@ class Metrics:
             ["shape", "gpu_type"],
             registry=self.registry,
         )
+        self.leader = Gauge(
+            "eops_leader",
+            "1 on the replica that runs the dispatcher (the leader, or the only gateway), 0 on a follower",
+            registry=self.registry,
+        )
         self.time_to_start = Histogram(
             "eops_time_to_start_seconds",
             "From accepted to started",
@@ -123,6 +128,8 @@ class Metrics:
         gpus_free: int | None,
         budget_free: Mapping[str, int] | None = None,
         headroom: Sequence[Mapping[str, object]] = (),
+        *,
+        leader: bool = True,
     ) -> bytes:
         """`in_use` GPUs held per type; `budget_free` what the per-type budget allows per type;
         `headroom` the controller's pools (controller.status_rows)."""
@@ -131,6 +138,7 @@ class Metrics:
         self.queue_depth.set(counts.get(State.queued, 0))
         self.gpus_in_use.set(sum(in_use.values()))
         self.gpus_free.set(-1 if gpus_free is None else gpus_free)
+        self.leader.set(1 if leader else 0)
         # Set afresh each scrape, so that a type no longer in use (nor capped) drops out instead of
         # keeping its last value; a capped type reads 0 when idle.
         self.gpus_in_use_by_type.clear()

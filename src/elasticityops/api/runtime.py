@@ -25,6 +25,18 @@ class DispatcherControl(Protocol):
     async def cancel(self, invocation_id: str) -> Invocation: ...
 
 
+class Leadership(Protocol):
+    """The part of the leader elector the API reads (ha/elector.py)."""
+
+    @property
+    def is_leader(self) -> bool: ...
+
+    @property
+    def leader(self) -> str: ...
+
+    def observed_age(self) -> float | None: ...
+
+
 @dataclass
 class Runtime:
     settings: Settings
@@ -38,3 +50,20 @@ class Runtime:
     functions: FunctionCache
     metrics: Metrics = field(default_factory=Metrics)
     headroom: HeadroomController | None = None
+    election: Leadership | None = None
+    """The leader elector with --leader-elect; None: this gateway is the only one, the leader."""
+
+    @property
+    def role(self) -> str:
+        """leader (runs the dispatcher and headroom controller) or follower (serves the API)."""
+        return "leader" if self.election is None or self.election.is_leader else "follower"
+
+    @property
+    def leader(self) -> str:
+        """The identity of the leader as this replica last saw it ("" unknown or none)."""
+        return "" if self.election is None else self.election.leader
+
+    @property
+    def lease_age_s(self) -> float | None:
+        """Seconds since this replica saw the Lease change (None: no election, or not read yet)."""
+        return None if self.election is None else self.election.observed_age()

@@ -41,6 +41,7 @@ _PANELS = {
     "local": "Local backend",
     "kubernetes": "Kubernetes backend",
     "headroom": "Warm capacity (headroom)",
+    "leader": "High availability (leader election)",
 }
 
 

@@ -175,6 +175,11 @@ class Dispatcher:
         cheap and must not raise: it runs on the admission and event paths."""
         self._watchers.append(watcher)
 
+    def unwatch(self, watcher: Callable[[Invocation], None]) -> None:
+        """Stop calling `watcher` (a headroom controller stopped when its leader steps down)."""
+        with contextlib.suppress(ValueError):
+            self._watchers.remove(watcher)
+
     def _tell(self, invocation: Invocation) -> None:
         for watcher in self._watchers:
             watcher(invocation)

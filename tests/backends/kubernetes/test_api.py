@@ -142,6 +142,20 @@ async def test_patch_is_a_merge_patch(clock: ManualClock) -> None:
     assert seen.body == b'{"metadata":{"labels":{"x":"y"}}}'
 
 
+async def test_replace_is_a_put_and_a_stale_resource_version_is_a_conflict(clock: ManualClock) -> None:
+    lease = "/apis/coordination.k8s.io/v1/namespaces/ns/leases/l"
+    stale = Reply(409, {"reason": "Conflict", "message": "the object has been modified"})
+    async with scripted([Reply(200, {"kind": "Lease"}), stale]) as srv:
+        api = await _api(srv, clock)
+        assert await api.replace(lease, {"metadata": {"resourceVersion": "7"}}) == {"kind": "Lease"}
+        with pytest.raises(Conflict, match="the object has been modified"):
+            await api.replace(lease, {"metadata": {"resourceVersion": "7"}})
+        await api.close()
+    assert [(seen.method, seen.target) for seen in srv.seen] == [("PUT", lease), ("PUT", lease)]
+    assert srv.seen[0].headers["content-type"] == "application/json"
+    assert srv.seen[0].body == b'{"metadata":{"resourceVersion":"7"}}'
+
+
 async def test_get_passes_params_and_create_sends_json(clock: ManualClock) -> None:
     async with scripted([Reply(200, {"kind": "Status"}), Reply(201, {"kind": "Job"})]) as srv:
         api = await _api(srv, clock)

@@ -243,6 +243,11 @@ class KubeApi:
         """One object, or any other JSON document the server serves (/version, discovery)."""
         return await self.request("GET", path, params=params)
 
+    async def replace(self, path: str, body: KubeObject) -> KubeObject:
+        """PUT the whole object; with `metadata.resourceVersion` set, a Conflict (409) when the
+        object has changed since (optimistic concurrency, as the Lease's holder needs)."""
+        return await self.request("PUT", path, body=body)
+
     async def patch(self, path: str, body: KubeObject) -> KubeObject:
         """A JSON merge patch (RFC 7386): the fields in `body` replace the object's, null deletes."""
         return await self.request("PATCH", path, body=body, content_type=MERGE_PATCH)

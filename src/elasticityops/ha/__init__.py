@@ -1,0 +1,1 @@
+"""High availability: one leader among the gateway replicas, elected on a Kubernetes Lease."""

@@ -1,0 +1,190 @@
+"""The gateway's roles in process: the app `build_app` makes with --leader-elect, on a real SQLite
+store, a backend that only records, and the in-memory Lease, over httpx's ASGI transport. A
+replica starts as a follower that serves the API and dispatches nothing; it leads when the lease
+is released, and stops its dispatcher at once when another holder shows up. With real gateway
+processes and the real Lease: tests/backends/kubernetes/test_replicas_cluster.py."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Callable, Sequence
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from elasticityops.api.runtime import Runtime
+from elasticityops.domain.invocations import Invocation
+from elasticityops.domain.ports import EventSink, LaunchRequest
+from elasticityops.ha.lease import LeaseRecord, released
+from elasticityops.ha.settings import LeaderElectionSettings
+from elasticityops.server import build_app, create_token
+from elasticityops.settings import load_settings
+
+from .memory_leases import Leases, Replica
+
+pytestmark = pytest.mark.anyio
+
+ELECTION = LeaderElectionSettings(
+    leader_elect=True, identity="me", lease_duration_s=2, renew_deadline_s=1.0, retry_period_s=0.2
+)
+HELLO = b'{"name": "hello", "command": ["python", "-c", "pass"]}'
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+@dataclass
+class RecordingBackend:
+    """Runs nothing; says when it was started and stopped and what it was asked to launch."""
+
+    name = "recording"
+    runs: list[str] = field(default_factory=list)
+    launched: list[str] = field(default_factory=list)
+
+    async def start(self, sink: EventSink) -> None:
+        self.runs.append("start")
+
+    async def stop(self) -> None:
+        self.runs.append("stop")
+
+    def free_gpus(self) -> int | None:
+        return None
+
+    def total_gpus(self) -> int | None:
+        return None
+
+    def max_payload_bytes(self) -> int | None:
+        return None
+
+    async def launch(self, request: LaunchRequest) -> None:
+        self.launched.append(request.invocation.id)
+
+    async def cancel(self, invocation: Invocation) -> None:
+        return None
+
+    async def preempt(self, invocation: Invocation) -> None:
+        return None
+
+    async def adopt(self, active: Sequence[Invocation]) -> list[str]:
+        return [i.id for i in active if i.id not in self.launched]
+
+    async def logs(self, invocation: Invocation, follow: bool) -> AsyncIterator[bytes]:
+        yield b""
+
+
+@dataclass
+class Gateway:
+    runtime: Runtime
+    client: httpx.AsyncClient
+    backend: RecordingBackend
+
+    async def ready(self) -> tuple[int, Any]:
+        answer = await self.client.get("/readyz")
+        return answer.status_code, answer.json()
+
+    async def leader_gauge(self) -> str:
+        text = (await self.client.get("/metrics")).text
+        return next(line for line in text.splitlines() if line.startswith("eops_leader "))
+
+
+def _now() -> datetime:
+    return datetime.now(UTC)
+
+
+def held_by(holder: str, leases: Leases, duration: int = 60) -> None:
+    """Another replica writes the lease (a long one: it stays fresh for the whole test)."""
+    previous = leases.record
+    transitions = 0 if previous is None else previous.transitions + 1
+    leases.stored(LeaseRecord(holder, duration, _now(), _now(), transitions))
+
+
+@asynccontextmanager
+async def replica(tmp_path: Path, leases: Leases, **env: str) -> AsyncIterator[Gateway]:
+    settings = load_settings(env={"EOPS_DATA_DIR": str(tmp_path), "EOPS_DISPATCH_TICK_SECONDS": "0.1", **env})
+    # In code, past load_settings' refusal of SQLite and the local backend: the roles are what
+    # this tests, not the sharing of a database.
+    settings = replace(settings, leader=ELECTION)
+    backend = RecordingBackend()
+    app = build_app(settings, backend=backend, lease_store=Replica(leases), freeze_heap=False)
+    async with app.router.lifespan_context(app):
+        runtime: Runtime = app.state.runtime
+        token = await create_token(runtime.store, "test", runtime.clock)  # type: ignore[arg-type]
+        async with httpx.AsyncClient(
+            transport=httpx.ASGITransport(app=app),
+            base_url="http://127.0.0.1",
+            headers={"Authorization": f"Bearer {token}"},
+        ) as client:
+            deployed = await client.put("/v1/functions/hello", content=HELLO)
+            assert deployed.status_code in (200, 201), deployed.text
+            yield Gateway(runtime, client, backend)
+
+
+async def eventually(check: Callable[[], bool], within_s: float) -> None:
+    async with asyncio.timeout(within_s):
+        while not check():  # noqa: ASYNC110 - the roles have no event to wait on from here
+            await asyncio.sleep(0.02)
+
+
+async def test_a_follower_serves_leads_once_released_and_stops_at_once_when_deposed(tmp_path: Path) -> None:
+    leases = Leases()
+    held_by("other", leases)
+    async with replica(tmp_path, leases) as r:
+        await eventually(lambda: r.runtime.leader == "other", 2)
+        assert await r.ready() == (200, {"status": "ready", "role": "follower", "leader": "other"})
+        assert await r.leader_gauge() == "eops_leader 0.0"
+        accepted = await r.client.post("/v1/functions/hello/invocations", content=b"{}")
+        assert accepted.status_code == 202, "a follower accepts"
+        inv = accepted.json()["id"]
+        await asyncio.sleep(0.5)
+        assert r.backend.runs == [], "a follower never starts the backend's watches"
+        assert r.backend.launched == []
+        assert r.runtime.lease_age_s is not None
+
+        assert leases.record is not None
+        leases.stored(released(leases.record, _now()))
+        await eventually(lambda: r.runtime.dispatcher.running, 3)
+        assert await r.ready() == (200, {"status": "ready", "role": "leader", "leader": "me"})
+        assert await r.leader_gauge() == "eops_leader 1.0"
+        await eventually(lambda: inv in r.backend.launched, 3)  # adopted and admitted by the new leader
+        assert leases.record.holder == "me"
+        assert leases.record.transitions == 1, "other -> released (no transition) -> me"
+
+        held_by("intruder", leases)
+        await eventually(lambda: not r.runtime.dispatcher.running, ELECTION.retry_period_s + 1)
+        assert r.backend.runs == ["start", "stop"]
+        assert await r.ready() == (200, {"status": "ready", "role": "follower", "leader": "intruder"})
+    assert leases.record.holder == "intruder", "a follower gives nothing up on its way out"
+
+
+async def test_a_leader_releases_the_lease_on_its_way_out(tmp_path: Path) -> None:
+    leases = Leases()
+    async with replica(tmp_path, leases) as r:
+        await eventually(lambda: r.runtime.dispatcher.running, 3)
+        assert r.runtime.role == "leader"
+    assert r.backend.runs == ["start", "stop"]
+    assert leases.record is not None
+    assert (leases.record.holder, leases.record.lease_duration_s) == ("", 1)
+
+
+async def test_on_a_follower_headroom_names_the_leader_and_metrics_answer(tmp_path: Path) -> None:
+    leases = Leases()
+    held_by("gw-0", leases)
+    async with replica(tmp_path, leases, EOPS_HEADROOM="warm:1") as r:
+        await eventually(lambda: r.runtime.leader == "gw-0", 2)
+        answer = await r.client.get("/v1/headroom")
+        assert answer.status_code == 503
+        assert answer.json()["error"]["message"].startswith(
+            "this replica is a follower; the leader gw-0 runs the headroom controller"
+        )
+        assert "Retry-After" in answer.headers
+        metrics = await r.client.get("/metrics")
+        assert metrics.status_code == 200
+        held = [line for line in metrics.text.splitlines() if line.startswith("eops_headroom_held{")]
+        assert held == [], "a follower holds no warm capacity"
