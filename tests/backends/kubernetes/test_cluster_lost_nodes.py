@@ -1,8 +1,15 @@
-"""A GPU node lost under a running pod, as a spot reclaim looks in the dev cluster: the node the
-autoscaler added is deleted (a baseline node would be put back by the simulated cloud under the
-same name, which no reclaimed spot VM is), the pod GC fails its orphaned pod, and the gateway
-requeues the invocation as its next attempt while its function's retries last, else fails it
-`evicted` naming the node."""
+"""A GPU node lost under a running pod, as a spot reclaim looks in the dev cluster: a node the
+autoscaler added (a baseline node would be put back by the simulated cloud under the same name,
+which no reclaimed spot VM is) shuts down and its Node object is deleted. The gateway requeues
+the invocation as its next attempt while its function's retries last, else fails it `evicted`
+naming the node.
+
+The shutdown comes first as the `node.kubernetes.io/out-of-service` NoExecute taint (what a node
+that has shut down is given; the taint manager then deletes its pods), and the Node is deleted
+once its pods are gone. Deleting the Node alone would not do here: kwok plays the delayed
+"finished" stage of a pod whose node it no longer knows, so the pod would succeed on a node that
+is gone before the pod GC (about 40 s later) fails it.
+"""
 
 from __future__ import annotations
 
@@ -19,7 +26,8 @@ from .cluster_support import deploy, ensure_priority_classes, invoke, jobs_of, k
 
 pytestmark = [pytest.mark.cluster, pytest.mark.slow]
 
-RUN_S = 45  # long enough to be running when its node goes; its retry runs as long
+RUN_S = 30  # long enough to be running when its node goes; its retry runs as long
+OUT_OF_SERVICE = "node.kubernetes.io/out-of-service=nodeshutdown:NoExecute"
 
 
 @pytest.fixture(scope="module")
@@ -52,6 +60,22 @@ def _live_pods(cluster: Any, namespace: str) -> list[str]:
     ]
 
 
+def _pods_on(cluster: Any, namespace: str, node: str) -> list[str]:
+    with cluster.api() as api:
+        pods, _ = api.list(f"/api/v1/namespaces/{namespace}/pods", {"fieldSelector": f"spec.nodeName={node}"})
+    return [p["metadata"]["name"] for p in pods]
+
+
+def _reclaim(cluster: Any, namespace: str, node: str) -> None:
+    """The spot VM under `node` is reclaimed: the node shuts down, then it is deleted."""
+    cluster.kubectl("taint", "node", node, OUT_OF_SERVICE)
+    deadline = time.monotonic() + 60
+    while _pods_on(cluster, namespace, node):
+        assert time.monotonic() < deadline, f"pods still on {node}: {_pods_on(cluster, namespace, node)}"
+        time.sleep(0.5)
+    cluster.kubectl("delete", "node", node, "--wait=false")
+
+
 def test_a_lost_node_is_retried_as_the_functions_retries_say(
     cluster: Any, dev_namespace: str, tmp_path: Path
 ) -> None:
@@ -70,17 +94,16 @@ def test_a_lost_node_is_retried_as_the_functions_retries_say(
         assert nodes[keeps] != nodes[once], nodes  # one T4 each
         for node in nodes.values():
             assert _role(cluster, node) == "autoscaled", node
-            cluster.kubectl("delete", "node", node, "--wait=false")
+            _reclaim(cluster, dev_namespace, node)
 
-        # The pod GC fails the orphaned pods (after its quarantine of a node gone, about 40 s).
-        again = _until(gw, keeps, lambda s: s["attempt"] == 1, "requeued as attempt 1", timeout=180)
+        again = _until(gw, keeps, lambda s: s["attempt"] == 1, "requeued as attempt 1", timeout=120)
         lost = [n for n in again["notes"] if n["kind"] == "NodeLost"]
         assert lost, again["notes"]
         assert lost[-1]["message"].startswith(f"node lost: {nodes[keeps]} went away"), lost
         assert "requeued as attempt 1 (retry 1 of 1)" in lost[-1]["message"]
         assert again["timeline"]["preempted"] is not None
 
-        failed = wait_state(gw, once, {"failed"}, timeout=180)
+        failed = wait_state(gw, once, {"failed"}, timeout=120)
         assert failed["failure_reason"] == "evicted"
         assert failed["attempt"] == 0
         assert failed["message"].startswith(f"node lost: {nodes[once]} went away"), failed["message"]
