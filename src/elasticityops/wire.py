@@ -62,7 +62,9 @@ class TimelineOut(BaseModel):
     started: datetime | None = None
     finished: datetime | None = None
     preempted: datetime | None = Field(
-        None, description="the latest preemption; the milestones before it are the current attempt's"
+        None,
+        description="the latest requeue (preempted, or its node lost); the milestones after it "
+        "are the current attempt's",
     )
 
 
@@ -82,8 +84,8 @@ class InvocationOut(BaseModel):
     priority: str
     attempt: int = Field(
         0,
-        description="0 for the first run; one more each time preemption put it back in the queue "
-        "(its function's retries), each attempt a job of its own",
+        description="0 for the first run; one more each time preemption or the loss of its node "
+        "put it back in the queue (its function's retries), each attempt a job of its own",
     )
     preempting_by: str | None = Field(
         None, description="while being preempted: the higher-priority invocation it makes way for"

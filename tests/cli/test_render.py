@@ -165,7 +165,7 @@ def test_a_preempted_invocation_shows_its_attempt_and_when_it_was_preempted() ->
     console.print(render.invocation_detail(again, now=at(5)))
     text = console.export_text()
     assert "attempt 1" in text
-    assert "last preempted" in text
+    assert "last requeued" in text
     assert "Preempted: preempted by inv-9" in text
     first = Console(width=200, record=True, color_system=None)
     first.print(render.invocation_detail(inv(State.running, {"dispatched": 1, "started": 2}), now=at(5)))

@@ -8,6 +8,7 @@ from collections.abc import Mapping, Sequence
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
 from elasticityops.domain.invocations import FailureReason, Invocation, State
+from elasticityops.domain.retry import NODE_LOST
 
 # Seconds: from a warm local slot (milliseconds) to a GPU node being provisioned (minutes).
 _START_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 900, 1800)
@@ -93,6 +94,13 @@ class Metrics:
             ["outcome"],
             registry=self.registry,
         )
+        self.lost_nodes = Counter(
+            "eops_node_losses",
+            "Invocations whose node was lost under them (spot reclaim, node deleted), by outcome: "
+            "requeued (retries left) or failed (reason evicted)",
+            ["outcome"],
+            registry=self.registry,
+        )
 
         self.commit_writes = Histogram(
             "eops_store_commit_writes",
@@ -116,10 +124,14 @@ class Metrics:
         if after.state.terminal and durations["run"] is not None:
             self.duration.labels(state=after.state.value).observe(durations["run"])
         if previous in (State.pending, State.running):
+            # A requeue's note says what took the attempt away (domain.retry writes one each time).
+            node_lost = bool(after.notes) and after.notes[-1].kind == NODE_LOST
             if after.state is State.queued:
-                self.preemptions.labels(outcome="requeued").inc()
+                (self.lost_nodes if node_lost else self.preemptions).labels(outcome="requeued").inc()
             elif after.state is State.failed and after.failure_reason is FailureReason.preempted:
                 self.preemptions.labels(outcome="failed").inc()
+            elif after.state is State.failed and node_lost:
+                self.lost_nodes.labels(outcome="failed").inc()
 
     def render(
         self,

@@ -156,7 +156,7 @@ def milestones_table(inv: InvocationOut) -> Table:
     ):
         table.add_row(name, clock_time(at))
     if tl.preempted is not None:
-        table.add_row("last preempted", clock_time(tl.preempted))
+        table.add_row("last requeued", clock_time(tl.preempted))
     return table
 
 
@@ -169,7 +169,7 @@ def invocation_detail(inv: InvocationOut, now: datetime) -> RenderableType:
     if inv.gpu_type:
         facts.append(inv.gpu_type)
     if inv.attempt:
-        facts.append(f"attempt {inv.attempt} (preempted {inv.attempt}x)")
+        facts.append(f"attempt {inv.attempt} (requeued {inv.attempt}x)")
     if inv.preempting_by:
         facts.append(f"being preempted for {inv.preempting_by}")
     if inv.node:

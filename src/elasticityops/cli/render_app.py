@@ -104,10 +104,10 @@ def job(
 def deploy(given: dict[str, Any]) -> None:
     """Print everything `kubectl apply` needs to run ElasticityOps in a cluster."""
     try:
-        options = load(DeployOptions(), environ(DEPLOY_KUBE), given)
+        objects = build_deploy(load(DeployOptions(), environ(DEPLOY_KUBE), given))
     except EopsError as exc:
         raise _fail(exc) from None
-    typer.echo(dump_yaml(build_deploy(options)), nl=False)
+    typer.echo(dump_yaml(objects), nl=False)
 
 
 # The ops renders (`render gke`, `render elasticity`) live in render_ops.py (issue 6).

@@ -19,6 +19,7 @@ from dataclasses import dataclass, replace
 from elasticityops.dispatch.cycle import ActiveCounts, CyclePlan, by_version, plan_cycle
 from elasticityops.dispatch.functions import FunctionCache
 from elasticityops.dispatch.hub import ChangeHub
+from elasticityops.dispatch.lost_nodes import end_lost_node
 from elasticityops.dispatch.preempting import Preempter
 from elasticityops.dispatch.reconcile import callback_url, plan_cancel, plan_recovery
 from elasticityops.dispatch.relaunch import Relauncher, can_relaunch
@@ -438,8 +439,13 @@ class Dispatcher:
                 await self.clock.sleep(0.2 * failures)
 
     async def _record(self, event: BackendEvent) -> None:
-        """One store write per event: the store folds it into the row (`apply_event`)."""
-        recorded = await self.store.record(event)
+        """One store write per event: the store folds it into the row (`apply_event`); an end
+        that says its node was lost is requeued or failed as its function's retries say."""
+        lost = await end_lost_node(self.store, self.functions, event)
+        if lost is not None:
+            self.hub.changed(event.invocation_id)
+            self._tell(lost)
+        recorded = None if lost is not None else await self.store.record(event)
         if recorded is not None:
             self.hub.changed(event.invocation_id)
             self._tell(recorded[1])

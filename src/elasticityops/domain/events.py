@@ -36,6 +36,10 @@ class Finished:
     exit_code: int | None = None
     message: str = ""
     result: bytes | None = None  # what the job left as its result (a callback's result wins)
+    lost_node: str | None = None
+    """The node that went away under the job (spot preemption, node deleted or shut down): an
+    `evicted` end through no fault of its own, retried as its function's `retries` say
+    (domain.retry). A process killed by a signal it did not ask for is no lost node."""
 
     def __post_init__(self) -> None:
         if not self.state.terminal:
@@ -47,6 +51,8 @@ class Finished:
             raise ValueError("a success has no failure reason")
         if self.state is State.failed and self.reason is None:
             raise ValueError("a failure names its reason")
+        if self.lost_node is not None and self.reason is not FailureReason.evicted:
+            raise ValueError("a lost node is an eviction")
 
     @classmethod
     def succeeded(cls, at: datetime, *, result: bytes | None = None, message: str = "") -> Finished:
@@ -54,9 +60,15 @@ class Finished:
 
     @classmethod
     def failed(
-        cls, at: datetime, reason: FailureReason, message: str, *, exit_code: int | None = None
+        cls,
+        at: datetime,
+        reason: FailureReason,
+        message: str,
+        *,
+        exit_code: int | None = None,
+        lost_node: str | None = None,
     ) -> Finished:
-        return cls(State.failed, at, reason=reason, exit_code=exit_code, message=message)
+        return cls(State.failed, at, reason=reason, exit_code=exit_code, message=message, lost_node=lost_node)
 
     @classmethod
     def cancelled(cls, at: datetime, message: str = "cancelled") -> Finished:

@@ -164,8 +164,9 @@ class FunctionSpec(_Strict):
         0,
         ge=0,
         le=MAX_RETRIES,
-        description="how many times an invocation ended by preemption is put back in the queue "
-        f"(0-{MAX_RETRIES}) before it fails with reason preempted; meant for lost nodes too",
+        description="how many times an invocation ended by preemption, or by the loss of its node "
+        f"(a spot reclaim), is put back in the queue (0-{MAX_RETRIES}) before it fails with reason "
+        "preempted (evicted for a lost node)",
     )
     annotations: dict[str, str] = Field(
         default_factory=dict,

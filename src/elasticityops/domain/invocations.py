@@ -61,7 +61,7 @@ TRANSITIONS: dict[State, frozenset[State]] = {
             State.failed,  # includes preempted with no retries left
             State.cancelled,
             State.timed_out,
-            State.queued,  # preempted with retries left: requeued as its next attempt
+            State.queued,  # preempted or its node lost, retries left: requeued as its next attempt
         }
     ),
     # Terminal states: no way out.
@@ -102,7 +102,7 @@ class Timeline:
     capacity_ready: datetime | None = None  # a GPU (slot / node) is assigned
     started: datetime | None = None  # the process / container is running
     finished: datetime | None = None
-    preempted: datetime | None = None  # the latest preemption (it then went back to the queue)
+    preempted: datetime | None = None  # the latest requeue (preempted, or its node lost)
 
     def durations(self) -> dict[str, float | None]:
         """Seconds spent in each phase: queue, capacity, start, run."""
@@ -150,7 +150,7 @@ class Invocation:
     # The GPU type it was admitted on (one of its spec's gpu.types); None while queued, and for
     # invocations admitted before the gateway kept it (their spec's first type).
     gpu_type: str | None = None
-    attempt: int = 0  # 0 for the first run; one more each time preemption requeues it
+    attempt: int = 0  # 0 for the first run; one more each time preemption or a lost node requeues it
     preempting_by: str | None = None
     """While being preempted: the invocation it makes way for. Durable intent, so a gateway that
     dies between stopping the job and requeueing it finishes the preemption on restart."""

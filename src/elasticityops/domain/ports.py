@@ -59,6 +59,7 @@ class Change:
     node: str | None = None
     gpu_type: str | None = None  # admission: the GPU type it is launched on
     note: Note | None = None  # added to its notes with the transition (a preemption says by whom)
+    attempt: int | None = None  # compare-and-set on the attempt too (None: any attempt)
 
 
 class Store(Protocol):

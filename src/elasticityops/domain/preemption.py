@@ -15,8 +15,9 @@ from datetime import datetime
 
 from elasticityops.domain.admission import AdmissionSnapshot, QueuedItem, admission_order
 from elasticityops.domain.functions import Priority
-from elasticityops.domain.invocations import ACTIVE_STATES, FailureReason, Invocation, Note, State
+from elasticityops.domain.invocations import FailureReason, Invocation, Note
 from elasticityops.domain.ports import Change
+from elasticityops.domain.retry import next_attempt_or_fail
 
 PREEMPTING = "Preempting"  # note kinds: the intent, then what it came to
 PREEMPTED = "Preempted"
@@ -129,26 +130,10 @@ def preempting_note(victim: Invocation, by: str, at: datetime) -> Note:
 
 def end_of_preemption(victim: Invocation, retries: int, at: datetime) -> Change:
     """What preemption does to `victim` once its job is stopped: back in the queue as its next
-    attempt while it has retries left (`retries` of its function), else failed `preempted`. A
-    compare-and-set on the active states: a victim that ended meanwhile is left as it ended."""
+    attempt while it has retries left (`retries` of its function), else failed `preempted`
+    (domain.retry). A compare-and-set on the active states: a victim that ended meanwhile is
+    left as it ended."""
     by = victim.preempting_by or "higher-priority work"
-    active = frozenset(ACTIVE_STATES)
-    if victim.attempt < retries:
-        attempt = victim.attempt + 1
-        message = f"preempted by {by}; requeued as attempt {attempt} (retry {attempt} of {retries})"
-        note = Note(at, PREEMPTED, message)
-        return Change(victim.id, State.queued, at, from_states=active, message=message, note=note)
-    message = (
-        f"preempted by {by} after {victim.attempt} retries (its function allows {retries}); "
-        "raise the function's retries to requeue it instead, or invoke it again"
-    )
-    note = Note(at, PREEMPTED, message)
-    return Change(
-        victim.id,
-        State.failed,
-        at,
-        from_states=active,
-        reason=FailureReason.preempted,
-        message=message,
-        note=note,
+    return next_attempt_or_fail(
+        victim, retries, at, cause=f"preempted by {by}", kind=PREEMPTED, reason=FailureReason.preempted
     )

@@ -603,6 +603,8 @@ def _fold_many(
 def _advanced(before: Invocation, change: Change) -> Invocation | None:
     if change.from_states is not None and before.state not in change.from_states:
         return None
+    if change.attempt is not None and before.attempt != change.attempt:
+        return None  # about an attempt that is over: the one running now is not its to change
     try:
         after = advance(
             before,

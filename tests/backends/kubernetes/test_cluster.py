@@ -15,7 +15,7 @@ import httpx
 import pytest
 import yaml
 
-from elasticityops.backends.kubernetes.deploy import DeployOptions, build_deploy
+from elasticityops.backends.kubernetes.deploy import DeployOptions, SecretKey, build_deploy
 from elasticityops.backends.kubernetes.manifests import build_job, build_payload_secret
 from elasticityops.backends.kubernetes.settings import KubernetesSettings
 from elasticityops.cli.render_app import dump_yaml
@@ -75,6 +75,40 @@ def test_rendered_deploy_is_accepted_by_the_api_server(cluster: Any, dev_namespa
     } <= kinds
 
 
+def test_rendered_replicas_are_accepted_and_may_only_renew_their_lease(
+    cluster: Any, dev_namespace: str
+) -> None:
+    kubernetes = KubernetesSettings(namespace=dev_namespace)
+    options = DeployOptions(kubernetes=kubernetes, replicas=3, database_url_secret=SecretKey("eops-db"))
+    objects = build_deploy(options)
+    done = _apply_dry_run(cluster, objects)
+    assert done.returncode == 0, done.stderr
+    kinds = {line.split("/")[0] for line in done.stdout.splitlines()}
+    assert {"deployment.apps", "poddisruptionbudget.policy", "role.rbac.authorization.k8s.io"} <= kinds
+    assert "persistentvolumeclaim" not in kinds
+    # The gateway's own namespaced RBAC for real (the namespace goes with the test), then the API
+    # server's answer for its ServiceAccount.
+    namespaced = [o for o in objects if o["kind"] in ("ServiceAccount", "Role", "RoleBinding")]
+    path = Path(cluster.state_dir) / f"rbac-{dev_namespace}.yaml"
+    path.write_text(dump_yaml(namespaced))
+    cluster.kubectl("apply", "--server-side", "-f", str(path))
+    account = f"system:serviceaccount:{dev_namespace}:elasticityops"
+
+    def can(verb: str, resource: str) -> str:
+        asked = cluster.kubectl(
+            "auth", "can-i", verb, resource, "-n", dev_namespace, f"--as={account}", check=False
+        )
+        return (asked.stdout.split() or [asked.stderr])[0]  # "no" may be followed by " - reason"
+
+    assert can("get", "leases.coordination.k8s.io/elasticityops") == "yes"
+    assert can("update", "leases.coordination.k8s.io/elasticityops") == "yes"
+    assert can("create", "leases.coordination.k8s.io") == "yes"
+    assert can("delete", "leases.coordination.k8s.io/elasticityops") == "no"
+    assert can("patch", "leases.coordination.k8s.io/elasticityops") == "no"
+    assert can("get", "leases.coordination.k8s.io/another-lease") == "no"
+    assert can("list", "leases.coordination.k8s.io") == "no"
+
+
 def test_rendered_job_and_secret_are_accepted(cluster: Any, dev_namespace: str) -> None:
     settings = KubernetesSettings(namespace=dev_namespace)
     inv = invocation()
@@ -92,6 +126,7 @@ def test_eops_render_output_is_what_kubectl_applies(cluster: Any, dev_namespace:
     for argv in (
         ["render", "job", str(fn), "--namespace", dev_namespace],
         ["render", "deploy", "--namespace", dev_namespace],
+        ["render", "deploy", f"--namespace={dev_namespace}", "--replicas=3", "--database-url-secret=eops-db"],
     ):
         rendered = subprocess.run([EOPS, *argv], capture_output=True, text=True, check=True, timeout=60)
         objects = list(yaml.safe_load_all(rendered.stdout))

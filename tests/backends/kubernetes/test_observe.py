@@ -415,3 +415,75 @@ def test_foreign_objects_are_ignored() -> None:
     foreign = pod()
     del foreign["metadata"]["labels"]["elasticityops.dev/invocation"]
     assert observe_pod(foreign, Progress(), NOW)[0] is None
+
+
+# (pod as the cluster shows it, the node it names as lost or None): whether an eviction took the
+# node with it, so that the function's retries apply
+NODE_LOSSES = [
+    pytest.param(
+        pod(
+            node="gpu-7",
+            phase="Failed",
+            state=RUNNING,
+            conditions=[condition("DisruptionTarget", "DeletionByPodGC", "PodGC: node no longer exists")],
+        ),
+        "gpu-7",
+        id="pod-gc-after-node-deleted",
+    ),
+    pytest.param(
+        pod(
+            node="gpu-7",
+            phase="Failed",
+            state=RUNNING,
+            conditions=[condition("DisruptionTarget", "DeletionByTaintManager", "NoExecute taint")],
+        ),
+        "gpu-7",
+        id="node-unreachable-taint",
+    ),
+    pytest.param(
+        pod(
+            node="gpu-7",
+            phase="Failed",
+            state=terminated(143, "Error"),
+            reason="Terminated",
+            message="Pod was terminated in response to imminent node shutdown.",
+        ),
+        "gpu-7",
+        id="spot-graceful-node-shutdown",
+    ),
+    pytest.param(
+        pod(node="gpu-7", phase="Failed", reason="Evicted", message="The node was low on resource: memory."),
+        None,
+        id="kubelet-pressure-eviction-keeps-the-node",
+    ),
+    pytest.param(
+        pod(
+            node="gpu-7",
+            phase="Failed",
+            state=RUNNING,
+            conditions=[condition("DisruptionTarget", "EvictionByEvictionAPI", "Eviction API: evicting")],
+        ),
+        None,
+        id="drain-keeps-the-node",
+    ),
+]
+
+
+@pytest.mark.parametrize(("obj", "lost"), NODE_LOSSES)
+def test_an_eviction_says_whether_its_node_was_lost(obj: dict[str, Any], lost: str | None) -> None:
+    event, _ = observe_pod(obj, SEEN_RUNNING, NOW)
+    finished = end(event)
+    assert (finished.state, finished.reason) == (State.failed, FailureReason.evicted)
+    assert finished.lost_node == lost
+    assert ("gpu-7 went away" in finished.message) is (lost is not None)
+
+
+def test_a_lost_node_seen_on_the_deleted_pod_is_told_by_the_job() -> None:
+    gone = condition("DisruptionTarget", "DeletionByPodGC", "PodGC: node no longer exists")
+    _, progress = observe_pod(
+        pod(node="gpu-7", phase="Failed", state=RUNNING, conditions=[gone], deleting=True), SEEN_RUNNING, NOW
+    )
+    assert (progress.finished, progress.lost_node) == (False, "gpu-7")
+    event, _ = observe_job(job([condition("Failed", "BackoffLimitExceeded")]), progress, NOW)
+    assert end(event).lost_node == "gpu-7"
+    assert end(event).message.startswith("gpu-7 went away: its node disappeared")

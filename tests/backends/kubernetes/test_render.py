@@ -10,8 +10,15 @@ from typing import Any
 import pytest
 import yaml
 
-from elasticityops.backends.kubernetes.deploy import ROLE_RULES, DeployOptions, build_deploy
+from elasticityops.backends.kubernetes.deploy import (
+    ROLE_RULES,
+    DeployOptions,
+    SecretKey,
+    build_deploy,
+    parse_secret_key,
+)
 from elasticityops.domain.budget import GpuBudget
+from elasticityops.domain.errors import InvalidInput
 from helpers.server import EOPS
 
 
@@ -64,6 +71,19 @@ def test_render_job_prints_the_job(function_file: Path) -> None:
             ["render", "deploy", "--kube-gpu-driver-version", "newest"],
             "--kube-gpu-driver-version: invalid value 'newest'",
             id="bad-driver",
+        ),
+        pytest.param(
+            ["render", "deploy", "--replicas", "3"],
+            "--database-url-secret: is required with --replicas 3",
+            id="replicas-without-a-database",
+        ),
+        pytest.param(
+            ["render", "deploy", "--replicas", "0"], "--replicas: invalid value '0'", id="no-replicas"
+        ),
+        pytest.param(
+            ["render", "deploy", "--replicas", "2", "--database-url-secret", "Eops_DB"],
+            "--database-url-secret: invalid value 'Eops_DB'",
+            id="bad-secret-name",
         ),
     ],
 )
@@ -155,3 +175,136 @@ def test_priority_classes_protect_running_jobs() -> None:
     assert {classes[n]["value"] for n in ("eops-high", "eops-normal", "eops-low")} == {1000}
     assert classes["eops-placeholder"]["value"] == -10
     assert classes["eops-placeholder"]["preemptionPolicy"] == "Never"
+
+
+HA = DeployOptions(replicas=3, database_url_secret=SecretKey("eops-db"))
+
+
+def _kind(objects: list[dict[str, Any]], kind: str) -> dict[str, Any]:
+    return next(o for o in objects if o["kind"] == kind)
+
+
+def _pod(objects: list[dict[str, Any]]) -> dict[str, Any]:
+    return _kind(objects, "Deployment")["spec"]["template"]["spec"]  # type: ignore[no-any-return]
+
+
+@pytest.mark.parametrize(
+    ("raw", "parsed"),
+    [
+        pytest.param("eops-db", SecretKey("eops-db", "database-url"), id="name-only-default-key"),
+        pytest.param("eops-db:url", SecretKey("eops-db", "url"), id="name-and-key"),
+        pytest.param(" db.prod:URL ", SecretKey("db.prod", "URL"), id="dotted-name-upper-key"),
+        pytest.param("", None, id="empty-is-unset"),
+    ],
+)
+def test_database_url_secret_parses(raw: str, parsed: SecretKey | None) -> None:
+    assert parse_secret_key(raw) == parsed
+
+
+@pytest.mark.parametrize(
+    ("raw", "words"),
+    [
+        pytest.param("Eops_DB", "is not a Secret name", id="upper-case-name"),
+        pytest.param("eops-db:", "is not a Secret key", id="empty-key"),
+        pytest.param("eops-db:a/b", "is not a Secret key", id="slash-in-key"),
+        pytest.param(":url", "is not a Secret name", id="no-name"),
+    ],
+)
+def test_bad_database_url_secret_says_why(raw: str, words: str) -> None:
+    with pytest.raises(ValueError, match=words):
+        parse_secret_key(raw)
+
+
+def test_one_replica_with_a_database_secret_only_adds_the_url() -> None:
+    plain = build_deploy(DeployOptions())
+    with_db = build_deploy(DeployOptions(database_url_secret=SecretKey("eops-db", "url")))
+    env = _pod(with_db)["containers"][0]["env"]
+    assert env[-1] == {
+        "name": "EOPS_DATABASE_URL",
+        "valueFrom": {"secretKeyRef": {"name": "eops-db", "key": "url"}},
+    }
+    del env[-1]
+    assert with_db == plain  # the volume, the Recreate strategy, the Role: all as before
+
+
+def test_several_replicas_need_a_shared_database() -> None:
+    with pytest.raises(InvalidInput) as caught:
+        build_deploy(DeployOptions(replicas=2))
+    [problem] = caught.value.problems
+    assert problem.field == "--database-url-secret"
+    assert "--replicas 2" in problem.problem
+    assert "kubectl -n elasticityops create secret generic eops-db" in problem.fix
+
+
+def test_replicas_elect_a_leader_and_share_postgresql() -> None:
+    objects = build_deploy(HA)
+    deployment = _kind(objects, "Deployment")
+    assert deployment["spec"]["replicas"] == 3
+    assert deployment["spec"]["strategy"] == {
+        "type": "RollingUpdate",
+        "rollingUpdate": {"maxUnavailable": 0, "maxSurge": 1},
+    }
+    container = _pod(objects)["containers"][0]
+    env = {e["name"]: e for e in container["env"]}
+    assert env["EOPS_LEADER_ELECT"]["value"] == "true"
+    assert env["EOPS_LEADER_IDENTITY"]["valueFrom"]["fieldRef"]["fieldPath"] == "metadata.name"
+    assert env["EOPS_DATABASE_URL"]["valueFrom"]["secretKeyRef"] == {"name": "eops-db", "key": "database-url"}
+    assert container["readinessProbe"]["httpGet"]["path"] == "/readyz"
+    assert container["livenessProbe"]["httpGet"]["path"] == "/healthz"
+    # No SQLite volume to share: the data dir is each pod's own, the token key is the Secret's.
+    assert "PersistentVolumeClaim" not in {o["kind"] for o in objects}
+    volumes = {v["name"]: v for v in _pod(objects)["volumes"]}
+    assert volumes["data"] == {"name": "data", "emptyDir": {}}
+    assert volumes["server-secret"]["secret"]["secretName"] == "eops-db"
+    assert volumes["server-secret"]["secret"]["items"] == [{"key": "server-secret", "path": "server-secret"}]
+    mounts = {m["mountPath"]: m for m in container["volumeMounts"]}
+    assert mounts["/data/server-secret"]["subPath"] == "server-secret"
+
+
+def test_replicas_spread_over_nodes_and_zones_and_keep_one_ready() -> None:
+    objects = build_deploy(HA)
+    labels = _kind(objects, "Deployment")["spec"]["template"]["metadata"]["labels"]
+    anti = _pod(objects)["affinity"]["podAntiAffinity"]
+    terms = [t["podAffinityTerm"] for t in anti["preferredDuringSchedulingIgnoredDuringExecution"]]
+    assert [(t["topologyKey"], t["labelSelector"]) for t in terms] == [
+        ("kubernetes.io/hostname", {"matchLabels": labels}),
+        ("topology.kubernetes.io/zone", {"matchLabels": labels}),
+    ]
+    assert "requiredDuringSchedulingIgnoredDuringExecution" not in anti  # one node still runs them all
+    budget = _kind(objects, "PodDisruptionBudget")
+    assert budget["apiVersion"] == "policy/v1"
+    assert budget["metadata"]["namespace"] == "elasticityops"
+    assert budget["spec"] == {"maxUnavailable": 1, "selector": {"matchLabels": labels}}
+
+
+def _lease_grants(objects: list[dict[str, Any]]) -> set[tuple[str, str | None]]:
+    return {
+        (verb, name)
+        for rule in _kind(objects, "Role")["rules"]
+        if rule["resources"] == ["leases"]
+        for verb in rule["verbs"]
+        for name in rule.get("resourceNames") or [None]
+    }
+
+
+def test_replicas_may_only_read_create_and_renew_their_lease() -> None:
+    rules = _kind(build_deploy(HA), "Role")["rules"]
+    assert all(r["apiGroups"] == ["coordination.k8s.io"] for r in rules if r["resources"] == ["leases"])
+    # create cannot be limited by name (the API server authorises it before the name exists).
+    assert _lease_grants(build_deploy(HA)) == {
+        ("get", "elasticityops"),
+        ("update", "elasticityops"),
+        ("create", None),
+    }
+    assert rules[: len(ROLE_RULES)] == ROLE_RULES
+    assert _lease_grants(build_deploy(DeployOptions())) == set()
+
+
+def test_render_deploy_replicas_from_the_command_line() -> None:
+    done = _eops("render", "deploy", "--replicas", "2", "--database-url-secret", "eops-db:url")
+    assert done.returncode == 0, done.stderr
+    objects = list(yaml.safe_load_all(done.stdout))
+    assert _kind(objects, "Deployment")["spec"]["replicas"] == 2
+    env = {e["name"]: e for e in _pod(objects)["containers"][0]["env"]}
+    assert env["EOPS_DATABASE_URL"]["valueFrom"]["secretKeyRef"] == {"name": "eops-db", "key": "url"}
+    assert "PodDisruptionBudget" in {o["kind"] for o in objects}

@@ -1,11 +1,18 @@
 """Pure builders of what `kubectl apply` needs to run the gateway in a cluster: Namespace,
 ServiceAccount, a least-privilege Role and a node-reading ClusterRole with their bindings, a
 PersistentVolumeClaim for the SQLite data, the Deployment and Service, and the PriorityClasses
-that the Jobs (and the warm-capacity placeholders) use."""
+that the Jobs (and the warm-capacity placeholders) use.
+
+With `replicas` above one (high availability, docs/high-availability.md) the gateway runs on
+PostgreSQL (its URL from the operator's Secret), elects a leader through a Lease, spreads its
+pods over nodes and zones, keeps one ready through rollouts and voluntary disruptions (rolling
+update, PodDisruptionBudget), and has no SQLite volume."""
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
+from typing import Any
 
 from elasticityops.backends.kubernetes.labels import (
     JOB_PRIORITY,
@@ -18,10 +25,52 @@ from elasticityops.backends.kubernetes.labels import (
 from elasticityops.backends.kubernetes.objects import KubeObject
 from elasticityops.backends.kubernetes.settings import KubernetesSettings
 from elasticityops.domain.budget import GpuBudget, parse_gpu_budget
-from elasticityops.knobs import knob
+from elasticityops.domain.errors import FieldProblem, InvalidInput
+from elasticityops.knobs import knob, spec
 
 APP = "elasticityops"
 PORT = 8080
+LEASE_NAME = APP
+"""The coordination.k8s.io Lease the replicas elect their leader with (the gateway's default
+name, in the backend's namespace)."""
+DATABASE_URL_KEY = "database-url"
+SERVER_SECRET_KEY = "server-secret"
+"""Key of the operator's Secret that holds the key of the callback tokens when replicas share
+it: a job's result callback reaches any replica, and each must accept its token."""
+_SECRET_NAME = re.compile(r"^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$")  # a DNS subdomain
+_SECRET_KEY = re.compile(r"^[-._a-zA-Z0-9]{1,253}$")
+
+
+@dataclass(frozen=True)
+class SecretKey:
+    """One key of a Secret in the gateway's namespace, as `NAME[:KEY]`."""
+
+    name: str
+    key: str = DATABASE_URL_KEY
+
+    def render(self) -> str:
+        return f"{self.name}:{self.key}"
+
+
+def parse_secret_key(raw: Any) -> SecretKey | None:
+    """`NAME[:KEY]` (key default `database-url`); a bad one raises ValueError saying why."""
+    if isinstance(raw, SecretKey):
+        return raw
+    text = str(raw).strip()
+    if not text:
+        return None
+    name, colon, key = text.partition(":")
+    if not _SECRET_NAME.match(name):
+        raise ValueError(
+            f"invalid value {text!r}: {name!r} is not a Secret name (lower case letters, digits, "
+            "'-' and '.'); use NAME or NAME:KEY, e.g. eops-db or eops-db:url"
+        )
+    if colon and not _SECRET_KEY.match(key):
+        raise ValueError(
+            f"invalid value {text!r}: {key!r} is not a Secret key (letters, digits, '-', '_' and "
+            "'.'); use NAME or NAME:KEY, e.g. eops-db:url"
+        )
+    return SecretKey(name, key) if colon else SecretKey(name)
 
 
 @dataclass(frozen=True)
@@ -44,6 +93,26 @@ class DeployOptions:
     storage_class: str | None = knob(
         None, shown="the cluster's default", help="StorageClass of the data volume."
     )
+    replicas: int = knob(
+        1,
+        unit="pods",
+        ge=1,
+        help="Gateway pods. Above 1 they elect a leader through a Lease, share PostgreSQL "
+        "(--database-url-secret) and have no SQLite volume.",
+    )
+    database_url_secret: SecretKey | None = knob(
+        None,
+        metavar="NAME[:KEY]",
+        parse=parse_secret_key,
+        shown="none: SQLite on the data volume",
+        help=f"The operator's Secret (not rendered) whose KEY (default {DATABASE_URL_KEY}) holds "
+        "the gateway's EOPS_DATABASE_URL; with --replicas above 1 its key "
+        f"{SERVER_SECRET_KEY} holds the key of the callback tokens, the same for every replica.",
+    )
+
+    @property
+    def highly_available(self) -> bool:
+        return self.replicas > 1
 
 
 DEPLOY_KUBERNETES = ("namespace", "kube-instance", "kube-gpu-driver-version")
@@ -80,6 +149,38 @@ ROLE_RULES: list[KubeObject] = [
 NODE_RULES: list[KubeObject] = [
     {"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list", "watch"]}
 ]
+# Leader election (replicas above 1): read and renew the one Lease by name. A create cannot be
+# limited by resourceNames (the name is not known when it is authorised), so it has a rule of
+# its own; nothing may delete or list leases.
+LEASE_RULES: list[KubeObject] = [
+    {
+        "apiGroups": ["coordination.k8s.io"],
+        "resources": ["leases"],
+        "resourceNames": [LEASE_NAME],
+        "verbs": ["get", "update"],
+    },
+    {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": ["create"]},
+]
+
+
+def deploy_problems(options: DeployOptions) -> list[FieldProblem]:
+    """What stops `options` from rendering a gateway that works."""
+    if options.highly_available and options.database_url_secret is None:
+        flag = spec(DeployOptions, "database-url-secret").flag
+        replicas = spec(DeployOptions, "replicas").flag
+        return [
+            FieldProblem(
+                flag,
+                f"is required with {replicas} {options.replicas}: replicas cannot share the SQLite "
+                "file of one pod's volume",
+                f"create a Secret with the PostgreSQL URL (key {DATABASE_URL_KEY}) and the callback "
+                f"token key (key {SERVER_SECRET_KEY}), e.g. kubectl -n {options.kubernetes.namespace} "
+                f"create secret generic eops-db --from-literal={DATABASE_URL_KEY}=postgresql+psycopg://"
+                f"USER:PASS@HOST/DB --from-literal={SERVER_SECRET_KEY}=$(openssl rand -hex 32), and pass "
+                f"{flag} eops-db; or render {replicas} 1",
+            )
+        ]
+    return []
 
 
 def priority_classes() -> list[KubeObject]:
@@ -113,9 +214,34 @@ def priority_classes() -> list[KubeObject]:
     return out
 
 
+def _anti_affinity(labels: dict[str, str]) -> KubeObject:
+    """Preferred, not required: a cluster of one node (or zone) still runs every replica."""
+
+    def term(weight: int, topology: str) -> KubeObject:
+        return {
+            "weight": weight,
+            "podAffinityTerm": {"labelSelector": {"matchLabels": labels}, "topologyKey": topology},
+        }
+
+    return {
+        "podAntiAffinity": {
+            "preferredDuringSchedulingIgnoredDuringExecution": [
+                term(100, "kubernetes.io/hostname"),
+                term(50, "topology.kubernetes.io/zone"),
+            ]
+        }
+    }
+
+
 def build_deploy(options: DeployOptions) -> list[KubeObject]:
+    """Every object to apply, in order; InvalidInput (naming the flag) for options that would
+    render a gateway that cannot work."""
+    found = deploy_problems(options)
+    if found:
+        raise InvalidInput(found)
     kube = options.kubernetes
     ns = kube.namespace
+    ha = options.highly_available
     labels = {"app.kubernetes.io/name": APP}
     env: list[KubeObject] = [
         {"name": "EOPS_DATA_DIR", "value": "/data"},
@@ -128,6 +254,14 @@ def build_deploy(options: DeployOptions) -> list[KubeObject]:
         env.append({"name": "EOPS_GPU_BUDGET", "value": options.gpu_budget.render()})
     if kube.gpu_driver_version:
         env.append({"name": "EOPS_KUBE_GPU_DRIVER_VERSION", "value": kube.gpu_driver_version})
+    database = options.database_url_secret
+    if database is not None:
+        ref = {"name": database.name, "key": database.key}
+        env.append({"name": "EOPS_DATABASE_URL", "valueFrom": {"secretKeyRef": ref}})
+    if ha:
+        env.append({"name": "EOPS_LEADER_ELECT", "value": "true"})
+        identity = {"fieldRef": {"apiVersion": "v1", "fieldPath": "metadata.name"}}
+        env.append({"name": "EOPS_LEADER_IDENTITY", "valueFrom": identity})
     pvc_spec: KubeObject = {
         "accessModes": ["ReadWriteOnce"],
         "resources": {"requests": {"storage": options.storage}},
@@ -135,17 +269,40 @@ def build_deploy(options: DeployOptions) -> list[KubeObject]:
     if options.storage_class:
         pvc_spec["storageClassName"] = options.storage_class
     probe = {"httpGet": {"path": "/readyz", "port": PORT}, "periodSeconds": 5}
+    mounts: list[KubeObject] = [{"name": "data", "mountPath": "/data"}, {"name": "tmp", "mountPath": "/tmp"}]
+    volumes: list[KubeObject] = [
+        {"name": "data", "persistentVolumeClaim": {"claimName": f"{APP}-data"}},
+        {"name": "tmp", "emptyDir": {}},
+    ]
+    if ha and database is not None:
+        # No pod's volume is shared: each replica's data dir (lock, admin token) is its own, and
+        # the callback-token key, which every replica must agree on, comes from the Secret.
+        token_key = {"name": "server-secret", "mountPath": "/data/server-secret", "subPath": "server-secret"}
+        mounts.append(token_key)
+        volumes = [
+            {"name": "data", "emptyDir": {}},
+            {"name": "tmp", "emptyDir": {}},
+            {
+                "name": "server-secret",
+                "secret": {
+                    "secretName": database.name,
+                    "items": [{"key": SERVER_SECRET_KEY, "path": "server-secret"}],
+                    "defaultMode": 0o440,
+                },
+            },
+        ]
     container: KubeObject = {
         "name": "gateway",
         "image": options.image,
         "command": ["eops", "serve", "--host", "0.0.0.0", "--port", str(PORT)],
         "env": env,
         "ports": [{"name": "http", "containerPort": PORT}],
+        # A follower is ready too (it serves the API; /readyz names its role).
         "readinessProbe": probe,
         "livenessProbe": {"httpGet": {"path": "/healthz", "port": PORT}, "periodSeconds": 10},
         "resources": {"requests": {"cpu": "500m", "memory": "256Mi"}, "limits": {"memory": "512Mi"}},
         # The root filesystem is read-only; Python and uvicorn may still want a /tmp.
-        "volumeMounts": [{"name": "data", "mountPath": "/data"}, {"name": "tmp", "mountPath": "/tmp"}],
+        "volumeMounts": mounts,
         "securityContext": {
             "allowPrivilegeEscalation": False,
             "readOnlyRootFilesystem": True,
@@ -154,6 +311,48 @@ def build_deploy(options: DeployOptions) -> list[KubeObject]:
             "capabilities": {"drop": ["ALL"]},
         },
     }
+    pod_spec: KubeObject = {
+        "serviceAccountName": APP,
+        "securityContext": {"fsGroup": 10001},
+        "containers": [container],
+        "volumes": volumes,
+    }
+    deployment_spec: KubeObject = {
+        # One writer of the SQLite file: never two pods at once, even during a rollout.
+        "replicas": 1,
+        "strategy": {"type": "Recreate"},
+        "selector": {"matchLabels": labels},
+        "template": {"metadata": {"labels": labels}, "spec": pod_spec},
+    }
+    if ha:
+        pod_spec["affinity"] = _anti_affinity(labels)
+        deployment_spec["replicas"] = options.replicas
+        # A new pod is ready before an old one goes: the API is served all through a rollout.
+        deployment_spec["strategy"] = {
+            "type": "RollingUpdate",
+            "rollingUpdate": {"maxUnavailable": 0, "maxSurge": 1},
+        }
+    rules = [*ROLE_RULES, *LEASE_RULES] if ha else ROLE_RULES
+    storage: list[KubeObject] = []
+    if not ha:
+        storage.append(
+            {
+                "apiVersion": "v1",
+                "kind": "PersistentVolumeClaim",
+                "metadata": _meta(f"{APP}-data", ns),
+                "spec": pvc_spec,
+            }
+        )
+    disruption: list[KubeObject] = []
+    if ha:
+        disruption.append(
+            {
+                "apiVersion": "policy/v1",
+                "kind": "PodDisruptionBudget",
+                "metadata": _meta(APP, ns),
+                "spec": {"maxUnavailable": 1, "selector": {"matchLabels": labels}},
+            }
+        )
     return [
         {"apiVersion": "v1", "kind": "Namespace", "metadata": _meta(ns)},
         {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": _meta(APP, ns)},
@@ -161,7 +360,7 @@ def build_deploy(options: DeployOptions) -> list[KubeObject]:
             "apiVersion": "rbac.authorization.k8s.io/v1",
             "kind": "Role",
             "metadata": _meta(APP, ns),
-            "rules": ROLE_RULES,
+            "rules": rules,
         },
         {
             "apiVersion": "rbac.authorization.k8s.io/v1",
@@ -188,35 +387,9 @@ def build_deploy(options: DeployOptions) -> list[KubeObject]:
             "subjects": [{"kind": "ServiceAccount", "name": APP, "namespace": ns}],
         },
         *priority_classes(),
-        {
-            "apiVersion": "v1",
-            "kind": "PersistentVolumeClaim",
-            "metadata": _meta(f"{APP}-data", ns),
-            "spec": pvc_spec,
-        },
-        {
-            "apiVersion": "apps/v1",
-            "kind": "Deployment",
-            "metadata": _meta(APP, ns),
-            "spec": {
-                # One writer of the SQLite file: never two pods at once, even during a rollout.
-                "replicas": 1,
-                "strategy": {"type": "Recreate"},
-                "selector": {"matchLabels": labels},
-                "template": {
-                    "metadata": {"labels": labels},
-                    "spec": {
-                        "serviceAccountName": APP,
-                        "securityContext": {"fsGroup": 10001},
-                        "containers": [container],
-                        "volumes": [
-                            {"name": "data", "persistentVolumeClaim": {"claimName": f"{APP}-data"}},
-                            {"name": "tmp", "emptyDir": {}},
-                        ],
-                    },
-                },
-            },
-        },
+        *storage,
+        {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": _meta(APP, ns), "spec": deployment_spec},
+        *disruption,
         {
             "apiVersion": "v1",
             "kind": "Service",

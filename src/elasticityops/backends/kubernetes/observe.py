@@ -32,6 +32,13 @@ DISRUPTIONS = {
     "DeletionByPodGC": "its node disappeared (spot preemption or node deleted)",
     "TerminationByKubelet": "the kubelet terminated it (node shutdown or resource pressure)",
 }
+# Of those, the ones that say its node went away (a spot VM reclaimed, a node deleted or gone
+# unreachable): the attempt is lost with its node and is retried as its function's retries say.
+# A drain (the Eviction API) or the kubelet's pressure eviction leaves the node; those stay
+# plain evictions.
+NODE_LOSS_DISRUPTIONS = frozenset({"DeletionByPodGC", "DeletionByTaintManager"})
+# Pod status reasons of the kubelet's graceful node shutdown (what a spot reclaim does first).
+NODE_SHUTDOWN_REASONS = frozenset({"NodeShutdown", "Terminated"})
 _QUOTA_WORDS = ("quota", "QUOTA_EXCEEDED", "max node group size", "max cluster cpu", "max limit reached")
 _STOCKOUT_WORDS = (
     "ZONE_RESOURCE_POOL_EXHAUSTED",
@@ -55,6 +62,7 @@ class Progress(NamedTuple):
     last_note: str = ""  # kind + message of the latest note, to drop repeats
     last_wait: str = ""  # the latest explanation of the wait, for a no-capacity failure
     disruption: str = ""  # why the pod was taken away, for the Job's failure
+    lost_node: str = ""  # the node that went away under its pod (a spot reclaim, a deleted node)
     exit_code: int | None = None  # of a container seen terminated while its pod was deleted
 
 
@@ -122,6 +130,10 @@ def observe_pod(pod: KubeObject, progress: Progress, now: datetime) -> Observed:
         text = DISRUPTIONS.get(reason, reason or "disrupted")
         message = str(disruption.get("message") or "")
         progress = progress._replace(disruption=f"{text}: {message}" if message else text)
+        if reason in NODE_LOSS_DISRUPTIONS and node:
+            progress = progress._replace(lost_node=str(node))
+    if node and not progress.lost_node and status.get("reason") in NODE_SHUTDOWN_REASONS:
+        progress = progress._replace(lost_node=str(node))
 
     if not node:
         if progress.pending_since is None:
@@ -172,10 +184,11 @@ def observe_pod(pod: KubeObject, progress: Progress, now: datetime) -> Observed:
             finished = _container_outcome(terminated, progress, at, pod_reason, pod_message)
             progress = progress._replace(exit_code=code)
     elif finished is None and status.get("phase") == "Failed" and not deleting:
-        # Failed without a terminated container: evicted or rejected by the node.
+        # Failed without a terminated container: evicted or rejected by the node, or its node
+        # went away (the pod GC fails it without a word from a kubelet).
         reason = str(status.get("reason") or "")
         message = str(status.get("message") or "") or progress.disruption or reason
-        finished = Finished.failed(now, FailureReason.evicted, f"pod {reason or 'failed'}: {message}")
+        finished = taken_away(now, progress, f"pod {reason or 'failed'}: {message}")
 
     if finished is not None:
         event = replace(event, finished=finished)
@@ -201,9 +214,20 @@ def _container_outcome(
         return Finished.failed(at, FailureReason.launch_error, message, exit_code=code)
     if pod_reason in ("Evicted", "Terminated", "NodeShutdown") or progress.disruption:
         message = progress.disruption or f"pod {pod_reason}: {pod_message}".rstrip(": ")
-        return Finished.failed(at, FailureReason.evicted, message, exit_code=code)
+        return taken_away(at, progress, message, exit_code=code)
     tail = f": {text.strip()[-500:]}" if text.strip() else ""
     return Finished.failed(at, FailureReason.exit_code, f"exit code {code}{tail}", exit_code=code)
+
+
+def taken_away(at: datetime, progress: Progress, message: str, *, exit_code: int | None = None) -> Finished:
+    """An `evicted` end saying `message`: with its node gone (`progress.lost_node`), one that
+    names the node and says it was lost, so that its function's retries apply."""
+    if progress.lost_node:
+        said = f"{progress.lost_node} went away: {message}"
+        return Finished.failed(
+            at, FailureReason.evicted, said, exit_code=exit_code, lost_node=progress.lost_node
+        )
+    return Finished.failed(at, FailureReason.evicted, message, exit_code=exit_code)
 
 
 def observe_job(job: KubeObject, progress: Progress, now: datetime) -> Observed:
@@ -234,8 +258,9 @@ def job_failure(reason: str, message: str, progress: Progress, at: datetime, job
     if reason == "DeadlineExceeded":
         limit = (job.get("spec") or {}).get("activeDeadlineSeconds")
         return Finished.timed_out(at, f"ran past its timeout of {limit} s (waiting for a node included)")
-    if progress.disruption:
-        return Finished.failed(at, FailureReason.evicted, progress.disruption, exit_code=progress.exit_code)
+    if progress.disruption or progress.lost_node:
+        said = progress.disruption or f"Job failed: {reason}: {message}".rstrip(": ")
+        return taken_away(at, progress, said, exit_code=progress.exit_code)
     if progress.exit_code not in (None, 0):
         code = progress.exit_code
         return Finished.failed(at, FailureReason.exit_code, f"exit code {code}", exit_code=code)
