@@ -292,7 +292,7 @@ def test_preemption_fields_are_in_the_spec_the_invocation_and_openapi(paused_gat
         schemas = client.get("/openapi.json").json()["components"]["schemas"]
         fields = schemas["FunctionSpec"]["properties"]
         assert "preempt" in fields["preemptible"]["description"]
-        assert "lost nodes" in fields["retries"]["description"]
+        assert "loss of its node" in fields["retries"]["description"]
         assert "preemption" in schemas["InvocationOut"]["properties"]["attempt"]["description"]
         reasons = schemas["FailureReason"]["enum"]
         assert "preempted" in reasons
