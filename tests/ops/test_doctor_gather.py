@@ -74,6 +74,22 @@ ROUTES = {
     r"^GET /api/v1/namespaces/kube-system/configmaps/cluster-autoscaler-status$": [
         Reply(404, {"kind": "Status", "reason": "NotFound", "message": "configmaps not found"})
     ],
+    r"^GET /apis/coordination.k8s.io/v1/namespaces/gpu/leases/elasticityops$": [
+        Reply(
+            200,
+            {
+                "apiVersion": "coordination.k8s.io/v1",
+                "kind": "Lease",
+                "metadata": {"name": "elasticityops", "namespace": "gpu", "resourceVersion": "7"},
+                "spec": {
+                    "holderIdentity": "gw-0",
+                    "leaseDurationSeconds": 15,
+                    "renewTime": "2026-01-01T00:00:00.000000Z",
+                    "leaseTransitions": 3,
+                },
+            },
+        )
+    ],
 }
 
 
@@ -111,6 +127,10 @@ def test_gather_reads_a_half_broken_cluster_section_by_section(tmp_path: Path) -
     assert (pod.name, pod.gpu_request) == ("inv-1", 1)
     assert [e.reason for e in pod.events] == ["FailedScheduling"]
     assert snap.priority_classes == ()
+    assert snap.lease is not None
+    assert (snap.lease.holder, snap.lease.duration_s, snap.lease.transitions) == ("gw-0", 15, 3)
+    assert snap.lease.renewed_ago_s is not None
+    assert snap.lease.renewed_ago_s > 86_400  # renewed long ago, by this machine's clock
     # Each failure is its own section's, in the client's words, and the others were still read.
     assert set(snap.unreadable) == {"apiservices", "hpas", "autoscaler-status"}
     assert "403 Forbidden apiservices is forbidden" in snap.unreadable["apiservices"]

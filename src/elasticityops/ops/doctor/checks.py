@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from elasticityops.ops.doctor.check_access import REQUIRED_ACCESS, check_api, check_permissions
+from elasticityops.ops.doctor.check_leader import check_leader
 from elasticityops.ops.doctor.check_metrics import CUSTOM_METRICS_SERVICE, check_custom_metrics, check_hpas
 from elasticityops.ops.doctor.check_nodes import (
     check_device_plugin,
@@ -49,6 +50,7 @@ CHECKS: tuple[Callable[[ClusterSnapshot], list[Finding]], ...] = (
     check_pending,
     check_autoscaler_status,
     check_quota,
+    check_leader,
 )
 
 

@@ -14,8 +14,9 @@ from dataclasses import replace
 from typing import Any
 
 from elasticityops.backends.kubernetes.api import KubeApi, load_config
+from elasticityops.backends.kubernetes.lease_store import record_of
 from elasticityops.backends.kubernetes.objects import KubeObject
-from elasticityops.domain.errors import EopsError
+from elasticityops.domain.errors import EopsError, NotFound
 from elasticityops.ops.doctor import parse
 from elasticityops.ops.doctor.checks import CUSTOM_METRICS_SERVICE, REQUIRED_ACCESS
 from elasticityops.ops.doctor.options import GatherOptions as GatherOptions
@@ -23,6 +24,7 @@ from elasticityops.ops.doctor.snapshot import (
     AccessRule,
     ClusterSnapshot,
     CustomMetrics,
+    LeaseInfo,
     PodLog,
     QuotaReading,
 )
@@ -215,6 +217,17 @@ async def read_quota(options: GatherOptions, node_region: str) -> QuotaReading:
     return QuotaReading(True, project, region, limits=parse.region_quotas(raw))
 
 
+async def _lease(reader: _Reader, namespace: str, name: str) -> LeaseInfo | None:
+    """The leader election's Lease, or None when there is none (no --leader-elect)."""
+    try:
+        raw = await reader.api.get(f"/apis/coordination.k8s.io/v1/namespaces/{namespace}/leases/{name}")
+    except NotFound:
+        return None
+    record = record_of(raw)
+    ago = None if record.renew_time is None else time.time() - record.renew_time.timestamp()
+    return LeaseInfo(record.holder, record.lease_duration_s, ago, record.transitions)
+
+
 async def gather(options: GatherOptions) -> ClusterSnapshot:
     settings = options.client_settings()
     try:
@@ -252,6 +265,7 @@ async def gather(options: GatherOptions) -> ClusterSnapshot:
             priority_classes,
             pending,
             autoscaler,
+            lease,
         ) = await asyncio.gather(
             reader.section("access", _access(reader, namespace)),
             reader.section("identity", _identity(reader)),
@@ -262,6 +276,7 @@ async def gather(options: GatherOptions) -> ClusterSnapshot:
             reader.section("priorityclasses", _list(reader, PRIORITY_CLASSES)),
             reader.section("pods", _pending(reader, namespace)),
             _autoscaler_status(reader),
+            reader.section("lease", _lease(reader, namespace, options.lease_name)),
         )
         plugins = [ds for ds in daemonsets or () if parse.is_device_plugin(ds)]
         logs = await reader.section("device-plugin-logs", _plugin_logs(reader, plugins)) if plugins else ()
@@ -302,6 +317,8 @@ async def gather(options: GatherOptions) -> ClusterSnapshot:
             quota=quota,
             peak=options.peak,
             gpu_type=options.gpu_type,
+            lease_name=options.lease_name,
+            lease=lease,
             unreadable=dict(reader.unreadable),
         )
     finally:

@@ -34,6 +34,10 @@ class GatherOptions:
     project: str | None = knob(None, shown="gcloud's", help="GCP project for the quota check.")
     region: str | None = knob(None, shown="the nodes' region label", help="GCP region for the quota check.")
     gcloud: str | None = None  # path of the gcloud binary; None: not installed
+    lease_name: str = knob(
+        "elasticityops",
+        help="Lease the gateway replicas elect their leader on (eops serve --lease-name), in --namespace.",
+    )
     timeout_s: float = knob(10.0, flag="timeout", unit="seconds", gt=0, help="Timeout of each API request.")
     extra_env: dict[str, str] = field(default_factory=dict)
 

@@ -158,6 +158,16 @@ class QuotaReading:
 
 
 @dataclass(frozen=True)
+class LeaseInfo:
+    """The gateway replicas' leader election Lease (coordination.k8s.io/v1)."""
+
+    holder: str  # holderIdentity; empty: released
+    duration_s: int
+    renewed_ago_s: float | None  # this machine's clock less renewTime; None: never renewed
+    transitions: int
+
+
+@dataclass(frozen=True)
 class ClusterSnapshot:
     api_reachable: bool
     api_error: str = ""
@@ -177,6 +187,8 @@ class ClusterSnapshot:
     quota: QuotaReading | None = None
     peak: int | None = None
     gpu_type: str = "nvidia-tesla-t4"
+    lease_name: str = "elasticityops"
+    lease: LeaseInfo | None = None  # None: there is no such Lease (or it could not be read)
     unreadable: dict[str, str] = field(default_factory=dict)  # section -> error text
 
     @property
