@@ -16,6 +16,7 @@ from typing import Any
 from elasticityops.backends.kubernetes.settings import KubernetesSettings
 from elasticityops.backends.local.settings import LocalBackendSettings
 from elasticityops.dispatch.dispatcher import DispatchSettings
+from elasticityops.dispatch.replicas import ReplicaSettings
 from elasticityops.domain.errors import FieldProblem, InvalidInput
 from elasticityops.elasticity.settings import HeadroomSettings, over_budget
 from elasticityops.knobs import knob, knob_factory, load, spec
@@ -98,6 +99,7 @@ class Settings:
     dispatch: DispatchSettings = field(default_factory=lambda: DispatchSettings(server_secret=b""))
     kubernetes: KubernetesSettings = field(default_factory=KubernetesSettings)
     headroom: HeadroomSettings = field(default_factory=HeadroomSettings)
+    replicas: ReplicaSettings = field(default_factory=ReplicaSettings)
 
     @property
     def database_url(self) -> str:

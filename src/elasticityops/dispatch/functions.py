@@ -6,14 +6,21 @@ runs: the one it was accepted with, whatever was deployed since.
 
 The accept route needs a spec per request and the dispatcher one per function per cycle; both
 read it here, so neither costs a database read once a name is known, and both see the same spec.
-This gateway is the only writer of functions, and it invalidates a name on every write."""
+This gateway invalidates a name on each of its own writes at once. Other replicas on the same
+database write functions too: every write bumps a generation counter in its own transaction,
+and a cache whose last look at the counter is older than `check_s` reads it once (one small
+read shared by whoever asks meanwhile) and drops every current record when it moved. So a
+deploy or delete elsewhere is seen here within `check_s`, at the cost of at most one read per
+`check_s`, never one per request. Versions never change, so they are never dropped."""
 
 from __future__ import annotations
 
+import asyncio
 from collections import Counter
 from collections.abc import Iterable
 
 from elasticityops.dispatch.cycle import by_version, gpus_held_by_type
+from elasticityops.domain.clock import Clock, SystemClock
 from elasticityops.domain.functions import FunctionSpec
 from elasticityops.domain.ports import FunctionRecord, Store
 
@@ -22,13 +29,20 @@ _MAX_VERSIONS = 4096
 
 
 class FunctionCache:
-    def __init__(self, store: Store) -> None:
+    def __init__(self, store: Store, clock: Clock | None = None, check_s: float = 1.0) -> None:
         self._store = store
+        self._clock = clock or SystemClock()
+        self._check_s = check_s
         self._records: dict[str, FunctionRecord] = {}
         self._generation = 0
         self._versions: dict[tuple[str, int], FunctionSpec] = {}
+        self._stored_generation: int | None = None  # the store's counter as last read
+        self._checked_at = float("-inf")
+        self._checking: asyncio.Task[None] | None = None
 
     async def get(self, name: str) -> FunctionRecord | None:
+        if self._clock.monotonic() - self._checked_at >= self._check_s:
+            await self._check()
         record = self._records.get(name)
         if record is None:
             generation = self._generation
@@ -72,6 +86,29 @@ class FunctionCache:
     def forget(self, name: str) -> None:
         self._generation += 1
         self._records.pop(name, None)
+
+    async def _check(self) -> None:
+        """Read the store's generation (one read for all who ask while it is under way)."""
+        if self._checking is None:
+            self._checking = asyncio.create_task(self._read_generation(), name="functions generation")
+        task = self._checking
+        try:
+            await asyncio.shield(task)
+        finally:
+            if task.done() and self._checking is task:
+                self._checking = None
+
+    async def _read_generation(self) -> None:
+        started = self._clock.monotonic()
+        stored = await self._store.functions_generation()
+        if stored != self._stored_generation:
+            # Another replica (or this one) wrote a function: what is cached may be stale. Reads
+            # under way are not kept either (the local generation moved).
+            self._generation += 1
+            self._records.clear()
+            self._stored_generation = stored
+        # From when the read began: a write that landed after it is caught by the next check.
+        self._checked_at = started
 
 
 async def gpus_in_use(store: Store, functions: FunctionCache) -> Counter[str]:
