@@ -359,7 +359,9 @@ def build_app(
             )
             app.state.runtime = runtime
             poller = ChangePoller(store_, hub, the_clock, settings.replicas.change_poll_s)
-            poller.start()
+            if store_.dialect != "sqlite":
+                # A SQLite file has one gateway (lock_gateway): no other replica changes it.
+                poller.start()
             if dispatch:
                 await dispatcher.start()
                 if settings.headroom.enabled:
