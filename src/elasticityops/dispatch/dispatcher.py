@@ -255,7 +255,7 @@ class Dispatcher:
     # --- the loop ---------------------------------------------------------------------------
 
     async def _carry_out_requests(self) -> None:
-        """Cancel what other replicas were asked to (one indexed read, empty nearly always),
+        """Cancel what other replicas were asked to (one indexed read a tick, empty nearly always),
         each through `cancel` in a task of its own so a slow backend does not hold the cycle
         up; a request for an invocation that ended meanwhile is dropped."""
         requests = await self.store.cancel_requests(self.settings.batch_size)
@@ -282,9 +282,14 @@ class Dispatcher:
             log.exception("carrying out the cancel request of %s failed", invocation_id)
 
     async def _loop(self) -> None:
+        looked_at = self.clock.monotonic()  # adoption just looked
         while not self._stopping:
             try:
-                await self._carry_out_requests()
+                # At most once a tick: the loop wakes for every accept (work_available), and a
+                # read each time contended with accepting (bench/gateway_accept.py, paused).
+                if self.clock.monotonic() - looked_at >= self.settings.tick_s:
+                    looked_at = self.clock.monotonic()
+                    await self._carry_out_requests()
                 more = await self._cycle()
             except Exception:
                 # The store or backend failed this time; the next cycle looks again.

@@ -16,6 +16,7 @@ deploy or delete elsewhere is seen here within `check_s`, at the cost of at most
 from __future__ import annotations
 
 import asyncio
+import functools
 from collections import Counter
 from collections.abc import Iterable
 
@@ -39,18 +40,34 @@ class FunctionCache:
         self._stored_generation: int | None = None  # the store's counter as last read
         self._checked_at = float("-inf")
         self._checking: asyncio.Task[None] | None = None
+        # A name being read: a burst of accepts missing it together waits for one read (80 reads
+        # in a row on the store's one read thread spread the burst's inserts over many commits).
+        self._loading: dict[str, asyncio.Task[FunctionRecord | None]] = {}
 
     async def get(self, name: str) -> FunctionRecord | None:
         if self._clock.monotonic() - self._checked_at >= self._check_s:
             await self._check()
         record = self._records.get(name)
-        if record is None:
-            generation = self._generation
-            record = await self._store.get_function(name)
-            # A write that landed while we read makes what we read possibly stale: don't keep it.
-            if record is not None and generation == self._generation:
-                self._records[name] = record
+        if record is not None:
+            return record
+        loading = self._loading.get(name)
+        if loading is None:
+            loading = asyncio.create_task(self._load(name), name=f"function {name}")
+            self._loading[name] = loading
+            loading.add_done_callback(functools.partial(self._loaded, name))
+        return await asyncio.shield(loading)
+
+    async def _load(self, name: str) -> FunctionRecord | None:
+        generation = self._generation
+        record = await self._store.get_function(name)
+        # A write that landed while we read makes what we read possibly stale: don't keep it.
+        if record is not None and generation == self._generation:
+            self._records[name] = record
         return record
+
+    def _loaded(self, name: str, task: asyncio.Task[FunctionRecord | None]) -> None:
+        if self._loading.get(name) is task:
+            del self._loading[name]
 
     async def get_many(self, names: Iterable[str]) -> dict[str, FunctionRecord]:
         """The records of those names that exist (a missing name was deleted)."""
@@ -86,6 +103,7 @@ class FunctionCache:
     def forget(self, name: str) -> None:
         self._generation += 1
         self._records.pop(name, None)
+        self._loading.pop(name, None)  # who asks from now on reads what was written
 
     async def _check(self) -> None:
         """Read the store's generation (one read for all who ask while it is under way)."""
@@ -106,6 +124,7 @@ class FunctionCache:
             # under way are not kept either (the local generation moved).
             self._generation += 1
             self._records.clear()
+            self._loading.clear()
             self._stored_generation = stored
         # From when the read began: a write that landed after it is caught by the next check.
         self._checked_at = started
