@@ -24,12 +24,22 @@ pytestmark = pytest.mark.anyio
 async def test_replicas_starting_together_share_one_callback_secret(
     tmp_path: Path, database_url: str
 ) -> None:
+    """Started together, the followers with --headroom too: neither their dispatcher nor their
+    headroom controller starts."""
     async with AsyncExitStack() as stack:
-        entering = [replica(tmp_path / name, database_url, dispatch=name == "a") for name in ("a", "b", "c")]
-        replicas = await asyncio.gather(*(stack.enter_async_context(r) for r in entering))
-        secrets = {r.runtime.server_secret for r in replicas}
+        entering = [
+            replica(tmp_path / name, database_url, dispatch=name == "a", EOPS_HEADROOM="warm:1")
+            for name in ("a", "b", "c")
+        ]
+        a, b, c = await asyncio.gather(*(stack.enter_async_context(r) for r in entering))
+        secrets = {r.runtime.server_secret for r in (a, b, c)}
         assert len(secrets) == 1
         assert len(next(iter(secrets))) == 32
+        assert a.runtime.dispatcher.running
+        assert a.runtime.headroom is not None
+        for follower in (b, c):
+            assert not follower.runtime.dispatcher.running
+            assert follower.runtime.headroom is None
 
 
 async def test_a_follower_runs_what_another_replica_deployed_and_refuses_what_it_deleted(
