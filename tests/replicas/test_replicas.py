@@ -138,14 +138,20 @@ async def test_cancels_racing_the_leaders_admission_all_end_cancelled_and_stop_e
         ):
             await a.deploy(prints_then_sleeps("sleeper", 120))
 
-            async def invoke_and_cancel() -> tuple[str, int, str]:
+            async def invoke_and_cancel(after_s: float) -> tuple[str, int, str]:
                 inv_id = (await b.http.post("/v1/functions/sleeper/invocations", content=b"{}")).json()["id"]
-                await asyncio.sleep(0.05)
+                await asyncio.sleep(after_s)
                 answer = await b.http.post(f"/v1/invocations/{inv_id}/cancel")
                 return inv_id, answer.status_code, answer.json()["state"]
 
-            results = await asyncio.gather(*(invoke_and_cancel() for _ in range(10)))
+            # Spread over a few of the leader's 0.2 s ticks: the early ones are cancelled while
+            # queued, the ones it admitted meanwhile through a request it carries out.
+            results = await asyncio.gather(*(invoke_and_cancel(0.1 * i) for i in range(10)))
             assert [(code, state) for _, code, state in results] == [(200, "cancelled")] * 10
+            ended = [await a.state_of(inv_id) for inv_id, _, _ in results]
+            admitted = [inv for inv in ended if inv.timeline.dispatched is not None]
+            assert admitted, "the leader admitted some before their cancel: both paths ran"
+            assert len(admitted) < len(ended), "and some were cancelled while queued"
             for inv_id, _, _ in results:
                 run_dir = a.data_dir / "runs" / inv_id
                 if (run_dir / "started.json").exists():
