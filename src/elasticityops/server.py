@@ -185,7 +185,7 @@ async def server_secret(store: Store, data_dir: Path, clock: Clock) -> bytes:
     and kept, so jobs adopted after a restart keep valid tokens. A data dir with the
     `server-secret` file of a release that kept it there gives its value to a database that
     has none yet, so the jobs that release launched keep theirs; after that the database's wins
-    (the file is left alone, unread, for a rollback to find)."""
+    (the file is left in place, never written, for a rollback to find)."""
     kept = _old_secret_file(prepare_data_dir(data_dir) / SECRET_FILE)
     return await store.gateway_secret(CALLBACK_SECRET, kept or secrets.token_bytes(32), clock.now())
 
