@@ -26,6 +26,7 @@ from elasticityops.backend_registry import build_backend, build_lease_store, bui
 from elasticityops.dispatch.dispatcher import Dispatcher, DispatchSettings
 from elasticityops.dispatch.functions import FunctionCache
 from elasticityops.dispatch.hub import ChangeHub
+from elasticityops.dispatch.replicas import ChangePoller
 from elasticityops.domain.clock import Clock, SystemClock
 from elasticityops.domain.errors import EopsError, FieldProblem, InvalidInput
 from elasticityops.domain.functions import load_function_text
@@ -177,15 +178,37 @@ def _write_private(path: Path, data: bytes) -> None:
         file.write(data)
 
 
-def server_secret(data_dir: Path) -> bytes:
-    """The key that per-invocation callback tokens are derived from; made on first start and
-    kept, so jobs adopted after a restart keep valid tokens."""
-    path = prepare_data_dir(data_dir) / SECRET_FILE
-    if not path.exists():
-        # Another process may make it first; then use theirs.
-        with contextlib.suppress(FileExistsError):
-            _write_private(path, secrets.token_bytes(32))
-    return path.read_bytes()
+CALLBACK_SECRET = "callback"
+
+
+async def server_secret(store: Store, data_dir: Path, clock: Clock) -> bytes:
+    """The key that per-invocation callback tokens are derived from: one for every replica on
+    the database (each derives the tokens of jobs another launched), made by the first to start
+    and kept, so jobs adopted after a restart keep valid tokens. A data dir with the
+    `server-secret` file of a release that kept it there gives its value to a database that
+    has none yet, so the jobs that release launched keep theirs; after that the database's wins
+    (the file is left in place, never written, for a rollback to find)."""
+    kept = _old_secret_file(prepare_data_dir(data_dir) / SECRET_FILE)
+    return await store.gateway_secret(CALLBACK_SECRET, kept or secrets.token_bytes(32), clock.now())
+
+
+def _old_secret_file(path: Path) -> bytes | None:
+    try:
+        value = path.read_bytes()
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise InvalidInput(
+            [
+                FieldProblem(
+                    "--data-dir / EOPS_DATA_DIR",
+                    f"cannot read {path} ({exc.strerror or exc})",
+                    "make it readable by the gateway's user, or remove it if this database's "
+                    "gateways never used it",
+                )
+            ]
+        ) from None
+    return value or None
 
 
 async def open_store(settings: Settings, *, create: bool = True) -> SqlStore:
@@ -354,12 +377,15 @@ def build_app(
     store: Callable[[SqlStore], SqlStore] | None = None,
     lease_store: LeaseStore | None = None,
     freeze_heap: bool = True,
+    dispatch: bool = True,
 ) -> FastAPI:
     """The gateway as an ASGI app; its lifespan opens the store and runs the dispatcher.
     `backend` replaces the one the settings name, `store` wraps the opened store, and
     `lease_store` replaces the Lease on the cluster of --leader-elect (tests drive the
     dispatcher's failure paths and the roles in process through these, without `freeze_heap`,
-    which only pays in a gateway process of its own)."""
+    which only pays in a gateway process of its own). `dispatch=False`: a replica that only
+    serves the API (the dispatcher and the headroom controller never start; another replica
+    on the same database runs them)."""
     the_clock = clock or SystemClock()
 
     @asynccontextmanager
@@ -372,8 +398,8 @@ def build_app(
             store_.observe_commits(metrics.on_commit)
             hub = ChangeHub()
             backend_ = backend or build_backend(settings, the_clock)
-            secret = server_secret(settings.data_dir)
-            functions = FunctionCache(store_)
+            secret = await server_secret(store_, settings.data_dir, the_clock)
+            functions = FunctionCache(store_, the_clock, settings.replicas.functions_check_s)
             dispatcher = Dispatcher(
                 store_, backend_, hub, the_clock, dispatch_settings(settings, secret), functions
             )
@@ -390,25 +416,33 @@ def build_app(
                 metrics=metrics,
             )
             app.state.runtime = runtime
-            if settings.leader.leader_elect:
-                async with _elected(settings, runtime, dispatcher, the_clock, lease_store):
-                    if freeze_heap:
-                        _freeze_startup_heap()
-                    yield
-                return
-            await dispatcher.start()
-            if settings.headroom.enabled:
-                runtime.headroom = await start_headroom(
-                    settings, store_, backend_, the_clock, dispatcher, functions
-                )
-            if freeze_heap:
-                _freeze_startup_heap()
+            poller = ChangePoller(store_, hub, the_clock, settings.replicas.change_poll_s)
+            if store_.dialect != "sqlite":
+                # A SQLite file has one gateway (lock_gateway): no other replica changes it.
+                poller.start()
             try:
-                yield
+                if settings.leader.leader_elect:
+                    async with _elected(settings, runtime, dispatcher, the_clock, lease_store):
+                        if freeze_heap:
+                            _freeze_startup_heap()
+                        yield
+                    return
+                if dispatch:
+                    await dispatcher.start()
+                    if settings.headroom.enabled:
+                        runtime.headroom = await start_headroom(
+                            settings, store_, backend_, the_clock, dispatcher, functions
+                        )
+                if freeze_heap:
+                    _freeze_startup_heap()
+                try:
+                    yield
+                finally:
+                    if runtime.headroom is not None:
+                        await runtime.headroom.stop()
+                    await dispatcher.stop()
             finally:
-                if runtime.headroom is not None:
-                    await runtime.headroom.stop()
-                await dispatcher.stop()
+                await poller.stop()
         finally:
             await store_.close()
 

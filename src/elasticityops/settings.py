@@ -16,6 +16,7 @@ from typing import Any
 from elasticityops.backends.kubernetes.settings import KubernetesSettings
 from elasticityops.backends.local.settings import LocalBackendSettings
 from elasticityops.dispatch.dispatcher import DispatchSettings
+from elasticityops.dispatch.replicas import ReplicaSettings
 from elasticityops.domain.errors import FieldProblem, InvalidInput
 from elasticityops.elasticity.settings import HeadroomSettings, over_budget
 from elasticityops.ha.settings import LeaderElectionSettings, timing_problems
@@ -100,6 +101,7 @@ class Settings:
     kubernetes: KubernetesSettings = field(default_factory=KubernetesSettings)
     headroom: HeadroomSettings = field(default_factory=HeadroomSettings)
     leader: LeaderElectionSettings = field(default_factory=LeaderElectionSettings)
+    replicas: ReplicaSettings = field(default_factory=ReplicaSettings)
 
     @property
     def database_url(self) -> str:

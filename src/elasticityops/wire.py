@@ -90,6 +90,11 @@ class InvocationOut(BaseModel):
     preempting_by: str | None = Field(
         None, description="while being preempted: the higher-priority invocation it makes way for"
     )
+    cancel_requested_at: datetime | None = Field(
+        None,
+        description="when a cancel was asked of a gateway replica whose dispatcher does not run "
+        "and is waiting for the one that does to stop the job; null otherwise (and once it ended)",
+    )
     idempotency_key: str | None = None
     timeline: TimelineOut
     durations: dict[str, float | None] = Field(
@@ -133,6 +138,7 @@ class InvocationOut(BaseModel):
             priority=inv.priority.value,
             attempt=inv.attempt,
             preempting_by=inv.preempting_by,
+            cancel_requested_at=inv.cancel_requested,
             idempotency_key=inv.idempotency_key,
             timeline=TimelineOut(
                 accepted=tl.accepted,

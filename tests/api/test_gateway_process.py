@@ -84,8 +84,10 @@ def test_files_are_private_whatever_the_umask(tmp_path: Path) -> None:
     try:
         _ready(f"http://{HOST}:{port}", process)
         assert _mode(data) == 0o700
-        for name in ("eops.db", "eops.db-wal", "eops.db-shm", "server-secret", "admin-token", "gateway.lock"):
+        for name in ("eops.db", "eops.db-wal", "eops.db-shm", "admin-token", "gateway.lock"):
             assert _mode(data / name) == 0o600, name
+        # The callback secret is the database's now (docs/high-availability.md): no file for it.
+        assert not (data / "server-secret").exists()
     finally:
         process.terminate()
         output = process.communicate(timeout=30)[0]

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import glob
+import itertools
 import os
 import pwd
 import shutil
@@ -17,6 +18,8 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+
+import psycopg
 
 
 class PostgresUnavailable(RuntimeError):
@@ -154,3 +157,14 @@ def _alive(pid: int) -> bool:
         if stat.split(") ", 1)[1].startswith("Z"):
             return False
     return True
+
+
+_databases = itertools.count()
+
+
+def fresh_database(cluster: PgCluster) -> str:
+    """The URL of a new, empty database on `cluster` (one per test: no test sees another's rows)."""
+    name = f"eops_test_{os.getpid()}_{next(_databases)}"
+    with psycopg.connect(cluster.dsn(), autocommit=True) as conn:
+        conn.execute(f"CREATE DATABASE {name}")
+    return cluster.url(name)

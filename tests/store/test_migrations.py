@@ -57,7 +57,14 @@ from .conftest import open_store
 
 T0 = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
 HEAD = ScriptDirectory(str(migrate.SCRIPT_LOCATION)).get_current_head()
-OUR_TABLES = {"functions", "function_versions", "invocations", "api_tokens"}
+OUR_TABLES = {
+    "functions",
+    "function_versions",
+    "invocations",
+    "api_tokens",
+    "gateway_secrets",
+    "gateway_generations",
+}
 
 
 def _frozen_schema() -> MetaData:

@@ -24,8 +24,8 @@ from elasticityops.domain.tokens import Scope
 from elasticityops.store.sql import SqlStore
 from elasticityops.store.tables import invocations
 
-from .conftest import _fresh_database, open_store
-from .pg_cluster import PgCluster
+from .conftest import open_store
+from .pg_cluster import PgCluster, fresh_database
 
 T0 = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
 
@@ -737,7 +737,7 @@ def test_writes_go_on_after_the_database_drops_the_writers_connection(
 ) -> None:
     """A server that closes the writer's connection (a restart, an idle timeout) costs a
     reconnect, not a failed write: neither for a lone write nor for a batch of them."""
-    url = _fresh_database(postgres)
+    url = fresh_database(postgres)
     database = url.rsplit("/", 1)[-1]
 
     async def body() -> None:

@@ -27,6 +27,7 @@ def invocation_document(inv: Invocation, queue: QueueStatus | None = None) -> di
         "priority": inv.priority.value,
         "attempt": inv.attempt,
         "preempting_by": inv.preempting_by,
+        "cancel_requested_at": inv.cancel_requested,
         "idempotency_key": inv.idempotency_key,
         "timeline": {
             "accepted": tl.accepted,

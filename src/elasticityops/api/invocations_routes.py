@@ -19,6 +19,7 @@ from elasticityops.api.entropy import BufferedEntropy
 from elasticityops.api.errors import MalformedBody
 from elasticityops.api.runtime import Runtime
 from elasticityops.dispatch.queue_status import queue_status
+from elasticityops.dispatch.replicas import stamp
 from elasticityops.domain import invocation_annotations as hints
 from elasticityops.domain.errors import Conflict, FieldProblem, InvalidInput, NotFound, Unauthorized
 from elasticityops.domain.invocations import Invocation, State, check_callback_token, new_invocation_id
@@ -128,14 +129,37 @@ def build_router(max_wait: int) -> APIRouter:
     @router.post(
         "/invocations/{invocation_id}/cancel",
         response_model=InvocationOut,
-        responses={**_ERRORS, 409: {"model": ErrorOut, "description": "it has already ended otherwise"}},
+        responses={
+            **_ERRORS,
+            200: {"model": InvocationOut, "description": "cancelled (state `cancelled`)"},
+            202: {
+                "model": InvocationOut,
+                "description": "asked of a gateway replica whose dispatcher does not run: the cancel "
+                "is recorded (`cancel_requested_at`) and the replica that runs the job had not "
+                "stopped it within the wait (EOPS_CANCEL_WAIT_SECONDS); it will, and the "
+                "invocation then ends `cancelled` (see it with GET /v1/invocations/{id})",
+            },
+            409: {"model": ErrorOut, "description": "it has already ended otherwise"},
+        },
         summary="Cancel an invocation",
         description="Queued: it never runs. Pending or running: its process or Job is killed. "
-        "Cancelling a cancelled invocation again is a no-op.",
+        "Cancelling a cancelled invocation again is a no-op. On a replica whose dispatcher does "
+        "not run (docs/high-availability.md), a pending or running invocation's cancel is "
+        "recorded for the replica that runs it, and the answer waits a few seconds for it: 200 "
+        "once it is cancelled, else 202 with the request recorded.",
     )
     async def cancel(request: Request, invocation_id: str = IdPath) -> Response:
         # The dispatcher decides (dispatch/reconcile.py plan_cancel), on the row as it is then.
-        return _json(await _runtime(request).dispatcher.cancel(invocation_id), 200)
+        rt = _runtime(request)
+        inv = await rt.dispatcher.cancel(invocation_id)
+        if not inv.state.terminal:
+            # Recorded for the replica whose dispatcher runs the job: wait (bounded) for it.
+            inv = await _wait_for_end(rt, inv, rt.settings.replicas.cancel_wait_s)
+            if inv.state.terminal and inv.state is not State.cancelled:
+                raise Conflict(
+                    f"invocation {inv.id} ended ({inv.state.value}) before the cancel reached its job"
+                )
+        return _json(inv, 200 if inv.state.terminal else 202)
 
     @router.get(
         "/invocations/{invocation_id}/logs",
@@ -454,6 +478,7 @@ async def _wait_for_end(
             if current is None:
                 return inv
             inv = current
+            changed.saw(stamp(inv))  # another replica's change is then noticed by the poller
             if done(inv) or remaining <= 0:
                 return inv
             with contextlib.suppress(TimeoutError):

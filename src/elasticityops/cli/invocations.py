@@ -240,13 +240,22 @@ def logs(
 
 def cancel(invocation_id: IdArg, as_json: JsonFlag = False) -> None:
     """Cancel an invocation: a queued one never starts, a running one is killed (its whole
-    process group / its Job)."""
+    process group / its Job). Asked of a gateway replica that does not run the job, the cancel
+    may only be recorded for the one that does: it says so, and that one stops it shortly."""
     with remote.connected() as client:
         inv = client.cancel(invocation_id)
     if as_json:
         remote.print_json(inv.model_dump_json())
-    else:
+    elif inv.state.terminal or inv.cancel_requested_at is None:
         remote.out.print(f"{inv.id}: ", render.state_text(inv.state), sep="")
+    else:
+        remote.out.print(
+            f"{inv.id}: ",
+            render.state_text(inv.state),
+            ", cancel requested: the gateway replica running it stops it shortly "
+            f"(`eops status {inv.id}` shows it cancelled then)",
+            sep="",
+        )
 
 
 def list_invocations(

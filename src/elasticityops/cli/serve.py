@@ -42,6 +42,7 @@ _PANELS = {
     "kubernetes": "Kubernetes backend",
     "headroom": "Warm capacity (headroom)",
     "leader": "High availability (leader election)",
+    "replicas": "Replicas (several gateways on one database)",
 }
 
 
@@ -144,9 +145,9 @@ async def _prepare(settings: Settings, example: bool) -> tuple[str, bool, list[s
     from elasticityops.server import admin_token, deploy_files, open_store, server_secret
 
     clock = SystemClock()
-    server_secret(settings.data_dir)
     store = await open_store(settings)
     try:
+        await server_secret(store, settings.data_dir, clock)
         token, created = await admin_token(store, settings.data_dir, clock)
         deployed: list[str] = []
         if example:

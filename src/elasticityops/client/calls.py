@@ -293,7 +293,9 @@ class Requests:
         )
 
     def cancel(self, invocation_id: str) -> Call[InvocationOut]:
-        """Cancel a queued or running invocation; its state as the server has it then."""
+        """Cancel a queued or running invocation; its state as the server has it then: cancelled
+        (200), or, from a gateway replica that does not run it, still active with
+        `cancel_requested_at` set (202: the replica running it stops it shortly)."""
         return Call(
             "POST",
             f"/v1/invocations/{_quote(invocation_id)}/cancel",

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 from collections import deque
 from collections.abc import Awaitable, Callable, Mapping
@@ -25,10 +26,10 @@ from elasticityops.dispatch.reconcile import callback_url, plan_cancel, plan_rec
 from elasticityops.dispatch.relaunch import Relauncher, can_relaunch
 from elasticityops.domain.budget import GpuBudget, parse_gpu_budget
 from elasticityops.domain.clock import Clock
-from elasticityops.domain.errors import NotFound, TemporaryError
+from elasticityops.domain.errors import Conflict, NotFound, TemporaryError
 from elasticityops.domain.events import BackendEvent, Finished, finished_event
 from elasticityops.domain.functions import FunctionSpec
-from elasticityops.domain.invocations import FailureReason, Invocation, State, callback_token
+from elasticityops.domain.invocations import ACTIVE_STATES, FailureReason, Invocation, State, callback_token
 from elasticityops.domain.ports import Backend, Change, LaunchRequest, Store
 from elasticityops.domain.spillover import next_type
 from elasticityops.knobs import knob
@@ -169,6 +170,10 @@ class Dispatcher:
         self._spilling: dict[str, asyncio.Task[None]] = {}
         self.preempter = Preempter(store, backend, hub, clock, self.functions)
         self._watchers: list[Callable[[Invocation], None]] = []
+        self._cancelling: dict[str, asyncio.Task[None]] = {}
+        # From the start of adoption to stop: this dispatcher's backend owns the jobs (adoption
+        # carries out cancel requests before the loop, while `running` is still False).
+        self._started = False
 
     def watch(self, watcher: Callable[[Invocation], None]) -> None:
         """Call `watcher` with every invocation this dispatcher admits, and with each one a
@@ -195,6 +200,7 @@ class Dispatcher:
             return
         self._stopping = False
         await self.backend.start(self._on_event)
+        self._started = True
         await self._recover()
         self._task = asyncio.create_task(self._loop(), name="dispatcher")
         self._start_spillover()
@@ -202,12 +208,16 @@ class Dispatcher:
     async def stop(self) -> None:
         """Stop admitting and watching. Running jobs keep running; the next start adopts them."""
         self._stopping = True
+        self._started = False
         await self._stop_spillover()
         if self._task is not None:
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
             self._task = None
+        for task in list(self._cancelling.values()):
+            task.cancel()
+        self._cancelling.clear()
         await self.backend.stop()
         await self._events.drain(self.settings.drain_seconds)
 
@@ -215,7 +225,13 @@ class Dispatcher:
         """Cancel: a queued invocation at once; a pending or running one by asking the backend to
         stop it, then recording `cancelled`. What to do is `plan_cancel`'s one decision, made
         again on the row as it is whenever the compare-and-set loses (a finish got there first:
-        then it answers Conflict, never a 200 that says `succeeded`)."""
+        then it answers Conflict, never a 200 that says `succeeded`).
+
+        On a replica whose dispatcher does not run, the backend's job is another replica's to
+        stop: a queued invocation is still cancelled here (the compare-and-set races that
+        replica's admission, and one of the two wins), a pending or running one gets a cancel
+        request recorded, which the running dispatcher carries out (`_carry_out_requests`); the
+        invocation with its request is returned, still active."""
         for _ in range(5):  # each round loses only to a real state change, so this ends quickly
             latest = await self.store.get_invocation(invocation_id)
             if latest is None:
@@ -225,6 +241,16 @@ class Dispatcher:
             plan = plan_cancel(latest, self.clock.now())
             if plan.change is None:
                 return latest  # cancelled already: cancelling again is a no-op
+            if plan.stop_backend and not self._started:
+                requested = await self.store.request_cancel(invocation_id, self.clock.now())
+                if (
+                    requested is not None
+                    and requested.state in ACTIVE_STATES
+                    and requested.cancel_requested is not None
+                ):
+                    self.hub.changed(invocation_id)
+                    return requested
+                continue  # it moved on (queued again, ended): decide again on the row as it is
             if plan.stop_backend:
                 await self.backend.cancel(latest)
             changed = await self.store.apply(plan.change)
@@ -237,9 +263,42 @@ class Dispatcher:
 
     # --- the loop ---------------------------------------------------------------------------
 
+    async def _carry_out_requests(self) -> None:
+        """Cancel what other replicas were asked to (one indexed read a tick, empty nearly always),
+        each through `cancel` in a task of its own so a slow backend does not hold the cycle
+        up; a request for an invocation that ended meanwhile is dropped."""
+        requests = await self.store.cancel_requests(self.settings.batch_size)
+        ended = [inv.id for inv in requests if inv.state.terminal]
+        if ended:
+            await self.store.drop_cancel_requests(ended)
+        for inv in requests:
+            if inv.state.terminal or inv.id in self._cancelling:
+                continue
+            task = asyncio.create_task(self._carry_out(inv.id), name=f"cancel {inv.id}")
+            self._cancelling[inv.id] = task
+            task.add_done_callback(functools.partial(self._carried_out, inv.id))
+
+    def _carried_out(self, invocation_id: str, _: asyncio.Task[None]) -> None:
+        self._cancelling.pop(invocation_id, None)
+
+    async def _carry_out(self, invocation_id: str) -> None:
+        try:
+            await self.cancel(invocation_id)
+        except (Conflict, NotFound):
+            # It ended otherwise before the cancel landed: nothing to cancel, the request goes.
+            await self.store.drop_cancel_requests([invocation_id])
+        except Exception:
+            log.exception("carrying out the cancel request of %s failed", invocation_id)
+
     async def _loop(self) -> None:
+        looked_at = self.clock.monotonic()  # adoption just looked
         while not self._stopping:
             try:
+                # At most once a tick: the loop wakes for every accept (work_available), and a
+                # read each time contended with accepting (bench/gateway_accept.py, paused).
+                if self.clock.monotonic() - looked_at >= self.settings.tick_s:
+                    looked_at = self.clock.monotonic()
+                    await self._carry_out_requests()
                 more = await self._cycle()
             except Exception:
                 # The store or backend failed this time; the next cycle looks again.
@@ -395,6 +454,8 @@ class Dispatcher:
                     )
                 else:
                     await self._launch(inv, spec)
+        # Cancels asked of other replicas while no dispatcher ran.
+        await self._carry_out_requests()
         if active:
             log.info(
                 "restart: %d active invocations, %d adopted, %d relaunched, %d lost",

@@ -154,6 +154,9 @@ class Invocation:
     preempting_by: str | None = None
     """While being preempted: the invocation it makes way for. Durable intent, so a gateway that
     dies between stopping the job and requeueing it finishes the preemption on restart."""
+    cancel_requested: datetime | None = None
+    """When a cancel was asked of a replica whose dispatcher does not run (only the running
+    dispatcher's backend can stop the job): the request it carries out. An end clears it."""
 
 
 def advance(
@@ -212,6 +215,7 @@ def advance(
         node=node if node is not None else inv.node,
         gpu_type=gpu_type if gpu_type is not None else inv.gpu_type,
         preempting_by=None if to.terminal else inv.preempting_by,
+        cancel_requested=None if to.terminal else inv.cancel_requested,
     )
 
 

@@ -82,6 +82,16 @@ class Store(Protocol):
         """Tombstone the name (its versions stay); False when there was none."""
         ...
 
+    async def functions_generation(self) -> int:
+        """A counter every function write (deploy, delete) bumps in its own transaction: how a
+        replica learns that another one changed a function."""
+        ...
+
+    async def gateway_secret(self, name: str, candidate: bytes, at: datetime) -> bytes:
+        """The gateway-wide secret `name`, shared by every replica; `candidate` becomes it when
+        there is none yet (atomically: replicas starting together get the same one)."""
+        ...
+
     async def create_invocation(self, new: NewInvocation) -> tuple[Invocation, bool]:
         """Store a new invocation in state `queued`; returns (invocation, created).
 
@@ -120,6 +130,23 @@ class Store(Protocol):
         each was admitted on: None for rows from before the gateway kept it): what admission
         needs each cycle (concurrency per function, GPUs per version and type), without reading
         every active row."""
+        ...
+
+    async def request_cancel(self, invocation_id: str, at: datetime) -> Invocation | None:
+        """Record a cancel for the running dispatcher to carry out (compare-and-set: a pending
+        or running invocation without one). The invocation as it is then; None when unknown."""
+        ...
+
+    async def cancel_requests(self, limit: int) -> list[Invocation]:
+        """Invocations with a recorded cancel request, oldest request first."""
+        ...
+
+    async def drop_cancel_requests(self, invocation_ids: Sequence[str]) -> int:
+        """Clear the requests of those of these invocations that have ended; how many."""
+        ...
+
+    async def change_stamps(self, invocation_ids: Sequence[str]) -> Mapping[str, tuple[State, int]]:
+        """(state, attempt) of each of these invocations that exists, in one read."""
         ...
 
     async def apply(self, change: Change) -> Invocation | None:

@@ -37,6 +37,7 @@ INVOCATION_COLUMNS = (
     "attempt",
     "preempted_at",
     "preempting_by",
+    "cancel_requested_at",
 )
 
 
@@ -100,6 +101,7 @@ def invocation_from_row(row: Mapping[Any, Any]) -> Invocation:
         gpu_type=row["gpu_type"],
         attempt=row["attempt"] or 0,
         preempting_by=row["preempting_by"],
+        cancel_requested=row["cancel_requested_at"],
     )
 
 
@@ -153,6 +155,7 @@ def invocation_update(before: Invocation, after: Invocation) -> dict[str, Any]:
         "attempt": (before.attempt, after.attempt),
         "preempted_at": (tb.preempted, ta.preempted),
         "preempting_by": (before.preempting_by, after.preempting_by),
+        "cancel_requested_at": (before.cancel_requested, after.cancel_requested),
     }
     out = {name: new for name, (old, new) in pairs.items() if old != new}
     if before.notes != after.notes:

@@ -29,6 +29,7 @@ from sqlalchemy import (
     select,
     update,
 )
+from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import RowMapping, make_url
 from sqlalchemy.exc import DBAPIError, IntegrityError, OperationalError, SQLAlchemyError
 
@@ -49,7 +50,14 @@ from elasticityops.domain.spillover import Spill, moved
 from elasticityops.domain.tokens import TOKEN_ID_PREFIX, ApiToken, Scope, is_token_id, token_id
 from elasticityops.settings import StoreSettings
 from elasticityops.store import migrate, rows
-from elasticityops.store.tables import api_tokens, function_versions, functions, invocations
+from elasticityops.store.tables import (
+    api_tokens,
+    function_versions,
+    functions,
+    gateway_generations,
+    gateway_secrets,
+    invocations,
+)
 from elasticityops.store.writer import CommitObserver, GroupCommitWriter
 
 log = logging.getLogger(__name__)
@@ -209,6 +217,7 @@ class SqlStore:
                     name=spec.name, version=values["version"], spec=text, created_at=at
                 )
             )
+            _bump_functions_generation(conn)
             return rows.function_from_row(values), created
 
         return await self._write(run)
@@ -247,7 +256,39 @@ class SqlStore:
                 .where(functions.c.name == name, functions.c.deleted_at.is_(None))
                 .values(deleted_at=at)
             )
-            return conn.execute(query).rowcount > 0
+            deleted = conn.execute(query).rowcount > 0
+            if deleted:
+                _bump_functions_generation(conn)
+            return deleted
+
+        return await self._write(run)
+
+    async def functions_generation(self) -> int:
+        """The counter every function write bumps in its own transaction: a replica whose
+        cached specs are older than its latest value drops them (dispatch/functions.py)."""
+
+        def run(conn: Connection) -> int:
+            query = select(gateway_generations.c.value).where(gateway_generations.c.name == _FUNCTIONS)
+            return int(conn.execute(query).scalar() or 0)
+
+        return await self._read(run)
+
+    # -- gateway-wide secrets ---------------------------------------------------------------
+
+    async def gateway_secret(self, name: str, candidate: bytes, at: datetime) -> bytes:
+        """The secret `name` as the database keeps it; when it keeps none, `candidate` becomes
+        it. Atomic on both databases (INSERT .. ON CONFLICT DO NOTHING, then a read in the same
+        transaction), so replicas starting together all get the one that was stored first."""
+
+        def run(conn: Connection) -> bytes:
+            dialect_insert = postgresql.insert if conn.dialect.name == "postgresql" else sqlite.insert
+            conn.execute(
+                dialect_insert(gateway_secrets)
+                .values(name=name, value=candidate, created_at=at)
+                .on_conflict_do_nothing(index_elements=["name"])
+            )
+            query = select(gateway_secrets.c.value).where(gateway_secrets.c.name == name)
+            return bytes(conn.execute(query).scalar_one())
 
         return await self._write(run)
 
@@ -370,6 +411,71 @@ class SqlStore:
                 .group_by(c.function, c.spec_version, c.gpu_type)
             )
             return {(name, version, kind): count for name, version, kind, count in conn.execute(query)}
+
+        return await self._read(run)
+
+    async def request_cancel(self, invocation_id: str, at: datetime) -> Invocation | None:
+        """Record a cancel for the running dispatcher to carry out, as a compare-and-set: only
+        on a pending or running invocation without one. The invocation as it is then (with the
+        request, or as it moved on: queued again, ended); None for an unknown id."""
+
+        def run(conn: Connection) -> Invocation | None:
+            def step(before: Invocation, _: None) -> Invocation | None:
+                if before.state not in ACTIVE_STATES or before.cancel_requested is not None:
+                    return None
+                return replace(before, cancel_requested=at)
+
+            outcome = _fold_many(conn, [(invocation_id, None)], step)[0]
+            return outcome[1] if outcome is not None else _get(conn, invocation_id)
+
+        found: Invocation | None = await self._write(run)
+        return found
+
+    async def cancel_requests(self, limit: int) -> list[Invocation]:
+        """Invocations with a recorded cancel request, oldest request first (one range of the
+        cancel_requested_at index, empty nearly always)."""
+
+        def run(conn: Connection) -> list[Invocation]:
+            c = invocations.c
+            query = (
+                select(*_COLUMNS)
+                .where(c.cancel_requested_at.is_not(None))
+                .order_by(c.cancel_requested_at)
+                .limit(limit)
+            )
+            return [rows.invocation_from_row(r) for r in conn.execute(query).mappings()]
+
+        return await self._read(run)
+
+    async def drop_cancel_requests(self, invocation_ids: Sequence[str]) -> int:
+        """Clear the requests of those invocations that ended meanwhile (an end through a path
+        that did not clear it: a replica's request written after the end's read); how many."""
+        ended = [s.value for s in State if s.terminal]
+
+        def run(conn: Connection) -> int:
+            dropped = 0
+            for ids in _id_batches(invocation_ids):
+                query = (
+                    update(invocations)
+                    .where(invocations.c.id.in_(ids), invocations.c.state.in_(ended))
+                    .values(cancel_requested_at=None)
+                )
+                dropped += conn.execute(query).rowcount
+            return dropped
+
+        return await self._write(run)
+
+    async def change_stamps(self, invocation_ids: Sequence[str]) -> dict[str, tuple[State, int]]:
+        """(state, attempt) of each of those invocations that exists, in one read: what a
+        replica's change poller compares with what its waiters saw."""
+
+        def run(conn: Connection) -> dict[str, tuple[State, int]]:
+            c = invocations.c
+            found: dict[str, tuple[State, int]] = {}
+            for ids in _id_batches(invocation_ids):
+                query = select(c.id, c.state, c.attempt).where(c.id.in_(ids))
+                found.update((row.id, (State(row.state), row.attempt or 0)) for row in conn.execute(query))
+            return found
 
         return await self._read(run)
 
@@ -514,6 +620,20 @@ def _api_token(row: RowMapping) -> ApiToken:
         created_at=row["created_at"],
         expires_at=row["expires_at"],
     )
+
+
+_FUNCTIONS = "functions"
+
+
+def _bump_functions_generation(conn: Connection) -> None:
+    """In the transaction of a function write, so no replica sees the write without the bump."""
+    query = (
+        update(gateway_generations)
+        .where(gateway_generations.c.name == _FUNCTIONS)
+        .values(value=gateway_generations.c.value + 1)
+    )
+    if conn.execute(query).rowcount == 0:  # the seeded row was removed by hand: make it again
+        conn.execute(insert(gateway_generations).values(name=_FUNCTIONS, value=1))
 
 
 def _get(conn: Connection, invocation_id: str) -> Invocation | None:

@@ -18,6 +18,7 @@ from sqlalchemy import (
     Text,
     TypeDecorator,
     UniqueConstraint,
+    text,
 )
 
 
@@ -44,6 +45,8 @@ class UtcDateTime(TypeDecorator[datetime]):
 
 
 metadata = MetaData()
+
+_CANCEL_REQUESTED = "cancel_requested_at IS NOT NULL"
 
 functions = Table(
     "functions",
@@ -102,12 +105,24 @@ invocations = Table(
     # Its own pod annotations as a JSON object (bounded by domain.invocation_annotations);
     # NULL when it has none, as every row from before the column has.
     Column("annotations", Text, nullable=True),
+    # A cancel asked of a replica whose dispatcher does not run, for the running one to carry
+    # out (only its backend can stop the job); an end clears it.
+    Column("cancel_requested_at", UtcDateTime, nullable=True),
     # NULL keys never collide (both databases treat NULLs as distinct in unique constraints).
     UniqueConstraint("function", "idempotency_key", name="uq_invocation_idempotency"),
     Index("ix_invocations_state_id", "state", "id"),
     Index("ix_invocations_function_id", "function", "id"),
     # A queued invocation's queue position counts the queued ones ahead of it by priority and id.
     Index("ix_invocations_state_priority_id", "state", "priority", "id"),
+    # The dispatcher's look for cancel requests each tick. Partial (both databases have them):
+    # the column is NULL in nearly every row, and an insert then adds no entry to it (a fifth
+    # index on every accepted row showed in bench/gateway_accept.py).
+    Index(
+        "ix_invocations_cancel_requested_at",
+        "cancel_requested_at",
+        sqlite_where=text(_CANCEL_REQUESTED),
+        postgresql_where=text(_CANCEL_REQUESTED),
+    ),
 )
 
 api_tokens = Table(
@@ -119,4 +134,23 @@ api_tokens = Table(
     # domain.tokens.Scope; tokens made before scopes existed could do everything: admin.
     Column("scope", String(16), nullable=False, server_default="admin"),
     Column("expires_at", UtcDateTime, nullable=True),  # NULL: never expires
+)
+
+# Gateway-wide secrets, one row each, shared by every replica: `callback` is the key of the
+# per-invocation callback tokens. Made once, by whichever replica starts first.
+gateway_secrets = Table(
+    "gateway_secrets",
+    metadata,
+    Column("name", String(64), primary_key=True),
+    Column("value", LargeBinary, nullable=False),
+    Column("created_at", UtcDateTime, nullable=False),
+)
+
+# A counter per kind of data the replicas cache, bumped in the transaction of each write of it
+# (`functions`): a replica clears its cache when the counter moved.
+gateway_generations = Table(
+    "gateway_generations",
+    metadata,
+    Column("name", String(64), primary_key=True),
+    Column("value", Integer, nullable=False),
 )

@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import re
+from collections.abc import AsyncIterator
 from dataclasses import replace
 from typing import Any
 from urllib.parse import unquote
@@ -255,6 +256,65 @@ async def test_logs_of_an_invocation_without_a_pod_are_empty() -> None:
         chunks = [c async for c in backend.logs(invocation(), follow=False)]
         await backend.stop()
     assert chunks == []
+
+
+def _unwatched_routes(
+    pods: list[list[dict[str, Any]]], jobs: list[list[dict[str, Any]]], **extra: list[Reply]
+) -> dict[str, list[Reply]]:
+    """What a backend that was never started reads for a follow: the invocation's pods and
+    Jobs, list after list (the last repeats)."""
+    by_inv = f"\\?labelSelector={re.escape(SELECTOR)},"
+    return {
+        **extra,
+        f"^GET {re.escape(PODS)}{by_inv}": [Reply(200, {"items": p, "metadata": {}}) for p in pods],
+        f"^GET {re.escape(JOBS)}{by_inv}": [Reply(200, {"items": j, "metadata": {}}) for j in jobs],
+    }
+
+
+async def test_a_follow_without_watches_waits_on_the_api_until_the_container_starts() -> None:
+    """A replica whose dispatcher does not run: no watch feeds progress, so the pod's own state,
+    read again each second, says when there is output to follow."""
+    clock = ManualClock(T0)
+    waiting = pod(node="n", phase="Pending", state={"waiting": {"reason": "ContainerCreating"}})
+    running = pod(node="n", phase="Running", state={"running": {"startedAt": ts(1)}})
+    name = running["metadata"]["name"]
+    routes = _unwatched_routes(
+        [[], [waiting], [waiting], [running]],
+        [[job()]],
+        **{f"^GET {PODS}/{name}/log": [Reply(200, lines=["out"])]},
+    )
+    async with scripted([], routes) as srv:
+        backend = _backend(srv, clock)  # never started
+        chunks = await clock.run(_collect(backend.logs(invocation(), follow=True)))
+    assert b"".join(chunks) == b'"out"\n'
+    assert sum(f"{PODS}?" in s.target for s in srv.seen) == 4
+    assert clock.monotonic() == 3.0, "a look a second, not one per watch-less wait of seconds"
+    assert not any("watch=true" in s.target for s in srv.seen)
+
+
+@pytest.mark.parametrize(
+    "jobs",
+    [
+        pytest.param([], id="its-job-is-gone"),
+        pytest.param([job([condition("Failed", "DeadlineExceeded")])], id="its-job-failed"),
+        pytest.param([job([condition("Complete")])], id="its-job-completed"),
+    ],
+)
+async def test_a_follow_without_watches_ends_empty_once_the_job_ended_without_a_container(
+    jobs: list[dict[str, Any]],
+) -> None:
+    clock = ManualClock(T0)
+    waiting = pod(node="n", phase="Pending", state={"waiting": {"reason": "ContainerCreating"}})
+    routes = _unwatched_routes([[waiting]], [[job()], [job()], jobs])
+    async with scripted([], routes) as srv:
+        backend = _backend(srv, clock)
+        chunks = await clock.run(_collect(backend.logs(invocation(), follow=True)), limit_s=10)
+    assert chunks == []
+    assert sum(f"{JOBS}?" in s.target for s in srv.seen) == 3
+
+
+async def _collect(chunks: AsyncIterator[bytes]) -> list[bytes]:
+    return [c async for c in chunks]
 
 
 async def test_a_pod_refused_for_good_fails_the_invocation_and_stops_its_job() -> None:

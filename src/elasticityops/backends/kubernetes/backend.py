@@ -44,6 +44,7 @@ from elasticityops.backends.kubernetes.observe import (
     events_field_selector,
     invocation_of,
     job_name_of_pod,
+    job_over,
     no_capacity,
     observe_event,
     observe_job,
@@ -61,6 +62,9 @@ from elasticityops.domain.invocations import FailureReason, Invocation, State
 from elasticityops.domain.ports import EventSink, LaunchRequest
 
 log = logging.getLogger(__name__)
+
+# How often a log follow on a backend without watches asks the API whether the pod started.
+_UNWATCHED_POLL_S = 1.0
 
 
 class KubernetesBackend:
@@ -349,11 +353,15 @@ class KubernetesBackend:
 
     async def _wait_for_pod(self, invocation_id: str, follow: bool) -> str | None:
         """The name of the invocation's newest pod; with follow, once its container has started
-        (there is nothing to follow before). None when it has no pod (not yet, or any more)."""
+        (there is nothing to follow before). None when it has no pod (not yet, or any more).
+
+        A backend whose watches do not run (a gateway replica whose dispatcher does not: the
+        Jobs are another replica's) has no progress to go by: it asks the API every
+        `_UNWATCHED_POLL_S` and gives up once the invocation's Job has ended or is gone, which
+        Kubernetes itself bounds (the Job's activeDeadlineSeconds is its function's timeout)."""
+        selector = {"labelSelector": f"{self._selector},{INVOCATION_LABEL}={invocation_id}"}
         while True:
-            pods, _ = await self.api.list(
-                self.pods_path, {"labelSelector": f"{self._selector},{INVOCATION_LABEL}={invocation_id}"}
-            )
+            pods, _ = await self.api.list(self.pods_path, selector)
             if pods:
                 pods.sort(key=lambda p: (p.get("metadata") or {}).get("creationTimestamp", ""))
                 newest = pods[-1]
@@ -361,6 +369,12 @@ class KubernetesBackend:
                     return str(newest["metadata"]["name"])
             if not follow or self._progress.get(invocation_id, Progress()).finished:
                 return None  # never started, and never will
+            if not self._tasks:
+                jobs, _ = await self.api.list(self.jobs_path, selector)
+                if all(job_over(job) for job in jobs):
+                    return None  # its Jobs ended (or were deleted) before a container started
+                await self._clock.sleep(_UNWATCHED_POLL_S)
+                continue
             # Waiting for the container to start: the watches update progress, so look at the
             # API again only when they say something changed (or after a few seconds).
             for _ in range(20):

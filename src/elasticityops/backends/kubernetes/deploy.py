@@ -34,7 +34,6 @@ LEASE_NAME = APP
 """The coordination.k8s.io Lease the replicas elect their leader with (the gateway's default
 name, in the backend's namespace)."""
 DATABASE_URL_KEY = "database-url"
-SERVER_SECRET_KEY = "server-secret"
 """Key of the operator's Secret that holds the key of the callback tokens when replicas share
 it: a job's result callback reaches any replica, and each must accept its token."""
 _SECRET_NAME = re.compile(r"^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$")  # a DNS subdomain
@@ -106,8 +105,7 @@ class DeployOptions:
         parse=parse_secret_key,
         shown="none: SQLite on the data volume",
         help=f"The operator's Secret (not rendered) whose KEY (default {DATABASE_URL_KEY}) holds "
-        "the gateway's EOPS_DATABASE_URL; with --replicas above 1 its key "
-        f"{SERVER_SECRET_KEY} holds the key of the callback tokens, the same for every replica.",
+        "the gateway's EOPS_DATABASE_URL (the replicas share the callback-token key through it).",
     )
 
     @property
@@ -173,10 +171,9 @@ def deploy_problems(options: DeployOptions) -> list[FieldProblem]:
                 flag,
                 f"is required with {replicas} {options.replicas}: replicas cannot share the SQLite "
                 "file of one pod's volume",
-                f"create a Secret with the PostgreSQL URL (key {DATABASE_URL_KEY}) and the callback "
-                f"token key (key {SERVER_SECRET_KEY}), e.g. kubectl -n {options.kubernetes.namespace} "
-                f"create secret generic eops-db --from-literal={DATABASE_URL_KEY}=postgresql+psycopg://"
-                f"USER:PASS@HOST/DB --from-literal={SERVER_SECRET_KEY}=$(openssl rand -hex 32), and pass "
+                f"create a Secret with the PostgreSQL URL (key {DATABASE_URL_KEY}), e.g. kubectl -n "
+                f"{options.kubernetes.namespace} create secret generic eops-db "
+                f"--from-literal={DATABASE_URL_KEY}=postgresql+psycopg://USER:PASS@HOST/DB, and pass "
                 f"{flag} eops-db; or render {replicas} 1",
             )
         ]
@@ -275,22 +272,9 @@ def build_deploy(options: DeployOptions) -> list[KubeObject]:
         {"name": "tmp", "emptyDir": {}},
     ]
     if ha and database is not None:
-        # No pod's volume is shared: each replica's data dir (lock, admin token) is its own, and
-        # the callback-token key, which every replica must agree on, comes from the Secret.
-        token_key = {"name": "server-secret", "mountPath": "/data/server-secret", "subPath": "server-secret"}
-        mounts.append(token_key)
-        volumes = [
-            {"name": "data", "emptyDir": {}},
-            {"name": "tmp", "emptyDir": {}},
-            {
-                "name": "server-secret",
-                "secret": {
-                    "secretName": database.name,
-                    "items": [{"key": SERVER_SECRET_KEY, "path": "server-secret"}],
-                    "defaultMode": 0o440,
-                },
-            },
-        ]
+        # No pod's volume is shared: each replica's data dir (lock, admin token) is its own; the
+        # callback-token key every replica must agree on is in the database (server_secret).
+        volumes = [{"name": "data", "emptyDir": {}}, {"name": "tmp", "emptyDir": {}}]
     container: KubeObject = {
         "name": "gateway",
         "image": options.image,

@@ -230,6 +230,17 @@ def taken_away(at: datetime, progress: Progress, message: str, *, exit_code: int
     return Finished.failed(at, FailureReason.evicted, message, exit_code=exit_code)
 
 
+_JOB_ENDS = ("Complete", "SuccessCriteriaMet", "FailureTarget", "Failed")
+
+
+def job_over(job: KubeObject) -> bool:
+    """Its Job has ended (a condition of success or failure holds) or is being deleted: no
+    container of it starts any more."""
+    if (job.get("metadata") or {}).get("deletionTimestamp"):
+        return True
+    return any((_condition(job, kind) or {}).get("status") == "True" for kind in _JOB_ENDS)
+
+
 def observe_job(job: KubeObject, progress: Progress, now: datetime) -> Observed:
     """The end of an invocation as its Job's conditions tell it (success, deadline, failure)."""
     inv = invocation_of(job)

@@ -1,0 +1,105 @@
+"""What lets several gateway replicas on one database answer for each other's work: their
+knobs, and the change poller that brings another replica's changes to this one's waiters.
+
+The hub (dispatch/hub.py) fires at once for what this replica changes itself. An invocation
+another replica's dispatcher moves (the one that runs it) changes only in the database, so
+while someone here waits, the poller reads the (state, attempt) of every invocation waited on,
+one query per interval for all of them, and wakes the waiters whose stamp moved. Nobody
+waiting: no query. Why a poll and not PostgreSQL's LISTEN/NOTIFY: docs/high-availability.md."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Hashable
+from dataclasses import dataclass
+
+from elasticityops.dispatch.hub import ChangeHub
+from elasticityops.domain.clock import Clock
+from elasticityops.domain.invocations import Invocation
+from elasticityops.domain.ports import Store
+from elasticityops.knobs import knob
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class ReplicaSettings:
+    change_poll_s: float = knob(
+        0.5,
+        env="EOPS_CHANGE_POLL_SECONDS",
+        unit="seconds",
+        gt=0,
+        help="While a ?wait, log follow or cancel waits here, how often one query reads the state "
+        "of every invocation waited on, to see what another replica changed (the longest "
+        "such a change takes to be noticed).",
+    )
+    functions_check_s: float = knob(
+        1.0,
+        env="EOPS_FUNCTIONS_CHECK_SECONDS",
+        unit="seconds",
+        ge=0,
+        help="How long a cached function spec is trusted before one read of the functions' "
+        "generation checks for a deploy or delete made by another replica; 0: every use.",
+    )
+    cancel_wait_s: float = knob(
+        5.0,
+        env="EOPS_CANCEL_WAIT_SECONDS",
+        unit="seconds",
+        ge=0,
+        help="How long a cancel asked of a replica whose dispatcher does not run waits for the "
+        "one that does to stop the job, before answering 202 with the request recorded.",
+    )
+
+
+def stamp(inv: Invocation) -> Hashable:
+    """What the poller compares: an invocation moves on by its state, or by a new attempt
+    (preempted and run again) even when the state reads the same."""
+    return (inv.state, inv.attempt)
+
+
+class ChangePoller:
+    def __init__(self, store: Store, hub: ChangeHub, clock: Clock, interval_s: float) -> None:
+        self._store = store
+        self._hub = hub
+        self._clock = clock
+        self._interval_s = interval_s
+        self._task: asyncio.Task[None] | None = None
+        self.queries = 0  # reads made, for the bench and the tests
+
+    def start(self) -> None:
+        if self._task is None:
+            self._task = asyncio.create_task(self._loop(), name="change poller")
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+            self._task = None
+
+    async def _loop(self) -> None:
+        while True:
+            await self._hub.until_someone_waits()
+            await self._clock.sleep(self._interval_s)
+            try:
+                await self.poll()
+            except Exception:
+                # The database away for a moment: the waiters' own deadlines still hold.
+                log.exception("change poll failed")
+
+    async def poll(self) -> None:
+        """One read for everything waited on now; wake those the store says moved on."""
+        waited = self._hub.waited_on()
+        if not waited:
+            return
+        self.queries += 1
+        stamps = await self._store.change_stamps(list(waited))
+        # Compared with what the waiters saw by now (they may have read again meanwhile): a
+        # waiter that read something newer than this poll is woken once more, for nothing.
+        for invocation_id, seen in self._hub.waited_on().items():
+            now = stamps.get(invocation_id)
+            current = None if now is None else (now[0], now[1])
+            if any(s != current for s in seen):
+                self._hub.changed(invocation_id)
