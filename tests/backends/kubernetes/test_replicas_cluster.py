@@ -27,7 +27,7 @@ from .cluster_support import deploy, ensure_priority_classes, invoke, jobs_of
 
 pytestmark = [pytest.mark.cluster, pytest.mark.slow]
 
-COUNT = 60
+COUNT = 100  # issue 16: the leader killed during a burst of 100 in the suite (1,000 in the bench)
 LEASE = {
     "EOPS_LEASE_DURATION": "3",
     "EOPS_LEASE_RENEW_DEADLINE": "2",
