@@ -400,6 +400,25 @@ class DevCluster:
             return [p for p in list_bound_pending(api) if p.seconds > bound_seconds]
 
     # --- lifecycle --------------------------------------------------------------------
+    def restart_apiserver(self, down_s: float = 0.0, timeout: float = 60.0) -> float:
+        """Stop the kube-apiserver (SIGTERM, as a rolling control-plane upgrade does), leave it
+        down `down_s` seconds, start it again with the same flags, ports and certificates, and
+        return once it answers /readyz: the seconds it was unreachable. etcd keeps the state, so
+        clients see dropped connections and watches, then a server that resumes them (or
+        answers 410 Gone for a resourceVersion it no longer has)."""
+        [rec] = [p for p in self.state.processes if p.name == "kube-apiserver"]
+        stopped = time.monotonic()
+        procs.stop(rec)
+        time.sleep(down_s)
+        fresh = procs.start(rec.name, list(rec.argv), Path(rec.log))
+        self.state = replace(
+            self.state, processes=tuple(fresh if p is rec else p for p in self.state.processes)
+        )
+        _save(self.layout, self.state)
+        with probe_api(self.server, self.credentials.ssl_context()) as probe:
+            _wait(fresh, lambda: probe.ok("/readyz"), timeout)
+        return time.monotonic() - stopped
+
     def processes_alive(self) -> dict[str, bool]:
         return {p.name: procs.is_alive(p) for p in self.state.processes}
 
