@@ -5,7 +5,9 @@ API server."""
 from __future__ import annotations
 
 import contextlib
+import threading
 import time
+from collections import Counter
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
@@ -15,7 +17,7 @@ import httpx
 
 from elasticityops.backends.kubernetes.deploy import priority_classes
 from elasticityops.backends.kubernetes.labels import INVOCATION_LABEL
-from elasticityops.domain.errors import Conflict
+from elasticityops.domain.errors import Conflict, EopsError
 from helpers.server import RunningServer, start_server
 
 TERMINAL = {"succeeded", "failed", "cancelled", "timed_out"}
@@ -106,3 +108,30 @@ def jobs_of(dev_cluster: Any, namespace: str, inv: str | None = None) -> list[di
     with dev_cluster.api() as api:
         jobs, _ = api.list(f"/apis/batch/v1/namespaces/{namespace}/jobs", {"labelSelector": selector})
     return jobs
+
+
+class JobCounter:
+    """The namespace's Jobs listed every half second while the API server answers: the most Jobs
+    each invocation ever had at once (a duplicate Job shows as 2)."""
+
+    def __init__(self, dev_cluster: Any, namespace: str) -> None:
+        self.most: Counter[str] = Counter()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, args=(dev_cluster, namespace), daemon=True)
+
+    def _run(self, dev_cluster: Any, namespace: str) -> None:
+        while not self._stop.wait(0.5):
+            try:
+                jobs = jobs_of(dev_cluster, namespace)
+            except (EopsError, OSError):
+                continue  # the API server is down (a restart test): nothing to count
+            for inv, n in Counter(j["metadata"]["labels"][INVOCATION_LABEL] for j in jobs).items():
+                self.most[inv] = max(self.most[inv], n)
+
+    def __enter__(self) -> JobCounter:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self._stop.set()
+        self._thread.join(10)

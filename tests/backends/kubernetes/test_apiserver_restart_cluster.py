@@ -7,7 +7,6 @@ and no Job is left behind but one per invocation."""
 
 from __future__ import annotations
 
-import threading
 import time
 from collections import Counter
 from pathlib import Path
@@ -16,43 +15,22 @@ from typing import Any
 import httpx
 import pytest
 
-from elasticityops.backends.kubernetes.labels import INVOCATION_LABEL
 from elasticityops.devcluster.stages import EXIT_CODE_ANNOTATION, RUN_SECONDS_ANNOTATION
-from elasticityops.domain.errors import EopsError
 
-from .cluster_support import TERMINAL, deploy, ensure_priority_classes, invoke, jobs_of, k8s_gateway
+from .cluster_support import (
+    TERMINAL,
+    JobCounter,
+    deploy,
+    ensure_priority_classes,
+    invoke,
+    jobs_of,
+    k8s_gateway,
+)
 
 pytestmark = [pytest.mark.cluster, pytest.mark.slow]
 
 COUNT = 60
 DOWN_S = 5.0
-
-
-class JobCounter:
-    """The namespace's Jobs listed every half second while the API server answers: the most Jobs
-    each invocation ever had at once."""
-
-    def __init__(self, dev_cluster: Any, namespace: str) -> None:
-        self.most: Counter[str] = Counter()
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, args=(dev_cluster, namespace), daemon=True)
-
-    def _run(self, dev_cluster: Any, namespace: str) -> None:
-        while not self._stop.wait(0.5):
-            try:
-                jobs = jobs_of(dev_cluster, namespace)
-            except (EopsError, OSError):
-                continue  # the API server is down: nothing to count
-            for inv, n in Counter(j["metadata"]["labels"][INVOCATION_LABEL] for j in jobs).items():
-                self.most[inv] = max(self.most[inv], n)
-
-    def __enter__(self) -> JobCounter:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *_: object) -> None:
-        self._stop.set()
-        self._thread.join(10)
 
 
 def _states(gw: Any) -> dict[str, str]:

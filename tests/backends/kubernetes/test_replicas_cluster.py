@@ -5,7 +5,6 @@ invocation ends once, with one Job each."""
 
 from __future__ import annotations
 
-import threading
 import time
 from collections import Counter
 from collections.abc import Iterator
@@ -17,13 +16,12 @@ import httpx
 import psycopg
 import pytest
 
-from elasticityops.backends.kubernetes.labels import INVOCATION_LABEL
 from elasticityops.devcluster.stages import EXIT_CODE_ANNOTATION, RUN_SECONDS_ANNOTATION
 from elasticityops.ha.settings import JITTER_FACTOR
 from helpers.server import RunningServer, start_server
 from store.pg_cluster import PgCluster, pg_cluster
 
-from .cluster_support import deploy, ensure_priority_classes, invoke, jobs_of
+from .cluster_support import JobCounter, deploy, ensure_priority_classes, invoke, jobs_of
 
 pytestmark = [pytest.mark.cluster, pytest.mark.slow]
 
@@ -103,29 +101,6 @@ def _leader_gauge(server: RunningServer) -> str:
     with server.client() as client:
         text = client.get("/metrics").text
     return next(line for line in text.splitlines() if line.startswith("eops_leader "))
-
-
-class JobCounter:
-    """The namespace's Jobs listed every half second: the most Jobs each invocation ever had."""
-
-    def __init__(self, dev_cluster: Any, namespace: str) -> None:
-        self.most: Counter[str] = Counter()
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, args=(dev_cluster, namespace), daemon=True)
-
-    def _run(self, dev_cluster: Any, namespace: str) -> None:
-        while not self._stop.wait(0.5):
-            jobs = Counter(j["metadata"]["labels"][INVOCATION_LABEL] for j in jobs_of(dev_cluster, namespace))
-            for inv, n in jobs.items():
-                self.most[inv] = max(self.most[inv], n)
-
-    def __enter__(self) -> JobCounter:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *_: object) -> None:
-        self._stop.set()
-        self._thread.join(10)
 
 
 def test_the_follower_takes_over_a_killed_leader_and_every_invocation_ends_once(
