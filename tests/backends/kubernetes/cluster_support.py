@@ -110,6 +110,16 @@ def jobs_of(dev_cluster: Any, namespace: str, inv: str | None = None) -> list[di
     return jobs
 
 
+def wait_for_no_autoscaled_nodes(dev_cluster: Any, timeout: float = 240) -> None:
+    """Until the autoscaler has removed the GPU nodes earlier tests left (10 s scale-down in the
+    test session): a test that needs a pod to wait for a new node must not find a free one (the
+    API-server restart test leaves up to 50 behind, for example)."""
+    deadline = time.monotonic() + timeout
+    while (left := dev_cluster.node_counts()["autoscaled"]) > 0:
+        assert time.monotonic() < deadline, f"{left} autoscaled nodes left after {timeout:g}s"
+        time.sleep(1.0)
+
+
 class JobCounter:
     """The namespace's Jobs listed every half second while the API server answers: the most Jobs
     each invocation ever had at once (a duplicate Job shows as 2)."""
