@@ -18,10 +18,10 @@ import pytest
 
 from elasticityops.devcluster.stages import EXIT_CODE_ANNOTATION, RUN_SECONDS_ANNOTATION
 from elasticityops.ha.settings import JITTER_FACTOR
-from helpers.server import RunningServer, start_server
+from helpers.server import RunningServer
 from store.pg_cluster import PgCluster, pg_cluster
 
-from .cluster_support import JobCounter, deploy, ensure_priority_classes, invoke, jobs_of
+from .cluster_support import JobCounter, deploy, ensure_priority_classes, invoke, jobs_of, start_k8s_gateway
 
 pytestmark = [pytest.mark.cluster, pytest.mark.slow]
 
@@ -49,17 +49,8 @@ def _database(cluster: PgCluster, name: str) -> str:
 
 
 def _replica(dev_cluster: Any, namespace: str, data_dir: Path, database: str, name: str) -> RunningServer:
-    return start_server(
-        data_dir,
-        "--backend",
-        "kubernetes",
-        "--kubeconfig",
-        str(dev_cluster.kubeconfig_path),
-        "--namespace",
-        namespace,
-        "--leader-elect",
-        env={"EOPS_DATABASE_URL": database, "EOPS_LEADER_IDENTITY": name, **LEASE},
-    )
+    env = {"EOPS_LEADER_ELECT": "true", "EOPS_DATABASE_URL": database, "EOPS_LEADER_IDENTITY": name, **LEASE}
+    return start_k8s_gateway(dev_cluster, namespace, data_dir, **env)
 
 
 def _ready(server: RunningServer) -> tuple[int, dict[str, Any]]:
