@@ -1,5 +1,5 @@
-"""`eops rehearse` end to end on the dev cluster (real autoscaler, 10 s node boots): a 2-minute
-trace of 10 requests under `none`, through a real `eops serve --backend kubernetes`. About 3
+"""`eops rehearse` end to end on the dev cluster (real autoscaler, 10 s node boots): a 1-minute
+trace of 10 requests under `none`, through a real `eops serve --backend kubernetes`. About 1.5
 minutes: the trace itself, the drain and the namespace's deletion."""
 
 from __future__ import annotations
@@ -16,8 +16,8 @@ from helpers.server import EOPS, REPO, base_env
 
 pytestmark = [pytest.mark.cluster, pytest.mark.slow]
 
-ARRIVALS = [0.0, 8.0, 15.0, 31.0, 44.0, 58.0, 70.0, 83.0, 101.0, 118.0]
-DURATIONS = [12.0, 20.0, 8.0, 15.0, 10.0, 18.0, 9.0, 14.0, 11.0, 16.0]
+ARRIVALS = [0.0, 4.0, 7.5, 15.5, 22.0, 29.0, 35.0, 41.5, 50.5, 59.0]
+DURATIONS = [6.0, 10.0, 4.0, 7.5, 5.0, 9.0, 4.5, 7.0, 5.5, 8.0]
 
 
 def test_rehearse_none_measures_and_predicts_and_cleans_up(dev_cluster: Any, tmp_path: Path) -> None:

@@ -30,9 +30,9 @@ from .cluster_support import (
     invoke,
     jobs_of,
     k8s_gateway,
+    remove_empty_autoscaled_nodes,
     start_k8s_gateway,
     status,
-    wait_for_no_autoscaled_nodes,
     wait_state,
 )
 
@@ -137,7 +137,7 @@ def test_eops_render_output_is_what_kubectl_applies(cluster: Any, dev_namespace:
 
 def test_invocation_runs_as_a_job_on_a_new_gpu_node(cluster: Any, dev_namespace: str, tmp_path: Path) -> None:
     with cluster.knobs(baseline=0), k8s_gateway(cluster, dev_namespace, tmp_path / "gw") as gw:
-        wait_for_no_autoscaled_nodes(cluster)  # no free node: the pod must wait for a new one
+        remove_empty_autoscaled_nodes(cluster)  # no free node: the pod must wait for a new one
         deploy(gw, name="embed", annotations=_runs(2), timeout_seconds=300, env={"MODEL": "clip"})
         inv = invoke(gw, "embed", {"image": "cat.png"})
         pending = wait_state(gw, inv, {"pending", "running"})
