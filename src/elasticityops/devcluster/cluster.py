@@ -406,7 +406,19 @@ class DevCluster:
         return once it answers /readyz: the seconds it was unreachable. etcd keeps the state, so
         clients see dropped connections and watches, then a server that resumes them (or
         answers 410 Gone for a resourceVersion it no longer has)."""
-        [rec] = [p for p in self.state.processes if p.name == "kube-apiserver"]
+        with probe_api(self.server, self.credentials.ssl_context()) as probe:
+            return self._restart("kube-apiserver", down_s, lambda: probe.ok("/readyz"), timeout)
+
+    def restart_etcd(self, down_s: float = 0.0, timeout: float = 60.0) -> float:
+        """Stop etcd (SIGTERM), leave it down `down_s` seconds, start it again on the same data
+        dir and ports, and return once the API server answers /readyz again: the seconds from the
+        stop until then. Meanwhile the API server is up and answers what needs etcd (writes,
+        consistent reads) with 5xx errors or timeouts, as when a real cluster loses its etcd."""
+        with probe_api(self.server, self.credentials.ssl_context()) as probe:
+            return self._restart("etcd", down_s, lambda: probe.ok("/readyz"), timeout)
+
+    def _restart(self, name: str, down_s: float, ready: Callable[[], bool], timeout: float) -> float:
+        [rec] = [p for p in self.state.processes if p.name == name]
         stopped = time.monotonic()
         procs.stop(rec)
         time.sleep(down_s)
@@ -415,8 +427,7 @@ class DevCluster:
             self.state, processes=tuple(fresh if p is rec else p for p in self.state.processes)
         )
         _save(self.layout, self.state)
-        with probe_api(self.server, self.credentials.ssl_context()) as probe:
-            _wait(fresh, lambda: probe.ok("/readyz"), timeout)
+        _wait(fresh, ready, timeout)
         return time.monotonic() - stopped
 
     def processes_alive(self) -> dict[str, bool]:

@@ -52,6 +52,17 @@ TEST_KNOBS = AutoscalerSettings(
 )
 
 
+FAULTY_SERVER: dict[str, Any] = {
+    # Jobs' watches come from etcd, which the API server compacts every 10 s: a Job watch that
+    # resumes after a quiet spell gets a real 410 Gone and relists, in every cluster test.
+    "etcd_compaction_s": 10,
+    "uncached_watches": ("jobs.batch",),
+    # While etcd is away (DevCluster.restart_etcd) a write waits this long, then is answered 504.
+    "request_timeout_s": 10,
+}
+"""How the session's API server differs from upstream's defaults, so that its faults are common."""
+
+
 class DevClusterFixture:
     """What the `dev_cluster` fixture yields; wraps `cluster.DevCluster`.
 
@@ -150,7 +161,7 @@ def dev_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DevCluster
     except DevClusterError as exc:
         pytest.fail(f"dev cluster binaries unavailable: {exc}", pytrace=False)
     state_dir = tmp_path_factory.mktemp("dev-cluster")
-    cfg = ClusterConfig(state_dir=state_dir, autoscaler=TEST_KNOBS)
+    cfg = ClusterConfig(state_dir=state_dir, autoscaler=TEST_KNOBS, **FAULTY_SERVER)
     try:
         cluster = DevCluster.start(cfg, tc)
     except DevClusterError as exc:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from collections import Counter
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import replace
 from typing import Any
@@ -59,7 +60,7 @@ from elasticityops.domain.clock import Clock, SystemClock
 from elasticityops.domain.errors import Conflict, EopsError, NotFound, PermanentError
 from elasticityops.domain.events import BackendEvent, Finished, note_event
 from elasticityops.domain.invocations import FailureReason, Invocation, State
-from elasticityops.domain.ports import EventSink, LaunchRequest
+from elasticityops.domain.ports import ClientCounters, EventSink, LaunchRequest
 
 log = logging.getLogger(__name__)
 
@@ -102,6 +103,7 @@ class KubernetesBackend:
         self._launches: asyncio.Queue[tuple[LaunchRequest, KubeObject, KubeObject]] = asyncio.Queue()
         self._launchers: list[asyncio.Task[None]] = []
         self.jobs_created = 0
+        self._counted_before: tuple[Counter[str], int, Counter[str]] = (Counter(), 0, Counter())
         # The GPU nodes and which of them our pods use: for the headroom controller, and to tell
         # each invocation whether it found a warm node. Off unless asked: it needs the right to
         # watch Nodes (the rendered ClusterRole gives it).
@@ -114,6 +116,19 @@ class KubernetesBackend:
         if self._api is None:
             self._api = KubeApi.connect(self.settings, self._clock)
         return self._api
+
+    def client_counters(self) -> ClientCounters:
+        """Since this backend was made: a stop (a leader stepping down) closes the client and
+        its watches, so what they counted is kept here first and the counters never go back."""
+        errors, retries, restarts = self._counted_before
+        api = self._api
+        if api is not None:
+            errors, retries = errors + api.errors, retries + api.retries
+        restarts = restarts.copy()
+        for watch in self.watches:
+            stats = watch.stats
+            restarts.update(ended=stats.resumes, expired=stats.expired, dropped=stats.dropped)
+        return ClientCounters(dict(errors), retries, dict(+restarts))
 
     async def start(self, sink: EventSink) -> None:
         self._sink = sink
@@ -162,6 +177,9 @@ class KubernetesBackend:
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await task
         self._tasks, self._launchers = [], []
+        counted = self.client_counters()
+        self._counted_before = (Counter(counted.errors), counted.retries, Counter(counted.watch_restarts))
+        self.watches = []
         if self._api is not None:
             await self._api.close()
             self._api = None
