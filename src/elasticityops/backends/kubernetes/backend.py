@@ -54,10 +54,11 @@ from elasticityops.backends.kubernetes.observe import (
     observe_pod,
     overdue,
 )
+from elasticityops.backends.kubernetes.ratelimit import backoff_delay
 from elasticityops.backends.kubernetes.settings import KubernetesSettings
 from elasticityops.backends.kubernetes.watch import KindWatch
 from elasticityops.domain.clock import Clock, SystemClock
-from elasticityops.domain.errors import Conflict, EopsError, NotFound, PermanentError
+from elasticityops.domain.errors import Conflict, EopsError, NotFound, PermanentError, TemporaryError
 from elasticityops.domain.events import BackendEvent, Finished, note_event
 from elasticityops.domain.invocations import FailureReason, Invocation, State
 from elasticityops.domain.ports import ClientCounters, EventSink, LaunchRequest
@@ -233,10 +234,49 @@ class KubernetesBackend:
             request, job, secret = await self._launches.get()
             try:
                 await self.create_job(request, job, secret)
+            except TemporaryError as exc:
+                # The client's retries are spent (a server throttling a burst with 429s, or
+                # answering 5xx while its etcd is away, for longer than they last): nothing is
+                # wrong with the invocation, so it stays pending and its launch is tried again.
+                self._chore(self._launch_later(request, job, secret, exc, self._clock.monotonic()))
             except EopsError as exc:
                 await self._fail_launch(request.invocation.id, f"could not create its Job: {exc.message}")
             finally:
                 self._launches.task_done()
+
+    async def _launch_later(
+        self, request: LaunchRequest, job: KubeObject, secret: KubeObject, exc: TemporaryError, since: float
+    ) -> None:
+        """Create the Job again after a pause, until it is made or the provisioning timeout has
+        passed since the first failure (then it is a launch_error, as a refused create is).
+        A create that reached the server before its answer was lost finds its Job (409)."""
+        inv = request.invocation
+        failures = 1
+        while True:
+            if self._clock.monotonic() - since >= self.settings.provisioning_timeout_seconds:
+                await self._fail_launch(inv.id, f"could not create its Job: {exc.message}")
+                return
+            delay = backoff_delay(failures, LAUNCH_RETRY_BASE_SECONDS, LAUNCH_RETRY_CAP_SECONDS)
+            log.warning(
+                "could not create the Job of %s yet (%s); again in %.1f s", inv.id, exc.message, delay
+            )
+            await self._clock.sleep(delay)
+            progress = self._progress.get(inv.id)
+            if (
+                progress is None
+                or progress.finished
+                or progress.cancelling
+                or self._attempts.get(inv.id) != inv.attempt
+            ):
+                return  # cancelled, ended or superseded meanwhile: no Job wanted any more
+            try:
+                await self.create_job(request, job, secret)
+                return
+            except TemporaryError as again:
+                exc, failures = again, failures + 1
+            except EopsError as refused:
+                await self._fail_launch(inv.id, f"could not create its Job: {refused.message}")
+                return
 
     async def _fail_launch(self, inv: str, message: str) -> None:
         self._progress[inv] = self._progress.get(inv, Progress())._replace(finished=True)
@@ -578,6 +618,10 @@ class KubernetesBackend:
 
 
 SUCCESS_GRACE_SECONDS = 2.0
+# A launch whose create outlasted the client's retries is tried again after 1 s, doubling to 30 s
+# (with jitter, so a throttled burst does not come back as one herd).
+LAUNCH_RETRY_BASE_SECONDS = 1.0
+LAUNCH_RETRY_CAP_SECONDS = 30.0
 WITHDRAW_TIMEOUT_SECONDS = 120.0  # a pending pod has no container to stop: it goes in seconds
 _WITHDRAWN = ""  # the GPU type of an invocation whose Job is being withdrawn: every labelled one is stale
 _STOP_JOB_ON = frozenset({FailureReason.image_pull, FailureReason.no_capacity, FailureReason.launch_error})
