@@ -39,6 +39,16 @@ class NewInvocation:
 
 
 @dataclass(frozen=True)
+class ClockReading:
+    """One look at another machine's clock: this replica's clock before the question was sent,
+    the other's answer, this replica's clock once the answer came."""
+
+    sent: datetime
+    remote: datetime
+    received: datetime
+
+
+@dataclass(frozen=True)
 class Page:
     items: list[Invocation]
     next_cursor: str | None
@@ -181,6 +191,12 @@ class Store(Protocol):
 
     async def ping(self) -> None:
         """Cheap round trip to the database (readiness); raises TemporaryError when it fails."""
+        ...
+
+    async def clock_reading(self, local: Callable[[], datetime]) -> ClockReading | None:
+        """The database server's clock read between two readings of `local` (this replica's
+        clock), for replicas to agree on one time; None where there is no server of its own to
+        ask (SQLite: a file, read by this one gateway on this machine)."""
         ...
 
     async def create_api_token(
