@@ -33,6 +33,7 @@ from .cluster_support import (
     ensure_priority_classes,
     invoke,
     k8s_gateway,
+    start_k8s_gateway,
     status,
     wait_all_ended,
 )
@@ -45,9 +46,9 @@ FLOWCONTROL = "/apis/flowcontrol.apiserver.k8s.io/v1"
 SERVICE_ACCOUNT = "eops-gateway"
 
 
-def _burst(server: RunningServer) -> list[str]:
-    deploy(server, name="work", max_concurrency=COUNT, annotations=RUN)
-    return [invoke(server, "work", {"i": i}) for i in range(COUNT)]
+def _burst(server: RunningServer, count: int = COUNT, run: dict[str, str] = RUN) -> list[str]:
+    deploy(server, name="work", max_concurrency=COUNT, annotations=run)
+    return [invoke(server, "work", {"i": i}) for i in range(count)]
 
 
 def _admitted(server: RunningServer, ids: list[str], share: int, timeout: float = 60) -> None:
@@ -192,18 +193,26 @@ def test_a_burst_the_api_server_throttles_with_429s_loses_and_doubles_nothing(
     ensure_priority_classes(dev_cluster)
     kubeconfig = tmp_path / "gateway.kubeconfig"
     _service_account_kubeconfig(dev_cluster, dev_namespace, kubeconfig)
-    with (
-        _throttled(dev_cluster, dev_namespace) as level,
-        k8s_gateway(dev_cluster, dev_namespace, tmp_path / "gw", kubeconfig=kubeconfig) as gw,
-    ):
-        with JobCounter(dev_cluster, dev_namespace) as counter:
-            ids = _burst(gw)
+    with _throttled(dev_cluster, dev_namespace) as level:
+        # Queued on a paused gateway, then started on the same data dir: the dispatcher admits
+        # all 50 in its first cycle and the launch workers create their Jobs at once.
+        paused = start_k8s_gateway(
+            dev_cluster, dev_namespace, tmp_path / "gw", kubeconfig=kubeconfig, EOPS_DISPATCH_PAUSED="true"
+        )
+        try:
+            ids = _burst(paused)
+        finally:
+            paused.stop()
+        with (
+            k8s_gateway(dev_cluster, dev_namespace, tmp_path / "gw", kubeconfig=kubeconfig) as gw,
+            JobCounter(dev_cluster, dev_namespace) as counter,
+        ):
             wait_all_ended(gw, ids, timeout=240)
-        burst_ends_once(dev_cluster, dev_namespace, gw, ids)
+            burst_ends_once(dev_cluster, dev_namespace, gw, ids)
+            throttled = client_metric(gw, "eops_kube_api_errors_total", code="429")
+            retries = client_metric(gw, "eops_kube_api_retries_total")
+            server = _priority_levels(dev_cluster)[level]
         assert max(counter.most.values()) == 1, "an invocation had two Jobs at once"
-        throttled = client_metric(gw, "eops_kube_api_errors_total", code="429")
-        retries = client_metric(gw, "eops_kube_api_retries_total")
-        server = _priority_levels(dev_cluster)[level]
     refused = int(server["RejectedRequests"]) + int(server["TimedoutRequests"])
     print(f"429s: the gateway met {throttled:g} (retried {retries:g}), the API server refused {refused}")
     assert throttled > 0, "the API server never throttled the gateway: no fault was tested"
@@ -242,11 +251,14 @@ def test_watches_the_server_ends_and_answers_410_gone_lose_and_double_nothing(
     # The server ends every watch of this gateway after 2 s (its timeoutSeconds), so each one
     # resumes dozens of times during the burst, and the Job watch resumes after compactions.
     with k8s_gateway(dev_cluster, dev_namespace, tmp_path / "gw", EOPS_KUBE_WATCH_TIMEOUT_SECONDS="2") as gw:
-        with JobCounter(dev_cluster, dev_namespace) as counter:
-            ids = _burst(gw)
-            _admitted(gw, ids, COUNT // 4)
-            with _compacting(dev_cluster, every_s=3.0) as revisions:
-                wait_all_ended(gw, ids, timeout=240)
+        # Each Job quiet for 10 s while it runs: a Job watch that resumes then finds its
+        # resourceVersion compacted away by the compaction of the second before.
+        with (
+            JobCounter(dev_cluster, dev_namespace) as counter,
+            _compacting(dev_cluster, every_s=1.0) as revisions,
+        ):
+            ids = _burst(gw, run={RUN_SECONDS_ANNOTATION: "10", EXIT_CODE_ANNOTATION: "0"})
+            wait_all_ended(gw, ids, timeout=240)
         burst_ends_once(dev_cluster, dev_namespace, gw, ids)
         assert max(counter.most.values()) == 1, "an invocation had two Jobs at once"
         expired = client_metric(gw, "eops_kube_watch_restarts_total", reason="expired")
@@ -268,11 +280,16 @@ def test_a_burst_while_etcd_is_away_and_the_server_answers_5xx_loses_and_doubles
     ensure_priority_classes(dev_cluster)
     with k8s_gateway(dev_cluster, dev_namespace, tmp_path / "gw") as gw:
         with JobCounter(dev_cluster, dev_namespace) as counter:
-            ids = _burst(gw)
-            _admitted(gw, ids, COUNT // 4)
-            away = dev_cluster.restart_etcd(down_s=6.0)
-            late = invoke(gw, "work", {"i": "after"})  # the gateway accepts throughout
-            ids.append(late)
+            ids = _burst(gw, count=COUNT // 2)
+            _admitted(gw, ids, COUNT // 8)
+            outage: list[float] = []
+            restart = threading.Thread(target=lambda: outage.append(dev_cluster.restart_etcd(down_s=6.0)))
+            restart.start()
+            time.sleep(1.0)
+            # Accepted while etcd is away (the gateway's store is its own): their Jobs' creates
+            # hang in the API server until it answers 504 (its 10 s), and are tried again.
+            ids += [invoke(gw, "work", {"i": i}) for i in range(COUNT // 2, COUNT)]
+            restart.join(120)
             wait_all_ended(gw, ids, timeout=240)
         burst_ends_once(dev_cluster, dev_namespace, gw, ids)
         assert max(counter.most.values()) == 1, "an invocation had two Jobs at once"
@@ -280,5 +297,5 @@ def test_a_burst_while_etcd_is_away_and_the_server_answers_5xx_loses_and_doubles
             code: client_metric(gw, "eops_kube_api_errors_total", code=code)
             for code in ("500", "503", "504", "connection")
         }
-    print(f"etcd away {away:.1f} s; the gateway met {errors}")
+    print(f"etcd away {outage} s; the gateway met {errors}")
     assert errors["500"] + errors["503"] + errors["504"] > 0, "no 5xx answer: no fault was tested"
