@@ -35,6 +35,7 @@ from elasticityops.domain.tokens import Scope
 from elasticityops.elasticity.controller import HeadroomController
 from elasticityops.ha.elector import LeaderElector, LeaseStore
 from elasticityops.ha.settings import default_identity
+from elasticityops.ha.shared_clock import ClockSync, SharedClock
 from elasticityops.settings import Settings
 from elasticityops.store.sql import SqlStore
 
@@ -386,13 +387,24 @@ def build_app(
     which only pays in a gateway process of its own). `dispatch=False`: a replica that only
     serves the API (the dispatcher and the headroom controller never start; another replica
     on the same database runs them)."""
-    the_clock = clock or SystemClock()
+    given_clock: Clock = clock or SystemClock()
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         opened = await open_store(settings)
         store_ = opened if store is None else store(opened)
+        the_clock: Clock = given_clock
+        sync: ClockSync | None = None
         try:
+            if clock is None and store_.dialect != "sqlite":
+                # Replicas stamp milestones on one clock, the database server's
+                # (ha/shared_clock.py); a clock handed in (tests, virtual time) is taken as it
+                # is, and a SQLite file has one gateway.
+                shared = SharedClock(given_clock)
+                sync = ClockSync(store_, shared, settings.replicas.clock_sync_s)
+                await sync.measure()
+                sync.start()
+                the_clock = shared
             metrics = Metrics()
             store_.observe_transitions(metrics.on_transition)
             store_.observe_commits(metrics.on_commit)
@@ -444,6 +456,8 @@ def build_app(
             finally:
                 await poller.stop()
         finally:
+            if sync is not None:
+                await sync.stop()
             await store_.close()
 
     return create_app(settings, lifespan)

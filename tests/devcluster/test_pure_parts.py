@@ -345,3 +345,23 @@ def test_a_stockout_of_a_gpu_type_the_dev_cluster_lacks_is_refused() -> None:
         AutoscalerSettings(stockout_zones=("us-central1-a/nvidia-h100-80gb",)).validated()
     with pytest.raises(ValueError, match="unknown zone 'mars-1'"):
         AutoscalerSettings(stockout_zones=("mars-1/nvidia-l4",)).validated()
+
+
+def test_the_api_server_runs_upstreams_timeouts_unless_the_test_session_shortens_them(tmp_path) -> None:
+    from elasticityops.devcluster.pytest_plugin import FAULTY_SERVER
+
+    def flags(cfg: ClusterConfig) -> set[str]:
+        argv = components.kube_apiserver(
+            Toolchain(tmp_path), components.Layout(tmp_path), components.Ports(*range(7)), cfg
+        )
+        return {a for a in argv if a.startswith(("--etcd-compaction", "--request-timeout", "--watch-cache"))}
+
+    assert flags(ClusterConfig(state_dir=tmp_path)) == {
+        "--etcd-compaction-interval=300s",
+        "--request-timeout=60s",
+    }
+    assert flags(ClusterConfig(state_dir=tmp_path, **FAULTY_SERVER)) == {
+        "--etcd-compaction-interval=10s",
+        "--request-timeout=10s",
+        "--watch-cache-sizes=jobs.batch#0",
+    }

@@ -14,6 +14,7 @@ from elasticityops.dispatch.functions import gpus_in_use
 from elasticityops.domain.admission import gpus_free
 from elasticityops.domain.budget import room_by_type
 from elasticityops.domain.errors import EopsError
+from elasticityops.domain.ports import CountsClientFaults
 from elasticityops.elasticity.controller import status_rows
 from elasticityops.wire import ErrorOut
 
@@ -87,5 +88,8 @@ async def metrics(request: Request) -> Response:
     free = gpus_free(in_use, rt.settings.dispatch.gpu_budget, rt.backend.free_gpus())
     budget_free = room_by_type(rt.settings.dispatch.gpu_budget, in_use, {})
     pools = status_rows(rt.headroom.pools) if rt.headroom is not None else []
-    body = rt.metrics.render(counts, in_use, free, budget_free, pools, leader=rt.role == "leader")
+    client = rt.backend.client_counters() if isinstance(rt.backend, CountsClientFaults) else None
+    body = rt.metrics.render(
+        counts, in_use, free, budget_free, pools, leader=rt.role == "leader", client=client
+    )
     return Response(content=body, media_type=CONTENT_TYPE_LATEST)

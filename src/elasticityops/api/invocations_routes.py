@@ -233,12 +233,13 @@ def accept_route(max_wait: int) -> Route:
             parse_json(body)  # refuse what is not JSON; the job gets the bytes as sent
         else:
             body = b"null"
+        accepted = rt.clock.now()
         new = NewInvocation(
-            id=new_invocation_id(random_bytes=entropy),
+            id=new_invocation_id(random_bytes=entropy, at=accepted),
             function=name,
             spec_version=record.version,
             priority_rank=record.spec.priority.rank,
-            accepted_at=rt.clock.now(),
+            accepted_at=accepted,
             payload=body,
             idempotency_key=idempotency_key,
             annotations=annotations,

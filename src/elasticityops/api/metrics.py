@@ -3,11 +3,13 @@ they are right after a restart); latencies are observed as they happen."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client.core import CounterMetricFamily, Metric
 
 from elasticityops.domain.invocations import FailureReason, Invocation, State
+from elasticityops.domain.ports import ClientCounters
 from elasticityops.domain.retry import NODE_LOST
 
 # Seconds: from a warm local slot (milliseconds) to a GPU node being provisioned (minutes).
@@ -17,9 +19,48 @@ _WRITES_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512)
 _ACCEPT_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5)
 
 
+class ClientCollector:
+    """The backend client's counters (the kubernetes backend's: API errors, retries, watch
+    restarts) as Prometheus counters. The client owns the counts; a scrape hands the latest
+    over (`render(client=...)`), so nothing is counted twice."""
+
+    def __init__(self) -> None:
+        self.latest: ClientCounters | None = None
+
+    def collect(self) -> Iterator[Metric]:
+        if self.latest is None:
+            return
+        errors = CounterMetricFamily(
+            "eops_kube_api_errors",
+            "Error answers of the Kubernetes API server by status code (429 throttled, 5xx, 410 "
+            "expired), and failed connections (code=connection), retried or not",
+            labels=["code"],
+        )
+        for code, count in sorted(self.latest.errors.items()):
+            errors.add_metric([code], count)
+        yield errors
+        yield CounterMetricFamily(
+            "eops_kube_api_retries",
+            "Kubernetes API requests sent again after a 429 (after its Retry-After), a 5xx or a "
+            "failed connection",
+            value=self.latest.retries,
+        )
+        restarts = CounterMetricFamily(
+            "eops_kube_watch_restarts",
+            "Watches started again, by reason: ended (the server's timeout), expired (410 Gone, "
+            "listed again), dropped (a failed connection or an error answer)",
+            labels=["reason"],
+        )
+        for reason, count in sorted(self.latest.watch_restarts.items()):
+            restarts.add_metric([reason], count)
+        yield restarts
+
+
 class Metrics:
     def __init__(self) -> None:
         self.registry = CollectorRegistry()
+        self.client = ClientCollector()
+        self.registry.register(self.client)
         self.invocations = Gauge(
             "eops_invocations", "Invocations stored, by state", ["state"], registry=self.registry
         )
@@ -142,9 +183,12 @@ class Metrics:
         headroom: Sequence[Mapping[str, object]] = (),
         *,
         leader: bool = True,
+        client: ClientCounters | None = None,
     ) -> bytes:
         """`in_use` GPUs held per type; `budget_free` what the per-type budget allows per type;
-        `headroom` the controller's pools (controller.status_rows)."""
+        `headroom` the controller's pools (controller.status_rows); `client` the backend
+        client's counters (None: a backend that keeps none)."""
+        self.client.latest = client
         for state in State:
             self.invocations.labels(state=state.value).set(counts.get(state, 0))
         self.queue_depth.set(counts.get(State.queued, 0))

@@ -20,12 +20,13 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from elasticityops.backends.kubernetes.api import KubeApi
 from elasticityops.backends.kubernetes.blocking import BlockingKubeApi
 from elasticityops.backends.kubernetes.objects import KubeObject
 from elasticityops.backends.kubernetes.settings import KubernetesSettings
 from elasticityops.devcluster import components, procs
 from elasticityops.devcluster.certs import generate_pki, write_kubeconfig
-from elasticityops.devcluster.client import Credentials, admin_api, probe_api, unverified_tls
+from elasticityops.devcluster.client import ADMIN_SETTINGS, Credentials, admin_api, probe_api, unverified_tls
 from elasticityops.devcluster.components import Layout, Ports
 from elasticityops.devcluster.config import RUNTIME_KNOBS, AutoscalerSettings, ClusterConfig
 from elasticityops.devcluster.errors import DevClusterError, StartupError
@@ -406,7 +407,32 @@ class DevCluster:
         return once it answers /readyz: the seconds it was unreachable. etcd keeps the state, so
         clients see dropped connections and watches, then a server that resumes them (or
         answers 410 Gone for a resourceVersion it no longer has)."""
-        [rec] = [p for p in self.state.processes if p.name == "kube-apiserver"]
+        with probe_api(self.server, self.credentials.ssl_context()) as probe:
+            return self._restart("kube-apiserver", down_s, lambda: probe.ok("/readyz"), timeout)
+
+    def restart_etcd(self, down_s: float = 0.0, timeout: float = 60.0) -> float:
+        """Stop etcd (SIGTERM), leave it down `down_s` seconds, start it again on the same data
+        dir and ports, and return once the API server answers /readyz again: the seconds from the
+        stop until then. Meanwhile the API server is up and answers what needs etcd (writes,
+        consistent reads) with 5xx errors or timeouts, as when a real cluster loses its etcd."""
+        with probe_api(self.server, self.credentials.ssl_context()) as probe:
+            return self._restart("etcd", down_s, lambda: probe.ok("/readyz"), timeout)
+
+    def compact_etcd(self) -> int:
+        """Compact etcd at its current revision, as the API server's compactor does every
+        --etcd-compaction-interval, but now: a watch served from etcd (ClusterConfig
+        `uncached_watches`) that resumes from any earlier resourceVersion is answered 410 Gone.
+        Returns the revision compacted at."""
+        with BlockingKubeApi(
+            KubeApi.at(f"http://127.0.0.1:{self.state.ports.etcd_client}", ADMIN_SETTINGS), name="etcd"
+        ) as etcd:
+            # etcd's JSON gateway: a range of one key answers with the store's current revision.
+            revision = int(etcd.request("POST", "/v3/kv/range", body={"key": "AA=="})["header"]["revision"])
+            etcd.request("POST", "/v3/kv/compaction", body={"revision": str(revision)})
+        return revision
+
+    def _restart(self, name: str, down_s: float, ready: Callable[[], bool], timeout: float) -> float:
+        [rec] = [p for p in self.state.processes if p.name == name]
         stopped = time.monotonic()
         procs.stop(rec)
         time.sleep(down_s)
@@ -415,8 +441,7 @@ class DevCluster:
             self.state, processes=tuple(fresh if p is rec else p for p in self.state.processes)
         )
         _save(self.layout, self.state)
-        with probe_api(self.server, self.credentials.ssl_context()) as probe:
-            _wait(fresh, lambda: probe.ok("/readyz"), timeout)
+        _wait(fresh, ready, timeout)
         return time.monotonic() - stopped
 
     def processes_alive(self) -> dict[str, bool]:

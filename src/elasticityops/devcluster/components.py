@@ -114,7 +114,11 @@ def kube_apiserver(tc: Toolchain, lay: Layout, p: Ports, cfg: ClusterConfig) -> 
         # Reach "kubelets" (pods/log, exec) by the nodes' loopback InternalIP only: the default
         # order starts with Hostname, which sends a DNS query off the machine for a fake name.
         "--kubelet-preferred-address-types=InternalIP",
+        f"--etcd-compaction-interval={cfg.etcd_compaction_s}s",
+        f"--request-timeout={cfg.request_timeout_s}s",
     ]
+    if cfg.uncached_watches:
+        argv.append("--watch-cache-sizes=" + ",".join(f"{r}#0" for r in cfg.uncached_watches))
     if not cfg.apf_enabled:
         argv += [
             "--enable-priority-and-fairness=false",

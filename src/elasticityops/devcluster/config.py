@@ -122,3 +122,13 @@ class ClusterConfig:
     startup_timeout: float = 120.0  # s each component gets to become ready
     apf_enabled: bool = True  # API priority and fairness; off lifts the inflight limits too
     job_workers: int = 5  # --concurrent-job-syncs; upstream's 5 keeps Job throughput realistic
+    etcd_compaction_s: int = 300
+    """s between two compactions of etcd by the API server (--etcd-compaction-interval; upstream's
+    5 min). Short, a watch served from etcd that resumes from a version older than that gets
+    410 Gone, as clients of a busy real cluster do."""
+    request_timeout_s: int = 60
+    """s the API server gives a request that is not a watch or a stream (--request-timeout;
+    upstream's 1 min) before it answers 504 itself: what a client sees while etcd is away."""
+    uncached_watches: tuple[str, ...] = ()
+    """Resources (`jobs.batch`) whose watches the API server serves from etcd, not from its
+    watch cache (--watch-cache-sizes=RESOURCE#0): their watches see etcd's compactions (410)."""

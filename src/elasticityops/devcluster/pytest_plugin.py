@@ -9,7 +9,11 @@ the test rather than skipping it. Set EOPS_DEV_CLUSTER_BUILD=1 to let the fixtur
 The cluster runs upstream's cluster-autoscaler (kwok provider) with fast knobs, shared by the
 whole session: baseline 2, max_nodes 50, scan_interval 2 s, provision_delay fixed:3,
 driver_delay fixed:2, scale_down_after 10 s, max_node_provision_time 120 s, node-group back-off
-60 s doubling to 120 s. Upstream still waits
+60 s doubling to 120 s. Its API server differs from upstream's in three flags, so that faults
+are common in every cluster test (`FAULTY_SERVER`): Job watches are served from etcd, which it
+compacts every 10 s (a Job watch resuming after a quiet spell is answered 410 Gone and relists),
+and a request gets 10 s (while etcd is away, `DevCluster.restart_etcd`, writes are answered
+504). Upstream still waits
 its fixed 30 s before it scales up for a pending GPU pod. Tests that change the simulated
 cloud's knobs (baseline, delays, stockout zones) use `dev_cluster.knobs(...)`, which restores
 them afterwards; the autoscaler's own flags are fixed for the session (a test that needs others
@@ -50,6 +54,17 @@ TEST_KNOBS = AutoscalerSettings(
     backoff_max=120.0,
     seed=1,
 )
+
+
+FAULTY_SERVER: dict[str, Any] = {
+    # Jobs' watches come from etcd, which the API server compacts every 10 s: a Job watch that
+    # resumes after a quiet spell gets a real 410 Gone and relists, in every cluster test.
+    "etcd_compaction_s": 10,
+    "uncached_watches": ("jobs.batch",),
+    # While etcd is away (DevCluster.restart_etcd) a write waits this long, then is answered 504.
+    "request_timeout_s": 10,
+}
+"""How the session's API server differs from upstream's defaults, so that its faults are common."""
 
 
 class DevClusterFixture:
@@ -150,7 +165,7 @@ def dev_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DevCluster
     except DevClusterError as exc:
         pytest.fail(f"dev cluster binaries unavailable: {exc}", pytrace=False)
     state_dir = tmp_path_factory.mktemp("dev-cluster")
-    cfg = ClusterConfig(state_dir=state_dir, autoscaler=TEST_KNOBS)
+    cfg = ClusterConfig(state_dir=state_dir, autoscaler=TEST_KNOBS, **FAULTY_SERVER)
     try:
         cluster = DevCluster.start(cfg, tc)
     except DevClusterError as exc:

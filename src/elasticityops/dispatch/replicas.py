@@ -43,6 +43,15 @@ class ReplicaSettings:
         help="How long a cached function spec is trusted before one read of the functions' "
         "generation checks for a deploy or delete made by another replica; 0: every use.",
     )
+    clock_sync_s: float = knob(
+        30.0,
+        env="EOPS_CLOCK_SYNC_SECONDS",
+        unit="seconds",
+        ge=0,
+        help="How often a replica on PostgreSQL measures its clock's offset to the database "
+        "server's, on which every replica stamps milestones (ha/shared_clock.py); 0: once, at "
+        "start.",
+    )
     cancel_wait_s: float = knob(
         5.0,
         env="EOPS_CANCEL_WAIT_SECONDS",

@@ -14,7 +14,7 @@ import os
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 from enum import StrEnum
 
 from elasticityops.domain.errors import InvalidTransition
@@ -251,16 +251,28 @@ def add_note(inv: Invocation, note: Note, limit: int = 50) -> Invocation:
     return replace(inv, notes=(*inv.notes, note)[-limit:])
 
 
-def new_invocation_id(now_ns: int | None = None, random_bytes: Callable[[int], bytes] = os.urandom) -> str:
+def new_invocation_id(
+    now_ns: int | None = None,
+    random_bytes: Callable[[int], bytes] = os.urandom,
+    *,
+    at: datetime | None = None,
+) -> str:
     """Time-ordered id (48-bit milliseconds + 80 random bits, base32), so ids sort by
     acceptance and serve as pagination cursors. Lowercase and DNS-safe, so a Kubernetes Job
     name can be derived from it. `random_bytes` lets a hot caller draw from a buffer of
-    os.urandom output instead of one system call per id."""
-    ms = (now_ns if now_ns is not None else time.time_ns()) // 1_000_000
+    os.urandom output instead of one system call per id. `at`: the acceptance time, as stamped
+    (the gateway's clock, the same on every replica), so that ids of invocations accepted by
+    different replicas sort as their acceptance does."""
+    if at is not None:
+        ms = (at - _EPOCH) // _MILLISECOND
+    else:
+        ms = (now_ns if now_ns is not None else time.time_ns()) // 1_000_000
     raw = ms.to_bytes(6, "big") + random_bytes(10)
     return "inv-" + _b32(raw)
 
 
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_MILLISECOND = timedelta(milliseconds=1)
 _ALPHABET = "0123456789abcdefghjkmnpqrstvwxyz"  # Crockford base32, lowercase
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 from elasticityops.domain.events import BackendEvent
 from elasticityops.domain.functions import FunctionSpec
@@ -36,6 +36,16 @@ class NewInvocation:
     idempotency_key: str | None = None
     # Per-invocation pod annotations, `eops.dev/` keys only (domain/invocation_annotations.py).
     annotations: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class ClockReading:
+    """One look at another machine's clock: this replica's clock before the question was sent,
+    the other's answer, this replica's clock once the answer came."""
+
+    sent: datetime
+    remote: datetime
+    received: datetime
 
 
 @dataclass(frozen=True)
@@ -183,6 +193,12 @@ class Store(Protocol):
         """Cheap round trip to the database (readiness); raises TemporaryError when it fails."""
         ...
 
+    async def clock_reading(self, local: Callable[[], datetime]) -> ClockReading | None:
+        """The database server's clock read between two readings of `local` (this replica's
+        clock), for replicas to agree on one time; None where there is no server of its own to
+        ask (SQLite: a file, read by this one gateway on this machine)."""
+        ...
+
     async def create_api_token(
         self,
         name: str,
@@ -265,3 +281,25 @@ class Backend(Protocol):
         ...
 
     def logs(self, invocation: Invocation, follow: bool) -> AsyncIterator[bytes]: ...
+
+
+@dataclass(frozen=True)
+class ClientCounters:
+    """What a backend's client of its cluster has met since it started: for /metrics, so that
+    throttling (429), server errors (5xx) and expired watches (410) can be seen and counted."""
+
+    errors: Mapping[str, int]
+    """Error answers by status code ("429", "500", "504", "410"), and "connection" for failed
+    connections; retried ones included."""
+    retries: int
+    """Requests sent again after a 429, a 5xx or a failed connection."""
+    watch_restarts: Mapping[str, int]
+    """Watches started again, by why: "ended" (the server's timeout), "expired" (410 Gone: listed
+    again), "dropped" (a failed connection or an error answer)."""
+
+
+@runtime_checkable
+class CountsClientFaults(Protocol):
+    """A backend whose client of a cluster counts its faults (the kubernetes one)."""
+
+    def client_counters(self) -> ClientCounters: ...

@@ -45,7 +45,7 @@ from elasticityops.domain.errors import (
 from elasticityops.domain.events import BackendEvent, apply_event
 from elasticityops.domain.functions import FunctionSpec, Priority
 from elasticityops.domain.invocations import ACTIVE_STATES, Invocation, Note, State, add_note, advance
-from elasticityops.domain.ports import Change, FunctionRecord, NewInvocation, Page
+from elasticityops.domain.ports import Change, ClockReading, FunctionRecord, NewInvocation, Page
 from elasticityops.domain.spillover import Spill, moved
 from elasticityops.domain.tokens import TOKEN_ID_PREFIX, ApiToken, Scope, is_token_id, token_id
 from elasticityops.settings import StoreSettings
@@ -557,6 +557,22 @@ class SqlStore:
             conn.exec_driver_sql("SELECT 1")
 
         await self._read(run)
+
+    async def clock_reading(self, local: Callable[[], datetime]) -> ClockReading | None:
+        if self.dialect == "sqlite":
+            return None
+
+        def run(conn: Connection) -> ClockReading:
+            # Read around the query itself, on the reader's thread with its connection checked
+            # out and its transaction begun (the BEGIN is a round trip of its own): the round
+            # trip measured, and so the uncertainty of the offset, is the one query's.
+            conn.exec_driver_sql("SELECT 1")
+            sent = local()
+            # clock_timestamp(), not now(): now() is the transaction's start, not this moment.
+            remote = conn.exec_driver_sql("SELECT clock_timestamp()").scalar_one()
+            return ClockReading(sent, remote, local())
+
+        return await self._read(run)
 
     # -- API tokens -------------------------------------------------------------------------
 

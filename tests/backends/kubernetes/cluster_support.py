@@ -34,9 +34,14 @@ def ensure_priority_classes(dev_cluster: Any) -> None:
 
 @contextmanager
 def k8s_gateway(
-    dev_cluster: Any, namespace: str, data_dir: Path, port: int | None = None, **env: str
+    dev_cluster: Any,
+    namespace: str,
+    data_dir: Path,
+    port: int | None = None,
+    kubeconfig: Path | None = None,
+    **env: str,
 ) -> Iterator[RunningServer]:
-    server = start_k8s_gateway(dev_cluster, namespace, data_dir, port, **env)
+    server = start_k8s_gateway(dev_cluster, namespace, data_dir, port, kubeconfig, **env)
     try:
         yield server
     finally:
@@ -44,14 +49,20 @@ def k8s_gateway(
 
 
 def start_k8s_gateway(
-    dev_cluster: Any, namespace: str, data_dir: Path, port: int | None = None, **env: str
+    dev_cluster: Any,
+    namespace: str,
+    data_dir: Path,
+    port: int | None = None,
+    kubeconfig: Path | None = None,
+    **env: str,
 ) -> RunningServer:
+    """`kubeconfig`: another identity than the cluster's admin (a service account's token)."""
     return start_server(
         data_dir,
         "--backend",
         "kubernetes",
         "--kubeconfig",
-        str(dev_cluster.kubeconfig_path),
+        str(kubeconfig or dev_cluster.kubeconfig_path),
         "--namespace",
         namespace,
         port=port,
@@ -154,3 +165,40 @@ class JobCounter:
     def __exit__(self, *_: object) -> None:
         self._stop.set()
         self._thread.join(10)
+
+
+def client_metric(server: RunningServer, name: str, **labels: str) -> float:
+    """One sample of the gateway's /metrics (0 when it has none yet)."""
+    answer = httpx.get(f"{server.url}/metrics", timeout=30)
+    assert answer.status_code == 200, answer.text
+    wanted = name + ("{" + ",".join(f'{k}="{v}"' for k, v in labels.items()) + "}" if labels else "")
+    for line in answer.text.splitlines():
+        if line.startswith(wanted + " "):
+            return float(line.rsplit(" ", 1)[1])
+    return 0.0
+
+
+def burst_ends_once(dev_cluster: Any, namespace: str, server: RunningServer, ids: list[str]) -> None:
+    """Every one of `ids` succeeded, none ever had two Jobs at once (`JobCounter` ran meanwhile),
+    and exactly one Job each is left."""
+    states = {i: status(server, i)["state"] for i in ids}
+    assert Counter(states.values()) == Counter({"succeeded": len(ids)}), server.output()[-4000:]
+    names = sorted(j["metadata"]["name"] for j in jobs_of(dev_cluster, namespace))
+    assert names == sorted(f"eops-{inv}" for inv in ids), "one Job each, none left over"
+
+
+def wait_all_ended(server: RunningServer, ids: list[str], timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    left = set(ids)
+    while left:
+        answer = httpx.get(
+            f"{server.url}/v1/invocations", params={"limit": 500}, headers=server.auth, timeout=30
+        )
+        assert answer.status_code == 200, answer.text
+        ended = {item["id"] for item in answer.json()["items"] if item["state"] in TERMINAL}
+        left -= ended
+        assert time.monotonic() < deadline, (
+            f"{len(left)} of {len(ids)} still active",
+            server.output()[-4000:],
+        )
+        time.sleep(0.5)

@@ -52,6 +52,7 @@ async def test_429_waits_what_retry_after_says(clock: ManualClock) -> None:
         await api.close()
     assert clock.monotonic() == 7.0
     assert [s.method for s in srv.seen] == ["POST", "POST"]
+    assert (api.errors, api.retries) == ({"429": 1}, 1)
     assert srv.seen[1].body == b'{"kind":"Job"}'
 
 
@@ -74,6 +75,7 @@ async def test_gives_up_after_max_retries_with_a_temporary_error(clock: ManualCl
             await clock.run(api.get(f"{JOBS}/a"))
         await api.close()
     assert len(srv.seen) == 4
+    assert api.errors == {"503": 4}
 
 
 @pytest.mark.parametrize(
@@ -284,6 +286,7 @@ async def test_watch_yields_events_and_raises_expired_on_410(clock: ManualClock)
             await consume()
         await api.close()
     assert seen == ["ADDED 11", "BOOKMARK 12"]
+    assert api.errors == {"410": 1}
     assert "allowWatchBookmarks=true" in srv.seen[0].target
     assert "resourceVersion=10" in srv.seen[0].target
 
@@ -327,6 +330,7 @@ async def test_kind_watch_resumes_from_bookmarks_and_relists_on_410(clock: Manua
     assert "resourceVersion=15" in watch_targets[1]
     assert watch.stats.relists == 2
     assert watch.stats.bookmarks == 1
+    assert (watch.stats.resumes, watch.stats.expired) == (1, 1)
 
 
 async def test_token_bucket_paces_a_burst(clock: ManualClock) -> None:

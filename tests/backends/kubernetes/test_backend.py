@@ -129,6 +129,47 @@ async def test_launch_after_a_crash_finds_its_job_and_makes_no_second() -> None:
     assert sink.events == []  # no failure
 
 
+async def test_a_launch_the_server_throttles_past_the_clients_retries_is_tried_again_not_failed() -> None:
+    clock = ManualClock(T0)
+    throttled = Reply(429, {"reason": "TooManyRequests"}, {"Retry-After": "1"})
+    made = Reply(201, {**job(), "metadata": {**job()["metadata"], "uid": "uid-1"}})
+    # Two tries per create (max_retries=1): the first create and its retry throttled, the second
+    # create's first try throttled too, then the Job is made.
+    routes = {f"^POST {JOBS}": [throttled, throttled, throttled, made], f"^POST {SECRETS}": [Reply(201, {})]}
+    sink = Sink()
+    async with scripted([], _watching(**routes)) as srv:
+        backend = _backend(srv, clock)
+        await backend.start(sink)
+        await backend.launch(_request())
+
+        async def secret_made() -> None:
+            while not _bodies(srv, f"POST {SECRETS}"):  # noqa: ASYNC110 - the server has no event
+                await asyncio.sleep(0.01)
+
+        await clock.run(secret_made())
+        await backend.stop()
+    assert len(_bodies(srv, f"POST {JOBS}")) == 4
+    assert backend.jobs_created == 1
+    assert sink.events == []  # no launch_error
+    assert backend.client_counters().errors == {"429": 3}
+
+
+async def test_a_launch_throttled_past_the_provisioning_timeout_is_a_launch_error() -> None:
+    clock = ManualClock(T0)
+    routes = {f"^POST {JOBS}": [Reply(503, {"message": "etcd is away"})]}
+    sink = Sink()
+    async with scripted([], _watching(**routes)) as srv:
+        backend = _backend(srv, clock, provisioning_timeout_seconds=60.0)
+        await backend.start(sink)
+        await backend.launch(_request())
+        [event] = await clock.run(sink.wait_for(1))
+        await backend.stop()
+    done = ended(event)
+    assert (done.state, done.reason) == (State.failed, FailureReason.launch_error)
+    assert "etcd is away" in done.message
+    assert 60.0 <= clock.monotonic() < 60.0 + 30.0 + 10.0  # one more pause at most, past the timeout
+
+
 async def test_a_refused_launch_comes_back_as_a_launch_error() -> None:
     clock = ManualClock(T0)
     routes = {f"^POST {JOBS}": [Reply(403, {"reason": "Forbidden", "message": "jobs.batch is forbidden"})]}

@@ -16,6 +16,7 @@ import asyncio
 import contextlib
 import random
 import ssl
+from collections import Counter
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
 
@@ -132,6 +133,9 @@ class KubeApi:
         self._rng = rng or random.Random()
         self.requests = 0  # sent, retries included (for metrics and the benchmark)
         self.retries = 0
+        self.errors: Counter[str] = Counter()
+        """Error answers by status code ("429", "504", "410": in an answer or a watch's ERROR
+        event) and failed connections ("connection"), retried or not: /metrics shows them."""
 
     @classmethod
     def connect(cls, settings: KubernetesSettings, clock: Clock | None = None) -> KubeApi:
@@ -210,12 +214,14 @@ class KubeApi:
                         method, path, params=params, content=content, headers=headers
                     )
             except TRANSPORT_ERRORS as exc:
+                self.errors["connection"] += 1
                 failure = translate_transport(exc, what)
             except CredentialsError as exc:
                 raise translate_credentials(exc, what) from None
             else:
                 if answer.status < 400:
                     return _json(answer.body, what)
+                self.errors[str(answer.status)] += 1
                 failure = translate_status(answer.status, answer.body, answer.headers, what)
             error = failure.error
             if (
@@ -310,7 +316,9 @@ class KubeApi:
             async for line in _lines(chunks):
                 kind, obj = decode(line)
                 if kind == "ERROR":
-                    raise translate_status(int(obj.get("code") or 500), line, {}, what).error
+                    code = int(obj.get("code") or 500)
+                    self.errors[str(code)] += 1
+                    raise translate_status(code, line, {}, what).error
                 yield kind, obj
 
     async def stream(self, path: str, params: Params, follow: bool) -> AsyncIterator[bytes]:
@@ -334,10 +342,12 @@ class KubeApi:
                 headers,
             ):
                 if status >= 400:
+                    self.errors[str(status)] += 1
                     body = b"".join([chunk async for chunk in chunks])
                     raise translate_status(status, body, headers, what).error
                 yield chunks
         except TRANSPORT_ERRORS as exc:
+            self.errors["connection"] += 1
             raise translate_transport(exc, what).error from None
         except CredentialsError as exc:
             raise translate_credentials(exc, what) from None

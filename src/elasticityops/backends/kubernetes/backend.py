@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from collections import Counter
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import replace
 from typing import Any
@@ -53,13 +54,14 @@ from elasticityops.backends.kubernetes.observe import (
     observe_pod,
     overdue,
 )
+from elasticityops.backends.kubernetes.ratelimit import backoff_delay
 from elasticityops.backends.kubernetes.settings import KubernetesSettings
 from elasticityops.backends.kubernetes.watch import KindWatch
 from elasticityops.domain.clock import Clock, SystemClock
-from elasticityops.domain.errors import Conflict, EopsError, NotFound, PermanentError
+from elasticityops.domain.errors import Conflict, EopsError, NotFound, PermanentError, TemporaryError
 from elasticityops.domain.events import BackendEvent, Finished, note_event
 from elasticityops.domain.invocations import FailureReason, Invocation, State
-from elasticityops.domain.ports import EventSink, LaunchRequest
+from elasticityops.domain.ports import ClientCounters, EventSink, LaunchRequest
 
 log = logging.getLogger(__name__)
 
@@ -102,6 +104,7 @@ class KubernetesBackend:
         self._launches: asyncio.Queue[tuple[LaunchRequest, KubeObject, KubeObject]] = asyncio.Queue()
         self._launchers: list[asyncio.Task[None]] = []
         self.jobs_created = 0
+        self._counted_before: tuple[Counter[str], int, Counter[str]] = (Counter(), 0, Counter())
         # The GPU nodes and which of them our pods use: for the headroom controller, and to tell
         # each invocation whether it found a warm node. Off unless asked: it needs the right to
         # watch Nodes (the rendered ClusterRole gives it).
@@ -114,6 +117,19 @@ class KubernetesBackend:
         if self._api is None:
             self._api = KubeApi.connect(self.settings, self._clock)
         return self._api
+
+    def client_counters(self) -> ClientCounters:
+        """Since this backend was made: a stop (a leader stepping down) closes the client and
+        its watches, so what they counted is kept here first and the counters never go back."""
+        errors, retries, restarts = self._counted_before
+        api = self._api
+        if api is not None:
+            errors, retries = errors + api.errors, retries + api.retries
+        restarts = restarts.copy()
+        for watch in self.watches:
+            stats = watch.stats
+            restarts.update(ended=stats.resumes, expired=stats.expired, dropped=stats.dropped)
+        return ClientCounters(dict(errors), retries, dict(+restarts))
 
     async def start(self, sink: EventSink) -> None:
         self._sink = sink
@@ -162,6 +178,9 @@ class KubernetesBackend:
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await task
         self._tasks, self._launchers = [], []
+        counted = self.client_counters()
+        self._counted_before = (Counter(counted.errors), counted.retries, Counter(counted.watch_restarts))
+        self.watches = []
         if self._api is not None:
             await self._api.close()
             self._api = None
@@ -215,10 +234,49 @@ class KubernetesBackend:
             request, job, secret = await self._launches.get()
             try:
                 await self.create_job(request, job, secret)
+            except TemporaryError as exc:
+                # The client's retries are spent (a server throttling a burst with 429s, or
+                # answering 5xx while its etcd is away, for longer than they last): nothing is
+                # wrong with the invocation, so it stays pending and its launch is tried again.
+                self._chore(self._launch_later(request, job, secret, exc, self._clock.monotonic()))
             except EopsError as exc:
                 await self._fail_launch(request.invocation.id, f"could not create its Job: {exc.message}")
             finally:
                 self._launches.task_done()
+
+    async def _launch_later(
+        self, request: LaunchRequest, job: KubeObject, secret: KubeObject, exc: TemporaryError, since: float
+    ) -> None:
+        """Create the Job again after a pause, until it is made or the provisioning timeout has
+        passed since the first failure (then it is a launch_error, as a refused create is).
+        A create that reached the server before its answer was lost finds its Job (409)."""
+        inv = request.invocation
+        failures = 1
+        while True:
+            if self._clock.monotonic() - since >= self.settings.provisioning_timeout_seconds:
+                await self._fail_launch(inv.id, f"could not create its Job: {exc.message}")
+                return
+            delay = backoff_delay(failures, LAUNCH_RETRY_BASE_SECONDS, LAUNCH_RETRY_CAP_SECONDS)
+            log.warning(
+                "could not create the Job of %s yet (%s); again in %.1f s", inv.id, exc.message, delay
+            )
+            await self._clock.sleep(delay)
+            progress = self._progress.get(inv.id)
+            if (
+                progress is None
+                or progress.finished
+                or progress.cancelling
+                or self._attempts.get(inv.id) != inv.attempt
+            ):
+                return  # cancelled, ended or superseded meanwhile: no Job wanted any more
+            try:
+                await self.create_job(request, job, secret)
+                return
+            except TemporaryError as again:
+                exc, failures = again, failures + 1
+            except EopsError as refused:
+                await self._fail_launch(inv.id, f"could not create its Job: {refused.message}")
+                return
 
     async def _fail_launch(self, inv: str, message: str) -> None:
         self._progress[inv] = self._progress.get(inv, Progress())._replace(finished=True)
@@ -560,6 +618,10 @@ class KubernetesBackend:
 
 
 SUCCESS_GRACE_SECONDS = 2.0
+# A launch whose create outlasted the client's retries is tried again after 1 s, doubling to 30 s
+# (with jitter, so a throttled burst does not come back as one herd).
+LAUNCH_RETRY_BASE_SECONDS = 1.0
+LAUNCH_RETRY_CAP_SECONDS = 30.0
 WITHDRAW_TIMEOUT_SECONDS = 120.0  # a pending pod has no container to stop: it goes in seconds
 _WITHDRAWN = ""  # the GPU type of an invocation whose Job is being withdrawn: every labelled one is stale
 _STOP_JOB_ON = frozenset({FailureReason.image_pull, FailureReason.no_capacity, FailureReason.launch_error})

@@ -25,7 +25,9 @@ log = logging.getLogger(__name__)
 @dataclass
 class WatchStats:
     relists: int = 0
-    resumes: int = 0
+    resumes: int = 0  # the server ended a watch (its timeout) and it was resumed
+    expired: int = 0  # 410 Gone: the version it resumed from was compacted away; relisted
+    dropped: int = 0  # the connection failed or the server answered an error; resumed
     events: int = 0
     bookmarks: int = 0
     errors: list[str] = field(default_factory=list)
@@ -110,9 +112,12 @@ class KindWatch:
                 await self._watch_once()
                 self.stats.resumes += 1
                 failures = 0
-            except ResourceExpired:
+            except ResourceExpired as exc:
+                self.stats.expired += 1
+                log.info("watch %s: %s; listing again", self.path, exc.message)
                 need_list = True
             except TemporaryError as exc:
+                self.stats.dropped += 1
                 self.stats.errors.append(exc.message)
                 del self.stats.errors[:-20]
                 log.warning("watch %s: %s; resuming", self.path, exc.message)
