@@ -30,6 +30,7 @@ from elasticityops.backends.kubernetes.objects import KubeObject
 from elasticityops.backends.kubernetes.settings import KubernetesSettings
 from elasticityops.backends.kubernetes.template import (
     RENDER_ONLY,
+    Condition,
     Node,
     Value,
     When,
@@ -224,7 +225,10 @@ DRIVER = Value(
 IMAGE = Value("image", lambda o: o.image, knob="image")
 REPLICAS = Value("replicas", lambda o: o.replicas, knob="replicas")
 GPU_BUDGET = Value(
-    "gpuBudget", lambda o: o.gpu_budget.render() if o.gpu_budget is not None else "", knob="gpu-budget"
+    "gpuBudget",
+    lambda o: o.gpu_budget.render() if o.gpu_budget is not None else "",
+    knob="gpu-budget",
+    schema=(("type", ["string", "integer"]),),  # `--set gpuBudget=8` is a number to Helm
 )
 STORAGE = Value("storage.size", lambda o: o.storage, knob="storage")
 STORAGE_CLASS = Value("storage.storageClass", lambda o: o.storage_class or "", knob="storage-class")
@@ -232,11 +236,16 @@ DATABASE_SECRET = Value(
     "database.secretName",
     lambda o: o.database_url_secret.name if o.database_url_secret is not None else "",
     knob="database-url-secret",
+    about="The operator's Secret (not in the chart) that holds the gateway's EOPS_DATABASE_URL; "
+    "empty: SQLite on the data volume. Required with replicas above 1.",
+    schema=(("pattern", f"^({_SECRET_NAME.pattern[1:-1]})?$"),),
 )
 DATABASE_KEY = Value(
     "database.secretKey",
     lambda o: o.database_url_secret.key if o.database_url_secret is not None else DATABASE_URL_KEY,
     knob="database-url-secret",
+    about="The key of that Secret that holds the URL.",
+    schema=(("pattern", _SECRET_KEY.pattern),),
 )
 CPU = Value("resources.requests.cpu", lambda o: o.cpu_request, knob="cpu")
 MEMORY = Value("resources.requests.memory", lambda o: o.memory_request, knob="memory")
@@ -247,6 +256,39 @@ SCRAPE_INTERVAL = Value("serviceMonitor.interval", lambda o: o.scrape_interval, 
 
 HA = more_than(REPLICAS, 1)
 SINGLE = at_most(REPLICAS, 1)
+CHART_VALUES: tuple[Value, ...] = (
+    IMAGE,
+    REPLICAS,
+    DATABASE_SECRET,
+    DATABASE_KEY,
+    GPU_BUDGET,
+    INSTANCE,
+    DRIVER,
+    CPU,
+    MEMORY,
+    MEMORY_LIMIT,
+    STORAGE,
+    STORAGE_CLASS,
+    PRIORITY_CLASSES_ON,
+    SERVICE_MONITOR_ON,
+    SCRAPE_INTERVAL,
+)
+"""The chart's values, in the order values.yaml lists them (every Value the template reads but
+the namespace)."""
+CHART_REFUSES: tuple[tuple[Condition, str], ...] = (
+    (
+        Condition(
+            lambda o: bool(deploy_problems(o)),
+            f"and ({HA.helm}) (not {DATABASE_SECRET.expression})",
+            (REPLICAS, DATABASE_SECRET),
+        ),
+        "database.secretName is required with replicas above 1: replicas cannot share the SQLite "
+        "file of one pod's volume; create a Secret with the PostgreSQL URL (kubectl create secret "
+        f"generic eops-db --from-literal={DATABASE_URL_KEY}=postgresql+psycopg://USER:PASS@HOST/DB) "
+        "and set database.secretName=eops-db, or replicas=1",
+    ),
+)
+"""What the chart refuses to install (Helm's `fail`): deploy_problems as chart conditions."""
 
 
 def _meta(name: Node, namespace: Node = None) -> Node:

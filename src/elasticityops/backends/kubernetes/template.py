@@ -3,7 +3,7 @@ the Helm chart are made from (docs/helm.md, "One source").
 
 A template is plain data (dicts, lists, scalars) in which three kinds of node stand for what
 depends on the options: a `Value` (read from the options; in the chart, from `.Values`), a `Text`
-(strings and values joined) and a `When` (a part that is there only when a `Test` holds, or
+(strings and values joined) and a `When` (a part that is there only when a `Condition` holds, or
 another part when it does not). `evaluate(template, options)` is the renderer's back end: the
 plain objects `kubectl apply` takes. The chart's back end (ops/chart.py) writes the same nodes as
 Go template text. Nothing here knows which options it reads: a node holds a function of them.
@@ -39,6 +39,10 @@ class Value:
     of: Callable[[Any], Any] = field(compare=False)
     knob: str | None = None
     helm: str | None = None
+    about: str | None = None
+    """What the chart's values.yaml says of it, where the knob's help does not fit."""
+    schema: tuple[tuple[str, Any], ...] = ()
+    """JSON-schema keywords for values.schema.json beyond the type (a pattern)."""
 
     @property
     def expression(self) -> str:
@@ -57,7 +61,7 @@ def text(*parts: str | Value) -> Text:
 
 
 @dataclass(frozen=True)
-class Test:
+class Condition:
     """A condition on the options: `holds` for the renderer, `helm` for the chart (a Go template
     pipeline). `helm` None: the part is the renderer's only and the chart never has it."""
 
@@ -67,30 +71,30 @@ class Test:
     """The values the condition reads (the chart documents each)."""
 
 
-def present(value: Value) -> Test:
+def present(value: Value) -> Condition:
     """The value is set (not None, not empty, not false)."""
-    return Test(lambda options: bool(value.of(options)), value.expression, (value,))
+    return Condition(lambda options: bool(value.of(options)), value.expression, (value,))
 
 
-def more_than(value: Value, bound: int) -> Test:
-    return Test(
+def more_than(value: Value, bound: int) -> Condition:
+    return Condition(
         lambda options: int(value.of(options)) > bound, f"gt (int {value.expression}) {bound}", (value,)
     )
 
 
-def at_most(value: Value, bound: int) -> Test:
-    return Test(
+def at_most(value: Value, bound: int) -> Condition:
+    return Condition(
         lambda options: int(value.of(options)) <= bound, f"le (int {value.expression}) {bound}", (value,)
     )
 
 
-RENDER_ONLY = Test(lambda options: True, None)
+RENDER_ONLY = Condition(lambda options: True, None)
 """What `eops render deploy` prints and the chart leaves out (the release's namespace is Helm's)."""
 
 
 @dataclass(frozen=True)
 class When:
-    test: Test
+    test: Condition
     then: Node
     otherwise: Node = ABSENT
 
