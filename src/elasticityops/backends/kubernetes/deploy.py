@@ -458,6 +458,9 @@ def deploy_template() -> list[Node]:
     """Every object to apply, in order, as a template over DeployOptions."""
     labels = {"app.kubernetes.io/name": APP}
     subject = {"kind": "ServiceAccount", "name": APP, "namespace": NAMESPACE}
+    # Named for the namespace, like its binding: two gateways (two Helm releases) in two
+    # namespaces share no object of the cluster's but the PriorityClasses, which can be left out.
+    node_reader = text(f"{APP}-node-reader-", NAMESPACE)
     return [
         When(RENDER_ONLY, {"apiVersion": "v1", "kind": "Namespace", "metadata": _meta(NAMESPACE)}),
         {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": _meta(APP, NAMESPACE)},
@@ -477,18 +480,14 @@ def deploy_template() -> list[Node]:
         {
             "apiVersion": "rbac.authorization.k8s.io/v1",
             "kind": "ClusterRole",
-            "metadata": _meta(f"{APP}-node-reader"),
+            "metadata": _meta(node_reader),
             "rules": NODE_RULES,
         },
         {
             "apiVersion": "rbac.authorization.k8s.io/v1",
             "kind": "ClusterRoleBinding",
-            "metadata": _meta(text(f"{APP}-node-reader-", NAMESPACE)),
-            "roleRef": {
-                "apiGroup": "rbac.authorization.k8s.io",
-                "kind": "ClusterRole",
-                "name": f"{APP}-node-reader",
-            },
+            "metadata": _meta(node_reader),
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": node_reader},
             "subjects": [subject],
         },
         *(When(present(PRIORITY_CLASSES_ON), pc) for pc in _priority_classes()),
