@@ -112,7 +112,9 @@ def test_help_shows_every_knob_with_its_default_and_variable(
     for knob in knobs:
         row = rows[knob.flag]
         if knob.is_bool:
-            assert knob.off_flag is None or f"[default: {knob.off_flag.removeprefix('--')}]" in row, row
+            # Typer shows the default as the flag that gives it: --x when on, --no-x when off.
+            shown = knob.name if knob.default else (knob.off_flag or "").removeprefix("--")
+            assert knob.off_flag is None or f"[default: {shown}]" in row, row
         else:
             assert f"[default: {knob.default_text}]" in row, row
         assert knob.env is None or f"[env var: {knob.env}]" in row, row

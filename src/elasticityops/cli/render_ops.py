@@ -13,6 +13,7 @@ from rich.markup import escape
 from elasticityops.cli.knob_options import environ, knob_options
 from elasticityops.domain.errors import InvalidInput
 from elasticityops.knobs import load, specs
+from elasticityops.ops.chart import differences, render_chart
 from elasticityops.ops.elasticity import ElasticityInputs, render_elasticity
 from elasticityops.ops.gke import GkeInputs, expand_zones, render_gke
 
@@ -90,7 +91,37 @@ def elasticity(
     _emit(rendered.files, out)
 
 
+def chart(
+    out: Annotated[Path, typer.Option(help="The chart's directory.")] = Path("charts/elasticityops"),
+    check: Annotated[
+        bool, typer.Option(help="Write nothing; exit 1 if the directory is not what would be written.")
+    ] = False,
+) -> None:
+    """The Helm chart of the gateway, from the same template as `render deploy` (docs/helm.md)."""
+    files = render_chart()
+    found = {
+        str(path.relative_to(out)): path.read_text(encoding="utf-8")
+        for path in (sorted(out.rglob("*")) if out.is_dir() else [])
+        if path.is_file()
+    }
+    if check:
+        stale = differences(files, found)
+        for path in stale:
+            _err.print(
+                f"[red]{out / path}[/red]: not what `eops render chart` writes",
+                highlight=False,
+                soft_wrap=True,
+            )
+        raise typer.Exit(1 if stale else 0)
+    for path in found.keys() - files.keys():
+        (out / path).unlink()  # a file of an earlier chart (a kind no longer rendered)
+    for path in files:
+        (out / path).parent.mkdir(parents=True, exist_ok=True)
+    _emit(files, out)
+
+
 def register(app: typer.Typer) -> None:
-    """Add `gke` and `elasticity` to the `render` Typer app."""
+    """Add `gke`, `elasticity` and `chart` to the `render` Typer app."""
     app.command("gke")(gke)
     app.command("elasticity")(elasticity)
+    app.command("chart")(chart)

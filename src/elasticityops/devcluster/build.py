@@ -29,18 +29,24 @@ from elasticityops.devcluster.autoscaler_source import (
 from elasticityops.devcluster.errors import BinariesMissingError, BuildError
 from elasticityops.devcluster.paths import (
     GOMOD_DIR,
+    HELM_MODULE,
     AutoscalerBuild,
+    HelmBuild,
     Toolchain,
     cache_root,
+    current_helm,
     current_toolchain,
+    helm_client_go,
 )
 from elasticityops.devcluster.versions import (
     AUTOSCALER_BINARY,
     CLUSTER_AUTOSCALER_VERSION,
     COMPONENTS,
+    HELM_VERSION,
     KWOK_VERSION,
     STOCK_STAGE_FILES,
     Component,
+    helm_ldflags,
 )
 
 AUTOSCALER = "cluster-autoscaler"
@@ -319,3 +325,37 @@ def _ensure_control_plane(allow_build: bool, progress: ProgressFn) -> Toolchain:
         )
     )
     return tc
+
+
+HELM = "helm"
+HELM_PACKAGE = "helm.sh/helm/v3/cmd/helm"
+
+
+def ensure_helm(*, allow_build: bool = True, progress: ProgressFn = _noop) -> HelmBuild:
+    """The helm CLI of the pinned version, built from the Go module proxy first if needed."""
+    build = current_helm()
+    if build.is_complete():
+        progress(BuildEvent(HELM, "skipped", detail=str(build.root)))
+        return build
+    if not allow_build:
+        raise BinariesMissingError(f"helm not built at {build.root}; run `eops dev-cluster build`")
+    bin_dir = build.binary.parent
+    bin_dir.mkdir(parents=True, exist_ok=True)
+    log = build.root / "build.log"
+    started, cpu_before = time.monotonic(), _children_cpu()
+    env = go_env()
+    total = _count_in(HELM_MODULE, [HELM_PACKAGE], env)
+    args = ["-ldflags", " ".join(helm_ldflags(helm_client_go())), HELM_PACKAGE]
+    _go_build(HELM, HELM_MODULE, args, (HELM,), True, bin_dir, log, progress, total)
+    build.marker.write_text(
+        json.dumps(
+            {
+                "version": HELM_VERSION,
+                "build_seconds": round(time.monotonic() - started, 1),
+                "build_cpu_seconds": round(_children_cpu() - cpu_before, 1),
+                "built_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            },
+            indent=2,
+        )
+    )
+    return build

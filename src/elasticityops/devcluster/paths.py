@@ -7,7 +7,14 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from elasticityops.devcluster.versions import ALL_BINARIES, AUTOSCALER_BINARY, COMPONENTS, STOCK_STAGE_FILES
+from elasticityops.devcluster.versions import (
+    ALL_BINARIES,
+    AUTOSCALER_BINARY,
+    COMPONENTS,
+    HELM_VERSION,
+    STOCK_STAGE_FILES,
+    helm_ldflags,
+)
 
 GOMOD_DIR = Path(__file__).resolve().parent / "gomod"
 # Bumped when the build recipe itself (flags, stage assembly) changes, so old caches are not reused.
@@ -30,6 +37,47 @@ def build_stamp() -> str:
     digest.update("\n".join(STOCK_STAGE_FILES).encode())
     versions = "-".join(f"{c.name}{c.version}" for c in COMPONENTS)
     return f"{versions}-{digest.hexdigest()[:12]}"
+
+
+HELM_MODULE = GOMOD_DIR / "helm"
+
+
+def helm_client_go() -> str:
+    """The k8s.io/client-go version helm's wrapper module pins (its go.mod)."""
+    for line in (HELM_MODULE / "go.mod").read_text().splitlines():
+        words = line.split()
+        if words[:1] == ["k8s.io/client-go"]:
+            return words[1]
+    raise ValueError(f"{HELM_MODULE / 'go.mod'} pins no k8s.io/client-go")
+
+
+def helm_stamp() -> str:
+    digest = hashlib.sha256(RECIPE_VERSION.encode() + " ".join(helm_ldflags(helm_client_go())).encode())
+    for fname in ("go.mod", "go.sum"):
+        digest.update((HELM_MODULE / fname).read_bytes())
+    return f"helm{HELM_VERSION}-{digest.hexdigest()[:12]}"
+
+
+@dataclass(frozen=True)
+class HelmBuild:
+    """The helm CLI of one stamp (the chart's tests use it; the cluster does not)."""
+
+    root: Path
+
+    @property
+    def binary(self) -> Path:
+        return self.root / "bin" / "helm"
+
+    @property
+    def marker(self) -> Path:
+        return self.root / "complete.json"
+
+    def is_complete(self) -> bool:
+        return self.marker.is_file() and self.binary.is_file()
+
+
+def current_helm() -> HelmBuild:
+    return HelmBuild(cache_root() / helm_stamp())
 
 
 @dataclass(frozen=True)

@@ -180,6 +180,19 @@ def dev_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DevCluster
         atexit.unregister(cluster.stop)
 
 
+@pytest.fixture(scope="session")
+def helm_binary() -> str:
+    """The pinned helm CLI (`scripts/build-devcluster` builds it; EOPS_DEV_CLUSTER_BUILD=1 lets the
+    fixture build it, ~3 minutes cold). Missing: the test FAILS, as for the cluster."""
+    from elasticityops.devcluster.build import ensure_helm
+    from elasticityops.devcluster.errors import DevClusterError
+
+    try:
+        return str(ensure_helm(allow_build=os.environ.get("EOPS_DEV_CLUSTER_BUILD", "") == "1").binary)
+    except DevClusterError as exc:
+        pytest.fail(f"helm unavailable: {exc}", pytrace=False)
+
+
 @pytest.fixture
 def dev_namespace(dev_cluster: DevClusterFixture) -> Iterator[str]:
     """A fresh namespace per test (deleted afterwards), so tests sharing the cluster do not collide."""

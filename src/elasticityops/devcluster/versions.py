@@ -18,6 +18,9 @@ KWOK_VERSION = "v0.8.0"
 CLUSTER_AUTOSCALER_VERSION = "1.36.1"
 AUTOSCALER_TARBALL = f"cluster-autoscaler-{CLUSTER_AUTOSCALER_VERSION}-src.tar.gz"
 AUTOSCALER_BINARY = "cluster-autoscaler"
+# The helm CLI, for the tests of the chart (charts/elasticityops): not part of the cluster, so
+# cached under a stamp of its own (a new helm must not rebuild the control plane).
+HELM_VERSION = "v3.22.0"
 
 
 def _kube_version_ldflags(version: str) -> list[str]:
@@ -89,3 +92,14 @@ STOCK_STAGE_FILES: tuple[str, ...] = (
     "kustomize/stage/pod/fast/pod-ready.yaml",
     "kustomize/stage/pod/fast/pod-delete.yaml",
 )
+
+
+def helm_ldflags(client_go: str) -> tuple[str, ...]:
+    """What helm's Makefile sets: its version, and the Kubernetes version `helm lint` and `helm
+    template` assume, derived from the client-go it is built with (v0.37.x: Kubernetes 1.37)."""
+    minor = client_go.lstrip("v").split(".")[1]
+    flags = ["-s", "-w", f"-X helm.sh/helm/v3/internal/version.version={HELM_VERSION}"]
+    flags.append("-X helm.sh/helm/v3/internal/version.gitTreeState=clean")
+    for pkg in ("helm.sh/helm/v3/pkg/lint/rules", "helm.sh/helm/v3/pkg/chartutil"):
+        flags += [f"-X {pkg}.k8sVersionMajor=1", f"-X {pkg}.k8sVersionMinor={minor}"]
+    return tuple(flags)

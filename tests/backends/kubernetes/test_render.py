@@ -305,3 +305,26 @@ def test_render_deploy_replicas_from_the_command_line() -> None:
     env = {e["name"]: e for e in _pod(objects)["containers"][0]["env"]}
     assert env["EOPS_DATABASE_URL"]["valueFrom"]["secretKeyRef"] == {"name": "eops-db", "key": "url"}
     assert "PodDisruptionBudget" in {o["kind"] for o in objects}
+
+
+def test_render_deploy_leaves_out_priority_classes_and_adds_a_service_monitor_when_asked() -> None:
+    done = _eops(
+        "render",
+        "deploy",
+        "--no-priority-classes",
+        "--service-monitor",
+        "--scrape-interval",
+        "15s",
+        "--cpu",
+        "2",
+    )
+    assert done.returncode == 0, done.stderr
+    objects = list(yaml.safe_load_all(done.stdout))
+    assert "PriorityClass" not in {o["kind"] for o in objects}
+    monitor = _kind(objects, "ServiceMonitor")
+    assert monitor["apiVersion"] == "monitoring.coreos.com/v1"
+    assert monitor["spec"]["endpoints"] == [{"port": "http", "path": "/metrics", "interval": "15s"}]
+    service = _kind(objects, "Service")
+    assert monitor["spec"]["selector"]["matchLabels"].items() <= service["metadata"]["labels"].items()
+    assert _pod(objects)["containers"][0]["resources"]["requests"]["cpu"] == "2"
+    assert "ServiceMonitor" not in {o["kind"] for o in build_deploy(DeployOptions())}

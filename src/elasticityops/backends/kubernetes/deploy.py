@@ -6,7 +6,11 @@ that the Jobs (and the warm-capacity placeholders) use.
 With `replicas` above one (high availability, docs/high-availability.md) the gateway runs on
 PostgreSQL (its URL from the operator's Secret), elects a leader through a Lease, spreads its
 pods over nodes and zones, keeps one ready through rollouts and voluntary disruptions (rolling
-update, PodDisruptionBudget), and has no SQLite volume."""
+update, PodDisruptionBudget), and has no SQLite volume.
+
+The objects are one template (backends/kubernetes/template.py): `build_deploy` evaluates it under
+the options, and the Helm chart (charts/elasticityops, written by `eops render chart`) is the
+same template as Go template text, each option a value of the chart (docs/helm.md)."""
 
 from __future__ import annotations
 
@@ -24,6 +28,18 @@ from elasticityops.backends.kubernetes.labels import (
 )
 from elasticityops.backends.kubernetes.objects import KubeObject
 from elasticityops.backends.kubernetes.settings import KubernetesSettings
+from elasticityops.backends.kubernetes.template import (
+    RENDER_ONLY,
+    Condition,
+    Node,
+    Value,
+    When,
+    at_most,
+    more_than,
+    objects,
+    present,
+    text,
+)
 from elasticityops.domain.budget import GpuBudget, parse_gpu_budget
 from elasticityops.domain.errors import FieldProblem, InvalidInput
 from elasticityops.knobs import knob, spec
@@ -108,6 +124,30 @@ class DeployOptions:
         "the gateway's EOPS_DATABASE_URL (the replicas share the callback-token key through it).",
     )
 
+    cpu_request: str = knob(
+        "500m", flag="cpu", metavar="QUANTITY", help="CPU the gateway's container requests."
+    )
+    memory_request: str = knob(
+        "256Mi", flag="memory", metavar="QUANTITY", help="Memory the gateway's container requests."
+    )
+    memory_limit: str = knob(
+        "512Mi", metavar="QUANTITY", help="Memory the gateway's container may use before it is killed."
+    )
+    priority_classes: bool = knob(
+        True,
+        help="Render the PriorityClasses of the Jobs and placeholders (off where the cluster has them "
+        "already: `eops render gke` and the dev cluster create them, and Helm refuses objects it "
+        "did not create).",
+    )
+    service_monitor: bool = knob(
+        False,
+        help="Render a Prometheus operator ServiceMonitor (monitoring.coreos.com/v1) that scrapes "
+        "the gateway's /metrics; the cluster needs the operator's CRD.",
+    )
+    scrape_interval: str = knob(
+        "30s", metavar="DURATION", help="How often the ServiceMonitor has the gateway scraped."
+    )
+
     @property
     def highly_available(self) -> bool:
         return self.replicas > 1
@@ -115,13 +155,6 @@ class DeployOptions:
 
 DEPLOY_KUBERNETES = ("namespace", "kube-instance", "kube-gpu-driver-version")
 """The `kubernetes` knobs that `render deploy` takes (by name); build_deploy reads only these."""
-
-
-def _meta(name: str, namespace: str | None = None) -> KubeObject:
-    meta: KubeObject = {"name": name, "labels": {"app.kubernetes.io/name": APP, MANAGED_BY_LABEL: MANAGED_BY}}
-    if namespace:
-        meta["namespace"] = namespace
-    return meta
 
 
 # Exactly what the backend does, nothing more: create/watch/delete its Jobs, watch their pods
@@ -180,12 +213,100 @@ def deploy_problems(options: DeployOptions) -> list[FieldProblem]:
     return []
 
 
-def priority_classes() -> list[KubeObject]:
+# The options the template reads. Each is a value of the Helm chart (its dotted key in
+# values.yaml) and, but for the namespace (the release's own in the chart), one knob above.
+NAMESPACE = Value(None, lambda o: o.kubernetes.namespace, knob="namespace", helm=".Release.Namespace")
+INSTANCE = Value("kubernetes.instance", lambda o: o.kubernetes.instance, knob="kube-instance")
+DRIVER = Value(
+    "kubernetes.gpuDriverVersion",
+    lambda o: o.kubernetes.gpu_driver_version or "",
+    knob="kube-gpu-driver-version",
+)
+IMAGE = Value("image", lambda o: o.image, knob="image")
+REPLICAS = Value("replicas", lambda o: o.replicas, knob="replicas")
+GPU_BUDGET = Value(
+    "gpuBudget",
+    lambda o: o.gpu_budget.render() if o.gpu_budget is not None else "",
+    knob="gpu-budget",
+    schema=(("type", ["string", "integer"]),),  # `--set gpuBudget=8` is a number to Helm
+)
+STORAGE = Value("storage.size", lambda o: o.storage, knob="storage")
+STORAGE_CLASS = Value("storage.storageClass", lambda o: o.storage_class or "", knob="storage-class")
+DATABASE_SECRET = Value(
+    "database.secretName",
+    lambda o: o.database_url_secret.name if o.database_url_secret is not None else "",
+    knob="database-url-secret",
+    about="The operator's Secret (not in the chart) that holds the gateway's EOPS_DATABASE_URL; "
+    "empty: SQLite on the data volume. Required with replicas above 1.",
+    schema=(("pattern", f"^({_SECRET_NAME.pattern[1:-1]})?$"),),
+)
+DATABASE_KEY = Value(
+    "database.secretKey",
+    lambda o: o.database_url_secret.key if o.database_url_secret is not None else DATABASE_URL_KEY,
+    knob="database-url-secret",
+    about="The key of that Secret that holds the URL.",
+    schema=(("pattern", _SECRET_KEY.pattern),),
+)
+CPU = Value("resources.requests.cpu", lambda o: o.cpu_request, knob="cpu")
+MEMORY = Value("resources.requests.memory", lambda o: o.memory_request, knob="memory")
+MEMORY_LIMIT = Value("resources.limits.memory", lambda o: o.memory_limit, knob="memory-limit")
+PRIORITY_CLASSES_ON = Value("priorityClasses.create", lambda o: o.priority_classes, knob="priority-classes")
+SERVICE_MONITOR_ON = Value("serviceMonitor.enabled", lambda o: o.service_monitor, knob="service-monitor")
+SCRAPE_INTERVAL = Value("serviceMonitor.interval", lambda o: o.scrape_interval, knob="scrape-interval")
+
+HA = more_than(REPLICAS, 1)
+SINGLE = at_most(REPLICAS, 1)
+CHART_VALUES: tuple[Value, ...] = (
+    IMAGE,
+    REPLICAS,
+    DATABASE_SECRET,
+    DATABASE_KEY,
+    GPU_BUDGET,
+    INSTANCE,
+    DRIVER,
+    CPU,
+    MEMORY,
+    MEMORY_LIMIT,
+    STORAGE,
+    STORAGE_CLASS,
+    PRIORITY_CLASSES_ON,
+    SERVICE_MONITOR_ON,
+    SCRAPE_INTERVAL,
+)
+"""The chart's values, in the order values.yaml lists them (every Value the template reads but
+the namespace)."""
+CHART_REFUSES: tuple[tuple[Condition, str], ...] = (
+    (
+        Condition(
+            lambda o: bool(deploy_problems(o)),
+            f"and ({HA.helm}) (not {DATABASE_SECRET.expression})",
+            (REPLICAS, DATABASE_SECRET),
+        ),
+        "database.secretName is required with replicas above 1: replicas cannot share the SQLite "
+        "file of one pod's volume; create a Secret with the PostgreSQL URL (kubectl create secret "
+        f"generic eops-db --from-literal={DATABASE_URL_KEY}=postgresql+psycopg://USER:PASS@HOST/DB) "
+        "and set database.secretName=eops-db, or replicas=1",
+    ),
+)
+"""What the chart refuses to install (Helm's `fail`): deploy_problems as chart conditions."""
+
+
+def _meta(name: Node, namespace: Node = None) -> Node:
+    meta: dict[str, Node] = {
+        "name": name,
+        "labels": {"app.kubernetes.io/name": APP, MANAGED_BY_LABEL: MANAGED_BY},
+    }
+    if namespace is not None:
+        meta["namespace"] = namespace
+    return meta
+
+
+def _priority_classes() -> list[Node]:
     """One value for all real jobs, so that a running job is never preempted by another real
     job (its GPU work would be lost); their order is the gateway's admission order. Only the
     placeholders are below, at the autoscaler's expendable cutoff, so every real job preempts
     them and they still trigger scale-up."""
-    out = [
+    out: list[Node] = [
         {
             "apiVersion": "scheduling.k8s.io/v1",
             "kind": "PriorityClass",
@@ -211,6 +332,11 @@ def priority_classes() -> list[KubeObject]:
     return out
 
 
+def priority_classes() -> list[KubeObject]:
+    """The PriorityClasses as plain objects (they read no option)."""
+    return objects(_priority_classes(), DeployOptions())
+
+
 def _anti_affinity(labels: dict[str, str]) -> KubeObject:
     """Preferred, not required: a cluster of one node (or zone) still runs every replica."""
 
@@ -230,63 +356,40 @@ def _anti_affinity(labels: dict[str, str]) -> KubeObject:
     }
 
 
-def build_deploy(options: DeployOptions) -> list[KubeObject]:
-    """Every object to apply, in order; InvalidInput (naming the flag) for options that would
-    render a gateway that cannot work."""
-    found = deploy_problems(options)
-    if found:
-        raise InvalidInput(found)
-    kube = options.kubernetes
-    ns = kube.namespace
-    ha = options.highly_available
+def _deployment() -> Node:
     labels = {"app.kubernetes.io/name": APP}
-    env: list[KubeObject] = [
+    identity = {"fieldRef": {"apiVersion": "v1", "fieldPath": "metadata.name"}}
+    env: list[Node] = [
         {"name": "EOPS_DATA_DIR", "value": "/data"},
         {"name": "EOPS_BACKEND", "value": "kubernetes"},
-        {"name": "EOPS_KUBE_NAMESPACE", "value": ns},
-        {"name": "EOPS_KUBE_INSTANCE", "value": kube.instance},
-        {"name": "EOPS_PUBLIC_URL", "value": f"http://{APP}.{ns}.svc:{PORT}"},
+        {"name": "EOPS_KUBE_NAMESPACE", "value": NAMESPACE},
+        {"name": "EOPS_KUBE_INSTANCE", "value": INSTANCE},
+        {"name": "EOPS_PUBLIC_URL", "value": text(f"http://{APP}.", NAMESPACE, f".svc:{PORT}")},
+        When(present(GPU_BUDGET), {"name": "EOPS_GPU_BUDGET", "value": GPU_BUDGET}),
+        When(present(DRIVER), {"name": "EOPS_KUBE_GPU_DRIVER_VERSION", "value": DRIVER}),
+        When(
+            present(DATABASE_SECRET),
+            {
+                "name": "EOPS_DATABASE_URL",
+                "valueFrom": {"secretKeyRef": {"name": DATABASE_SECRET, "key": DATABASE_KEY}},
+            },
+        ),
+        When(HA, {"name": "EOPS_LEADER_ELECT", "value": "true"}),
+        When(HA, {"name": "EOPS_LEADER_IDENTITY", "valueFrom": identity}),
     ]
-    if options.gpu_budget is not None:
-        env.append({"name": "EOPS_GPU_BUDGET", "value": options.gpu_budget.render()})
-    if kube.gpu_driver_version:
-        env.append({"name": "EOPS_KUBE_GPU_DRIVER_VERSION", "value": kube.gpu_driver_version})
-    database = options.database_url_secret
-    if database is not None:
-        ref = {"name": database.name, "key": database.key}
-        env.append({"name": "EOPS_DATABASE_URL", "valueFrom": {"secretKeyRef": ref}})
-    if ha:
-        env.append({"name": "EOPS_LEADER_ELECT", "value": "true"})
-        identity = {"fieldRef": {"apiVersion": "v1", "fieldPath": "metadata.name"}}
-        env.append({"name": "EOPS_LEADER_IDENTITY", "valueFrom": identity})
-    pvc_spec: KubeObject = {
-        "accessModes": ["ReadWriteOnce"],
-        "resources": {"requests": {"storage": options.storage}},
-    }
-    if options.storage_class:
-        pvc_spec["storageClassName"] = options.storage_class
     probe = {"httpGet": {"path": "/readyz", "port": PORT}, "periodSeconds": 5}
-    mounts: list[KubeObject] = [{"name": "data", "mountPath": "/data"}, {"name": "tmp", "mountPath": "/tmp"}]
-    volumes: list[KubeObject] = [
-        {"name": "data", "persistentVolumeClaim": {"claimName": f"{APP}-data"}},
-        {"name": "tmp", "emptyDir": {}},
-    ]
-    if ha and database is not None:
-        # No pod's volume is shared: each replica's data dir (lock, admin token) is its own; the
-        # callback-token key every replica must agree on is in the database (server_secret).
-        volumes = [{"name": "data", "emptyDir": {}}, {"name": "tmp", "emptyDir": {}}]
-    container: KubeObject = {
+    container: Node = {
         "name": "gateway",
-        "image": options.image,
+        "image": IMAGE,
         "command": ["eops", "serve", "--host", "0.0.0.0", "--port", str(PORT)],
         "env": env,
         "ports": [{"name": "http", "containerPort": PORT}],
         # A follower is ready too (it serves the API; /readyz names its role).
         "readinessProbe": probe,
         "livenessProbe": {"httpGet": {"path": "/healthz", "port": PORT}, "periodSeconds": 10},
-        "resources": {"requests": {"cpu": "500m", "memory": "256Mi"}, "limits": {"memory": "512Mi"}},
+        "resources": {"requests": {"cpu": CPU, "memory": MEMORY}, "limits": {"memory": MEMORY_LIMIT}},
         # The root filesystem is read-only; Python and uvicorn may still want a /tmp.
-        "volumeMounts": mounts,
+        "volumeMounts": [{"name": "data", "mountPath": "/data"}, {"name": "tmp", "mountPath": "/tmp"}],
         "securityContext": {
             "allowPrivilegeEscalation": False,
             "readOnlyRootFilesystem": True,
@@ -295,89 +398,132 @@ def build_deploy(options: DeployOptions) -> list[KubeObject]:
             "capabilities": {"drop": ["ALL"]},
         },
     }
-    pod_spec: KubeObject = {
+    pod_spec: Node = {
         "serviceAccountName": APP,
         "securityContext": {"fsGroup": 10001},
         "containers": [container],
-        "volumes": volumes,
+        "volumes": [
+            # Replicas share no pod's volume: each one's data dir (lock, admin token) is its own;
+            # the callback-token key every replica must agree on is in the database (server_secret).
+            When(
+                HA,
+                {"name": "data", "emptyDir": {}},
+                {"name": "data", "persistentVolumeClaim": {"claimName": f"{APP}-data"}},
+            ),
+            {"name": "tmp", "emptyDir": {}},
+        ],
+        "affinity": When(HA, _anti_affinity(labels)),
     }
-    deployment_spec: KubeObject = {
-        # One writer of the SQLite file: never two pods at once, even during a rollout.
-        "replicas": 1,
-        "strategy": {"type": "Recreate"},
-        "selector": {"matchLabels": labels},
-        "template": {"metadata": {"labels": labels}, "spec": pod_spec},
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": _meta(APP, NAMESPACE),
+        "spec": {
+            # One writer of the SQLite file: never two pods at once, even during a rollout.
+            "replicas": When(HA, REPLICAS, 1),
+            # With replicas, a new pod is ready before an old one goes: the API is served all
+            # through a rollout.
+            "strategy": When(
+                HA,
+                {"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": 0, "maxSurge": 1}},
+                {"type": "Recreate"},
+            ),
+            "selector": {"matchLabels": labels},
+            "template": {"metadata": {"labels": labels}, "spec": pod_spec},
+        },
     }
-    if ha:
-        pod_spec["affinity"] = _anti_affinity(labels)
-        deployment_spec["replicas"] = options.replicas
-        # A new pod is ready before an old one goes: the API is served all through a rollout.
-        deployment_spec["strategy"] = {
-            "type": "RollingUpdate",
-            "rollingUpdate": {"maxUnavailable": 0, "maxSurge": 1},
-        }
-    rules = [*ROLE_RULES, *LEASE_RULES] if ha else ROLE_RULES
-    storage: list[KubeObject] = []
-    if not ha:
-        storage.append(
-            {
-                "apiVersion": "v1",
-                "kind": "PersistentVolumeClaim",
-                "metadata": _meta(f"{APP}-data", ns),
-                "spec": pvc_spec,
-            }
-        )
-    disruption: list[KubeObject] = []
-    if ha:
-        disruption.append(
-            {
-                "apiVersion": "policy/v1",
-                "kind": "PodDisruptionBudget",
-                "metadata": _meta(APP, ns),
-                "spec": {"maxUnavailable": 1, "selector": {"matchLabels": labels}},
-            }
-        )
+
+
+def _storage_spec() -> Node:
+    return {
+        "accessModes": ["ReadWriteOnce"],
+        "resources": {"requests": {"storage": STORAGE}},
+        "storageClassName": When(present(STORAGE_CLASS), STORAGE_CLASS),
+    }
+
+
+def _service_monitor() -> Node:
+    return {
+        "apiVersion": "monitoring.coreos.com/v1",
+        "kind": "ServiceMonitor",
+        "metadata": _meta(APP, NAMESPACE),
+        "spec": {
+            "selector": {"matchLabels": {"app.kubernetes.io/name": APP}},
+            "endpoints": [{"port": "http", "path": "/metrics", "interval": SCRAPE_INTERVAL}],
+        },
+    }
+
+
+def deploy_template() -> list[Node]:
+    """Every object to apply, in order, as a template over DeployOptions."""
+    labels = {"app.kubernetes.io/name": APP}
+    subject = {"kind": "ServiceAccount", "name": APP, "namespace": NAMESPACE}
+    # Named for the namespace, like its binding: two gateways (two Helm releases) in two
+    # namespaces share no object of the cluster's but the PriorityClasses, which can be left out.
+    node_reader = text(f"{APP}-node-reader-", NAMESPACE)
     return [
-        {"apiVersion": "v1", "kind": "Namespace", "metadata": _meta(ns)},
-        {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": _meta(APP, ns)},
+        When(RENDER_ONLY, {"apiVersion": "v1", "kind": "Namespace", "metadata": _meta(NAMESPACE)}),
+        {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": _meta(APP, NAMESPACE)},
         {
             "apiVersion": "rbac.authorization.k8s.io/v1",
             "kind": "Role",
-            "metadata": _meta(APP, ns),
-            "rules": rules,
+            "metadata": _meta(APP, NAMESPACE),
+            "rules": [*ROLE_RULES, *(When(HA, rule) for rule in LEASE_RULES)],
         },
         {
             "apiVersion": "rbac.authorization.k8s.io/v1",
             "kind": "RoleBinding",
-            "metadata": _meta(APP, ns),
+            "metadata": _meta(APP, NAMESPACE),
             "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": APP},
-            "subjects": [{"kind": "ServiceAccount", "name": APP, "namespace": ns}],
+            "subjects": [subject],
         },
         {
             "apiVersion": "rbac.authorization.k8s.io/v1",
             "kind": "ClusterRole",
-            "metadata": _meta(f"{APP}-node-reader"),
+            "metadata": _meta(node_reader),
             "rules": NODE_RULES,
         },
         {
             "apiVersion": "rbac.authorization.k8s.io/v1",
             "kind": "ClusterRoleBinding",
-            "metadata": _meta(f"{APP}-node-reader-{ns}"),
-            "roleRef": {
-                "apiGroup": "rbac.authorization.k8s.io",
-                "kind": "ClusterRole",
-                "name": f"{APP}-node-reader",
-            },
-            "subjects": [{"kind": "ServiceAccount", "name": APP, "namespace": ns}],
+            "metadata": _meta(node_reader),
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": node_reader},
+            "subjects": [subject],
         },
-        *priority_classes(),
-        *storage,
-        {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": _meta(APP, ns), "spec": deployment_spec},
-        *disruption,
+        *(When(present(PRIORITY_CLASSES_ON), pc) for pc in _priority_classes()),
+        When(
+            SINGLE,
+            {
+                "apiVersion": "v1",
+                "kind": "PersistentVolumeClaim",
+                "metadata": _meta(f"{APP}-data", NAMESPACE),
+                "spec": _storage_spec(),
+            },
+        ),
+        _deployment(),
+        When(
+            HA,
+            {
+                "apiVersion": "policy/v1",
+                "kind": "PodDisruptionBudget",
+                "metadata": _meta(APP, NAMESPACE),
+                "spec": {"maxUnavailable": 1, "selector": {"matchLabels": labels}},
+            },
+        ),
         {
             "apiVersion": "v1",
             "kind": "Service",
-            "metadata": _meta(APP, ns),
+            "metadata": _meta(APP, NAMESPACE),
             "spec": {"selector": labels, "ports": [{"name": "http", "port": PORT, "targetPort": "http"}]},
         },
+        When(present(SERVICE_MONITOR_ON), _service_monitor()),
     ]
+
+
+def build_deploy(options: DeployOptions) -> list[KubeObject]:
+    """Every object to apply, in order; InvalidInput (naming the flag) for options that would
+    render a gateway that cannot work."""
+    found = deploy_problems(options)
+    if found:
+        raise InvalidInput(found)
+    return objects(deploy_template(), options)

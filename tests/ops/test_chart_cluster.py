@@ -1,0 +1,310 @@
+"""The chart against the dev cluster's real API server, and the dashboard's autoscaler metrics
+against its real cluster-autoscaler.
+
+kwok runs no containers, so "installed and serving" is shown in two halves: `helm install` puts
+every object of the chart into the cluster (the API server accepts and stores them), then the
+chart's own container, as the installed Deployment states it (command, arguments, environment,
+its Secret and field references resolved as the kubelet would), runs as a local process that
+authenticates as the chart's ServiceAccount (a TokenRequest token, in place of the pod's
+mounted one). Its /readyz answering, and an invocation run to its end, show that the chart's
+RBAC and settings are what the gateway needs; a second install with replicas shows the same for
+leader election (one leader, one follower)."""
+
+from __future__ import annotations
+
+import base64
+import json
+import secrets
+import time
+from collections.abc import Iterator
+from contextlib import ExitStack
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+import yaml
+
+from backends.kubernetes.cluster_support import deploy, ensure_priority_classes, invoke, wait_state
+from elasticityops.devcluster.stages import EXIT_CODE_ANNOTATION, RUN_SECONDS_ANNOTATION
+from helpers.server import RunningServer, start_server
+
+from .promql import dashboard_queries, metric_names
+from .test_chart import CHART_DIR, _helm
+from .test_dashboard import AUTOSCALER_PREFIX, DASHBOARD_PATH, declared_autoscaler_metrics
+
+pytestmark = [pytest.mark.cluster, pytest.mark.slow]
+
+CRD = Path(__file__).parent / "data" / "servicemonitor-crd.yaml"
+# Labelled counters the autoscaler exports only from their first event (a scale-up, a
+# scale-down, a failed scale-up): checked against its source instead when not yet there.
+AFTER_FIRST_EVENT = {
+    "cluster_autoscaler_scaled_up_nodes_total",
+    "cluster_autoscaler_scaled_down_nodes_total",
+    "cluster_autoscaler_failed_scale_ups_total",
+}
+
+
+@pytest.fixture(scope="module")
+def cluster(dev_cluster: Any) -> Any:
+    ensure_priority_classes(dev_cluster)  # the dev cluster's own: the chart is told not to make them
+    dev_cluster.kubectl("apply", "--server-side", "-f", str(CRD))
+    dev_cluster.kubectl("wait", "--for=condition=Established", "crd/servicemonitors.monitoring.coreos.com")
+    return dev_cluster
+
+
+def _helm_k(helm: str, cluster: Any, *argv: str) -> Any:
+    return _helm(helm, f"--kubeconfig={cluster.kubeconfig_path}", *argv)
+
+
+def _values_file(tmp_path: Path, values: dict[str, Any]) -> str:
+    path = tmp_path / f"values-{secrets.token_hex(3)}.json"
+    path.write_text(json.dumps(values))
+    return str(path)
+
+
+@pytest.mark.parametrize(
+    "values",
+    [
+        pytest.param({}, id="defaults"),
+        pytest.param(
+            {
+                "replicas": 3,
+                "database": {"secretName": "eops-db"},
+                "serviceMonitor": {"enabled": True, "interval": "15s"},
+                "gpuBudget": "nvidia-tesla-t4=8",
+                "storage": {"storageClass": "standard"},
+            },
+            id="replicas-budget-monitor",
+        ),
+    ],
+)
+def test_helm_template_is_accepted_by_the_api_server(
+    cluster: Any, dev_namespace: str, helm_binary: str, tmp_path: Path, values: dict[str, Any]
+) -> None:
+    rendered = _helm(
+        helm_binary,
+        "template",
+        "eops",
+        str(CHART_DIR),
+        "-n",
+        dev_namespace,
+        "-f",
+        _values_file(tmp_path, values),
+    )
+    assert rendered.returncode == 0, rendered.stderr
+    path = tmp_path / "rendered.yaml"
+    path.write_text(rendered.stdout)
+    done = cluster.kubectl(
+        "apply", "--server-side", "--dry-run=server", "-n", dev_namespace, "-f", str(path), check=False
+    )
+    assert done.returncode == 0, done.stderr
+    kinds = {line.split("/")[0] for line in done.stdout.splitlines()}
+    assert {"serviceaccount", "role.rbac.authorization.k8s.io", "deployment.apps", "service"} <= kinds
+    if values:
+        assert {"poddisruptionbudget.policy", "servicemonitor.monitoring.coreos.com"} <= kinds
+
+
+def test_a_misspelt_service_monitor_field_is_refused(
+    cluster: Any, dev_namespace: str, tmp_path: Path
+) -> None:
+    # The CRD above is strict enough to catch what the chart could get wrong.
+    bad = {
+        "apiVersion": "monitoring.coreos.com/v1",
+        "kind": "ServiceMonitor",
+        "metadata": {"name": "bad", "namespace": dev_namespace},
+        "spec": {"selector": {}, "endpoints": [{"port": "http", "intervall": "15s"}]},
+    }
+    path = tmp_path / "bad.yaml"
+    path.write_text(yaml.safe_dump(bad))
+    done = cluster.kubectl("apply", "--server-side", "--dry-run=server", "-f", str(path), check=False)
+    assert done.returncode != 0
+    assert "intervall" in done.stderr
+
+
+def _token_kubeconfig(cluster: Any, namespace: str, path: Path) -> Path:
+    """A kubeconfig of the cluster whose user is the chart's ServiceAccount (a TokenRequest)."""
+    with cluster.api() as api:
+        answer = api.create(
+            f"/api/v1/namespaces/{namespace}/serviceaccounts/elasticityops/token",
+            {
+                "apiVersion": "authentication.k8s.io/v1",
+                "kind": "TokenRequest",
+                "spec": {"expirationSeconds": 3600},
+            },
+        )
+    config = yaml.safe_load(cluster.kubeconfig_path.read_text())
+    context = config["contexts"][0]["context"]
+    config["users"] = [{"name": "chart-sa", "user": {"token": answer["status"]["token"]}}]
+    config["contexts"] = [
+        {"name": "chart-sa", "context": {"cluster": context["cluster"], "user": "chart-sa"}}
+    ]
+    config["current-context"] = "chart-sa"
+    path.write_text(yaml.safe_dump(config))
+    path.chmod(0o600)
+    return path
+
+
+def _container_env(cluster: Any, namespace: str, container: dict[str, Any], pod_name: str) -> dict[str, str]:
+    """The container's environment as the kubelet would give it: Secret keys read, the pod's
+    name where a field reference asks for it."""
+    env: dict[str, str] = {}
+    with cluster.api() as api:
+        for item in container["env"]:
+            source = item.get("valueFrom")
+            if source is None:
+                env[item["name"]] = item["value"]
+            elif "secretKeyRef" in source:
+                ref = source["secretKeyRef"]
+                secret = api.get(f"/api/v1/namespaces/{namespace}/secrets/{ref['name']}")
+                env[item["name"]] = base64.b64decode(secret["data"][ref["key"]]).decode()
+            else:
+                assert source == {"fieldRef": {"apiVersion": "v1", "fieldPath": "metadata.name"}}, source
+                env[item["name"]] = pod_name
+    return env
+
+
+def _charts_gateway(cluster: Any, namespace: str, workdir: Path, pod_name: str) -> RunningServer:
+    """The installed Deployment's container as a local process, as the chart's ServiceAccount."""
+    with cluster.api() as api:
+        deployment = api.get(f"/apis/apps/v1/namespaces/{namespace}/deployments/elasticityops")
+    pod = deployment["spec"]["template"]["spec"]
+    assert pod["serviceAccountName"] == "elasticityops"
+    [container] = pod["containers"]
+    command = container["command"]
+    assert command[:2] == ["eops", "serve"], command
+    # start_server binds 127.0.0.1 on a free port and gives the data dir (/data is the volume's):
+    # what the container says of those three is all that is replaced.
+    args, rest = [], iter(command[2:])
+    for word in rest:
+        if word in ("--host", "--port"):
+            next(rest)
+        else:
+            args.append(word)
+    env = _container_env(cluster, namespace, container, pod_name)
+    assert env.pop("EOPS_DATA_DIR") == "/data"
+    env["EOPS_KUBECONFIG"] = str(_token_kubeconfig(cluster, namespace, workdir / "sa-kubeconfig"))
+    return start_server(workdir / pod_name, *args, env=env)
+
+
+def _readyz(server: RunningServer) -> dict[str, Any]:
+    answer = httpx.get(f"{server.url}/readyz", timeout=10)
+    assert answer.status_code == 200, answer.text
+    body: dict[str, Any] = answer.json()
+    return body
+
+
+@pytest.fixture
+def namespaces(cluster: Any) -> Iterator[list[str]]:
+    """Namespaces the test makes (helm installs into one that exists), deleted afterwards."""
+    made: list[str] = []
+    yield made
+    with cluster.api() as api:
+        for name in made:
+            api.delete(f"/api/v1/namespaces/{name}")
+
+
+def _namespace(cluster: Any, made: list[str]) -> str:
+    name = f"t-{secrets.token_hex(4)}"
+    with cluster.api() as api:
+        api.create(
+            "/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}}
+        )
+    made.append(name)
+    return name
+
+
+def test_helm_install_serves_readyz_as_the_charts_service_account(
+    cluster: Any, namespaces: list[str], helm_binary: str, tmp_path: Path, postgres: Any
+) -> None:
+    from store.pg_cluster import fresh_database
+
+    single = _namespace(cluster, namespaces)
+    installed = _helm_k(
+        helm_binary,
+        cluster,
+        "install",
+        "eops",
+        str(CHART_DIR),
+        "-n",
+        single,
+        "--set",
+        "priorityClasses.create=false",
+    )
+    assert installed.returncode == 0, installed.stderr
+    assert "STATUS: deployed" in installed.stdout
+    # Replicas on PostgreSQL in a second namespace: a second release beside the first.
+    replicated = _namespace(cluster, namespaces)
+    with cluster.api() as api:
+        url = base64.b64encode(fresh_database(postgres).encode()).decode()
+        api.create(
+            f"/api/v1/namespaces/{replicated}/secrets",
+            {
+                "apiVersion": "v1",
+                "kind": "Secret",
+                "metadata": {"name": "eops-db"},
+                "data": {"database-url": url},
+            },
+        )
+    values = {"replicas": 2, "database": {"secretName": "eops-db"}, "priorityClasses": {"create": False}}
+    installed = _helm_k(
+        helm_binary,
+        cluster,
+        "install",
+        "eops",
+        str(CHART_DIR),
+        "-n",
+        replicated,
+        "-f",
+        _values_file(tmp_path, values),
+    )
+    assert installed.returncode == 0, installed.stderr
+    with cluster.api() as api:
+        api.get(f"/apis/policy/v1/namespaces/{replicated}/poddisruptionbudgets/elasticityops")
+        api.get(f"/api/v1/namespaces/{single}/persistentvolumeclaims/elasticityops-data")
+
+    with ExitStack() as running:
+        gateway = _charts_gateway(cluster, single, tmp_path, "elasticityops-7d9c-single")
+        running.callback(gateway.stop)
+        assert _readyz(gateway) == {"status": "ready", "role": "leader"}
+        # The chart's Role lets it create the Job and its Secret and follow them to the end.
+        deploy(gateway, name="hello", annotations={RUN_SECONDS_ANNOTATION: "1", EXIT_CODE_ANNOTATION: "0"})
+        done = wait_state(gateway, invoke(gateway, "hello"), {"succeeded"}, timeout=120)
+        assert done["exit_code"] == 0
+
+        first = _charts_gateway(cluster, replicated, tmp_path, "elasticityops-5f8b-aaaaa")
+        running.callback(first.stop)
+        deadline = time.monotonic() + 30
+        while _readyz(first)["role"] != "leader":  # it campaigns for the Lease
+            assert time.monotonic() < deadline, _readyz(first)
+            time.sleep(0.2)
+        second = _charts_gateway(cluster, replicated, tmp_path, "elasticityops-5f8b-bbbbb")
+        running.callback(second.stop)
+        assert _readyz(second) == {
+            "status": "ready",
+            "role": "follower",
+            "leader": "elasticityops-5f8b-aaaaa",
+        }
+
+    for namespace in (single, replicated):
+        removed = _helm_k(helm_binary, cluster, "uninstall", "eops", "-n", namespace)
+        assert removed.returncode == 0, removed.stderr
+
+
+def test_every_autoscaler_metric_of_the_dashboard_is_exported(cluster: Any) -> None:
+    dashboard = json.loads(DASHBOARD_PATH.read_text())
+    wanted = {
+        name
+        for _, expr in dashboard_queries(dashboard)
+        for name in metric_names(expr)
+        if name.startswith(AUTOSCALER_PREFIX)
+    }
+    port = cluster.state.ports.autoscaler_metrics
+    text = httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=10).text
+    exported = {
+        line.split("{")[0].split(" ")[0] for line in text.splitlines() if line and not line.startswith("#")
+    }
+    missing = wanted - exported
+    assert missing <= AFTER_FIRST_EVENT, f"not exported by the running autoscaler: {sorted(missing)}"
+    assert missing <= declared_autoscaler_metrics()
+    assert {"cluster_autoscaler_nodes_count", "cluster_autoscaler_unschedulable_pods_count"} <= exported
