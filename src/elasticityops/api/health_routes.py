@@ -87,5 +87,6 @@ async def metrics(request: Request) -> Response:
     free = gpus_free(in_use, rt.settings.dispatch.gpu_budget, rt.backend.free_gpus())
     budget_free = room_by_type(rt.settings.dispatch.gpu_budget, in_use, {})
     pools = status_rows(rt.headroom.pools) if rt.headroom is not None else []
+    rt.metrics.node_seconds.totals = await rt.store.node_seconds_totals()
     body = rt.metrics.render(counts, in_use, free, budget_free, pools, leader=rt.role == "leader")
     return Response(content=body, media_type=CONTENT_TYPE_LATEST)

@@ -9,6 +9,7 @@ from sqlalchemy import (
     Column,
     DateTime,
     Dialect,
+    Float,
     Index,
     Integer,
     LargeBinary,
@@ -153,4 +154,35 @@ gateway_generations = Table(
     metadata,
     Column("name", String(64), primary_key=True),
     Column("value", Integer, nullable=False),
+)
+
+# Node-seconds, the ledger of what each attempt's node time was spent on (domain/node_seconds.py),
+# cut at hour boundaries: one row per (source, attempt, phase, hour). `source` is the invocation
+# id, or the warm unit's name for warm capacity no invocation used (function ""). Written in the
+# transaction of the transition that ends the attempt, so it is there exactly when the end is.
+node_seconds = Table(
+    "node_seconds",
+    metadata,
+    Column("source", String(300), primary_key=True),
+    Column("attempt", Integer, primary_key=True),
+    Column("phase", String(24), primary_key=True),
+    Column("hour", UtcDateTime, primary_key=True),
+    Column("function", String(64), nullable=False),
+    Column("gpu_type", String(64), nullable=True),
+    Column("capacity", String(16), nullable=False),  # pricing.table.Capacity
+    Column("seconds", Float, nullable=False),
+    Column("usd", Float, nullable=True),  # NULL: its price is not in the table
+    # The report reads a time range, by function or by hour.
+    Index("ix_node_seconds_hour_function", "hour", "function"),
+)
+
+# Running totals per (function, phase), kept in the same transactions as the ledger: /metrics
+# reads these few rows at every scrape instead of summing the whole ledger.
+node_seconds_totals = Table(
+    "node_seconds_totals",
+    metadata,
+    Column("function", String(64), primary_key=True),
+    Column("phase", String(24), primary_key=True),
+    Column("seconds", Float, nullable=False),
+    Column("usd", Float, nullable=False),  # the priced part only
 )
