@@ -164,3 +164,38 @@ def test_the_pricing_the_store_was_opened_with_prices_its_ledger(store_url: str,
             await cluster.close()
 
     run.run(body())
+
+
+def test_a_cluster_node_made_for_it_is_charged_from_its_creation(
+    store: SqlStore, run: asyncio.Runner
+) -> None:
+    async def body() -> None:
+        new = NewInvocation(new_invocation_id(), "hello", 1, Priority.normal.rank, at(0), b"{}")
+        await store.create_invocation(new)
+        await store.apply(Change(new.id, State.pending, at(0), gpu_type=T4))
+        placed = BackendEvent(new.id, node="n1", capacity_ready=at(200), node_since=at(20), warm=False)
+        await store.record(placed)
+        stored = await store.get_invocation(new.id)
+        assert stored is not None
+        assert (stored.node_since, stored.warm) == (at(20), False), "kept in the row until the end"
+        await store.record(BackendEvent(new.id, started=at(230)))
+        await store.record(BackendEvent(new.id, finished=Finished.succeeded(at(530))))
+        phases = {p: t.seconds for p, t in (await store.node_seconds_of(new.id)).items()}
+        assert phases == pytest.approx({Phase.provisioning: 180, Phase.idle_before_start: 30, Phase.run: 300})
+
+    run.run(body())
+
+
+def test_node_time_about_no_invocation_is_recorded_from_its_event(
+    store: SqlStore, run: asyncio.Runner
+) -> None:
+    async def body() -> None:
+        warm = warm_unused_span(at(0), at(600))
+        assert warm is not None
+        told = await store.record(BackendEvent("", charges=(Charge("node/n9", 0, "", T4, (warm,)),)))
+        assert told is None, "no invocation changed"
+        [(function, phase, seconds, usd)] = await store.node_seconds_totals()
+        assert (function, phase, seconds) == ("", Phase.warm_unused, 600)
+        assert usd == pytest.approx(600 * T4_PER_S)
+
+    run.run(body())

@@ -152,11 +152,11 @@ def ended_attempt(before: Invocation, after: Invocation) -> AttemptTimes | None:
         return None
     if after.state.terminal:
         tl = after.timeline
-        return AttemptTimes(capacity_ready=tl.capacity_ready, started=tl.started, ended=tl.finished)
+        return AttemptTimes(tl.capacity_ready, tl.started, tl.finished, after.node_since, after.warm)
     if after.state is State.queued:
         tl = before.timeline
         ended = after.timeline.preempted
-        return AttemptTimes(capacity_ready=tl.capacity_ready, started=tl.started, ended=ended)
+        return AttemptTimes(tl.capacity_ready, tl.started, ended, before.node_since, before.warm)
     return None
 
 
@@ -165,7 +165,7 @@ def live_attempt(inv: Invocation) -> AttemptTimes | None:
     if inv.state not in ACTIVE_STATES:
         return None
     tl = inv.timeline
-    return AttemptTimes(capacity_ready=tl.capacity_ready, started=tl.started, ended=None)
+    return AttemptTimes(tl.capacity_ready, tl.started, None, inv.node_since, inv.warm)
 
 
 @dataclass(frozen=True)

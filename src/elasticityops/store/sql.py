@@ -705,7 +705,11 @@ def _record_many(
     """Fold backend events into their invocations in order (`apply_event`: transition, notes,
     milestones and result), each changed row one compare-and-set UPDATE. An event that changes
     nothing (unknown id, ended already, a repeat) writes nothing and yields None."""
-    return _fold_many(conn, [(seen.invocation_id, seen) for seen in events], _with_event, pricing)
+    outcomes = _fold_many(conn, [(seen.invocation_id, seen) for seen in events], _with_event, pricing)
+    told = [charge for seen in events for charge in seen.charges]
+    if told:
+        ledger.write(conn, told, pricing)
+    return outcomes
 
 
 def _preempting_many(

@@ -109,6 +109,10 @@ invocations = Table(
     # A cancel asked of a replica whose dispatcher does not run, for the running one to carry
     # out (only its backend can stop the job); an end clears it.
     Column("cancel_requested_at", UtcDateTime, nullable=True),
+    # Where the current attempt's node time starts (domain.node_seconds): the node's creation,
+    # or its pick from warm capacity (warm_pick 1). NULL: a local slot, or a node not known.
+    Column("node_since_at", UtcDateTime, nullable=True),
+    Column("warm_pick", Integer, nullable=False, server_default="0"),
     # NULL keys never collide (both databases treat NULLs as distinct in unique constraints).
     UniqueConstraint("function", "idempotency_key", name="uq_invocation_idempotency"),
     Index("ix_invocations_state_id", "state", "id"),

@@ -141,6 +141,15 @@ class KubernetesSettings:
         env="EOPS_KUBE_PLACEHOLDER_IMAGE",
         help="Image of the warm-capacity pods (a pause container).",
     )
+    node_costs: bool = knob(
+        True,
+        env="EOPS_KUBE_NODE_COSTS",
+        off="no-kube-node-costs",
+        help="Watch the GPU Nodes to charge each invocation its node's time: from the node's "
+        "creation (or its pick from warm capacity) to its pod's end, and the node's idle time "
+        "after, until it is reused or removed (needs the right to watch Nodes, which the rendered "
+        "ClusterRole gives; off: only the pod's own time is counted).",
+    )
     daemonset_cpu_millis: int = knob(
         400,
         env="EOPS_KUBE_DAEMONSET_CPU_MILLIS",

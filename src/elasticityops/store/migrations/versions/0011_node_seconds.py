@@ -1,5 +1,6 @@
-"""node_seconds and node_seconds_totals: the node time of every attempt, by phase and hour, and
-its running totals per function and phase (the cost of every invocation, issue 17).
+"""The cost of every invocation (issue 17): invocations.node_since_at and warm_pick (where an
+attempt's node time starts); node_seconds, the node time of every attempt by phase and hour,
+and node_seconds_totals, its running totals per function and phase.
 
 Revision ID: 0011
 Revises: 0010
@@ -17,6 +18,9 @@ depends_on: str | None = None
 
 
 def upgrade() -> None:
+    with op.batch_alter_table("invocations") as batch:
+        batch.add_column(sa.Column("node_since_at", sa.DateTime(timezone=True), nullable=True))
+        batch.add_column(sa.Column("warm_pick", sa.Integer, nullable=False, server_default="0"))
     op.create_table(
         "node_seconds",
         sa.Column("source", sa.String(300), primary_key=True),
@@ -43,3 +47,6 @@ def downgrade() -> None:
     op.drop_table("node_seconds_totals")
     op.drop_index("ix_node_seconds_hour_function", "node_seconds")
     op.drop_table("node_seconds")
+    with op.batch_alter_table("invocations") as batch:
+        batch.drop_column("warm_pick")
+        batch.drop_column("node_since_at")
