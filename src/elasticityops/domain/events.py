@@ -139,12 +139,10 @@ def apply_event(inv: Invocation, event: BackendEvent) -> Invocation:
     after = inv
     if event.note is not None:
         after = add_note(after, event.note)
-    if event.node_since is not None or event.warm is not None:
-        after = replace(
-            after,
-            node_since=event.node_since or after.node_since,
-            warm=after.warm if event.warm is None else event.warm,
-        )
+    if event.node_since is not None and after.node_since is None:
+        # The first word stands: a relist after a restart reads a node whose past it does not
+        # know, and would take the node made for this attempt for a warm one.
+        after = replace(after, node_since=event.node_since, warm=bool(event.warm))
     if event.capacity_ready is not None and after.state is State.pending:
         after = mark_capacity_ready(after, event.capacity_ready, event.node)
     if event.started is not None and after.state is State.pending:
