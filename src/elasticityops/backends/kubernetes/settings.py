@@ -141,14 +141,12 @@ class KubernetesSettings:
         env="EOPS_KUBE_PLACEHOLDER_IMAGE",
         help="Image of the warm-capacity pods (a pause container).",
     )
-    node_costs: bool = knob(
-        True,
+    node_costs: str = knob(
+        "watch",
         env="EOPS_KUBE_NODE_COSTS",
-        off="no-kube-node-costs",
-        help="Watch the GPU Nodes to charge each invocation its node's time: from the node's "
-        "creation (or its pick from warm capacity) to its pod's end, and the node's idle time "
-        "after, until it is reused or removed (needs the right to watch Nodes, which the rendered "
-        "ClusterRole gives; off: only the pod's own time is counted).",
+        choices=("watch", "off"),
+        help="watch: charge invocations their nodes' provisioning and idle time from a GPU Node "
+        "watch (docs/cost.md; the rendered ClusterRole allows it); off: their pods' time only.",
     )
     daemonset_cpu_millis: int = knob(
         400,
