@@ -14,6 +14,7 @@ from elasticityops.api.runtime import Runtime
 from elasticityops.domain.errors import FieldProblem, InvalidInput
 from elasticityops.domain.invocations import Invocation
 from elasticityops.domain.node_seconds import (
+    GROUPINGS,
     CostGroup,
     InvocationCost,
     Phase,
@@ -30,7 +31,6 @@ router = APIRouter(tags=["cost"])
 # The longest range one report sums: its rows are the ledger's hours in it, so this bounds the
 # work of one request (a year of hours per function is ~9,000 groups).
 MAX_RANGE = timedelta(days=366)
-_GROUPINGS = ("function", "hour")
 _CSV = "text/csv"
 
 
@@ -105,10 +105,10 @@ def _iso_time(raw: str) -> datetime:
 
 def _by(raw: list[str]) -> tuple[str, ...]:
     names = [part.strip() for item in raw for part in item.split(",") if part.strip()]
-    bad = [n for n in names if n not in _GROUPINGS]
+    bad = [n for n in names if n not in GROUPINGS]
     if bad:
         raise InvalidInput([FieldProblem("by", f"{bad[0]!r} is not a grouping", "pass function and/or hour")])
-    return tuple(name for name in _GROUPINGS if name in names)  # one order, whatever was asked
+    return tuple(name for name in GROUPINGS if name in names)  # one order, whatever was asked
 
 
 def _group_out(group: CostGroup) -> CostGroupOut:

@@ -21,6 +21,9 @@ from enum import StrEnum
 
 from elasticityops.domain.invocations import ACTIVE_STATES, Invocation, State
 
+# What a cost report may group by (both, one, or neither: one total).
+GROUPINGS = ("function", "hour")
+
 
 class Phase(StrEnum):
     provisioning = "provisioning"

@@ -14,6 +14,7 @@ from sqlalchemy.dialects import postgresql, sqlite
 
 from elasticityops.domain.invocations import Invocation
 from elasticityops.domain.node_seconds import (
+    GROUPINGS,
     AttemptTimes,
     Charge,
     CostGroup,
@@ -25,8 +26,6 @@ from elasticityops.domain.node_seconds import (
 )
 from elasticityops.pricing.table import Capacity, PriceTable, prices
 from elasticityops.store.tables import node_seconds, node_seconds_totals
-
-GROUPINGS = ("function", "hour")
 
 
 @dataclass(frozen=True)
@@ -140,6 +139,9 @@ def of_invocation(conn: Connection, invocation_id: str) -> dict[Phase, PhaseTota
 def report(conn: Connection, since: datetime, until: datetime, by: Sequence[str]) -> list[CostGroup]:
     """Totals per group (by function, by hour, both or neither) of the hours in [since, until):
     hours are the ledger's grain, so `since` counts from the start of its hour."""
+    unknown = set(by) - set(GROUPINGS)
+    if unknown:
+        raise ValueError(f"no grouping {sorted(unknown)}; the report groups by {GROUPINGS}")
     keys = [node_seconds.c[name] for name in by]
     hour_of_since = since.replace(minute=0, second=0, microsecond=0)
     query = (
