@@ -55,7 +55,8 @@ def _kubernetes(settings: Settings, clock: Clock) -> Backend:
     # Issue 4: one GPU Job per invocation. Imported on use (the HTTP client and lightkube).
     from elasticityops.backends.kubernetes.backend import KubernetesBackend
 
-    return KubernetesBackend(settings.kubernetes, clock, watch_gpu_nodes=settings.headroom.enabled)
+    watch_nodes = settings.headroom.enabled or settings.kubernetes.node_costs == "watch"
+    return KubernetesBackend(settings.kubernetes, clock, watch_gpu_nodes=watch_nodes)
 
 
 register("kubernetes", _kubernetes)

@@ -36,7 +36,9 @@ from elasticityops.elasticity.controller import HeadroomController
 from elasticityops.ha.elector import LeaderElector, LeaseStore
 from elasticityops.ha.settings import default_identity
 from elasticityops.ha.shared_clock import ClockSync, SharedClock
+from elasticityops.pricing.table import capacity_of_backend
 from elasticityops.settings import Settings
+from elasticityops.store.node_seconds import Pricing
 from elasticityops.store.sql import SqlStore
 
 SECRET_FILE = "server-secret"
@@ -232,6 +234,7 @@ async def open_store(settings: Settings, *, create: bool = True) -> SqlStore:
         settings.database_url,
         group_commit_max=settings.store.group_commit_max,
         read_threads=settings.store.read_threads,
+        pricing=Pricing(capacity=capacity_of_backend(settings.backend)),
     )
 
 

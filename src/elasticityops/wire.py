@@ -5,6 +5,7 @@ Plain pydantic models with no server imports, so the client stays light."""
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
@@ -12,6 +13,7 @@ from pydantic import BaseModel, Field
 
 from elasticityops.domain.functions import FunctionSpec
 from elasticityops.domain.invocations import FailureReason, Invocation, State
+from elasticityops.domain.node_seconds import InvocationCost, Phase, PhaseTotal
 from elasticityops.domain.ports import FunctionRecord
 from elasticityops.domain.queue import QueueStatus
 
@@ -66,6 +68,46 @@ class TimelineOut(BaseModel):
         description="the latest requeue (preempted, or its node lost); the milestones after it "
         "are the current attempt's",
     )
+
+
+_PHASES_HELP = (
+    "node-seconds per phase: provisioning (node created for it until it was placed), "
+    "idle_before_start (placed until the container ran: image pull, start), run, idle_after "
+    "(its node idle after it ended until reused or removed), warm_unused (warm capacity no "
+    "invocation used; only in reports)"
+)
+
+
+class InvocationCostOut(BaseModel):
+    node_seconds: dict[str, float] = Field(description=_PHASES_HELP)
+    total_node_seconds: float
+    usd: float = Field(description="cost of the priced node-seconds (machine_prices.json)")
+    unpriced_node_seconds: float = Field(
+        0.0, description="node-seconds on a machine whose price is not in the table (no cost guessed)"
+    )
+    open: bool = Field(
+        False,
+        description="an attempt is under way: counted up to now, and its idle time after is still to come",
+    )
+
+
+class CostGroupOut(BaseModel):
+    function: str | None = Field(None, description='the function ("" for warm capacity no invocation used)')
+    hour: datetime | None = Field(None, description="the start of the hour (UTC)")
+    node_seconds: dict[str, float] = Field(description=_PHASES_HELP)
+    total_node_seconds: float
+    usd: float
+    unpriced_node_seconds: float = 0.0
+
+
+class CostReportOut(BaseModel):
+    since: datetime
+    until: datetime
+    by: list[str] = Field(description="the grouping: function, hour, both, or neither (one total)")
+    groups: list[CostGroupOut]
+    total_node_seconds: float
+    usd: float
+    unpriced_node_seconds: float = 0.0
 
 
 class NoteOut(BaseModel):
@@ -126,9 +168,14 @@ class InvocationOut(BaseModel):
         description="its own pod annotations (`eops.dev/` keys, set with ?annotation=KEY=VALUE at "
         "invoke), on top of its function's; the Kubernetes backend puts them on the pod",
     )
+    cost: InvocationCostOut | None = Field(
+        None, description="the node-seconds it caused and their cost; null in lists (read one invocation)"
+    )
 
     @classmethod
-    def of(cls, inv: Invocation, queue: QueueStatus | None = None) -> InvocationOut:
+    def of(
+        cls, inv: Invocation, queue: QueueStatus | None = None, cost: InvocationCost | None = None
+    ) -> InvocationOut:
         tl = inv.timeline
         return cls(
             id=inv.id,
@@ -159,7 +206,22 @@ class InvocationOut(BaseModel):
             queue_position=None if queue is None else queue.position,
             queue_reason=None if queue is None else queue.reason,
             annotations=dict(inv.annotations),
+            cost=None if cost is None else InvocationCostOut.model_validate(cost_document(cost)),
         )
+
+
+def phases_document(phases: Mapping[Phase, PhaseTotal]) -> dict[str, float]:
+    return {phase.value: phases.get(phase, PhaseTotal()).seconds for phase in Phase}
+
+
+def cost_document(cost: InvocationCost) -> dict[str, Any]:
+    return {
+        "node_seconds": phases_document(cost.phases),
+        "total_node_seconds": cost.seconds,
+        "usd": cost.usd,
+        "unpriced_node_seconds": cost.unpriced_seconds,
+        "open": cost.open,
+    }
 
 
 class InvocationList(BaseModel):

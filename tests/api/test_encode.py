@@ -9,6 +9,7 @@ import pytest
 from elasticityops.api.encode import invocation_json, invocation_list_json
 from elasticityops.domain.functions import Priority
 from elasticityops.domain.invocations import FailureReason, Invocation, Note, State, Timeline
+from elasticityops.domain.node_seconds import Phase, PhaseTotal, invocation_cost
 from elasticityops.domain.queue import QueueStatus
 from elasticityops.wire import InvocationList, InvocationOut
 
@@ -65,3 +66,11 @@ def test_a_queue_status_is_encoded_as_the_wire_shape() -> None:
 def test_lists_too() -> None:
     decoded = InvocationList.model_validate_json(invocation_list_json(CASES, "inv-a"))
     assert decoded == InvocationList(items=[InvocationOut.of(i) for i in CASES], next_cursor="inv-a")
+
+
+def test_a_cost_is_encoded_as_the_wire_shape() -> None:
+    cost = invocation_cost({Phase.run: PhaseTotal(60.0, 0.009)}, [], usd_per_hour=0.54)
+    decoded = InvocationOut.model_validate_json(invocation_json(CASES[0], cost=cost))
+    assert decoded == InvocationOut.of(CASES[0], cost=cost)
+    assert decoded.cost is not None
+    assert decoded.cost.node_seconds == {phase.value: 60.0 if phase is Phase.run else 0.0 for phase in Phase}

@@ -10,7 +10,7 @@ import pytest
 
 from elasticityops.domain.events import BackendEvent, Finished, apply_event, finished_event, note_event
 from elasticityops.domain.functions import Priority
-from elasticityops.domain.invocations import FailureReason, Invocation, Note, State, Timeline
+from elasticityops.domain.invocations import FailureReason, Invocation, Note, State, Timeline, advance
 
 AT = datetime(2026, 11, 29, 12, tzinfo=UTC)
 LATER = AT + timedelta(seconds=30)
@@ -176,3 +176,14 @@ def test_while_being_preempted_only_a_success_ends_it(end: Finished, to: State) 
     assert after.state is to
     if to is State.succeeded:
         assert after.preempting_by is None
+
+
+def test_where_its_node_time_starts_is_kept_from_the_first_placement() -> None:
+    placed = apply_event(
+        inv(), BackendEvent("inv-1", node="n1", capacity_ready=LATER, node_since=AT, warm=False)
+    )
+    assert (placed.node_since, placed.warm) == (AT, False)
+    relisted = apply_event(placed, BackendEvent("inv-1", node="n1", node_since=LATER, warm=True))
+    assert (relisted.node_since, relisted.warm) == (AT, False), "a relist after a restart changes nothing"
+    requeued = advance(placed, State.queued, LATER)
+    assert (requeued.node_since, requeued.warm) == (None, False), "the next attempt has a node of its own"

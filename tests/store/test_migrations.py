@@ -64,6 +64,8 @@ OUR_TABLES = {
     "api_tokens",
     "gateway_secrets",
     "gateway_generations",
+    "node_seconds",
+    "node_seconds_totals",
 }
 
 

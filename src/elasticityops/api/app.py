@@ -12,6 +12,7 @@ from fastapi.openapi.utils import get_openapi
 
 from elasticityops import __version__
 from elasticityops.api import (
+    cost_routes,
     docs,
     errors,
     functions_routes,
@@ -48,6 +49,7 @@ def create_app(settings: Settings, lifespan: Lifespan) -> FastAPI:
     v1.include_router(functions_routes.router)
     v1.include_router(tokens_routes.router)
     v1.include_router(headroom_routes.router)
+    v1.include_router(cost_routes.router)
     v1.include_router(invocations_routes.build_router(settings.api.max_wait_seconds))
     app.include_router(v1)
     app.include_router(invocations_routes.build_callback_router(), prefix="/v1")

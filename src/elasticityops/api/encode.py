@@ -11,13 +11,16 @@ from typing import Any
 import orjson
 
 from elasticityops.domain.invocations import Invocation
+from elasticityops.domain.node_seconds import InvocationCost
 from elasticityops.domain.queue import QueueStatus
-from elasticityops.wire import decode_result
+from elasticityops.wire import cost_document, decode_result
 
 _OPTIONS = orjson.OPT_UTC_Z
 
 
-def invocation_document(inv: Invocation, queue: QueueStatus | None = None) -> dict[str, Any]:
+def invocation_document(
+    inv: Invocation, queue: QueueStatus | None = None, cost: InvocationCost | None = None
+) -> dict[str, Any]:
     tl = inv.timeline
     return {
         "id": inv.id,
@@ -48,11 +51,14 @@ def invocation_document(inv: Invocation, queue: QueueStatus | None = None) -> di
         "queue_position": None if queue is None else queue.position,
         "queue_reason": None if queue is None else queue.reason,
         "annotations": dict(inv.annotations),
+        "cost": None if cost is None else cost_document(cost),
     }
 
 
-def invocation_json(inv: Invocation, queue: QueueStatus | None = None) -> bytes:
-    return orjson.dumps(invocation_document(inv, queue), option=_OPTIONS)
+def invocation_json(
+    inv: Invocation, queue: QueueStatus | None = None, cost: InvocationCost | None = None
+) -> bytes:
+    return orjson.dumps(invocation_document(inv, queue, cost), option=_OPTIONS)
 
 
 def invocation_list_json(items: list[Invocation], next_cursor: str | None) -> bytes:

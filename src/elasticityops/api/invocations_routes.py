@@ -14,6 +14,7 @@ from fastapi.responses import StreamingResponse
 from starlette.routing import Route
 
 from elasticityops.api.body import parse_json, read_body
+from elasticityops.api.cost_routes import cost_of
 from elasticityops.api.encode import invocation_json, invocation_list_json
 from elasticityops.api.entropy import BufferedEntropy
 from elasticityops.api.errors import MalformedBody
@@ -23,6 +24,7 @@ from elasticityops.dispatch.replicas import stamp
 from elasticityops.domain import invocation_annotations as hints
 from elasticityops.domain.errors import Conflict, FieldProblem, InvalidInput, NotFound, Unauthorized
 from elasticityops.domain.invocations import Invocation, State, check_callback_token, new_invocation_id
+from elasticityops.domain.node_seconds import InvocationCost
 from elasticityops.domain.numbers import WholeNumber, WholeNumberOrNone, whole_number
 from elasticityops.domain.ports import NewInvocation
 from elasticityops.domain.queue import QueueStatus
@@ -57,10 +59,14 @@ def _runtime(request: Request) -> Runtime:
 
 
 def _json(
-    inv: Invocation, status: int, headers: dict[str, str] | None = None, queue: QueueStatus | None = None
+    inv: Invocation,
+    status: int,
+    headers: dict[str, str] | None = None,
+    queue: QueueStatus | None = None,
+    cost: InvocationCost | None = None,
 ) -> Response:
     return Response(
-        content=invocation_json(inv, queue),
+        content=invocation_json(inv, queue, cost),
         status_code=status,
         media_type="application/json",
         headers=headers,
@@ -97,7 +103,7 @@ def build_router(max_wait: int) -> APIRouter:
             inv = await _wait_for_end(rt, inv, wait)
         # Only here, for one invocation: a few grouped counts, too many to make for every list item.
         queue = await queue_status(inv, rt.store, rt.functions, rt.backend, rt.settings.dispatch)
-        return _json(inv, 200, queue=queue)
+        return _json(inv, 200, queue=queue, cost=await cost_of(rt, inv))
 
     @router.get(
         "/invocations",

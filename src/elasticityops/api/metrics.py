@@ -7,8 +7,10 @@ from collections.abc import Iterator, Mapping, Sequence
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.core import CounterMetricFamily, Metric
+from prometheus_client.registry import Collector
 
 from elasticityops.domain.invocations import FailureReason, Invocation, State
+from elasticityops.domain.node_seconds import Phase
 from elasticityops.domain.ports import ClientCounters
 from elasticityops.domain.retry import NODE_LOST
 
@@ -56,11 +58,44 @@ class ClientCollector:
         yield restarts
 
 
+class NodeSecondsCollector(Collector):
+    """The node-seconds counters, from the store's running totals (node_seconds_totals), set
+    before each scrape: they count since the ledger began, so a restarted gateway (or another
+    replica) exports the same values, and they only ever grow."""
+
+    def __init__(self) -> None:
+        self.totals: list[tuple[str, Phase, float, float]] = []
+
+    def collect(self) -> Iterator[CounterMetricFamily]:
+        seconds = CounterMetricFamily(
+            "eops_invocation_node_seconds",
+            "Node-seconds caused by invocations, by function and phase (provisioning, "
+            "idle_before_start, run, idle_after; warm_unused: warm capacity no invocation used, "
+            'function "")',
+            labels=["function", "phase"],
+        )
+        dollars = CounterMetricFamily(
+            "eops_invocation_cost_dollars",
+            "Cost of those node-seconds in USD (machine_prices.json; unpriced machines count 0)",
+            labels=["function"],
+        )
+        by_function: dict[str, float] = {}
+        for function, phase, node_seconds, usd in self.totals:
+            seconds.add_metric([function, phase.value], node_seconds)
+            by_function[function] = by_function.get(function, 0.0) + usd
+        for function, usd in by_function.items():
+            dollars.add_metric([function], usd)
+        yield seconds
+        yield dollars
+
+
 class Metrics:
     def __init__(self) -> None:
         self.registry = CollectorRegistry()
         self.client = ClientCollector()
         self.registry.register(self.client)
+        self.node_seconds = NodeSecondsCollector()
+        self.registry.register(self.node_seconds)
         self.invocations = Gauge(
             "eops_invocations", "Invocations stored, by state", ["state"], registry=self.registry
         )

@@ -23,6 +23,9 @@ def _register() -> None:
 
     app.add_typer(functions.app, name="fn")
     invocations.register(app)
+    from elasticityops.cli import cost
+
+    cost.register(app)
     from elasticityops.cli import serve
 
     serve.register(app)

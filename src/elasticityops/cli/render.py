@@ -198,6 +198,10 @@ def invocation_detail(inv: InvocationOut, now: datetime) -> RenderableType:
             totals.append(f"{label} {seconds(value)}")
     if totals:
         parts.append(Text(", ".join(totals), style="bold"))
+    if inv.cost is not None:
+        from elasticityops.cli.render_cost import invocation_cost_text  # it imports this module
+
+        parts.append(invocation_cost_text(inv.cost))
     parts.append(Text(""))
     parts.append(milestones_table(inv))
     if inv.notes:

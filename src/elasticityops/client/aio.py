@@ -97,6 +97,8 @@ class AsyncClient:
     cancel = _runs(Operations.cancel)
     wait = _runs(Operations.wait)
     headroom = _runs(Operations.headroom)
+    cost_report = _runs(Operations.cost_report)
+    cost_csv = _runs(Operations.cost_csv)
     health = _runs(Operations.health)
 
     async def iter_invocations(

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Generic, TypeVar
@@ -19,6 +19,7 @@ from elasticityops.domain import invocation_annotations
 from elasticityops.domain.errors import InvalidInput
 from elasticityops.domain.functions import FunctionSpec, load_function_text, parse_function_spec
 from elasticityops.wire import (
+    CostReportOut,
     ErrorOut,
     FunctionList,
     FunctionOut,
@@ -306,6 +307,27 @@ class Requests:
     def headroom(self) -> Call[HeadroomOut]:
         """The warm capacity: the policy, and per shape what is wanted and held."""
         return Call("GET", "/v1/headroom", repeatable=True, decode=HeadroomOut.model_validate_json)
+
+    def cost_report(self, *, since: str = "24h", by: Sequence[str] = ()) -> Call[CostReportOut]:
+        """Node-seconds and their cost by phase since `since` (90m, 24h, 7d or an ISO time),
+        grouped `by` function and/or hour (none: one total)."""
+        return Call(
+            "GET",
+            "/v1/cost",
+            params={"since": since, "by": list(by)},
+            repeatable=True,
+            decode=CostReportOut.model_validate_json,
+        )
+
+    def cost_csv(self, *, since: str = "24h", by: Sequence[str] = ()) -> Call[str]:
+        """The same report as CSV text: one line per group, a column per phase."""
+        return Call(
+            "GET",
+            "/v1/cost",
+            params={"since": since, "by": list(by), "format": "csv"},
+            repeatable=True,
+            decode=_text,
+        )
 
     def health(self) -> Call[dict[str, Any]]:
         """The gateway's readiness answer (/readyz); an error when it is not ready."""

@@ -243,4 +243,6 @@ class Operations:
     list_invocations = _sends(Requests.list_invocations)
     cancel = _sends(Requests.cancel)
     headroom = _sends(Requests.headroom)
+    cost_report = _sends(Requests.cost_report)
+    cost_csv = _sends(Requests.cost_csv)
     health = _sends(Requests.health)

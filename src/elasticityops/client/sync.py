@@ -112,6 +112,8 @@ class Client:
     cancel = _runs(Operations.cancel)
     wait = _runs(Operations.wait)
     headroom = _runs(Operations.headroom)
+    cost_report = _runs(Operations.cost_report)
+    cost_csv = _runs(Operations.cost_csv)
     health = _runs(Operations.health)
 
     def iter_invocations(

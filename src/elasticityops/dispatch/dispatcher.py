@@ -506,6 +506,8 @@ class Dispatcher:
         if lost is not None:
             self.hub.changed(event.invocation_id)
             self._tell(lost)
+            if event.charges:
+                await self.store.charge(event.charges)  # node time it closed, kept regardless
         recorded = None if lost is not None else await self.store.record(event)
         if recorded is not None:
             self.hub.changed(event.invocation_id)

@@ -20,6 +20,7 @@ from elasticityops.domain.invocations import (
     advance,
     mark_capacity_ready,
 )
+from elasticityops.domain.node_seconds import Charge
 
 # The reason each terminal state other than `failed` always carries.
 _REASON_OF = {State.cancelled: FailureReason.cancelled, State.timed_out: FailureReason.timeout}
@@ -94,6 +95,12 @@ class BackendEvent:
     attempt: int | None = None
     """The attempt whose job was observed (None: the backend cannot tell). A preempted
     attempt's job may still report while it goes away; that is no news of the attempt after."""
+    node_since: datetime | None = None  # with the placement: see Invocation.node_since
+    warm: bool | None = None  # with the placement: it landed on capacity that was there already
+    charges: tuple[Charge, ...] = ()
+    """Node time the observation closed that no transition of the invocation ends (its node's
+    idle time after it, warm capacity no one used): written to the ledger as they are. An
+    event of node time only names no invocation (invocation_id "")."""
 
     @property
     def parts(self) -> tuple[str, ...]:
@@ -103,6 +110,7 @@ class BackendEvent:
             ("capacity_ready", self.capacity_ready),
             ("started", self.started),
             ("finished", self.finished),
+            ("charges", self.charges or None),
         )
         return tuple(name for name, value in told if value is not None)
 
@@ -131,6 +139,10 @@ def apply_event(inv: Invocation, event: BackendEvent) -> Invocation:
     after = inv
     if event.note is not None:
         after = add_note(after, event.note)
+    if event.node_since is not None and after.node_since is None:
+        # The first word stands: a relist after a restart reads a node whose past it does not
+        # know, and would take the node made for this attempt for a warm one.
+        after = replace(after, node_since=event.node_since, warm=bool(event.warm))
     if event.capacity_ready is not None and after.state is State.pending:
         after = mark_capacity_ready(after, event.capacity_ready, event.node)
     if event.started is not None and after.state is State.pending:

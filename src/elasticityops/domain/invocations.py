@@ -157,6 +157,11 @@ class Invocation:
     cancel_requested: datetime | None = None
     """When a cancel was asked of a replica whose dispatcher does not run (only the running
     dispatcher's backend can stop the job): the request it carries out. An end clears it."""
+    node_since: datetime | None = None
+    """When the current attempt's node began to be its cost: the node's creation for a node made
+    for it, the moment it was picked for warm capacity (`warm`). None: a local slot, or a node
+    the backend knows nothing of; its node time then counts from capacity_ready."""
+    warm: bool = False
 
 
 def advance(
@@ -192,6 +197,8 @@ def advance(
             message=message if message is not None else inv.message,
             node=None,
             result=None,
+            node_since=None,
+            warm=False,
         )
     if to is State.pending:
         tl = replace(tl, dispatched=tl.dispatched or _not_before(at, tl))

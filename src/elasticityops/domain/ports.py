@@ -13,6 +13,7 @@ from typing import Protocol, runtime_checkable
 from elasticityops.domain.events import BackendEvent
 from elasticityops.domain.functions import FunctionSpec
 from elasticityops.domain.invocations import FailureReason, Invocation, Note, State
+from elasticityops.domain.node_seconds import Charge, CostGroup, Phase, PhaseTotal
 from elasticityops.domain.spillover import Spill
 from elasticityops.domain.tokens import ApiToken, Scope
 
@@ -188,6 +189,22 @@ class Store(Protocol):
         ...
 
     async def counts_by_state(self) -> Mapping[State, int]: ...
+
+    async def charge(self, charges: Sequence[Charge]) -> None:
+        """Record node time that no transition ends (idle after, warm unused), once per key."""
+        ...
+
+    async def node_seconds_of(self, invocation_id: str) -> Mapping[Phase, PhaseTotal]:
+        """Each phase's node-seconds and cost over the invocation's ended attempts."""
+        ...
+
+    async def cost_report(self, since: datetime, until: datetime, by: Sequence[str]) -> list[CostGroup]:
+        """Node-seconds and cost per group (`by`: "function", "hour", both or neither)."""
+        ...
+
+    async def node_seconds_totals(self) -> list[tuple[str, Phase, float, float]]:
+        """(function, phase, seconds, usd) since the ledger began."""
+        ...
 
     async def ping(self) -> None:
         """Cheap round trip to the database (readiness); raises TemporaryError when it fails."""

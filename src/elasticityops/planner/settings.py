@@ -12,9 +12,11 @@ from typing import Any
 from elasticityops.knobs import knob, knob_factory, problems
 from elasticityops.planner.distributions import Distribution, parse_distribution
 from elasticityops.planner.errors import PlannerInputError
+from elasticityops.pricing.table import Capacity, required
 
-ON_DEMAND_NODE_PRICE = 0.54  # $/h, n1-standard-4 (0.19) + T4 (0.35), us-central1
-SPOT_NODE_PRICE = 0.24  # $/h, n1-standard-4 spot (0.067) + T4 spot (0.175)
+# $/h of one n1-standard-4 + T4 node, us-central1: the shared price table's rows (pricing/).
+ON_DEMAND_NODE_PRICE = required("nvidia-tesla-t4", Capacity.on_demand)
+SPOT_NODE_PRICE = required("nvidia-tesla-t4", Capacity.spot)
 DEFAULT_PROVISION_DELAY = "lognormal:median=240,p95=420"
 
 # Help panels of the knobs in `eops plan run/recommend --help`.

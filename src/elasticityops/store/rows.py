@@ -38,6 +38,8 @@ INVOCATION_COLUMNS = (
     "preempted_at",
     "preempting_by",
     "cancel_requested_at",
+    "node_since_at",
+    "warm_pick",
 )
 
 
@@ -102,6 +104,8 @@ def invocation_from_row(row: Mapping[Any, Any]) -> Invocation:
         attempt=row["attempt"] or 0,
         preempting_by=row["preempting_by"],
         cancel_requested=row["cancel_requested_at"],
+        node_since=row["node_since_at"],
+        warm=bool(row["warm_pick"]),
     )
 
 
@@ -156,6 +160,8 @@ def invocation_update(before: Invocation, after: Invocation) -> dict[str, Any]:
         "preempted_at": (tb.preempted, ta.preempted),
         "preempting_by": (before.preempting_by, after.preempting_by),
         "cancel_requested_at": (before.cancel_requested, after.cancel_requested),
+        "node_since_at": (before.node_since, after.node_since),
+        "warm_pick": (int(before.warm), int(after.warm)),
     }
     out = {name: new for name, (old, new) in pairs.items() if old != new}
     if before.notes != after.notes:

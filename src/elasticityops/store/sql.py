@@ -45,11 +45,13 @@ from elasticityops.domain.errors import (
 from elasticityops.domain.events import BackendEvent, apply_event
 from elasticityops.domain.functions import FunctionSpec, Priority
 from elasticityops.domain.invocations import ACTIVE_STATES, Invocation, Note, State, add_note, advance
+from elasticityops.domain.node_seconds import Charge, CostGroup, Phase, PhaseTotal
 from elasticityops.domain.ports import Change, ClockReading, FunctionRecord, NewInvocation, Page
 from elasticityops.domain.spillover import Spill, moved
 from elasticityops.domain.tokens import TOKEN_ID_PREFIX, ApiToken, Scope, is_token_id, token_id
 from elasticityops.settings import StoreSettings
 from elasticityops.store import migrate, rows
+from elasticityops.store import node_seconds as ledger
 from elasticityops.store.tables import (
     api_tokens,
     function_versions,
@@ -122,8 +124,13 @@ class SqlStore:
         *,
         group_commit_max: int = StoreSettings.group_commit_max,
         read_threads: int = StoreSettings.read_threads,
+        pricing: ledger.Pricing | None = None,
     ) -> None:
         self._engine = engine
+        self.pricing = pricing or ledger.Pricing()
+        # Bound once: the writer batches operations whose function is the same object.
+        self._apply_many = functools.partial(_apply_many, pricing=self.pricing)
+        self._record_many = functools.partial(_record_many, pricing=self.pricing)
         self._writer = GroupCommitWriter(engine, group_commit_max, _translate)
         self._readers = ThreadPoolExecutor(max_workers=read_threads, thread_name_prefix="eops-store-read")
         self._observers: list[TransitionObserver] = []
@@ -136,6 +143,7 @@ class SqlStore:
         *,
         group_commit_max: int = StoreSettings.group_commit_max,
         read_threads: int = StoreSettings.read_threads,
+        pricing: ledger.Pricing | None = None,
     ) -> SqlStore:
         """Connect and migrate the schema to this release's (see migrate.py)."""
         engine = make_engine(url, read_threads)
@@ -146,7 +154,7 @@ class SqlStore:
             if isinstance(exc, SQLAlchemyError):
                 raise _translate(exc) from None
             raise
-        return cls(engine, group_commit_max=group_commit_max, read_threads=read_threads)
+        return cls(engine, group_commit_max=group_commit_max, read_threads=read_threads, pricing=pricing)
 
     def observe_transitions(self, observer: TransitionObserver) -> None:
         self._observers.append(observer)
@@ -482,7 +490,7 @@ class SqlStore:
     async def apply(self, change: Change) -> Invocation | None:
         # Batched with the other transitions queued meanwhile: a burst's admissions read their
         # rows with one SELECT per batch instead of one each (see _apply_many).
-        outcome: tuple[State, Invocation] | None = await self._writer.run_batched(_apply_many, change)
+        outcome: tuple[State, Invocation] | None = await self._writer.run_batched(self._apply_many, change)
         if outcome is None:
             return None
         self._notify(*outcome)
@@ -504,7 +512,7 @@ class SqlStore:
     async def record(self, event: BackendEvent) -> tuple[State, Invocation] | None:
         # Batched like transitions: a burst's watch events share a SELECT and UPDATE statements
         # with the other writes queued meanwhile (see _record_many).
-        outcome: tuple[State, Invocation] | None = await self._writer.run_batched(_record_many, event)
+        outcome: tuple[State, Invocation] | None = await self._writer.run_batched(self._record_many, event)
         if outcome is not None and outcome[0] is not outcome[1].state:
             self._notify(*outcome)
         return outcome
@@ -551,6 +559,26 @@ class SqlStore:
             return counts
 
         return await self._read(run)
+
+    # -- node-seconds -------------------------------------------------------------------------
+
+    async def charge(self, charges: Sequence[Charge]) -> None:
+        """Ledger rows for node time that no transition ends: a node's idle time after its last
+        attempt, warm capacity no invocation used. A charge recorded again changes nothing."""
+
+        def run(conn: Connection) -> None:
+            ledger.write(conn, charges, self.pricing)
+
+        await self._write(run)
+
+    async def node_seconds_of(self, invocation_id: str) -> dict[Phase, PhaseTotal]:
+        return await self._read(lambda conn: ledger.of_invocation(conn, invocation_id))
+
+    async def cost_report(self, since: datetime, until: datetime, by: Sequence[str]) -> list[CostGroup]:
+        return await self._read(lambda conn: ledger.report(conn, since, until, by))
+
+    async def node_seconds_totals(self) -> list[tuple[str, Phase, float, float]]:
+        return await self._read(ledger.totals)
 
     async def ping(self) -> None:
         def run(conn: Connection) -> None:
@@ -679,17 +707,25 @@ def _read_current(conn: Connection, ids: Sequence[str]) -> dict[str, Invocation]
     return current
 
 
-def _apply_many(conn: Connection, changes: list[Change]) -> list[tuple[State, Invocation] | None]:
+def _apply_many(
+    conn: Connection, changes: list[Change], *, pricing: ledger.Pricing
+) -> list[tuple[State, Invocation] | None]:
     """Apply transitions in order: (state before, invocation after) each, None where the
     compare-and-set lost."""
-    return _fold_many(conn, [(change.id, change) for change in changes], _advanced)
+    return _fold_many(conn, [(change.id, change) for change in changes], _advanced, pricing)
 
 
-def _record_many(conn: Connection, events: list[BackendEvent]) -> list[tuple[State, Invocation] | None]:
+def _record_many(
+    conn: Connection, events: list[BackendEvent], *, pricing: ledger.Pricing
+) -> list[tuple[State, Invocation] | None]:
     """Fold backend events into their invocations in order (`apply_event`: transition, notes,
     milestones and result), each changed row one compare-and-set UPDATE. An event that changes
     nothing (unknown id, ended already, a repeat) writes nothing and yields None."""
-    return _fold_many(conn, [(seen.invocation_id, seen) for seen in events], _with_event)
+    outcomes = _fold_many(conn, [(seen.invocation_id, seen) for seen in events], _with_event, pricing)
+    told = [charge for seen in events for charge in seen.charges]
+    if told:
+        ledger.write(conn, told, pricing)
+    return outcomes
 
 
 def _preempting_many(
@@ -712,12 +748,16 @@ def _with_event(before: Invocation, seen: BackendEvent) -> Invocation | None:
 
 
 def _fold_many(
-    conn: Connection, items: list[tuple[str, T]], step: Callable[[Invocation, T], Invocation | None]
+    conn: Connection,
+    items: list[tuple[str, T]],
+    step: Callable[[Invocation, T], Invocation | None],
+    pricing: ledger.Pricing | None = None,
 ) -> list[tuple[State, Invocation] | None]:
     """`step` each (id, item) over its invocation as it stands after the items before it, in
     order: (state before, invocation after), None where `step` changed nothing. One SELECT
     reads the batch's rows, and the updates go out as few statements as their columns allow
-    (see _write_updates)."""
+    (see _write_updates). The node-seconds of the attempts the updates end go to the ledger in
+    the same transaction (`pricing`: the steps that can end an attempt pass it)."""
     current = _read_current(conn, [invocation_id for invocation_id, _ in items])
     outcomes: list[tuple[State, Invocation] | None] = []
     updates: list[tuple[Invocation, Invocation]] = []
@@ -733,6 +773,8 @@ def _fold_many(
     if not _write_updates(conn, updates):
         # Only ever with a single update (a larger batch raises _LostRace instead): it lost.
         return [None] * len(outcomes)
+    if pricing is not None:
+        ledger.write(conn, ledger.ended_charges(updates), pricing)
     return outcomes
 
 

@@ -9,6 +9,7 @@ from sqlalchemy import (
     Column,
     DateTime,
     Dialect,
+    Float,
     Index,
     Integer,
     LargeBinary,
@@ -108,6 +109,10 @@ invocations = Table(
     # A cancel asked of a replica whose dispatcher does not run, for the running one to carry
     # out (only its backend can stop the job); an end clears it.
     Column("cancel_requested_at", UtcDateTime, nullable=True),
+    # Where the current attempt's node time starts (domain.node_seconds): the node's creation,
+    # or its pick from warm capacity (warm_pick 1). NULL: a local slot, or a node not known.
+    Column("node_since_at", UtcDateTime, nullable=True),
+    Column("warm_pick", Integer, nullable=False, server_default="0"),
     # NULL keys never collide (both databases treat NULLs as distinct in unique constraints).
     UniqueConstraint("function", "idempotency_key", name="uq_invocation_idempotency"),
     Index("ix_invocations_state_id", "state", "id"),
@@ -153,4 +158,35 @@ gateway_generations = Table(
     metadata,
     Column("name", String(64), primary_key=True),
     Column("value", Integer, nullable=False),
+)
+
+# Node-seconds, the ledger of what each attempt's node time was spent on (domain/node_seconds.py),
+# cut at hour boundaries: one row per (source, attempt, phase, hour). `source` is the invocation
+# id, or the warm unit's name for warm capacity no invocation used (function ""). Written in the
+# transaction of the transition that ends the attempt, so it is there exactly when the end is.
+node_seconds = Table(
+    "node_seconds",
+    metadata,
+    Column("source", String(300), primary_key=True),
+    Column("attempt", Integer, primary_key=True),
+    Column("phase", String(24), primary_key=True),
+    Column("hour", UtcDateTime, primary_key=True),
+    Column("function", String(64), nullable=False),
+    Column("gpu_type", String(64), nullable=True),
+    Column("capacity", String(16), nullable=False),  # pricing.table.Capacity
+    Column("seconds", Float, nullable=False),
+    Column("usd", Float, nullable=True),  # NULL: its price is not in the table
+    # The report reads a time range, by function or by hour.
+    Index("ix_node_seconds_hour_function", "hour", "function"),
+)
+
+# Running totals per (function, phase), kept in the same transactions as the ledger: /metrics
+# reads these few rows at every scrape instead of summing the whole ledger.
+node_seconds_totals = Table(
+    "node_seconds_totals",
+    metadata,
+    Column("function", String(64), primary_key=True),
+    Column("phase", String(24), primary_key=True),
+    Column("seconds", Float, nullable=False),
+    Column("usd", Float, nullable=False),  # the priced part only
 )

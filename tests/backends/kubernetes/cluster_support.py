@@ -140,6 +140,19 @@ def remove_empty_autoscaled_nodes(dev_cluster: Any) -> int:
     return len(empty)
 
 
+def wait_node_gone(dev_cluster: Any, name: str, timeout: float = 120) -> None:
+    """Until the autoscaler has removed node `name` (10 s unneeded in the test session)."""
+    deadline = time.monotonic() + timeout
+    with dev_cluster.api() as api:
+        while True:
+            try:
+                api.get(f"/api/v1/nodes/{name}")
+            except NotFound:
+                return
+            assert time.monotonic() < deadline, f"{name} was not removed within {timeout:g}s"
+            time.sleep(1.0)
+
+
 class JobCounter:
     """The namespace's Jobs listed every half second while the API server answers: the most Jobs
     each invocation ever had at once (a duplicate Job shows as 2)."""

@@ -33,6 +33,7 @@ from .cluster_support import (
     remove_empty_autoscaled_nodes,
     start_k8s_gateway,
     status,
+    wait_node_gone,
     wait_state,
 )
 
@@ -183,6 +184,22 @@ def test_invocation_runs_as_a_job_on_a_new_gpu_node(cluster: Any, dev_namespace:
         # With no baseline node the pod was unschedulable until the autoscaler added one.
         assert any(n["kind"] == "Unschedulable" for n in done["notes"]), done["notes"]
         assert done["exit_code"] == 0
+
+        # Its node-seconds (issue 17): the new node is its own from the node's creation, and the
+        # node's idle time after the pod's end is its own too, closed when the autoscaler removes
+        # the node (10 s unneeded in the test session).
+        charged = done["cost"]["node_seconds"]
+        assert charged["provisioning"] > 0, done["cost"]
+        assert charged["run"] == pytest.approx(done["durations"]["run"], abs=0.01)
+        assert charged["idle_after"] == 0, "its node is still there"
+        wait_node_gone(cluster, done["node"])
+        deadline = time.monotonic() + 30
+        while (after := status(gw, inv)["cost"])["node_seconds"]["idle_after"] == 0:
+            assert time.monotonic() < deadline, after
+            time.sleep(0.5)
+        assert after["node_seconds"]["idle_after"] >= 5, after
+        assert after["node_seconds"]["provisioning"] == charged["provisioning"]
+        assert after["usd"] > done["cost"]["usd"]
 
 
 def test_failures_are_named(cluster: Any, dev_namespace: str, tmp_path: Path) -> None:

@@ -18,10 +18,11 @@ from typing import Any
 
 from elasticityops.backends.kubernetes.api import KubeApi
 from elasticityops.backends.kubernetes.decode import decode_event, decode_job, decode_pod
-from elasticityops.backends.kubernetes.gpu_nodes import NODES_PATH, GpuNodes
+from elasticityops.backends.kubernetes.gpu_nodes import NODES_PATH, GpuNodes, Occupant
 from elasticityops.backends.kubernetes.labels import (
     ACCELERATOR_LABEL,
     ATTEMPT_LABEL,
+    FUNCTION_LABEL,
     GPU_TYPE_LABEL,
     INVOCATION_LABEL,
     selector,
@@ -60,7 +61,8 @@ from elasticityops.backends.kubernetes.watch import KindWatch
 from elasticityops.domain.clock import Clock, SystemClock
 from elasticityops.domain.errors import Conflict, EopsError, NotFound, PermanentError, TemporaryError
 from elasticityops.domain.events import BackendEvent, Finished, note_event
-from elasticityops.domain.invocations import FailureReason, Invocation, State
+from elasticityops.domain.invocations import FailureReason, Invocation, Note, State
+from elasticityops.domain.node_seconds import Charge
 from elasticityops.domain.ports import ClientCounters, EventSink, LaunchRequest
 
 log = logging.getLogger(__name__)
@@ -507,7 +509,7 @@ class KubernetesBackend:
             await self._emit(BackendEvent(inv, attempt=attempt, finished=gone))
             node = (pod.get("spec") or {}).get("nodeName")
             if self.gpu_nodes is not None and isinstance(node, str) and node:
-                self.gpu_nodes.vacated(node, inv, self._clock.now().timestamp())
+                self.gpu_nodes.vacated(node, inv, self._clock.now().timestamp(), _occupant(inv, pod))
             return
         if inv not in self._progress and (
             kind == "DELETED" or (pod.get("metadata") or {}).get("deletionTimestamp")
@@ -518,30 +520,59 @@ class KubernetesBackend:
             return  # a preempted attempt's pod, while it goes
         before = self._progress.get(inv, Progress())
         event, self._progress[inv] = observe_pod(pod, before, self._clock.now())
-        await self._deliver(event)
+        extra = None
         if self.gpu_nodes is not None:
-            await self._track_node(kind, inv, pod, event)
+            event, extra = await self._track_node(kind, inv, pod, event)
+        await self._deliver(event)
+        await self._deliver(extra)
 
     async def _on_node(self, kind: str, node: KubeObject) -> None:
         if self.gpu_nodes is not None:
-            self.gpu_nodes.on_node(kind, node, self._clock.now().timestamp())
+            await self._charge(self.gpu_nodes.on_node(kind, node, self._clock.now().timestamp()))
 
-    async def _track_node(self, kind: str, inv: str, pod: KubeObject, event: BackendEvent | None) -> None:
-        """Which GPU node our pod holds; on its binding, a note saying if the node was warm."""
+    async def _track_node(
+        self, kind: str, inv: str, pod: KubeObject, event: BackendEvent | None
+    ) -> tuple[BackendEvent | None, BackendEvent | None]:
+        """Which GPU node our pod holds. On its binding the pod's event gains where its node
+        time starts and the node time the binding closes (the idle time after the node's last
+        job, or its time before that no one used), so that even a pod first seen ended is
+        charged from its node's start; and a note says if the node was warm (the second event
+        returned, when the first has a note of its own)."""
         nodes = self.gpu_nodes
         node = (pod.get("spec") or {}).get("nodeName")
         if nodes is None or not isinstance(node, str) or not node:
-            return
+            return event, None
         meta = pod.get("metadata") or {}
-        now = self._clock.now()
-        if kind == "DELETED" or meta.get("deletionTimestamp") or self._progress[inv].finished:
-            nodes.vacated(node, inv, now.timestamp())
-            return
-        nodes.occupied(node, inv)
+        now = self._clock.now().timestamp()
+        extra = None
         if event is not None and event.capacity_ready is not None:
-            told = nodes.warm_note(node, parse_time(meta.get("creationTimestamp")))
-            if told is not None:
-                await self._deliver(note_event(inv, event.capacity_ready, told[0], told[1], node=node))
+            placed = event.capacity_ready
+            pod_created = parse_time(meta.get("creationTimestamp"))
+            told = nodes.warm_note(node, pod_created)
+            where = nodes.placement(node, pod_created, placed)
+            unused = None if where is None or where.unused_until is None else where.unused_until.timestamp()
+            charges = nodes.occupied(node, inv, now, unused)
+            note = None if told is None else Note(at=placed, kind=told[0], message=told[1])
+            if note is not None and event.note is not None:
+                extra, note = note_event(inv, placed, note.kind, note.message, node=node), None
+            event = replace(
+                event,
+                note=event.note or note,
+                node_since=None if where is None else where.node_since,
+                warm=None if where is None else where.warm,
+                charges=(*event.charges, *charges),
+            )
+        if kind == "DELETED" or meta.get("deletionTimestamp") or self._progress[inv].finished:
+            nodes.vacated(node, inv, now, _occupant(inv, pod))
+        elif event is None or event.capacity_ready is None:
+            # Seen on its node without news of the binding (a relist after a restart).
+            await self._charge(nodes.occupied(node, inv, now))
+        return event, extra
+
+    async def _charge(self, charges: list[Charge]) -> None:
+        """Node time about no event of an invocation of its own (see GpuNodes)."""
+        if charges:
+            await self._emit(BackendEvent("", charges=tuple(charges)))
 
     async def _on_event(self, kind: str, event: KubeObject) -> None:
         if kind == "DELETED":
@@ -626,3 +657,14 @@ WITHDRAW_TIMEOUT_SECONDS = 120.0  # a pending pod has no container to stop: it g
 _WITHDRAWN = ""  # the GPU type of an invocation whose Job is being withdrawn: every labelled one is stale
 _STOP_JOB_ON = frozenset({FailureReason.image_pull, FailureReason.no_capacity, FailureReason.launch_error})
 _UID_UNKNOWN = "unknown-until-the-job-exists"  # the Secret's owner uid, set once the Job is created
+
+
+def _occupant(inv: str, pod: KubeObject) -> Occupant:
+    labels = (pod.get("metadata") or {}).get("labels") or {}
+    gpu_type = labels.get(GPU_TYPE_LABEL)
+    return Occupant(
+        invocation_id=inv,
+        attempt=attempt_of(pod),
+        function=str(labels.get(FUNCTION_LABEL, "")),
+        gpu_type=gpu_type if isinstance(gpu_type, str) else None,
+    )

@@ -4,16 +4,23 @@ when its GPU became usable (the provisioning time the headroom controller measur
 it last became empty of our work (how soon the autoscaler may remove it).
 
 `GpuNodes.on_node` folds a watched Node in (`node_state` is the pure reading of one object);
-`occupied`/`vacated` come from the backend's pod watch. Times are seconds since the epoch."""
+`occupied`/`vacated` come from the backend's pod watch. Times are seconds since the epoch.
+
+It also closes the node time no transition of an invocation ends (domain/node_seconds.py): a
+node's idle time after its last job, charged to that job's invocation when the node is next
+used or removed, and a node's time before its first job when that job found it warm (or when
+it goes unused), charged to warm capacity of its GPU type. A node already there when this
+gateway started has a past it does not know: none of that is charged, only what follows."""
 
 from __future__ import annotations
 
 from collections import deque
 from dataclasses import dataclass, replace
-from datetime import datetime
+from datetime import UTC, datetime
 
 from elasticityops.backends.kubernetes.labels import ACCELERATOR_LABEL, GPU_RESOURCE
 from elasticityops.backends.kubernetes.objects import KubeObject, parse_time
+from elasticityops.domain.node_seconds import Charge, idle_after_span, warm_unused_span
 
 NODES_PATH = "/api/v1/nodes"
 TO_BE_DELETED_TAINT = "ToBeDeletedByClusterAutoscaler"
@@ -62,23 +69,56 @@ def node_state(node: KubeObject, now: float) -> NodeState | None:
     )
 
 
+@dataclass(frozen=True)
+class Occupant:
+    """One of our pods on a node: whose attempt it runs, to charge the node's idle time after."""
+
+    invocation_id: str
+    attempt: int
+    function: str
+    gpu_type: str | None
+
+
+@dataclass(frozen=True)
+class Placement:
+    """Where a pod's node time starts (Invocation.node_since, warm) and up to when the node's
+    time before it went unused (None: none did, or the node was made for it)."""
+
+    node_since: datetime
+    warm: bool
+    unused_until: datetime | None
+
+
+WARM_SOURCE = "node/"  # the ledger's source of warm capacity no one used: node/<name>
+
+
+def _at(seconds: float) -> datetime:
+    return datetime.fromtimestamp(seconds, UTC)
+
+
 class GpuNodes:
     def __init__(self) -> None:
         self.nodes: dict[str, NodeState] = {}
         self.synced = False
         self._busy: dict[str, set[str]] = {}  # node -> our invocations on it
         self.provisioning_s: deque[float] = deque(maxlen=_SAMPLES)
+        # Node time not yet charged: the last job on each empty node (its idle time runs until
+        # the next job or the node's removal), and the nodes no job of ours has used yet.
+        self._last: dict[str, tuple[Occupant, float]] = {}
+        self._unused: set[str] = set()
 
-    def on_node(self, kind: str, node: KubeObject, now: float) -> None:
+    def on_node(self, kind: str, node: KubeObject, now: float) -> list[Charge]:
+        """Fold a watched Node in; the charges its removal closes (idle after, warm unused)."""
         name = str((node.get("metadata") or {}).get("name", ""))
         if kind == "DELETED":
-            self.nodes.pop(name, None)
-            return
+            return self._removed(name, now)
         seen = node_state(node, now)
         if seen is None:
             self.nodes.pop(name, None)
-            return
+            return []
         old = self.nodes.get(name)
+        if old is None and self.synced:
+            self._unused.add(name)  # seen from its start: its time is ours to account for
         since = old.usable_since if old else None
         empty = old.empty_since if old else None
         if seen.usable and since is None:
@@ -90,11 +130,37 @@ class GpuNodes:
                 since = seen.created_at  # usable in the first list: up before this gateway looked
             empty = since if not self._busy.get(name) else empty
         self.nodes[name] = replace(seen, usable_since=since, empty_since=empty)
+        return []
 
-    def occupied(self, node: str, invocation_id: str) -> None:
-        self._busy.setdefault(node, set()).add(invocation_id)
+    def _removed(self, name: str, now: float) -> list[Charge]:
+        state = self.nodes.pop(name, None)
+        charges = self._close_idle(name, now)
+        if name in self._unused:
+            self._unused.discard(name)
+            if state is not None:
+                charges.extend(_warm_unused(state, now))
+        return charges
 
-    def vacated(self, node: str, invocation_id: str, now: float) -> None:
+    def occupied(
+        self, node: str, invocation_id: str, now: float = 0.0, unused_until: float | None = None
+    ) -> list[Charge]:
+        """Our pod holds `node`; the charges a new occupant closes: the idle time after the
+        last job on it and, for the node's first job, its time before that no one used, up to
+        `unused_until` (the pick of a warm node; the pod's creation for a node made before it
+        for something else; None for a node made for this job: that time is its provisioning)."""
+        on = self._busy.setdefault(node, set())
+        if invocation_id in on:
+            return []
+        on.add(invocation_id)
+        charges = self._close_idle(node, now)
+        if node in self._unused:
+            self._unused.discard(node)
+            state = self.nodes.get(node)
+            if state is not None and unused_until is not None:
+                charges.extend(_warm_unused(state, unused_until))
+        return charges
+
+    def vacated(self, node: str, invocation_id: str, now: float, occupant: Occupant | None = None) -> None:
         on = self._busy.get(node)
         if not on:
             return
@@ -104,6 +170,20 @@ class GpuNodes:
             state = self.nodes.get(node)
             if state is not None:
                 self.nodes[node] = replace(state, empty_since=now)
+            if occupant is not None:
+                self._last[node] = (occupant, now)
+
+    def _close_idle(self, node: str, now: float) -> list[Charge]:
+        last = self._last.pop(node, None)
+        if last is None:
+            return []
+        occupant, ended = last
+        span = idle_after_span(_at(ended), _at(now))
+        if span is None:
+            return []
+        return [
+            Charge(occupant.invocation_id, occupant.attempt, occupant.function, occupant.gpu_type, (span,))
+        ]
 
     def busy(self, node: str) -> bool:
         return bool(self._busy.get(node))
@@ -114,6 +194,25 @@ class GpuNodes:
     def mean_provisioning_s(self) -> float | None:
         samples = self.provisioning_s
         return sum(samples) / len(samples) if samples else None
+
+    def placement(self, node: str, pod_created: datetime | None, placed: datetime) -> Placement | None:
+        """The node facts of a pod placed on `node` at `placed`, read as its warm note reads
+        them: a warm node or a busy one was there already (its time is the pod's from the
+        placement on); a new node is the pod's from its creation, or from the pod's own
+        creation if it was made before the pod, for something else. None: node unknown."""
+        told = self.warm_note(node, pod_created)
+        state = self.nodes.get(node)
+        if told is None or state is None or pod_created is None:
+            return None
+        kind = told[0]
+        if kind == "WarmCapacity":
+            return Placement(placed, warm=True, unused_until=placed)
+        if kind == "BusyNode":
+            return Placement(placed, warm=True, unused_until=None)
+        created = _at(state.created_at)
+        if created <= pod_created:
+            return Placement(min(pod_created, placed), warm=False, unused_until=pod_created)
+        return Placement(min(created, placed), warm=False, unused_until=None)
 
     def warm_note(self, node: str, pod_created: datetime | None) -> tuple[str, str] | None:
         """(kind, message) saying whether a pod bound to `node` found it warm (usable and free of
@@ -141,3 +240,10 @@ class GpuNodes:
             return "NewNode", f"waited for node {node}, still starting when the pod was created"
         after = state.created_at - created
         return "NewNode", f"waited for a new node: {node} was created {after:.0f}s after the pod"
+
+
+def _warm_unused(state: NodeState, until: float) -> list[Charge]:
+    span = warm_unused_span(_at(state.created_at), _at(until))
+    if span is None:
+        return []
+    return [Charge(WARM_SOURCE + state.name, 0, "", state.gpu_type, (span,))]

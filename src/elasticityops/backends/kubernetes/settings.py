@@ -141,6 +141,13 @@ class KubernetesSettings:
         env="EOPS_KUBE_PLACEHOLDER_IMAGE",
         help="Image of the warm-capacity pods (a pause container).",
     )
+    node_costs: str = knob(
+        "watch",
+        env="EOPS_KUBE_NODE_COSTS",
+        choices=("watch", "off"),
+        help="watch: charge invocations their nodes' provisioning and idle time from a GPU Node "
+        "watch (docs/cost.md; the rendered ClusterRole allows it); off: their pods' time only.",
+    )
     daemonset_cpu_millis: int = knob(
         400,
         env="EOPS_KUBE_DAEMONSET_CPU_MILLIS",

@@ -1,0 +1,210 @@
+"""Where an invocation's node-seconds went: the attribution rules, pure, over plain times.
+
+An attempt holds a node (a Kubernetes node, or a local GPU slot) from the moment the node was
+made for it (or picked from warm capacity) to its pod's end; the node then sits idle until it is
+reused or removed, and that idle time is charged to the attempt that last used it. Warm capacity
+no invocation used is a bucket of its own. Every second of a node is in exactly one phase:
+
+    node created / warm pick -> capacity_ready : provisioning     (0 for a warm pick)
+    capacity_ready           -> started        : idle_before_start (image pull, container start)
+    started                  -> ended          : run
+    ended                    -> reuse / removal: idle_after
+    headroom never used                        : warm_unused
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from enum import StrEnum
+
+from elasticityops.domain.invocations import ACTIVE_STATES, Invocation, State
+
+# What a cost report may group by (both, one, or neither: one total).
+GROUPINGS = ("function", "hour")
+
+
+class Phase(StrEnum):
+    provisioning = "provisioning"
+    idle_before_start = "idle_before_start"
+    run = "run"
+    idle_after = "idle_after"
+    warm_unused = "warm_unused"
+
+
+@dataclass(frozen=True)
+class Span:
+    phase: Phase
+    start: datetime
+    end: datetime
+
+    @property
+    def seconds(self) -> float:
+        return max(0.0, (self.end - self.start).total_seconds())
+
+
+@dataclass(frozen=True)
+class AttemptTimes:
+    """What the edges observed of one attempt on its node. `node_since`: when the node was
+    created for it, or the moment it was picked from warm capacity (`warm`); None where the
+    capacity needs no making (a local slot), so it is held from `capacity_ready`. `ended`:
+    None while it still runs (the spans then run to `now`)."""
+
+    capacity_ready: datetime | None
+    started: datetime | None
+    ended: datetime | None
+    node_since: datetime | None = None
+    warm: bool = False
+
+
+def attempt_spans(times: AttemptTimes, now: datetime) -> list[Span]:
+    """The attempt's node time up to its end (or `now`), phase by phase; empty when it never
+    held capacity (cancelled in the queue). Times out of order (a cluster's clock is not the
+    gateway's) are clamped so spans never overlap or run backwards."""
+    if times.capacity_ready is None:
+        return []
+    end = times.ended or now
+    ready = min(times.capacity_ready, end)
+    spans: list[Span] = []
+    if times.node_since is not None and not times.warm:
+        spans.append(Span(Phase.provisioning, min(times.node_since, ready), ready))
+    started = None if times.started is None else min(max(times.started, ready), end)
+    spans.append(Span(Phase.idle_before_start, ready, started or end))
+    if started is not None:
+        spans.append(Span(Phase.run, started, end))
+    return [s for s in spans if s.seconds > 0]
+
+
+def idle_after_span(ended: datetime, next_use_or_removal: datetime) -> Span | None:
+    """The node's idle time between an attempt's end and its next use or its removal."""
+    span = Span(Phase.idle_after, ended, max(ended, next_use_or_removal))
+    return span if span.seconds > 0 else None
+
+
+def warm_unused_span(since: datetime, until: datetime) -> Span | None:
+    """Warm capacity held from `since` until `until` (removed, or the end of the sample) that
+    no invocation used."""
+    span = Span(Phase.warm_unused, since, max(since, until))
+    return span if span.seconds > 0 else None
+
+
+def by_hour(span: Span) -> Iterator[tuple[datetime, float]]:
+    """The span cut at hour boundaries: (start of the hour, seconds in it). A per-hour report
+    then needs no SQL of either database's date functions."""
+    cursor = span.start
+    while cursor < span.end:
+        hour = cursor.replace(minute=0, second=0, microsecond=0)
+        cut = min(span.end, hour + timedelta(hours=1))
+        yield hour, (cut - cursor).total_seconds()
+        cursor = cut
+
+
+def totals(spans: Sequence[Span]) -> dict[Phase, float]:
+    """Seconds per phase, every phase present (0 where none)."""
+    out = dict.fromkeys(Phase, 0.0)
+    for span in spans:
+        out[span.phase] += span.seconds
+    return out
+
+
+@dataclass(frozen=True)
+class Charge:
+    """Spans of node time charged to one source (an invocation's attempt, or a warm unit)."""
+
+    source: str
+    attempt: int
+    function: str
+    gpu_type: str | None
+    spans: Sequence[Span]
+
+
+@dataclass(frozen=True)
+class PhaseTotal:
+    seconds: float = 0.0
+    usd: float = 0.0
+    unpriced_seconds: float = 0.0
+
+
+@dataclass(frozen=True)
+class CostGroup:
+    """One line of the report: its keys (function and/or hour) and each phase's totals."""
+
+    function: str | None
+    hour: datetime | None
+    phases: Mapping[Phase, PhaseTotal]
+
+    @property
+    def seconds(self) -> float:
+        return sum(p.seconds for p in self.phases.values())
+
+    @property
+    def usd(self) -> float:
+        return sum(p.usd for p in self.phases.values())
+
+    @property
+    def unpriced_seconds(self) -> float:
+        return sum(p.unpriced_seconds for p in self.phases.values())
+
+
+def ended_attempt(before: Invocation, after: Invocation) -> AttemptTimes | None:
+    """The times of the attempt a transition ended, or None when it ended none: a job that
+    ended, or one requeued (preempted, its node lost), whose milestones the requeue clears from
+    the row (so they are read from `before`)."""
+    if before.state not in ACTIVE_STATES:
+        return None
+    if after.state.terminal:
+        tl = after.timeline
+        return AttemptTimes(tl.capacity_ready, tl.started, tl.finished, after.node_since, after.warm)
+    if after.state is State.queued:
+        tl = before.timeline
+        ended = after.timeline.preempted
+        return AttemptTimes(tl.capacity_ready, tl.started, ended, before.node_since, before.warm)
+    return None
+
+
+def live_attempt(inv: Invocation) -> AttemptTimes | None:
+    """The attempt under way (pending or running), its spans running to the caller's `now`."""
+    if inv.state not in ACTIVE_STATES:
+        return None
+    tl = inv.timeline
+    return AttemptTimes(tl.capacity_ready, tl.started, None, inv.node_since, inv.warm)
+
+
+@dataclass(frozen=True)
+class InvocationCost:
+    """What an invocation cost so far: its ended attempts as the ledger holds them, plus the
+    attempt under way counted to now (`open`; its idle time after is not known yet)."""
+
+    phases: Mapping[Phase, PhaseTotal]
+    open: bool
+
+    @property
+    def seconds(self) -> float:
+        return sum(p.seconds for p in self.phases.values())
+
+    @property
+    def usd(self) -> float:
+        return sum(p.usd for p in self.phases.values())
+
+    @property
+    def unpriced_seconds(self) -> float:
+        return sum(p.unpriced_seconds for p in self.phases.values())
+
+
+def invocation_cost(
+    stored: Mapping[Phase, PhaseTotal], live: Sequence[Span], usd_per_hour: float | None
+) -> InvocationCost:
+    """The ledger's totals and the live attempt's spans (priced at `usd_per_hour`; None: not
+    in the price table) as one cost, every phase present."""
+    phases = {phase: stored.get(phase, PhaseTotal()) for phase in Phase}
+    for span in live:
+        was = phases[span.phase]
+        if usd_per_hour is None:
+            phases[span.phase] = PhaseTotal(
+                was.seconds + span.seconds, was.usd, was.unpriced_seconds + span.seconds
+            )
+        else:
+            usd = span.seconds * usd_per_hour / 3600.0
+            phases[span.phase] = PhaseTotal(was.seconds + span.seconds, was.usd + usd, was.unpriced_seconds)
+    return InvocationCost(phases=phases, open=bool(live))

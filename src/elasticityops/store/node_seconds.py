@@ -1,0 +1,180 @@
+"""The node-seconds ledger in SQL: written in the transaction that ends an attempt, read per
+invocation, summed into a report by function or hour, and totalled for /metrics. Every read
+aggregates in the database; no read loads the ledger's rows into Python."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import Connection, Insert, and_, case, func, insert, select
+from sqlalchemy.dialects import postgresql, sqlite
+
+from elasticityops.domain.invocations import Invocation
+from elasticityops.domain.node_seconds import (
+    GROUPINGS,
+    AttemptTimes,
+    Charge,
+    CostGroup,
+    Phase,
+    PhaseTotal,
+    attempt_spans,
+    by_hour,
+    ended_attempt,
+)
+from elasticityops.pricing.table import Capacity, PriceTable, prices
+from elasticityops.store.tables import node_seconds, node_seconds_totals
+
+
+@dataclass(frozen=True)
+class Pricing:
+    """How this gateway's node-seconds are priced: the capacity its backend runs on (a local
+    slot, or a cluster node) and the shared price table."""
+
+    capacity: Capacity = Capacity.local
+    table: PriceTable = field(default_factory=prices)
+
+
+def ended_charges(updates: Iterable[tuple[Invocation, Invocation]]) -> list[Charge]:
+    """The charges of the attempts these committed transitions ended."""
+    charges = []
+    for before, after in updates:
+        times = ended_attempt(before, after)
+        if times is None:
+            continue
+        charges.append(charge_of(before, times, times.ended or before.timeline.accepted))
+    return charges
+
+
+def charge_of(inv: Invocation, times: AttemptTimes, now: datetime) -> Charge:
+    return Charge(
+        source=inv.id,
+        attempt=inv.attempt,
+        function=inv.function,
+        gpu_type=inv.gpu_type,
+        spans=attempt_spans(times, now),
+    )
+
+
+def write(conn: Connection, charges: Sequence[Charge], pricing: Pricing) -> None:
+    """The ledger rows of the charges, and their totals, in the caller's transaction."""
+    ledger: list[dict[str, Any]] = []
+    for charge in charges:
+        price = pricing.table.per_hour(charge.gpu_type, pricing.capacity)
+        for span in charge.spans:
+            for hour, seconds in by_hour(span):
+                usd = None if price is None else seconds * price / 3600.0
+                ledger.append(
+                    {
+                        "source": charge.source,
+                        "attempt": charge.attempt,
+                        "phase": span.phase.value,
+                        "hour": hour,
+                        "function": charge.function,
+                        "gpu_type": charge.gpu_type,
+                        "capacity": pricing.capacity.value,
+                        "seconds": seconds,
+                        "usd": usd,
+                    }
+                )
+    ledger = _new_only(conn, ledger)
+    if not ledger:
+        return
+    conn.execute(insert(node_seconds), ledger)
+    for (function_, phase), (seconds, usd) in _summed(ledger).items():
+        conn.execute(_add_to_total(conn, function_, phase, seconds, usd))
+
+
+def _new_only(conn: Connection, ledger: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The rows whose key is not in the ledger yet: a charge seen again (an idle span recorded
+    once more after a restart) keeps its first rows, and the totals count it once."""
+    sources = sorted({row["source"] for row in ledger})
+    there: set[tuple[str, int, str, datetime]] = set()
+    for start in range(0, len(sources), 500):  # bound parameters are capped by the drivers
+        query = select(
+            node_seconds.c.source, node_seconds.c.attempt, node_seconds.c.phase, node_seconds.c.hour
+        ).where(node_seconds.c.source.in_(sources[start : start + 500]))
+        there.update((r[0], r[1], r[2], r[3]) for r in conn.execute(query))
+    fresh = []
+    for row in ledger:
+        key = (row["source"], row["attempt"], row["phase"], row["hour"])
+        if key not in there:
+            there.add(key)
+            fresh.append(row)
+    return fresh
+
+
+def _summed(ledger: list[dict[str, Any]]) -> dict[tuple[str, str], tuple[float, float]]:
+    sums: dict[tuple[str, str], tuple[float, float]] = {}
+    for row in ledger:
+        seconds, usd = sums.get((row["function"], row["phase"]), (0.0, 0.0))
+        sums[(row["function"], row["phase"])] = (seconds + row["seconds"], usd + (row["usd"] or 0.0))
+    return sums
+
+
+def _add_to_total(conn: Connection, function_: str, phase: str, seconds: float, usd: float) -> Insert:
+    maker = postgresql.insert if conn.dialect.name == "postgresql" else sqlite.insert
+    statement = maker(node_seconds_totals).values(function=function_, phase=phase, seconds=seconds, usd=usd)
+    return statement.on_conflict_do_update(
+        index_elements=["function", "phase"],
+        set_={
+            "seconds": node_seconds_totals.c.seconds + statement.excluded.seconds,
+            "usd": node_seconds_totals.c.usd + statement.excluded.usd,
+        },
+    )
+
+
+def of_invocation(conn: Connection, invocation_id: str) -> dict[Phase, PhaseTotal]:
+    """Every phase's totals over all of one invocation's attempts (its primary key's prefix)."""
+    query = (
+        select(node_seconds.c.phase, *_sums())
+        .where(node_seconds.c.source == invocation_id)
+        .group_by(node_seconds.c.phase)
+    )
+    return {Phase(row[0]): PhaseTotal(*row[1:]) for row in conn.execute(query)}
+
+
+def report(conn: Connection, since: datetime, until: datetime, by: Sequence[str]) -> list[CostGroup]:
+    """Totals per group (by function, by hour, both or neither) of the hours in [since, until):
+    hours are the ledger's grain, so `since` counts from the start of its hour."""
+    unknown = set(by) - set(GROUPINGS)
+    if unknown:
+        raise ValueError(f"no grouping {sorted(unknown)}; the report groups by {GROUPINGS}")
+    keys = [node_seconds.c[name] for name in by]
+    hour_of_since = since.replace(minute=0, second=0, microsecond=0)
+    query = (
+        select(*keys, node_seconds.c.phase, *_sums())
+        .where(and_(node_seconds.c.hour >= hour_of_since, node_seconds.c.hour < until))
+        .group_by(*keys, node_seconds.c.phase)
+        .order_by(*keys)
+    )
+    groups: dict[tuple[Any, ...], dict[Phase, PhaseTotal]] = {}
+    for row in conn.execute(query):
+        key = tuple(row[: len(keys)])
+        groups.setdefault(key, {})[Phase(row[len(keys)])] = PhaseTotal(*row[len(keys) + 1 :])
+    out = []
+    for key, phases in groups.items():
+        named = dict(zip(by, key, strict=True))
+        out.append(CostGroup(function=named.get("function"), hour=named.get("hour"), phases=phases))
+    return out
+
+
+def totals(conn: Connection) -> list[tuple[str, Phase, float, float]]:
+    """(function, phase, seconds, usd) since the ledger began: the /metrics counters."""
+    query = select(
+        node_seconds_totals.c.function,
+        node_seconds_totals.c.phase,
+        node_seconds_totals.c.seconds,
+        node_seconds_totals.c.usd,
+    ).order_by(node_seconds_totals.c.function, node_seconds_totals.c.phase)
+    return [(f, Phase(p), s, u) for f, p, s, u in conn.execute(query)]
+
+
+def _sums() -> list[Any]:
+    return [
+        func.coalesce(func.sum(node_seconds.c.seconds), 0.0),
+        func.coalesce(func.sum(node_seconds.c.usd), 0.0),
+        func.coalesce(func.sum(case((node_seconds.c.usd.is_(None), node_seconds.c.seconds), else_=0.0)), 0.0),
+    ]

@@ -1,0 +1,134 @@
+"""The cost of every invocation through a real gateway on the local backend (slot-seconds,
+priced as the on-demand node of their GPU type): GET /v1/invocations/{id} carries it, while
+running and once ended; GET /v1/cost sums it by function and hour as JSON and CSV; /metrics
+exports the counters."""
+
+from __future__ import annotations
+
+import csv
+import io
+import time
+import uuid
+from typing import Any
+
+import httpx
+import pytest
+
+from helpers.server import RunningServer
+
+T4_PER_S = 0.54 / 3600
+
+
+def _function(client: httpx.Client, seconds: float) -> str:
+    name = f"cost-{uuid.uuid4().hex[:8]}"
+    put = client.put(
+        f"/v1/functions/{name}", json={"command": ["python", "-c", f"import time; time.sleep({seconds})"]}
+    )
+    assert put.status_code == 201, put.text
+    return name
+
+
+def _invoke(client: httpx.Client, name: str) -> str:
+    accepted = client.post(f"/v1/functions/{name}/invocations", json={})
+    assert accepted.status_code == 202, accepted.text
+    inv: str = accepted.json()["id"]
+    return inv
+
+
+def _until(client: httpx.Client, inv: str, states: set[str], within_s: float = 60) -> dict[str, Any]:
+    deadline = time.monotonic() + within_s
+    while True:
+        body: dict[str, Any] = client.get(f"/v1/invocations/{inv}").json()
+        if body["state"] in states:
+            return body
+        assert time.monotonic() < deadline, body
+        time.sleep(0.05)
+
+
+def test_an_invocation_carries_its_slot_seconds_while_running_and_once_ended(gateway: RunningServer) -> None:
+    with gateway.client() as client:
+        name = _function(client, 1.0)
+        inv = _invoke(client, name)
+        running = _until(client, inv, {"running"})
+        assert running["cost"]["open"], "counted to now while it runs"
+        time.sleep(0.3)
+        later = client.get(f"/v1/invocations/{inv}").json()
+        assert later["cost"]["node_seconds"]["run"] > running["cost"]["node_seconds"]["run"]
+
+        done = _until(client, inv, {"succeeded"})
+        cost = done["cost"]
+        assert not cost["open"]
+        assert cost["node_seconds"]["run"] == pytest.approx(done["durations"]["run"])
+        assert cost["node_seconds"]["idle_before_start"] == pytest.approx(done["durations"]["start"])
+        assert cost["node_seconds"]["provisioning"] == 0, "a local slot is not made for it"
+        assert cost["total_node_seconds"] == pytest.approx(sum(cost["node_seconds"].values()))
+        assert cost["usd"] == pytest.approx(cost["total_node_seconds"] * T4_PER_S)
+        listed = client.get("/v1/invocations", params={"function": name}).json()["items"]
+        assert [item["cost"] for item in listed] == [None], "lists leave it out"
+
+
+def test_the_report_sums_by_function_and_hour_as_json_and_csv(gateway: RunningServer) -> None:
+    with gateway.client() as client:
+        name = _function(client, 0.2)
+        ids = [_invoke(client, name) for _ in range(2)]
+        ended = [_until(client, inv, {"succeeded"}) for inv in ids]
+        expected = sum(e["cost"]["total_node_seconds"] for e in ended)
+
+        report = client.get("/v1/cost", params={"since": "1h", "by": "function"})
+        assert report.status_code == 200, report.text
+        [mine] = [g for g in report.json()["groups"] if g["function"] == name]
+        assert mine["total_node_seconds"] == pytest.approx(expected)
+        assert mine["usd"] == pytest.approx(expected * T4_PER_S)
+        assert report.json()["by"] == ["function"]
+
+        both = client.get("/v1/cost", params=[("since", "1h"), ("by", "hour"), ("by", "function")]).json()
+        assert both["by"] == ["function", "hour"]
+        assert sum(g["total_node_seconds"] for g in both["groups"] if g["function"] == name) == pytest.approx(
+            expected
+        )
+
+        for request in (
+            {"params": {"since": "1h", "by": "function", "format": "csv"}},
+            {"params": {"since": "1h", "by": "function"}, "headers": {"Accept": "text/csv"}},
+        ):
+            answer = client.get("/v1/cost", **request)  # type: ignore[arg-type]
+            assert answer.headers["content-type"].startswith("text/csv"), answer.text
+            rows = {r["function"]: r for r in csv.DictReader(io.StringIO(answer.text))}
+            assert float(rows[name]["total_s"]) == pytest.approx(expected, abs=0.002)
+            assert set(rows[name]) >= {"provisioning_s", "idle_before_start_s", "run_s", "idle_after_s"}
+
+
+@pytest.mark.parametrize(
+    ("params", "field"),
+    [
+        ({"by": "node"}, "by"),
+        ({"since": "yesterday"}, "since"),
+        ({"since": "2026-12-01T00:00:00"}, "since"),  # no zone
+        ({"since": "400d"}, "since"),
+        ({"format": "xml"}, "format"),
+    ],
+)
+def test_a_bad_report_request_names_the_field(
+    gateway: RunningServer, params: dict[str, str], field: str
+) -> None:
+    with gateway.client() as client:
+        answer = client.get("/v1/cost", params=params)
+        assert answer.status_code == 422, answer.text
+        assert [p["field"] for p in answer.json()["error"]["problems"]] == [field]
+
+
+def test_metrics_export_node_seconds_and_dollars_per_function(gateway: RunningServer) -> None:
+    with gateway.client() as client:
+        name = _function(client, 0.2)
+        done = _until(client, _invoke(client, name), {"succeeded"})
+        text = client.get("/metrics").text
+        run_line = f'eops_invocation_node_seconds_total{{function="{name}",phase="run"}}'
+        dollars_line = f'eops_invocation_cost_dollars_total{{function="{name}"}}'
+        values = {
+            line.rsplit(" ", 1)[0]: float(line.rsplit(" ", 1)[1])
+            for line in text.splitlines()
+            if line[:1] != "#"
+        }
+        assert values[run_line] == pytest.approx(done["cost"]["node_seconds"]["run"])
+        assert values[dollars_line] == pytest.approx(done["cost"]["usd"])
+        assert "# TYPE eops_invocation_node_seconds_total counter" in text

@@ -1,0 +1,77 @@
+"""`eops cost` and the node time in `eops status`, against a real gateway on the local
+backend; the Python client's cost_report and cost_csv with it."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from collections.abc import Iterator
+
+import pytest
+
+from elasticityops.client import Client
+from helpers.server import RunningServer
+
+from .runner import Eops
+
+NAME = "cli-cost"
+
+
+@pytest.fixture(scope="module")
+def ended(api_module: Client) -> str:
+    api_module.deploy_function({"name": NAME, "command": ["python", "-c", "import time; time.sleep(0.3)"]})
+    inv = api_module.invoke(NAME)
+    done = api_module.wait(inv.id, timeout=60)
+    assert done.state.value == "succeeded", done
+    return done.id
+
+
+@pytest.fixture(scope="module")
+def api_module(server: RunningServer) -> Iterator[Client]:
+    with Client(server.url, server.token) as client:
+        yield client
+
+
+def test_status_shows_the_node_time_and_its_cost(eops: Eops, ended: str) -> None:
+    shown = eops("status", ended)
+    assert shown.code == 0, shown.output
+    assert "node time: " in shown.stdout
+    assert "run" in shown.stdout.split("node time: ", 1)[1].splitlines()[0]
+
+
+def test_cost_by_function_as_a_table_json_and_csv(eops: Eops, api_module: Client, ended: str) -> None:
+    report = api_module.cost_report(since="1h", by=["function"])
+    [mine] = [g for g in report.groups if g.function == NAME]
+    assert mine.node_seconds["run"] >= 0.3
+
+    table = eops("cost", "--since", "1h", "--by", "function")
+    assert table.code == 0, table.output
+    [line] = [row for row in table.stdout.splitlines() if row.startswith(NAME)]
+    assert "$" in line
+
+    as_json = eops("cost", "--since", "1h", "--by", "function", "--json")
+    assert as_json.code == 0, as_json.output
+    groups = {g["function"]: g for g in json.loads(as_json.stdout)["groups"]}
+    assert groups[NAME]["total_node_seconds"] == pytest.approx(mine.total_node_seconds)
+
+    as_csv = eops("cost", "--since", "1h", "--by", "function", "--by", "hour", "--csv")
+    assert as_csv.code == 0, as_csv.output
+    rows = [r for r in csv.DictReader(io.StringIO(as_csv.stdout)) if r["function"] == NAME]
+    assert rows, as_csv.stdout
+    assert sum(float(r["total_s"]) for r in rows) == pytest.approx(mine.total_node_seconds, abs=0.002)
+    assert api_module.cost_csv(since="1h", by=["function"]).splitlines()[0].startswith("function,")
+
+
+def test_cost_refuses_a_bad_grouping_naming_it(eops: Eops) -> None:
+    refused = eops("cost", "--by", "node")
+    assert refused.code != 0
+    assert "by" in refused.output
+    assert "function and/or hour" in refused.output
+
+
+def test_cost_has_help(eops: Eops) -> None:
+    shown = eops("cost", "--help")
+    assert shown.code == 0, shown.output
+    assert "--since" in shown.stdout
+    assert "--by" in shown.stdout

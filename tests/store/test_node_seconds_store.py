@@ -1,0 +1,201 @@
+"""The node-seconds ledger in the store, on SQLite and PostgreSQL: written by the transition
+that ends an attempt (and only once), summed per invocation, per function and per hour, and
+kept in running totals for /metrics."""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from elasticityops.domain.events import BackendEvent, Finished
+from elasticityops.domain.functions import Priority
+from elasticityops.domain.invocations import State, new_invocation_id
+from elasticityops.domain.node_seconds import Charge, Phase, Span, idle_after_span, warm_unused_span
+from elasticityops.domain.ports import Change, NewInvocation
+from elasticityops.pricing.table import Capacity
+from elasticityops.store.node_seconds import Pricing
+from elasticityops.store.sql import SqlStore
+
+from .conftest import open_store
+
+T0 = datetime(2026, 12, 1, 10, 30, tzinfo=UTC)
+T4 = "nvidia-tesla-t4"
+T4_PER_S = 0.54 / 3600
+
+
+def at(seconds: float) -> datetime:
+    return T0 + timedelta(seconds=seconds)
+
+
+async def ran(
+    store: SqlStore, function: str, *, ready: float, started: float, ended: float, gpu_type: str | None = T4
+) -> str:
+    """One invocation through admission, placement, start and success, as the backends report them."""
+    new = NewInvocation(new_invocation_id(), function, 1, Priority.normal.rank, at(0), b"{}")
+    await store.create_invocation(new)
+    await store.apply(Change(new.id, State.pending, at(0), gpu_type=gpu_type))
+    await store.record(BackendEvent(new.id, node="gpu0", capacity_ready=at(ready)))
+    await store.record(BackendEvent(new.id, started=at(started)))
+    await store.record(BackendEvent(new.id, finished=Finished.succeeded(at(ended))))
+    return new.id
+
+
+def test_an_ended_invocation_has_its_node_seconds_by_phase(store: SqlStore, run: asyncio.Runner) -> None:
+    async def body() -> None:
+        inv = await ran(store, "hello", ready=1, started=3, ended=63)
+        phases = await store.node_seconds_of(inv)
+        assert {p: t.seconds for p, t in phases.items()} == pytest.approx(
+            {Phase.idle_before_start: 2, Phase.run: 60}
+        )
+        assert phases[Phase.run].usd == pytest.approx(60 * T4_PER_S), "a local slot: the on-demand T4 node"
+        assert await store.node_seconds_of("inv-none") == {}
+
+    run.run(body())
+
+
+def test_a_preempted_attempt_is_charged_and_the_next_attempt_too(
+    store: SqlStore, run: asyncio.Runner
+) -> None:
+    async def body() -> None:
+        new = NewInvocation(new_invocation_id(), "hello", 1, Priority.normal.rank, at(0), b"{}")
+        await store.create_invocation(new)
+        await store.apply(Change(new.id, State.pending, at(0), gpu_type=T4))
+        await store.record(BackendEvent(new.id, capacity_ready=at(1), started=at(2)))
+        requeued = await store.apply(Change(new.id, State.queued, at(12)))
+        assert requeued is not None
+        assert requeued.attempt == 1
+        await store.apply(Change(new.id, State.pending, at(20), gpu_type=T4))
+        await store.record(BackendEvent(new.id, capacity_ready=at(21), started=at(22)))
+        await store.record(BackendEvent(new.id, finished=Finished.succeeded(at(52))))
+        phases = await store.node_seconds_of(new.id)
+        assert phases[Phase.run].seconds == pytest.approx(10 + 30), "both attempts' runs"
+        assert phases[Phase.idle_before_start].seconds == pytest.approx(2)
+
+    run.run(body())
+
+
+def test_a_repeated_end_charges_nothing_more(store: SqlStore, run: asyncio.Runner) -> None:
+    async def body() -> None:
+        inv = await ran(store, "hello", ready=1, started=3, ended=63)
+        again = await store.record(BackendEvent(inv, finished=Finished.succeeded(at(90))))
+        assert again is None, "ended already"
+        assert (await store.node_seconds_of(inv))[Phase.run].seconds == pytest.approx(60)
+        [(function, _, seconds, _)] = [t for t in await store.node_seconds_totals() if t[1] is Phase.run]
+        assert (function, seconds) == ("hello", pytest.approx(60))
+
+    run.run(body())
+
+
+def test_the_report_sums_in_the_database_by_function_and_by_hour(
+    store: SqlStore, run: asyncio.Runner
+) -> None:
+    async def body() -> None:
+        # T0 is 10:30: the second run crosses 11:00, so the hours split it.
+        await ran(store, "alpha", ready=0, started=0, ended=600)
+        await ran(store, "alpha", ready=0, started=0, ended=1200)
+        await ran(store, "beta", ready=0, started=0, ended=2400)
+        await ran(store, "gamma", ready=0, started=0, ended=60, gpu_type="nvidia-h100-80gb")
+        since, until = T0 - timedelta(hours=1), T0 + timedelta(hours=3)
+
+        by_function = {g.function: g for g in await store.cost_report(since, until, ["function"])}
+        assert set(by_function) == {"alpha", "beta", "gamma"}
+        assert by_function["alpha"].phases[Phase.run].seconds == pytest.approx(1800)
+        assert by_function["beta"].usd == pytest.approx(2400 * T4_PER_S)
+        assert by_function["gamma"].usd == 0, "no price for its GPU type"
+        assert by_function["gamma"].unpriced_seconds == pytest.approx(60)
+
+        by_hour = {g.hour: g.seconds for g in await store.cost_report(since, until, ["hour"])}
+        assert by_hour == {
+            T0.replace(minute=0): pytest.approx(600 + 1200 + 1800 + 60),
+            T0.replace(hour=11, minute=0): pytest.approx(600),
+        }
+        both = await store.cost_report(since, until, ["function", "hour"])
+        assert {(g.function, g.hour) for g in both} == {
+            ("alpha", T0.replace(minute=0)),
+            ("beta", T0.replace(minute=0)),
+            ("beta", T0.replace(hour=11, minute=0)),
+            ("gamma", T0.replace(minute=0)),
+        }
+        [total] = await store.cost_report(since, until, [])
+        assert total.seconds == pytest.approx(600 + 1200 + 2400 + 60)
+        # From 11:35: the range starts at its hour, 11:00, and leaves 10:00 out.
+        later = await store.cost_report(T0 + timedelta(hours=1, minutes=5), until, ["function"])
+        assert [(g.function, g.seconds) for g in later] == [("beta", pytest.approx(600))]
+        assert await store.cost_report(T0 + timedelta(hours=2), until, ["function"]) == []
+
+    run.run(body())
+
+
+def test_idle_after_and_warm_unused_charges_are_kept_once(store: SqlStore, run: asyncio.Runner) -> None:
+    async def body() -> None:
+        inv = await ran(store, "hello", ready=1, started=3, ended=63)
+        idle = idle_after_span(at(63), at(663))
+        warm = warm_unused_span(at(0), at(900))
+        assert idle is not None
+        assert warm is not None
+        charges = [
+            Charge(source=inv, attempt=0, function="hello", gpu_type=T4, spans=[idle]),
+            Charge(source="warm/t4-0", attempt=0, function="", gpu_type=T4, spans=[warm]),
+        ]
+        await store.charge(charges)
+        await store.charge(charges)  # seen again after a restart
+        phases = await store.node_seconds_of(inv)
+        assert phases[Phase.idle_after].seconds == pytest.approx(600)
+        totals = {(f, p): s for f, p, s, _ in await store.node_seconds_totals()}
+        assert totals[("hello", Phase.idle_after)] == pytest.approx(600), "counted once"
+        assert totals[("", Phase.warm_unused)] == pytest.approx(900)
+        assert totals[("hello", Phase.run)] == pytest.approx(60)
+
+    run.run(body())
+
+
+def test_the_pricing_the_store_was_opened_with_prices_its_ledger(store_url: str, run: asyncio.Runner) -> None:
+    async def body() -> None:
+        store = await open_store(store_url)
+        await store.close()  # migrated; reopen with cluster pricing
+        cluster = await SqlStore.open(store_url, pricing=Pricing(capacity=Capacity.spot))
+        try:
+            await cluster.charge([Charge("inv-x", 0, "hello", T4, [Span(Phase.run, at(0), at(3600))])])
+            [(_, _, seconds, usd)] = await cluster.node_seconds_totals()
+            assert (seconds, usd) == (3600, pytest.approx(0.24))
+        finally:
+            await cluster.close()
+
+    run.run(body())
+
+
+def test_a_cluster_node_made_for_it_is_charged_from_its_creation(
+    store: SqlStore, run: asyncio.Runner
+) -> None:
+    async def body() -> None:
+        new = NewInvocation(new_invocation_id(), "hello", 1, Priority.normal.rank, at(0), b"{}")
+        await store.create_invocation(new)
+        await store.apply(Change(new.id, State.pending, at(0), gpu_type=T4))
+        placed = BackendEvent(new.id, node="n1", capacity_ready=at(200), node_since=at(20), warm=False)
+        await store.record(placed)
+        stored = await store.get_invocation(new.id)
+        assert stored is not None
+        assert (stored.node_since, stored.warm) == (at(20), False), "kept in the row until the end"
+        await store.record(BackendEvent(new.id, started=at(230)))
+        await store.record(BackendEvent(new.id, finished=Finished.succeeded(at(530))))
+        phases = {p: t.seconds for p, t in (await store.node_seconds_of(new.id)).items()}
+        assert phases == pytest.approx({Phase.provisioning: 180, Phase.idle_before_start: 30, Phase.run: 300})
+
+    run.run(body())
+
+
+def test_node_time_about_no_invocation_is_recorded_from_its_event(
+    store: SqlStore, run: asyncio.Runner
+) -> None:
+    async def body() -> None:
+        warm = warm_unused_span(at(0), at(600))
+        assert warm is not None
+        told = await store.record(BackendEvent("", charges=(Charge("node/n9", 0, "", T4, (warm,)),)))
+        assert told is None, "no invocation changed"
+        [(function, phase, seconds, usd)] = await store.node_seconds_totals()
+        assert (function, phase, seconds) == ("", Phase.warm_unused, 600)
+        assert usd == pytest.approx(600 * T4_PER_S)
+
+    run.run(body())
