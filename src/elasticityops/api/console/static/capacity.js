@@ -28,9 +28,13 @@ function chart(history) {
   const x = (s) => pad + ((Date.parse(s.at) - t0) / Math.max(1, t1 - t0)) * (width - 2 * pad);
   const y = (v) => height - pad - (v / top) * (height - 2 * pad);
   root.append(svg("line", { x1: pad, y1: height - pad, x2: width - pad, y2: height - pad, class: "axis" }));
-  const label = svg("text", { x: 2, y: pad - 8, class: "tick" });
-  label.textContent = String(top);
-  root.append(label);
+  for (const [text, at, anchor] of [[String(top), [2, pad - 8], "start"],
+    [new Date(t0).toLocaleTimeString(), [pad, height - 8], "start"],
+    [new Date(t1).toLocaleTimeString(), [width - pad, height - 8], "end"]]) {
+    const label = svg("text", { x: at[0], y: at[1], class: "tick", "text-anchor": anchor });
+    label.textContent = text;
+    root.append(label);
+  }
   for (const [key] of LINES) {
     const points = history.filter((s) => s[key] !== null).map((s) => `${x(s).toFixed(1)},${y(s[key]).toFixed(1)}`);
     root.append(svg("polyline", { points: points.join(" "), class: `line l-${key}` }));
@@ -58,7 +62,9 @@ export function render(main) {
   function draw(c) {
     const types = Object.keys(c.budget_by_type);
     gpus.replaceChildren(el("h2", { id: "h-gpus", text: "GPUs in use" }),
-      meter("all types", c.in_use_total, c.budget_total),
+      // Without a budget, a backend with a fixed number of GPUs (local slots) is the cap.
+      meter(c.budget_total === null && c.total_gpus !== null ? "all (slots)" : "all types",
+        c.in_use_total, c.budget_total ?? c.total_gpus),
       ...types.map((t) => meter(t, c.in_use[t] || 0, c.budget_by_type[t])),
       el("p", { class: "muted", text: c.budget ? `budget ${c.budget}` : "no GPU budget set" }));
     gpus.dataset.inUse = String(c.in_use_total);

@@ -29,7 +29,8 @@ export function render(main) {
       return el("tr", { "data-function": spec.name },
         el("th", { scope: "row" }, el("a", { href: `#/invocations?function=${encodeURIComponent(spec.name)}`, text: spec.name })),
         el("td", { text: String(version) }), el("td", { text: gpu }), el("td", { text: spec.priority ?? "–" }),
-        el("td", {}, el("code", { text: spec.image || (spec.command || []).join(" ") || "–" })),
+        el("td", {}, el("details", {}, el("summary", {}, el("code", { text: spec.image || (spec.command || []).join(" ") || "–" })),
+          el("pre", { class: "spec", text: JSON.stringify(spec, null, 2) }))),
         el("td", { text: when(updated_at) }), stats, p95);
     }));
     if (!items.length) body.append(el("tr", {}, el("td", { colspan: "8", class: "muted", text: "No functions deployed." })));

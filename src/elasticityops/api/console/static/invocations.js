@@ -40,7 +40,7 @@ export function render(main) {
   const pages = [firstCursor];  // the cursor of each page shown: live refreshes re-read them all
   let next = null;
   let closeEvents = () => {};
-  let watched = "";
+  let watched = null;  // the ids the open stream watches (null: none open yet)
   let refreshing = null;
   let again = false;
   let timer = null;
