@@ -114,15 +114,15 @@ def test_the_capacity_page_moves_when_a_burst_arrives(page: Page, gateway: Runni
     page.goto(gateway.url + "/ui#/capacity")
     queue = page.locator("[data-queue]")
     expect(queue).to_have_attribute("data-queue", "0", timeout=10_000)
-    burst = [_invoke(gateway, "sleep", {"seconds": 2}) for _ in range(10)]
-    # Two GPU slots: two run, the rest wait; the page shows it without a reload.
+    burst = [_invoke(gateway, "sleep", {"seconds": 3}) for _ in range(8)]
+    # Two GPU slots: two run, six wait; the page shows it without a reload.
     expect(page.locator("#gpus")).to_have_attribute("data-in-use", "2", timeout=10_000)
     waiting = int(queue.get_attribute("data-queue") or 0)
-    assert waiting >= 4, waiting
+    assert waiting >= 2, waiting
     assert page.locator("#queue a").text_content() in burst, "the head of the queue is one of the burst"
     time.sleep(2.5)  # two samples of the burst in the chart
     page.screenshot(path=SHOTS / "capacity.png")
-    expect(queue).to_have_attribute("data-queue", "0", timeout=30_000)
+    expect(queue).to_have_attribute("data-queue", "0", timeout=60_000)
     assert page.locator("polyline.l-demand").get_attribute("points"), "the chart has the burst"
 
 

@@ -90,6 +90,8 @@ window.addEventListener("unhandledrejection", (event) => {
   }
 });
 
+// The page's module loads while the session is asked for, not after.
+pages[route()[0]]?.();
 try {
   signedIn(await api("/ui/session"));
 } catch {

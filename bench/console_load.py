@@ -1,0 +1,282 @@
+"""The console under load (docs/console.md, issue 17):
+
+1. First load: a gateway whose store holds N invocations (default 10,000, written straight into
+   its SQLite file before it starts); a fresh chromium profile (no cache) with the session
+   cookie loads /ui and the invocations list. Measured: bytes transferred (bodies and headers
+   of every response, the event stream's headers included) and the time from navigation start
+   to the list's first rows drawn (`performance.mark("eops:list-ready")`), median of --loads.
+   Also the size and time of one list page read from the store (keyset: the same with 10 or
+   10,000 rows). The login form's own first load is reported too.
+2. Side by side (--streams, default 50; 0 skips it): a paused gateway (accepts are stored, none
+   run, so the accept rate is the gateway's alone) takes a burst of --burst accepts (1,000) at
+   --concurrency, first with no console open, then with that many event streams open (read in
+   a process of their own) plus one real browser on the invocations list, twice each in turn.
+   Measured: accepts per second, frames every stream received, and that no stream dropped.
+
+    python bench/console_load.py [--invocations 10000] [--loads 5] [--streams 50] [--burst 1000]
+
+Needs Debian's chromium (apt-get install chromium) and playwright from PyPI (the dev extra).
+Prints a Markdown table and writes JSON to bench/results/console_load.json."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import concurrent.futures
+import json
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent / "tests"))  # the helpers that start a gateway and chromium
+
+from elasticityops.domain.functions import Priority, load_function_text  # noqa: E402
+from elasticityops.domain.invocations import State, new_invocation_id  # noqa: E402
+from elasticityops.domain.ports import Change, NewInvocation  # noqa: E402
+from elasticityops.store.sql import SqlStore  # noqa: E402
+from helpers.browser import chromium  # noqa: E402
+from helpers.server import REPO, RunningServer, start_server  # noqa: E402
+from machine_info import cpu_model  # noqa: E402
+
+RESULTS = HERE / "results"
+
+
+async def fill(database: Path, count: int) -> None:
+    """`count` invocations of `hello` over the last day, most of them ended, as a busy gateway's
+    store would hold them."""
+    store = await SqlStore.open(f"sqlite:///{database}")
+    try:
+        spec = load_function_text((REPO / "examples" / "hello.yaml").read_text(), source="hello.yaml")
+        now = datetime.now(UTC)
+        await store.put_function(spec, now)
+        start = now - timedelta(days=1)
+        step = timedelta(days=1) / count
+        for chunk in range(0, count, 500):
+            news = []
+            for n in range(chunk, min(count, chunk + 500)):
+                at = start + n * step
+                ns = int(at.timestamp() * 1e9)
+                news.append(NewInvocation(new_invocation_id(ns), "hello", 1, Priority.normal.rank, at, b"{}"))
+            await asyncio.gather(*(store.create_invocation(new) for new in news))
+            moves = []
+            for new in news[: len(news) - (2 if chunk + 500 >= count else 0)]:
+                end = State.succeeded if hash(new.id) % 20 else State.failed
+                for to, dt in ((State.pending, 0.02), (State.running, 1.5), (end, 3.0)):
+                    moves.append(Change(new.id, to, new.accepted_at + timedelta(seconds=dt), exit_code=0))
+            for to in (State.pending, State.running, None):
+                await asyncio.gather(
+                    *(store.apply(m) for m in moves if (m.to is to if to is not None else m.to.terminal))
+                )
+    finally:
+        await store.close()
+
+
+def _login_cookie(gw: RunningServer) -> dict[str, Any]:
+    answer = httpx.post(gw.url + "/ui/login", json={"token": gw.token}, timeout=30)
+    answer.raise_for_status()
+    value = answer.cookies["eops_session"]
+    return {"name": "eops_session", "value": value, "url": gw.url, "httpOnly": True, "sameSite": "Strict"}
+
+
+def first_loads(gw: RunningServer, loads: int, work: Path) -> dict[str, Any]:
+    cookie = _login_cookie(gw)
+    samples: list[dict[str, float]] = []
+    for n in range(loads):
+        for page_kind in ("login", "list"):
+            with chromium(work / f"profile-{n}-{page_kind}") as context:
+                if page_kind == "list":
+                    context.add_cookies([cookie])  # type: ignore[list-item]
+                page = context.new_page()
+                sizes: list[int] = []
+
+                def count(request: Any, into: list[int] = sizes) -> None:
+                    s = request.sizes()
+                    into.append(s["responseBodySize"] + s["responseHeadersSize"])
+
+                page.on("requestfinished", count)
+                page.on("response", lambda r, into=sizes: r.url.endswith("/v1/events") and into.append(400))
+                page.goto(gw.url + "/ui#/invocations")
+                if page_kind == "list":
+                    page.wait_for_function("() => performance.getEntriesByName('eops:list-ready').length > 0")
+                    ready = page.evaluate("performance.getEntriesByName('eops:list-ready')[0].startTime")
+                    rows = page.locator("table.list tbody tr").count()
+                else:
+                    page.wait_for_selector("#token:focus")
+                    ready = page.evaluate("performance.now()")
+                    rows = 0
+                page.wait_for_timeout(300)  # late requests (the event stream) are counted too
+                samples.append({"kind": page_kind, "bytes": sum(sizes), "ms": ready, "rows": rows})
+    out: dict[str, Any] = {}
+    for kind in ("login", "list"):
+        mine = [s for s in samples if s["kind"] == kind]
+        out[kind] = {
+            "bytes_median": statistics.median(s["bytes"] for s in mine),
+            "ms_median": round(statistics.median(s["ms"] for s in mine), 1),
+            "ms_max": round(max(s["ms"] for s in mine), 1),
+            "rows": mine[0]["rows"],
+        }
+    with gw.client() as http:
+        times = []
+        for _ in range(20):
+            started = time.perf_counter()
+            page_answer = http.get("/v1/invocations", params={"limit": 50})
+            times.append((time.perf_counter() - started) * 1000)
+        out["list_page"] = {
+            "bytes": len(page_answer.content),
+            "ms_median": round(statistics.median(times), 2),
+        }
+    return out
+
+
+def accept_rate(url: str, token: str, count: int, concurrency: int) -> float:
+    """Accepts per second of one burst, on a thread of its own: Playwright's sync API holds an
+    event loop on this one."""
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        return pool.submit(asyncio.run, _burst(url, token, count, concurrency)).result()
+
+
+async def _burst(url: str, token: str, count: int, concurrency: int) -> float:
+    headers = {"Authorization": f"Bearer {token}"}
+    limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
+    async with httpx.AsyncClient(base_url=url, headers=headers, limits=limits, timeout=60) as http:
+        left = iter(range(count))
+
+        async def worker() -> None:
+            for _ in left:
+                answer = await http.post("/v1/functions/hello/invocations", content=b"{}")
+                answer.raise_for_status()
+
+        started = time.perf_counter()
+        await asyncio.gather(*(worker() for _ in range(concurrency)))
+        return count / (time.perf_counter() - started)
+
+
+READER = """
+import asyncio, json, sys, httpx
+url, token, n, out = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]
+counts = [0] * n
+resyncs = [0] * n
+async def read(i, http):
+    async with http.stream("GET", "/v1/events") as r:
+        r.raise_for_status()
+        async for line in r.aiter_lines():
+            if line == "event: changes": counts[i] += 1
+            if line == "event: resync": resyncs[i] += 1
+async def main():
+    async with httpx.AsyncClient(base_url=url, headers={"Authorization": "Bearer " + token},
+                                 timeout=None, limits=httpx.Limits(max_connections=n + 5)) as http:
+        tasks = [asyncio.create_task(read(i, http)) for i in range(n)]
+        try:
+            await asyncio.to_thread(sys.stdin.read)
+        finally:
+            for t in tasks: t.cancel()
+            json.dump({"frames": counts, "resyncs": resyncs}, open(out, "w"))
+asyncio.run(main())
+"""
+
+
+def side_by_side(work: Path, streams: int, burst: int, concurrency: int) -> dict[str, Any]:
+    gw = start_server(work / "paused", "--paused", env={"EOPS_CONSOLE_MAX_STREAMS": str(streams + 10)})
+    try:
+        with gw.client() as http:
+            spec = (REPO / "examples" / "hello.yaml").read_bytes()
+            http.put("/v1/functions/hello", content=spec, headers={"Content-Type": "application/yaml"})
+        accept_rate(gw.url, gw.token, 200, concurrency)  # warm up
+        rates: dict[str, list[float]] = {"without": [], "with": []}
+        frames: list[int] = []
+        resyncs = 0
+        for _round in range(2):
+            rates["without"].append(accept_rate(gw.url, gw.token, burst, concurrency))
+            out = work / "readers.json"
+            readers = subprocess.Popen(
+                [sys.executable, "-c", READER, gw.url, gw.token, str(streams), str(out)],
+                stdin=subprocess.PIPE,
+            )
+            try:
+                with chromium(work / f"profile-side-{_round}") as context:
+                    context.add_cookies([_login_cookie(gw)])  # type: ignore[list-item]
+                    page = context.new_page()
+                    page.goto(gw.url + "/ui#/invocations")
+                    page.wait_for_function("() => performance.getEntriesByName('eops:list-ready').length > 0")
+                    time.sleep(1.0)  # the readers' streams are open
+                    rates["with"].append(accept_rate(gw.url, gw.token, burst, concurrency))
+                    time.sleep(1.0)  # the last frames reach the readers
+                    shown = page.locator("table.list tbody tr").count()
+            finally:
+                assert readers.stdin is not None
+                readers.stdin.close()
+                readers.wait(30)
+            got = json.loads(out.read_text())
+            frames += got["frames"]
+            resyncs += sum(got["resyncs"])
+        without, with_ = statistics.median(rates["without"]), statistics.median(rates["with"])
+        return {
+            "streams": streams,
+            "burst": burst,
+            "concurrency": concurrency,
+            "accepts_per_s_without": [round(r) for r in rates["without"]],
+            "accepts_per_s_with": [round(r) for r in rates["with"]],
+            "cost_percent": round(100 * (1 - with_ / without), 1),
+            "frames_per_stream_min": min(frames),
+            "frames_per_stream_max": max(frames),
+            "resyncs": resyncs,
+            "browser_rows": shown,
+        }
+    finally:
+        gw.stop()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--invocations", type=int, default=10_000)
+    parser.add_argument("--loads", type=int, default=5)
+    parser.add_argument("--streams", type=int, default=50)
+    parser.add_argument("--burst", type=int, default=1000)
+    parser.add_argument("--concurrency", type=int, default=32)
+    parser.add_argument("--out", type=Path, default=RESULTS / "console_load.json")
+    args = parser.parse_args()
+    report: dict[str, Any] = {"cpu": cpu_model(), "invocations": args.invocations}
+    with tempfile.TemporaryDirectory(prefix="eops-console-bench-") as tmp:
+        work = Path(tmp)
+        data = work / "data"
+        data.mkdir(mode=0o700)
+        asyncio.run(fill(data / "eops.db", args.invocations))
+        gw = start_server(data)
+        try:
+            report["first_load"] = first_loads(gw, args.loads, work)
+        finally:
+            gw.stop()
+        if args.streams:
+            report["side_by_side"] = side_by_side(work, args.streams, args.burst, args.concurrency)
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(report, indent=2))
+    fl = report["first_load"]
+    print(f"Console, {args.invocations} invocations stored ({report['cpu']}):\n")
+    print("| load | bytes transferred (median) | interactive, ms (median / max) |")
+    print("|---|---|---|")
+    for kind in ("login", "list"):
+        print(f"| {kind} | {fl[kind]['bytes_median']:.0f} | {fl[kind]['ms_median']} / {fl[kind]['ms_max']} |")
+    print(f"\nOne list page (50 rows): {fl['list_page']['bytes']} bytes, {fl['list_page']['ms_median']} ms")
+    if "side_by_side" in report:
+        s = report["side_by_side"]
+        print(
+            f"\nAccept rate, {s['burst']}-invocation bursts at concurrency {s['concurrency']}: "
+            f"without consoles {s['accepts_per_s_without']}/s, "
+            f"with {s['streams']} streams + 1 browser {s['accepts_per_s_with']}/s "
+            f"(cost {s['cost_percent']}%); frames per stream {s['frames_per_stream_min']}-"
+            f"{s['frames_per_stream_max']}, resyncs {s['resyncs']}, browser rows {s['browser_rows']}"
+        )
+
+
+if __name__ == "__main__":
+    main()
