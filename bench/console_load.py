@@ -8,22 +8,23 @@
    Also the size and time of one list page read from the store (keyset: the same with 10 or
    10,000 rows). The login form's own first load is reported too.
 2. Side by side (--streams, default 50; 0 skips it): a paused gateway (accepts are stored, none
-   run, so the accept rate is the gateway's alone) takes a burst of --burst accepts (1,000) at
-   --concurrency, first with no console open, then with that many event streams open (read in
-   a process of their own) plus one real browser on the invocations list, twice each in turn.
-   Measured: accepts per second, frames every stream received, and that no stream dropped.
+   run, so the accept rate is the gateway's alone) takes --seconds (5) of accepts from wrk
+   (bench/accept.lua, 32 connections: thousands of accepts, more than the issue's 1,000-burst),
+   first with no console open, then with that many event streams open (read in a process of
+   their own) plus one real browser on the invocations list, twice each in turn. Measured:
+   accepts per second, the gateway's CPU per accept, frames every stream received, resyncs.
 
-    python bench/console_load.py [--invocations 10000] [--loads 5] [--streams 50] [--burst 1000]
+    python bench/console_load.py [--invocations 10000] [--loads 5] [--streams 50] [--seconds 5]
 
-Needs Debian's chromium (apt-get install chromium) and playwright from PyPI (the dev extra).
+Needs wrk and Debian's chromium (apt-get install wrk chromium), and playwright from PyPI (the dev extra).
 Prints a Markdown table and writes JSON to bench/results/console_load.json."""
 
 from __future__ import annotations
 
 import argparse
 import asyncio
-import concurrent.futures
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -34,6 +35,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import psutil
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent / "tests"))  # the helpers that start a gateway and chromium
@@ -136,27 +138,39 @@ def first_loads(gw: RunningServer, loads: int, work: Path) -> dict[str, Any]:
     return out
 
 
-def accept_rate(url: str, token: str, count: int, concurrency: int) -> float:
-    """Accepts per second of one burst, on a thread of its own: Playwright's sync API holds an
-    event loop on this one."""
-    with concurrent.futures.ThreadPoolExecutor(1) as pool:
-        return pool.submit(asyncio.run, _burst(url, token, count, concurrency)).result()
-
-
-async def _burst(url: str, token: str, count: int, concurrency: int) -> float:
-    headers = {"Authorization": f"Bearer {token}"}
-    limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
-    async with httpx.AsyncClient(base_url=url, headers=headers, limits=limits, timeout=60) as http:
-        left = iter(range(count))
-
-        async def worker() -> None:
-            for _ in left:
-                answer = await http.post("/v1/functions/hello/invocations", content=b"{}")
-                answer.raise_for_status()
-
-        started = time.perf_counter()
-        await asyncio.gather(*(worker() for _ in range(concurrency)))
-        return count / (time.perf_counter() - started)
+def accept_burst(gw: RunningServer, seconds: float, connections: int) -> dict[str, float]:
+    """wrk (bench/accept.lua, as bench/gateway_accept.py) POSTing accepts for `seconds`: the
+    rate, and the gateway's CPU per accept (steadier than the rate on a shared machine)."""
+    server = psutil.Process(gw.pid)
+    before = server.cpu_times()
+    done = subprocess.run(
+        [
+            "wrk",
+            "-t1",
+            f"-c{connections}",
+            f"-d{round(seconds)}s",
+            "--timeout",
+            "10s",
+            "-s",
+            str(HERE / "accept.lua"),
+            gw.url + "/v1/functions/hello/invocations",
+        ],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "EOPS_TOKEN": gw.token},
+        check=True,
+    )
+    after = server.cpu_times()
+    line = next(x for x in done.stdout.splitlines() if x.startswith("WRK_RESULT "))
+    result = json.loads(line.removeprefix("WRK_RESULT "))
+    ok = result["requests"] - result["non_2xx"]
+    cpu = (after.user - before.user) + (after.system - before.system)
+    return {
+        "accepted": ok,
+        "per_s": ok / (result["duration_us"] / 1e6),
+        "p99_ms": result["p99_us"] / 1000,
+        "cpu_us_per_accept": cpu / max(1, ok) * 1e6,
+    }
 
 
 READER = """
@@ -183,18 +197,18 @@ asyncio.run(main())
 """
 
 
-def side_by_side(work: Path, streams: int, burst: int, concurrency: int) -> dict[str, Any]:
+def side_by_side(work: Path, streams: int, seconds: float, connections: int) -> dict[str, Any]:
     gw = start_server(work / "paused", "--paused", env={"EOPS_CONSOLE_MAX_STREAMS": str(streams + 10)})
     try:
         with gw.client() as http:
             spec = (REPO / "examples" / "hello.yaml").read_bytes()
             http.put("/v1/functions/hello", content=spec, headers={"Content-Type": "application/yaml"})
-        accept_rate(gw.url, gw.token, 200, concurrency)  # warm up
-        rates: dict[str, list[float]] = {"without": [], "with": []}
+        accept_burst(gw, 2, connections)  # warm up
+        rates: dict[str, list[dict[str, float]]] = {"without": [], "with": []}
         frames: list[int] = []
         resyncs = 0
         for _round in range(2):
-            rates["without"].append(accept_rate(gw.url, gw.token, burst, concurrency))
+            rates["without"].append(accept_burst(gw, seconds, connections))
             out = work / "readers.json"
             readers = subprocess.Popen(
                 [sys.executable, "-c", READER, gw.url, gw.token, str(streams), str(out)],
@@ -207,7 +221,7 @@ def side_by_side(work: Path, streams: int, burst: int, concurrency: int) -> dict
                     page.goto(gw.url + "/ui#/invocations")
                     page.wait_for_function("() => performance.getEntriesByName('eops:list-ready').length > 0")
                     time.sleep(1.0)  # the readers' streams are open
-                    rates["with"].append(accept_rate(gw.url, gw.token, burst, concurrency))
+                    rates["with"].append(accept_burst(gw, seconds, connections))
                     time.sleep(1.0)  # the last frames reach the readers
                     shown = page.locator("table.list tbody tr").count()
             finally:
@@ -217,14 +231,20 @@ def side_by_side(work: Path, streams: int, burst: int, concurrency: int) -> dict
             got = json.loads(out.read_text())
             frames += got["frames"]
             resyncs += sum(got["resyncs"])
-        without, with_ = statistics.median(rates["without"]), statistics.median(rates["with"])
+
+        def median(side: str, key: str) -> float:
+            return round(statistics.median(r[key] for r in rates[side]), 1)
+
         return {
             "streams": streams,
-            "burst": burst,
-            "concurrency": concurrency,
-            "accepts_per_s_without": [round(r) for r in rates["without"]],
-            "accepts_per_s_with": [round(r) for r in rates["with"]],
-            "cost_percent": round(100 * (1 - with_ / without), 1),
+            "seconds": seconds,
+            "connections": connections,
+            "rounds": rates,
+            "per_s_without": median("without", "per_s"),
+            "per_s_with": median("with", "per_s"),
+            "cost_percent": round(100 * (1 - median("with", "per_s") / median("without", "per_s")), 1),
+            "cpu_us_without": median("without", "cpu_us_per_accept"),
+            "cpu_us_with": median("with", "cpu_us_per_accept"),
             "frames_per_stream_min": min(frames),
             "frames_per_stream_max": max(frames),
             "resyncs": resyncs,
@@ -241,8 +261,8 @@ def main() -> None:
     parser.add_argument("--invocations", type=int, default=10_000)
     parser.add_argument("--loads", type=int, default=5)
     parser.add_argument("--streams", type=int, default=50)
-    parser.add_argument("--burst", type=int, default=1000)
-    parser.add_argument("--concurrency", type=int, default=32)
+    parser.add_argument("--seconds", type=float, default=5.0, help="length of each accept burst")
+    parser.add_argument("--connections", type=int, default=32)
     parser.add_argument("--out", type=Path, default=RESULTS / "console_load.json")
     args = parser.parse_args()
     report: dict[str, Any] = {"cpu": cpu_model(), "invocations": args.invocations}
@@ -257,7 +277,7 @@ def main() -> None:
         finally:
             gw.stop()
         if args.streams:
-            report["side_by_side"] = side_by_side(work, args.streams, args.burst, args.concurrency)
+            report["side_by_side"] = side_by_side(work, args.streams, args.seconds, args.connections)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(report, indent=2))
     fl = report["first_load"]
@@ -269,12 +289,14 @@ def main() -> None:
     print(f"\nOne list page (50 rows): {fl['list_page']['bytes']} bytes, {fl['list_page']['ms_median']} ms")
     if "side_by_side" in report:
         s = report["side_by_side"]
+        print(f"\nAccepts, {s['seconds']:g} s bursts (wrk, {s['connections']} connections), medians of 2:\n")
+        print("| consoles open | accepted/s | gateway CPU per accept (us) |")
+        print("|---|---|---|")
+        print(f"| none | {s['per_s_without']} | {s['cpu_us_without']} |")
+        print(f"| {s['streams']} event streams + 1 browser | {s['per_s_with']} | {s['cpu_us_with']} |")
         print(
-            f"\nAccept rate, {s['burst']}-invocation bursts at concurrency {s['concurrency']}: "
-            f"without consoles {s['accepts_per_s_without']}/s, "
-            f"with {s['streams']} streams + 1 browser {s['accepts_per_s_with']}/s "
-            f"(cost {s['cost_percent']}%); frames per stream {s['frames_per_stream_min']}-"
-            f"{s['frames_per_stream_max']}, resyncs {s['resyncs']}, browser rows {s['browser_rows']}"
+            f"\nCost {s['cost_percent']}%; frames per stream {s['frames_per_stream_min']}-"
+            f"{s['frames_per_stream_max']}, resyncs {s['resyncs']}, rows in the browser {s['browser_rows']}"
         )
 
 

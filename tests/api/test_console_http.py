@@ -58,6 +58,13 @@ def test_login_sets_a_strict_httponly_cookie_that_stands_for_the_token(
         assert "text/html" in page.headers["content-type"]
         assert "default-src 'self'" in page.headers["content-security-policy"]
         assert http.get("/v1/functions").status_code == 401, "no cookie, no header: nobody"
+        as_text = http.post(
+            "/ui/login",
+            content=orjson.dumps({"token": console_gateway.token}),
+            headers={"Content-Type": "text/plain"},
+        )
+        assert as_text.status_code == 422, "what another site's form can post logs nobody in"
+        assert "set-cookie" not in as_text.headers
         refused = http.post("/ui/login", json={"token": "eops_" + "x" * 43})
         assert refused.status_code == 401
         assert "eops_session" not in refused.headers.get("set-cookie", "")
@@ -175,3 +182,45 @@ def test_open_streams_are_limited_with_a_503(console_gateway: RunningServer, tmp
                     break
             assert time.monotonic() < deadline, "closed streams were never released"
             time.sleep(0.5)
+
+
+def test_capacity_counts_the_queue_its_head_and_the_budget_and_keeps_samples(tmp_path: Path) -> None:
+    with (
+        running_server(
+            tmp_path / "paused",
+            "--paused",
+            "--gpus",
+            "2",
+            "--gpu-budget",
+            "nvidia-tesla-t4=3",
+            env={"EOPS_CONSOLE_SAMPLE_SECONDS": "0.2"},
+        ) as gw,
+        gw.client() as http,
+    ):
+        spec = (REPO / "examples" / "hello.yaml").read_bytes()
+        http.put("/v1/functions/hello", content=spec, headers={"Content-Type": "application/yaml"})
+        ids = [http.post("/v1/functions/hello/invocations").json()["id"] for _ in range(3)]
+        deadline = time.monotonic() + 20
+        while True:
+            capacity = http.get("/v1/capacity").json()
+            if any(s["queued"] == 3 for s in capacity["history"]) or time.monotonic() > deadline:
+                break
+            time.sleep(0.2)
+    assert capacity["queue_length"] == 3
+    assert capacity["states"]["queued"] == 3
+    assert capacity["queue_head"]["id"] == ids[0], "admission takes the first accepted next"
+    assert capacity["queue_head"]["waiting_s"] >= 0
+    assert capacity["budget"] == "nvidia-tesla-t4=3"
+    assert capacity["budget_total"] is None
+    assert capacity["budget_by_type"] == {"nvidia-tesla-t4": 3}
+    assert capacity["in_use_total"] == 0
+    assert (capacity["free_gpus"], capacity["total_gpus"]) == (2, 2)
+    assert capacity["nodes"] is None, "the local backend has slots, not nodes"
+    assert capacity["headroom"] is None
+    assert capacity["sample_s"] == 0.2
+    latest = [s for s in capacity["history"] if s["queued"] == 3]
+    assert latest, capacity["history"]
+    assert latest[-1]["demand"] == 3
+    assert latest[-1]["nodes"] == 2
+    times = [s["at"] for s in capacity["history"]]
+    assert times == sorted(times), "oldest first"

@@ -53,23 +53,27 @@ def _answer(rt: Runtime, token: ApiToken, cookie: str) -> dict[str, object]:
 
 @router.post(UI_PATH + "/login")
 async def login(request: Request) -> Response:
-    """Body `{"token": "eops_..."}` (JSON, so a plain form of another site cannot post it)."""
+    """Body `{"token": "eops_..."}` as application/json: a form of another site can post only
+    form or plain-text bodies without a CORS preflight, so it cannot log a browser in to a
+    session of its choosing."""
     rt: Runtime = request.app.state.runtime
+    if request.headers.get("content-type", "").partition(";")[0].strip().lower() != "application/json":
+        raise InvalidInput(
+            [FieldProblem("header Content-Type", "is not application/json", "send the token as JSON")]
+        )
     body = parse_json(await read_body(request, _LOGIN_LIMIT))
     raw = body.get("token") if isinstance(body, dict) else None
     if not isinstance(raw, str) or not raw.strip():
         raise InvalidInput([FieldProblem("token", "is missing", "paste an API token (eops token create)")])
-    token_bytes = bearer_token("Bearer " + raw.strip())
-    found = await rt.tokens.check(token_bytes) if token_bytes else None
-    if found is None:
+    token = bearer_token("Bearer " + raw.strip())
+    found = None if token is None else await rt.tokens.check(token)
+    if token is None or found is None:
         raise Unauthorized("that token is not valid here (unknown, revoked or expired)")
     now = rt.clock.now()
     expires = now + timedelta(hours=rt.settings.session.hours)
     if found.expires_at is not None:
         expires = min(expires, found.expires_at)
-    cookie = session.make_cookie(
-        session.session_key(rt.server_secret), hash_token(token_bytes or b""), expires
-    )
+    cookie = session.make_cookie(session.session_key(rt.server_secret), hash_token(token), expires)
     response = Response(orjson.dumps(_answer(rt, found, cookie)), media_type="application/json")
     response.set_cookie(
         session.COOKIE,
