@@ -10,8 +10,8 @@
 2. Side by side (--streams, default 50; 0 skips it): a paused gateway (accepts are stored, none
    run, so the accept rate is the gateway's alone) takes --seconds (5) of accepts from wrk
    (bench/accept.lua, 32 connections: thousands of accepts, more than the issue's 1,000-burst),
-   first with no console open, then with that many event streams open (read in a process of
-   their own) plus one real browser on the invocations list, twice each in turn. Measured:
+   first with no console open, then with that many event streams open (each read by a curl
+   of its own) plus one real browser on the invocations list, twice each in turn. Measured:
    accepts per second, the gateway's CPU per accept, frames every stream received, resyncs.
 
     python bench/console_load.py [--invocations 10000] [--loads 5] [--streams 50] [--seconds 5]
@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
 import statistics
@@ -173,31 +174,34 @@ def accept_burst(gw: RunningServer, seconds: float, connections: int) -> dict[st
     }
 
 
-READER = """
-import asyncio, json, sys, httpx
-url, token, n, out = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]
-counts = [0] * n
-resyncs = [0] * n
-async def read(i, http):
-    async with http.stream("GET", "/v1/events") as r:
-        r.raise_for_status()
-        async for line in r.aiter_lines():
-            if line == "event: changes": counts[i] += 1
-            if line == "event: resync": resyncs[i] += 1
-async def main():
-    async with httpx.AsyncClient(base_url=url, headers={"Authorization": "Bearer " + token},
-                                 timeout=None, limits=httpx.Limits(max_connections=n + 5)) as http:
-        tasks = [asyncio.create_task(read(i, http)) for i in range(n)]
-        try:
-            await asyncio.to_thread(sys.stdin.read)
-        finally:
-            for t in tasks: t.cancel()
-            json.dump({"frames": counts, "resyncs": resyncs}, open(out, "w"))
-asyncio.run(main())
-"""
+def open_readers(gw: RunningServer, count: int, into: Path) -> list[subprocess.Popen[bytes]]:
+    """`count` event streams, each read by a curl of its own into a file: a reader that costs
+    the machine next to nothing, so what is measured is the gateway's side."""
+    into.mkdir(parents=True, exist_ok=True)
+    readers = []
+    for n in range(count):
+        with (into / f"{n}.sse").open("wb") as out:
+            readers.append(
+                subprocess.Popen(
+                    ["curl", "-sN", "-H", f"Authorization: Bearer {gw.token}", gw.url + "/v1/events"],
+                    stdout=out,
+                    stderr=subprocess.DEVNULL,
+                )
+            )
+    return readers
 
 
-def side_by_side(work: Path, streams: int, seconds: float, connections: int) -> dict[str, Any]:
+def close_readers(readers: list[subprocess.Popen[bytes]], into: Path) -> tuple[list[int], int]:
+    """Stop each curl by its PID; (changes frames per stream, resync frames in all)."""
+    for reader in readers:
+        reader.terminate()
+    for reader in readers:
+        reader.wait(10)
+    texts = [p.read_text() for p in sorted(into.glob("*.sse"))]
+    return [t.count("event: changes") for t in texts], sum(t.count("event: resync") for t in texts)
+
+
+def side_by_side(work: Path, streams: int, seconds: float, connections: int, browser: bool) -> dict[str, Any]:
     gw = start_server(work / "paused", "--paused", env={"EOPS_CONSOLE_MAX_STREAMS": str(streams + 10)})
     try:
         with gw.client() as http:
@@ -209,28 +213,28 @@ def side_by_side(work: Path, streams: int, seconds: float, connections: int) -> 
         resyncs = 0
         for _round in range(2):
             rates["without"].append(accept_burst(gw, seconds, connections))
-            out = work / "readers.json"
-            readers = subprocess.Popen(
-                [sys.executable, "-c", READER, gw.url, gw.token, str(streams), str(out)],
-                stdin=subprocess.PIPE,
-            )
+            into = work / f"readers-{_round}"
+            readers = open_readers(gw, streams, into)
             try:
-                with chromium(work / f"profile-side-{_round}") as context:
-                    context.add_cookies([_login_cookie(gw)])  # type: ignore[list-item]
-                    page = context.new_page()
-                    page.goto(gw.url + "/ui#/invocations")
-                    page.wait_for_function("() => performance.getEntriesByName('eops:list-ready').length > 0")
+                with contextlib.ExitStack() as stack:
+                    shown = 0
+                    if browser:
+                        context = stack.enter_context(chromium(work / f"profile-side-{_round}"))
+                        context.add_cookies([_login_cookie(gw)])  # type: ignore[list-item]
+                        page = context.new_page()
+                        page.goto(gw.url + "/ui#/invocations")
+                        page.wait_for_function(
+                            "() => performance.getEntriesByName('eops:list-ready').length > 0"
+                        )
                     time.sleep(1.0)  # the readers' streams are open
                     rates["with"].append(accept_burst(gw, seconds, connections))
                     time.sleep(1.0)  # the last frames reach the readers
-                    shown = page.locator("table.list tbody tr").count()
+                    if browser:
+                        shown = page.locator("table.list tbody tr").count()
             finally:
-                assert readers.stdin is not None
-                readers.stdin.close()
-                readers.wait(30)
-            got = json.loads(out.read_text())
-            frames += got["frames"]
-            resyncs += sum(got["resyncs"])
+                got, lost = close_readers(readers, into)
+            frames += got
+            resyncs += lost
 
         def median(side: str, key: str) -> float:
             return round(statistics.median(r[key] for r in rates[side]), 1)
@@ -263,6 +267,7 @@ def main() -> None:
     parser.add_argument("--streams", type=int, default=50)
     parser.add_argument("--seconds", type=float, default=5.0, help="length of each accept burst")
     parser.add_argument("--connections", type=int, default=32)
+    parser.add_argument("--no-browser", action="store_true", help="the streams alone, no chromium")
     parser.add_argument("--out", type=Path, default=RESULTS / "console_load.json")
     args = parser.parse_args()
     report: dict[str, Any] = {"cpu": cpu_model(), "invocations": args.invocations}
@@ -277,7 +282,9 @@ def main() -> None:
         finally:
             gw.stop()
         if args.streams:
-            report["side_by_side"] = side_by_side(work, args.streams, args.seconds, args.connections)
+            report["side_by_side"] = side_by_side(
+                work, args.streams, args.seconds, args.connections, not args.no_browser
+            )
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(report, indent=2))
     fl = report["first_load"]
@@ -293,7 +300,8 @@ def main() -> None:
         print("| consoles open | accepted/s | gateway CPU per accept (us) |")
         print("|---|---|---|")
         print(f"| none | {s['per_s_without']} | {s['cpu_us_without']} |")
-        print(f"| {s['streams']} event streams + 1 browser | {s['per_s_with']} | {s['cpu_us_with']} |")
+        with_what = f"{s['streams']} event streams" + (" + 1 browser" if s["browser_rows"] else "")
+        print(f"| {with_what} | {s['per_s_with']} | {s['cpu_us_with']} |")
         print(
             f"\nCost {s['cost_percent']}%; frames per stream {s['frames_per_stream_min']}-"
             f"{s['frames_per_stream_max']}, resyncs {s['resyncs']}, rows in the browser {s['browser_rows']}"

@@ -4,8 +4,9 @@ import { api, events } from "./api.js";
 import { STATES, cursorBefore, el, seconds, when } from "./format.js";
 
 const PAGE = 50;
+const REFRESH_MS = 2000;  // bench/console_load.py: the browser's reads during a burst
 
-export function render(main) {
+export function render(main, _arg, { session }) {
   const params = new URLSearchParams(location.hash.split("?")[1] || "");
   const fn = el("input", { id: "f-function", name: "function", value: params.get("function") || "", placeholder: "any" });
   const state = el("select", { id: "f-state", name: "state" },
@@ -85,23 +86,26 @@ export function render(main) {
     follow(rows.map((i) => i.id));
   }
 
-  // One read at a time, and at most one queued behind it: a burst of changes costs a read a
-  // second per open page, never one per change.
+  // One read at a time, and at most one queued behind it, 2 s later: a burst of changes
+  // costs a read every 2 s per open page, never one per change (the first change after a
+  // quiet spell is shown at once).
   function refresh() {
     if (refreshing) { again = true; return; }
     refreshing = load().catch((e) => { status.textContent = e.message; if (e.status === 401) throw e; })
       .finally(() => {
         refreshing = null;
-        if (again) { again = false; timer = setTimeout(refresh, 1000); }
+        if (again) { again = false; timer = setTimeout(refresh, REFRESH_MS); }
       });
   }
 
   function follow(ids) {
-    const key = ids.slice(0, 200).join(",");
+    // Only a follower needs the ids it shows watched (the leader hears every change itself):
+    // anywhere else one stream stays open, rather than one more request per redraw.
+    const key = session.role === "follower" ? ids.slice(0, 200).join(",") : "";
     if (key === watched) return;
     watched = key;
     closeEvents();
-    closeEvents = events(ids.slice(0, 200), (changes) => {
+    closeEvents = events(key ? key.split(",") : [], (changes) => {
       if (changes) {
         for (const c of changes) {
           const tr = body.querySelector(`tr[data-id="${c.id}"]`);
