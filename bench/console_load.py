@@ -174,6 +174,19 @@ def accept_burst(gw: RunningServer, seconds: float, connections: int) -> dict[st
     }
 
 
+def _browser_cpu() -> float:
+    """CPU seconds chromium's processes (this process's descendants) have used."""
+    total = 0.0
+    for proc in psutil.Process().children(recursive=True):
+        try:
+            if "chrom" in proc.name():
+                times = proc.cpu_times()
+                total += times.user + times.system
+        except psutil.NoSuchProcess:
+            pass
+    return total
+
+
 def open_readers(gw: RunningServer, count: int, into: Path) -> list[subprocess.Popen[bytes]]:
     """`count` event streams, each read by a curl of its own into a file: a reader that costs
     the machine next to nothing, so what is measured is the gateway's side."""
@@ -227,7 +240,9 @@ def side_by_side(work: Path, streams: int, seconds: float, connections: int, bro
                             "() => performance.getEntriesByName('eops:list-ready').length > 0"
                         )
                     time.sleep(1.0)  # the readers' streams are open
+                    browser_before = _browser_cpu()
                     rates["with"].append(accept_burst(gw, seconds, connections))
+                    rates["with"][-1]["browser_cpu_s"] = _browser_cpu() - browser_before
                     time.sleep(1.0)  # the last frames reach the readers
                     if browser:
                         shown = page.locator("table.list tbody tr").count()
