@@ -161,9 +161,14 @@ async def test_on_a_shared_store_another_replicas_changes_reach_the_streams(tmp_
     """The follower's path: the dispatcher that moves the invocation runs elsewhere (`there`),
     so this replica's hub hears nothing until its change poller reads the watched ids."""
     async with setup(tmp_path) as s:
-        watched = await s.accept(s.there)
         feed = s.feed(others_write=True)
         s.hub.listen(feed._on_change)
+        first = feed.open()
+        await feed.flush()  # an empty store: nothing newest yet
+        watched = await s.accept(s.there)
+        await feed.flush()
+        assert [c["id"] for c in changes(await first.next(0))] == [watched], "the first one too"
+        feed.close(first)
         poller = ChangePoller(s.here, s.hub, ManualClock(), 0.5)
         stream = feed.open([watched])
         await feed.flush()  # watches the id (and reads what it is now), notes the newest

@@ -26,6 +26,7 @@ import orjson
 from elasticityops.dispatch.hub import ChangeHub, Watch
 from elasticityops.domain.clock import Clock
 from elasticityops.domain.errors import TemporaryError
+from elasticityops.domain.invocations import new_invocation_id
 from elasticityops.domain.ports import Store
 from elasticityops.knobs import knob
 
@@ -35,6 +36,15 @@ RESYNC = b"event: resync\ndata: {}\n\n"
 KEEPALIVE = b": keep-alive\n\n"
 MAX_WATCH = 200  # ids one stream may ask to be watched: a page's rows and one invocation
 _MAX_BATCH = 500  # more changes than this in one flush: a resync is shorter than the list
+_NEW_PAGE = 50  # invocations accepted elsewhere, read once an interval (more: the page refetches)
+# Another replica stamps an id with its own clock: one accepted this long before a stream opens
+# (by this replica's clock) is still shown as new.
+_ACCEPT_SKEW_S = 2.0
+
+
+def _id_floor(epoch_s: float) -> str:
+    """Below every invocation id made at or after this time (ids are time-ordered)."""
+    return new_invocation_id(int(epoch_s * 1e9), random_bytes=bytes)
 
 
 @dataclass(frozen=True)
@@ -127,7 +137,7 @@ class ConsoleFeed:
         self._changed: set[str] = set()
         self._wake = asyncio.Event()
         self._watches: dict[str, tuple[contextlib.ExitStack, Watch]] = {}
-        self._newest: str | None = None
+        self._since: str | None = None  # ids above this one are new to the streams
         self._task: asyncio.Task[None] | None = None
         self.frames = 0  # frames made, for the tests and the bench
 
@@ -144,6 +154,8 @@ class ConsoleFeed:
                 retry_after=5,
             )
         stream = Stream(self._settings.buffer_frames, frozenset(watch))
+        if self._since is None:
+            self._since = _id_floor(self._clock.now().timestamp() - _ACCEPT_SKEW_S)
         self._streams.add(stream)
         self._wake.set()  # watch its ids now, not at the next change
         return stream
@@ -195,7 +207,7 @@ class ConsoleFeed:
         """One frame, to every stream, of what changed since the last."""
         changed, self._changed = self._changed, set()
         if not self._streams:
-            self._newest = None
+            self._since = None
             self._drop_watches()
             return
         if self._others_write:
@@ -230,9 +242,11 @@ class ConsoleFeed:
         if fresh:
             for invocation_id, (state, attempt) in (await self._store.change_stamps(fresh)).items():
                 self._watches[invocation_id][1].saw((state, attempt))
-        page = await self._store.list_invocations(function=None, state=None, limit=1, cursor=None)
-        newest = page.items[0].id if page.items else None
-        if newest is not None and self._newest is not None and newest != self._newest:
-            fired.add(newest)
-        self._newest = newest
+        # Ids are time-ordered: the newest page holds whatever was accepted since the last look.
+        page = await self._store.list_invocations(function=None, state=None, limit=_NEW_PAGE, cursor=None)
+        since = self._since or ""
+        fresh = [i.id for i in page.items if i.id > since]
+        if fresh:
+            fired.update(fresh)
+            self._since = fresh[0]
         return fired
