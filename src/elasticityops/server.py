@@ -20,10 +20,13 @@ from sqlalchemy.exc import ArgumentError
 
 from elasticityops.api.app import create_app
 from elasticityops.api.auth import TokenChecker, hash_token, new_token
+from elasticityops.api.capacity_routes import read_capacity
 from elasticityops.api.metrics import Metrics
 from elasticityops.api.runtime import Runtime
 from elasticityops.backend_registry import build_backend, build_lease_store, build_warm_capacity
+from elasticityops.dispatch.capacity import CapacityHistory
 from elasticityops.dispatch.dispatcher import Dispatcher, DispatchSettings
+from elasticityops.dispatch.feed import ConsoleFeed
 from elasticityops.dispatch.functions import FunctionCache
 from elasticityops.dispatch.hub import ChangeHub
 from elasticityops.dispatch.replicas import ChangePoller
@@ -418,6 +421,16 @@ def build_app(
             dispatcher = Dispatcher(
                 store_, backend_, hub, the_clock, dispatch_settings(settings, secret), functions
             )
+            # A SQLite file has one gateway (lock_gateway): no other replica changes it.
+            others_write = store_.dialect != "sqlite"
+            feed = ConsoleFeed(
+                store_,
+                hub,
+                the_clock,
+                settings.feed,
+                others_write=others_write,
+                poll_s=settings.replicas.change_poll_s,
+            )
             runtime = Runtime(
                 settings=settings,
                 store=store_,
@@ -428,13 +441,16 @@ def build_app(
                 server_secret=secret,
                 tokens=TokenChecker(store_, the_clock),
                 functions=functions,
+                feed=feed,
+                history=CapacityHistory(settings.history),
                 metrics=metrics,
             )
             app.state.runtime = runtime
             poller = ChangePoller(store_, hub, the_clock, settings.replicas.change_poll_s)
-            if store_.dialect != "sqlite":
-                # A SQLite file has one gateway (lock_gateway): no other replica changes it.
+            if others_write:
                 poller.start()
+            feed.start()
+            runtime.history.start(lambda: read_capacity(runtime), the_clock)
             try:
                 if settings.leader.leader_elect:
                     async with _elected(settings, runtime, dispatcher, the_clock, lease_store):
@@ -457,6 +473,8 @@ def build_app(
                         await runtime.headroom.stop()
                     await dispatcher.stop()
             finally:
+                await runtime.history.stop()
+                await feed.stop()
                 await poller.stop()
         finally:
             if sync is not None:

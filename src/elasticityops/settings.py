@@ -13,9 +13,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from elasticityops.api.console.session import SessionSettings
 from elasticityops.backends.kubernetes.settings import KubernetesSettings
 from elasticityops.backends.local.settings import LocalBackendSettings
+from elasticityops.dispatch.capacity import HistorySettings
 from elasticityops.dispatch.dispatcher import DispatchSettings
+from elasticityops.dispatch.feed import FeedSettings
 from elasticityops.dispatch.replicas import ReplicaSettings
 from elasticityops.domain.errors import FieldProblem, InvalidInput
 from elasticityops.elasticity.settings import HeadroomSettings, over_budget
@@ -102,6 +105,10 @@ class Settings:
     headroom: HeadroomSettings = field(default_factory=HeadroomSettings)
     leader: LeaderElectionSettings = field(default_factory=LeaderElectionSettings)
     replicas: ReplicaSettings = field(default_factory=ReplicaSettings)
+    # The web console (/ui): its sessions, its event streams, its capacity chart.
+    session: SessionSettings = field(default_factory=SessionSettings)
+    feed: FeedSettings = field(default_factory=FeedSettings)
+    history: HistorySettings = field(default_factory=HistorySettings)
 
     @property
     def database_url(self) -> str:

@@ -255,3 +255,44 @@ class HeadroomOut(BaseModel):
     pools: list[HeadroomPoolOut] = Field(default_factory=list)
     syncs: int = Field(0, description="sizings done since the gateway started")
     last_error: str = Field("", description="why the last sizing failed, if it did")
+
+
+class QueueHeadOut(BaseModel):
+    id: str
+    function: str
+    priority: str
+    accepted: datetime
+    waiting_s: float = Field(description="seconds since it was accepted")
+
+
+class CapacitySampleOut(BaseModel):
+    at: datetime
+    demand: int = Field(description="GPUs in use plus one per queued invocation")
+    in_use: int = Field(description="GPUs held by pending and running invocations")
+    queued: int
+    nodes: int | None = Field(description="GPU nodes (Kubernetes) or GPU slots (local); null: unknown")
+    headroom_held: int = Field(description="warm GPUs held by the headroom controller")
+    headroom_busy: int
+
+
+class CapacityOut(BaseModel):
+    at: datetime
+    role: str = Field(description="leader or follower: a follower does not run the headroom controller")
+    budget: str | None = Field(description="the GPU budget as --gpu-budget takes it; null: none")
+    budget_by_type: dict[str, int | None] = Field(
+        description="per GPU type in use or capped: its cap (null: not capped by type)"
+    )
+    budget_total: int | None
+    in_use: dict[str, int] = Field(description="GPUs in use per GPU type")
+    in_use_total: int
+    states: dict[str, int] = Field(description="invocations per state")
+    queue_length: int
+    queue_head: QueueHeadOut | None = Field(description="the queued invocation admitted next")
+    headroom: list[HeadroomPoolOut] | None = Field(description="warm pools; null: not run on this replica")
+    nodes: dict[str, int] | None = Field(
+        description="GPU nodes by state (provisioning, ready, idle, scaling_down); null: no cluster"
+    )
+    free_gpus: int | None = Field(description="GPUs the backend could start work on now (local slots)")
+    total_gpus: int | None
+    history: list[CapacitySampleOut] = Field(description="the last hours, oldest first (in memory)")
+    sample_s: float

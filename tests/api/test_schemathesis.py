@@ -33,6 +33,8 @@ def test_no_request_gets_a_server_error(fuzzed_gateway: RunningServer) -> None:
     for result in schema.get_all_operations():
         operation = result.ok()
         operations += 1
+        if operation.path == "/v1/events":
+            continue  # a stream that never ends; its parameters: tests/api/test_console_http.py
 
         @hypothesis.given(case=operation.as_strategy())
         @hypothesis.settings(

@@ -201,8 +201,11 @@ def test_every_v1_route_has_a_decided_scope(gateway: RunningServer) -> None:
                     .replace("{invocation_id}", "inv-0000000000000000000000000")
                     .replace("{token_id}", "tok-000000000000")
                 )
-                answer = invoker.request(method.upper(), concrete, params={"wait": 0}, json={})
-                assert answer.status_code < 500, (method, path, answer.text)
+                # The event stream never ends by itself: its status is the answer.
+                with invoker.stream(method.upper(), concrete, params={"wait": 0}, json={}) as answer:
+                    if path != "/v1/events":
+                        answer.read()
+                assert answer.status_code < 500, (method, path, answer.text if path != "/v1/events" else "")
                 if answer.status_code == 403:
                     forbidden.add((method.upper(), path))
     assert forbidden == {
@@ -213,7 +216,7 @@ def test_every_v1_route_has_a_decided_scope(gateway: RunningServer) -> None:
         ("DELETE", "/v1/tokens/{token_id}"),
         ("GET", "/v1/headroom"),  # an operator's view, not a caller's
     }
-    assert len(INVOKE_ROUTES) == 7
+    assert len(INVOKE_ROUTES) == 9
     assert needed_scope("GET", "some_new_route") is Scope.admin
 
 

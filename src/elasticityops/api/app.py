@@ -12,9 +12,11 @@ from fastapi.openapi.utils import get_openapi
 
 from elasticityops import __version__
 from elasticityops.api import (
+    capacity_routes,
     cost_routes,
     docs,
     errors,
+    events_routes,
     functions_routes,
     headroom_routes,
     health_routes,
@@ -23,6 +25,7 @@ from elasticityops.api import (
     tokens_routes,
 )
 from elasticityops.api.auth import require_api_token
+from elasticityops.api.console import routes as console_routes
 from elasticityops.settings import Settings
 
 Lifespan = Callable[[FastAPI], AbstractAsyncContextManager[None]]
@@ -50,10 +53,14 @@ def create_app(settings: Settings, lifespan: Lifespan) -> FastAPI:
     v1.include_router(tokens_routes.router)
     v1.include_router(headroom_routes.router)
     v1.include_router(cost_routes.router)
+    v1.include_router(capacity_routes.router)
+    v1.include_router(events_routes.router)
     v1.include_router(invocations_routes.build_router(settings.api.max_wait_seconds))
     app.include_router(v1)
     app.include_router(invocations_routes.build_callback_router(), prefix="/v1")
     app.include_router(health_routes.router)
+    app.include_router(console_routes.router)
+    console_routes.install_assets(app)
     # The accept route first: routes are matched in order, and it is the one under load.
     app.router.routes.insert(0, invocations_routes.accept_route(settings.api.max_wait_seconds))
     _document_accept_route(app, settings.api.max_wait_seconds)

@@ -9,11 +9,12 @@ import hashlib
 import re
 import secrets
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 from fastapi import Depends, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
+from elasticityops.api.console import session
 from elasticityops.domain.clock import Clock
 from elasticityops.domain.errors import Forbidden, Unauthorized
 from elasticityops.domain.ports import Store
@@ -112,7 +113,10 @@ class TokenChecker:
 
     async def check(self, token: bytes) -> ApiToken | None:
         """The valid, unexpired token these bytes are, or None."""
-        digest = hash_token(token)
+        return await self.check_hash(hash_token(token))
+
+    async def check_hash(self, digest: str) -> ApiToken | None:
+        """The valid, unexpired token of this sha256 (a console session's), or None."""
         hit = self._valid.get(digest)
         if hit is not None:
             fresh = hit.until > self._clock.monotonic()
@@ -144,6 +148,9 @@ class TokenChecker:
         raw = token if isinstance(token, bytes) else header_bytes(token)
         return await self.check(raw) is not None
 
+    def now(self) -> datetime:
+        return self._clock.now()
+
     def forget(self, token_id: str) -> None:
         """Stop trusting the token with this id (it was revoked) from now on."""
         self._generation += 1
@@ -155,7 +162,10 @@ class TokenChecker:
         token = bearer_token(authorization)
         if not token:
             raise Unauthorized(f"missing bearer token: {HOW_TO_GET_ONE}")
-        found = await self.check(token)
+        return self.allowed(await self.check(token), needed)
+
+    def allowed(self, found: ApiToken | None, needed: Scope) -> ApiToken:
+        """`found` if it is a token whose scope allows `needed`; else the 401 or 403 saying why."""
         if found is None:
             raise Unauthorized(
                 f"the bearer token is not valid here (unknown, revoked or expired): {HOW_TO_GET_ONE}"
@@ -182,6 +192,8 @@ INVOKE_ROUTES = frozenset(
         ("GET", "get_invocation"),  # GET /v1/invocations/{invocation_id}
         ("GET", "logs"),  # GET /v1/invocations/{invocation_id}/logs
         ("POST", "cancel"),  # POST /v1/invocations/{invocation_id}/cancel
+        ("GET", "events"),  # GET /v1/events (the console's live updates)
+        ("GET", "get_capacity"),  # GET /v1/capacity
     }
 )
 
@@ -195,9 +207,39 @@ async def require_api_token(
     request: Request, _credentials: HTTPAuthorizationCredentials | None = Depends(bearer)
 ) -> ApiToken:
     """The dependency on every /v1 route (the security scheme comes from `bearer`; the header
-    is read here, as bytes)."""
-    checker: TokenChecker = request.app.state.runtime.tokens
+    is read here, as bytes). Without an Authorization header, a console session cookie stands
+    for its token (api/console/session.py)."""
+    runtime = request.app.state.runtime
+    checker: TokenChecker = runtime.tokens
     needed = needed_scope(request.method, getattr(request.scope.get("route"), "name", ""))
-    token = await checker.require_header(request.headers.get("authorization"), needed)
+    authorization = request.headers.get("authorization")
+    cookie = request.cookies.get(session.COOKIE)
+    if authorization is None and cookie:
+        token = await session_token(request, runtime.server_secret, checker, cookie, needed)
+    else:
+        token = await checker.require_header(authorization, needed)
     request.state.api_token = token
     return token
+
+
+async def session_token(
+    request: Request, server_secret: bytes, checker: TokenChecker, cookie: str, needed: Scope
+) -> ApiToken:
+    """The token a console session cookie stands for, checked as the token itself would be,
+    and for a request that changes something, the CSRF header too."""
+    key = session.session_key(server_secret)
+    digest = session.read_cookie(key, cookie, checker.now())
+    if digest is None:
+        raise Unauthorized("the console session is over (expired or not this gateway's): log in again at /ui")
+    if request.method not in session.SAFE_METHODS and not session.csrf_ok(
+        key, cookie, request.headers.get(session.CSRF_HEADER)
+    ):
+        raise Forbidden(
+            f"a request made with the console's session cookie that changes something needs the "
+            f"{session.CSRF_HEADER} header the console sets; send the token as 'Authorization: Bearer "
+            "TOKEN' instead from anything but the console"
+        )
+    found = await checker.check_hash(digest)
+    if found is None:
+        raise Unauthorized("the console session's token is revoked or expired: log in again at /ui")
+    return checker.allowed(found, needed)

@@ -255,6 +255,7 @@ def accept_route(max_wait: int) -> Route:
             rt.metrics.accept_latency.observe(time.perf_counter() - started)
             rt.metrics.accepted.inc()
             rt.hub.work_available()
+            rt.hub.changed(inv.id)  # the console's live list (dispatch/feed.py)
         headers = None if created else {"Idempotent-Replayed": "true"}
         if wait:
             inv = await _wait_for_end(rt, inv, wait)

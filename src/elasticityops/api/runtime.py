@@ -7,6 +7,8 @@ from typing import Protocol
 
 from elasticityops.api.auth import TokenChecker
 from elasticityops.api.metrics import Metrics
+from elasticityops.dispatch.capacity import CapacityHistory
+from elasticityops.dispatch.feed import ConsoleFeed
 from elasticityops.dispatch.functions import FunctionCache
 from elasticityops.dispatch.hub import ChangeHub
 from elasticityops.domain.clock import Clock
@@ -48,6 +50,8 @@ class Runtime:
     server_secret: bytes
     tokens: TokenChecker
     functions: FunctionCache
+    feed: ConsoleFeed
+    history: CapacityHistory
     metrics: Metrics = field(default_factory=Metrics)
     headroom: HeadroomController | None = None
     election: Leadership | None = None

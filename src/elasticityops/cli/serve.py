@@ -43,6 +43,9 @@ _PANELS = {
     "headroom": "Warm capacity (headroom)",
     "leader": "High availability (leader election)",
     "replicas": "Replicas (several gateways on one database)",
+    "session": "Web console (/ui): sessions",
+    "feed": "Web console (/ui): live event streams",
+    "history": "Web console (/ui): capacity chart",
 }
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Hashable, Iterator
+from collections.abc import Callable, Hashable, Iterator
 from dataclasses import dataclass, field
 
 
@@ -34,13 +34,25 @@ class ChangeHub:
         self._waiters: dict[str, set[Watch]] = {}
         self._work = asyncio.Event()
         self._someone_waits = asyncio.Event()
+        self._listeners: list[Callable[[str], None]] = []
 
     def changed(self, invocation_id: str) -> None:
-        """An invocation changed state; wake whoever waits on it."""
+        """An invocation changed state (or was accepted); wake whoever waits on it."""
         for watch in self._waiters.pop(invocation_id, ()):
             watch.event.set()
         if not self._waiters:
             self._someone_waits.clear()
+        for listener in self._listeners:
+            listener(invocation_id)
+
+    def listen(self, listener: Callable[[str], None]) -> None:
+        """Call `listener(id)` on every change from now on, not just those of one invocation
+        (the console's event feed, dispatch/feed.py). It must not block: it runs inline."""
+        self._listeners.append(listener)
+
+    def unlisten(self, listener: Callable[[str], None]) -> None:
+        with contextlib.suppress(ValueError):
+            self._listeners.remove(listener)
 
     @contextlib.contextmanager
     def watch(self, invocation_id: str) -> Iterator[Watch]:

@@ -209,3 +209,18 @@ def test_the_picture_counts_free_provisioning_and_idle_nodes(mechanism: str) -> 
         # No placeholder pod seen yet: the unit waits and every free node can go.
         assert (picture.placeholders_running, picture.placeholders_pending) == (0, 1)
         assert picture.scale_down_in_s == (300.0, 300.0, 500.0)
+
+
+def test_gpu_nodes_by_state_for_the_console() -> None:
+    nodes = GpuNodes()
+    nodes.on_node("ADDED", _node("busy", created=0), now=10)
+    nodes.on_node("ADDED", _node("idle", created=0), now=10)
+    nodes.on_node("ADDED", _node("coming", created=5, gpus=0), now=10)
+    nodes.on_node("ADDED", _node("unready", created=5, ready=False), now=10)
+    nodes.on_node(
+        "ADDED", _node("going", created=0, taints=[{"key": "ToBeDeletedByClusterAutoscaler"}]), now=10
+    )
+    nodes.occupied("busy", "inv-1")
+    assert nodes.by_state() == {"provisioning": 2, "ready": 1, "idle": 1, "scaling_down": 1}
+    nodes.vacated("busy", "inv-1", now=20)
+    assert nodes.by_state() == {"provisioning": 2, "ready": 0, "idle": 2, "scaling_down": 1}

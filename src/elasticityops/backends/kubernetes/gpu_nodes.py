@@ -24,6 +24,7 @@ from elasticityops.domain.node_seconds import Charge, idle_after_span, warm_unus
 
 NODES_PATH = "/api/v1/nodes"
 TO_BE_DELETED_TAINT = "ToBeDeletedByClusterAutoscaler"
+NODE_STATES = ("provisioning", "ready", "idle", "scaling_down")
 _SAMPLES = 100  # the planner's: provisioning times averaged into the lead time
 _SAME_MOMENT_S = 2.0
 
@@ -187,6 +188,20 @@ class GpuNodes:
 
     def busy(self, node: str) -> bool:
         return bool(self._busy.get(node))
+
+    def by_state(self) -> dict[str, int]:
+        """How many GPU nodes are provisioning (not usable yet), ready (usable, our work on it),
+        idle (usable, none of our work: warm, or waiting for the autoscaler) and scaling down
+        (being deleted or drained): the console's capacity page."""
+        counts = dict.fromkeys(NODE_STATES, 0)
+        for node in self.nodes.values():
+            if node.going:
+                counts["scaling_down"] += 1
+            elif not node.usable:
+                counts["provisioning"] += 1
+            else:
+                counts["ready" if self.busy(node.name) else "idle"] += 1
+        return counts
 
     def of_type(self, gpu_type: str, gpus: int = 1) -> list[NodeState]:
         return [n for n in self.nodes.values() if n.gpu_type == gpu_type and (n.gpus >= gpus or not n.usable)]

@@ -1,0 +1,189 @@
+"""The console in a real browser (Debian's chromium, headless, through Playwright) against a real
+gateway running real invocations on the local backend: log in with the keyboard, see an
+invocation appear and finish without a reload, open its timeline, watch the capacity page move
+when a burst arrives, read the functions page, log out. The screenshots these tests take are
+docs/console/*.png (docs/console.md)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+
+import httpx
+import pytest
+from playwright.sync_api import BrowserContext, Page, expect
+
+from elasticityops.domain.invocations import new_invocation_id
+from helpers.browser import chromium
+from helpers.server import REPO, RunningServer, running_server
+
+SHOTS = REPO / "docs" / "console"
+FIRST_LOAD_LIMIT = 300 * 1024
+
+
+@pytest.fixture(scope="module")
+def gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningServer]:
+    with running_server(
+        tmp_path_factory.mktemp("console-gw"),
+        "--gpus",
+        "2",
+        env={"EOPS_CONSOLE_SAMPLE_SECONDS": "1"},
+    ) as gw:
+        with gw.client() as http:
+            for name in ("hello", "sleep"):
+                spec = (REPO / "examples" / f"{name}.yaml").read_bytes()
+                put = http.put(
+                    f"/v1/functions/{name}", content=spec, headers={"Content-Type": "application/yaml"}
+                )
+                assert put.status_code in (200, 201), put.text
+        yield gw
+
+
+@pytest.fixture(scope="module")
+def browser(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrowserContext]:
+    with chromium(tmp_path_factory.mktemp("chromium-profile")) as context:
+        yield context
+
+
+@pytest.fixture(scope="module")
+def page(browser: BrowserContext, gateway: RunningServer) -> Page:
+    """One tab, logged in with the keyboard: what the tests below carry on with."""
+    tab = browser.new_page()
+    transferred: list[int] = []
+    tab.on(
+        "requestfinished",
+        lambda r: transferred.append(r.sizes()["responseBodySize"] + r.sizes()["responseHeadersSize"]),
+    )
+    tab.goto(gateway.url + "/ui")
+    expect(tab.locator("#token")).to_be_focused()
+    tab.keyboard.type(gateway.token)
+    tab.keyboard.press("Enter")
+    expect(tab.locator("#who")).to_have_text("admin (admin)")
+    expect(tab.locator("#list-status")).to_be_visible()
+    assert sum(transferred) < FIRST_LOAD_LIMIT, f"first load moved {sum(transferred)} bytes"
+    return tab
+
+
+def _invoke(gateway: RunningServer, function: str, payload: object = None) -> str:
+    with gateway.client() as http:
+        answer = http.post(f"/v1/functions/{function}/invocations", json=payload)
+        assert answer.status_code == 202, answer.text
+        return str(answer.json()["id"])
+
+
+def test_an_invocation_appears_and_finishes_without_a_reload(page: Page, gateway: RunningServer) -> None:
+    page.evaluate("window.sameDocument = true")  # gone if the page were loaded again
+    invocation = _invoke(gateway, "sleep", {"seconds": 2})
+    row = page.locator(f'tr[data-id="{invocation}"]')
+    expect(row).to_be_visible(timeout=10_000)
+    expect(row).to_have_attribute("data-state", "running", timeout=10_000)
+    expect(row).to_have_attribute("data-state", "succeeded", timeout=20_000)
+    assert page.evaluate("window.sameDocument") is True
+    page.screenshot(path=SHOTS / "invocations.png")
+
+
+def test_the_invocation_page_shows_its_timeline_result_and_logs(page: Page, gateway: RunningServer) -> None:
+    invocation = _invoke(gateway, "sleep", {"seconds": 2})
+    link = page.locator(f'tr[data-id="{invocation}"] a')
+    expect(link).to_be_visible(timeout=10_000)
+    link.focus()
+    page.keyboard.press("Enter")  # the keyboard opens it as well as a click
+    expect(page.locator("h1")).to_have_text(invocation)
+    # Followed while it runs, then the end, all on this one page.
+    expect(page.locator("#logs")).to_contain_text("sleeping 2s", timeout=15_000)
+    expect(page.locator("dl.facts")).to_have_attribute("data-state", "succeeded", timeout=20_000)
+    phases = page.locator(".waterfall .phase")
+    expect(phases).to_have_count(4)
+    assert phases.evaluate_all("ps => ps.map(p => p.dataset.phase)") == ["queue", "capacity", "start", "run"]
+    expect(page.locator("pre.result")).to_contain_text('"slept_seconds": 2')
+    expect(page.locator("#cancel")).to_be_hidden()
+    page.screenshot(path=SHOTS / "invocation.png", full_page=True)
+
+
+def test_cancel_from_the_page_sends_the_csrf_header(page: Page, gateway: RunningServer) -> None:
+    invocation = _invoke(gateway, "sleep", {"seconds": 30})
+    page.goto(f"{gateway.url}/ui#/invocations/{invocation}")
+    expect(page.locator("#cancel")).to_be_visible(timeout=10_000)
+    page.locator("#cancel").click()
+    expect(page.locator("dl.facts")).to_have_attribute("data-state", "cancelled", timeout=20_000)
+    with gateway.client() as http:
+        assert http.get(f"/v1/invocations/{invocation}").json()["state"] == "cancelled"
+
+
+def test_the_capacity_page_moves_when_a_burst_arrives(page: Page, gateway: RunningServer) -> None:
+    page.goto(gateway.url + "/ui#/capacity")
+    queue = page.locator("[data-queue]")
+    expect(queue).to_have_attribute("data-queue", "0", timeout=10_000)
+    burst = [_invoke(gateway, "sleep", {"seconds": 3}) for _ in range(8)]
+    # Two GPU slots: two run, six wait; the page shows it without a reload.
+    expect(page.locator("#gpus")).to_have_attribute("data-in-use", "2", timeout=10_000)
+    waiting = int(queue.get_attribute("data-queue") or 0)
+    assert waiting >= 2, waiting
+    assert page.locator("#queue a").text_content() in burst, "the head of the queue is one of the burst"
+    time.sleep(2.5)  # two samples of the burst in the chart
+    page.screenshot(path=SHOTS / "capacity.png")
+    expect(queue).to_have_attribute("data-queue", "0", timeout=60_000)
+    assert page.locator("polyline.l-demand").get_attribute("points"), "the chart has the burst"
+
+
+def test_the_functions_page_shows_success_rate_and_p95_time_to_start(
+    page: Page, gateway: RunningServer
+) -> None:
+    _invoke(gateway, "hello")
+    page.goto(gateway.url + "/ui#/functions")
+    sleep_row = page.locator('tr[data-function="sleep"]')
+    expect(sleep_row).to_be_visible()
+    expect(sleep_row.locator("td.stats")).to_contain_text("% of", timeout=10_000)
+    expect(page.locator('tr[data-function="hello"]')).to_be_visible()
+    page.screenshot(path=SHOTS / "functions.png")
+
+
+def test_keyboard_reaches_every_page_from_the_top(page: Page, gateway: RunningServer) -> None:
+    page.goto(gateway.url + "/ui#/functions")
+    expect(page.locator("h1")).to_have_text("Functions")
+    page.locator(".brand").click()  # the keyboard's starting point: the top of the page
+    page.keyboard.press("Tab")
+    expect(page.locator('nav a[data-page="invocations"]')).to_be_focused()
+    page.keyboard.press("Shift+Tab")
+    expect(page.locator(".skip")).to_be_focused()
+    page.keyboard.press("Tab")
+    page.keyboard.press("Tab")
+    expect(page.locator('nav a[data-page="capacity"]')).to_be_focused()
+    page.keyboard.press("Enter")
+    expect(page.locator("h1")).to_have_text("Capacity")
+
+
+def test_log_out_ends_the_session(page: Page, gateway: RunningServer) -> None:
+    page.locator("#logout").click()
+    expect(page.locator("#token")).to_be_visible()
+    status = page.evaluate("fetch('/v1/invocations').then(r => r.status)")
+    assert status == 401
+    assert httpx.get(gateway.url + "/ui/session", timeout=10).status_code == 401
+
+
+def test_the_pages_pure_helpers_agree_with_the_server(page: Page, gateway: RunningServer) -> None:
+    """format.js run in the browser: a time's keyset cursor sorts exactly where the server's
+    ids of that millisecond begin, and the phases, percentile and stats read as the API's."""
+    ms = 1_790_000_000_123
+    got = page.evaluate(
+        """async (ms) => {
+            const f = await import('/ui/assets/format.js');
+            const timeline = {accepted: '2026-01-01T00:00:00Z', dispatched: '2026-01-01T00:00:01Z',
+                capacity_ready: '2026-01-01T00:00:03Z', started: null, finished: null};
+            const item = (state, start) => ({state, durations: {time_to_start: start}});
+            return {
+                cursor: f.cursorBefore(ms),
+                phases: f.phases(timeline, Date.parse('2026-01-01T00:00:10Z')).map(p => [p[0], p[2] - p[1]]),
+                p95: f.percentile([...Array(100).keys()].map(i => i + 1), 95),
+                stats: f.functionStats([item('succeeded', 1), item('failed', 3), item('running', 2),
+                    item('queued', null)]),
+            };
+        }""",
+        ms,
+    )
+    first = new_invocation_id(ms * 1_000_000, random_bytes=bytes)  # all-zero random bits
+    assert got["cursor"] == first
+    assert new_invocation_id((ms - 1) * 1_000_000) < got["cursor"] < new_invocation_id(ms * 1_000_000)
+    assert got["phases"] == [["queue", 1000], ["capacity", 2000], ["start", 7000]]
+    assert got["p95"] == 95
+    assert got["stats"] == {"count": 4, "ended": 2, "successRate": 0.5, "p95Start": 3}
