@@ -215,6 +215,7 @@ def test_every_v1_route_has_a_decided_scope(gateway: RunningServer) -> None:
         ("POST", "/v1/tokens"),
         ("DELETE", "/v1/tokens/{token_id}"),
         ("GET", "/v1/headroom"),  # an operator's view, not a caller's
+        ("GET", "/v1/cost"),  # the cost report: an operator's view too
     }
     assert len(INVOKE_ROUTES) == 9
     assert needed_scope("GET", "some_new_route") is Scope.admin
