@@ -6,9 +6,11 @@ docs/console/*.png (docs/console.md)."""
 
 from __future__ import annotations
 
+import os
 import re
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import httpx
 import pytest
@@ -18,8 +20,15 @@ from elasticityops.domain.invocations import new_invocation_id
 from helpers.browser import chromium
 from helpers.server import REPO, RunningServer, running_server
 
+# The screenshots in docs/console.md: rewritten by a run with EOPS_UPDATE_SCREENSHOTS=1, so that an
+# ordinary run (CI's) leaves the checkout as it found it.
 SHOTS = REPO / "docs" / "console"
 FIRST_LOAD_LIMIT = 300 * 1024
+
+
+@pytest.fixture(scope="module")
+def shots(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return SHOTS if os.environ.get("EOPS_UPDATE_SCREENSHOTS") == "1" else tmp_path_factory.mktemp("shots")
 
 
 @pytest.fixture(scope="module")
@@ -72,7 +81,9 @@ def _invoke(gateway: RunningServer, function: str, payload: object = None) -> st
         return str(answer.json()["id"])
 
 
-def test_an_invocation_appears_and_finishes_without_a_reload(page: Page, gateway: RunningServer) -> None:
+def test_an_invocation_appears_and_finishes_without_a_reload(
+    page: Page, gateway: RunningServer, shots: Path
+) -> None:
     page.evaluate("window.sameDocument = true")  # gone if the page were loaded again
     invocation = _invoke(gateway, "sleep", {"seconds": 2})
     row = page.locator(f'tr[data-id="{invocation}"]')
@@ -80,10 +91,12 @@ def test_an_invocation_appears_and_finishes_without_a_reload(page: Page, gateway
     expect(row).to_have_attribute("data-state", "running", timeout=10_000)
     expect(row).to_have_attribute("data-state", "succeeded", timeout=20_000)
     assert page.evaluate("window.sameDocument") is True
-    page.screenshot(path=SHOTS / "invocations.png")
+    page.screenshot(path=shots / "invocations.png")
 
 
-def test_the_invocation_page_shows_its_timeline_result_and_logs(page: Page, gateway: RunningServer) -> None:
+def test_the_invocation_page_shows_its_timeline_result_and_logs(
+    page: Page, gateway: RunningServer, shots: Path
+) -> None:
     invocation = _invoke(gateway, "sleep", {"seconds": 2})
     link = page.locator(f'tr[data-id="{invocation}"] a')
     expect(link).to_be_visible(timeout=10_000)
@@ -98,7 +111,7 @@ def test_the_invocation_page_shows_its_timeline_result_and_logs(page: Page, gate
     assert phases.evaluate_all("ps => ps.map(p => p.dataset.phase)") == ["queue", "capacity", "start", "run"]
     expect(page.locator("pre.result")).to_contain_text('"slept_seconds": 2')
     expect(page.locator("#cancel")).to_be_hidden()
-    page.screenshot(path=SHOTS / "invocation.png", full_page=True)
+    page.screenshot(path=shots / "invocation.png", full_page=True)
 
 
 def test_cancel_from_the_page_sends_the_csrf_header(page: Page, gateway: RunningServer) -> None:
@@ -111,7 +124,9 @@ def test_cancel_from_the_page_sends_the_csrf_header(page: Page, gateway: Running
         assert http.get(f"/v1/invocations/{invocation}").json()["state"] == "cancelled"
 
 
-def test_the_capacity_page_moves_when_a_burst_arrives(page: Page, gateway: RunningServer) -> None:
+def test_the_capacity_page_moves_when_a_burst_arrives(
+    page: Page, gateway: RunningServer, shots: Path
+) -> None:
     page.goto(gateway.url + "/ui#/capacity")
     queue = page.locator("[data-queue]")
     expect(queue).to_have_attribute("data-queue", "0", timeout=10_000)
@@ -122,13 +137,13 @@ def test_the_capacity_page_moves_when_a_burst_arrives(page: Page, gateway: Runni
     expect(queue).to_have_attribute("data-queue", re.compile(r"^[2-6]$"), timeout=10_000)
     assert page.locator("#queue a").text_content() in burst, "the head of the queue is one of the burst"
     time.sleep(2.5)  # two samples of the burst in the chart
-    page.screenshot(path=SHOTS / "capacity.png")
+    page.screenshot(path=shots / "capacity.png")
     expect(queue).to_have_attribute("data-queue", "0", timeout=60_000)
     assert page.locator("polyline.l-demand").get_attribute("points"), "the chart has the burst"
 
 
 def test_the_functions_page_shows_success_rate_and_p95_time_to_start(
-    page: Page, gateway: RunningServer
+    page: Page, gateway: RunningServer, shots: Path
 ) -> None:
     _invoke(gateway, "hello")
     page.goto(gateway.url + "/ui#/functions")
@@ -136,7 +151,7 @@ def test_the_functions_page_shows_success_rate_and_p95_time_to_start(
     expect(sleep_row).to_be_visible()
     expect(sleep_row.locator("td.stats")).to_contain_text("% of", timeout=10_000)
     expect(page.locator('tr[data-function="hello"]')).to_be_visible()
-    page.screenshot(path=SHOTS / "functions.png")
+    page.screenshot(path=shots / "functions.png")
 
 
 def test_keyboard_reaches_every_page_from_the_top(page: Page, gateway: RunningServer) -> None:

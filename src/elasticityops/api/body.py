@@ -8,6 +8,7 @@ from typing import Any
 import orjson
 import yaml
 from fastapi import Request
+from starlette.requests import ClientDisconnect
 
 from elasticityops.api.errors import MalformedBody
 from elasticityops.domain.errors import FieldProblem, InvalidInput, PayloadTooLarge
@@ -39,11 +40,24 @@ async def read_body(request: Request, limit: int, why: str | None = None) -> byt
         raise _too_large(limit, why)
     chunks: list[bytes] = []
     size = 0
-    async for chunk in request.stream():
-        size += len(chunk)
-        if size > limit:
-            raise _too_large(limit, why)
-        chunks.append(chunk)
+    try:
+        async for chunk in request.stream():
+            size += len(chunk)
+            if size > limit:
+                raise _too_large(limit, why)
+            chunks.append(chunk)
+    except ClientDisconnect:
+        # The client half-closed or left before its Content-Length came: a 4xx nobody may read,
+        # rather than an exception in the ASGI application.
+        raise MalformedBody(
+            [
+                FieldProblem(
+                    "(body)",
+                    f"the connection ended after {size} bytes of the body, before its end",
+                    "send the whole body (as many bytes as Content-Length says)",
+                )
+            ]
+        ) from None
     return b"".join(chunks)
 
 
