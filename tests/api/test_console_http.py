@@ -6,6 +6,9 @@ and the limit on open streams."""
 from __future__ import annotations
 
 import contextlib
+import csv
+import io
+import re
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -126,6 +129,34 @@ def test_the_sessions_token_scope_applies_and_revoking_it_ends_the_session(
         assert answer.status_code == 401
         assert "revoked" in answer.json()["error"]["message"]
         assert client.get("/ui/session").status_code == 401
+
+
+def test_the_cost_csv_downloads_with_the_cookie_as_a_named_file(console_gateway: RunningServer) -> None:
+    """What the console's download link asks for: the cookie alone authenticates it (no token
+    in the URL), the answer names a file, and an invoke token's session is refused as admin-only."""
+    with console_gateway.client() as admin:
+        assert admin.post("/v1/functions/hello/invocations?wait=30").json()["state"] == "succeeded"
+    client, _ = _login(console_gateway, console_gateway.token)
+    with contextlib.closing(client):
+        answer = client.get(
+            "/v1/cost", params=[("since", "24h"), ("by", "function"), ("by", "hour"), ("format", "csv")]
+        )
+        assert answer.status_code == 200, answer.text
+        assert answer.headers["content-type"].startswith("text/csv")
+        disposition = answer.headers["content-disposition"]
+        assert re.fullmatch(
+            r'attachment; filename="eops-cost-\d{8}T\d{4}Z-\d{8}T\d{4}Z-function-hour\.csv"', disposition
+        ), disposition
+        header, *rows = list(csv.reader(io.StringIO(answer.text)))
+        assert header[:3] == ["function", "hour", "provisioning_s"]
+        assert "hello" in [row[0] for row in rows]
+        assert "content-disposition" not in client.get("/v1/cost").headers, "JSON is shown, not saved"
+    token, _id = _token(console_gateway, "invoke")
+    invoker, _ = _login(console_gateway, token)
+    with contextlib.closing(invoker):
+        refused = invoker.get("/v1/cost", params={"format": "csv"})
+        assert refused.status_code == 403
+        assert "needs scope admin" in refused.json()["error"]["message"]
 
 
 def _frames(response: httpx.Response, until: float) -> Iterator[tuple[str, bytes]]:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import csv
 import io
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 
 from fastapi import APIRouter, Query, Request, Response
 
@@ -67,7 +67,12 @@ async def cost_report(
     if format not in (None, "csv", "json"):
         raise InvalidInput([FieldProblem("format", f"{format!r} is not a format", "pass csv or json")])
     if wants_csv:
-        return Response(content=report_csv(groups, keys), media_type=_CSV)
+        # A file name, so that a link to this URL (the console's download, which the session
+        # cookie authenticates) saves a file named for its range rather than "cost".
+        disposition = f'attachment; filename="{csv_filename(start, now, keys)}"'
+        return Response(
+            content=report_csv(groups, keys), media_type=_CSV, headers={"Content-Disposition": disposition}
+        )
     report = CostReportOut(
         since=start,
         until=now,
@@ -120,6 +125,14 @@ def _group_out(group: CostGroup) -> CostGroupOut:
         usd=group.usd,
         unpriced_node_seconds=group.unpriced_seconds,
     )
+
+
+def csv_filename(start: datetime, until: datetime, keys: tuple[str, ...]) -> str:
+    """eops-cost-20261201T0600Z-20261202T0600Z-function-hour.csv: only [A-Za-z0-9.-], so
+    the name needs no quoting rules beyond the header's own quotes."""
+    stamp = "%Y%m%dT%H%MZ"
+    parts = ["eops-cost", start.astimezone(UTC).strftime(stamp), until.astimezone(UTC).strftime(stamp), *keys]
+    return "-".join(parts) + ".csv"
 
 
 def report_csv(groups: list[CostGroup], keys: tuple[str, ...]) -> str:
