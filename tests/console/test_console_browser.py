@@ -110,6 +110,9 @@ def test_the_invocation_page_shows_its_timeline_result_and_logs(
     expect(phases).to_have_count(4)
     assert phases.evaluate_all("ps => ps.map(p => p.dataset.phase)") == ["queue", "capacity", "start", "run"]
     expect(page.locator("pre.result")).to_contain_text('"slept_seconds": 2')
+    run = page.locator('#cost dd[data-phase="run"]')
+    expect(page.locator("#cost")).to_have_attribute("data-open", "false", timeout=10_000)
+    assert float(run.get_attribute("data-seconds") or 0) >= 2, "it slept 2 s on its slot"
     expect(page.locator("#cancel")).to_be_hidden()
     page.screenshot(path=shots / "invocation.png", full_page=True)
 
@@ -154,6 +157,50 @@ def test_the_functions_page_shows_success_rate_and_p95_time_to_start(
     page.screenshot(path=shots / "functions.png")
 
 
+def test_the_cost_page_shows_each_functions_node_seconds_and_an_hourly_chart(
+    page: Page, gateway: RunningServer, shots: Path
+) -> None:
+    with gateway.client() as http:
+        assert http.post("/v1/functions/hello/invocations?wait=30").json()["state"] == "succeeded"
+    page.goto(gateway.url + "/ui#/cost")
+    expect(page.locator('nav a[data-page="cost"]')).to_have_attribute("aria-current", "page")
+    for function in ("sleep", "hello"):  # sleep: the burst of the capacity test, and before
+        run = page.locator(f'#cost-table tr[data-function="{function}"] td[data-phase="run"]')
+        expect(run).to_be_visible(timeout=10_000)
+        assert float(run.get_attribute("data-seconds") or 0) > 0, function
+    expect(page.locator("#cost-chart g.hour rect.b-run").first).to_be_visible()
+    page.screenshot(path=shots / "cost.png", full_page=True)
+    # Another run moves the numbers without a reload (the page reads again on the event stream).
+    hello_run = '#cost-table tr[data-function="hello"] td[data-phase="run"]'
+    before = float(page.locator(hello_run).get_attribute("data-seconds") or 0)
+    _invoke(gateway, "hello")
+    page.wait_for_function(
+        "([cell, before]) => parseFloat(document.querySelector(cell).dataset.seconds) > before",
+        arg=[hello_run, before],
+        timeout=15_000,
+    )
+    page.locator("details.hours summary").focus()
+    page.keyboard.press("Enter")  # the chart's numbers, for the keyboard and screen readers
+    expect(page.locator("#hour-table tbody tr")).not_to_have_count(0)
+    # The range is a keyboard choice, and the page's address keeps it.
+    page.locator("#since").focus()
+    page.keyboard.press("ArrowUp")  # 24h -> 1h
+    expect(page).to_have_url(re.compile(r"#/cost/1h$"))
+    expect(page.locator("#since")).to_have_value("1h")
+    expect(page.locator("#csv")).to_have_attribute("href", re.compile(r"since=1h.*format=csv"))
+
+
+def test_the_cost_csv_downloads_with_the_session_cookie(page: Page, gateway: RunningServer) -> None:
+    page.goto(gateway.url + "/ui#/cost/24h")
+    with page.expect_download() as download:
+        page.locator("#csv").click()
+    saved = download.value
+    assert re.fullmatch(r"eops-cost-\d{8}T\d{4}Z-\d{8}T\d{4}Z-function-hour\.csv", saved.suggested_filename)
+    header, *rows = Path(saved.path()).read_text().splitlines()
+    assert header.startswith("function,hour,provisioning_s,idle_before_start_s,run_s,"), header
+    assert any(row.startswith("sleep,") for row in rows), rows
+
+
 def test_keyboard_reaches_every_page_from_the_top(page: Page, gateway: RunningServer) -> None:
     page.goto(gateway.url + "/ui#/functions")
     expect(page.locator("h1")).to_have_text("Functions")
@@ -179,7 +226,8 @@ def test_log_out_ends_the_session(page: Page, gateway: RunningServer) -> None:
 
 def test_the_pages_pure_helpers_agree_with_the_server(page: Page, gateway: RunningServer) -> None:
     """format.js run in the browser: a time's keyset cursor sorts exactly where the server's
-    ids of that millisecond begin, and the phases, percentile and stats read as the API's."""
+    ids of that millisecond begin, the phases, percentile and stats read as the API's, and the
+    cost report's groups sum per function and fill the chart's hours."""
     ms = 1_790_000_000_123
     got = page.evaluate(
         """async (ms) => {
@@ -187,12 +235,20 @@ def test_the_pages_pure_helpers_agree_with_the_server(page: Page, gateway: Runni
             const timeline = {accepted: '2026-01-01T00:00:00Z', dispatched: '2026-01-01T00:00:01Z',
                 capacity_ready: '2026-01-01T00:00:03Z', started: null, finished: null};
             const item = (state, start) => ({state, durations: {time_to_start: start}});
+            const group = (fn, hour, run, provisioning) => ({function: fn, hour: `2026-01-01T${hour}:00:00Z`,
+                node_seconds: {provisioning, idle_before_start: 0, run, idle_after: 0, warm_unused: 0},
+                total_node_seconds: run + provisioning, usd: (run + provisioning) / 4});
             return {
                 cursor: f.cursorBefore(ms),
                 phases: f.phases(timeline, Date.parse('2026-01-01T00:00:10Z')).map(p => [p[0], p[2] - p[1]]),
                 p95: f.percentile([...Array(100).keys()].map(i => i + 1), 95),
                 stats: f.functionStats([item('succeeded', 1), item('failed', 3), item('running', 2),
                     item('queued', null)]),
+                byFunction: f.costBy([group('b', '10', 1, 2), group('a', '10', 3, 0),
+                    group('b', '11', 5, 1)], 'function')
+                    .map(r => [r.key, r.node_seconds.provisioning, r.node_seconds.run, r.total, r.usd]),
+                slots: f.hourSlots('2026-01-01T10:30:00Z', '2026-01-01T12:10:00Z')
+                    .map(t => new Date(t).toISOString()),
             };
         }""",
         ms,
@@ -203,3 +259,28 @@ def test_the_pages_pure_helpers_agree_with_the_server(page: Page, gateway: Runni
     assert got["phases"] == [["queue", 1000], ["capacity", 2000], ["start", 7000]]
     assert got["p95"] == 95
     assert got["stats"] == {"count": 4, "ended": 2, "successRate": 0.5, "p95Start": 3}
+    assert got["byFunction"] == [["a", 0, 3, 3, 0.75], ["b", 3, 6, 9, 2.25]]
+    assert got["slots"] == [
+        "2026-01-01T10:00:00.000Z",
+        "2026-01-01T11:00:00.000Z",
+        "2026-01-01T12:00:00.000Z",
+    ]
+
+
+def test_an_invoke_session_is_told_the_cost_page_needs_an_admin_token(
+    page: Page, gateway: RunningServer
+) -> None:
+    """After the logout above: the same tab logs in with an invoke-scope token."""
+    with gateway.client() as http:
+        made = http.post("/v1/tokens", json={"name": "viewer", "scope": "invoke"})
+        assert made.status_code == 201, made.text
+    page.goto(gateway.url + "/ui#/cost")
+    page.locator("#token").fill(made.json()["token"])
+    page.keyboard.press("Enter")
+    expect(page.locator("#who")).to_have_text("viewer (invoke)")
+    expect(page.locator("#needs-admin")).to_contain_text("needs an admin token")
+    expect(page.locator("#cost-table")).to_have_count(0)
+    page.locator('nav a[data-page="invocations"]').click()
+    expect(page.locator("#list-status")).to_be_visible()  # the rest of the console still works
+    page.locator("#logout").click()
+    expect(page.locator("#token")).to_be_visible()

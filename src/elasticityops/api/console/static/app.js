@@ -8,6 +8,7 @@ const pages = {
   invocation: () => import("./invocation.js"),
   capacity: () => import("./capacity.js"),
   functions: () => import("./functions.js"),
+  cost: () => import("./cost.js"),
 };
 const main = document.getElementById("main");
 let cleanup = () => {};
@@ -15,7 +16,8 @@ let session = null;
 
 function route() {
   const [, page = "invocations", arg] = location.hash.split("/");
-  return page === "invocations" && arg ? ["invocation", decodeURIComponent(arg)] : [page, null];
+  if (page === "invocations" && arg) return ["invocation", decodeURIComponent(arg)];
+  return [page, arg ? decodeURIComponent(arg) : null];  // #/cost/7d: a page's own choice
 }
 
 async function show() {

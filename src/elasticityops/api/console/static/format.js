@@ -84,3 +84,42 @@ export function preview(result, limit = 2000) {
   const text = typeof result === "string" ? result : JSON.stringify(result, null, 2);
   return text.length > limit ? `${text.slice(0, limit)}\n… (${text.length - limit} more characters)` : text;
 }
+
+// The phases of node time (domain/node_seconds.py Phase), in the order they happen, and how
+// the page names them.
+export const COST_PHASES = [["provisioning", "provisioning"], ["idle_before_start", "idle before start"],
+  ["run", "run"], ["idle_after", "idle after"], ["warm_unused", "warm, not used"]];
+
+// GET /v1/cost's groups (by function and hour) summed over one key ("function" or "hour"):
+// [{key, node_seconds: {phase: s}, total, usd, unpriced}] in the key's order.
+export function costBy(groups, key) {
+  const out = new Map();
+  for (const g of groups) {
+    const k = g[key] ?? "";
+    let row = out.get(k);
+    if (!row) {
+      row = { key: k, node_seconds: Object.fromEntries(COST_PHASES.map(([p]) => [p, 0])), total: 0, usd: 0, unpriced: 0 };
+      out.set(k, row);
+    }
+    for (const [p] of COST_PHASES) row.node_seconds[p] += g.node_seconds[p] ?? 0;
+    row.total += g.total_node_seconds;
+    row.usd += g.usd;
+    row.unpriced += g.unpriced_node_seconds ?? 0;
+  }
+  return [...out.values()].sort((a, b) => (a.key < b.key ? -1 : a.key > b.key ? 1 : 0));
+}
+
+// The starts of the hours from the one holding `since` to the one holding `until`, in ms:
+// the chart's slots, hours without node time included, so its x axis is time.
+export function hourSlots(since, until) {
+  const hour = 3600 * 1000;
+  const first = Math.floor(Date.parse(since) / hour) * hour;
+  const out = [];
+  for (let t = first; t <= Date.parse(until); t += hour) out.push(t);
+  return out;
+}
+
+export function usd(value) {
+  if (value > 0 && value < 0.0001) return "< $0.0001";  // not "$0.0000" for time that was charged
+  return value >= 0.01 || value === 0 ? `$${value.toFixed(2)}` : `$${value.toFixed(4)}`;
+}

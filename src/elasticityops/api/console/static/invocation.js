@@ -1,7 +1,7 @@
 // One invocation: its timeline as a waterfall (queue, capacity, start, run), notes, exit code,
 // result preview, and its log tail, followed while it runs; live through the event stream.
 import { api, events, stream } from "./api.js";
-import { TERMINAL, el, phases, preview, seconds, when } from "./format.js";
+import { COST_PHASES, TERMINAL, el, phases, preview, seconds, usd, when } from "./format.js";
 
 const LOG_TAIL = 16 * 1024;  // characters of output kept on the page
 
@@ -9,13 +9,15 @@ export function render(main, id) {
   const heading = el("h1", { text: id });
   const summary = el("dl", { class: "facts" });
   const waterfall = el("div", { class: "waterfall", role: "img", "aria-label": "timeline" });
+  const cost = el("dl", { class: "costs", id: "cost" });
   const notes = el("ol", { class: "notes" });
   const result = el("pre", { class: "result", tabindex: "0", "aria-label": "result" });
   const logs = el("pre", { class: "logs", id: "logs", tabindex: "0", "aria-label": "log tail" });
   const cancel = el("button", { type: "button", id: "cancel", hidden: true, text: "Cancel" });
   const error = el("p", { class: "error", role: "alert" });
   main.append(el("p", {}, el("a", { href: "#/invocations", text: "← Invocations" })), heading, cancel, error,
-    summary, el("h2", { text: "Timeline" }), waterfall, el("h2", { text: "Notes" }), notes,
+    summary, el("h2", { text: "Timeline" }), waterfall,
+    el("h2", { text: "Cost (node-seconds)" }), cost, el("h2", { text: "Notes" }), notes,
     el("h2", { text: "Result" }), result, el("h2", { text: "Log tail" }), logs);
 
   const aborter = new AbortController();
@@ -54,11 +56,24 @@ export function render(main, id) {
       })),
       el("span", { class: "value", text: seconds((b - a) / 1000) }))));
     waterfall.setAttribute("aria-label", `timeline: ${spans.map(([n, a, b]) => `${n} ${seconds((b - a) / 1000)}`).join(", ")}`);
+    drawCost(inv.cost);
     notes.replaceChildren(...(inv.notes.length ? inv.notes.map((n) => el("li", {},
       el("time", { text: when(n.at) }), " ", el("strong", { text: n.kind }), ` ${n.message}`))
       : [el("li", { class: "muted", text: "none" })]));
     result.textContent = preview(inv.result) || "(none yet)";
     cancel.hidden = TERMINAL.has(inv.state);
+  }
+
+  // The node time it caused by phase (GET /v1/invocations/{id} `cost`); phases of no time are
+  // left out, so a run on a warm slot reads as one line.
+  function drawCost(c) {
+    if (!c) { cost.replaceChildren(el("dd", { class: "muted", text: "not known" })); return; }
+    const spent = COST_PHASES.filter(([p]) => c.node_seconds[p] > 0);
+    cost.dataset.open = String(c.open);
+    cost.replaceChildren(...spent.flatMap(([p, name]) => [el("dt", { text: name }),
+      el("dd", { "data-phase": p, "data-seconds": c.node_seconds[p].toFixed(3), text: seconds(c.node_seconds[p]) })]),
+    ...fact("Total", `${seconds(c.total_node_seconds)}${c.open ? " so far (under way)" : ""}`),
+    ...fact("Cost", c.unpriced_node_seconds ? `${usd(c.usd)} + ${seconds(c.unpriced_node_seconds)} unpriced` : usd(c.usd)));
   }
 
   async function load() {

@@ -1,0 +1,141 @@
+// Cost: node-seconds by phase per function (a table) and per hour (a stacked chart) over a
+// chosen range, from one GET /v1/cost?by=function&by=hour, and the same report as a CSV file.
+// The report is admin-only: an invoke token's session is told so instead of a broken page.
+import { api, events } from "./api.js";
+import { COST_PHASES, costBy, el, hourSlots, seconds, usd, when } from "./format.js";
+
+const SVG = "http://www.w3.org/2000/svg";
+const RANGES = [["1h", "last hour"], ["24h", "last 24 hours"], ["7d", "last 7 days"]];
+
+function svg(tag, attrs, text) {
+  const node = document.createElementNS(SVG, tag);
+  for (const [k, v] of Object.entries(attrs)) node.setAttribute(k, v);
+  if (text !== undefined) node.textContent = text;
+  return node;
+}
+
+function query(since, extra = "") {
+  return `/v1/cost?since=${encodeURIComponent(since)}&by=function&by=hour${extra}`;
+}
+
+function needsAdmin(main, session) {
+  main.append(el("h1", { text: "Cost" }), el("p", { class: "notice", id: "needs-admin", role: "status",
+    text: `The cost report needs an admin token: this session's token (${session.token.name}) has scope ` +
+      `${session.token.scope}. Log in with an admin token (eops token create --scope admin) to see it.` }));
+}
+
+function chart(report) {
+  const width = 1200, height = 220, left = 60, right = 10, top = 16, bottom = 26;
+  // (main is ~1230 px wide at 1280 and .chart 220 px high: this shape fills it, text unscaled)
+  const slots = hourSlots(report.since, report.until);
+  const hours = new Map(costBy(report.groups, "hour").map((h) => [Date.parse(h.key), h]));
+  const most = Math.max(1, ...[...hours.values()].map((h) => h.total));
+  const step = (width - left - right) / slots.length;
+  const y = (v) => (v / most) * (height - top - bottom);
+  const root = svg("svg", { viewBox: `0 0 ${width} ${height}`, class: "chart", id: "cost-chart", role: "img",
+    "aria-label": `node-seconds per hour by phase, ${slots.length} hours, the most ${seconds(most)} in one hour` });
+  root.append(svg("line", { x1: left, y1: height - bottom, x2: width - right, y2: height - bottom, class: "axis" }),
+    svg("text", { x: left - 6, y: top + 4, class: "tick", "text-anchor": "end" }, seconds(most)),
+    svg("text", { x: left - 6, y: height - bottom, class: "tick", "text-anchor": "end" }, "0"),
+    svg("text", { x: left, y: height - 8, class: "tick" }, new Date(slots[0]).toLocaleString()),
+    svg("text", { x: width - right, y: height - 8, class: "tick", "text-anchor": "end" },
+      new Date(slots[slots.length - 1]).toLocaleString()));
+  slots.forEach((t, i) => {
+    const h = hours.get(t);
+    if (!h) return;
+    const group = svg("g", { class: "hour", "data-hour": new Date(t).toISOString() });
+    group.append(svg("title", {}, `${new Date(t).toLocaleString()}: ${COST_PHASES
+      .map(([p, name]) => `${name} ${seconds(h.node_seconds[p])}`).join(", ")}; ${usd(h.usd)}`));
+    let base = height - bottom;
+    for (const [p] of COST_PHASES) {
+      const tall = y(h.node_seconds[p]);
+      if (tall <= 0) continue;
+      base -= tall;
+      group.append(svg("rect", { x: left + i * step + step * 0.1, y: base, width: Math.max(1, step * 0.8),
+        height: Math.max(0.5, tall), class: `b-${p}` }));
+    }
+    root.append(group);
+  });
+  return root;
+}
+
+// The chart's numbers as a table too (hours with node time only): what a screen reader or the
+// keyboard reads, as the bars' titles show only under a pointer.
+function hourTable(report) {
+  const rows = costBy(report.groups, "hour").filter((h) => h.total > 0);
+  return el("details", { class: "hours" }, el("summary", { text: `Per hour as a table (${rows.length} ${rows.length === 1 ? "hour" : "hours"})` }),
+    el("table", { class: "list", id: "hour-table" },
+      el("thead", {}, el("tr", {}, el("th", { scope: "col", text: "Hour" }),
+        COST_PHASES.map(([, name]) => el("th", { scope: "col", class: "num", text: name })),
+        el("th", { scope: "col", class: "num", text: "total" }), el("th", { scope: "col", class: "num", text: "cost" }))),
+      el("tbody", {}, rows.map((h) => el("tr", {}, el("th", { scope: "row", text: when(h.key) }),
+        COST_PHASES.map(([p]) => el("td", { class: "num", text: seconds(h.node_seconds[p]) })),
+        el("td", { class: "num", text: seconds(h.total) }), el("td", { class: "num", text: usd(h.usd) }))))));
+}
+
+function table(report) {
+  const rows = costBy(report.groups, "function");
+  const cells = (r) => [...COST_PHASES.map(([p]) => el("td", { class: "num", "data-phase": p,
+    "data-seconds": r.node_seconds[p].toFixed(3), text: seconds(r.node_seconds[p]) })),
+  el("td", { class: "num", text: seconds(r.total) }),
+  el("td", { class: "num", text: r.unpriced ? `${usd(r.usd)} + ${seconds(r.unpriced)} unpriced` : usd(r.usd) })];
+  return el("table", { class: "list", id: "cost-table" },
+    el("thead", {}, el("tr", {}, el("th", { scope: "col", text: "Function" }),
+      COST_PHASES.map(([, name]) => el("th", { scope: "col", class: "num", text: name })),
+      el("th", { scope: "col", class: "num", text: "total" }), el("th", { scope: "col", class: "num", text: "cost" }))),
+    el("tbody", {}, rows.length ? rows.map((r) => el("tr", { "data-function": r.key },
+      el("th", { scope: "row", text: r.key || "(warm capacity, no function)" }), cells(r)))
+      : el("tr", {}, el("td", { colspan: String(COST_PHASES.length + 3), class: "muted", text: "no node time in this range" }))),
+    el("tfoot", {}, el("tr", {}, el("th", { scope: "row", text: "all" }),
+      cells({ node_seconds: Object.fromEntries(COST_PHASES.map(([p]) => [p, rows.reduce((s, r) => s + r.node_seconds[p], 0)])),
+        total: report.total_node_seconds, usd: report.usd, unpriced: report.unpriced_node_seconds }))));
+}
+
+export function render(main, arg, { session }) {
+  if (session.token.scope !== "admin") return needsAdmin(main, session);
+  const since = RANGES.some(([v]) => v === arg) ? arg : "24h";
+  const picker = el("select", { id: "since", onchange: () => { location.hash = `#/cost/${picker.value}`; } },
+    RANGES.map(([value, text]) => el("option", { value, text, selected: value === since })));
+  const download = el("a", { id: "csv", class: "button", href: query(since, "&format=csv"), download: "",
+    text: "Download CSV" });
+  const error = el("p", { class: "error", role: "alert" });
+  const body = el("div", { id: "cost" });
+  main.append(el("h1", { text: "Cost" }),
+    el("div", { class: "filters" }, el("label", { for: "since", text: "Range" }), picker, download), error, body);
+
+  let shown = null;
+  function draw(report) {
+    error.textContent = "";
+    // Redrawn only when the numbers moved, so a change elsewhere keeps the focus where it is.
+    const groups = JSON.stringify(report.groups);
+    if (groups === shown) return;
+    shown = groups;
+    const open = body.querySelector("details.hours")?.open;
+    body.replaceChildren(el("h2", { text: "Per function (node-seconds)" }), table(report),
+      el("h2", { text: "Per hour" }), chart(report),
+      el("p", { class: "legend" }, COST_PHASES.map(([p, text]) => el("span", { class: `key k-${p}`, text }))),
+      hourTable(report),
+      el("p", { class: "muted", text: `${new Date(hourSlots(report.since, report.until)[0]).toLocaleString()} ` +
+        `(the start of the range's first hour: the ledger's grain) to ${when(report.until)}; ` +
+        "on the local backend these are GPU slot-seconds, priced as the node of their GPU type" }));
+    if (open) body.querySelector("details.hours").open = true;
+  }
+
+  let refused = false, timer = null;
+  function refresh() {
+    api(query(since)).then(draw).catch((e) => {
+      if (e.status === 401) throw e;
+      if (e.status !== 403) { error.textContent = e.message; return; }
+      refused = true;
+      main.replaceChildren();
+      needsAdmin(main, session);
+    });
+  }
+  // An attempt's node time is written when it ends: a change is the moment to read again, at
+  // most once every 2 s however many arrive.
+  const close = events([], () => {
+    if (!refused && timer === null) timer = setTimeout(() => { timer = null; refresh(); }, 2000);
+  });
+  refresh();
+  return () => { close(); clearTimeout(timer); };
+}
