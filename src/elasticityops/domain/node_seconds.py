@@ -126,12 +126,9 @@ class PhaseTotal:
     unpriced_seconds: float = 0.0
 
 
-@dataclass(frozen=True)
-class CostGroup:
-    """One line of the report: its keys (function and/or hour) and each phase's totals."""
+class _SumsPhases:
+    """Totals over `phases` (each class that has it declares the field)."""
 
-    function: str | None
-    hour: datetime | None
     phases: Mapping[Phase, PhaseTotal]
 
     @property
@@ -145,6 +142,15 @@ class CostGroup:
     @property
     def unpriced_seconds(self) -> float:
         return sum(p.unpriced_seconds for p in self.phases.values())
+
+
+@dataclass(frozen=True)
+class CostGroup(_SumsPhases):
+    """One line of the report: its keys (function and/or hour) and each phase's totals."""
+
+    function: str | None
+    hour: datetime | None
+    phases: Mapping[Phase, PhaseTotal]
 
 
 def ended_attempt(before: Invocation, after: Invocation) -> AttemptTimes | None:
@@ -172,24 +178,12 @@ def live_attempt(inv: Invocation) -> AttemptTimes | None:
 
 
 @dataclass(frozen=True)
-class InvocationCost:
+class InvocationCost(_SumsPhases):
     """What an invocation cost so far: its ended attempts as the ledger holds them, plus the
     attempt under way counted to now (`open`; its idle time after is not known yet)."""
 
     phases: Mapping[Phase, PhaseTotal]
     open: bool
-
-    @property
-    def seconds(self) -> float:
-        return sum(p.seconds for p in self.phases.values())
-
-    @property
-    def usd(self) -> float:
-        return sum(p.usd for p in self.phases.values())
-
-    @property
-    def unpriced_seconds(self) -> float:
-        return sum(p.unpriced_seconds for p in self.phases.values())
 
 
 def invocation_cost(
