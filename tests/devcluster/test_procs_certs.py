@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import json
 import ssl
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import yaml
@@ -39,11 +41,42 @@ def test_stop_escalates_to_sigkill(tmp_path: Path) -> None:
 
 def test_reused_pid_is_not_signalled(tmp_path: Path) -> None:
     rec = procs.start("sleeper", [sys.executable, "-c", "import time; time.sleep(60)"], tmp_path / "s.log")
-    impostor = procs.ProcessRecord("x", rec.pid, rec.create_time - 100, rec.log, rec.argv)
+    assert rec.start_ticks is not None
+    impostor = replace(rec, name="x", create_time=rec.create_time - 100, start_ticks=rec.start_ticks - 100)
     assert not procs.is_alive(impostor)
     procs.stop(impostor)  # must not touch the real process
     assert procs.is_alive(rec)
+    # A record written before start ticks were kept falls back on the wall-clock create time.
+    old_impostor = replace(impostor, start_ticks=None)
+    assert not procs.is_alive(old_impostor)
+    assert procs.is_alive(replace(rec, start_ticks=None))
     procs.stop(rec)
+
+
+def test_a_stepped_clock_does_not_make_a_running_process_look_dead(tmp_path: Path) -> None:
+    # A fresh process computes psutil's create time from the boot time as it reads it now; after
+    # the wall clock is stepped (a VM restored from a snapshot) that differs from the recorded
+    # one by the step. The start in ticks since boot does not move.
+    rec = procs.start("sleeper", [sys.executable, "-c", "import time; time.sleep(60)"], tmp_path / "s.log")
+    stepped = replace(rec, create_time=rec.create_time + 7.5)
+    assert procs.is_alive(stepped)
+    again = procs.ProcessRecord.from_json(json.loads(json.dumps(stepped.to_json())))
+    assert again == stepped
+    assert procs.is_alive(again)
+    procs.stop(again)
+    assert not procs.is_alive(rec)
+
+
+def test_start_ticks_reads_a_name_with_spaces_and_parentheses(tmp_path: Path) -> None:
+    odd = tmp_path / "a (b) c"
+    odd.symlink_to(sys.executable)
+    rec = procs.start("odd", [str(odd), "-c", "import time; time.sleep(60)"], tmp_path / "o.log")
+    try:
+        assert rec.start_ticks is not None
+        assert procs.start_ticks(rec.pid) == rec.start_ticks
+        assert procs.start_ticks(2**22 + 12345) is None
+    finally:
+        procs.stop(rec)
 
 
 def test_free_ports_are_distinct_and_bindable() -> None:

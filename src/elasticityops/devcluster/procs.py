@@ -1,7 +1,10 @@
 """Start processes detached, record them by PID, stop them by PID (SIGTERM, then SIGKILL).
 
-A record carries the process's create time as well as its PID, so a PID the kernel has
-reused for an unrelated process is never signalled.
+A record carries the process's start time as well as its PID, so a PID the kernel has
+reused for an unrelated process is never signalled. The start time that counts is the
+kernel's own, in clock ticks since boot (/proc/PID/stat): the wall-clock create time that
+psutil derives from it moves whenever the machine's clock is stepped (a VM restored from a
+snapshot, NTP), and a CLI started after such a step took a running cluster for a dead one.
 """
 
 from __future__ import annotations
@@ -26,6 +29,8 @@ class ProcessRecord:
     create_time: float
     log: str
     argv: tuple[str, ...]
+    # None in records written before the ticks were kept: create_time decides then.
+    start_ticks: int | None = None
 
     def to_json(self) -> dict[str, Any]:
         data = asdict(self)
@@ -40,7 +45,23 @@ class ProcessRecord:
             create_time=float(data["create_time"]),
             log=str(data["log"]),
             argv=tuple(str(a) for a in data["argv"]),
+            start_ticks=None if data.get("start_ticks") is None else int(data["start_ticks"]),
         )
+
+
+def start_ticks(pid: int) -> int | None:
+    """The process's start in clock ticks after boot (field 22 of /proc/PID/stat), which no
+    change of the wall clock moves; None where /proc does not say (not Linux, or gone)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    # The command name (field 2) is in parentheses and may hold spaces or parentheses itself.
+    fields = stat[stat.rfind(")") + 2 :].split()
+    try:
+        return int(fields[19])
+    except (IndexError, ValueError):
+        return None
 
 
 def free_port() -> int:
@@ -66,15 +87,22 @@ def start(name: str, argv: list[str], log: Path, env: dict[str, str] | None = No
         created = psutil.Process(proc.pid).create_time()
     except psutil.NoSuchProcess:
         created = 0.0
+    ticks = start_ticks(proc.pid)
     # The Popen object is dropped on purpose: the child is tracked by PID from here on, and
     # reaped by whoever stops it (or by init once this process exits).
-    return ProcessRecord(name=name, pid=proc.pid, create_time=created, log=str(log), argv=tuple(argv))
+    return ProcessRecord(
+        name=name, pid=proc.pid, create_time=created, log=str(log), argv=tuple(argv), start_ticks=ticks
+    )
 
 
 def _process(rec: ProcessRecord) -> psutil.Process | None:
     try:
         proc = psutil.Process(rec.pid)
-        if abs(proc.create_time() - rec.create_time) > 1.0:
+        ticks = start_ticks(rec.pid) if rec.start_ticks is not None else None
+        if ticks is not None:
+            if ticks != rec.start_ticks:
+                return None  # the PID was reused by another process
+        elif abs(proc.create_time() - rec.create_time) > 1.0:
             return None  # the PID was reused by another process
         if proc.status() == psutil.STATUS_ZOMBIE:
             return None
