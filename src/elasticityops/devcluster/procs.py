@@ -21,6 +21,8 @@ from typing import Any
 
 import psutil
 
+from elasticityops.procfs import stat_fields
+
 
 @dataclass(frozen=True)
 class ProcessRecord:
@@ -52,12 +54,9 @@ class ProcessRecord:
 def start_ticks(pid: int) -> int | None:
     """The process's start in clock ticks after boot (field 22 of /proc/PID/stat), which no
     change of the wall clock moves; None where /proc does not say (not Linux, or gone)."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
+    fields = stat_fields(pid)
+    if fields is None:
         return None
-    # The command name (field 2) is in parentheses and may hold spaces or parentheses itself.
-    fields = stat[stat.rfind(")") + 2 :].split()
     try:
         return int(fields[19])
     except (IndexError, ValueError):

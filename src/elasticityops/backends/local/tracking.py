@@ -23,6 +23,8 @@ import signal
 import time
 from pathlib import Path
 
+from elasticityops.procfs import stat_fields
+
 PREFIX = "eops-"
 _PR_SET_CHILD_SUBREAPER = 36
 
@@ -168,13 +170,8 @@ def descendants(pid: int) -> list[int]:
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
             continue
-        try:
-            stat = Path(f"/proc/{entry}/stat").read_text()
-        except OSError:
-            continue
-        # pid (comm) state ppid ...: comm may hold spaces and parentheses; split after the last ')'
-        fields = stat[stat.rfind(")") + 2 :].split(" ")
-        if len(fields) > 1 and fields[0] != "Z":
+        fields = stat_fields(entry)
+        if fields is not None and len(fields) > 1 and fields[0] != "Z":
             children.setdefault(int(fields[1]), []).append(int(entry))
     found: list[int] = []
     todo = [pid]
