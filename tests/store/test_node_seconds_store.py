@@ -29,17 +29,23 @@ def at(seconds: float) -> datetime:
     return T0 + timedelta(seconds=seconds)
 
 
+async def admitted(store: SqlStore, function: str = "hello", gpu_type: str | None = T4) -> str:
+    """One invocation accepted at 0 s and admitted (pending) at once; its id."""
+    new = NewInvocation(new_invocation_id(), function, 1, Priority.normal.rank, at(0), b"{}")
+    await store.create_invocation(new)
+    await store.apply(Change(new.id, State.pending, at(0), gpu_type=gpu_type))
+    return new.id
+
+
 async def ran(
     store: SqlStore, function: str, *, ready: float, started: float, ended: float, gpu_type: str | None = T4
 ) -> str:
     """One invocation through admission, placement, start and success, as the backends report them."""
-    new = NewInvocation(new_invocation_id(), function, 1, Priority.normal.rank, at(0), b"{}")
-    await store.create_invocation(new)
-    await store.apply(Change(new.id, State.pending, at(0), gpu_type=gpu_type))
-    await store.record(BackendEvent(new.id, node="gpu0", capacity_ready=at(ready)))
-    await store.record(BackendEvent(new.id, started=at(started)))
-    await store.record(BackendEvent(new.id, finished=Finished.succeeded(at(ended))))
-    return new.id
+    inv = await admitted(store, function, gpu_type)
+    await store.record(BackendEvent(inv, node="gpu0", capacity_ready=at(ready)))
+    await store.record(BackendEvent(inv, started=at(started)))
+    await store.record(BackendEvent(inv, finished=Finished.succeeded(at(ended))))
+    return inv
 
 
 def test_an_ended_invocation_has_its_node_seconds_by_phase(store: SqlStore, run: asyncio.Runner) -> None:
@@ -59,17 +65,15 @@ def test_a_preempted_attempt_is_charged_and_the_next_attempt_too(
     store: SqlStore, run: asyncio.Runner
 ) -> None:
     async def body() -> None:
-        new = NewInvocation(new_invocation_id(), "hello", 1, Priority.normal.rank, at(0), b"{}")
-        await store.create_invocation(new)
-        await store.apply(Change(new.id, State.pending, at(0), gpu_type=T4))
-        await store.record(BackendEvent(new.id, capacity_ready=at(1), started=at(2)))
-        requeued = await store.apply(Change(new.id, State.queued, at(12)))
+        inv = await admitted(store)
+        await store.record(BackendEvent(inv, capacity_ready=at(1), started=at(2)))
+        requeued = await store.apply(Change(inv, State.queued, at(12)))
         assert requeued is not None
         assert requeued.attempt == 1
-        await store.apply(Change(new.id, State.pending, at(20), gpu_type=T4))
-        await store.record(BackendEvent(new.id, capacity_ready=at(21), started=at(22)))
-        await store.record(BackendEvent(new.id, finished=Finished.succeeded(at(52))))
-        phases = await store.node_seconds_of(new.id)
+        await store.apply(Change(inv, State.pending, at(20), gpu_type=T4))
+        await store.record(BackendEvent(inv, capacity_ready=at(21), started=at(22)))
+        await store.record(BackendEvent(inv, finished=Finished.succeeded(at(52))))
+        phases = await store.node_seconds_of(inv)
         assert phases[Phase.run].seconds == pytest.approx(10 + 30), "both attempts' runs"
         assert phases[Phase.idle_before_start].seconds == pytest.approx(2)
 
@@ -170,17 +174,15 @@ def test_a_cluster_node_made_for_it_is_charged_from_its_creation(
     store: SqlStore, run: asyncio.Runner
 ) -> None:
     async def body() -> None:
-        new = NewInvocation(new_invocation_id(), "hello", 1, Priority.normal.rank, at(0), b"{}")
-        await store.create_invocation(new)
-        await store.apply(Change(new.id, State.pending, at(0), gpu_type=T4))
-        placed = BackendEvent(new.id, node="n1", capacity_ready=at(200), node_since=at(20), warm=False)
+        inv = await admitted(store)
+        placed = BackendEvent(inv, node="n1", capacity_ready=at(200), node_since=at(20), warm=False)
         await store.record(placed)
-        stored = await store.get_invocation(new.id)
+        stored = await store.get_invocation(inv)
         assert stored is not None
         assert (stored.node_since, stored.warm) == (at(20), False), "kept in the row until the end"
-        await store.record(BackendEvent(new.id, started=at(230)))
-        await store.record(BackendEvent(new.id, finished=Finished.succeeded(at(530))))
-        phases = {p: t.seconds for p, t in (await store.node_seconds_of(new.id)).items()}
+        await store.record(BackendEvent(inv, started=at(230)))
+        await store.record(BackendEvent(inv, finished=Finished.succeeded(at(530))))
+        phases = {p: t.seconds for p, t in (await store.node_seconds_of(inv)).items()}
         assert phases == pytest.approx({Phase.provisioning: 180, Phase.idle_before_start: 30, Phase.run: 300})
 
     run.run(body())
