@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Request
+from datetime import datetime
 
+from fastapi import APIRouter, Query, Request
+
+from elasticityops.api.query import aware_time
 from elasticityops.api.runtime import Runtime
 from elasticityops.dispatch.capacity import Capacity, Sample, gather
 from elasticityops.elasticity.controller import status_rows
@@ -30,7 +33,7 @@ def sample_out(sample: Sample) -> CapacitySampleOut:
     )
 
 
-def capacity_out(now: Capacity, rt: Runtime) -> CapacityOut:
+def capacity_out(now: Capacity, rt: Runtime, since: datetime | None = None) -> CapacityOut:
     budget = now.budget
     types = sorted({*now.in_use, *(k for k, _ in budget.per_type)} if budget else set(now.in_use))
     head = now.head
@@ -59,17 +62,35 @@ def capacity_out(now: Capacity, rt: Runtime) -> CapacityOut:
         nodes=None if now.nodes is None else dict(now.nodes),
         free_gpus=now.slots[0],
         total_gpus=now.slots[1],
-        history=[sample_out(s) for s in rt.history.samples],
+        history=[sample_out(s) for s in rt.history.samples if since is None or s.at > since],
         sample_s=rt.history.settings.sample_s,
+        keep_s=rt.history.settings.keep_s,
     )
 
 
 @router.get(
     "/capacity",
     response_model=CapacityOut,
-    responses={401: {"model": ErrorOut, "description": "missing or wrong token"}},
+    responses={
+        401: {"model": ErrorOut, "description": "missing or wrong token"},
+        422: {"model": ErrorOut, "description": "since is not a time with its zone"},
+    },
     summary="Capacity now and over the last hours: GPUs against the budget, queue, headroom, nodes",
 )
-async def get_capacity(request: Request) -> CapacityOut:
+async def get_capacity(
+    request: Request,
+    since: str | None = Query(
+        None,
+        max_length=40,
+        description="only the history samples taken after this time (ISO 8601 with its zone), "
+        "e.g. the last sample's `at` of the previous answer: the console reads the whole "
+        "history once, then only what is new",
+    ),
+) -> CapacityOut:
     rt: Runtime = request.app.state.runtime
-    return capacity_out(await read_capacity(rt), rt)
+    after = (
+        None
+        if since is None
+        else aware_time(since, "since", "pass a sample's `at`, e.g. 2026-12-01T10:00:00Z")
+    )
+    return capacity_out(await read_capacity(rt), rt, after)

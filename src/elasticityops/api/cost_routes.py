@@ -10,6 +10,7 @@ from datetime import UTC, datetime, timedelta
 
 from fastapi import APIRouter, Query, Request, Response
 
+from elasticityops.api.query import aware_time
 from elasticityops.api.runtime import Runtime
 from elasticityops.domain.errors import FieldProblem, InvalidInput
 from elasticityops.domain.invocations import Invocation
@@ -90,22 +91,12 @@ def _since(raw: str, now: datetime) -> datetime:
     if raw[:1].isdigit() and raw.strip()[-1:].isalpha() and "T" not in raw:
         start = now - parse_lifetime(raw, "since")
     else:
-        start = _iso_time(raw)
+        fix = "pass a duration (90m, 24h, 7d) or a time with its zone (2026-12-01T00:00:00Z)"
+        start = aware_time(raw, "since", fix, expected="a duration or a time")
     if now - start > MAX_RANGE:
         problem = f"{raw!r} is more than {MAX_RANGE.days} days back"
         raise InvalidInput([FieldProblem("since", problem, "ask for a shorter range")])
     return start
-
-
-def _iso_time(raw: str) -> datetime:
-    try:
-        parsed = datetime.fromisoformat(raw.replace("Z", "+00:00"))
-    except ValueError:
-        parsed = None
-    if parsed is None or parsed.tzinfo is None:
-        fix = "pass a duration (90m, 24h, 7d) or a time with its zone (2026-12-01T00:00:00Z)"
-        raise InvalidInput([FieldProblem("since", f"{raw!r} is not a duration or a time", fix)])
-    return parsed
 
 
 def _by(raw: list[str]) -> tuple[str, ...]:

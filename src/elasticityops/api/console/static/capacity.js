@@ -88,11 +88,25 @@ export function render(main) {
       el("p", { class: "muted", text: `a sample every ${seconds(c.sample_s)} (this replica's memory); now ${when(c.at)}` }));
   }
 
+  // The whole history once, then only the samples after the last one held: a refresh every
+  // few seconds would otherwise carry up to keep_s / sample_s samples each time.
+  let samples = [];
+  function merge(c) {
+    const last = samples.length ? samples[samples.length - 1].at : null;
+    const fresh = last === null ? c.history : c.history.filter((s) => Date.parse(s.at) > Date.parse(last));
+    samples = samples.concat(fresh);
+    const oldest = Date.parse(c.at) - c.keep_s * 1000;
+    samples = samples.filter((s) => Date.parse(s.at) >= oldest);
+    return { ...c, history: samples };
+  }
+
   let busy = false, again = false, timer = null;
   function refresh() {
     if (busy) { again = true; return; }
     busy = true;
-    api("/v1/capacity").then(draw).catch((e) => { error.textContent = e.message; if (e.status === 401) throw e; })
+    const last = samples.length ? samples[samples.length - 1].at : null;
+    const path = last === null ? "/v1/capacity" : `/v1/capacity?since=${encodeURIComponent(last)}`;
+    api(path).then((c) => draw(merge(c))).catch((e) => { error.textContent = e.message; if (e.status === 401) throw e; })
       .finally(() => { busy = false; if (again) { again = false; setTimeout(refresh, 1000); } });
   }
   const close = events([], refresh);
