@@ -295,7 +295,8 @@ class CapacityOut(BaseModel):
     free_gpus: int | None = Field(description="GPUs the backend could start work on now (local slots)")
     total_gpus: int | None
     history: list[CapacitySampleOut] = Field(
-        description="the last hours, oldest first (in this replica's memory); with `since`, only the samples after it"
+        description="the last hours, oldest first (in this replica's memory); "
+        "with `since`, only the samples after it"
     )
     sample_s: float = Field(description="seconds between two samples")
     keep_s: float = Field(description="how far back the history goes, in seconds: older samples are dropped")

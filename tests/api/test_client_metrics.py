@@ -13,7 +13,7 @@ def _lines(body: bytes) -> set[str]:
 
 def test_client_counters_render_as_counters() -> None:
     metrics = Metrics()
-    counters = ClientCounters({"429": 31, "504": 2, "connection": 1}, 34, {"ended": 5, "expired": 2})
+    counters = ClientCounters({"429": 31, "504": 2, "connection": 1}, 34, {"ended": 5, "expired": 2}, 3)
     lines = _lines(metrics.render({}, {}, None, client=counters))
     assert lines == {
         'eops_kube_api_errors_total{code="429"} 31.0',
@@ -22,6 +22,7 @@ def test_client_counters_render_as_counters() -> None:
         "eops_kube_api_retries_total 34.0",
         'eops_kube_watch_restarts_total{reason="ended"} 5.0',
         'eops_kube_watch_restarts_total{reason="expired"} 2.0',
+        "eops_kube_api_credential_refreshes_total 3.0",
     }
     # The next scrape shows the client's counts as they are then, not added to the last ones.
     later = ClientCounters({"429": 40}, 40, {"ended": 6, "expired": 2})

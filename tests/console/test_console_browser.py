@@ -146,7 +146,8 @@ def test_the_capacity_page_moves_when_a_burst_arrives(
     expect(queue).to_have_attribute("data-queue", "0", timeout=60_000)
     points = page.locator("polyline.l-demand").get_attribute("points") or ""
     # The page read the whole history once, then only what was new; the chart kept it all.
-    assert asked and "since=" not in asked[0], asked[:3]
+    assert asked, "the page never read /v1/capacity"
+    assert "since=" not in asked[0], asked[:3]
     assert any("since=" in url for url in asked[1:]), asked[:3]
     assert len(points.split()) >= 4, points
 

@@ -122,27 +122,68 @@ def test_a_misspelt_service_monitor_field_is_refused(
     assert "intervall" in done.stderr
 
 
-def _token_kubeconfig(cluster: Any, namespace: str, path: Path) -> Path:
-    """A kubeconfig of the cluster whose user is the chart's ServiceAccount (a TokenRequest)."""
+def _bound_token(cluster: Any, namespace: str) -> tuple[str, str]:
+    """A token of the chart's ServiceAccount bound to a Secret of its own, as a pod's projected
+    token is bound to its pod: deleting the Secret revokes the token. (token, the Secret's name)"""
+    name = f"sa-bound-{secrets.token_hex(3)}"
     with cluster.api() as api:
+        made = api.create(
+            f"/api/v1/namespaces/{namespace}/secrets",
+            {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": name}},
+        )
         answer = api.create(
             f"/api/v1/namespaces/{namespace}/serviceaccounts/elasticityops/token",
             {
                 "apiVersion": "authentication.k8s.io/v1",
                 "kind": "TokenRequest",
-                "spec": {"expirationSeconds": 3600},
+                "spec": {
+                    "expirationSeconds": 3600,
+                    "boundObjectRef": {
+                        "apiVersion": "v1",
+                        "kind": "Secret",
+                        "name": name,
+                        "uid": made["metadata"]["uid"],
+                    },
+                },
             },
         )
+    return answer["status"]["token"], name
+
+
+def _mount_service_account(cluster: Any, namespace: str, into: Path) -> tuple[dict[str, str], str]:
+    """What the kubelet gives a pod of the chart: its ServiceAccount's token, the cluster's CA
+    and the namespace in a directory, and the API server's address in KUBERNETES_SERVICE_HOST
+    and _PORT. The gateway finds its way in from those alone, as it does in a cluster. (The
+    environment, the bound Secret's name.)"""
     config = yaml.safe_load(cluster.kubeconfig_path.read_text())
-    context = config["contexts"][0]["context"]
-    config["users"] = [{"name": "chart-sa", "user": {"token": answer["status"]["token"]}}]
-    config["contexts"] = [
-        {"name": "chart-sa", "context": {"cluster": context["cluster"], "user": "chart-sa"}}
-    ]
-    config["current-context"] = "chart-sa"
-    path.write_text(yaml.safe_dump(config))
-    path.chmod(0o600)
-    return path
+    server = httpx.URL(config["clusters"][0]["cluster"]["server"])
+    into.mkdir(mode=0o700)
+    token, bound = _bound_token(cluster, namespace)
+    (into / "token").write_text(token)
+    (into / "namespace").write_text(namespace)
+    (into / "ca.crt").write_bytes(
+        base64.b64decode(config["clusters"][0]["cluster"]["certificate-authority-data"])
+    )
+    env = {
+        "KUBERNETES_SERVICE_HOST": str(server.host),
+        "KUBERNETES_SERVICE_PORT": str(server.port),
+        "EOPS_KUBE_SERVICE_ACCOUNT_DIR": str(into),
+        "KUBECONFIG": str(into / "no-kubeconfig"),  # not read: the service account comes first
+    }
+    return env, bound
+
+
+def _until_refused(cluster: Any, token: str, ca: Path, timeout: float = 30) -> None:
+    """Until the API server refuses `token` (its bound object deleted: the server may take a
+    moment to notice)."""
+    server = yaml.safe_load(cluster.kubeconfig_path.read_text())["clusters"][0]["cluster"]["server"]
+    deadline = time.monotonic() + timeout
+    while (
+        httpx.get(f"{server}/api", headers={"Authorization": f"Bearer {token}"}, verify=str(ca)).status_code
+        != 401
+    ):
+        assert time.monotonic() < deadline, "a token bound to a deleted Secret is still accepted"
+        time.sleep(0.5)
 
 
 def _container_env(cluster: Any, namespace: str, container: dict[str, Any], pod_name: str) -> dict[str, str]:
@@ -164,8 +205,11 @@ def _container_env(cluster: Any, namespace: str, container: dict[str, Any], pod_
     return env
 
 
-def _charts_gateway(cluster: Any, namespace: str, workdir: Path, pod_name: str) -> RunningServer:
-    """The installed Deployment's container as a local process, as the chart's ServiceAccount."""
+def _charts_gateway(
+    cluster: Any, namespace: str, workdir: Path, pod_name: str
+) -> tuple[RunningServer, Path, str]:
+    """The installed Deployment's container as a local process, as the chart's ServiceAccount
+    mounted as in its pod. (The gateway, its token file, the Secret the token is bound to.)"""
     with cluster.api() as api:
         deployment = api.get(f"/apis/apps/v1/namespaces/{namespace}/deployments/elasticityops")
     pod = deployment["spec"]["template"]["spec"]
@@ -183,8 +227,10 @@ def _charts_gateway(cluster: Any, namespace: str, workdir: Path, pod_name: str) 
             args.append(word)
     env = _container_env(cluster, namespace, container, pod_name)
     assert env.pop("EOPS_DATA_DIR") == "/data"
-    env["EOPS_KUBECONFIG"] = str(_token_kubeconfig(cluster, namespace, workdir / "sa-kubeconfig"))
-    return start_server(workdir / pod_name, *args, env=env)
+    assert not any(k.startswith("EOPS_KUBECONFIG") for k in env), "the chart's pod has no kubeconfig"
+    mounted = workdir / f"{pod_name}-serviceaccount"
+    sa_env, bound = _mount_service_account(cluster, namespace, mounted)
+    return start_server(workdir / pod_name, *args, env={**env, **sa_env}), mounted / "token", bound
 
 
 def _readyz(server: RunningServer) -> dict[str, Any]:
@@ -264,21 +310,38 @@ def test_helm_install_serves_readyz_as_the_charts_service_account(
         api.get(f"/api/v1/namespaces/{single}/persistentvolumeclaims/elasticityops-data")
 
     with ExitStack() as running:
-        gateway = _charts_gateway(cluster, single, tmp_path, "elasticityops-7d9c-single")
+        gateway, token_file, bound = _charts_gateway(cluster, single, tmp_path, "elasticityops-7d9c-single")
         running.callback(gateway.stop)
         assert _readyz(gateway) == {"status": "ready", "role": "leader"}
         # The chart's Role lets it create the Job and its Secret and follow them to the end.
         deploy(gateway, name="hello", annotations={RUN_SECONDS_ANNOTATION: "1", EXIT_CODE_ANNOTATION: "0"})
         done = wait_state(gateway, invoke(gateway, "hello"), {"succeeded"}, timeout=120)
         assert done["exit_code"] == 0
+        # The kubelet rotates the token: a new one in the file, the old one revoked. The
+        # gateway's next request is refused (401), it reads the file again and goes on.
+        old_token = token_file.read_text()
+        token, _ = _bound_token(cluster, single)
+        token_file.write_text(token)
+        with cluster.api() as api:
+            api.delete(f"/api/v1/namespaces/{single}/secrets/{bound}")
+        _until_refused(cluster, old_token, token_file.parent / "ca.crt")
+        done = wait_state(gateway, invoke(gateway, "hello"), {"succeeded"}, timeout=120)
+        assert done["exit_code"] == 0
+        metrics = httpx.get(f"{gateway.url}/metrics", timeout=10).text
+        [refreshes] = [
+            float(line.split()[-1])
+            for line in metrics.splitlines()
+            if line.startswith("eops_kube_api_credential_refreshes_total ")
+        ]
+        assert refreshes >= 1, "the old token was never refused: the rotation was not exercised"
 
-        first = _charts_gateway(cluster, replicated, tmp_path, "elasticityops-5f8b-aaaaa")
+        first, _, _ = _charts_gateway(cluster, replicated, tmp_path, "elasticityops-5f8b-aaaaa")
         running.callback(first.stop)
         deadline = time.monotonic() + 30
         while _readyz(first)["role"] != "leader":  # it campaigns for the Lease
             assert time.monotonic() < deadline, _readyz(first)
             time.sleep(0.2)
-        second = _charts_gateway(cluster, replicated, tmp_path, "elasticityops-5f8b-bbbbb")
+        second, _, _ = _charts_gateway(cluster, replicated, tmp_path, "elasticityops-5f8b-bbbbb")
         running.callback(second.stop)
         assert _readyz(second) == {
             "status": "ready",

@@ -56,6 +56,12 @@ class ClientCollector:
         for reason, count in sorted(self.latest.watch_restarts.items()):
             restarts.add_metric([reason], count)
         yield restarts
+        yield CounterMetricFamily(
+            "eops_kube_api_credential_refreshes",
+            "Times the Kubernetes API server refused the gateway's credentials (401) and they were "
+            "asked for again: a rotated service-account token read again, an exec plugin run again",
+            value=self.latest.credential_refreshes,
+        )
 
 
 class NodeSecondsCollector(Collector):

@@ -313,6 +313,8 @@ class ClientCounters:
     watch_restarts: Mapping[str, int]
     """Watches started again, by why: "ended" (the server's timeout), "expired" (410 Gone: listed
     again), "dropped" (a failed connection or an error answer)."""
+    credential_refreshes: int = 0
+    """Credentials asked for again after a 401 (a rotated service-account token read again)."""
 
 
 @runtime_checkable

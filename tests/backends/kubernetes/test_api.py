@@ -233,6 +233,57 @@ async def test_connect_loads_the_kubeconfig_and_sends_its_token(clock: ManualClo
     assert srv.seen[0].headers["authorization"] == "Bearer sesame"
 
 
+async def test_a_token_file_is_read_again_after_a_401(clock: ManualClock, tmp_path: Path) -> None:
+    # A rotated token (the kubelet rewrites a pod's projected token; a tokenFile kubeconfig
+    # user): the 401 sends the request again, once, with the file's new token.
+    token = tmp_path / "token"
+    token.write_text("one\n")
+    async with scripted([Reply(200, {}), Reply(401, {}), Reply(200, {"gitVersion": "v1.36.3"})]) as srv:
+        path = _kubeconfig(tmp_path / "kubeconfig", srv.url)
+        config = yaml.safe_load(path.read_text())
+        config["users"] = [{"name": "u", "user": {"tokenFile": str(token)}}]
+        path.write_text(yaml.safe_dump(config))
+        settings = replace(SETTINGS, kubeconfig=str(path))
+        api = KubeApi.connect(settings, clock)
+        await api.get("/version")
+        token.write_text("two\n")
+        assert (await api.get("/version"))["gitVersion"] == "v1.36.3"
+        await api.close()
+    assert [r.headers["authorization"] for r in srv.seen] == ["Bearer one", "Bearer one", "Bearer two"]
+
+
+def _service_account_dir(path: Path) -> Path:
+    path.mkdir()
+    (path / "token").write_text("pod-token")
+    (path / "namespace").write_text("gpu-jobs")
+    (path / "ca.crt").write_text("not read until a connection is made")
+    return path
+
+
+def test_without_a_kubeconfig_the_pods_service_account_is_used(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    mounted = _service_account_dir(tmp_path / "serviceaccount")
+    monkeypatch.setenv("KUBERNETES_SERVICE_HOST", "10.0.0.1")
+    monkeypatch.setenv("KUBERNETES_SERVICE_PORT", "443")
+    monkeypatch.setenv("KUBECONFIG", str(tmp_path / "not-read"))
+    config = load_config(replace(SETTINGS, kubeconfig=None, service_account_dir=str(mounted)))
+    assert config.cluster.server == "https://10.0.0.1:443"
+    assert config.cluster.certificate_auth == str(mounted / "ca.crt")
+    assert config.user is not None
+    assert config.user.token_file == str(mounted / "token")
+    assert config.namespace == "gpu-jobs"
+    # Mounted, but not in a pod: the error names what is missing and what to do instead.
+    monkeypatch.delenv("KUBERNETES_SERVICE_HOST")
+    with pytest.raises(PermanentError, match=r"\$KUBERNETES_SERVICE_HOST is not set .* pass --kubeconfig"):
+        load_config(replace(SETTINGS, kubeconfig=None, service_account_dir=str(mounted)))
+    # Nothing mounted: $KUBECONFIG is read.
+    kubeconfig = _kubeconfig(tmp_path / "kubeconfig", "https://127.0.0.1:6443")
+    monkeypatch.setenv("KUBECONFIG", str(kubeconfig))
+    config = load_config(replace(SETTINGS, kubeconfig=None, service_account_dir=str(tmp_path / "absent")))
+    assert config.cluster.server == "https://127.0.0.1:6443"
+
+
 def test_an_unusable_kubeconfig_is_a_permanent_error(tmp_path: Path) -> None:
     missing_ca = {"certificate-authority": str(tmp_path / "no-such-ca.crt")}
     settings = replace(

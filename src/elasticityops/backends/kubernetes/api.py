@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 import orjson
 from lightkube.config import client_adapter
-from lightkube.config.kubeconfig import KubeConfig, SingleConfig
+from lightkube.config.kubeconfig import SERVICE_ACCOUNT, KubeConfig, SingleConfig
 from lightkube.core.exceptions import ConfigError
 
 from elasticityops.backends.kubernetes.decode import Decoder, decode_full
@@ -101,12 +101,23 @@ def translate_credentials(exc: CredentialsError, what: str) -> PermanentError:
 
 
 def load_config(settings: KubernetesSettings) -> SingleConfig:
-    """The kubeconfig file from the settings, else $KUBECONFIG / ~/.kube/config, else the
-    in-cluster service account."""
+    """The kubeconfig file from the settings, else the pod's service account (in a cluster:
+    its mounted token, $KUBERNETES_SERVICE_HOST and _PORT), else $KUBECONFIG / ~/.kube/config."""
     try:
-        config = KubeConfig.from_file(settings.kubeconfig) if settings.kubeconfig else KubeConfig.from_env()
+        if settings.kubeconfig:
+            config = KubeConfig.from_file(settings.kubeconfig)
+        else:
+            config = KubeConfig.from_env(service_account=settings.service_account_dir or SERVICE_ACCOUNT)
         single = config.get(context_name=settings.context)
-    except (ConfigError, OSError, KeyError, ValueError) as exc:
+    except KeyError as exc:
+        if str(exc.args[0] if exc.args else "").startswith("KUBERNETES_SERVICE_"):
+            mounted = settings.service_account_dir or SERVICE_ACCOUNT
+            raise PermanentError(
+                f"cannot load the Kubernetes configuration: a service account is mounted at "
+                f"{mounted} but ${exc.args[0]} is not set (a pod has it); outside a cluster pass --kubeconfig"
+            ) from None
+        raise PermanentError(f"cannot load the Kubernetes configuration: {exc}") from None
+    except (ConfigError, OSError, ValueError) as exc:
         raise PermanentError(f"cannot load the Kubernetes configuration: {exc}") from None
     if single is None:
         raise PermanentError(
@@ -182,6 +193,11 @@ class KubeApi:
             request_timeout=settings.request_timeout_seconds,
         )
         return cls(transport, settings, clock)
+
+    @property
+    def credential_refreshes(self) -> int:
+        """Times the API server refused the credentials (401) and they were asked for again."""
+        return self._transport.credential_refreshes
 
     async def close(self) -> None:
         await self._transport.close()

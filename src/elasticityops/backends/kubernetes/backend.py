@@ -106,7 +106,7 @@ class KubernetesBackend:
         self._launches: asyncio.Queue[tuple[LaunchRequest, KubeObject, KubeObject]] = asyncio.Queue()
         self._launchers: list[asyncio.Task[None]] = []
         self.jobs_created = 0
-        self._counted_before: tuple[Counter[str], int, Counter[str]] = (Counter(), 0, Counter())
+        self._counted_before: tuple[Counter[str], int, Counter[str], int] = (Counter(), 0, Counter(), 0)
         # The GPU nodes and which of them our pods use: for the headroom controller, and to tell
         # each invocation whether it found a warm node. Off unless asked: it needs the right to
         # watch Nodes (the rendered ClusterRole gives it).
@@ -123,15 +123,16 @@ class KubernetesBackend:
     def client_counters(self) -> ClientCounters:
         """Since this backend was made: a stop (a leader stepping down) closes the client and
         its watches, so what they counted is kept here first and the counters never go back."""
-        errors, retries, restarts = self._counted_before
+        errors, retries, restarts, refreshes = self._counted_before
         api = self._api
         if api is not None:
             errors, retries = errors + api.errors, retries + api.retries
+            refreshes += api.credential_refreshes
         restarts = restarts.copy()
         for watch in self.watches:
             stats = watch.stats
             restarts.update(ended=stats.resumes, expired=stats.expired, dropped=stats.dropped)
-        return ClientCounters(dict(errors), retries, dict(+restarts))
+        return ClientCounters(dict(errors), retries, dict(+restarts), refreshes)
 
     async def start(self, sink: EventSink) -> None:
         self._sink = sink
@@ -181,7 +182,12 @@ class KubernetesBackend:
                 await task
         self._tasks, self._launchers = [], []
         counted = self.client_counters()
-        self._counted_before = (Counter(counted.errors), counted.retries, Counter(counted.watch_restarts))
+        self._counted_before = (
+            Counter(counted.errors),
+            counted.retries,
+            Counter(counted.watch_restarts),
+            counted.credential_refreshes,
+        )
         self.watches = []
         if self._api is not None:
             await self._api.close()

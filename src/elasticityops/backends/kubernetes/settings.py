@@ -25,11 +25,19 @@ class KubernetesSettings:
         None,
         env="EOPS_KUBECONFIG",
         unit="file",
-        shown="$KUBECONFIG or ~/.kube/config, else the in-cluster service account",
+        shown="the in-cluster service account, else $KUBECONFIG or ~/.kube/config",
         help="Kubeconfig of the cluster (kubernetes backend).",
     )
     context: str | None = knob(
         None, env="EOPS_KUBE_CONTEXT", shown="the current one", help="Kubeconfig context."
+    )
+    service_account_dir: str | None = knob(
+        None,
+        env="EOPS_KUBE_SERVICE_ACCOUNT_DIR",
+        unit="directory",
+        shown="the pod's mount",
+        help="Where the pod's service account (token, ca.crt) is mounted: the credentials used "
+        "when no kubeconfig is given.",
     )
     instance: str = knob(
         "default",

@@ -100,6 +100,8 @@ class Transport:
         self.base_url = base_url.rstrip("/")
         self._ssl: ssl.SSLContext | bool = ssl_context if ssl_context is not None else True
         self._auth = AuthHeader(auth, self.base_url)
+        self.credential_refreshes = 0
+        """Times a 401 made it ask for the credentials again (a rotated token file, re-read)."""
         self._connections = connections
         self._stream_connections = stream_connections
         self._timeout = aiohttp.ClientTimeout(total=request_timeout)
@@ -151,9 +153,13 @@ class Transport:
         """One request and its whole answer. Raises one of TRANSPORT_ERRORS when the
         connection fails, CredentialsError when no credentials could be had."""
         answer = await self._send_once(method, path, params, content, headers)
-        if answer.status == 401 and await self._auth.refresh() is not None:
+        if answer.status == 401 and await self._refresh() is not None:
             answer = await self._send_once(method, path, params, content, headers)
         return answer
+
+    async def _refresh(self) -> str | None:
+        self.credential_refreshes += 1
+        return await self._auth.refresh()
 
     async def _send_once(
         self,
@@ -183,7 +189,7 @@ class Transport:
             async with self._session(True).get(
                 self.base_url + path, params=params, timeout=timeout, headers=await self._headers(None)
             ) as response:
-                if response.status == 401 and attempt == 0 and await self._auth.refresh() is not None:
+                if response.status == 401 and attempt == 0 and await self._refresh() is not None:
                     continue
                 yield response.status, response.content.iter_any(), response.headers
                 return
