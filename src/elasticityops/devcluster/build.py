@@ -419,8 +419,8 @@ def ensure_operator_crds(*, allow_build: bool = True, progress: ProgressFn = _no
             "run `eops dev-cluster build`"
         )
     progress(BuildEvent(OPERATOR_CRDS, "start", total=1))
-    # Outside any module: a go.mod or go.work above the cache would make go resolve the
-    # operator in that module's graph (and -mod=readonly refuse to add it).
+    # The operator is in none of our wrapper modules' graphs: from an empty temporary directory
+    # rather than the repository or a wrapper module, no go.mod of ours is loaded for it.
     with tempfile.TemporaryDirectory(prefix="eops-go-") as nowhere:
         info = download_module(PROMETHEUS_OPERATOR_MODULE, PROMETHEUS_OPERATOR_VERSION, Path(nowhere))
     source = Path(info["Dir"]) / SERVICEMONITOR_CRD_FILE
