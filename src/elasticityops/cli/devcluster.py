@@ -58,9 +58,11 @@ def _build_with_progress(autoscaler: AutoscalerWanted = "if-found", with_helm: b
 
         toolchain = ensure_built(allow_build=True, progress=on_event, autoscaler=autoscaler)
         if with_helm:
-            from elasticityops.devcluster.build import ensure_helm
+            from elasticityops.devcluster.build import ensure_helm, ensure_operator_crds
 
             console.print(f"helm: {ensure_helm(progress=on_event).binary}")
+            crds = ensure_operator_crds(progress=on_event)
+            console.print(f"ServiceMonitor CRD: {crds.servicemonitor}")
         return toolchain
 
 
@@ -75,8 +77,8 @@ def build(
     ),
 ) -> None:
     """Build (or reuse) the pinned binaries: the control plane and kwok from the Go module proxy,
-    cluster-autoscaler from its source, and helm (the chart's tests); a cold build takes ~28 min
-    on 2 cores."""
+    cluster-autoscaler from its source, and helm and the Prometheus operator's ServiceMonitor CRD
+    (the chart's tests); a cold build takes ~28 min on 2 cores."""
     from elasticityops.devcluster.errors import DevClusterError
 
     try:

@@ -4,15 +4,19 @@ Each wrapper module under gomod/ is built with one `go build -o DIR/ pkg...` so 
 packages compile once; GOTOOLCHAIN=local makes a surprise `go` line fail instead of fetching a
 toolchain, CGO_ENABLED=0 and -trimpath match upstream's release builds. Progress is reported
 as one line per compiled package (`go build -v`), against the package count from `go list -deps`.
+The Prometheus operator's ServiceMonitor CRD comes the same way, a file copied out of its
+module (nothing to build), for the chart's cluster test.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import shutil
 import subprocess
 import tarfile
+import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
@@ -32,11 +36,14 @@ from elasticityops.devcluster.paths import (
     HELM_MODULE,
     AutoscalerBuild,
     HelmBuild,
+    OperatorCrds,
     Toolchain,
     cache_root,
     current_helm,
+    current_operator_crds,
     current_toolchain,
     helm_client_go,
+    servicemonitor_crd_source,
 )
 from elasticityops.devcluster.versions import (
     AUTOSCALER_BINARY,
@@ -44,6 +51,9 @@ from elasticityops.devcluster.versions import (
     COMPONENTS,
     HELM_VERSION,
     KWOK_VERSION,
+    PROMETHEUS_OPERATOR_MODULE,
+    PROMETHEUS_OPERATOR_VERSION,
+    SERVICEMONITOR_CRD_FILE,
     STOCK_STAGE_FILES,
     Component,
     helm_ldflags,
@@ -149,19 +159,29 @@ def _tail(path: Path, chars: int = 3000) -> str:
     return text[-chars:]
 
 
-def kwok_module_dir() -> Path:
-    """The kwok module's directory in the module cache (downloaded if needed)."""
+def download_module(module: str, version: str, cwd: Path) -> dict[str, str]:
+    """`go mod download -json MODULE@VERSION` in `cwd`: what go says of it (its "Dir" in the
+    module cache, its "Sum"), downloaded and checksum-verified first if needed."""
     out = subprocess.run(
-        [_go(), "mod", "download", "-json", f"sigs.k8s.io/kwok@{KWOK_VERSION}"],
-        cwd=GOMOD_DIR / "kwok",
+        [_go(), "mod", "download", "-json", f"{module}@{version}"],
+        cwd=cwd,
         env=go_env(),
         capture_output=True,
         text=True,
         check=False,
     )
     if out.returncode != 0:
-        raise BuildError(f"go mod download of kwok failed:\n{out.stderr[-3000:]}")
-    return Path(json.loads(out.stdout)["Dir"])
+        # -json puts go's reason in the "Error" field on stdout, not on stderr.
+        raise BuildError(
+            f"go mod download of {module}@{version} failed:\n{out.stdout[-2000:]}{out.stderr[-2000:]}"
+        )
+    info: dict[str, str] = json.loads(out.stdout)
+    return info
+
+
+def kwok_module_dir() -> Path:
+    """The kwok module's directory in the module cache (downloaded if needed)."""
+    return Path(download_module("sigs.k8s.io/kwok", KWOK_VERSION, GOMOD_DIR / "kwok")["Dir"])
 
 
 def assemble_stock_stages(dest: Path) -> None:
@@ -359,3 +379,56 @@ def ensure_helm(*, allow_build: bool = True, progress: ProgressFn = _noop) -> He
         )
     )
     return build
+
+
+OPERATOR_CRDS = "prometheus-operator-crds"
+
+
+def store_servicemonitor_crd(crds: OperatorCrds, data: bytes, module_sum: str) -> None:
+    """Write the CRD, then its marker (version, source, sha256): a copy interrupted half-way
+    has no marker, and one changed later no longer matches it."""
+    crds.servicemonitor.parent.mkdir(parents=True, exist_ok=True)
+    crds.marker.unlink(missing_ok=True)
+    partial = crds.servicemonitor.with_name(crds.servicemonitor.name + ".partial")
+    partial.write_bytes(data)
+    partial.replace(crds.servicemonitor)
+    crds.marker.write_text(
+        json.dumps(
+            {
+                "version": PROMETHEUS_OPERATOR_VERSION,
+                "source": servicemonitor_crd_source(),
+                "sha256": hashlib.sha256(data).hexdigest(),
+                "module_sum": module_sum,
+                "fetched_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            },
+            indent=2,
+        )
+    )
+
+
+def ensure_operator_crds(*, allow_build: bool = True, progress: ProgressFn = _noop) -> OperatorCrds:
+    """The Prometheus operator's ServiceMonitor CRD of the pinned release, fetched from the Go
+    module proxy into its own stamp directory first if needed (the chart's cluster test)."""
+    crds = current_operator_crds()
+    if crds.is_complete():
+        progress(BuildEvent(OPERATOR_CRDS, "skipped", detail=str(crds.root)))
+        return crds
+    if not allow_build:
+        raise BinariesMissingError(
+            f"the Prometheus operator's ServiceMonitor CRD is not fetched at {crds.root}; "
+            "run `eops dev-cluster build`"
+        )
+    progress(BuildEvent(OPERATOR_CRDS, "start", total=1))
+    # The operator is in none of our wrapper modules' graphs: from an empty temporary directory
+    # rather than the repository or a wrapper module, no go.mod of ours is loaded for it.
+    with tempfile.TemporaryDirectory(prefix="eops-go-") as nowhere:
+        info = download_module(PROMETHEUS_OPERATOR_MODULE, PROMETHEUS_OPERATOR_VERSION, Path(nowhere))
+    source = Path(info["Dir"]) / SERVICEMONITOR_CRD_FILE
+    if not source.is_file():
+        raise BuildError(
+            f"{PROMETHEUS_OPERATOR_MODULE}@{PROMETHEUS_OPERATOR_VERSION} has no {SERVICEMONITOR_CRD_FILE} "
+            f"(looked in {info['Dir']})"
+        )
+    store_servicemonitor_crd(crds, source.read_bytes(), info.get("Sum", ""))
+    progress(BuildEvent(OPERATOR_CRDS, "linked", detail=crds.servicemonitor.name, total=1))
+    return crds

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -12,6 +13,9 @@ from elasticityops.devcluster.versions import (
     AUTOSCALER_BINARY,
     COMPONENTS,
     HELM_VERSION,
+    PROMETHEUS_OPERATOR_MODULE,
+    PROMETHEUS_OPERATOR_VERSION,
+    SERVICEMONITOR_CRD_FILE,
     STOCK_STAGE_FILES,
     helm_ldflags,
 )
@@ -78,6 +82,51 @@ class HelmBuild:
 
 def current_helm() -> HelmBuild:
     return HelmBuild(cache_root() / helm_stamp())
+
+
+def servicemonitor_crd_source() -> str:
+    """Where the ServiceMonitor CRD comes from: the pinned module and the file inside it."""
+    return f"{PROMETHEUS_OPERATOR_MODULE}@{PROMETHEUS_OPERATOR_VERSION}/{SERVICEMONITOR_CRD_FILE}"
+
+
+def operator_crds_stamp() -> str:
+    digest = hashlib.sha256(RECIPE_VERSION.encode() + servicemonitor_crd_source().encode())
+    return f"prometheus-operator{PROMETHEUS_OPERATOR_VERSION}-{digest.hexdigest()[:12]}"
+
+
+@dataclass(frozen=True)
+class OperatorCrds:
+    """The Prometheus operator's ServiceMonitor CRD of one stamp, copied out of the Go module
+    cache (which is read-only and may be cleaned) for the chart's cluster test to apply."""
+
+    root: Path
+
+    @property
+    def servicemonitor(self) -> Path:
+        return self.root / "crd" / Path(SERVICEMONITOR_CRD_FILE).name
+
+    @property
+    def marker(self) -> Path:
+        return self.root / "complete.json"
+
+    def is_complete(self) -> bool:
+        """The marker names the pinned version and source and the file's sha256 matches it: a
+        marker left by another version, or a file changed or cut short since, is not reused."""
+        try:
+            stamp = json.loads(self.marker.read_text())
+            data = self.servicemonitor.read_bytes()
+        except (OSError, ValueError):
+            return False
+        return (
+            isinstance(stamp, dict)
+            and stamp.get("version") == PROMETHEUS_OPERATOR_VERSION
+            and stamp.get("source") == servicemonitor_crd_source()
+            and stamp.get("sha256") == hashlib.sha256(data).hexdigest()
+        )
+
+
+def current_operator_crds() -> OperatorCrds:
+    return OperatorCrds(cache_root() / operator_crds_stamp())
 
 
 @dataclass(frozen=True)

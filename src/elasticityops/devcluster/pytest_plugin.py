@@ -1,4 +1,5 @@
-"""pytest fixtures on top of the dev cluster: `dev_cluster` (session) and `dev_namespace`.
+"""pytest fixtures on top of the dev cluster: `dev_cluster` (session) and `dev_namespace`; and,
+for the chart's tests, `helm_binary` and `servicemonitor_crd` (the operator's own CRD), session.
 
 Enable with `pytest_plugins = ["elasticityops.devcluster.pytest_plugin"]` (tests/conftest.py).
 Tests that use the cluster are marked `@pytest.mark.cluster`. The binaries must have been
@@ -33,6 +34,7 @@ import os
 import secrets
 from collections.abc import Iterator
 from dataclasses import asdict
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -191,6 +193,21 @@ def helm_binary() -> str:
         return str(ensure_helm(allow_build=os.environ.get("EOPS_DEV_CLUSTER_BUILD", "") == "1").binary)
     except DevClusterError as exc:
         pytest.fail(f"helm unavailable: {exc}", pytrace=False)
+
+
+@pytest.fixture(scope="session")
+def servicemonitor_crd() -> Path:
+    """The Prometheus operator's own ServiceMonitor CRD of the pinned release (`scripts/build-devcluster`
+    fetches it from the Go module proxy; EOPS_DEV_CLUSTER_BUILD=1 lets the fixture fetch it).
+    Missing: the test FAILS, as for helm."""
+    from elasticityops.devcluster.build import ensure_operator_crds
+    from elasticityops.devcluster.errors import DevClusterError
+
+    try:
+        allow = os.environ.get("EOPS_DEV_CLUSTER_BUILD", "") == "1"
+        return ensure_operator_crds(allow_build=allow).servicemonitor
+    except DevClusterError as exc:
+        pytest.fail(f"ServiceMonitor CRD unavailable: {exc}", pytrace=False)
 
 
 @pytest.fixture

@@ -103,3 +103,15 @@ def helm_ldflags(client_go: str) -> tuple[str, ...]:
     for pkg in ("helm.sh/helm/v3/pkg/lint/rules", "helm.sh/helm/v3/pkg/chartutil"):
         flags += [f"-X {pkg}.k8sVersionMajor=1", f"-X {pkg}.k8sVersionMinor={minor}"]
     return tuple(flags)
+
+
+# The Prometheus operator's own ServiceMonitor CRD, so that the chart's cluster test checks the
+# ServiceMonitor it renders against the schema a real operator installs (the dev cluster runs no
+# operator; a CRD written by us only knew what we thought the operator accepts). The file is the
+# operator's generated CRD (controller-gen, with descriptions) from its Go module, fetched at
+# build time through the Go module proxy (checksum-verified by go), never copied into the repo.
+# v0.85.0: the operator release the project's module proxy serves (`go list -m -versions` lists
+# it alone); its ServiceMonitor is monitoring.coreos.com/v1, the API version the chart renders.
+PROMETHEUS_OPERATOR_MODULE = "github.com/prometheus-operator/prometheus-operator"
+PROMETHEUS_OPERATOR_VERSION = "v0.85.0"
+SERVICEMONITOR_CRD_FILE = "example/prometheus-operator-crd-full/monitoring.coreos.com_servicemonitors.yaml"
