@@ -3,13 +3,29 @@ PostgreSQL server for the session, started on first use (tests/store/pg_cluster.
 
 from __future__ import annotations
 
+import signal
 from collections.abc import Iterator
+from types import FrameType
 
 import pytest
 
 from store.pg_cluster import PgCluster, pg_cluster
 
 pytest_plugins = ["elasticityops.devcluster.pytest_plugin", "pytester"]
+
+
+def _interrupt(signum: int, frame: FrameType | None) -> None:
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    # A run stopped by SIGTERM (a cancelled CI job; scripts/test stopping the cluster half it
+    # runs in the background) tears down as Ctrl-C does, so the session's fixtures stop the
+    # processes they started (dev cluster, PostgreSQL) by their PIDs. A background job of a
+    # script inherits SIGINT ignored; Ctrl-C should stop it too.
+    signal.signal(signal.SIGTERM, _interrupt)
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 @pytest.fixture(scope="session")
