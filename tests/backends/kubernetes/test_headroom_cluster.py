@@ -1,6 +1,6 @@
 """The headroom controller against the real control plane and upstream's cluster-autoscaler
 (issue 15): `eops serve --backend kubernetes --headroom warm:3` holds three warm T4 nodes, by
-placeholder pods or by a CapacityBuffer, with a 60 s provisioning delay: once they are up,
+placeholder pods or by a CapacityBuffer, with a 30 s provisioning delay: once they are up,
 three invocations start within seconds and the fourth waits for a node; the warm capacity comes
 back; a restarted gateway adopts its objects and never doubles them."""
 
@@ -24,7 +24,7 @@ from .cluster_support import deploy, ensure_priority_classes, invoke, start_k8s_
 pytestmark = [pytest.mark.cluster, pytest.mark.slow]
 
 WARM = 3
-PROVISION_S = 60
+PROVISION_S = 30
 WARM_SELECTOR = f"{COMPONENT_LABEL}={WARM_COMPONENT}"
 T4 = "cloud.google.com/gke-accelerator=nvidia-tesla-t4"
 
@@ -120,17 +120,19 @@ def test_warm_nodes_start_invocations_at_once_and_come_back(
         try:
             deploy(gw, name="work", annotations={RUN_SECONDS_ANNOTATION: "40"}, max_concurrency=10)
             # The baseline's free nodes count; the rest come from the autoscaler (30 s GPU-pod
-            # delay, then the 60 s boot).
+            # delay, then the 30 s boot).
             _wait_warm(dev_cluster, dev_namespace, mechanism, timeout=240)
             time.sleep(3)  # requests come to warm capacity, not at the second it turns ready
             ids = [invoke(gw, "work", {"i": i}) for i in range(WARM + 1)]
             started = [wait_state(gw, inv, {"running", "succeeded"}, timeout=240) for inv in ids]
             waits = [_seconds(s["timeline"]["accepted"], s["timeline"]["started"]) for s in started]
             notes = [{n["kind"] for n in s["notes"]} for s in started]
-            # Three start at once on the warm nodes; the fourth waits for a node (a new one, or
-            # one of the three once its 40 s job ends: whichever comes first).
+            # Three start at once on the warm nodes; the fourth waits for a node (one of the three
+            # once its 40 s job ends, or a new one, whichever comes first). The earliest new node
+            # is one ordered when the three took the warm ones: a boot (30 s) after the burst,
+            # less the scan that ordered it; CI has seen 29.2 s. No node can come under 20 s.
             assert max(sorted(waits)[:WARM]) < 15, waits
-            assert sorted(waits)[WARM] > 30, waits
+            assert sorted(waits)[WARM] > 20, waits
             assert sum("WarmCapacity" in k for k in notes) == WARM, notes
             last = notes[waits.index(max(waits))]
             assert "WarmCapacity" not in last, notes
