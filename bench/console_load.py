@@ -14,7 +14,12 @@
    of its own) plus one real browser on the invocations list, twice each in turn. Measured:
    accepts per second, the gateway's CPU per accept, frames every stream received, resyncs.
 
-    python bench/console_load.py [--invocations 10000] [--loads 5] [--streams 50] [--seconds 5]
+   With --pin (Linux, 2 or more CPUs) the gateway runs on CPU 0 and everything else (wrk, the
+   curls, chromium) on the others, so the browser's own rendering, which a real console does on
+   the operator's machine, does not take CPU from the gateway: what is left is the gateway's
+   cost of serving the console.
+
+    python bench/console_load.py [--invocations 10000] [--loads 5] [--streams 50] [--seconds 5] [--pin]
 
 Needs wrk and Debian's chromium (apt-get install wrk chromium), and playwright from PyPI (the dev extra).
 Prints a Markdown table and writes JSON to bench/results/console_load.json."""
@@ -26,6 +31,7 @@ import asyncio
 import contextlib
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -214,8 +220,15 @@ def close_readers(readers: list[subprocess.Popen[bytes]], into: Path) -> tuple[l
     return [t.count("event: changes") for t in texts], sum(t.count("event: resync") for t in texts)
 
 
-def side_by_side(work: Path, streams: int, seconds: float, connections: int, browser: bool) -> dict[str, Any]:
+def side_by_side(
+    work: Path, streams: int, seconds: float, connections: int, browser: bool, pin: bool
+) -> dict[str, Any]:
+    everything = os.sched_getaffinity(0)
+    if pin:
+        os.sched_setaffinity(0, {0})  # the gateway and its threads inherit CPU 0 ...
     gw = start_server(work / "paused", "--paused", env={"EOPS_CONSOLE_MAX_STREAMS": str(streams + 10)})
+    if pin:
+        os.sched_setaffinity(0, everything - {0})  # ... wrk, curl and chromium get the rest
     try:
         with gw.client() as http:
             spec = (REPO / "examples" / "hello.yaml").read_bytes()
@@ -255,6 +268,8 @@ def side_by_side(work: Path, streams: int, seconds: float, connections: int, bro
             return round(statistics.median(r[key] for r in rates[side]), 1)
 
         return {
+            "pinned": pin,
+            "gateway_cpus": sorted(psutil.Process(gw.pid).cpu_affinity() or []),
             "streams": streams,
             "seconds": seconds,
             "connections": connections,
@@ -271,6 +286,21 @@ def side_by_side(work: Path, streams: int, seconds: float, connections: int, bro
         }
     finally:
         gw.stop()
+        os.sched_setaffinity(0, everything)
+
+
+def missing_prerequisites() -> list[str]:
+    """What this bench needs and does not find, each with how to get it."""
+    missing = [
+        f"{tool} (apt-get install {tool})"
+        for tool in ("wrk", "curl", "chromium")
+        if shutil.which(tool) is None
+    ]
+    try:
+        import playwright  # noqa: F401
+    except ImportError:
+        missing.append("playwright (pip install -e '.[dev]')")
+    return missing
 
 
 def main() -> None:
@@ -283,8 +313,20 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=5.0, help="length of each accept burst")
     parser.add_argument("--connections", type=int, default=32)
     parser.add_argument("--no-browser", action="store_true", help="the streams alone, no chromium")
+    parser.add_argument(
+        "--pin", action="store_true", help="the gateway on CPU 0, wrk, curl and chromium on the other CPUs"
+    )
     parser.add_argument("--out", type=Path, default=RESULTS / "console_load.json")
     args = parser.parse_args()
+    missing = missing_prerequisites()
+    if missing:
+        sys.exit("console_load needs: " + "; ".join(missing))
+    if args.pin and (
+        not hasattr(os, "sched_setaffinity")
+        or len(os.sched_getaffinity(0)) < 2
+        or 0 not in os.sched_getaffinity(0)
+    ):
+        sys.exit("--pin needs Linux and at least two CPUs this process may use, CPU 0 among them")
     report: dict[str, Any] = {"cpu": cpu_model(), "invocations": args.invocations}
     with tempfile.TemporaryDirectory(prefix="eops-console-bench-") as tmp:
         work = Path(tmp)
@@ -298,7 +340,7 @@ def main() -> None:
             gw.stop()
         if args.streams:
             report["side_by_side"] = side_by_side(
-                work, args.streams, args.seconds, args.connections, not args.no_browser
+                work, args.streams, args.seconds, args.connections, not args.no_browser, args.pin
             )
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(report, indent=2))
@@ -311,7 +353,9 @@ def main() -> None:
     print(f"\nOne list page (50 rows): {fl['list_page']['bytes']} bytes, {fl['list_page']['ms_median']} ms")
     if "side_by_side" in report:
         s = report["side_by_side"]
-        print(f"\nAccepts, {s['seconds']:g} s bursts (wrk, {s['connections']} connections), medians of 2:\n")
+        where = f", gateway pinned to CPU {s['gateway_cpus']}" if s["pinned"] else ""
+        bursts = f"{s['seconds']:g} s bursts (wrk, {s['connections']} connections)"
+        print(f"\nAccepts, {bursts}{where}, medians of 2:\n")
         print("| consoles open | accepted/s | gateway CPU per accept (us) |")
         print("|---|---|---|")
         print(f"| none | {s['per_s_without']} | {s['cpu_us_without']} |")
