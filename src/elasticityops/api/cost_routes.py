@@ -39,7 +39,7 @@ async def cost_of(rt: Runtime, inv: Invocation) -> InvocationCost:
     stored = await rt.store.node_seconds_of(inv.id)
     times = live_attempt(inv)
     live = [] if times is None else attempt_spans(times, rt.clock.now())
-    capacity = capacity_of_backend(rt.settings.backend)
+    capacity = inv.node_capacity or capacity_of_backend(rt.settings.backend)
     return invocation_cost(stored, live, prices().per_hour(inv.gpu_type, capacity))
 
 

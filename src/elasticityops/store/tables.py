@@ -113,6 +113,9 @@ invocations = Table(
     # or its pick from warm capacity (warm_pick 1). NULL: a local slot, or a node not known.
     Column("node_since_at", UtcDateTime, nullable=True),
     Column("warm_pick", Integer, nullable=False, server_default="0"),
+    # What that node is priced as (pricing.table.Capacity: spot, on-demand), from its labels.
+    # NULL: a local slot, a node not known, or a row from before migration 0012: the backend's.
+    Column("node_capacity", String(16), nullable=True),
     # NULL keys never collide (both databases treat NULLs as distinct in unique constraints).
     UniqueConstraint("function", "idempotency_key", name="uq_invocation_idempotency"),
     Index("ix_invocations_state_id", "state", "id"),

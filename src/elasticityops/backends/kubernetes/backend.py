@@ -566,6 +566,7 @@ class KubernetesBackend:
                 note=event.note or note,
                 node_since=None if where is None else where.node_since,
                 warm=None if where is None else where.warm,
+                node_capacity=None if where is None else where.capacity,
                 charges=(*event.charges, *charges),
             )
         if kind == "DELETED" or meta.get("deletionTimestamp") or self._progress[inv].finished:

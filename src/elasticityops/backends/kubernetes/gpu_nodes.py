@@ -19,8 +19,10 @@ from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 
 from elasticityops.backends.kubernetes.labels import ACCELERATOR_LABEL, GPU_RESOURCE
+from elasticityops.backends.kubernetes.node_capacity import capacity_of_labels
 from elasticityops.backends.kubernetes.objects import KubeObject, parse_time
 from elasticityops.domain.node_seconds import Charge, idle_after_span, warm_unused_span
+from elasticityops.pricing.table import Capacity
 
 NODES_PATH = "/api/v1/nodes"
 TO_BE_DELETED_TAINT = "ToBeDeletedByClusterAutoscaler"
@@ -37,6 +39,7 @@ class NodeState:
     usable: bool  # Ready, GPU allocatable, schedulable, not on its way out
     going: bool  # being deleted or drained by the autoscaler
     created_at: float
+    capacity: Capacity = Capacity.on_demand  # what it is priced as (its GKE labels)
     usable_since: float | None = None  # when this gateway first saw it usable
     empty_since: float | None = None  # when our last pod left it (or it became usable)
 
@@ -44,7 +47,8 @@ class NodeState:
 def node_state(node: KubeObject, now: float) -> NodeState | None:
     """The reading of one Node object; None for one without the accelerator label."""
     meta = node.get("metadata") or {}
-    gpu_type = (meta.get("labels") or {}).get(ACCELERATOR_LABEL)
+    labels = meta.get("labels") or {}
+    gpu_type = labels.get(ACCELERATOR_LABEL)
     if not isinstance(gpu_type, str) or not gpu_type:
         return None
     spec = node.get("spec") or {}
@@ -67,6 +71,7 @@ def node_state(node: KubeObject, now: float) -> NodeState | None:
         usable=ready and gpus > 0 and not spec.get("unschedulable") and not going,
         going=going,
         created_at=created.timestamp() if created else now,
+        capacity=capacity_of_labels(labels),
     )
 
 
@@ -82,12 +87,14 @@ class Occupant:
 
 @dataclass(frozen=True)
 class Placement:
-    """Where a pod's node time starts (Invocation.node_since, warm) and up to when the node's
-    time before it went unused (None: none did, or the node was made for it)."""
+    """Where a pod's node time starts (Invocation.node_since, warm), up to when the node's
+    time before it went unused (None: none did, or the node was made for it), and what the
+    node is priced as (Invocation.node_capacity)."""
 
     node_since: datetime
     warm: bool
     unused_until: datetime | None
+    capacity: Capacity = Capacity.on_demand
 
 
 WARM_SOURCE = "node/"  # the ledger's source of warm capacity no one used: node/<name>
@@ -135,7 +142,7 @@ class GpuNodes:
 
     def _removed(self, name: str, now: float) -> list[Charge]:
         state = self.nodes.pop(name, None)
-        charges = self._close_idle(name, now)
+        charges = self._close_idle(name, now, state)
         if name in self._unused:
             self._unused.discard(name)
             if state is not None:
@@ -153,10 +160,10 @@ class GpuNodes:
         if invocation_id in on:
             return []
         on.add(invocation_id)
-        charges = self._close_idle(node, now)
+        state = self.nodes.get(node)
+        charges = self._close_idle(node, now, state)
         if node in self._unused:
             self._unused.discard(node)
-            state = self.nodes.get(node)
             if state is not None and unused_until is not None:
                 charges.extend(_warm_unused(state, unused_until))
         return charges
@@ -174,7 +181,7 @@ class GpuNodes:
             if occupant is not None:
                 self._last[node] = (occupant, now)
 
-    def _close_idle(self, node: str, now: float) -> list[Charge]:
+    def _close_idle(self, node: str, now: float, state: NodeState | None) -> list[Charge]:
         last = self._last.pop(node, None)
         if last is None:
             return []
@@ -182,9 +189,10 @@ class GpuNodes:
         span = idle_after_span(_at(ended), _at(now))
         if span is None:
             return []
-        return [
-            Charge(occupant.invocation_id, occupant.attempt, occupant.function, occupant.gpu_type, (span,))
-        ]
+        # A node the watch lost sight of (no state) is priced as the backend's default.
+        capacity = None if state is None else state.capacity
+        who = occupant
+        return [Charge(who.invocation_id, who.attempt, who.function, who.gpu_type, (span,), capacity)]
 
     def busy(self, node: str) -> bool:
         return bool(self._busy.get(node))
@@ -219,15 +227,16 @@ class GpuNodes:
         state = self.nodes.get(node)
         if told is None or state is None or pod_created is None:
             return None
-        kind = told[0]
+        kind, capacity = told[0], state.capacity
         if kind == "WarmCapacity":
-            return Placement(placed, warm=True, unused_until=placed)
+            return Placement(placed, warm=True, unused_until=placed, capacity=capacity)
         if kind == "BusyNode":
-            return Placement(placed, warm=True, unused_until=None)
+            return Placement(placed, warm=True, unused_until=None, capacity=capacity)
         created = _at(state.created_at)
         if created <= pod_created:
-            return Placement(min(pod_created, placed), warm=False, unused_until=pod_created)
-        return Placement(min(created, placed), warm=False, unused_until=None)
+            since = min(pod_created, placed)
+            return Placement(since, warm=False, unused_until=pod_created, capacity=capacity)
+        return Placement(min(created, placed), warm=False, unused_until=None, capacity=capacity)
 
     def warm_note(self, node: str, pod_created: datetime | None) -> tuple[str, str] | None:
         """(kind, message) saying whether a pod bound to `node` found it warm (usable and free of
@@ -261,4 +270,4 @@ def _warm_unused(state: NodeState, until: float) -> list[Charge]:
     span = warm_unused_span(_at(state.created_at), _at(until))
     if span is None:
         return []
-    return [Charge(WARM_SOURCE + state.name, 0, "", state.gpu_type, (span,))]
+    return [Charge(WARM_SOURCE + state.name, 0, "", state.gpu_type, (span,), state.capacity)]
