@@ -20,6 +20,7 @@ from elasticityops.domain.invocations import (
     advance,
     mark_capacity_ready,
 )
+from elasticityops.domain.node_history import NodeHistoryWrite
 from elasticityops.domain.node_seconds import Charge
 from elasticityops.pricing.table import Capacity
 
@@ -103,6 +104,10 @@ class BackendEvent:
     """Node time the observation closed that no transition of the invocation ends (its node's
     idle time after it, warm capacity no one used): written to the ledger as they are. An
     event of node time only names no invocation (invocation_id "")."""
+    node_history: tuple[NodeHistoryWrite, ...] = ()
+    """The changes of GPU nodes' records the observation made (domain/node_history.py),
+    written in the same transaction as `charges`, in order: a record forgotten with the
+    charges that close it, so neither is ever kept without the other."""
 
     @property
     def parts(self) -> tuple[str, ...]:
@@ -113,6 +118,7 @@ class BackendEvent:
             ("started", self.started),
             ("finished", self.finished),
             ("charges", self.charges or None),
+            ("node_history", self.node_history or None),
         )
         return tuple(name for name, value in told if value is not None)
 
