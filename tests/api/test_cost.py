@@ -108,6 +108,15 @@ def test_the_report_sums_by_function_and_hour_as_json_and_csv(gateway: RunningSe
             assert float(rows[name]["total_s"]) == pytest.approx(expected, abs=0.002)
             assert set(rows[name]) >= {"provisioning_s", "idle_before_start_s", "run_s", "idle_after_s"}
 
+        by_capacity = client.get("/v1/cost", params=[("since", "1h"), ("by", "capacity"), ("by", "function")])
+        assert by_capacity.json()["by"] == ["function", "capacity"]
+        [local] = [g for g in by_capacity.json()["groups"] if g["function"] == name]
+        assert (local["capacity"], local["total_node_seconds"]) == ("local", pytest.approx(expected))
+        as_csv = client.get("/v1/cost", params={"since": "1h", "by": "capacity", "format": "csv"})
+        assert as_csv.text.splitlines()[0].startswith("capacity,provisioning_s,"), as_csv.text
+        assert {r["capacity"] for r in csv.DictReader(io.StringIO(as_csv.text))} == {"local"}
+        assert as_csv.headers["content-disposition"].endswith('-capacity.csv"')
+
 
 @pytest.mark.parametrize(
     ("params", "field"),

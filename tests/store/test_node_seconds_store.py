@@ -282,3 +282,43 @@ def test_node_time_charged_on_a_spot_node_is_priced_spot(store: SqlStore, run: a
         assert (seconds, usd) == (3600, pytest.approx(0.24)), "on the local store too: the node says"
 
     run.run(body())
+
+
+def test_the_report_says_how_much_was_spot(store_url: str, run: asyncio.Runner) -> None:
+    async def body() -> None:
+        cluster = await SqlStore.open(store_url, pricing=Pricing(capacity=Capacity.on_demand))
+        try:
+            await placed_and_ran(cluster, Capacity.spot)
+            await placed_and_ran(cluster, Capacity.spot, gpu_type="nvidia-l4")
+            await placed_and_ran(cluster, None)
+            warm = warm_unused_span(at(0), at(1800))
+            assert warm is not None
+            await cluster.charge([Charge("node/s9", 0, "", T4, (warm,), Capacity.spot)])
+            since, until = T0 - timedelta(hours=1), T0 + timedelta(hours=3)
+
+            by_capacity = {g.capacity: g for g in await cluster.cost_report(since, until, ["capacity"])}
+            assert set(by_capacity) == {Capacity.spot, Capacity.on_demand}
+            spot, on_demand = by_capacity[Capacity.spot], by_capacity[Capacity.on_demand]
+            assert (spot.seconds, spot.usd, spot.unpriced_seconds) == (
+                pytest.approx(3610 + 3610 + 1800),
+                pytest.approx((3610 + 1800) * 0.24 / 3600),
+                pytest.approx(3610),
+            ), "T4 spot priced, L4 spot counted and unpriced"
+            assert (on_demand.seconds, on_demand.usd) == (
+                pytest.approx(3610),
+                pytest.approx(3610 * 0.54 / 3600),
+            )
+
+            both = await cluster.cost_report(since, until, ["function", "capacity"])
+            assert sorted((g.function, g.capacity, round(g.seconds)) for g in both) == [
+                ("", Capacity.spot, 1800),
+                ("hello", Capacity.on_demand, 3610),
+                ("hello", Capacity.spot, 7220),
+            ]
+            [total] = await cluster.cost_report(since, until, [])
+            assert total.capacity is None
+            assert total.seconds == pytest.approx(3610 * 3 + 1800)
+        finally:
+            await cluster.close()
+
+    run.run(body())

@@ -22,8 +22,9 @@ from enum import StrEnum
 from elasticityops.domain.invocations import ACTIVE_STATES, Invocation, State
 from elasticityops.pricing.table import Capacity
 
-# What a cost report may group by (both, one, or neither: one total).
-GROUPINGS = ("function", "hour")
+# What a cost report may group by (any of them, or none: one total). `capacity`: what the node
+# time was priced as (spot, on-demand, local), so a report says how much of it was spot.
+GROUPINGS = ("function", "hour", "capacity")
 
 
 class Phase(StrEnum):
@@ -153,11 +154,13 @@ class _SumsPhases:
 
 @dataclass(frozen=True)
 class CostGroup(_SumsPhases):
-    """One line of the report: its keys (function and/or hour) and each phase's totals."""
+    """One line of the report: its keys (function, hour, capacity: those it is grouped by) and
+    each phase's totals."""
 
     function: str | None
     hour: datetime | None
     phases: Mapping[Phase, PhaseTotal]
+    capacity: Capacity | None = None
 
 
 def ended_attempt(before: Invocation, after: Invocation) -> AttemptTimes | None:

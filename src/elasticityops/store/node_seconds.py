@@ -1,6 +1,6 @@
 """The node-seconds ledger in SQL: written in the transaction that ends an attempt, read per
-invocation, summed into a report by function or hour, and totalled for /metrics. Every read
-aggregates in the database; no read loads the ledger's rows into Python."""
+invocation, summed into a report by function, hour or capacity, and totalled for /metrics.
+Every read aggregates in the database; no read loads the ledger's rows into Python."""
 
 from __future__ import annotations
 
@@ -140,7 +140,7 @@ def of_invocation(conn: Connection, invocation_id: str) -> dict[Phase, PhaseTota
 
 
 def report(conn: Connection, since: datetime, until: datetime, by: Sequence[str]) -> list[CostGroup]:
-    """Totals per group (by function, by hour, both or neither) of the hours in [since, until):
+    """Totals per group (by any of function, hour and capacity, or none) of the hours in [since, until):
     hours are the ledger's grain, so `since` counts from the start of its hour."""
     unknown = set(by) - set(GROUPINGS)
     if unknown:
@@ -160,7 +160,15 @@ def report(conn: Connection, since: datetime, until: datetime, by: Sequence[str]
     out = []
     for key, phases in groups.items():
         named = dict(zip(by, key, strict=True))
-        out.append(CostGroup(function=named.get("function"), hour=named.get("hour"), phases=phases))
+        capacity = named.get("capacity")
+        out.append(
+            CostGroup(
+                function=named.get("function"),
+                hour=named.get("hour"),
+                phases=phases,
+                capacity=None if capacity is None else Capacity(capacity),
+            )
+        )
     return out
 
 
