@@ -8,12 +8,12 @@ from dataclasses import replace
 
 from elasticityops.domain.clock import Clock
 from elasticityops.domain.errors import FieldProblem, InvalidInput
-from elasticityops.domain.ports import Backend
+from elasticityops.domain.ports import Backend, Store
 from elasticityops.elasticity.controller import WarmCapacity
 from elasticityops.ha.elector import LeaseStore
 from elasticityops.settings import Settings
 
-BackendFactory = Callable[[Settings, Clock], Backend]
+BackendFactory = Callable[[Settings, Clock, Store], Backend]
 
 _FACTORIES: dict[str, BackendFactory] = {}
 
@@ -26,7 +26,9 @@ def names() -> list[str]:
     return sorted(_FACTORIES)
 
 
-def build_backend(settings: Settings, clock: Clock) -> Backend:
+def build_backend(settings: Settings, clock: Clock, store: Store) -> Backend:
+    """The backend of `settings`; `store`: where a backend keeps what must outlive it (the
+    Kubernetes backend's GPU node records)."""
     factory = _FACTORIES.get(settings.backend)
     if factory is None:
         raise InvalidInput(
@@ -38,10 +40,10 @@ def build_backend(settings: Settings, clock: Clock) -> Backend:
                 )
             ]
         )
-    return factory(settings, clock)
+    return factory(settings, clock, store)
 
 
-def _local(settings: Settings, clock: Clock) -> Backend:
+def _local(settings: Settings, clock: Clock, store: Store) -> Backend:
     # Imported on use: the local backend pulls in process handling the API does not need.
     from elasticityops.backends.local.backend import LocalBackend
 
@@ -51,12 +53,12 @@ def _local(settings: Settings, clock: Clock) -> Backend:
 register("local", _local)
 
 
-def _kubernetes(settings: Settings, clock: Clock) -> Backend:
+def _kubernetes(settings: Settings, clock: Clock, store: Store) -> Backend:
     # Issue 4: one GPU Job per invocation. Imported on use (the HTTP client and lightkube).
     from elasticityops.backends.kubernetes.backend import KubernetesBackend
 
     watch_nodes = settings.headroom.enabled or settings.kubernetes.node_costs == "watch"
-    return KubernetesBackend(settings.kubernetes, clock, watch_gpu_nodes=watch_nodes)
+    return KubernetesBackend(settings.kubernetes, clock, watch_gpu_nodes=watch_nodes, node_history=store)
 
 
 register("kubernetes", _kubernetes)

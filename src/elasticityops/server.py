@@ -415,7 +415,7 @@ def build_app(
             store_.observe_transitions(metrics.on_transition)
             store_.observe_commits(metrics.on_commit)
             hub = ChangeHub()
-            backend_ = backend or build_backend(settings, the_clock)
+            backend_ = backend or build_backend(settings, the_clock, store_)
             secret = await server_secret(store_, settings.data_dir, the_clock)
             functions = FunctionCache(store_, the_clock, settings.replicas.functions_check_s)
             dispatcher = Dispatcher(

@@ -94,6 +94,11 @@ class InvocationCostOut(BaseModel):
 class CostGroupOut(BaseModel):
     function: str | None = Field(None, description='the function ("" for warm capacity no invocation used)')
     hour: datetime | None = Field(None, description="the start of the hour (UTC)")
+    capacity: str | None = Field(
+        None,
+        description="what the node time was priced as: spot, on-demand, or local (a local GPU slot, "
+        "priced as the on-demand node of its GPU type)",
+    )
     node_seconds: dict[str, float] = Field(description=_PHASES_HELP)
     total_node_seconds: float
     usd: float
@@ -103,7 +108,7 @@ class CostGroupOut(BaseModel):
 class CostReportOut(BaseModel):
     since: datetime
     until: datetime
-    by: list[str] = Field(description="the grouping: function, hour, both, or neither (one total)")
+    by: list[str] = Field(description="the grouping: any of function, hour and capacity, or none (one total)")
     groups: list[CostGroupOut]
     total_node_seconds: float
     usd: float

@@ -1,19 +1,30 @@
 """The cost of every invocation through a real gateway on the local backend (slot-seconds,
 priced as the on-demand node of their GPU type): GET /v1/invocations/{id} carries it, while
 running and once ended; GET /v1/cost sums it by function and hour as JSON and CSV; /metrics
-exports the counters."""
+exports the counters. And the live cost of an attempt on a spot node, without a cluster."""
 
 from __future__ import annotations
 
+import asyncio
 import csv
 import io
 import time
 import uuid
-from typing import Any
+from dataclasses import replace
+from datetime import UTC, datetime, timedelta
+from types import SimpleNamespace
+from typing import Any, cast
 
 import httpx
 import pytest
 
+from elasticityops.api.cost_routes import cost_of
+from elasticityops.api.runtime import Runtime
+from elasticityops.domain.clock import ManualClock
+from elasticityops.domain.functions import Priority
+from elasticityops.domain.invocations import Invocation, State, Timeline
+from elasticityops.domain.node_seconds import Phase, PhaseTotal
+from elasticityops.pricing.table import Capacity
 from helpers.server import RunningServer
 
 T4_PER_S = 0.54 / 3600
@@ -97,6 +108,15 @@ def test_the_report_sums_by_function_and_hour_as_json_and_csv(gateway: RunningSe
             assert float(rows[name]["total_s"]) == pytest.approx(expected, abs=0.002)
             assert set(rows[name]) >= {"provisioning_s", "idle_before_start_s", "run_s", "idle_after_s"}
 
+        by_capacity = client.get("/v1/cost", params=[("since", "1h"), ("by", "capacity"), ("by", "function")])
+        assert by_capacity.json()["by"] == ["function", "capacity"]
+        [local] = [g for g in by_capacity.json()["groups"] if g["function"] == name]
+        assert (local["capacity"], local["total_node_seconds"]) == ("local", pytest.approx(expected))
+        as_csv = client.get("/v1/cost", params={"since": "1h", "by": "capacity", "format": "csv"})
+        assert as_csv.text.splitlines()[0].startswith("capacity,provisioning_s,"), as_csv.text
+        assert {r["capacity"] for r in csv.DictReader(io.StringIO(as_csv.text))} == {"local"}
+        assert as_csv.headers["content-disposition"].endswith('-capacity.csv"')
+
 
 @pytest.mark.parametrize(
     ("params", "field"),
@@ -132,3 +152,37 @@ def test_metrics_export_node_seconds_and_dollars_per_function(gateway: RunningSe
         assert values[run_line] == pytest.approx(done["cost"]["node_seconds"]["run"])
         assert values[dollars_line] == pytest.approx(done["cost"]["usd"])
         assert "# TYPE eops_invocation_node_seconds_total counter" in text
+
+
+def test_the_live_cost_of_an_attempt_on_a_spot_node_is_priced_spot() -> None:
+    """cost_of (the `cost` of GET /v1/invocations/{id}) counts the attempt under way to now at
+    the price of its node's capacity, not the backend's."""
+    now = datetime(2026, 12, 2, 10, tzinfo=UTC)
+    running = Invocation(
+        id="inv-1",
+        function="fn",
+        state=State.running,
+        priority=Priority.normal,
+        timeline=Timeline(
+            accepted=now, capacity_ready=now - timedelta(hours=1), started=now - timedelta(hours=1)
+        ),
+        gpu_type="nvidia-tesla-t4",
+        node="s1",
+        node_capacity=Capacity.spot,
+    )
+
+    async def no_ledger(_: str) -> dict[Phase, PhaseTotal]:
+        return {}
+
+    rt = cast(
+        Runtime,
+        SimpleNamespace(
+            store=SimpleNamespace(node_seconds_of=no_ledger),
+            clock=ManualClock(now),
+            settings=SimpleNamespace(backend="kubernetes"),
+        ),
+    )
+    spot = asyncio.run(cost_of(rt, running))
+    assert (spot.open, spot.seconds, spot.usd) == (True, 3600, pytest.approx(0.24))
+    unknown = asyncio.run(cost_of(rt, replace(running, node_capacity=None)))
+    assert unknown.usd == pytest.approx(0.54), "a node not known: on demand, the backend's"

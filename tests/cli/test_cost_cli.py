@@ -67,7 +67,15 @@ def test_cost_refuses_a_bad_grouping_naming_it(eops: Eops) -> None:
     refused = eops("cost", "--by", "node")
     assert refused.code != 0
     assert "by" in refused.output
-    assert "function and/or hour" in refused.output
+    assert "function, hour and/or capacity" in refused.output
+
+
+def test_cost_by_capacity_says_what_the_node_time_was_priced_as(eops: Eops, ended: str) -> None:
+    table = eops("cost", "--since", "1h", "--by", "function", "--by", "capacity")
+    assert table.code == 0, table.output
+    assert "CAPACITY" in table.stdout
+    [line] = [row for row in table.stdout.splitlines() if row.startswith(NAME)]
+    assert "local" in line, "a local slot"
 
 
 def test_cost_has_help(eops: Eops) -> None:

@@ -11,6 +11,7 @@ import pytest
 from elasticityops.domain.events import BackendEvent, Finished, apply_event, finished_event, note_event
 from elasticityops.domain.functions import Priority
 from elasticityops.domain.invocations import FailureReason, Invocation, Note, State, Timeline, advance
+from elasticityops.pricing.table import Capacity
 
 AT = datetime(2026, 11, 29, 12, tzinfo=UTC)
 LATER = AT + timedelta(seconds=30)
@@ -187,3 +188,15 @@ def test_where_its_node_time_starts_is_kept_from_the_first_placement() -> None:
     assert (relisted.node_since, relisted.warm) == (AT, False), "a relist after a restart changes nothing"
     requeued = advance(placed, State.queued, LATER)
     assert (requeued.node_since, requeued.warm) == (None, False), "the next attempt has a node of its own"
+
+
+def test_its_nodes_capacity_comes_with_the_placement_and_goes_with_the_attempt() -> None:
+    placed = apply_event(
+        inv(),
+        BackendEvent("inv-1", node="n1", capacity_ready=LATER, node_since=AT, node_capacity=Capacity.spot),
+    )
+    assert placed.node_capacity is Capacity.spot
+    relisted = apply_event(placed, BackendEvent("inv-1", node="n1", node_capacity=Capacity.on_demand))
+    assert relisted.node_capacity is Capacity.spot, "the first word stands"
+    requeued = advance(placed, State.queued, LATER)
+    assert requeued.node_capacity is None, "the next attempt's node says its own"

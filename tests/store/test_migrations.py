@@ -66,6 +66,7 @@ OUR_TABLES = {
     "gateway_generations",
     "node_seconds",
     "node_seconds_totals",
+    "gpu_node_history",
 }
 
 

@@ -201,3 +201,124 @@ def test_node_time_about_no_invocation_is_recorded_from_its_event(
         assert usd == pytest.approx(600 * T4_PER_S)
 
     run.run(body())
+
+
+async def placed_and_ran(store: SqlStore, capacity: Capacity | None, gpu_type: str = T4) -> str:
+    """One invocation on a cluster node of `capacity` (None: a node the watch did not know),
+    placed at 0 s, run from 10 s to 3610 s: an hour of run."""
+    inv = await admitted(store, gpu_type=gpu_type)
+    await store.record(
+        BackendEvent(
+            inv, node="n1", capacity_ready=at(0), node_since=at(0), warm=True, node_capacity=capacity
+        )
+    )
+    await store.record(BackendEvent(inv, started=at(10)))
+    await store.record(BackendEvent(inv, finished=Finished.succeeded(at(3610))))
+    return inv
+
+
+def test_an_attempt_is_priced_as_the_capacity_of_its_node(store_url: str, run: asyncio.Runner) -> None:
+    async def body() -> None:
+        cluster = await SqlStore.open(store_url, pricing=Pricing(capacity=Capacity.on_demand))
+        try:
+            spot = await placed_and_ran(cluster, Capacity.spot)
+            stored = await cluster.get_invocation(spot)
+            assert stored is not None
+            assert stored.node_capacity is Capacity.spot, "kept in the row until the end"
+            assert (await cluster.node_seconds_of(spot))[Phase.run].usd == pytest.approx(0.24)
+
+            on_demand = await placed_and_ran(cluster, Capacity.on_demand)
+            assert (await cluster.node_seconds_of(on_demand))[Phase.run].usd == pytest.approx(0.54)
+            unknown = await placed_and_ran(cluster, None)
+            assert (await cluster.node_seconds_of(unknown))[Phase.run].usd == pytest.approx(0.54), (
+                "a node not known: the backend's capacity, on demand"
+            )
+
+            l4_spot = await placed_and_ran(cluster, Capacity.spot, gpu_type="nvidia-l4")
+            run_ = (await cluster.node_seconds_of(l4_spot))[Phase.run]
+            assert (run_.seconds, run_.usd, run_.unpriced_seconds) == (3600, 0, 3600), "no sourced figure"
+            l4 = await placed_and_ran(cluster, Capacity.on_demand, gpu_type="nvidia-l4")
+            assert (await cluster.node_seconds_of(l4))[Phase.run].usd == pytest.approx(0.85)
+        finally:
+            await cluster.close()
+
+    run.run(body())
+
+
+def test_a_preempted_spot_attempt_is_priced_spot_and_the_next_one_as_its_own_node(
+    store_url: str, run: asyncio.Runner
+) -> None:
+    async def body() -> None:
+        cluster = await SqlStore.open(store_url, pricing=Pricing(capacity=Capacity.on_demand))
+        try:
+            inv = await admitted(cluster)
+            spot = BackendEvent(
+                inv, node="s1", capacity_ready=at(0), started=at(0), node_capacity=Capacity.spot
+            )
+            await cluster.record(spot)
+            requeued = await cluster.apply(Change(inv, State.queued, at(3600)))
+            assert requeued is not None
+            assert requeued.node_capacity is None
+            await cluster.apply(Change(inv, State.pending, at(3600), gpu_type=T4))
+            again = BackendEvent(
+                inv, node="n2", capacity_ready=at(3600), started=at(3600), node_capacity=Capacity.on_demand
+            )
+            await cluster.record(again)
+            await cluster.record(BackendEvent(inv, finished=Finished.succeeded(at(7200))))
+            run_ = (await cluster.node_seconds_of(inv))[Phase.run]
+            assert (run_.seconds, run_.usd) == (7200, pytest.approx(0.24 + 0.54))
+        finally:
+            await cluster.close()
+
+    run.run(body())
+
+
+def test_node_time_charged_on_a_spot_node_is_priced_spot(store: SqlStore, run: asyncio.Runner) -> None:
+    async def body() -> None:
+        warm = warm_unused_span(at(0), at(3600))
+        assert warm is not None
+        await store.charge([Charge("node/s1", 0, "", T4, (warm,), Capacity.spot)])
+        [(_, _, seconds, usd)] = await store.node_seconds_totals()
+        assert (seconds, usd) == (3600, pytest.approx(0.24)), "on the local store too: the node says"
+
+    run.run(body())
+
+
+def test_the_report_says_how_much_was_spot(store_url: str, run: asyncio.Runner) -> None:
+    async def body() -> None:
+        cluster = await SqlStore.open(store_url, pricing=Pricing(capacity=Capacity.on_demand))
+        try:
+            await placed_and_ran(cluster, Capacity.spot)
+            await placed_and_ran(cluster, Capacity.spot, gpu_type="nvidia-l4")
+            await placed_and_ran(cluster, None)
+            warm = warm_unused_span(at(0), at(1800))
+            assert warm is not None
+            await cluster.charge([Charge("node/s9", 0, "", T4, (warm,), Capacity.spot)])
+            since, until = T0 - timedelta(hours=1), T0 + timedelta(hours=3)
+
+            by_capacity = {g.capacity: g for g in await cluster.cost_report(since, until, ["capacity"])}
+            assert set(by_capacity) == {Capacity.spot, Capacity.on_demand}
+            spot, on_demand = by_capacity[Capacity.spot], by_capacity[Capacity.on_demand]
+            assert (spot.seconds, spot.usd, spot.unpriced_seconds) == (
+                pytest.approx(3610 + 3610 + 1800),
+                pytest.approx((3610 + 1800) * 0.24 / 3600),
+                pytest.approx(3610),
+            ), "T4 spot priced, L4 spot counted and unpriced"
+            assert (on_demand.seconds, on_demand.usd) == (
+                pytest.approx(3610),
+                pytest.approx(3610 * 0.54 / 3600),
+            )
+
+            both = await cluster.cost_report(since, until, ["function", "capacity"])
+            assert sorted((g.function, g.capacity, round(g.seconds)) for g in both) == [
+                ("", Capacity.spot, 1800),
+                ("hello", Capacity.on_demand, 3610),
+                ("hello", Capacity.spot, 7220),
+            ]
+            [total] = await cluster.cost_report(since, until, [])
+            assert total.capacity is None
+            assert total.seconds == pytest.approx(3610 * 3 + 1800)
+        finally:
+            await cluster.close()
+
+    run.run(body())

@@ -1,6 +1,6 @@
-"""/v1/cost: node-seconds and their cost over a time range, per function and/or per hour, as
-JSON or CSV (`Accept: text/csv` or `?format=csv`); and the cost of one invocation, for
-GET /v1/invocations/{id}."""
+"""/v1/cost: node-seconds and their cost over a time range, per function, per hour and/or per
+capacity (spot, on-demand, local), as JSON or CSV (`Accept: text/csv` or `?format=csv`); and
+the cost of one invocation, for GET /v1/invocations/{id}."""
 
 from __future__ import annotations
 
@@ -39,7 +39,7 @@ async def cost_of(rt: Runtime, inv: Invocation) -> InvocationCost:
     stored = await rt.store.node_seconds_of(inv.id)
     times = live_attempt(inv)
     live = [] if times is None else attempt_spans(times, rt.clock.now())
-    capacity = capacity_of_backend(rt.settings.backend)
+    capacity = inv.node_capacity or capacity_of_backend(rt.settings.backend)
     return invocation_cost(stored, live, prices().per_hour(inv.gpu_type, capacity))
 
 
@@ -51,12 +51,14 @@ async def cost_of(rt: Runtime, inv: Invocation) -> InvocationCost:
         401: {"model": ErrorOut, "description": "missing or wrong token"},
         422: {"model": ErrorOut, "description": "invalid input; each problem names the field and the fix"},
     },
-    summary="Node-seconds and cost by phase, per function and/or per hour",
+    summary="Node-seconds and cost by phase, per function, hour and/or capacity",
 )
 async def cost_report(
     request: Request,
     since: str = Query("24h", max_length=40, description="how far back: 90m, 24h, 7d, or an ISO 8601 time"),
-    by: list[str] = Query([], description="group by function and/or hour (repeat for both); none: one total"),
+    by: list[str] = Query(
+        [], description="group by function, hour and/or capacity (repeat for more than one); none: one total"
+    ),
     format: str | None = Query(None, description="csv for CSV (or send Accept: text/csv)"),
 ) -> Response:
     rt: Runtime = request.app.state.runtime
@@ -103,7 +105,8 @@ def _by(raw: list[str]) -> tuple[str, ...]:
     names = [part.strip() for item in raw for part in item.split(",") if part.strip()]
     bad = [n for n in names if n not in GROUPINGS]
     if bad:
-        raise InvalidInput([FieldProblem("by", f"{bad[0]!r} is not a grouping", "pass function and/or hour")])
+        fix = "pass function, hour and/or capacity"
+        raise InvalidInput([FieldProblem("by", f"{bad[0]!r} is not a grouping", fix)])
     return tuple(name for name in GROUPINGS if name in names)  # one order, whatever was asked
 
 
@@ -111,6 +114,7 @@ def _group_out(group: CostGroup) -> CostGroupOut:
     return CostGroupOut(
         function=group.function,
         hour=group.hour,
+        capacity=None if group.capacity is None else group.capacity.value,
         node_seconds=phases_document(group.phases),
         total_node_seconds=group.seconds,
         usd=group.usd,
@@ -133,7 +137,11 @@ def report_csv(groups: list[CostGroup], keys: tuple[str, ...]) -> str:
     phases = [phase.value for phase in Phase]
     writer.writerow([*keys, *(f"{p}_s" for p in phases), "total_s", "usd", "unpriced_s"])
     for group in groups:
-        named = {"function": group.function, "hour": None if group.hour is None else group.hour.isoformat()}
+        named = {
+            "function": group.function,
+            "hour": None if group.hour is None else group.hour.isoformat(),
+            "capacity": None if group.capacity is None else group.capacity.value,
+        }
         seconds = phases_document(group.phases)
         writer.writerow(
             [

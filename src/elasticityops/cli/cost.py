@@ -1,4 +1,4 @@
-"""`eops cost`: where the node time went and what it cost, per function or per hour."""
+"""`eops cost`: where the node time went and what it cost, per function, hour or capacity."""
 
 from __future__ import annotations
 
@@ -11,7 +11,8 @@ from elasticityops.cli import remote, render_cost
 
 Grouping = typer.Option(
     "--by",
-    help="Group by function and/or hour (repeat for both: --by function --by hour); none: one total.",
+    help="Group by function, hour and/or capacity (spot, on-demand, local; repeat for more than one: "
+    "--by function --by hour); none: one total.",
 )
 
 CsvFlag = typer.Option("--csv", help="Print CSV: a line per group, a column per phase.")

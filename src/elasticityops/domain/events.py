@@ -20,7 +20,9 @@ from elasticityops.domain.invocations import (
     advance,
     mark_capacity_ready,
 )
+from elasticityops.domain.node_history import NodeHistoryWrite
 from elasticityops.domain.node_seconds import Charge
+from elasticityops.pricing.table import Capacity
 
 # The reason each terminal state other than `failed` always carries.
 _REASON_OF = {State.cancelled: FailureReason.cancelled, State.timed_out: FailureReason.timeout}
@@ -97,10 +99,15 @@ class BackendEvent:
     attempt's job may still report while it goes away; that is no news of the attempt after."""
     node_since: datetime | None = None  # with the placement: see Invocation.node_since
     warm: bool | None = None  # with the placement: it landed on capacity that was there already
+    node_capacity: Capacity | None = None  # with the placement: its node's (spot, on demand)
     charges: tuple[Charge, ...] = ()
     """Node time the observation closed that no transition of the invocation ends (its node's
     idle time after it, warm capacity no one used): written to the ledger as they are. An
     event of node time only names no invocation (invocation_id "")."""
+    node_history: tuple[NodeHistoryWrite, ...] = ()
+    """The changes of GPU nodes' records the observation made (domain/node_history.py),
+    written in the same transaction as `charges`, in order: a record forgotten with the
+    charges that close it, so neither is ever kept without the other."""
 
     @property
     def parts(self) -> tuple[str, ...]:
@@ -111,6 +118,7 @@ class BackendEvent:
             ("started", self.started),
             ("finished", self.finished),
             ("charges", self.charges or None),
+            ("node_history", self.node_history or None),
         )
         return tuple(name for name, value in told if value is not None)
 
@@ -143,6 +151,8 @@ def apply_event(inv: Invocation, event: BackendEvent) -> Invocation:
         # The first word stands: a relist after a restart reads a node whose past it does not
         # know, and would take the node made for this attempt for a warm one.
         after = replace(after, node_since=event.node_since, warm=bool(event.warm))
+    if event.node_capacity is not None and after.node_capacity is None:
+        after = replace(after, node_capacity=event.node_capacity)
     if event.capacity_ready is not None and after.state is State.pending:
         after = mark_capacity_ready(after, event.capacity_ready, event.node)
     if event.started is not None and after.state is State.pending:

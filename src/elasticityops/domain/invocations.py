@@ -19,6 +19,7 @@ from enum import StrEnum
 
 from elasticityops.domain.errors import InvalidTransition
 from elasticityops.domain.functions import Priority
+from elasticityops.pricing.table import Capacity
 
 
 class State(StrEnum):
@@ -162,6 +163,9 @@ class Invocation:
     for it, the moment it was picked for warm capacity (`warm`). None: a local slot, or a node
     the backend knows nothing of; its node time then counts from capacity_ready."""
     warm: bool = False
+    node_capacity: Capacity | None = None
+    """What the current attempt's node is priced as (spot or on demand, from its labels). None:
+    a local slot, or a node the backend knows nothing of: the backend's own (capacity_of_backend)."""
 
 
 def advance(
@@ -199,6 +203,7 @@ def advance(
             result=None,
             node_since=None,
             warm=False,
+            node_capacity=None,
         )
     if to is State.pending:
         tl = replace(tl, dispatched=tl.dispatched or _not_before(at, tl))

@@ -20,9 +20,11 @@ from datetime import datetime, timedelta
 from enum import StrEnum
 
 from elasticityops.domain.invocations import ACTIVE_STATES, Invocation, State
+from elasticityops.pricing.table import Capacity
 
-# What a cost report may group by (both, one, or neither: one total).
-GROUPINGS = ("function", "hour")
+# What a cost report may group by (any of them, or none: one total). `capacity`: what the node
+# time was priced as (spot, on-demand, local), so a report says how much of it was spot.
+GROUPINGS = ("function", "hour", "capacity")
 
 
 class Phase(StrEnum):
@@ -49,13 +51,15 @@ class AttemptTimes:
     """What the edges observed of one attempt on its node. `node_since`: when the node was
     created for it, or the moment it was picked from warm capacity (`warm`); None where the
     capacity needs no making (a local slot), so it is held from `capacity_ready`. `ended`:
-    None while it still runs (the spans then run to `now`)."""
+    None while it still runs (the spans then run to `now`). `capacity`: what its node is
+    priced as; None where the backend does not tell (see Charge.capacity)."""
 
     capacity_ready: datetime | None
     started: datetime | None
     ended: datetime | None
     node_since: datetime | None = None
     warm: bool = False
+    capacity: Capacity | None = None
 
 
 def attempt_spans(times: AttemptTimes, now: datetime) -> list[Span]:
@@ -110,13 +114,17 @@ def totals(spans: Sequence[Span]) -> dict[Phase, float]:
 
 @dataclass(frozen=True)
 class Charge:
-    """Spans of node time charged to one source (an invocation's attempt, or a warm unit)."""
+    """Spans of node time charged to one source (an invocation's attempt, or a warm unit),
+    priced at the row of its GPU type and `capacity`: the capacity of the node the time was
+    spent on. None: the node is not known (a local slot, a node the watch never saw), and the
+    store prices it as its backend's (pricing.table.capacity_of_backend)."""
 
     source: str
     attempt: int
     function: str
     gpu_type: str | None
     spans: Sequence[Span]
+    capacity: Capacity | None = None
 
 
 @dataclass(frozen=True)
@@ -146,11 +154,13 @@ class _SumsPhases:
 
 @dataclass(frozen=True)
 class CostGroup(_SumsPhases):
-    """One line of the report: its keys (function and/or hour) and each phase's totals."""
+    """One line of the report: its keys (function, hour, capacity: those it is grouped by) and
+    each phase's totals."""
 
     function: str | None
     hour: datetime | None
     phases: Mapping[Phase, PhaseTotal]
+    capacity: Capacity | None = None
 
 
 def ended_attempt(before: Invocation, after: Invocation) -> AttemptTimes | None:
@@ -161,11 +171,15 @@ def ended_attempt(before: Invocation, after: Invocation) -> AttemptTimes | None:
         return None
     if after.state.terminal:
         tl = after.timeline
-        return AttemptTimes(tl.capacity_ready, tl.started, tl.finished, after.node_since, after.warm)
+        return AttemptTimes(
+            tl.capacity_ready, tl.started, tl.finished, after.node_since, after.warm, after.node_capacity
+        )
     if after.state is State.queued:
         tl = before.timeline
         ended = after.timeline.preempted
-        return AttemptTimes(tl.capacity_ready, tl.started, ended, before.node_since, before.warm)
+        return AttemptTimes(
+            tl.capacity_ready, tl.started, ended, before.node_since, before.warm, before.node_capacity
+        )
     return None
 
 
@@ -174,7 +188,7 @@ def live_attempt(inv: Invocation) -> AttemptTimes | None:
     if inv.state not in ACTIVE_STATES:
         return None
     tl = inv.timeline
-    return AttemptTimes(tl.capacity_ready, tl.started, None, inv.node_since, inv.warm)
+    return AttemptTimes(tl.capacity_ready, tl.started, None, inv.node_since, inv.warm, inv.node_capacity)
 
 
 @dataclass(frozen=True)

@@ -13,6 +13,7 @@ from typing import Protocol, runtime_checkable
 from elasticityops.domain.events import BackendEvent
 from elasticityops.domain.functions import FunctionSpec
 from elasticityops.domain.invocations import FailureReason, Invocation, Note, State
+from elasticityops.domain.node_history import NodeHistory
 from elasticityops.domain.node_seconds import Charge, CostGroup, Phase, PhaseTotal
 from elasticityops.domain.spillover import Spill
 from elasticityops.domain.tokens import ApiToken, Scope
@@ -71,6 +72,12 @@ class Change:
     gpu_type: str | None = None  # admission: the GPU type it is launched on
     note: Note | None = None  # added to its notes with the transition (a preemption says by whom)
     attempt: int | None = None  # compare-and-set on the attempt too (None: any attempt)
+
+
+class NodeHistorySource(Protocol):
+    """Where the GPU node watch reads the nodes' records at its start (the Store)."""
+
+    async def gpu_node_history(self) -> list[NodeHistory]: ...
 
 
 class Store(Protocol):
@@ -192,6 +199,11 @@ class Store(Protocol):
 
     async def charge(self, charges: Sequence[Charge]) -> None:
         """Record node time that no transition ends (idle after, warm unused), once per key."""
+        ...
+
+    async def gpu_node_history(self) -> list[NodeHistory]:
+        """Every GPU node's record (domain/node_history.py), written with the events that
+        changed them: what a starting node watch goes on from."""
         ...
 
     async def node_seconds_of(self, invocation_id: str) -> Mapping[Phase, PhaseTotal]:

@@ -50,8 +50,9 @@ class PriceTable:
 
 
 def capacity_of_backend(backend: str) -> Capacity:
-    """What a backend's node-seconds are priced as: local slots as the on-demand node of their
-    GPU type; cluster nodes on demand (spot nodes are not told apart yet)."""
+    """What a backend's node-seconds are priced as when their node does not say: local slots
+    as the on-demand node of their GPU type; a cluster node the GPU node watch never saw (or
+    with the watch off) on demand. A node the watch saw names its own (spot or on demand)."""
     return Capacity.local if backend == "local" else Capacity.on_demand
 
 

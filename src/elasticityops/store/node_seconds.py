@@ -1,6 +1,6 @@
 """The node-seconds ledger in SQL: written in the transaction that ends an attempt, read per
-invocation, summed into a report by function or hour, and totalled for /metrics. Every read
-aggregates in the database; no read loads the ledger's rows into Python."""
+invocation, summed into a report by function, hour or capacity, and totalled for /metrics.
+Every read aggregates in the database; no read loads the ledger's rows into Python."""
 
 from __future__ import annotations
 
@@ -30,8 +30,9 @@ from elasticityops.store.tables import node_seconds, node_seconds_totals
 
 @dataclass(frozen=True)
 class Pricing:
-    """How this gateway's node-seconds are priced: the capacity its backend runs on (a local
-    slot, or a cluster node) and the shared price table."""
+    """How this gateway's node-seconds are priced: the capacity of a charge whose node is not
+    known (its backend's: a local slot, or a cluster node on demand) and the shared price table.
+    A charge that names its node's capacity (Charge.capacity: a spot node) is priced at it."""
 
     capacity: Capacity = Capacity.local
     table: PriceTable = field(default_factory=prices)
@@ -55,6 +56,7 @@ def charge_of(inv: Invocation, times: AttemptTimes, now: datetime) -> Charge:
         function=inv.function,
         gpu_type=inv.gpu_type,
         spans=attempt_spans(times, now),
+        capacity=times.capacity,
     )
 
 
@@ -62,7 +64,8 @@ def write(conn: Connection, charges: Sequence[Charge], pricing: Pricing) -> None
     """The ledger rows of the charges, and their totals, in the caller's transaction."""
     ledger: list[dict[str, Any]] = []
     for charge in charges:
-        price = pricing.table.per_hour(charge.gpu_type, pricing.capacity)
+        capacity = charge.capacity or pricing.capacity
+        price = pricing.table.per_hour(charge.gpu_type, capacity)
         for span in charge.spans:
             for hour, seconds in by_hour(span):
                 usd = None if price is None else seconds * price / 3600.0
@@ -74,7 +77,7 @@ def write(conn: Connection, charges: Sequence[Charge], pricing: Pricing) -> None
                         "hour": hour,
                         "function": charge.function,
                         "gpu_type": charge.gpu_type,
-                        "capacity": pricing.capacity.value,
+                        "capacity": capacity.value,
                         "seconds": seconds,
                         "usd": usd,
                     }
@@ -137,7 +140,7 @@ def of_invocation(conn: Connection, invocation_id: str) -> dict[Phase, PhaseTota
 
 
 def report(conn: Connection, since: datetime, until: datetime, by: Sequence[str]) -> list[CostGroup]:
-    """Totals per group (by function, by hour, both or neither) of the hours in [since, until):
+    """Totals per group (by any of function, hour and capacity, or none) of the hours in [since, until):
     hours are the ledger's grain, so `since` counts from the start of its hour."""
     unknown = set(by) - set(GROUPINGS)
     if unknown:
@@ -157,7 +160,15 @@ def report(conn: Connection, since: datetime, until: datetime, by: Sequence[str]
     out = []
     for key, phases in groups.items():
         named = dict(zip(by, key, strict=True))
-        out.append(CostGroup(function=named.get("function"), hour=named.get("hour"), phases=phases))
+        capacity = named.get("capacity")
+        out.append(
+            CostGroup(
+                function=named.get("function"),
+                hour=named.get("hour"),
+                phases=phases,
+                capacity=None if capacity is None else Capacity(capacity),
+            )
+        )
     return out
 
 

@@ -10,6 +10,7 @@ from typing import Any
 from elasticityops.domain.functions import FunctionSpec, Priority, spec_to_json
 from elasticityops.domain.invocations import FailureReason, Invocation, Note, State, Timeline
 from elasticityops.domain.ports import FunctionRecord, NewInvocation
+from elasticityops.pricing.table import Capacity
 
 PRIORITY_BY_RANK = {p.rank: p for p in Priority}
 
@@ -40,6 +41,7 @@ INVOCATION_COLUMNS = (
     "cancel_requested_at",
     "node_since_at",
     "warm_pick",
+    "node_capacity",
 )
 
 
@@ -106,6 +108,7 @@ def invocation_from_row(row: Mapping[Any, Any]) -> Invocation:
         cancel_requested=row["cancel_requested_at"],
         node_since=row["node_since_at"],
         warm=bool(row["warm_pick"]),
+        node_capacity=None if row["node_capacity"] is None else Capacity(row["node_capacity"]),
     )
 
 
@@ -162,8 +165,13 @@ def invocation_update(before: Invocation, after: Invocation) -> dict[str, Any]:
         "cancel_requested_at": (before.cancel_requested, after.cancel_requested),
         "node_since_at": (before.node_since, after.node_since),
         "warm_pick": (int(before.warm), int(after.warm)),
+        "node_capacity": (_capacity(before.node_capacity), _capacity(after.node_capacity)),
     }
     out = {name: new for name, (old, new) in pairs.items() if old != new}
     if before.notes != after.notes:
         out["notes"] = notes_to_json(after.notes)
     return out
+
+
+def _capacity(capacity: Capacity | None) -> str | None:
+    return None if capacity is None else capacity.value

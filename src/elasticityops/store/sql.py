@@ -45,12 +45,13 @@ from elasticityops.domain.errors import (
 from elasticityops.domain.events import BackendEvent, apply_event
 from elasticityops.domain.functions import FunctionSpec, Priority
 from elasticityops.domain.invocations import ACTIVE_STATES, Invocation, Note, State, add_note, advance
+from elasticityops.domain.node_history import NodeHistory
 from elasticityops.domain.node_seconds import Charge, CostGroup, Phase, PhaseTotal
 from elasticityops.domain.ports import Change, ClockReading, FunctionRecord, NewInvocation, Page
 from elasticityops.domain.spillover import Spill, moved
 from elasticityops.domain.tokens import TOKEN_ID_PREFIX, ApiToken, Scope, is_token_id, token_id
 from elasticityops.settings import StoreSettings
-from elasticityops.store import migrate, rows
+from elasticityops.store import migrate, node_history, rows
 from elasticityops.store import node_seconds as ledger
 from elasticityops.store.tables import (
     api_tokens,
@@ -571,6 +572,10 @@ class SqlStore:
 
         await self._write(run)
 
+    async def gpu_node_history(self) -> list[NodeHistory]:
+        """Every GPU node's record (domain/node_history.py): the node watch's start reads them."""
+        return await self._read(node_history.read)
+
     async def node_seconds_of(self, invocation_id: str) -> dict[Phase, PhaseTotal]:
         return await self._read(lambda conn: ledger.of_invocation(conn, invocation_id))
 
@@ -725,6 +730,9 @@ def _record_many(
     told = [charge for seen in events for charge in seen.charges]
     if told:
         ledger.write(conn, told, pricing)
+    changed = [change for seen in events for change in seen.node_history]
+    if changed:
+        node_history.write(conn, changed)
     return outcomes
 
 

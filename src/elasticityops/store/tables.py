@@ -113,6 +113,9 @@ invocations = Table(
     # or its pick from warm capacity (warm_pick 1). NULL: a local slot, or a node not known.
     Column("node_since_at", UtcDateTime, nullable=True),
     Column("warm_pick", Integer, nullable=False, server_default="0"),
+    # What that node is priced as (pricing.table.Capacity: spot, on-demand), from its labels.
+    # NULL: a local slot, a node not known, or a row from before migration 0012: the backend's.
+    Column("node_capacity", String(16), nullable=True),
     # NULL keys never collide (both databases treat NULLs as distinct in unique constraints).
     UniqueConstraint("function", "idempotency_key", name="uq_invocation_idempotency"),
     Index("ix_invocations_state_id", "state", "id"),
@@ -189,4 +192,23 @@ node_seconds_totals = Table(
     Column("phase", String(24), primary_key=True),
     Column("seconds", Float, nullable=False),
     Column("usd", Float, nullable=False),  # the priced part only
+)
+
+# What the GPU node watch knows of each node's past that the node-seconds attribution needs
+# (domain/node_history.py), one row per node: written when one of those facts changes, read
+# when the watch starts (a restart, a new leader), deleted with the node's last charges.
+gpu_node_history = Table(
+    "gpu_node_history",
+    metadata,
+    Column("name", String(253), primary_key=True),  # a Node's name: a DNS subdomain
+    Column("gpu_type", String(64), nullable=False),
+    Column("capacity", String(16), nullable=False),  # pricing.table.Capacity
+    Column("created_at", UtcDateTime, nullable=False),
+    Column("unused", Integer, nullable=False),  # 1: seen from its creation, no job used it yet
+    # Its last job, ended, whose idle time after is not charged yet; all NULL: none.
+    Column("last_invocation", String(40), nullable=True),
+    Column("last_attempt", Integer, nullable=True),
+    Column("last_function", String(64), nullable=True),
+    Column("last_gpu_type", String(64), nullable=True),
+    Column("last_ended_at", UtcDateTime, nullable=True),
 )

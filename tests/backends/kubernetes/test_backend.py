@@ -9,6 +9,7 @@ import base64
 import re
 from collections.abc import AsyncIterator
 from dataclasses import replace
+from datetime import timedelta
 from typing import Any
 from urllib.parse import unquote
 
@@ -21,9 +22,12 @@ from elasticityops.backends.kubernetes.settings import KubernetesSettings
 from elasticityops.domain.clock import ManualClock
 from elasticityops.domain.events import BackendEvent, Finished
 from elasticityops.domain.invocations import FailureReason, State, callback_token
+from elasticityops.domain.node_history import LastJob, NodeHistory, NodeHistoryWrite
+from elasticityops.domain.node_seconds import Phase
 from elasticityops.domain.ports import LaunchRequest
+from elasticityops.pricing.table import Capacity
 
-from .builders import INV, T0, condition, invocation, job, pod, spec, ts
+from .builders import INV, T0, condition, invocation, job, pod, scheduled, spec, ts
 from .scripted_server import Reply, ScriptedServer, scripted
 
 pytestmark = pytest.mark.anyio
@@ -600,3 +604,100 @@ async def test_a_preempted_job_that_never_had_a_pod_frees_its_gpu_when_it_goes()
         await backend.stop()
     [gone] = sink.events
     assert (gone.parts, gone.attempt) == (("finished",), 0)
+
+
+class NodeRecords:
+    """The store's GPU node records, as the backend reads them at its start."""
+
+    def __init__(self, *records: NodeHistory) -> None:
+        self.records = list(records)
+        self.reads = 0
+
+    async def gpu_node_history(self) -> list[NodeHistory]:
+        self.reads += 1
+        return list(self.records)
+
+
+def _gpu_node(name: str, created: float) -> dict[str, Any]:
+    return {
+        "metadata": {
+            "name": name,
+            "creationTimestamp": ts(created),
+            "labels": {
+                "cloud.google.com/gke-accelerator": "nvidia-tesla-t4",
+                "cloud.google.com/gke-spot": "true",
+            },
+        },
+        "status": {
+            "allocatable": {"nvidia.com/gpu": "1"},
+            "conditions": [{"type": "Ready", "status": "True"}],
+        },
+    }
+
+
+async def test_a_restarted_backend_goes_on_from_the_node_records_it_reads_at_its_start() -> None:
+    """The first list claims the record of a node still there (whose last job ended before the
+    restart: charged when the node goes); a record no listed node claims is of a node that went
+    while no gateway watched: charged up to the first list, and forgotten in the same event."""
+    clock = ManualClock(T0 + timedelta(seconds=900))
+    last = LastJob(INV, 1, "hello", "nvidia-tesla-t4", T0 + timedelta(seconds=300))
+    records = NodeRecords(
+        NodeHistory("kept", "nvidia-tesla-t4", Capacity.spot, T0, unused=False, last=last),
+        NodeHistory("gone", "nvidia-tesla-t4", Capacity.on_demand, T0, unused=True),
+    )
+    listed = {"items": [_gpu_node("kept", 0)], "metadata": {"resourceVersion": "1"}}
+    routes = {
+        "^GET /api/v1/nodes\\?.*watch=true": [Reply(hold=True)],
+        "^GET /api/v1/nodes\\?": [Reply(200, listed)],
+    }
+    sink = Sink()
+    async with scripted([], _watching(**routes)) as srv:
+        config = KubernetesSettings(max_retries=1, concurrency=4)
+        api = KubeApi.at(srv.url, config, clock)
+        backend = KubernetesBackend(config, clock, api, watch_gpu_nodes=True, node_history=records)
+        await backend.start(sink)
+        [gone] = sink.events
+        clock.advance(300)
+        await backend._on_node("DELETED", _gpu_node("kept", 0))
+        await backend.stop()
+    assert records.reads == 1
+    assert gone.invocation_id == ""
+    assert [(c.source, c.spans[0].phase, c.spans[0].seconds) for c in gone.charges] == [
+        ("node/gone", Phase.warm_unused, 900)
+    ]
+    assert gone.node_history == (NodeHistoryWrite("gone", None),)
+    kept = sink.events[1]
+    assert [
+        (c.source, c.attempt, c.spans[0].phase, c.spans[0].seconds, c.capacity) for c in kept.charges
+    ] == [(INV, 1, Phase.idle_after, 900, Capacity.spot)]
+    assert kept.node_history == (NodeHistoryWrite("kept", None),)
+
+
+async def test_a_pod_placed_on_a_node_closes_its_idle_time_with_the_nodes_record_in_one_event() -> None:
+    clock = ManualClock(T0 + timedelta(seconds=30))
+    last = LastJob("inv-old", 0, "hello", "nvidia-tesla-t4", T0 - timedelta(seconds=500))
+    before = NodeHistory("n1", "nvidia-tesla-t4", Capacity.spot, T0 - timedelta(seconds=1000), False, last)
+    listed = {"items": [_gpu_node("n1", -1000)], "metadata": {"resourceVersion": "1"}}
+    routes = {
+        "^GET /api/v1/nodes\\?.*watch=true": [Reply(hold=True)],
+        "^GET /api/v1/nodes\\?": [Reply(200, listed)],
+    }
+    sink = Sink()
+    async with scripted([], _watching(**routes)) as srv:
+        config = KubernetesSettings(max_retries=1, concurrency=4)
+        api = KubeApi.at(srv.url, config, clock)
+        backend = KubernetesBackend(
+            config, clock, api, watch_gpu_nodes=True, node_history=NodeRecords(before)
+        )
+        await backend.start(sink)
+        assert sink.events == [], "the record is as the node is: nothing to write"
+        await backend._on_pod("ADDED", pod(node="n1", conditions=[scheduled(30)]))
+        await backend.stop()
+    closed, placed = sink.events
+    assert (closed.invocation_id, placed.invocation_id) == ("", INV)
+    assert [(c.source, c.spans[0].phase, c.spans[0].seconds, c.capacity) for c in closed.charges] == [
+        ("inv-old", Phase.idle_after, 530, Capacity.spot)
+    ]
+    assert closed.node_history == (NodeHistoryWrite("n1", replace(before, last=None)),)
+    assert placed.charges == ()
+    assert (placed.node_capacity, placed.warm) == (Capacity.spot, True)

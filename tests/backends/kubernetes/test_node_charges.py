@@ -9,6 +9,7 @@ from typing import Any
 
 from elasticityops.backends.kubernetes.gpu_nodes import WARM_SOURCE, GpuNodes, Occupant
 from elasticityops.domain.node_seconds import Charge, Phase
+from elasticityops.pricing.table import Capacity
 
 T4 = "nvidia-tesla-t4"
 
@@ -17,12 +18,15 @@ def at(seconds: float) -> datetime:
     return datetime.fromtimestamp(seconds, UTC)
 
 
-def node(name: str, created: float, gpus: int = 1) -> dict[str, Any]:
+def node(name: str, created: float, gpus: int = 1, *, spot: bool = False) -> dict[str, Any]:
+    labels = {"cloud.google.com/gke-accelerator": T4}
+    if spot:
+        labels |= {"cloud.google.com/gke-spot": "true", "cloud.google.com/gke-provisioning": "spot"}
     return {
         "metadata": {
             "name": name,
             "creationTimestamp": at(created).strftime("%Y-%m-%dT%H:%M:%SZ"),
-            "labels": {"cloud.google.com/gke-accelerator": T4},
+            "labels": labels,
         },
         "spec": {},
         "status": {
@@ -105,3 +109,34 @@ def test_a_node_there_before_the_gateway_looked_has_no_past_charged() -> None:
     assert seconds(nodes.on_node("DELETED", node("old", created=0), now=5200)) == [
         ("inv-1", "fn", Phase.idle_after, 100)
     ], "what follows is charged"
+
+
+def test_a_spot_nodes_placement_and_charges_carry_spot() -> None:
+    nodes = watched()
+    nodes.on_node("ADDED", node("s1", created=0, spot=True), now=1)
+    nodes.on_node("ADDED", node("s2", created=0, spot=True), now=1)
+    where = nodes.placement("s1", pod_created=at(100), placed=at(101))
+    assert where is not None
+    assert where.capacity is Capacity.spot, "the attempt's spans are priced spot when it ends"
+    unused = nodes.occupied("s1", "inv-1", now=101, unused_until=101)
+    nodes.vacated("s1", "inv-1", now=200, occupant=occupant("inv-1"))
+    idle = nodes.on_node("DELETED", node("s1", created=0, spot=True), now=260)
+    never_used = nodes.on_node("DELETED", node("s2", created=0, spot=True), now=300)
+    charged = [*unused, *idle, *never_used]
+    assert [(c.source, c.spans[0].phase, c.capacity) for c in charged] == [
+        (WARM_SOURCE + "s1", Phase.warm_unused, Capacity.spot),
+        ("inv-1", Phase.idle_after, Capacity.spot),
+        (WARM_SOURCE + "s2", Phase.warm_unused, Capacity.spot),
+    ]
+
+
+def test_an_on_demand_nodes_charges_say_on_demand() -> None:
+    nodes = watched()
+    nodes.on_node("ADDED", node("n1", created=0), now=1)
+    where = nodes.placement("n1", pod_created=at(100), placed=at(101))
+    assert where is not None
+    assert where.capacity is Capacity.on_demand
+    nodes.occupied("n1", "inv-1", now=101, unused_until=101)
+    nodes.vacated("n1", "inv-1", now=200, occupant=occupant("inv-1"))
+    [idle] = nodes.on_node("DELETED", node("n1", created=0), now=260)
+    assert idle.capacity is Capacity.on_demand

@@ -3,8 +3,10 @@
 I/O lives here and in api.py; every decision (what a Job looks like, what an observed object
 means) is a pure function in manifests.py and observe.py. The only state kept in memory is one
 `Progress` record per invocation (what was reported already), which the watches' first lists
-rebuild after a restart; Job, Secret and pod names derive from the invocation id, so no map of
-names is needed. The backend reports; the store decides what a report does (events.apply_event)."""
+rebuild after a restart, and the GPU node watch's view, whose past it reads back from the
+store's node records (gpu_nodes.py); Job, Secret and pod names derive from the invocation id,
+so no map of names is needed. The backend reports; the store decides what a report does
+(events.apply_event)."""
 
 from __future__ import annotations
 
@@ -63,7 +65,7 @@ from elasticityops.domain.errors import Conflict, EopsError, NotFound, Permanent
 from elasticityops.domain.events import BackendEvent, Finished, note_event
 from elasticityops.domain.invocations import FailureReason, Invocation, Note, State
 from elasticityops.domain.node_seconds import Charge
-from elasticityops.domain.ports import ClientCounters, EventSink, LaunchRequest
+from elasticityops.domain.ports import ClientCounters, EventSink, LaunchRequest, NodeHistorySource
 
 log = logging.getLogger(__name__)
 
@@ -81,6 +83,7 @@ class KubernetesBackend:
         api: KubeApi | None = None,
         *,
         watch_gpu_nodes: bool = False,
+        node_history: NodeHistorySource | None = None,
     ) -> None:
         self.settings = settings
         self._clock = clock or SystemClock()
@@ -111,6 +114,9 @@ class KubernetesBackend:
         # each invocation whether it found a warm node. Off unless asked: it needs the right to
         # watch Nodes (the rendered ClusterRole gives it).
         self.gpu_nodes: GpuNodes | None = GpuNodes() if watch_gpu_nodes else None
+        # Where the nodes' records are read at each start (the store; they are written through
+        # the sink, with the charges they close). None: nothing kept across a restart.
+        self._node_history = node_history
 
     # -- lifecycle -------------------------------------------------------------------------
 
@@ -143,6 +149,7 @@ class KubernetesBackend:
         by_label = {"labelSelector": self._selector}
         node_watch = []
         if self.gpu_nodes is not None:
+            await self._restore_nodes(self.gpu_nodes)
             # First, so a pod bound to a node in the first lists finds the node known.
             node_watch = [
                 KindWatch(api, NODES_PATH, {"labelSelector": ACCELERATOR_LABEL}, self._on_node, self._clock)
@@ -169,7 +176,7 @@ class KubernetesBackend:
         for watch in self.watches:
             await watch.relist()
             if self.gpu_nodes is not None and watch.path == NODES_PATH:
-                self.gpu_nodes.synced = True
+                await self._node_news(self.gpu_nodes.listed(self._clock.now().timestamp()))
         self._tasks = [asyncio.create_task(w.run(), name=f"watch {w.path}") for w in self.watches]
         self._tasks.append(asyncio.create_task(self._sweep(), name="no-capacity sweep"))
 
@@ -516,6 +523,7 @@ class KubernetesBackend:
             node = (pod.get("spec") or {}).get("nodeName")
             if self.gpu_nodes is not None and isinstance(node, str) and node:
                 self.gpu_nodes.vacated(node, inv, self._clock.now().timestamp(), _occupant(inv, pod))
+                await self._node_news([])
             return
         if inv not in self._progress and (
             kind == "DELETED" or (pod.get("metadata") or {}).get("deletionTimestamp")
@@ -534,16 +542,31 @@ class KubernetesBackend:
 
     async def _on_node(self, kind: str, node: KubeObject) -> None:
         if self.gpu_nodes is not None:
-            await self._charge(self.gpu_nodes.on_node(kind, node, self._clock.now().timestamp()))
+            await self._node_news(self.gpu_nodes.on_node(kind, node, self._clock.now().timestamp()))
+
+    async def _restore_nodes(self, nodes: GpuNodes) -> None:
+        """The nodes' records, before the node watch's first list. A store that cannot be read
+        now leaves them as they are: this start keeps none (what it would write would be its
+        own partial view over what another gateway knew) and charges only what it sees."""
+        if self._node_history is None:
+            return
+        try:
+            records = await self._node_history.gpu_node_history()
+        except EopsError as exc:
+            log.warning("GPU node records not read (%s): nodes' past before this start is not charged", exc)
+            nodes.records.keeping = False
+            return
+        nodes.restore(records)
 
     async def _track_node(
         self, kind: str, inv: str, pod: KubeObject, event: BackendEvent | None
     ) -> tuple[BackendEvent | None, BackendEvent | None]:
         """Which GPU node our pod holds. On its binding the pod's event gains where its node
-        time starts and the node time the binding closes (the idle time after the node's last
-        job, or its time before that no one used), so that even a pod first seen ended is
-        charged from its node's start; and a note says if the node was warm (the second event
-        returned, when the first has a note of its own)."""
+        time starts (and what the node is priced as), so that even a pod first seen ended is
+        charged from its node's start; a note says if the node was warm (the second event
+        returned, when the first has a note of its own). The node time the binding closes (the
+        idle time after the node's last job, or its time before that no one used) goes out with
+        the node's record (`_node_news`)."""
         nodes = self.gpu_nodes
         node = (pod.get("spec") or {}).get("nodeName")
         if nodes is None or not isinstance(node, str) or not node:
@@ -551,13 +574,14 @@ class KubernetesBackend:
         meta = pod.get("metadata") or {}
         now = self._clock.now().timestamp()
         extra = None
+        news: list[Charge] = []
         if event is not None and event.capacity_ready is not None:
             placed = event.capacity_ready
             pod_created = parse_time(meta.get("creationTimestamp"))
             told = nodes.warm_note(node, pod_created)
             where = nodes.placement(node, pod_created, placed)
             unused = None if where is None or where.unused_until is None else where.unused_until.timestamp()
-            charges = nodes.occupied(node, inv, now, unused)
+            news = nodes.occupied(node, inv, now, unused)
             note = None if told is None else Note(at=placed, kind=told[0], message=told[1])
             if note is not None and event.note is not None:
                 extra, note = note_event(inv, placed, note.kind, note.message, node=node), None
@@ -566,19 +590,24 @@ class KubernetesBackend:
                 note=event.note or note,
                 node_since=None if where is None else where.node_since,
                 warm=None if where is None else where.warm,
-                charges=(*event.charges, *charges),
+                node_capacity=None if where is None else where.capacity,
             )
         if kind == "DELETED" or meta.get("deletionTimestamp") or self._progress[inv].finished:
             nodes.vacated(node, inv, now, _occupant(inv, pod))
         elif event is None or event.capacity_ready is None:
             # Seen on its node without news of the binding (a relist after a restart).
-            await self._charge(nodes.occupied(node, inv, now))
+            news.extend(nodes.occupied(node, inv, now))
+        await self._node_news(news)
         return event, extra
 
-    async def _charge(self, charges: list[Charge]) -> None:
-        """Node time about no event of an invocation of its own (see GpuNodes)."""
-        if charges:
-            await self._emit(BackendEvent("", charges=tuple(charges)))
+    async def _node_news(self, charges: list[Charge]) -> None:
+        """Node time about no event of an invocation of its own (see GpuNodes), with the changes
+        of the nodes' records it goes with: one event, so one transaction, and all on one lane
+        (invocation_id ""), so the records are written in the order they changed."""
+        nodes = self.gpu_nodes
+        writes = () if nodes is None else tuple(nodes.history_writes())
+        if charges or writes:
+            await self._emit(BackendEvent("", charges=tuple(charges), node_history=writes))
 
     async def _on_event(self, kind: str, event: KubeObject) -> None:
         if kind == "DELETED":

@@ -1,0 +1,73 @@
+"""The GPU nodes' records (domain/node_history.py) in SQL: written in the transaction of the
+event that changed them (beside the charges they close), read whole when the node watch starts.
+A few rows: one per GPU node of the cluster."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from sqlalchemy import Connection, delete, select
+from sqlalchemy.dialects import postgresql, sqlite
+
+from elasticityops.domain.node_history import LastJob, NodeHistory, NodeHistoryWrite
+from elasticityops.pricing.table import Capacity
+from elasticityops.store.tables import gpu_node_history
+
+
+def write(conn: Connection, writes: Sequence[NodeHistoryWrite]) -> None:
+    """Each change in order, in the caller's transaction: a record kept (inserted, or replacing
+    the node's), or the node forgotten."""
+    maker = postgresql.insert if conn.dialect.name == "postgresql" else sqlite.insert
+    for change in writes:
+        if change.history is None:
+            conn.execute(delete(gpu_node_history).where(gpu_node_history.c.name == change.name))
+            continue
+        row = _row(change.history)
+        statement = maker(gpu_node_history).values(**row)
+        conn.execute(
+            statement.on_conflict_do_update(
+                index_elements=["name"], set_={k: statement.excluded[k] for k in row if k != "name"}
+            )
+        )
+
+
+def read(conn: Connection) -> list[NodeHistory]:
+    query = select(gpu_node_history).order_by(gpu_node_history.c.name)
+    return [_history(row) for row in conn.execute(query).mappings()]
+
+
+def _row(history: NodeHistory) -> dict[str, Any]:
+    last = history.last
+    return {
+        "name": history.name,
+        "gpu_type": history.gpu_type,
+        "capacity": history.capacity.value,
+        "created_at": history.created_at,
+        "unused": int(history.unused),
+        "last_invocation": None if last is None else last.invocation_id,
+        "last_attempt": None if last is None else last.attempt,
+        "last_function": None if last is None else last.function,
+        "last_gpu_type": None if last is None else last.gpu_type,
+        "last_ended_at": None if last is None else last.ended,
+    }
+
+
+def _history(row: Any) -> NodeHistory:
+    last = None
+    if row["last_invocation"] is not None:
+        last = LastJob(
+            invocation_id=row["last_invocation"],
+            attempt=row["last_attempt"],
+            function=row["last_function"],
+            gpu_type=row["last_gpu_type"],
+            ended=row["last_ended_at"],
+        )
+    return NodeHistory(
+        name=row["name"],
+        gpu_type=row["gpu_type"],
+        capacity=Capacity(row["capacity"]),
+        created_at=row["created_at"],
+        unused=bool(row["unused"]),
+        last=last,
+    )

@@ -1,0 +1,138 @@
+"""The GPU nodes' records in the store (store/node_history.py), on SQLite and PostgreSQL:
+written in order with the events that changed them, replaced, forgotten in the transaction
+that keeps the node's last charges (once, however often the event comes), read back whole; and
+a node watch restarted from them charging what the one before left open."""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+
+from elasticityops.backends.kubernetes.gpu_nodes import WARM_SOURCE, GpuNodes, Occupant
+from elasticityops.domain.events import BackendEvent
+from elasticityops.domain.node_history import LastJob, NodeHistory, NodeHistoryWrite
+from elasticityops.domain.node_seconds import Phase
+from elasticityops.pricing.table import Capacity
+from elasticityops.store.node_seconds import Pricing
+from elasticityops.store.sql import SqlStore
+
+T0 = datetime(2026, 12, 1, 10, 0, tzinfo=UTC)
+T4 = "nvidia-tesla-t4"
+
+
+def at(seconds: float) -> datetime:
+    return T0 + timedelta(seconds=seconds)
+
+
+def record(name: str, *, unused: bool = False, last: LastJob | None = None) -> NodeHistory:
+    return NodeHistory(name, T4, Capacity.spot, at(0), unused=unused, last=last)
+
+
+def test_records_are_kept_replaced_and_read_back(store: SqlStore, run: asyncio.Runner) -> None:
+    async def body() -> None:
+        assert await store.gpu_node_history() == []
+        first = [NodeHistoryWrite("b", record("b", unused=True)), NodeHistoryWrite("a", record("a"))]
+        assert await store.record(BackendEvent("", node_history=tuple(first))) is None
+        ended = LastJob("inv-1", 3, "fn", None, at(90.5))
+        await store.record(BackendEvent("", node_history=(NodeHistoryWrite("b", record("b", last=ended)),)))
+        assert await store.gpu_node_history() == [record("a"), record("b", last=ended)]
+        changes = (NodeHistoryWrite("a", None), NodeHistoryWrite("a", record("a", unused=True)))
+        await store.record(BackendEvent("", node_history=changes))
+        assert [r.name for r in await store.gpu_node_history()] == ["a", "b"], (
+            "in order: forgotten, then kept"
+        )
+        await store.record(BackendEvent("", node_history=(NodeHistoryWrite("a", None),)))
+        await store.record(BackendEvent("", node_history=(NodeHistoryWrite("a", None),)))
+        assert [r.name for r in await store.gpu_node_history()] == ["b"], "forgetting twice is as once"
+
+    run.run(body())
+
+
+def test_a_record_is_forgotten_with_its_last_charges_and_they_are_kept_once(
+    store: SqlStore, run: asyncio.Runner
+) -> None:
+    async def body() -> None:
+        last = LastJob("inv-1", 0, "fn", T4, at(0))
+        await store.record(BackendEvent("", node_history=(NodeHistoryWrite("n1", record("n1", last=last)),)))
+        nodes = GpuNodes()
+        nodes.restore(await store.gpu_node_history())
+        nodes.on_node("ADDED", _node("n1", created=0, spot=True), now=at(10).timestamp())
+        nodes.listed(at(10).timestamp())
+        closing = BackendEvent(
+            "",
+            charges=tuple(
+                nodes.on_node("DELETED", _node("n1", created=0, spot=True), now=at(3600).timestamp())
+            ),
+            node_history=tuple(nodes.history_writes()),
+        )
+        await store.record(closing)
+        await store.record(closing)  # the event again (its lane retried it, say)
+        assert await store.gpu_node_history() == []
+        idle = (await store.node_seconds_of("inv-1"))[Phase.idle_after]
+        assert (idle.seconds, idle.usd) == (3600, pytest.approx(0.24)), "once, priced spot"
+
+    run.run(body())
+
+
+def test_a_watch_restarted_from_the_store_charges_what_the_one_before_left_open(
+    store_url: str, run: asyncio.Runner
+) -> None:
+    """Two gateways one after the other on one database (a restart, or a new leader)."""
+
+    async def body() -> None:
+        first = await SqlStore.open(store_url, pricing=Pricing(capacity=Capacity.on_demand))
+        try:
+            before = GpuNodes()
+            before.restore(await first.gpu_node_history())
+            before.listed(at(0).timestamp())
+            before.on_node("ADDED", _node("used", created=0), now=at(1).timestamp())
+            before.on_node("ADDED", _node("spare", created=0), now=at(1).timestamp())
+            before.occupied("used", "inv-1", now=at(60).timestamp())
+            before.vacated("used", "inv-1", now=at(600).timestamp(), occupant=Occupant("inv-1", 0, "fn", T4))
+            await first.record(BackendEvent("", node_history=tuple(before.history_writes())))
+        finally:
+            await first.close()
+        second = await SqlStore.open(store_url, pricing=Pricing(capacity=Capacity.on_demand))
+        try:
+            after = GpuNodes()
+            after.restore(await second.gpu_node_history())
+            for name in ("used", "spare"):
+                after.on_node("ADDED", _node(name, created=0), now=at(900).timestamp())
+            assert after.listed(at(900).timestamp()) == []
+            charges = [
+                *after.on_node("DELETED", _node("used", created=0), now=at(1800).timestamp()),
+                *after.on_node("DELETED", _node("spare", created=0), now=at(3600).timestamp()),
+            ]
+            await second.record(
+                BackendEvent("", charges=tuple(charges), node_history=tuple(after.history_writes()))
+            )
+            assert await second.gpu_node_history() == []
+            assert (await second.node_seconds_of("inv-1"))[Phase.idle_after].seconds == 1200
+            totals = {(f, p): (s, u) for f, p, s, u in await second.node_seconds_totals()}
+            assert totals[("", Phase.warm_unused)] == (3600, pytest.approx(0.54)), (
+                f"{WARM_SOURCE}spare, on demand"
+            )
+        finally:
+            await second.close()
+
+    run.run(body())
+
+
+def _node(name: str, created: float, *, spot: bool = False) -> dict[str, Any]:
+    labels = {"cloud.google.com/gke-accelerator": T4}
+    if spot:
+        labels["cloud.google.com/gke-spot"] = "true"
+    return {
+        "metadata": {
+            "name": name,
+            "creationTimestamp": at(created).strftime("%Y-%m-%dT%H:%M:%SZ"),
+            "labels": labels,
+        },
+        "status": {
+            "allocatable": {"nvidia.com/gpu": "1"},
+            "conditions": [{"type": "Ready", "status": "True"}],
+        },
+    }
