@@ -7,10 +7,10 @@ from __future__ import annotations
 
 import asyncio
 from datetime import UTC, datetime, timedelta
-from typing import Any
 
 import pytest
 
+from backends.kubernetes.builders import gpu_node
 from elasticityops.backends.kubernetes.gpu_nodes import WARM_SOURCE, GpuNodes, Occupant
 from elasticityops.domain.events import BackendEvent
 from elasticityops.domain.node_history import LastJob, NodeHistory, NodeHistoryWrite
@@ -59,12 +59,12 @@ def test_a_record_is_forgotten_with_its_last_charges_and_they_are_kept_once(
         await store.record(BackendEvent("", node_history=(NodeHistoryWrite("n1", record("n1", last=last)),)))
         nodes = GpuNodes()
         nodes.restore(await store.gpu_node_history())
-        nodes.on_node("ADDED", _node("n1", created=0, spot=True), now=at(10).timestamp())
+        nodes.on_node("ADDED", gpu_node("n1", created=at(0), spot=True), now=at(10).timestamp())
         nodes.listed(at(10).timestamp())
         closing = BackendEvent(
             "",
             charges=tuple(
-                nodes.on_node("DELETED", _node("n1", created=0, spot=True), now=at(3600).timestamp())
+                nodes.on_node("DELETED", gpu_node("n1", created=at(0), spot=True), now=at(3600).timestamp())
             ),
             node_history=tuple(nodes.history_writes()),
         )
@@ -88,8 +88,8 @@ def test_a_watch_restarted_from_the_store_charges_what_the_one_before_left_open(
             before = GpuNodes()
             before.restore(await first.gpu_node_history())
             before.listed(at(0).timestamp())
-            before.on_node("ADDED", _node("used", created=0), now=at(1).timestamp())
-            before.on_node("ADDED", _node("spare", created=0), now=at(1).timestamp())
+            before.on_node("ADDED", gpu_node("used", created=at(0)), now=at(1).timestamp())
+            before.on_node("ADDED", gpu_node("spare", created=at(0)), now=at(1).timestamp())
             before.occupied("used", "inv-1", now=at(60).timestamp())
             before.vacated("used", "inv-1", now=at(600).timestamp(), occupant=Occupant("inv-1", 0, "fn", T4))
             await first.record(BackendEvent("", node_history=tuple(before.history_writes())))
@@ -100,11 +100,11 @@ def test_a_watch_restarted_from_the_store_charges_what_the_one_before_left_open(
             after = GpuNodes()
             after.restore(await second.gpu_node_history())
             for name in ("used", "spare"):
-                after.on_node("ADDED", _node(name, created=0), now=at(900).timestamp())
+                after.on_node("ADDED", gpu_node(name, created=at(0)), now=at(900).timestamp())
             assert after.listed(at(900).timestamp()) == []
             charges = [
-                *after.on_node("DELETED", _node("used", created=0), now=at(1800).timestamp()),
-                *after.on_node("DELETED", _node("spare", created=0), now=at(3600).timestamp()),
+                *after.on_node("DELETED", gpu_node("used", created=at(0)), now=at(1800).timestamp()),
+                *after.on_node("DELETED", gpu_node("spare", created=at(0)), now=at(3600).timestamp()),
             ]
             await second.record(
                 BackendEvent("", charges=tuple(charges), node_history=tuple(after.history_writes()))
@@ -119,20 +119,3 @@ def test_a_watch_restarted_from_the_store_charges_what_the_one_before_left_open(
             await second.close()
 
     run.run(body())
-
-
-def _node(name: str, created: float, *, spot: bool = False) -> dict[str, Any]:
-    labels = {"cloud.google.com/gke-accelerator": T4}
-    if spot:
-        labels["cloud.google.com/gke-spot"] = "true"
-    return {
-        "metadata": {
-            "name": name,
-            "creationTimestamp": at(created).strftime("%Y-%m-%dT%H:%M:%SZ"),
-            "labels": labels,
-        },
-        "status": {
-            "allocatable": {"nvidia.com/gpu": "1"},
-            "conditions": [{"type": "Ready", "status": "True"}],
-        },
-    }

@@ -131,3 +131,26 @@ def k8s_event(
         "lastTimestamp": ts(at),
         "count": 1,
     }
+
+
+def gpu_node(
+    name: str, created: float | datetime, gpus: int = 1, *, ready: bool = True, spot: bool = False
+) -> dict[str, Any]:
+    """A T4 Node as the API server sends it, created at `created` (a time, or seconds after the
+    epoch); a Spot VM carries both labels GKE gives one."""
+    when = created if isinstance(created, datetime) else datetime.fromtimestamp(created, UTC)
+    labels = {"cloud.google.com/gke-accelerator": "nvidia-tesla-t4"}
+    if spot:
+        labels |= {"cloud.google.com/gke-spot": "true", "cloud.google.com/gke-provisioning": "spot"}
+    return {
+        "metadata": {
+            "name": name,
+            "creationTimestamp": when.strftime("%Y-%m-%dT%H:%M:%SZ"),
+            "labels": labels,
+        },
+        "spec": {},
+        "status": {
+            "allocatable": {"nvidia.com/gpu": str(gpus)},
+            "conditions": [{"type": "Ready", "status": "True" if ready else "False"}],
+        },
+    }

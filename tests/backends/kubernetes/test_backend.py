@@ -27,7 +27,7 @@ from elasticityops.domain.node_seconds import Phase
 from elasticityops.domain.ports import LaunchRequest
 from elasticityops.pricing.table import Capacity
 
-from .builders import INV, T0, condition, invocation, job, pod, scheduled, spec, ts
+from .builders import INV, T0, condition, gpu_node, invocation, job, pod, scheduled, spec, ts
 from .scripted_server import Reply, ScriptedServer, scripted
 
 pytestmark = pytest.mark.anyio
@@ -618,23 +618,6 @@ class NodeRecords:
         return list(self.records)
 
 
-def _gpu_node(name: str, created: float) -> dict[str, Any]:
-    return {
-        "metadata": {
-            "name": name,
-            "creationTimestamp": ts(created),
-            "labels": {
-                "cloud.google.com/gke-accelerator": "nvidia-tesla-t4",
-                "cloud.google.com/gke-spot": "true",
-            },
-        },
-        "status": {
-            "allocatable": {"nvidia.com/gpu": "1"},
-            "conditions": [{"type": "Ready", "status": "True"}],
-        },
-    }
-
-
 async def test_a_restarted_backend_goes_on_from_the_node_records_it_reads_at_its_start() -> None:
     """The first list claims the record of a node still there (whose last job ended before the
     restart: charged when the node goes); a record no listed node claims is of a node that went
@@ -645,7 +628,10 @@ async def test_a_restarted_backend_goes_on_from_the_node_records_it_reads_at_its
         NodeHistory("kept", "nvidia-tesla-t4", Capacity.spot, T0, unused=False, last=last),
         NodeHistory("gone", "nvidia-tesla-t4", Capacity.on_demand, T0, unused=True),
     )
-    listed = {"items": [_gpu_node("kept", 0)], "metadata": {"resourceVersion": "1"}}
+    listed = {
+        "items": [kept_node],
+        "metadata": {"resourceVersion": "1"},
+    }
     routes = {
         "^GET /api/v1/nodes\\?.*watch=true": [Reply(hold=True)],
         "^GET /api/v1/nodes\\?": [Reply(200, listed)],
@@ -658,7 +644,7 @@ async def test_a_restarted_backend_goes_on_from_the_node_records_it_reads_at_its
         await backend.start(sink)
         [gone] = sink.events
         clock.advance(300)
-        await backend._on_node("DELETED", _gpu_node("kept", 0))
+        await backend._on_node("DELETED", kept_node)
         await backend.stop()
     assert records.reads == 1
     assert gone.invocation_id == ""
@@ -677,7 +663,10 @@ async def test_a_pod_placed_on_a_node_closes_its_idle_time_with_the_nodes_record
     clock = ManualClock(T0 + timedelta(seconds=30))
     last = LastJob("inv-old", 0, "hello", "nvidia-tesla-t4", T0 - timedelta(seconds=500))
     before = NodeHistory("n1", "nvidia-tesla-t4", Capacity.spot, T0 - timedelta(seconds=1000), False, last)
-    listed = {"items": [_gpu_node("n1", -1000)], "metadata": {"resourceVersion": "1"}}
+    listed = {
+        "items": [gpu_node("n1", T0 + timedelta(seconds=-1000), spot=True)],
+        "metadata": {"resourceVersion": "1"},
+    }
     routes = {
         "^GET /api/v1/nodes\\?.*watch=true": [Reply(hold=True)],
         "^GET /api/v1/nodes\\?": [Reply(200, listed)],

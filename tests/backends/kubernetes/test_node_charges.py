@@ -5,35 +5,18 @@ watch close: idle after a job until the node's reuse or removal, warm capacity n
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from typing import Any
 
 from elasticityops.backends.kubernetes.gpu_nodes import WARM_SOURCE, GpuNodes, Occupant
 from elasticityops.domain.node_seconds import Charge, Phase
 from elasticityops.pricing.table import Capacity
+
+from .builders import gpu_node
 
 T4 = "nvidia-tesla-t4"
 
 
 def at(seconds: float) -> datetime:
     return datetime.fromtimestamp(seconds, UTC)
-
-
-def node(name: str, created: float, gpus: int = 1, *, spot: bool = False) -> dict[str, Any]:
-    labels = {"cloud.google.com/gke-accelerator": T4}
-    if spot:
-        labels |= {"cloud.google.com/gke-spot": "true", "cloud.google.com/gke-provisioning": "spot"}
-    return {
-        "metadata": {
-            "name": name,
-            "creationTimestamp": at(created).strftime("%Y-%m-%dT%H:%M:%SZ"),
-            "labels": labels,
-        },
-        "spec": {},
-        "status": {
-            "allocatable": {"nvidia.com/gpu": str(gpus)},
-            "conditions": [{"type": "Ready", "status": "True"}],
-        },
-    }
 
 
 def watched() -> GpuNodes:
@@ -52,20 +35,20 @@ def seconds(charges: list[Charge]) -> list[tuple[str, str, Phase, float]]:
 
 def test_a_new_node_is_its_pods_from_its_creation_and_idle_after_goes_to_it_at_removal() -> None:
     nodes = watched()
-    nodes.on_node("ADDED", node("n1", created=100, gpus=0), now=101)  # made for the pod of t=90
-    nodes.on_node("MODIFIED", node("n1", created=100), now=300)
+    nodes.on_node("ADDED", gpu_node("n1", created=100, gpus=0), now=101)  # made for the pod of t=90
+    nodes.on_node("MODIFIED", gpu_node("n1", created=100), now=300)
     where = nodes.placement("n1", pod_created=at(90), placed=at(310))
     assert where is not None
     assert (where.node_since, where.warm, where.unused_until) == (at(100), False, None)
     assert nodes.occupied("n1", "inv-1", now=310, unused_until=None) == [], "its provisioning, not unused"
     nodes.vacated("n1", "inv-1", now=400, occupant=occupant("inv-1"))
-    removed = nodes.on_node("DELETED", node("n1", created=100), now=1000)
+    removed = nodes.on_node("DELETED", gpu_node("n1", created=100), now=1000)
     assert seconds(removed) == [("inv-1", "fn", Phase.idle_after, 600)]
 
 
 def test_a_reused_node_charges_the_idle_time_to_the_job_before() -> None:
     nodes = watched()
-    nodes.on_node("ADDED", node("n1", created=0), now=1)
+    nodes.on_node("ADDED", gpu_node("n1", created=0), now=1)
     nodes.occupied("n1", "inv-1", now=10)
     nodes.vacated("n1", "inv-1", now=100, occupant=occupant("inv-1", "alpha"))
     where = nodes.placement("n1", pod_created=at(130), placed=at(131))
@@ -75,14 +58,14 @@ def test_a_reused_node_charges_the_idle_time_to_the_job_before() -> None:
     assert seconds(reused) == [("inv-1", "alpha", Phase.idle_after, 31)]
     assert nodes.occupied("n1", "inv-2", now=140) == [], "seen again: nothing more"
     nodes.vacated("n1", "inv-2", now=200, occupant=occupant("inv-2", "beta"))
-    assert seconds(nodes.on_node("DELETED", node("n1", created=0), now=260)) == [
+    assert seconds(nodes.on_node("DELETED", gpu_node("n1", created=0), now=260)) == [
         ("inv-2", "beta", Phase.idle_after, 60)
     ]
 
 
 def test_warm_capacity_picked_first_time_is_unused_until_the_pick() -> None:
     nodes = watched()
-    nodes.on_node("ADDED", node("warm", created=0), now=1)  # held warm by a placeholder
+    nodes.on_node("ADDED", gpu_node("warm", created=0), now=1)  # held warm by a placeholder
     where = nodes.placement("warm", pod_created=at(500), placed=at(501))
     assert where is not None
     assert where.warm
@@ -94,34 +77,34 @@ def test_warm_capacity_picked_first_time_is_unused_until_the_pick() -> None:
 
 def test_a_node_no_job_used_is_warm_unused_for_its_whole_life() -> None:
     nodes = watched()
-    nodes.on_node("ADDED", node("spare", created=0), now=1)
-    assert seconds(nodes.on_node("DELETED", node("spare", created=0), now=900)) == [
+    nodes.on_node("ADDED", gpu_node("spare", created=0), now=1)
+    assert seconds(nodes.on_node("DELETED", gpu_node("spare", created=0), now=900)) == [
         (WARM_SOURCE + "spare", "", Phase.warm_unused, 900)
     ]
 
 
 def test_a_node_there_before_the_gateway_looked_has_no_past_charged() -> None:
     nodes = GpuNodes()
-    nodes.on_node("ADDED", node("old", created=0), now=5000)  # the first list
+    nodes.on_node("ADDED", gpu_node("old", created=0), now=5000)  # the first list
     nodes.synced = True
     assert nodes.occupied("old", "inv-1", now=5010, unused_until=5010) == []
     nodes.vacated("old", "inv-1", now=5100, occupant=occupant("inv-1"))
-    assert seconds(nodes.on_node("DELETED", node("old", created=0), now=5200)) == [
+    assert seconds(nodes.on_node("DELETED", gpu_node("old", created=0), now=5200)) == [
         ("inv-1", "fn", Phase.idle_after, 100)
     ], "what follows is charged"
 
 
 def test_a_spot_nodes_placement_and_charges_carry_spot() -> None:
     nodes = watched()
-    nodes.on_node("ADDED", node("s1", created=0, spot=True), now=1)
-    nodes.on_node("ADDED", node("s2", created=0, spot=True), now=1)
+    nodes.on_node("ADDED", gpu_node("s1", created=0, spot=True), now=1)
+    nodes.on_node("ADDED", gpu_node("s2", created=0, spot=True), now=1)
     where = nodes.placement("s1", pod_created=at(100), placed=at(101))
     assert where is not None
     assert where.capacity is Capacity.spot, "the attempt's spans are priced spot when it ends"
     unused = nodes.occupied("s1", "inv-1", now=101, unused_until=101)
     nodes.vacated("s1", "inv-1", now=200, occupant=occupant("inv-1"))
-    idle = nodes.on_node("DELETED", node("s1", created=0, spot=True), now=260)
-    never_used = nodes.on_node("DELETED", node("s2", created=0, spot=True), now=300)
+    idle = nodes.on_node("DELETED", gpu_node("s1", created=0, spot=True), now=260)
+    never_used = nodes.on_node("DELETED", gpu_node("s2", created=0, spot=True), now=300)
     charged = [*unused, *idle, *never_used]
     assert [(c.source, c.spans[0].phase, c.capacity) for c in charged] == [
         (WARM_SOURCE + "s1", Phase.warm_unused, Capacity.spot),
@@ -132,11 +115,11 @@ def test_a_spot_nodes_placement_and_charges_carry_spot() -> None:
 
 def test_an_on_demand_nodes_charges_say_on_demand() -> None:
     nodes = watched()
-    nodes.on_node("ADDED", node("n1", created=0), now=1)
+    nodes.on_node("ADDED", gpu_node("n1", created=0), now=1)
     where = nodes.placement("n1", pod_created=at(100), placed=at(101))
     assert where is not None
     assert where.capacity is Capacity.on_demand
     nodes.occupied("n1", "inv-1", now=101, unused_until=101)
     nodes.vacated("n1", "inv-1", now=200, occupant=occupant("inv-1"))
-    [idle] = nodes.on_node("DELETED", node("n1", created=0), now=260)
+    [idle] = nodes.on_node("DELETED", gpu_node("n1", created=0), now=260)
     assert idle.capacity is Capacity.on_demand

@@ -7,36 +7,19 @@ node's status."""
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from typing import Any
 
 from elasticityops.backends.kubernetes.gpu_nodes import WARM_SOURCE, GpuNodes, Occupant
 from elasticityops.domain.node_history import LastJob, NodeHistory, NodeHistoryWrite
 from elasticityops.domain.node_seconds import Charge, Phase
 from elasticityops.pricing.table import Capacity
 
+from .builders import gpu_node
+
 T4 = "nvidia-tesla-t4"
 
 
 def at(seconds: float) -> datetime:
     return datetime.fromtimestamp(seconds, UTC)
-
-
-def node(name: str, created: float, *, ready: bool = True, spot: bool = False) -> dict[str, Any]:
-    labels = {"cloud.google.com/gke-accelerator": T4}
-    if spot:
-        labels["cloud.google.com/gke-spot"] = "true"
-    return {
-        "metadata": {
-            "name": name,
-            "creationTimestamp": at(created).strftime("%Y-%m-%dT%H:%M:%SZ"),
-            "labels": labels,
-        },
-        "spec": {},
-        "status": {
-            "allocatable": {"nvidia.com/gpu": "1"},
-            "conditions": [{"type": "Ready", "status": "True" if ready else "False"}],
-        },
-    }
 
 
 class Records:
@@ -70,7 +53,7 @@ def test_a_node_whose_last_job_ended_before_the_restart_is_charged_its_idle_afte
     store = Records()
     before = keeping(store)
     before.listed(now=0)
-    before.on_node("ADDED", node("n1", created=10, spot=True), now=11)
+    before.on_node("ADDED", gpu_node("n1", created=10, spot=True), now=11)
     before.occupied("n1", "inv-1", now=20, unused_until=None)
     before.vacated("n1", "inv-1", now=100, occupant=Occupant("inv-1", 2, "fn", T4))
     store.apply(before.history_writes())
@@ -79,10 +62,10 @@ def test_a_node_whose_last_job_ended_before_the_restart_is_charged_its_idle_afte
     )
 
     after = keeping(store)  # the gateway restarted (or another replica leads now)
-    assert after.on_node("ADDED", node("n1", created=10, spot=True), now=500) == []  # the first list
+    assert after.on_node("ADDED", gpu_node("n1", created=10, spot=True), now=500) == []  # the first list
     assert after.listed(now=500) == []
     assert after.history_writes() == [], "the record is as it was"
-    removed = after.on_node("DELETED", node("n1", created=10, spot=True), now=700)
+    removed = after.on_node("DELETED", gpu_node("n1", created=10, spot=True), now=700)
     assert seconds(removed) == [("inv-1", "fn", Phase.idle_after, 600)]
     assert (removed[0].attempt, removed[0].capacity) == (2, Capacity.spot)
     store.apply(after.history_writes())
@@ -93,21 +76,21 @@ def test_a_node_no_job_used_before_the_restart_is_warm_unused_from_its_creation(
     store = Records()
     before = keeping(store)
     before.listed(now=0)
-    before.on_node("ADDED", node("spare", created=100), now=101)
-    before.on_node("ADDED", node("picked", created=100), now=101)
+    before.on_node("ADDED", gpu_node("spare", created=100), now=101)
+    before.on_node("ADDED", gpu_node("picked", created=100), now=101)
     store.apply(before.history_writes())
     assert {r.name: r.unused for r in store.rows.values()} == {"spare": True, "picked": True}
 
     after = keeping(store)
-    after.on_node("ADDED", node("spare", created=100), now=900)
-    after.on_node("ADDED", node("picked", created=100), now=900)
+    after.on_node("ADDED", gpu_node("spare", created=100), now=900)
+    after.on_node("ADDED", gpu_node("picked", created=100), now=900)
     after.listed(now=900)
     where = after.placement("picked", pod_created=at(1000), placed=at(1001))
     assert where is not None
     assert where.warm, "up and empty before the pod: the record's last end, or its creation"
     picked = after.occupied("picked", "inv-1", now=1001, unused_until=1001)
     assert seconds(picked) == [(WARM_SOURCE + "picked", "", Phase.warm_unused, 901)]
-    removed = after.on_node("DELETED", node("spare", created=100), now=1200)
+    removed = after.on_node("DELETED", gpu_node("spare", created=100), now=1200)
     assert seconds(removed) == [(WARM_SOURCE + "spare", "", Phase.warm_unused, 1100)]
     store.apply(after.history_writes())
     assert set(store.rows) == {"picked"}
@@ -127,7 +110,7 @@ def test_a_node_gone_while_no_gateway_watched_is_charged_up_to_the_first_list_an
         ]
     )
     after = keeping(store)
-    after.on_node("ADDED", node("idle", created=0), now=300)
+    after.on_node("ADDED", gpu_node("idle", created=0), now=300)
     charges = after.listed(now=300)
     assert sorted(seconds(charges)) == [
         ("inv-9", "fn", Phase.idle_after, 250),
@@ -145,7 +128,7 @@ def test_a_record_of_an_earlier_node_of_the_same_name_is_closed_at_the_new_ones_
     store = Records()
     store.apply([NodeHistoryWrite("n1", NodeHistory("n1", T4, Capacity.on_demand, at(0), True, None))])
     after = keeping(store)
-    charges = after.on_node("ADDED", node("n1", created=400), now=1000)
+    charges = after.on_node("ADDED", gpu_node("n1", created=400), now=1000)
     assert seconds(charges) == [(WARM_SOURCE + "n1", "", Phase.warm_unused, 400)]
     after.listed(now=1000)
     store.apply(after.history_writes())
@@ -157,11 +140,11 @@ def test_records_are_written_when_the_facts_change_not_with_the_nodes_status() -
     store = Records()
     nodes = keeping(store)
     nodes.listed(now=0)
-    nodes.on_node("ADDED", node("n1", created=10, ready=False), now=11)
+    nodes.on_node("ADDED", gpu_node("n1", created=10, ready=False), now=11)
     store.apply(nodes.history_writes())
     assert len(store.writes) == 1, "first seen"
     for now in (20, 30, 40):
-        nodes.on_node("MODIFIED", node("n1", created=10, ready=now >= 30), now=now)
+        nodes.on_node("MODIFIED", gpu_node("n1", created=10, ready=now >= 30), now=now)
         assert nodes.history_writes() == [], "a status update is no fact of the attribution"
     nodes.occupied("n1", "inv-1", now=50)
     nodes.occupied("n1", "inv-1", now=55)
@@ -178,11 +161,11 @@ def test_records_are_written_when_the_facts_change_not_with_the_nodes_status() -
 
 def test_a_watch_without_a_store_writes_no_records_and_knows_no_past() -> None:
     nodes = GpuNodes()
-    nodes.on_node("ADDED", node("old", created=0), now=5000)
+    nodes.on_node("ADDED", gpu_node("old", created=0), now=5000)
     assert nodes.listed(now=5000) == []
-    nodes.on_node("ADDED", node("new", created=5001), now=5002)
+    nodes.on_node("ADDED", gpu_node("new", created=5001), now=5002)
     assert nodes.history_writes() == []
-    assert seconds(nodes.on_node("DELETED", node("old", created=0), now=6000)) == []
-    assert seconds(nodes.on_node("DELETED", node("new", created=5001), now=6001)) == [
+    assert seconds(nodes.on_node("DELETED", gpu_node("old", created=0), now=6000)) == []
+    assert seconds(nodes.on_node("DELETED", gpu_node("new", created=5001), now=6001)) == [
         (WARM_SOURCE + "new", "", Phase.warm_unused, 1000)
     ]
