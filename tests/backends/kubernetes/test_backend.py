@@ -628,10 +628,8 @@ async def test_a_restarted_backend_goes_on_from_the_node_records_it_reads_at_its
         NodeHistory("kept", "nvidia-tesla-t4", Capacity.spot, T0, unused=False, last=last),
         NodeHistory("gone", "nvidia-tesla-t4", Capacity.on_demand, T0, unused=True),
     )
-    listed = {
-        "items": [kept_node],
-        "metadata": {"resourceVersion": "1"},
-    }
+    kept_node = gpu_node("kept", T0, spot=True)
+    listed = {"items": [kept_node], "metadata": {"resourceVersion": "1"}}
     routes = {
         "^GET /api/v1/nodes\\?.*watch=true": [Reply(hold=True)],
         "^GET /api/v1/nodes\\?": [Reply(200, listed)],
