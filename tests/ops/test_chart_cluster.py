@@ -15,6 +15,7 @@ from __future__ import annotations
 import base64
 import json
 import secrets
+import ssl
 import time
 from collections.abc import Iterator
 from contextlib import ExitStack
@@ -186,13 +187,12 @@ def _until_refused(cluster: Any, token: str, ca: Path, timeout: float = 30) -> N
     """Until the API server refuses `token` (its bound object deleted: the server may take a
     moment to notice)."""
     server = yaml.safe_load(cluster.kubeconfig_path.read_text())["clusters"][0]["cluster"]["server"]
+    trust = ssl.create_default_context(cafile=str(ca))
     deadline = time.monotonic() + timeout
-    while (
-        httpx.get(f"{server}/api", headers={"Authorization": f"Bearer {token}"}, verify=str(ca)).status_code
-        != 401
-    ):
-        assert time.monotonic() < deadline, "a token bound to a deleted Secret is still accepted"
-        time.sleep(0.5)
+    with httpx.Client(verify=trust, timeout=10) as http:
+        while http.get(f"{server}/api", headers={"Authorization": f"Bearer {token}"}).status_code != 401:
+            assert time.monotonic() < deadline, "a token bound to a deleted Secret is still accepted"
+            time.sleep(0.5)
 
 
 def _container_env(cluster: Any, namespace: str, container: dict[str, Any], pod_name: str) -> dict[str, str]:
