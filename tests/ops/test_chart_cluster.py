@@ -242,6 +242,21 @@ def _charts_gateway(
     return start_server(workdir / pod_name, *args, env={**env, **sa_env}), mounted / "token", bound
 
 
+def _until_leader(server: RunningServer, timeout: float) -> None:
+    """Until the replica leads and its dispatcher runs. On the way it answers 200 as a follower
+    (campaigning for the Lease), then 503 `not_ready` while its dispatcher starts (the backend's
+    first lists, the GPU nodes' records read back): both are waited through."""
+    deadline = time.monotonic() + timeout
+    while True:
+        answer = httpx.get(f"{server.url}/readyz", timeout=10)
+        if answer.status_code == 200 and answer.json()["role"] == "leader":
+            return
+        not_yet = answer.status_code == 200 or answer.json()["error"]["code"] == "not_ready"
+        assert not_yet, answer.text
+        assert time.monotonic() < deadline, answer.text
+        time.sleep(0.2)
+
+
 def _readyz(server: RunningServer) -> dict[str, Any]:
     answer = httpx.get(f"{server.url}/readyz", timeout=10)
     assert answer.status_code == 200, answer.text
@@ -346,10 +361,7 @@ def test_helm_install_serves_readyz_as_the_charts_service_account(
 
         first, _, _ = _charts_gateway(cluster, replicated, tmp_path, "elasticityops-5f8b-aaaaa")
         running.callback(first.stop)
-        deadline = time.monotonic() + 30
-        while _readyz(first)["role"] != "leader":  # it campaigns for the Lease
-            assert time.monotonic() < deadline, _readyz(first)
-            time.sleep(0.2)
+        _until_leader(first, timeout=30)
         second, _, _ = _charts_gateway(cluster, replicated, tmp_path, "elasticityops-5f8b-bbbbb")
         running.callback(second.stop)
         assert _readyz(second) == {
