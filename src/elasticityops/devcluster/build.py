@@ -21,7 +21,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Literal
+from typing import Literal, Protocol
 
 from elasticityops.devcluster.autoscaler_source import (
     BUILD_TAGS,
@@ -275,6 +275,24 @@ def _children_cpu() -> float:
     return usage.children_user + usage.children_system
 
 
+class _Cached(Protocol):
+    @property
+    def root(self) -> Path: ...
+
+    def is_complete(self) -> bool: ...
+
+
+def _reused(name: str, cached: _Cached, allow_build: bool, progress: ProgressFn, missing: str) -> bool:
+    """Whether what `cached` stamps is there already (reported as skipped); when it is not and
+    may not be built here, BinariesMissingError names where it was looked for and the fix."""
+    if cached.is_complete():
+        progress(BuildEvent(name, "skipped", detail=str(cached.root)))
+        return True
+    if not allow_build:
+        raise BinariesMissingError(f"{missing} at {cached.root}; run `eops dev-cluster build`")
+    return False
+
+
 def ensure_autoscaler(
     *, allow_build: bool = True, wanted: AutoscalerWanted = "if-found", progress: ProgressFn = _noop
 ) -> AutoscalerBuild | None:
@@ -293,13 +311,8 @@ def ensure_autoscaler(
         progress(BuildEvent(AUTOSCALER, "unavailable", detail=str(exc)))
         return None
     build = AutoscalerBuild(cache_root() / src.stamp)
-    if build.is_complete():
-        progress(BuildEvent(AUTOSCALER, "skipped", detail=str(build.root)))
+    if _reused(AUTOSCALER, build, allow_build, progress, "cluster-autoscaler not built"):
         return build
-    if not allow_build:
-        raise BinariesMissingError(
-            f"cluster-autoscaler not built at {build.root}; run `eops dev-cluster build`"
-        )
     build_autoscaler(src, build, progress)
     return build
 
@@ -354,11 +367,8 @@ HELM_PACKAGE = "helm.sh/helm/v3/cmd/helm"
 def ensure_helm(*, allow_build: bool = True, progress: ProgressFn = _noop) -> HelmBuild:
     """The helm CLI of the pinned version, built from the Go module proxy first if needed."""
     build = current_helm()
-    if build.is_complete():
-        progress(BuildEvent(HELM, "skipped", detail=str(build.root)))
+    if _reused(HELM, build, allow_build, progress, "helm not built"):
         return build
-    if not allow_build:
-        raise BinariesMissingError(f"helm not built at {build.root}; run `eops dev-cluster build`")
     bin_dir = build.binary.parent
     bin_dir.mkdir(parents=True, exist_ok=True)
     log = build.root / "build.log"
@@ -410,14 +420,9 @@ def ensure_operator_crds(*, allow_build: bool = True, progress: ProgressFn = _no
     """The Prometheus operator's ServiceMonitor CRD of the pinned release, fetched from the Go
     module proxy into its own stamp directory first if needed (the chart's cluster test)."""
     crds = current_operator_crds()
-    if crds.is_complete():
-        progress(BuildEvent(OPERATOR_CRDS, "skipped", detail=str(crds.root)))
+    missing = "the Prometheus operator's ServiceMonitor CRD is not fetched"
+    if _reused(OPERATOR_CRDS, crds, allow_build, progress, missing):
         return crds
-    if not allow_build:
-        raise BinariesMissingError(
-            f"the Prometheus operator's ServiceMonitor CRD is not fetched at {crds.root}; "
-            "run `eops dev-cluster build`"
-        )
     progress(BuildEvent(OPERATOR_CRDS, "start", total=1))
     # The operator is in none of our wrapper modules' graphs: from an empty temporary directory
     # rather than the repository or a wrapper module, no go.mod of ours is loaded for it.
