@@ -89,14 +89,12 @@ export function render(main) {
   }
 
   // The whole history once, then only the samples after the last one held: a refresh every
-  // few seconds would otherwise carry up to keep_s / sample_s samples each time.
+  // few seconds would otherwise carry up to keep_s / sample_s samples each time. The gateway
+  // answers only samples after `since`, so an answer is appended as it comes.
   let samples = [];
   function merge(c) {
-    const last = samples.length ? samples[samples.length - 1].at : null;
-    const fresh = last === null ? c.history : c.history.filter((s) => Date.parse(s.at) > Date.parse(last));
-    samples = samples.concat(fresh);
     const oldest = Date.parse(c.at) - c.keep_s * 1000;
-    samples = samples.filter((s) => Date.parse(s.at) >= oldest);
+    samples = samples.concat(c.history).filter((s) => Date.parse(s.at) >= oldest);
     return { ...c, history: samples };
   }
 
