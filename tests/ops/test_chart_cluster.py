@@ -166,7 +166,7 @@ def _mount_service_account(cluster: Any, namespace: str, into: Path) -> tuple[di
     and _PORT. The gateway finds its way in from those alone, as it does in a cluster. (The
     environment, the bound Secret's name.)"""
     config = yaml.safe_load(cluster.kubeconfig_path.read_text())
-    server = httpx.URL(config["clusters"][0]["cluster"]["server"])
+    server = httpx.URL(cluster.server)
     into.mkdir(mode=0o700)
     token, bound = _bound_token(cluster, namespace)
     (into / "token").write_text(token)
@@ -186,11 +186,12 @@ def _mount_service_account(cluster: Any, namespace: str, into: Path) -> tuple[di
 def _until_refused(cluster: Any, token: str, ca: Path, timeout: float = 30) -> None:
     """Until the API server refuses `token` (its bound object deleted: the server may take a
     moment to notice)."""
-    server = yaml.safe_load(cluster.kubeconfig_path.read_text())["clusters"][0]["cluster"]["server"]
     trust = ssl.create_default_context(cafile=str(ca))
     deadline = time.monotonic() + timeout
     with httpx.Client(verify=trust, timeout=10) as http:
-        while http.get(f"{server}/api", headers={"Authorization": f"Bearer {token}"}).status_code != 401:
+        while (
+            http.get(f"{cluster.server}/api", headers={"Authorization": f"Bearer {token}"}).status_code != 401
+        ):
             assert time.monotonic() < deadline, "a token bound to a deleted Secret is still accepted"
             time.sleep(0.5)
 
