@@ -15,8 +15,13 @@ First an unreported warm-up (--warmup invocations through the ceiling loop), the
   `kubernetes` client's defaults;
 - eops: `eops serve --backend kubernetes` as a subprocess, fed by a concurrent HTTP load
   generator (h2load, nghttp2's C client, when installed; else aiohttp; 32 connections); its CPU
-  seconds and peak RSS are read from /proc.
-For each: seconds from the first request to all Jobs created, all pods started (Running or
+  seconds and peak RSS are read from /proc;
+- ceiling-pods, eops-pods: the same with bare Pods in place of Jobs (the gateway's
+  EOPS_KUBE_WORKLOAD=pod): no Job controller between the create and the pod, which is what
+  sets the pace once the controller-manager is throttled (--controller-qps 20
+  --controller-burst 30, upstream's stock client rate).
+For each: seconds from the first request to all Jobs (or bare pods) created, all pods created,
+all pods started (Running or
 done) and all pods succeeded; Jobs created per second. Pods run --run-seconds (kwok).
 """
 
@@ -48,7 +53,7 @@ import psutil
 
 from elasticityops.backends.kubernetes.api import KubeApi
 from elasticityops.backends.kubernetes.deploy import priority_classes
-from elasticityops.backends.kubernetes.manifests import build_job, build_payload_secret
+from elasticityops.backends.kubernetes.manifests import build_job, build_payload_secret, build_pod
 from elasticityops.backends.kubernetes.settings import KubernetesSettings
 from elasticityops.backends.kubernetes.watch import KindWatch
 from elasticityops.devcluster.build import ensure_built
@@ -75,7 +80,9 @@ class Phase:
     started: set[str] = field(default_factory=set)
     succeeded: set[str] = field(default_factory=set)
     jobs: set[str] = field(default_factory=set)
+    pods: set[str] = field(default_factory=set)
     t_jobs: float | None = None
+    t_pods: float | None = None
     t_started: float | None = None
     t_succeeded: float | None = None
     extra: dict[str, Any] = field(default_factory=dict)
@@ -100,6 +107,7 @@ class Phase:
             "invocations": self.n,
             "all_jobs_created_s": _r(self.t_jobs),
             "jobs_per_s": _r(rate),
+            "all_pods_created_s": _r(self.t_pods),
             "all_pods_started_s": _r(self.t_started),
             "all_succeeded_s": _r(self.t_succeeded),
             **self.extra,
@@ -160,12 +168,20 @@ class Observer:
     async def on_pod(self, kind: str, obj: dict[str, Any]) -> None:
         p = self.phase
         name = obj["metadata"]["name"]
+        if p.name.endswith("-pods") and kind != "DELETED":
+            # Bare pods (the `pod` workload): the pod is what is created, there is no Job.
+            p.jobs.add(name)
+            if p.t_jobs is None and len(p.jobs) >= p.n and p.t0:
+                p.jobs_created()
         phase = (obj.get("status") or {}).get("phase")
+        p.pods.add(name)
         if phase in ("Running", "Succeeded", "Failed"):
             p.started.add(name)
         if phase == "Succeeded":
             p.succeeded.add(name)
         now = time.monotonic() - p.t0
+        if p.t_pods is None and len(p.pods) >= p.n and p.t0:
+            p.t_pods = now  # with Jobs, the Job controller's pace (its client rate caps it)
         if p.t_started is None and len(p.started) >= p.n:
             p.t_started = now
         if p.t_succeeded is None and len(p.succeeded) >= p.n:
@@ -232,13 +248,20 @@ async def run_ceiling(cluster: DevCluster, phase: Phase, ns: str, args: argparse
     for inv in work:
         queue.put_nowait(inv)
 
+    pods = phase.name.endswith("-pods")
+
     async def worker() -> None:
         while not queue.empty():
             inv = queue.get_nowait()
-            job = await api.create(f"/apis/batch/v1/namespaces/{ns}/jobs", build_job(s, inv, settings))
+            if pods:
+                made = await api.create(f"/api/v1/namespaces/{ns}/pods", build_pod(s, inv, settings))
+            else:
+                made = await api.create(f"/apis/batch/v1/namespaces/{ns}/jobs", build_job(s, inv, settings))
             await api.create(
                 f"/api/v1/namespaces/{ns}/secrets",
-                build_payload_secret(inv.id, b"{}", "t", job["metadata"]["uid"], settings),
+                build_payload_secret(
+                    inv.id, b"{}", "t", made["metadata"]["uid"], settings, owner="pod" if pods else "job"
+                ),
             )
 
     phase.start()
@@ -265,6 +288,8 @@ async def run_eops(cluster: DevCluster, phase: Phase, ns: str, args: argparse.Na
     port = _free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith("EOPS_")}
     env.update({"PYTHONUNBUFFERED": "1", **{k: v for k, v in args.gateway_env}})
+    if phase.name.endswith("-pods"):
+        env["EOPS_KUBE_WORKLOAD"] = "pod"
     log = (tmp / "gateway.log").open("wb")
     profile = ["-m", "cProfile", "-o", args.profile_gateway] if args.profile_gateway else []
     proc = psutil.Popen(
@@ -484,7 +509,7 @@ async def run_phase(
     await asyncio.sleep(1.0)  # the watches are listening before the first request
     cpu0 = psutil.cpu_times()
     try:
-        if name == "ceiling":
+        if name in ("ceiling", "ceiling-pods"):
             await run_ceiling(cluster, phase, ns, args)
         elif name == "naive":
             thread = threading.Thread(target=run_naive_sync, args=(cluster, phase, ns, args))
@@ -526,6 +551,13 @@ def main() -> int:
         type=lambda s: tuple(s.split("=", 1)),
         help="extra KEY=VALUE for the gateway, e.g. EOPS_KUBE_QPS=400",
     )
+    ap.add_argument(
+        "--controller-qps",
+        type=int,
+        default=None,
+        help="the controller-manager's client QPS (upstream's stock: 20; default: the dev cluster's 500)",
+    )
+    ap.add_argument("--controller-burst", type=int, default=None, help="its burst (upstream's stock: 30)")
     ap.add_argument("--markdown", action="store_true")
     ap.add_argument("--connections", type=int, default=32, help="load generator connections (eops)")
     ap.add_argument(
@@ -547,7 +579,14 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="eops-burst-") as name:
         tmp = Path(name)
         cluster = DevCluster.start(
-            ClusterConfig(state_dir=tmp / "cluster", autoscaler=knobs, node_heartbeat_seconds=100), tc
+            ClusterConfig(
+                state_dir=tmp / "cluster",
+                autoscaler=knobs,
+                node_heartbeat_seconds=100,
+                controller_manager_qps=args.controller_qps,
+                controller_manager_burst=args.controller_burst,
+            ),
+            tc,
         )
         try:
             t0 = time.monotonic()
@@ -583,6 +622,7 @@ def main() -> int:
         "nodes": args.nodes,
         "run_seconds": args.run_seconds,
         "gateway_env": dict(args.gateway_env),
+        "controller_manager_client": [args.controller_qps, args.controller_burst],
         "load_generator": args.load,
         "phases": [p.summary() for p in results],
     }

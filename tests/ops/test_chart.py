@@ -91,6 +91,7 @@ OPTIONS = [
         ),
         id="replicas-with-a-budget",
     ),
+    pytest.param(DeployOptions(kubernetes=KubernetesSettings(workload="pod")), id="bare-pods"),
 ]
 
 

@@ -12,7 +12,7 @@ import typer
 import yaml
 
 from elasticityops.backends.kubernetes.deploy import DEPLOY_KUBERNETES, DeployOptions, build_deploy
-from elasticityops.backends.kubernetes.manifests import build_job
+from elasticityops.backends.kubernetes.manifests import build_workload
 from elasticityops.backends.kubernetes.settings import KubernetesSettings
 from elasticityops.cli.knob_options import environ, knob_options
 from elasticityops.domain.clock import SystemClock
@@ -60,6 +60,7 @@ JOB_KNOBS = [
         "kube-ttl-after-finished-seconds",
         "kube-daemonset-cpu-millis",
         "kube-daemonset-memory-mib",
+        "kube-workload",
     )
 ]
 DEPLOY_KUBE = [k for k in specs(DeployOptions) if k.name in DEPLOY_KUBERNETES]
@@ -78,7 +79,8 @@ def job(
         str | None, typer.Option(help="Result callback URL given to the job.", show_default="none")
     ] = None,
 ) -> None:
-    """Print the Job that one invocation of FUNCTION would create."""
+    """Print the Job (with --kube-workload pod, the bare Pod) that one invocation of FUNCTION
+    would create."""
     try:
         if not function.is_file():
             raise InvalidInput(
@@ -93,7 +95,7 @@ def job(
             priority=function_spec.priority,
             timeline=Timeline(accepted=SystemClock().now()),
         )
-        manifest = build_job(function_spec, inv, settings, callback_url)
+        manifest = build_workload(function_spec, inv, settings, callback_url)
     except EopsError as exc:
         raise _fail(exc) from None
     typer.echo(dump_yaml([manifest]), nl=False)

@@ -137,6 +137,10 @@ def node_monitor_grace(cfg: ClusterConfig) -> int:
     return max(3 * beat, 60)
 
 
+def _or(value: int | None, default: int) -> int:
+    return default if value is None else value
+
+
 def kube_controller_manager(tc: Toolchain, lay: Layout, p: Ports, cfg: ClusterConfig) -> list[str]:
     kc = str(lay.kubeconfig)
     grace = node_monitor_grace(cfg)
@@ -149,8 +153,8 @@ def kube_controller_manager(tc: Toolchain, lay: Layout, p: Ports, cfg: ClusterCo
         f"--secure-port={p.controller_manager}",
         f"--cert-dir={lay.certs}",
         "--leader-elect=false",
-        f"--kube-api-qps={cfg.api_qps}",
-        f"--kube-api-burst={cfg.api_burst}",
+        f"--kube-api-qps={_or(cfg.controller_manager_qps, cfg.api_qps)}",
+        f"--kube-api-burst={_or(cfg.controller_manager_burst, cfg.api_burst)}",
         f"--concurrent-job-syncs={cfg.job_workers}",
         # Default controller set: job, ttl-after-finished, garbage-collector, pod-garbage-collector,
         # namespace, serviceaccount(-token), root-ca publisher, node-lifecycle, taint-eviction...

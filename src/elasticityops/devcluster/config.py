@@ -119,6 +119,10 @@ class ClusterConfig:
     when its lease cache lags (docs/dev-cluster.md); only to reproduce that fault."""
     api_qps: int = 500  # client QPS of controller-manager and scheduler (defaults throttle)
     api_burst: int = 1000
+    controller_manager_qps: int | None = None
+    """The controller-manager's own client QPS where it differs from api_qps: upstream's stock
+    20 (burst 30) shows what one Job per request costs on a default control plane (issue 16)."""
+    controller_manager_burst: int | None = None
     startup_timeout: float = 120.0  # s each component gets to become ready
     apf_enabled: bool = True  # API priority and fairness; off lifts the inflight limits too
     job_workers: int = 5  # --concurrent-job-syncs; upstream's 5 keeps Job throughput realistic

@@ -17,6 +17,7 @@ from elasticityops.backends.kubernetes.deploy import (
     build_deploy,
     parse_secret_key,
 )
+from elasticityops.backends.kubernetes.settings import KubernetesSettings
 from elasticityops.domain.budget import GpuBudget
 from elasticityops.domain.errors import InvalidInput
 from helpers.server import EOPS
@@ -160,6 +161,29 @@ def test_role_is_least_privilege() -> None:
     assert ("", "pods/log", "get") in granted
     assert ("batch", "jobs", "watch") in granted
     assert all("*" not in rule["verbs"] for rule in ROLE_RULES)
+
+
+def test_bare_pods_may_create_and_delete_pods_and_nothing_more() -> None:
+    options = DeployOptions(kubernetes=KubernetesSettings(workload="pod"))
+    objects = build_deploy(options)
+    role = next(o for o in objects if o["kind"] == "Role")
+    default_role = next(o for o in build_deploy(DeployOptions()) if o["kind"] == "Role")
+    added = [rule for rule in role["rules"] if rule not in default_role["rules"]]
+    assert added == [{"apiGroups": [""], "resources": ["pods"], "verbs": ["create", "delete"]}]
+    [deployment] = [o for o in objects if o["kind"] == "Deployment"]
+    env = {e["name"]: e.get("value") for e in deployment["spec"]["template"]["spec"]["containers"][0]["env"]}
+    assert env["EOPS_KUBE_WORKLOAD"] == "pod"
+    assert "EOPS_KUBE_WORKLOAD" not in str(build_deploy(DeployOptions()))
+
+
+def test_render_job_prints_the_bare_pod_with_the_pod_workload(function_file: Path) -> None:
+    done = _eops("render", "job", str(function_file), "--invocation-id", "inv-abc", "--kube-workload", "pod")
+    assert done.returncode == 0, done.stderr
+    [pod] = list(yaml.safe_load_all(done.stdout))
+    assert pod["kind"] == "Pod"
+    assert pod["metadata"]["name"] == "eops-inv-abc"
+    assert pod["spec"]["restartPolicy"] == "Never"
+    assert pod["spec"]["activeDeadlineSeconds"] > 0
 
 
 def test_cluster_role_only_reads_nodes() -> None:

@@ -1,4 +1,5 @@
-"""The Kubernetes backend: every invocation becomes one GPU Job on a node of its own.
+"""The Kubernetes backend: every invocation becomes one GPU Job on a node of its own (or, with
+the `pod` workload, one bare Pod that the gateway times and deletes itself).
 
 I/O lives here and in api.py; every decision (what a Job looks like, what an observed object
 means) is a pure function in manifests.py and observe.py. The only state kept in memory is one
@@ -33,8 +34,8 @@ from elasticityops.backends.kubernetes.manifests import (
     CALLBACK_TOKEN_BYTES,
     CONTAINER_NAME,
     SECRET_DATA_LIMIT,
-    build_job,
     build_payload_secret,
+    build_workload,
     gpu_type_of,
     job_name,
     owned_by,
@@ -55,7 +56,12 @@ from elasticityops.backends.kubernetes.observe import (
     observe_job_deleted,
     observe_job_event,
     observe_pod,
+    observe_pod_deleted,
     overdue,
+    past_deadline,
+    pod_ended_at,
+    pod_over,
+    pod_timed_out,
 )
 from elasticityops.backends.kubernetes.ratelimit import backoff_delay
 from elasticityops.backends.kubernetes.settings import KubernetesSettings
@@ -91,6 +97,14 @@ class KubernetesBackend:
         ns = settings.namespace
         self.jobs_path = f"/apis/batch/v1/namespaces/{ns}/jobs"
         self.pods_path = f"/api/v1/namespaces/{ns}/pods"
+        # Bare pods: the gateway makes each invocation's pod itself, so a throttled Job
+        # controller (a stock controller-manager's 20 QPS) does not pace a burst.
+        self.bare_pods = settings.workload == "pod"
+        self.workload_path = self.pods_path if self.bare_pods else self.jobs_path
+        self._workload = "pod" if self.bare_pods else "Job"
+        # Ended bare pods and when they ended, until they are deleted ttl_after_finished_seconds
+        # later (a Job's ttlSecondsAfterFinished); the pod watch's first list refills it.
+        self._ended_pods: dict[str, float] = {}
         self.secrets_path = f"/api/v1/namespaces/{ns}/secrets"
         self.events_path = f"/api/v1/namespaces/{ns}/events"
         self._selector = selector(settings.instance)
@@ -158,7 +172,11 @@ class KubernetesBackend:
             *node_watch,
             # Pods first, so the first list sees a finished pod (and its result) before its Job.
             KindWatch(api, self.pods_path, by_label, self._on_pod, self._clock, decode=decode_pod),
-            KindWatch(api, self.jobs_path, by_label, self._on_job, self._clock, decode=decode_job),
+            *(
+                []
+                if self.bare_pods
+                else [KindWatch(api, self.jobs_path, by_label, self._on_job, self._clock, decode=decode_job)]
+            ),
             KindWatch(
                 api,
                 self.events_path,
@@ -227,12 +245,18 @@ class KubernetesBackend:
         self._progress.setdefault(inv.id, Progress())
         self._gpu_types[inv.id] = gpu_type_of(request.spec, inv)
         try:
-            job = build_job(request.spec, inv, self.settings, request.callback_url)
+            job = build_workload(request.spec, inv, self.settings, request.callback_url)
             secret = build_payload_secret(
-                inv.id, request.payload, request.callback_token, _UID_UNKNOWN, self.settings, inv.attempt
+                inv.id,
+                request.payload,
+                request.callback_token,
+                _UID_UNKNOWN,
+                self.settings,
+                inv.attempt,
+                owner=self.settings.workload,
             )
         except EopsError as exc:
-            await self._fail_launch(inv.id, f"could not build its Job: {exc.message}")
+            await self._fail_launch(inv.id, f"could not build its {self._workload}: {exc.message}")
             return
         self._ensure_launchers()
         await self._launches.put((request, job, secret))
@@ -255,7 +279,9 @@ class KubernetesBackend:
                 # wrong with the invocation, so it stays pending and its launch is tried again.
                 self._chore(self._launch_later(request, job, secret, exc, self._clock.monotonic()))
             except EopsError as exc:
-                await self._fail_launch(request.invocation.id, f"could not create its Job: {exc.message}")
+                await self._fail_launch(
+                    request.invocation.id, f"could not create its {self._workload}: {exc.message}"
+                )
             finally:
                 self._launches.task_done()
 
@@ -269,11 +295,15 @@ class KubernetesBackend:
         failures = 1
         while True:
             if self._clock.monotonic() - since >= self.settings.provisioning_timeout_seconds:
-                await self._fail_launch(inv.id, f"could not create its Job: {exc.message}")
+                await self._fail_launch(inv.id, f"could not create its {self._workload}: {exc.message}")
                 return
             delay = backoff_delay(failures, LAUNCH_RETRY_BASE_SECONDS, LAUNCH_RETRY_CAP_SECONDS)
             log.warning(
-                "could not create the Job of %s yet (%s); again in %.1f s", inv.id, exc.message, delay
+                "could not create the %s of %s yet (%s); again in %.1f s",
+                self._workload,
+                inv.id,
+                exc.message,
+                delay,
             )
             await self._clock.sleep(delay)
             progress = self._progress.get(inv.id)
@@ -290,7 +320,7 @@ class KubernetesBackend:
             except TemporaryError as again:
                 exc, failures = again, failures + 1
             except EopsError as refused:
-                await self._fail_launch(inv.id, f"could not create its Job: {refused.message}")
+                await self._fail_launch(inv.id, f"could not create its {self._workload}: {refused.message}")
                 return
 
     async def _fail_launch(self, inv: str, message: str) -> None:
@@ -299,17 +329,19 @@ class KubernetesBackend:
         await self._deliver(BackendEvent(inv, finished=failed))
 
     async def create_job(self, request: LaunchRequest, job: KubeObject, secret: KubeObject) -> None:
-        """Create the Job, then its payload Secret owned by it; 409 means "already there"."""
+        """Create the Job (or bare pod), then its payload Secret owned by it; 409 means "already
+        there"."""
         inv = request.invocation
         name = job["metadata"]["name"]
         try:
-            created = await self.api.create(self.jobs_path, job)
+            created = await self.api.create(self.workload_path, job)
         except Conflict:
             # Created before a crash or by a retried request: the same Job, never a second.
-            created = await self.api.get(f"{self.jobs_path}/{name}")
+            created = await self.api.get(f"{self.workload_path}/{name}")
             if invocation_of(created) != inv.id:
                 raise PermanentError(
-                    f"Job {name} exists but belongs to another invocation; delete it or use another namespace"
+                    f"{self._workload} {name} exists but belongs to another invocation; delete it or use "
+                    "another namespace"
                 ) from None
         with contextlib.suppress(Conflict):
             await self.api.create(self.secrets_path, owned_by(secret, created["metadata"]["uid"]))
@@ -322,7 +354,7 @@ class KubernetesBackend:
     async def cancel(self, invocation: Invocation) -> None:
         progress = self._progress.get(invocation.id, Progress())._replace(cancelling=True)
         self._progress[invocation.id] = progress
-        path = f"{self.jobs_path}/{job_name(invocation.id, invocation.attempt)}"
+        path = f"{self.workload_path}/{job_name(invocation.id, invocation.attempt)}"
         deleted = await self.api.delete(path, "Background")
         if not deleted:
             now = self._clock.now()
@@ -348,8 +380,8 @@ class KubernetesBackend:
             try:
                 if not job_gone:
                     # Deleting again is harmless and also covers a delete the API server lost.
-                    await self.api.delete(f"{self.jobs_path}/{name}", "Foreground")
-                    job_gone = await self._gone(f"{self.jobs_path}/{name}")
+                    await self.api.delete(f"{self.workload_path}/{name}", "Foreground")
+                    job_gone = await self._gone(f"{self.workload_path}/{name}")
                 if job_gone and not secret_gone:
                     # This gateway may only create and delete Secrets: a delete answering 404 is
                     # how it learns the Secret is gone (the GC may have taken it first).
@@ -390,7 +422,7 @@ class KubernetesBackend:
         superseded = max(self._attempts.get(invocation.id, 0), invocation.attempt + 1)
         self._attempts[invocation.id] = superseded
         self._progress.pop(invocation.id, None)
-        path = f"{self.jobs_path}/{job_name(invocation.id, invocation.attempt)}"
+        path = f"{self.workload_path}/{job_name(invocation.id, invocation.attempt)}"
         await self.api.delete(path, "Background")  # False: gone already, which is as good
 
     async def adopt(self, active: Sequence[Invocation]) -> list[str]:
@@ -443,8 +475,12 @@ class KubernetesBackend:
             if not follow or self._progress.get(invocation_id, Progress()).finished:
                 return None  # never started, and never will
             if not self._tasks:
-                jobs, _ = await self.api.list(self.jobs_path, selector)
-                if all(job_over(job) for job in jobs):
+                if self.bare_pods:
+                    over = all(pod_over(pod) for pod in pods)
+                else:
+                    jobs, _ = await self.api.list(self.jobs_path, selector)
+                    over = all(job_over(job) for job in jobs)
+                if over:
                     return None  # its Jobs ended (or were deleted) before a container started
                 await self._clock.sleep(_UNWATCHED_POLL_S)
                 continue
@@ -509,10 +545,19 @@ class KubernetesBackend:
         await self._deliver(event)
 
     async def _on_pod(self, kind: str, pod: KubeObject) -> None:
+        name = str((pod.get("metadata") or {}).get("name", ""))
+        if self.bare_pods:
+            self._track_end(kind, name, pod)
         inv = invocation_of(pod)
+        attempt = attempt_of(pod)
+        if inv is None and self.bare_pods and pod.get("gone"):
+            # Gone while the watch was down: a relist tells only the name, which is the Job's.
+            named = attempt_of_job_name(name)
+            if named is None or self._gpu_types.get(named[0]) == _WITHDRAWN:
+                return
+            inv, attempt = named
         if inv is None or self._stale(inv, pod):
             return
-        attempt = attempt_of(pod)
         followed = self._attempts.get(inv)
         if kind == "DELETED" and followed is not None and attempt < followed:
             # A preempted attempt's pod is gone: its GPU is free now (the dispatcher waits for
@@ -533,12 +578,31 @@ class KubernetesBackend:
         if not self._current(inv, attempt):
             return  # a preempted attempt's pod, while it goes
         before = self._progress.get(inv, Progress())
-        event, self._progress[inv] = observe_pod(pod, before, self._clock.now())
+        if self.bare_pods:
+            before = before._replace(job_seen=True)  # the pod is the workload: adoption needs no relaunch
+        now = self._clock.now()
+        event, self._progress[inv] = observe_pod(pod, before, now)
         extra = None
         if self.gpu_nodes is not None:
             event, extra = await self._track_node(kind, inv, pod, event)
         await self._deliver(event)
         await self._deliver(extra)
+        if self.bare_pods and kind == "DELETED":
+            # Nothing outlives a bare pod (a Job's deletion says this in the Job mode).
+            ended, self._progress[inv] = observe_pod_deleted(inv, self._progress[inv], now)
+            await self._deliver(ended)
+            self._progress.pop(inv, None)
+            self._gpu_types.pop(inv, None)
+            self._attempts.pop(inv, None)
+
+    def _track_end(self, kind: str, name: str, pod: KubeObject) -> None:
+        """Remember when each of our bare pods ended, for `_reap`."""
+        if kind == "DELETED" or (pod.get("metadata") or {}).get("deletionTimestamp"):
+            self._ended_pods.pop(name, None)
+            return
+        ended = pod_ended_at(pod)
+        if ended is not None and name not in self._ended_pods:
+            self._ended_pods[name] = ended.timestamp()
 
     async def _on_node(self, kind: str, node: KubeObject) -> None:
         if self.gpu_nodes is not None:
@@ -617,7 +681,8 @@ class KubernetesBackend:
         if involved.get("kind") == "Job":
             observe = observe_job_event
         elif involved.get("kind") == "Pod":
-            observe, name = observe_event, job_name_of_pod(name)
+            # A bare pod has its Job's name; a Job's pods add a suffix.
+            observe, name = observe_event, (name if self.bare_pods else job_name_of_pod(name))
         else:
             return
         named = attempt_of_job_name(name)
@@ -635,9 +700,17 @@ class KubernetesBackend:
             await self._clock.sleep(period)
             now = self._clock.now()
             for inv, progress in list(self._progress.items()):
-                if overdue(progress, now, timeout):
+                if past_deadline(progress, now):
+                    # A bare pod at its timeout (waiting for a node included): the kubelet's own
+                    # deadline counts only from its start on a node, and a Job's would be here.
+                    self._progress[inv] = progress._replace(finished=True)
+                    await self._deliver(BackendEvent(inv, finished=pod_timed_out(now, progress)))
+                    self._chore(self._delete_job(inv))
+                elif overdue(progress, now, timeout):
                     self._progress[inv] = progress._replace(finished=True)
                     await self._deliver(no_capacity(inv, progress, now, timeout))
+            if self._ended_pods:
+                await self._reap(now.timestamp())
 
     def _current(self, inv: str, attempt: int) -> bool:
         """Whether an observation of `attempt` is about the attempt `_progress` follows. A newer
@@ -678,9 +751,23 @@ class KubernetesBackend:
     async def _delete_job(self, invocation_id: str) -> None:
         try:
             attempt = self._attempts.get(invocation_id, 0)
-            await self.api.delete(f"{self.jobs_path}/{job_name(invocation_id, attempt)}", "Background")
+            await self.api.delete(f"{self.workload_path}/{job_name(invocation_id, attempt)}", "Background")
         except (NotFound, EopsError) as exc:
-            log.warning("could not delete the Job of %s: %s", invocation_id, exc)
+            log.warning("could not delete the %s of %s: %s", self._workload, invocation_id, exc)
+
+    async def _reap(self, now: float) -> None:
+        """Delete the bare pods that ended ttl_after_finished_seconds ago (a Job's TTL; the logs
+        stay readable until then); their Secrets go with them (owned). A pod that would not go
+        now is tried again at the next sweep."""
+        ttl = self.settings.ttl_after_finished_seconds
+        for name, ended in list(self._ended_pods.items()):
+            if now - ended < ttl:
+                continue
+            try:
+                await self.api.delete(f"{self.pods_path}/{name}", "Background")
+                self._ended_pods.pop(name, None)
+            except EopsError as exc:
+                log.warning("could not delete the ended pod %s: %s", name, exc)
 
 
 SUCCESS_GRACE_SECONDS = 2.0

@@ -29,6 +29,7 @@ class _Meta(msgspec.Struct, omit_defaults=True):
 
 class _PodSpec(msgspec.Struct, omit_defaults=True):
     nodeName: str | None = None
+    activeDeadlineSeconds: int | None = None  # a bare pod's timeout (the `pod` workload)
 
 
 class _Pod(msgspec.Struct, omit_defaults=True):

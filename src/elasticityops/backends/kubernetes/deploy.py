@@ -35,6 +35,7 @@ from elasticityops.backends.kubernetes.template import (
     Value,
     When,
     at_most,
+    equals,
     more_than,
     objects,
     present,
@@ -153,7 +154,7 @@ class DeployOptions:
         return self.replicas > 1
 
 
-DEPLOY_KUBERNETES = ("namespace", "kube-instance", "kube-gpu-driver-version")
+DEPLOY_KUBERNETES = ("namespace", "kube-instance", "kube-gpu-driver-version", "kube-workload")
 """The `kubernetes` knobs that `render deploy` takes (by name); build_deploy reads only these."""
 
 
@@ -177,6 +178,8 @@ ROLE_RULES: list[KubeObject] = [
         "verbs": ["create", "get", "list", "watch", "patch", "delete"],
     },
 ]
+# The `pod` workload: the gateway makes and deletes each invocation's pod itself (no Job).
+BARE_POD_RULES: list[KubeObject] = [{"apiGroups": [""], "resources": ["pods"], "verbs": ["create", "delete"]}]
 NODE_RULES: list[KubeObject] = [
     {"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list", "watch"]}
 ]
@@ -222,6 +225,7 @@ DRIVER = Value(
     lambda o: o.kubernetes.gpu_driver_version or "",
     knob="kube-gpu-driver-version",
 )
+WORKLOAD = Value("kubernetes.workload", lambda o: o.kubernetes.workload, knob="kube-workload")
 IMAGE = Value("image", lambda o: o.image, knob="image")
 REPLICAS = Value("replicas", lambda o: o.replicas, knob="replicas")
 GPU_BUDGET = Value(
@@ -255,6 +259,7 @@ SERVICE_MONITOR_ON = Value("serviceMonitor.enabled", lambda o: o.service_monitor
 SCRAPE_INTERVAL = Value("serviceMonitor.interval", lambda o: o.scrape_interval, knob="scrape-interval")
 
 HA = more_than(REPLICAS, 1)
+BARE_PODS = equals(WORKLOAD, "pod")
 SINGLE = at_most(REPLICAS, 1)
 CHART_VALUES: tuple[Value, ...] = (
     IMAGE,
@@ -264,6 +269,7 @@ CHART_VALUES: tuple[Value, ...] = (
     GPU_BUDGET,
     INSTANCE,
     DRIVER,
+    WORKLOAD,
     CPU,
     MEMORY,
     MEMORY_LIMIT,
@@ -367,6 +373,7 @@ def _deployment() -> Node:
         {"name": "EOPS_PUBLIC_URL", "value": text(f"http://{APP}.", NAMESPACE, f".svc:{PORT}")},
         When(present(GPU_BUDGET), {"name": "EOPS_GPU_BUDGET", "value": GPU_BUDGET}),
         When(present(DRIVER), {"name": "EOPS_KUBE_GPU_DRIVER_VERSION", "value": DRIVER}),
+        When(BARE_PODS, {"name": "EOPS_KUBE_WORKLOAD", "value": WORKLOAD}),
         When(
             present(DATABASE_SECRET),
             {
@@ -468,7 +475,11 @@ def deploy_template() -> list[Node]:
             "apiVersion": "rbac.authorization.k8s.io/v1",
             "kind": "Role",
             "metadata": _meta(APP, NAMESPACE),
-            "rules": [*ROLE_RULES, *(When(HA, rule) for rule in LEASE_RULES)],
+            "rules": [
+                *ROLE_RULES,
+                *(When(BARE_PODS, rule) for rule in BARE_POD_RULES),
+                *(When(HA, rule) for rule in LEASE_RULES),
+            ],
         },
         {
             "apiVersion": "rbac.authorization.k8s.io/v1",

@@ -1,4 +1,5 @@
-"""Pure builders of the Kubernetes objects of one invocation: its Job and its payload Secret.
+"""Pure builders of the Kubernetes objects of one invocation: its Job (or, with the `pod`
+workload, its bare Pod) and its payload Secret.
 
 One Job per invocation, sized to take a whole GPU node, named after the invocation id so that a
 retry after a crash finds the Job it already created (409 AlreadyExists means "already there").
@@ -262,8 +263,10 @@ def build_payload_secret(
     job_uid: str,
     settings: KubernetesSettings,
     attempt: int = 0,
+    owner: str = "job",
 ) -> dict[str, Any]:
-    """The Secret holding the payload and the callback token, owned by the Job `job_uid`."""
+    """The Secret holding the payload and the callback token, owned by the Job (or, `owner`
+    "pod", the bare Pod) `job_uid`: the garbage collector deletes it with its owner."""
     if len(payload) + len(callback_token) > SECRET_DATA_LIMIT:
         most = SECRET_DATA_LIMIT - len(callback_token)
         raise InvalidInput(
@@ -276,6 +279,7 @@ def build_payload_secret(
             ]
         )
     name = job_name(invocation_id, attempt)
+    owner_api, owner_kind = _OWNER_KINDS[owner]
     return {
         "apiVersion": "v1",
         "kind": "Secret",
@@ -290,8 +294,8 @@ def build_payload_secret(
             },
             "ownerReferences": [
                 {
-                    "apiVersion": "batch/v1",
-                    "kind": "Job",
+                    "apiVersion": owner_api,
+                    "kind": owner_kind,
                     "name": name,
                     "uid": job_uid,
                     # blockOwnerDeletion would need update rights on jobs/finalizers.
@@ -304,6 +308,50 @@ def build_payload_secret(
             TOKEN_KEY: base64.b64encode(callback_token.encode()).decode(),
         },
     }
+
+
+_OWNER_KINDS = {"job": ("batch/v1", "Job"), "pod": ("v1", "Pod")}
+
+
+def build_pod(
+    spec: FunctionSpec,
+    invocation: Invocation,
+    settings: KubernetesSettings,
+    callback_url: str | None = None,
+) -> dict[str, Any]:
+    """The bare Pod of one invocation (the `pod` workload): exactly the pod its Job would make,
+    under the Job's name, so that names stay idempotent and one invocation never has two.
+
+    What the Job gave and a Pod does not have is the gateway's to do: `restartPolicy: Never` is
+    already the pod's, and one pod is `backoffLimit: 0`; the deadline is the pod's
+    activeDeadlineSeconds (which the kubelet counts from the pod's start on its node, so the
+    gateway also ends one still waiting for a node at its timeout, as the Job's deadline
+    would); and the finished pod is deleted by the gateway after ttl_after_finished_seconds,
+    where a Job had ttlSecondsAfterFinished."""
+    job = build_job(spec, invocation, settings, callback_url)
+    template = job["spec"]["template"]
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": job["metadata"]["name"],
+            "namespace": settings.namespace,
+            "labels": dict(template["metadata"]["labels"]),
+            "annotations": dict(template["metadata"]["annotations"]),
+        },
+        "spec": {**template["spec"], "activeDeadlineSeconds": spec.timeout_seconds},
+    }
+
+
+def build_workload(
+    spec: FunctionSpec,
+    invocation: Invocation,
+    settings: KubernetesSettings,
+    callback_url: str | None = None,
+) -> dict[str, Any]:
+    """The Job, or with `settings.workload` "pod" the bare Pod, of one invocation."""
+    build = build_pod if settings.workload == "pod" else build_job
+    return build(spec, invocation, settings, callback_url)
 
 
 def owned_by(secret: dict[str, Any], job_uid: str) -> dict[str, Any]:

@@ -64,6 +64,10 @@ class Progress(NamedTuple):
     disruption: str = ""  # why the pod was taken away, for the Job's failure
     lost_node: str = ""  # the node that went away under its pod (a spot reclaim, a deleted node)
     exit_code: int | None = None  # of a container seen terminated while its pod was deleted
+    # A bare pod's (the `pod` workload) timeout, counted from its creation as a Job's deadline
+    # is: the kubelet's activeDeadlineSeconds counts only from the pod's start on its node.
+    deadline: datetime | None = None
+    timeout_s: int | None = None
 
 
 def invocation_of(obj: KubeObject) -> str | None:
@@ -123,6 +127,10 @@ def observe_pod(pod: KubeObject, progress: Progress, now: datetime) -> Observed:
     status = pod.get("status") or {}
     node = spec.get("nodeName")
     deleting = bool(meta.get("deletionTimestamp"))
+    limit = spec.get("activeDeadlineSeconds")
+    if progress.deadline is None and isinstance(limit, int):
+        created = parse_time(meta.get("creationTimestamp")) or now
+        progress = progress._replace(deadline=created + timedelta(seconds=limit), timeout_s=limit)
 
     disruption = _condition(pod, "DisruptionTarget")
     if disruption and disruption.get("status") == "True" and not progress.disruption:
@@ -181,14 +189,20 @@ def observe_pod(pod: KubeObject, progress: Progress, now: datetime) -> Observed:
         elif status.get("phase") in ("Succeeded", "Failed"):
             at = parse_time(terminated.get("finishedAt")) or now
             pod_reason, pod_message = str(status.get("reason") or ""), str(status.get("message") or "")
-            finished = _container_outcome(terminated, progress, at, pod_reason, pod_message)
+            if pod_reason == "DeadlineExceeded":
+                finished = pod_timed_out(at, progress, exit_code=code)
+            else:
+                finished = _container_outcome(terminated, progress, at, pod_reason, pod_message)
             progress = progress._replace(exit_code=code)
     elif finished is None and status.get("phase") == "Failed" and not deleting:
         # Failed without a terminated container: evicted or rejected by the node, or its node
         # went away (the pod GC fails it without a word from a kubelet).
         reason = str(status.get("reason") or "")
         message = str(status.get("message") or "") or progress.disruption or reason
-        finished = taken_away(now, progress, f"pod {reason or 'failed'}: {message}")
+        if reason == "DeadlineExceeded":
+            finished = pod_timed_out(now, progress)
+        else:
+            finished = taken_away(now, progress, f"pod {reason or 'failed'}: {message}")
 
     if finished is not None:
         event = replace(event, finished=finished)
@@ -228,6 +242,55 @@ def taken_away(at: datetime, progress: Progress, message: str, *, exit_code: int
             at, FailureReason.evicted, said, exit_code=exit_code, lost_node=progress.lost_node
         )
     return Finished.failed(at, FailureReason.evicted, message, exit_code=exit_code)
+
+
+def pod_timed_out(at: datetime, progress: Progress, *, exit_code: int | None = None) -> Finished:
+    """The end of a bare pod that ran past its timeout (the kubelet's deadline, or the gateway's
+    for one still waiting for a node)."""
+    limit = "" if progress.timeout_s is None else f" of {progress.timeout_s} s"
+    message = f"ran past its timeout{limit} (waiting for a node included)"
+    return Finished.timed_out(at, message, exit_code=exit_code)
+
+
+def past_deadline(progress: Progress, now: datetime) -> bool:
+    """A bare pod not yet ended at its timeout from creation: the gateway ends it."""
+    return not progress.finished and progress.deadline is not None and now >= progress.deadline
+
+
+def pod_over(pod: KubeObject) -> bool:
+    """The pod has ended (Succeeded or Failed) or is being deleted: its container starts no more."""
+    if (pod.get("metadata") or {}).get("deletionTimestamp"):
+        return True
+    return (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed")
+
+
+def pod_ended_at(pod: KubeObject) -> datetime | None:
+    """When an ended pod ended: its container's finish, else its latest condition's change."""
+    if (pod.get("status") or {}).get("phase") not in ("Succeeded", "Failed"):
+        return None
+    terminated = ((_container_status(pod) or {}).get("state") or {}).get("terminated") or {}
+    at = parse_time(terminated.get("finishedAt"))
+    if at is not None:
+        return at
+    conditions = (pod.get("status") or {}).get("conditions") or []
+    changes = [parse_time(c.get("lastTransitionTime")) for c in conditions]
+    known = [c for c in changes if c is not None]
+    return max(known) if known else parse_time((pod.get("metadata") or {}).get("creationTimestamp"))
+
+
+def observe_pod_deleted(inv: str, progress: Progress, now: datetime) -> Observed:
+    """A bare pod that vanished before its end was seen: cancelled by us, taken away with its
+    node or by an eviction (its function's retries apply), or deleted by someone else."""
+    if progress.finished:
+        return None, progress
+    if progress.cancelling:
+        finished = Finished.cancelled(now)
+    elif progress.disruption or progress.lost_node:
+        said = progress.disruption or "its pod was deleted"
+        finished = taken_away(now, progress, said, exit_code=progress.exit_code)
+    else:
+        finished = Finished.failed(now, FailureReason.lost, "its pod was deleted outside ElasticityOps")
+    return _end(inv, finished), progress._replace(finished=True)
 
 
 _JOB_ENDS = ("Complete", "SuccessCriteriaMet", "FailureTarget", "Failed")

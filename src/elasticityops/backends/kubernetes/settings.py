@@ -117,6 +117,14 @@ class KubernetesSettings:
         help="ttlSecondsAfterFinished of every Job: long enough to read logs, short enough that "
         "finished Jobs do not pile up.",
     )
+    workload: str = knob(
+        "job",
+        env="EOPS_KUBE_WORKLOAD",
+        choices=("job", "pod"),
+        help="What each invocation runs as: job (a Job, whose controller makes its pod) or pod (a "
+        "bare Pod the gateway makes, times and deletes itself: no Job controller writes per "
+        "invocation, for control planes whose controller-manager is throttled; docs/kubernetes.md).",
+    )
     gpu_driver_version: str | None = knob(
         None,
         env="EOPS_KUBE_GPU_DRIVER_VERSION",

@@ -88,6 +88,12 @@ def at_most(value: Value, bound: int) -> Condition:
     )
 
 
+def equals(value: Value, wanted: str) -> Condition:
+    return Condition(
+        lambda options: str(value.of(options)) == wanted, f'eq {value.expression} "{wanted}"', (value,)
+    )
+
+
 RENDER_ONLY = Condition(lambda options: True, None)
 """What `eops render deploy` prints and the chart leaves out (the release's namespace is Helm's)."""
 

@@ -1,0 +1,139 @@
+"""The `pod` workload (EOPS_KUBE_WORKLOAD=pod) against the real control plane: each invocation
+is one bare Pod the gateway creates, times, deletes after its TTL and adopts after a restart,
+with no Job anywhere; the same guarantees the Job gave (bench/k8s_burst.py's `eops-pods` phase
+measures why: a throttled Job controller paces a burst)."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from elasticityops.devcluster.stages import EXIT_CODE_ANNOTATION, RUN_SECONDS_ANNOTATION
+
+from .cluster_support import (
+    deploy,
+    ensure_priority_classes,
+    invoke,
+    jobs_of,
+    k8s_gateway,
+    start_k8s_gateway,
+    wait_state,
+)
+
+pytestmark = [pytest.mark.cluster, pytest.mark.slow]
+
+BARE = {"EOPS_KUBE_WORKLOAD": "pod"}
+
+
+def _runs(seconds: float, exit_code: int = 0) -> dict[str, str]:
+    return {RUN_SECONDS_ANNOTATION: str(seconds), EXIT_CODE_ANNOTATION: str(exit_code)}
+
+
+@pytest.fixture(scope="module")
+def cluster(dev_cluster: Any) -> Any:
+    ensure_priority_classes(dev_cluster)
+    return dev_cluster
+
+
+def _pods(cluster: Any, namespace: str, inv: str | None = None) -> list[dict[str, Any]]:
+    selector = "app.kubernetes.io/managed-by=elasticityops"
+    if inv:
+        selector += f",elasticityops.dev/invocation={inv}"
+    with cluster.api() as api:
+        pods, _ = api.list(f"/api/v1/namespaces/{namespace}/pods", {"labelSelector": selector})
+    return pods
+
+
+def _secret(cluster: Any, namespace: str, name: str) -> dict[str, Any] | None:
+    with cluster.api() as api:
+        secrets, _ = api.list(
+            f"/api/v1/namespaces/{namespace}/secrets", {"fieldSelector": f"metadata.name={name}"}
+        )
+    return secrets[0] if secrets else None
+
+
+def _until(what: str, check: Any, timeout: float = 60) -> None:
+    deadline = time.monotonic() + timeout
+    while not check():
+        assert time.monotonic() < deadline, what
+        time.sleep(0.5)
+
+
+def test_bare_pods_succeed_fail_time_out_cancel_and_go_after_their_ttl(
+    cluster: Any, dev_namespace: str, tmp_path: Path
+) -> None:
+    with k8s_gateway(
+        cluster, dev_namespace, tmp_path / "gw", **BARE, EOPS_KUBE_TTL_AFTER_FINISHED_SECONDS="3"
+    ) as gw:
+        deploy(gw, name="ok", annotations=_runs(1), timeout_seconds=300)
+        deploy(gw, name="fails", annotations=_runs(1, exit_code=3))
+        deploy(gw, name="slow", annotations=_runs(600), timeout_seconds=4)
+        deploy(gw, name="long", annotations=_runs(600))
+        ok, failing, slow, long = (invoke(gw, name) for name in ("ok", "fails", "slow", "long"))
+
+        # The pod is the workload: the Job's pod under the Job's name, its deadline on it, and the
+        # payload Secret owned by it.
+        _until("the pod of ok", lambda: _pods(cluster, dev_namespace, ok))
+        [pod] = _pods(cluster, dev_namespace, ok)
+        assert pod["metadata"]["name"] == f"eops-{ok}"
+        assert "ownerReferences" not in pod["metadata"]
+        assert pod["spec"]["activeDeadlineSeconds"] == 300
+        assert pod["spec"]["restartPolicy"] == "Never"
+        assert pod["spec"]["containers"][0]["resources"]["limits"]["nvidia.com/gpu"] == "1"
+        assert pod["spec"]["nodeSelector"] == {"cloud.google.com/gke-accelerator": "nvidia-tesla-t4"}
+        _until("the Secret of ok", lambda: _secret(cluster, dev_namespace, f"eops-{ok}") is not None)
+        secret = _secret(cluster, dev_namespace, f"eops-{ok}")
+        assert secret is not None
+        [owner] = secret["metadata"]["ownerReferences"]
+        assert (owner["kind"], owner["uid"]) == ("Pod", pod["metadata"]["uid"])
+
+        done = wait_state(gw, ok, {"succeeded"}, timeout=180)
+        assert done["exit_code"] == 0
+        assert done["node"]
+        failed = wait_state(gw, failing, {"failed"}, timeout=180)
+        assert (failed["failure_reason"], failed["exit_code"]) == ("exit_code", 3)
+        # Its timeout counts from its creation, waiting for a node included, as a Job's did.
+        timed_out = wait_state(gw, slow, {"timed_out"}, timeout=180)
+        assert timed_out["failure_reason"] == "timeout"
+        assert "timeout of 4 s" in timed_out["message"]
+
+        wait_state(gw, long, {"running"}, timeout=180)
+        answer = httpx.post(f"{gw.url}/v1/invocations/{long}/cancel", headers=gw.auth, timeout=30)
+        assert answer.status_code == 200, answer.text
+        assert wait_state(gw, long, {"cancelled"}, timeout=60)["state"] == "cancelled"
+
+        # Every pod goes: the ended ones 3 s after their end (the TTL), the timed-out and the
+        # cancelled one at once; their Secrets with them (the garbage collector, by owner).
+        for inv in (ok, failing, slow, long):
+            _until(f"the pod of {inv} deleted", lambda inv=inv: not _pods(cluster, dev_namespace, inv), 90)
+            _until(
+                f"the Secret of {inv} deleted",
+                lambda inv=inv: _secret(cluster, dev_namespace, f"eops-{inv}") is None,
+                90,
+            )
+        assert jobs_of(cluster, dev_namespace) == []
+
+
+def test_bare_pods_survive_a_gateway_killed_mid_flight_with_one_pod_each(
+    cluster: Any, dev_namespace: str, tmp_path: Path
+) -> None:
+    data = tmp_path / "gw"
+    gw = start_k8s_gateway(cluster, dev_namespace, data, **BARE)
+    try:
+        deploy(gw, name="work", annotations=_runs(6))
+        ids = [invoke(gw, "work", {"i": i}) for i in range(6)]
+        wait_state(gw, ids[0], {"running"}, timeout=180)
+        port = int(gw.url.rsplit(":", 1)[1])
+        gw.kill()
+        gw = start_k8s_gateway(cluster, dev_namespace, data, port=port, **BARE)
+        finals = [wait_state(gw, inv, {"succeeded"}, timeout=180) for inv in ids]
+        assert all(f["exit_code"] == 0 for f in finals)
+        names = sorted(p["metadata"]["name"] for p in _pods(cluster, dev_namespace))
+        assert names == sorted(f"eops-{inv}" for inv in ids)  # one pod each, no duplicate
+        assert jobs_of(cluster, dev_namespace) == []
+    finally:
+        gw.stop()
