@@ -62,6 +62,7 @@ def test_an_invocation_carries_its_slot_seconds_while_running_and_once_ended(gat
         inv = _invoke(client, name)
         running = _until(client, inv, {"running"})
         assert running["cost"]["open"], "counted to now while it runs"
+        assert running["node_capacity"] == "local", "a local slot, priced as the on-demand node"
         time.sleep(0.3)
         later = client.get(f"/v1/invocations/{inv}").json()
         assert later["cost"]["node_seconds"]["run"] > running["cost"]["node_seconds"]["run"]
@@ -74,8 +75,19 @@ def test_an_invocation_carries_its_slot_seconds_while_running_and_once_ended(gat
         assert cost["node_seconds"]["provisioning"] == 0, "a local slot is not made for it"
         assert cost["total_node_seconds"] == pytest.approx(sum(cost["node_seconds"].values()))
         assert cost["usd"] == pytest.approx(cost["total_node_seconds"] * T4_PER_S)
+        assert done["node_capacity"] == "local"
         listed = client.get("/v1/invocations", params={"function": name}).json()["items"]
         assert [item["cost"] for item in listed] == [None], "lists leave it out"
+        assert [item["node_capacity"] for item in listed] == ["local"], "a fact of the row: lists keep it"
+
+
+def test_a_queued_invocation_has_no_node_capacity(paused_gateway: RunningServer) -> None:
+    with paused_gateway.client() as client:
+        name = _function(client, 0.1)
+        body = client.get(f"/v1/invocations/{_invoke(client, name)}").json()
+        assert (body["state"], body["node"], body["node_capacity"]) == ("queued", None, None)
+        schema = client.get("/openapi.json").json()["components"]["schemas"]["InvocationOut"]
+        assert schema["properties"]["node_capacity"]["anyOf"] == [{"type": "string"}, {"type": "null"}]
 
 
 def test_the_report_sums_by_function_and_hour_as_json_and_csv(gateway: RunningServer) -> None:

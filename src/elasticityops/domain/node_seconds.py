@@ -191,6 +191,16 @@ def live_attempt(inv: Invocation) -> AttemptTimes | None:
     return AttemptTimes(tl.capacity_ready, tl.started, None, inv.node_since, inv.warm, inv.node_capacity)
 
 
+def priced_as(inv: Invocation, unnamed: Capacity) -> Capacity | None:
+    """What the node of the invocation's current (or last) attempt is priced as: the capacity
+    its node named (spot or on demand, from its labels), or `unnamed` (the backend's,
+    pricing.table.capacity_of_backend) for a node that named none, as the ledger prices it.
+    None while no node is known (queued, or admitted and waiting for one)."""
+    if inv.node_capacity is not None:
+        return inv.node_capacity
+    return None if inv.node is None else unnamed
+
+
 @dataclass(frozen=True)
 class InvocationCost(_SumsPhases):
     """What an invocation cost so far: its ended attempts as the ledger holds them, plus the
