@@ -19,11 +19,12 @@ import httpx
 import pytest
 
 from elasticityops.api.cost_routes import cost_of
+from elasticityops.api.metrics import Metrics
 from elasticityops.api.runtime import Runtime
 from elasticityops.domain.clock import ManualClock
 from elasticityops.domain.functions import Priority
 from elasticityops.domain.invocations import Invocation, State, Timeline
-from elasticityops.domain.node_seconds import Phase, PhaseTotal
+from elasticityops.domain.node_seconds import Phase, PhaseTotal, RunningTotal
 from elasticityops.pricing.table import Capacity
 from helpers.server import RunningServer
 
@@ -149,13 +150,14 @@ def test_a_bad_report_request_names_the_field(
         assert [p["field"] for p in answer.json()["error"]["problems"]] == [field]
 
 
-def test_metrics_export_node_seconds_and_dollars_per_function(gateway: RunningServer) -> None:
+def test_metrics_export_node_seconds_and_dollars_per_function_and_capacity(gateway: RunningServer) -> None:
     with gateway.client() as client:
         name = _function(client, 0.2)
         done = _until(client, _invoke(client, name), {"succeeded"})
         text = client.get("/metrics").text
-        run_line = f'eops_invocation_node_seconds_total{{function="{name}",phase="run"}}'
-        dollars_line = f'eops_invocation_cost_dollars_total{{function="{name}"}}'
+        # The exposition writes labels in name order.
+        run_line = f'eops_invocation_node_seconds_total{{capacity="local",function="{name}",phase="run"}}'
+        dollars_line = f'eops_invocation_cost_dollars_total{{capacity="local",function="{name}"}}'
         values = {
             line.rsplit(" ", 1)[0]: float(line.rsplit(" ", 1)[1])
             for line in text.splitlines()
@@ -198,3 +200,28 @@ def test_the_live_cost_of_an_attempt_on_a_spot_node_is_priced_spot() -> None:
     assert (spot.open, spot.seconds, spot.usd) == (True, 3600, pytest.approx(0.24))
     unknown = asyncio.run(cost_of(rt, replace(running, node_capacity=None)))
     assert unknown.usd == pytest.approx(0.54), "a node not known: on demand, the backend's"
+
+
+def test_the_cost_counters_keep_each_capacity_apart() -> None:
+    """One function's node time on spot and on demand: two series each, the dollars summed over
+    the phases of each capacity (what a `sum by (capacity)` panel reads)."""
+    metrics = Metrics()
+    metrics.node_seconds.totals = [
+        RunningTotal("fn", Phase.provisioning, Capacity.spot, 30.0, 0.002),
+        RunningTotal("fn", Phase.run, Capacity.spot, 3600.0, 0.24),
+        RunningTotal("fn", Phase.run, Capacity.on_demand, 3600.0, 0.54),
+    ]
+    text = metrics.render({}, {}, None).decode()
+    samples = {
+        line.rsplit(" ", 1)[0]: float(line.rsplit(" ", 1)[1]) for line in text.splitlines() if line[:1] != "#"
+    }
+    assert samples['eops_invocation_node_seconds_total{capacity="spot",function="fn",phase="run"}'] == 3600
+    assert (
+        samples['eops_invocation_node_seconds_total{capacity="on-demand",function="fn",phase="run"}'] == 3600
+    )
+    assert samples['eops_invocation_cost_dollars_total{capacity="spot",function="fn"}'] == pytest.approx(
+        0.242
+    )
+    assert samples['eops_invocation_cost_dollars_total{capacity="on-demand",function="fn"}'] == pytest.approx(
+        0.54
+    )

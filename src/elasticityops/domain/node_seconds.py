@@ -18,6 +18,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from enum import StrEnum
+from typing import NamedTuple
 
 from elasticityops.domain.invocations import ACTIVE_STATES, Invocation, State
 from elasticityops.pricing.table import Capacity
@@ -132,6 +133,17 @@ class PhaseTotal:
     seconds: float = 0.0
     usd: float = 0.0
     unpriced_seconds: float = 0.0
+
+
+class RunningTotal(NamedTuple):
+    """Node-seconds and their cost since the ledger began, of one function, phase and
+    capacity: what /metrics exports."""
+
+    function: str
+    phase: Phase
+    capacity: Capacity
+    seconds: float
+    usd: float  # the priced part only
 
 
 class _SumsPhases:
