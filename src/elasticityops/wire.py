@@ -13,9 +13,10 @@ from pydantic import BaseModel, Field
 
 from elasticityops.domain.functions import FunctionSpec
 from elasticityops.domain.invocations import FailureReason, Invocation, State
-from elasticityops.domain.node_seconds import InvocationCost, Phase, PhaseTotal
+from elasticityops.domain.node_seconds import InvocationCost, Phase, PhaseTotal, priced_as
 from elasticityops.domain.ports import FunctionRecord
 from elasticityops.domain.queue import QueueStatus
+from elasticityops.pricing.table import Capacity
 
 # The largest page of GET /v1/invocations, for the server and for the clients and CLI alike.
 MAX_PAGE_SIZE = 500
@@ -152,6 +153,13 @@ class InvocationOut(BaseModel):
     message: str = ""
     result: Any = Field(None, description="what the job handed back: JSON if it parses, else text")
     node: str | None = Field(None, description="where it ran: GPU slot or Kubernetes node")
+    node_capacity: str | None = Field(
+        None,
+        description="what the node of its current (or last) attempt is priced as: spot or on-demand "
+        "(from the node's GKE labels; on-demand for a node the gateway's node watch did not see), "
+        "local (a local GPU slot, priced as the on-demand node of its GPU type); null while no node "
+        "is known (queued, or waiting for one). Earlier attempts of its `cost` may have had others",
+    )
     gpu_type: str | None = Field(
         None,
         description="the GPU type it was admitted on (one of its function's gpu.type; a later one "
@@ -179,9 +187,16 @@ class InvocationOut(BaseModel):
 
     @classmethod
     def of(
-        cls, inv: Invocation, queue: QueueStatus | None = None, cost: InvocationCost | None = None
+        cls,
+        inv: Invocation,
+        queue: QueueStatus | None = None,
+        cost: InvocationCost | None = None,
+        *,
+        unnamed: Capacity = Capacity.on_demand,
     ) -> InvocationOut:
+        """`unnamed`: what a node that names no capacity is priced as (the backend's)."""
         tl = inv.timeline
+        capacity = priced_as(inv, unnamed)
         return cls(
             id=inv.id,
             function=inv.function,
@@ -206,6 +221,7 @@ class InvocationOut(BaseModel):
             message=inv.message,
             result=decode_result(inv.result),
             node=inv.node,
+            node_capacity=None if capacity is None else capacity.value,
             gpu_type=inv.gpu_type,
             notes=[NoteOut(at=n.at, kind=n.kind, message=n.message) for n in inv.notes],
             queue_position=None if queue is None else queue.position,

@@ -19,11 +19,12 @@ import httpx
 import pytest
 
 from elasticityops.api.cost_routes import cost_of
+from elasticityops.api.metrics import Metrics
 from elasticityops.api.runtime import Runtime
 from elasticityops.domain.clock import ManualClock
 from elasticityops.domain.functions import Priority
 from elasticityops.domain.invocations import Invocation, State, Timeline
-from elasticityops.domain.node_seconds import Phase, PhaseTotal
+from elasticityops.domain.node_seconds import Phase, PhaseTotal, RunningTotal
 from elasticityops.pricing.table import Capacity
 from helpers.server import RunningServer
 
@@ -62,6 +63,7 @@ def test_an_invocation_carries_its_slot_seconds_while_running_and_once_ended(gat
         inv = _invoke(client, name)
         running = _until(client, inv, {"running"})
         assert running["cost"]["open"], "counted to now while it runs"
+        assert running["node_capacity"] == "local", "a local slot, priced as the on-demand node"
         time.sleep(0.3)
         later = client.get(f"/v1/invocations/{inv}").json()
         assert later["cost"]["node_seconds"]["run"] > running["cost"]["node_seconds"]["run"]
@@ -74,8 +76,19 @@ def test_an_invocation_carries_its_slot_seconds_while_running_and_once_ended(gat
         assert cost["node_seconds"]["provisioning"] == 0, "a local slot is not made for it"
         assert cost["total_node_seconds"] == pytest.approx(sum(cost["node_seconds"].values()))
         assert cost["usd"] == pytest.approx(cost["total_node_seconds"] * T4_PER_S)
+        assert done["node_capacity"] == "local"
         listed = client.get("/v1/invocations", params={"function": name}).json()["items"]
         assert [item["cost"] for item in listed] == [None], "lists leave it out"
+        assert [item["node_capacity"] for item in listed] == ["local"], "a fact of the row: lists keep it"
+
+
+def test_a_queued_invocation_has_no_node_capacity(paused_gateway: RunningServer) -> None:
+    with paused_gateway.client() as client:
+        name = _function(client, 0.1)
+        body = client.get(f"/v1/invocations/{_invoke(client, name)}").json()
+        assert (body["state"], body["node"], body["node_capacity"]) == ("queued", None, None)
+        schema = client.get("/openapi.json").json()["components"]["schemas"]["InvocationOut"]
+        assert schema["properties"]["node_capacity"]["anyOf"] == [{"type": "string"}, {"type": "null"}]
 
 
 def test_the_report_sums_by_function_and_hour_as_json_and_csv(gateway: RunningServer) -> None:
@@ -137,13 +150,14 @@ def test_a_bad_report_request_names_the_field(
         assert [p["field"] for p in answer.json()["error"]["problems"]] == [field]
 
 
-def test_metrics_export_node_seconds_and_dollars_per_function(gateway: RunningServer) -> None:
+def test_metrics_export_node_seconds_and_dollars_per_function_and_capacity(gateway: RunningServer) -> None:
     with gateway.client() as client:
         name = _function(client, 0.2)
         done = _until(client, _invoke(client, name), {"succeeded"})
         text = client.get("/metrics").text
-        run_line = f'eops_invocation_node_seconds_total{{function="{name}",phase="run"}}'
-        dollars_line = f'eops_invocation_cost_dollars_total{{function="{name}"}}'
+        # The exposition writes labels in name order.
+        run_line = f'eops_invocation_node_seconds_total{{capacity="local",function="{name}",phase="run"}}'
+        dollars_line = f'eops_invocation_cost_dollars_total{{capacity="local",function="{name}"}}'
         values = {
             line.rsplit(" ", 1)[0]: float(line.rsplit(" ", 1)[1])
             for line in text.splitlines()
@@ -186,3 +200,28 @@ def test_the_live_cost_of_an_attempt_on_a_spot_node_is_priced_spot() -> None:
     assert (spot.open, spot.seconds, spot.usd) == (True, 3600, pytest.approx(0.24))
     unknown = asyncio.run(cost_of(rt, replace(running, node_capacity=None)))
     assert unknown.usd == pytest.approx(0.54), "a node not known: on demand, the backend's"
+
+
+def test_the_cost_counters_keep_each_capacity_apart() -> None:
+    """One function's node time on spot and on demand: two series each, the dollars summed over
+    the phases of each capacity (what a `sum by (capacity)` panel reads)."""
+    metrics = Metrics()
+    metrics.node_seconds.totals = [
+        RunningTotal("fn", Phase.provisioning, Capacity.spot, 30.0, 0.002),
+        RunningTotal("fn", Phase.run, Capacity.spot, 3600.0, 0.24),
+        RunningTotal("fn", Phase.run, Capacity.on_demand, 3600.0, 0.54),
+    ]
+    text = metrics.render({}, {}, None).decode()
+    samples = {
+        line.rsplit(" ", 1)[0]: float(line.rsplit(" ", 1)[1]) for line in text.splitlines() if line[:1] != "#"
+    }
+    assert samples['eops_invocation_node_seconds_total{capacity="spot",function="fn",phase="run"}'] == 3600
+    assert (
+        samples['eops_invocation_node_seconds_total{capacity="on-demand",function="fn",phase="run"}'] == 3600
+    )
+    assert samples['eops_invocation_cost_dollars_total{capacity="spot",function="fn"}'] == pytest.approx(
+        0.242
+    )
+    assert samples['eops_invocation_cost_dollars_total{capacity="on-demand",function="fn"}'] == pytest.approx(
+        0.54
+    )

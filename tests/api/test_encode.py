@@ -11,6 +11,7 @@ from elasticityops.domain.functions import Priority
 from elasticityops.domain.invocations import FailureReason, Invocation, Note, State, Timeline
 from elasticityops.domain.node_seconds import Phase, PhaseTotal, invocation_cost
 from elasticityops.domain.queue import QueueStatus
+from elasticityops.pricing.table import Capacity
 from elasticityops.wire import InvocationList, InvocationOut
 
 T0 = datetime(2026, 3, 1, 12, 0, 0, 123456, tzinfo=UTC)
@@ -48,6 +49,16 @@ CASES = [
         attempt=2,
         preempting_by="inv-high",
     ),
+    Invocation(
+        "inv-e",
+        "s",
+        State.running,
+        Priority.normal,
+        Timeline(accepted=T0, dispatched=T0, capacity_ready=T0, started=T0),
+        node="gke-pool-spot-1",
+        gpu_type="nvidia-tesla-t4",
+        node_capacity=Capacity.spot,
+    ),
 ]
 
 
@@ -74,3 +85,13 @@ def test_a_cost_is_encoded_as_the_wire_shape() -> None:
     assert decoded == InvocationOut.of(CASES[0], cost=cost)
     assert decoded.cost is not None
     assert decoded.cost.node_seconds == {phase.value: 60.0 if phase is Phase.run else 0.0 for phase in Phase}
+
+
+@pytest.mark.parametrize("unnamed", [Capacity.local, Capacity.on_demand])
+def test_the_node_capacity_is_encoded_as_the_wire_shape(unnamed: Capacity) -> None:
+    for inv in CASES:
+        decoded = InvocationOut.model_validate_json(invocation_json(inv, unnamed=unnamed))
+        assert decoded == InvocationOut.of(inv, unnamed=unnamed)
+    named = {i.id: InvocationOut.of(i, unnamed=unnamed).node_capacity for i in CASES}
+    # inv-b ran on a slot that named no capacity: the backend's; inv-e's node said spot.
+    assert named == {"inv-a": None, "inv-b": unnamed.value, "inv-c": None, "inv-d": None, "inv-e": "spot"}

@@ -38,6 +38,7 @@ def test_status_shows_the_node_time_and_its_cost(eops: Eops, ended: str) -> None
     assert shown.code == 0, shown.output
     assert "node time: " in shown.stdout
     assert "run" in shown.stdout.split("node time: ", 1)[1].splitlines()[0]
+    assert "node priced local" in " ".join(shown.stdout.split()), "a local slot, beside its cost"
 
 
 def test_cost_by_function_as_a_table_json_and_csv(eops: Eops, api_module: Client, ended: str) -> None:

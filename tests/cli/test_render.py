@@ -9,7 +9,7 @@ from rich.console import Console
 
 from elasticityops.cli import render
 from elasticityops.domain.invocations import FailureReason, State
-from elasticityops.wire import InvocationOut, NoteOut, TimelineOut
+from elasticityops.wire import InvocationCostOut, InvocationOut, NoteOut, TimelineOut
 
 T0 = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)
 
@@ -171,3 +171,18 @@ def test_a_preempted_invocation_shows_its_attempt_and_when_it_was_preempted() ->
     first.print(render.invocation_detail(inv(State.running, {"dispatched": 1, "started": 2}), now=at(5)))
     assert "attempt" not in first.export_text()
     assert "preempted" not in first.export_text()
+
+
+def test_the_node_time_says_what_its_node_is_priced_as() -> None:
+    cost = InvocationCostOut(node_seconds={"run": 60.0}, total_node_seconds=60.0, usd=0.004, open=True)
+    on_spot = inv(
+        State.running, {"dispatched": 1, "started": 2}, node="gpu-node-1", node_capacity="spot", cost=cost
+    )
+    console = Console(width=200, record=True, color_system=None)
+    console.print(render.invocation_detail(on_spot, now=at(62)))
+    [line] = [ln for ln in console.export_text().splitlines() if ln.startswith("node time: ")]
+    assert "node priced spot" in line
+    unknown = on_spot.model_copy(update={"node": None, "node_capacity": None})
+    console = Console(width=200, record=True, color_system=None)
+    console.print(render.invocation_detail(unknown, now=at(62)))
+    assert "node priced" not in console.export_text(), "no node known: nothing said"

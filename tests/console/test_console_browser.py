@@ -113,6 +113,7 @@ def test_the_invocation_page_shows_its_timeline_result_and_logs(
     run = page.locator('#cost dd[data-phase="run"]')
     expect(page.locator("#cost")).to_have_attribute("data-open", "false", timeout=10_000)
     assert float(run.get_attribute("data-seconds") or 0) >= 2, "it slept 2 s on its slot"
+    expect(page.locator("#cost dd[data-capacity]")).to_have_text("local")  # node_capacity
     expect(page.locator("#cancel")).to_be_hidden()
     page.screenshot(path=shots / "invocation.png", full_page=True)
 
@@ -176,6 +177,17 @@ def test_the_cost_page_shows_each_functions_node_seconds_and_an_hourly_chart(
         expect(run).to_be_visible(timeout=10_000)
         assert float(run.get_attribute("data-seconds") or 0) > 0, function
     expect(page.locator("#cost-chart g.hour rect.b-run").first).to_be_visible()
+    # Split by what the node time was priced as: on the local backend, all of it GPU slots.
+    local_run = page.locator('#capacity-table tr[data-capacity="local"] td[data-phase="run"]')
+    expect(local_run).to_be_visible()
+    expect(page.locator("#capacity-table tbody tr")).to_have_count(1)
+    assert float(local_run.get_attribute("data-seconds") or 0) > 0
+    totals = page.evaluate(
+        """() => ['#cost-table', '#capacity-table'].map(t =>
+            [...document.querySelectorAll(`${t} tbody td[data-phase]`)]
+                .reduce((s, td) => s + parseFloat(td.dataset.seconds), 0))"""
+    )
+    assert totals[0] == pytest.approx(totals[1], abs=0.01), "the same node time, split two ways"
     page.screenshot(path=shots / "cost.png", full_page=True)
     # Another run moves the numbers without a reload (the page reads again on the event stream).
     hello_run = '#cost-table tr[data-function="hello"] td[data-phase="run"]'
@@ -202,10 +214,14 @@ def test_the_cost_csv_downloads_with_the_session_cookie(page: Page, gateway: Run
     with page.expect_download() as download:
         page.locator("#csv").click()
     saved = download.value
-    assert re.fullmatch(r"eops-cost-\d{8}T\d{4}Z-\d{8}T\d{4}Z-function-hour\.csv", saved.suggested_filename)
+    assert re.fullmatch(
+        r"eops-cost-\d{8}T\d{4}Z-\d{8}T\d{4}Z-function-hour-capacity\.csv", saved.suggested_filename
+    )
     header, *rows = Path(saved.path()).read_text().splitlines()
-    assert header.startswith("function,hour,provisioning_s,idle_before_start_s,run_s,"), header
-    assert any(row.startswith("sleep,") for row in rows), rows
+    assert header.startswith("function,hour,capacity,provisioning_s,idle_before_start_s,run_s,"), header
+    sleep_rows = [row.split(",") for row in rows if row.startswith("sleep,")]
+    assert sleep_rows, rows
+    assert {row[2] for row in sleep_rows} == {"local"}, "each row says what it was priced as"
 
 
 def test_keyboard_reaches_every_page_from_the_top(page: Page, gateway: RunningServer) -> None:
@@ -242,7 +258,8 @@ def test_the_pages_pure_helpers_agree_with_the_server(page: Page, gateway: Runni
             const timeline = {accepted: '2026-01-01T00:00:00Z', dispatched: '2026-01-01T00:00:01Z',
                 capacity_ready: '2026-01-01T00:00:03Z', started: null, finished: null};
             const item = (state, start) => ({state, durations: {time_to_start: start}});
-            const group = (fn, hour, run, provisioning) => ({function: fn, hour: `2026-01-01T${hour}:00:00Z`,
+            const group = (fn, hour, run, provisioning, capacity = 'spot') => ({function: fn,
+                hour: `2026-01-01T${hour}:00:00Z`, capacity,
                 node_seconds: {provisioning, idle_before_start: 0, run, idle_after: 0, warm_unused: 0},
                 total_node_seconds: run + provisioning, usd: (run + provisioning) / 4});
             return {
@@ -254,6 +271,8 @@ def test_the_pages_pure_helpers_agree_with_the_server(page: Page, gateway: Runni
                 byFunction: f.costBy([group('b', '10', 1, 2), group('a', '10', 3, 0),
                     group('b', '11', 5, 1)], 'function')
                     .map(r => [r.key, r.node_seconds.provisioning, r.node_seconds.run, r.total, r.usd]),
+                byCapacity: f.costBy([group('b', '10', 1, 2), group('a', '10', 3, 0, 'on-demand'),
+                    group('b', '11', 5, 1)], 'capacity').map(r => [r.key, r.total, r.usd]),
                 slots: f.hourSlots('2026-01-01T10:30:00Z', '2026-01-01T12:10:00Z')
                     .map(t => new Date(t).toISOString()),
             };
@@ -267,6 +286,7 @@ def test_the_pages_pure_helpers_agree_with_the_server(page: Page, gateway: Runni
     assert got["p95"] == 95
     assert got["stats"] == {"count": 4, "ended": 2, "successRate": 0.5, "p95Start": 3}
     assert got["byFunction"] == [["a", 0, 3, 3, 0.75], ["b", 3, 6, 9, 2.25]]
+    assert got["byCapacity"] == [["on-demand", 3, 0.75], ["spot", 9, 2.25]]
     assert got["slots"] == [
         "2026-01-01T10:00:00.000Z",
         "2026-01-01T11:00:00.000Z",

@@ -4,6 +4,7 @@ node reused or removed, an attempt still running, and the transitions that end a
 from __future__ import annotations
 
 import itertools
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -21,9 +22,11 @@ from elasticityops.domain.node_seconds import (
     idle_after_span,
     invocation_cost,
     live_attempt,
+    priced_as,
     totals,
     warm_unused_span,
 )
+from elasticityops.pricing.table import Capacity
 
 T0 = datetime(2026, 12, 1, 10, 0, tzinfo=UTC)
 
@@ -166,3 +169,22 @@ def test_a_cost_adds_the_live_attempt_to_what_the_ledger_holds() -> None:
     unpriced = invocation_cost({}, live, usd_per_hour=None)
     assert (unpriced.usd, unpriced.unpriced_seconds) == (0, 3600)
     assert not invocation_cost(stored, [], 0.54).open
+
+
+@pytest.mark.parametrize(
+    ("node", "named", "expected"),
+    [
+        pytest.param(None, None, None, id="no-node-yet"),
+        pytest.param("gpu-node-1", Capacity.spot, Capacity.spot, id="named-spot"),
+        pytest.param("gpu-node-1", Capacity.on_demand, Capacity.on_demand, id="named-on-demand"),
+        pytest.param("gpu-node-1", None, Capacity.local, id="unnamed-the-backends"),
+        pytest.param(None, Capacity.spot, Capacity.spot, id="named-before-the-node"),
+    ],
+)
+def test_a_node_is_priced_as_it_named_or_as_its_backend(
+    node: str | None, named: Capacity | None, expected: Capacity | None
+) -> None:
+    inv = replace(invocation(State.running), node=node, node_capacity=named)
+    assert priced_as(inv, unnamed=Capacity.local) == expected
+    requeued = advance(inv, State.queued, at(90))
+    assert priced_as(requeued, unnamed=Capacity.local) is None, "a requeue forgets the node"

@@ -32,6 +32,10 @@ _STRING = re.compile(r'"(?:[^"\\]|\\.)*"')
 _GROUPING = re.compile(r"\b(?:by|without|on|ignoring|group_left|group_right)\s*\([^)]*\)")
 _NAME = re.compile(r"(?<![\w:.])[A-Za-z_:][\w:]*")
 _SAMPLE = re.compile(r"^([A-Za-z_:][\w:]*)")
+_SAMPLE_LABELS = re.compile(r"^([A-Za-z_:][\w:]*)\{(.*)\}")
+_LABEL_NAME = re.compile(r'([A-Za-z_]\w*)="(?:[^"\\]|\\.)*"')
+# The clauses that name labels a result keeps or matches on: each must be on the series read.
+_NAMED_LABELS = re.compile(r"\b(?:by|on)\s*\(([^)]*)\)")
 _TYPE = re.compile(r"^# TYPE ([A-Za-z_:][\w:]*) (\w+)")
 _SUFFIXES = {"histogram": ("_bucket", "_sum", "_count"), "summary": ("", "_sum", "_count")}
 
@@ -65,6 +69,25 @@ def metric_names(expr: str) -> set[str]:
             continue
         names.add(word)
     return names
+
+
+def grouping_labels(expr: str) -> set[str]:
+    """The labels `expr` groups or matches by (`by (...)`, `on (...)`): a series without them
+    would be summed into one unlabelled line, which reads as a total but is not what the panel says."""
+    text = _STRING.sub('""', concrete(expr))
+    return {
+        name.strip() for clause in _NAMED_LABELS.findall(text) for name in clause.split(",") if name.strip()
+    }
+
+
+def exported_labels(text: str) -> dict[str, set[str]]:
+    """The label names each series of an exposition has samples with."""
+    labels: dict[str, set[str]] = {}
+    for line in text.splitlines():
+        sample = _SAMPLE_LABELS.match(line)
+        if sample and not line.startswith("#"):
+            labels.setdefault(sample.group(1), set()).update(_LABEL_NAME.findall(sample.group(2)))
+    return labels
 
 
 def promtool() -> str:

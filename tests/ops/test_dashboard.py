@@ -17,7 +17,14 @@ import pytest
 from elasticityops.devcluster.autoscaler_source import find_source
 from helpers.server import REPO, running_server
 
-from .promql import check_with_promtool, dashboard_queries, exported_series, metric_names
+from .promql import (
+    check_with_promtool,
+    dashboard_queries,
+    exported_labels,
+    exported_series,
+    grouping_labels,
+    metric_names,
+)
 
 DASHBOARD_PATH = REPO / "deploy" / "grafana" / "elasticityops.json"
 AUTOSCALER_PREFIX = "cluster_autoscaler_"
@@ -56,6 +63,20 @@ def test_the_dashboard_is_importable_with_a_prometheus_datasource_variable(dashb
     ):
         assert wanted in titles
     assert {"Headroom: warm units wanted and held", "Cost per hour", "Nodes by state"} <= titles
+    assert "Cost per hour by capacity" in titles
+
+
+@pytest.mark.parametrize(
+    ("expr", "labels"),
+    [
+        pytest.param("sum(rate(x_total[5m]))", set(), id="a-total"),
+        pytest.param("sum by (capacity) (rate(x_total[5m])) * 3600", {"capacity"}, id="by"),
+        pytest.param("max by (le, state) (h) + on (gpu_type) b", {"le", "state", "gpu_type"}, id="by-and-on"),
+        pytest.param('sum without (phase) (x{function="by (nothing)"})', set(), id="without-and-strings"),
+    ],
+)
+def test_grouping_labels_are_read_off_a_query(expr: str, labels: set[str]) -> None:
+    assert grouping_labels(expr) == labels
 
 
 @pytest.mark.parametrize(
@@ -95,8 +116,21 @@ def test_every_gateway_metric_is_exported(dashboard: dict[str, Any], tmp_path: P
     with running_server(tmp_path / "gw", *args) as gateway, gateway.client() as http:
         done = http.post("/v1/functions/hello/invocations", params={"wait": 30}, json={"name": "Ada"})
         assert done.json()["state"] == "succeeded", done.text
-        exported = exported_series(httpx.get(f"{gateway.url}/metrics", timeout=10).text)
+        exposition = httpx.get(f"{gateway.url}/metrics", timeout=10).text
+    exported = exported_series(exposition)
     assert wanted <= exported, f"not exported: {sorted(wanted - exported)}"
+    # Every label a gateway query groups or matches by is on the samples of the series it reads.
+    labels = exported_labels(exposition)
+    missing = [
+        (expr, name)
+        for _, expr in dashboard_queries(dashboard)
+        for name in grouping_labels(expr)
+        if (read := metric_names(expr) - {n for n in metric_names(expr) if n.startswith(AUTOSCALER_PREFIX)})
+        and not any(name in labels.get(series, set()) for series in read)
+    ]
+    assert missing == [], f"grouped by a label no sample has: {missing}"
+    [by_capacity] = [e for t, e in dashboard_queries(dashboard) if t == "Cost per hour by capacity"]
+    assert grouping_labels(by_capacity) == {"capacity"}
     # The cost panels name the per-invocation cost counters (docs/cost.md).
     assert {"eops_invocation_node_seconds_total", "eops_invocation_cost_dollars_total"} <= wanted
 

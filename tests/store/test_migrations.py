@@ -19,7 +19,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import sqlalchemy
+from alembic import command
 from alembic.autogenerate import compare_metadata
+from alembic.config import Config
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
 from sqlalchemy import (
@@ -38,6 +41,7 @@ from sqlalchemy import (
     insert,
     inspect,
     pool,
+    select,
     text,
 )
 
@@ -48,8 +52,10 @@ from elasticityops.domain.errors import Conflict, EopsError, InvalidInput
 from elasticityops.domain.events import BackendEvent
 from elasticityops.domain.functions import FunctionSpec, Priority
 from elasticityops.domain.invocations import FailureReason, Note, State, new_invocation_id
+from elasticityops.domain.node_seconds import Phase, RunningTotal
 from elasticityops.domain.ports import Change, NewInvocation
 from elasticityops.domain.tokens import Scope
+from elasticityops.pricing.table import Capacity
 from elasticityops.store import migrate, tables
 from elasticityops.store.sql import SqlStore, make_engine
 
@@ -674,3 +680,85 @@ def test_tables_that_are_not_the_previous_releases_are_refused(
     assert problem in str(caught.value)
     assert "no schema version" in str(caught.value)
     assert _table_names(store_url) == before, "nothing was created or stamped"
+
+
+def _migrate_to(url: str, revision: str, *, down: bool = False) -> None:
+    """The database at `revision`, as the release that made it left it (a test of one migration's data)."""
+    config = Config()
+    config.set_main_option("script_location", str(migrate.SCRIPT_LOCATION))
+    with _engine(url) as engine, engine.begin() as conn:
+        config.attributes["connection"] = conn
+        (command.downgrade if down else command.upgrade)(config, revision)
+
+
+# 0013's running totals: per (function, phase), no capacity.
+_TOTALS_0013 = sqlalchemy.table(
+    "node_seconds_totals", *(sqlalchemy.column(name) for name in ("function", "phase", "seconds", "usd"))
+)
+
+
+def _ledger_row(
+    source: str, phase: str, hour: int, capacity: str, seconds: float, usd: float | None
+) -> dict[str, Any]:
+    return {
+        "source": source,
+        "attempt": 0,
+        "phase": phase,
+        "hour": T0 + timedelta(hours=hour),
+        "function": "" if source.startswith("node/") else "hello",
+        "gpu_type": "nvidia-tesla-t4",
+        "capacity": capacity,
+        "seconds": seconds,
+        "usd": usd,
+    }
+
+
+def test_the_running_totals_are_split_by_capacity_from_the_ledger(
+    store_url: str, run: asyncio.Runner
+) -> None:
+    """0014: the totals of a database at 0013, per function and phase, are rebuilt per capacity
+    from the ledger (each row at the capacity it was priced at: a local slot's `local`, a spot
+    node's `spot`); a downgrade sums them back to what 0013 kept."""
+    _migrate_to(store_url, "0013")
+    ledger = [
+        _ledger_row(QUEUED, "run", 0, "local", 60.0, 0.009),
+        _ledger_row(QUEUED, "idle_before_start", 0, "local", 2.0, 0.0003),
+        _ledger_row(PENDING, "run", 0, "spot", 1800.0, 0.12),
+        _ledger_row(PENDING, "run", 1, "spot", 1800.0, 0.12),
+        _ledger_row(RUNNING, "run", 1, "on-demand", 600.0, None),  # unpriced: counted, no cost
+        _ledger_row("node/n1", "warm_unused", 2, "spot", 900.0, 0.06),
+    ]
+    old_totals = [
+        {"function": "hello", "phase": "run", "seconds": 4260.0, "usd": 0.249},
+        {"function": "hello", "phase": "idle_before_start", "seconds": 2.0, "usd": 0.0003},
+        {"function": "", "phase": "warm_unused", "seconds": 900.0, "usd": 0.06},
+    ]
+    with _engine(store_url) as engine, engine.begin() as conn:
+        conn.execute(insert(tables.node_seconds), ledger)
+        conn.execute(insert(_TOTALS_0013), old_totals)
+
+    async def body() -> list[RunningTotal]:
+        store = await open_store(store_url)
+        try:
+            return await store.node_seconds_totals()
+        finally:
+            await store.close()
+
+    totals = run.run(body())
+    assert _versions(store_url) == [HEAD]
+    assert _schema_differences(store_url, tables.metadata) == []
+    assert [(t.function, t.phase, t.capacity, t.seconds, t.usd) for t in totals] == [
+        ("", Phase.warm_unused, Capacity.spot, 900.0, pytest.approx(0.06)),
+        ("hello", Phase.idle_before_start, Capacity.local, 2.0, pytest.approx(0.0003)),
+        ("hello", Phase.run, Capacity.local, 60.0, pytest.approx(0.009)),
+        ("hello", Phase.run, Capacity.on_demand, 600.0, 0.0),
+        ("hello", Phase.run, Capacity.spot, 3600.0, pytest.approx(0.24)),
+    ]
+
+    _migrate_to(store_url, "0013", down=True)
+    with _engine(store_url) as engine, engine.connect() as conn:
+        back = conn.execute(select(_TOTALS_0013).order_by(text("function"), text("phase"))).mappings()
+        assert [dict(row) for row in back] == [
+            {**row, "usd": pytest.approx(row["usd"])}
+            for row in sorted(old_totals, key=lambda r: (r["function"], r["phase"]))
+        ]

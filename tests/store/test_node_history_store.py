@@ -111,8 +111,11 @@ def test_a_watch_restarted_from_the_store_charges_what_the_one_before_left_open(
             )
             assert await second.gpu_node_history() == []
             assert (await second.node_seconds_of("inv-1"))[Phase.idle_after].seconds == 1200
-            totals = {(f, p): (s, u) for f, p, s, u in await second.node_seconds_totals()}
-            assert totals[("", Phase.warm_unused)] == (3600, pytest.approx(0.54)), (
+            totals = {
+                (t.function, t.phase, t.capacity): (t.seconds, t.usd)
+                for t in await second.node_seconds_totals()
+            }
+            assert totals[("", Phase.warm_unused, Capacity.on_demand)] == (3600, pytest.approx(0.54)), (
                 f"{WARM_SOURCE}spare, on demand"
             )
         finally:

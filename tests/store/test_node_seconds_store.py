@@ -86,7 +86,9 @@ def test_a_repeated_end_charges_nothing_more(store: SqlStore, run: asyncio.Runne
         again = await store.record(BackendEvent(inv, finished=Finished.succeeded(at(90))))
         assert again is None, "ended already"
         assert (await store.node_seconds_of(inv))[Phase.run].seconds == pytest.approx(60)
-        [(function, _, seconds, _)] = [t for t in await store.node_seconds_totals() if t[1] is Phase.run]
+        [(function, _, _, seconds, _)] = [
+            t for t in await store.node_seconds_totals() if t.phase is Phase.run
+        ]
         assert (function, seconds) == ("hello", pytest.approx(60))
 
     run.run(body())
@@ -147,7 +149,7 @@ def test_idle_after_and_warm_unused_charges_are_kept_once(store: SqlStore, run: 
         await store.charge(charges)  # seen again after a restart
         phases = await store.node_seconds_of(inv)
         assert phases[Phase.idle_after].seconds == pytest.approx(600)
-        totals = {(f, p): s for f, p, s, _ in await store.node_seconds_totals()}
+        totals = {(t.function, t.phase): t.seconds for t in await store.node_seconds_totals()}
         assert totals[("hello", Phase.idle_after)] == pytest.approx(600), "counted once"
         assert totals[("", Phase.warm_unused)] == pytest.approx(900)
         assert totals[("hello", Phase.run)] == pytest.approx(60)
@@ -162,8 +164,8 @@ def test_the_pricing_the_store_was_opened_with_prices_its_ledger(store_url: str,
         cluster = await SqlStore.open(store_url, pricing=Pricing(capacity=Capacity.spot))
         try:
             await cluster.charge([Charge("inv-x", 0, "hello", T4, [Span(Phase.run, at(0), at(3600))])])
-            [(_, _, seconds, usd)] = await cluster.node_seconds_totals()
-            assert (seconds, usd) == (3600, pytest.approx(0.24))
+            [(_, _, capacity, seconds, usd)] = await cluster.node_seconds_totals()
+            assert (capacity, seconds, usd) == (Capacity.spot, 3600, pytest.approx(0.24))
         finally:
             await cluster.close()
 
@@ -196,8 +198,8 @@ def test_node_time_about_no_invocation_is_recorded_from_its_event(
         assert warm is not None
         told = await store.record(BackendEvent("", charges=(Charge("node/n9", 0, "", T4, (warm,)),)))
         assert told is None, "no invocation changed"
-        [(function, phase, seconds, usd)] = await store.node_seconds_totals()
-        assert (function, phase, seconds) == ("", Phase.warm_unused, 600)
+        [(function, phase, capacity, seconds, usd)] = await store.node_seconds_totals()
+        assert (function, phase, capacity, seconds) == ("", Phase.warm_unused, Capacity.local, 600)
         assert usd == pytest.approx(600 * T4_PER_S)
 
     run.run(body())
@@ -278,8 +280,10 @@ def test_node_time_charged_on_a_spot_node_is_priced_spot(store: SqlStore, run: a
         warm = warm_unused_span(at(0), at(3600))
         assert warm is not None
         await store.charge([Charge("node/s1", 0, "", T4, (warm,), Capacity.spot)])
-        [(_, _, seconds, usd)] = await store.node_seconds_totals()
-        assert (seconds, usd) == (3600, pytest.approx(0.24)), "on the local store too: the node says"
+        [(_, _, capacity, seconds, usd)] = await store.node_seconds_totals()
+        assert (capacity, seconds, usd) == (Capacity.spot, 3600, pytest.approx(0.24)), (
+            "on the local store too: the node says"
+        )
 
     run.run(body())
 
@@ -318,6 +322,17 @@ def test_the_report_says_how_much_was_spot(store_url: str, run: asyncio.Runner) 
             [total] = await cluster.cost_report(since, until, [])
             assert total.capacity is None
             assert total.seconds == pytest.approx(3610 * 3 + 1800)
+
+            # The running totals (/metrics) keep the capacities apart as the ledger does.
+            totals = {(t.function, t.capacity): (0.0, 0.0) for t in await cluster.node_seconds_totals()}
+            for t in await cluster.node_seconds_totals():
+                seconds, usd = totals[(t.function, t.capacity)]
+                totals[(t.function, t.capacity)] = (seconds + t.seconds, usd + t.usd)
+            assert totals == {
+                ("", Capacity.spot): (pytest.approx(1800), pytest.approx(1800 * 0.24 / 3600)),
+                ("hello", Capacity.on_demand): (pytest.approx(3610), pytest.approx(3610 * 0.54 / 3600)),
+                ("hello", Capacity.spot): (pytest.approx(7220), pytest.approx(3610 * 0.24 / 3600)),
+            }
         finally:
             await cluster.close()
 

@@ -11,17 +11,24 @@ from typing import Any
 import orjson
 
 from elasticityops.domain.invocations import Invocation
-from elasticityops.domain.node_seconds import InvocationCost
+from elasticityops.domain.node_seconds import InvocationCost, priced_as
 from elasticityops.domain.queue import QueueStatus
+from elasticityops.pricing.table import Capacity
 from elasticityops.wire import cost_document, decode_result
 
 _OPTIONS = orjson.OPT_UTC_Z
 
 
 def invocation_document(
-    inv: Invocation, queue: QueueStatus | None = None, cost: InvocationCost | None = None
+    inv: Invocation,
+    queue: QueueStatus | None = None,
+    cost: InvocationCost | None = None,
+    *,
+    unnamed: Capacity = Capacity.on_demand,
 ) -> dict[str, Any]:
+    """`unnamed`: what a node that names no capacity is priced as (capacity_of_backend)."""
     tl = inv.timeline
+    capacity = priced_as(inv, unnamed)
     return {
         "id": inv.id,
         "function": inv.function,
@@ -46,6 +53,7 @@ def invocation_document(
         "message": inv.message,
         "result": decode_result(inv.result),
         "node": inv.node,
+        "node_capacity": None if capacity is None else capacity.value,
         "gpu_type": inv.gpu_type,
         "notes": [{"at": n.at, "kind": n.kind, "message": n.message} for n in inv.notes],
         "queue_position": None if queue is None else queue.position,
@@ -56,12 +64,19 @@ def invocation_document(
 
 
 def invocation_json(
-    inv: Invocation, queue: QueueStatus | None = None, cost: InvocationCost | None = None
+    inv: Invocation,
+    queue: QueueStatus | None = None,
+    cost: InvocationCost | None = None,
+    *,
+    unnamed: Capacity = Capacity.on_demand,
 ) -> bytes:
-    return orjson.dumps(invocation_document(inv, queue, cost), option=_OPTIONS)
+    return orjson.dumps(invocation_document(inv, queue, cost, unnamed=unnamed), option=_OPTIONS)
 
 
-def invocation_list_json(items: list[Invocation], next_cursor: str | None) -> bytes:
+def invocation_list_json(
+    items: list[Invocation], next_cursor: str | None, *, unnamed: Capacity = Capacity.on_demand
+) -> bytes:
     return orjson.dumps(
-        {"items": [invocation_document(i) for i in items], "next_cursor": next_cursor}, option=_OPTIONS
+        {"items": [invocation_document(i, unnamed=unnamed) for i in items], "next_cursor": next_cursor},
+        option=_OPTIONS,
     )

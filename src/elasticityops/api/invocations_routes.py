@@ -28,6 +28,7 @@ from elasticityops.domain.node_seconds import InvocationCost
 from elasticityops.domain.numbers import WholeNumber, WholeNumberOrNone, whole_number
 from elasticityops.domain.ports import NewInvocation
 from elasticityops.domain.queue import QueueStatus
+from elasticityops.pricing.table import capacity_of_backend
 from elasticityops.wire import MAX_PAGE_SIZE, ErrorOut, InvocationList, InvocationOut
 
 _ERRORS: dict[int | str, dict[str, object]] = {
@@ -59,6 +60,7 @@ def _runtime(request: Request) -> Runtime:
 
 
 def _json(
+    rt: Runtime,
     inv: Invocation,
     status: int,
     headers: dict[str, str] | None = None,
@@ -66,7 +68,7 @@ def _json(
     cost: InvocationCost | None = None,
 ) -> Response:
     return Response(
-        content=invocation_json(inv, queue, cost),
+        content=invocation_json(inv, queue, cost, unnamed=capacity_of_backend(rt.settings.backend)),
         status_code=status,
         media_type="application/json",
         headers=headers,
@@ -103,7 +105,7 @@ def build_router(max_wait: int) -> APIRouter:
             inv = await _wait_for_end(rt, inv, wait)
         # Only here, for one invocation: a few grouped counts, too many to make for every list item.
         queue = await queue_status(inv, rt.store, rt.functions, rt.backend, rt.settings.dispatch)
-        return _json(inv, 200, queue=queue, cost=await cost_of(rt, inv))
+        return _json(rt, inv, 200, queue=queue, cost=await cost_of(rt, inv))
 
     @router.get(
         "/invocations",
@@ -129,7 +131,10 @@ def build_router(max_wait: int) -> APIRouter:
             )
         page = await rt.store.list_invocations(function=function, state=state, limit=limit, cursor=cursor)
         return Response(
-            content=invocation_list_json(page.items, page.next_cursor), media_type="application/json"
+            content=invocation_list_json(
+                page.items, page.next_cursor, unnamed=capacity_of_backend(rt.settings.backend)
+            ),
+            media_type="application/json",
         )
 
     @router.post(
@@ -165,7 +170,7 @@ def build_router(max_wait: int) -> APIRouter:
                 raise Conflict(
                     f"invocation {inv.id} ended ({inv.state.value}) before the cancel reached its job"
                 )
-        return _json(inv, 200 if inv.state.terminal else 202)
+        return _json(rt, inv, 200 if inv.state.terminal else 202)
 
     @router.get(
         "/invocations/{invocation_id}/logs",
@@ -259,7 +264,7 @@ def accept_route(max_wait: int) -> Route:
         headers = None if created else {"Idempotent-Replayed": "true"}
         if wait:
             inv = await _wait_for_end(rt, inv, wait)
-        return _json(inv, 200 if inv.state.terminal else 202, headers)
+        return _json(rt, inv, 200 if inv.state.terminal else 202, headers)
 
     return Route(ACCEPT_PATH, invoke, methods=["POST"], name="invoke")
 

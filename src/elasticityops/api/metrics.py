@@ -10,7 +10,7 @@ from prometheus_client.core import CounterMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from elasticityops.domain.invocations import FailureReason, Invocation, State
-from elasticityops.domain.node_seconds import Phase
+from elasticityops.domain.node_seconds import RunningTotal
 from elasticityops.domain.ports import ClientCounters
 from elasticityops.domain.retry import NODE_LOST
 
@@ -70,27 +70,29 @@ class NodeSecondsCollector(Collector):
     replica) exports the same values, and they only ever grow."""
 
     def __init__(self) -> None:
-        self.totals: list[tuple[str, Phase, float, float]] = []
+        self.totals: list[RunningTotal] = []
 
     def collect(self) -> Iterator[CounterMetricFamily]:
         seconds = CounterMetricFamily(
             "eops_invocation_node_seconds",
-            "Node-seconds caused by invocations, by function and phase (provisioning, "
+            "Node-seconds caused by invocations, by function, phase (provisioning, "
             "idle_before_start, run, idle_after; warm_unused: warm capacity no invocation used, "
-            'function "")',
-            labels=["function", "phase"],
+            'function "") and capacity (spot, on-demand, local: what the node was priced as)',
+            labels=["function", "phase", "capacity"],
         )
         dollars = CounterMetricFamily(
             "eops_invocation_cost_dollars",
-            "Cost of those node-seconds in USD (machine_prices.json; unpriced machines count 0)",
-            labels=["function"],
+            "Cost of those node-seconds in USD, by function and capacity (machine_prices.json; "
+            "unpriced machines count 0)",
+            labels=["function", "capacity"],
         )
-        by_function: dict[str, float] = {}
-        for function, phase, node_seconds, usd in self.totals:
-            seconds.add_metric([function, phase.value], node_seconds)
-            by_function[function] = by_function.get(function, 0.0) + usd
-        for function, usd in by_function.items():
-            dollars.add_metric([function], usd)
+        by_function: dict[tuple[str, str], float] = {}
+        for total in self.totals:
+            seconds.add_metric([total.function, total.phase.value, total.capacity.value], total.seconds)
+            key = (total.function, total.capacity.value)
+            by_function[key] = by_function.get(key, 0.0) + total.usd
+        for labels, usd in by_function.items():
+            dollars.add_metric(list(labels), usd)
         yield seconds
         yield dollars
 

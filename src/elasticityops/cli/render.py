@@ -201,7 +201,7 @@ def invocation_detail(inv: InvocationOut, now: datetime) -> RenderableType:
     if inv.cost is not None:
         from elasticityops.cli.render_cost import invocation_cost_text  # it imports this module
 
-        parts.append(invocation_cost_text(inv.cost))
+        parts.append(invocation_cost_text(inv.cost, inv.node_capacity))
     parts.append(Text(""))
     parts.append(milestones_table(inv))
     if inv.notes:

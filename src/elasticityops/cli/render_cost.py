@@ -25,8 +25,9 @@ def dollars(value: float, unpriced_s: float = 0.0) -> str:
     return f"{text} + {seconds(unpriced_s)} unpriced" if unpriced_s > 0 else text
 
 
-def invocation_cost_text(cost: InvocationCostOut) -> Text:
-    """One line: the total, its cost, and the phases that had any time."""
+def invocation_cost_text(cost: InvocationCostOut, node_capacity: str | None = None) -> Text:
+    """One line: the total, its cost, the phases that had any time, and what the current (or
+    last) attempt's node is priced as (spot, on-demand, local), when a node is known."""
     parts = [
         f"{seconds(cost.node_seconds.get(p.value, 0.0))} {p.value}"
         for p in Phase
@@ -38,6 +39,8 @@ def invocation_cost_text(cost: InvocationCostOut) -> Text:
     )
     if parts:
         line.append(f" ({', '.join(parts)})")
+    if node_capacity is not None:
+        line.append(f", node priced {node_capacity}")
     if cost.open:
         line.append("  so far: still under way", style="dim")
     return line

@@ -18,6 +18,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from enum import StrEnum
+from typing import NamedTuple
 
 from elasticityops.domain.invocations import ACTIVE_STATES, Invocation, State
 from elasticityops.pricing.table import Capacity
@@ -134,6 +135,17 @@ class PhaseTotal:
     unpriced_seconds: float = 0.0
 
 
+class RunningTotal(NamedTuple):
+    """Node-seconds and their cost since the ledger began, of one function, phase and
+    capacity: what /metrics exports."""
+
+    function: str
+    phase: Phase
+    capacity: Capacity
+    seconds: float
+    usd: float  # the priced part only
+
+
 class _SumsPhases:
     """Totals over `phases` (each class that has it declares the field)."""
 
@@ -189,6 +201,16 @@ def live_attempt(inv: Invocation) -> AttemptTimes | None:
         return None
     tl = inv.timeline
     return AttemptTimes(tl.capacity_ready, tl.started, None, inv.node_since, inv.warm, inv.node_capacity)
+
+
+def priced_as(inv: Invocation, unnamed: Capacity) -> Capacity | None:
+    """What the node of the invocation's current (or last) attempt is priced as: the capacity
+    its node named (spot or on demand, from its labels), or `unnamed` (the backend's,
+    pricing.table.capacity_of_backend) for a node that named none, as the ledger prices it.
+    None while no node is known (queued, or admitted and waiting for one)."""
+    if inv.node_capacity is not None:
+        return inv.node_capacity
+    return None if inv.node is None else unnamed
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,7 @@ from elasticityops.domain.events import BackendEvent
 from elasticityops.domain.functions import FunctionSpec
 from elasticityops.domain.invocations import FailureReason, Invocation, Note, State
 from elasticityops.domain.node_history import NodeHistory
-from elasticityops.domain.node_seconds import Charge, CostGroup, Phase, PhaseTotal
+from elasticityops.domain.node_seconds import Charge, CostGroup, Phase, PhaseTotal, RunningTotal
 from elasticityops.domain.spillover import Spill
 from elasticityops.domain.tokens import ApiToken, Scope
 
@@ -214,8 +214,8 @@ class Store(Protocol):
         """Node-seconds and cost per group (`by`: "function", "hour", both or neither)."""
         ...
 
-    async def node_seconds_totals(self) -> list[tuple[str, Phase, float, float]]:
-        """(function, phase, seconds, usd) since the ledger began."""
+    async def node_seconds_totals(self) -> list[RunningTotal]:
+        """Node-seconds and cost per function, phase and capacity since the ledger began."""
         ...
 
     async def ping(self) -> None:

@@ -20,6 +20,7 @@ from elasticityops.domain.node_seconds import (
     CostGroup,
     Phase,
     PhaseTotal,
+    RunningTotal,
     attempt_spans,
     by_hour,
     ended_attempt,
@@ -86,8 +87,8 @@ def write(conn: Connection, charges: Sequence[Charge], pricing: Pricing) -> None
     if not ledger:
         return
     conn.execute(insert(node_seconds), ledger)
-    for (function_, phase), (seconds, usd) in _summed(ledger).items():
-        conn.execute(_add_to_total(conn, function_, phase, seconds, usd))
+    for key, (seconds, usd) in _summed(ledger).items():
+        conn.execute(_add_to_total(conn, key, seconds, usd))
 
 
 def _new_only(conn: Connection, ledger: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -109,19 +110,26 @@ def _new_only(conn: Connection, ledger: list[dict[str, Any]]) -> list[dict[str, 
     return fresh
 
 
-def _summed(ledger: list[dict[str, Any]]) -> dict[tuple[str, str], tuple[float, float]]:
-    sums: dict[tuple[str, str], tuple[float, float]] = {}
+_TotalKey = tuple[str, str, str]  # (function, phase, capacity)
+
+
+def _summed(ledger: list[dict[str, Any]]) -> dict[_TotalKey, tuple[float, float]]:
+    sums: dict[_TotalKey, tuple[float, float]] = {}
     for row in ledger:
-        seconds, usd = sums.get((row["function"], row["phase"]), (0.0, 0.0))
-        sums[(row["function"], row["phase"])] = (seconds + row["seconds"], usd + (row["usd"] or 0.0))
+        key = (row["function"], row["phase"], row["capacity"])
+        seconds, usd = sums.get(key, (0.0, 0.0))
+        sums[key] = (seconds + row["seconds"], usd + (row["usd"] or 0.0))
     return sums
 
 
-def _add_to_total(conn: Connection, function_: str, phase: str, seconds: float, usd: float) -> Insert:
+def _add_to_total(conn: Connection, key: _TotalKey, seconds: float, usd: float) -> Insert:
     maker = postgresql.insert if conn.dialect.name == "postgresql" else sqlite.insert
-    statement = maker(node_seconds_totals).values(function=function_, phase=phase, seconds=seconds, usd=usd)
+    function_, phase, capacity = key
+    statement = maker(node_seconds_totals).values(
+        function=function_, phase=phase, capacity=capacity, seconds=seconds, usd=usd
+    )
     return statement.on_conflict_do_update(
-        index_elements=["function", "phase"],
+        index_elements=["function", "phase", "capacity"],
         set_={
             "seconds": node_seconds_totals.c.seconds + statement.excluded.seconds,
             "usd": node_seconds_totals.c.usd + statement.excluded.usd,
@@ -172,15 +180,13 @@ def report(conn: Connection, since: datetime, until: datetime, by: Sequence[str]
     return out
 
 
-def totals(conn: Connection) -> list[tuple[str, Phase, float, float]]:
-    """(function, phase, seconds, usd) since the ledger began: the /metrics counters."""
-    query = select(
-        node_seconds_totals.c.function,
-        node_seconds_totals.c.phase,
-        node_seconds_totals.c.seconds,
-        node_seconds_totals.c.usd,
-    ).order_by(node_seconds_totals.c.function, node_seconds_totals.c.phase)
-    return [(f, Phase(p), s, u) for f, p, s, u in conn.execute(query)]
+def totals(conn: Connection) -> list[RunningTotal]:
+    """Per function, phase and capacity since the ledger began: the /metrics counters."""
+    t = node_seconds_totals.c
+    query = select(t.function, t.phase, t.capacity, t.seconds, t.usd).order_by(
+        t.function, t.phase, t.capacity
+    )
+    return [RunningTotal(f, Phase(p), Capacity(c), s, u) for f, p, c, s, u in conn.execute(query)]
 
 
 def _sums() -> list[Any]:

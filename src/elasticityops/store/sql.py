@@ -46,7 +46,7 @@ from elasticityops.domain.events import BackendEvent, apply_event
 from elasticityops.domain.functions import FunctionSpec, Priority
 from elasticityops.domain.invocations import ACTIVE_STATES, Invocation, Note, State, add_note, advance
 from elasticityops.domain.node_history import NodeHistory
-from elasticityops.domain.node_seconds import Charge, CostGroup, Phase, PhaseTotal
+from elasticityops.domain.node_seconds import Charge, CostGroup, Phase, PhaseTotal, RunningTotal
 from elasticityops.domain.ports import Change, ClockReading, FunctionRecord, NewInvocation, Page
 from elasticityops.domain.spillover import Spill, moved
 from elasticityops.domain.tokens import TOKEN_ID_PREFIX, ApiToken, Scope, is_token_id, token_id
@@ -582,7 +582,7 @@ class SqlStore:
     async def cost_report(self, since: datetime, until: datetime, by: Sequence[str]) -> list[CostGroup]:
         return await self._read(lambda conn: ledger.report(conn, since, until, by))
 
-    async def node_seconds_totals(self) -> list[tuple[str, Phase, float, float]]:
+    async def node_seconds_totals(self) -> list[RunningTotal]:
         return await self._read(ledger.totals)
 
     async def ping(self) -> None:

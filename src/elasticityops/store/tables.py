@@ -183,13 +183,14 @@ node_seconds = Table(
     Index("ix_node_seconds_hour_function", "hour", "function"),
 )
 
-# Running totals per (function, phase), kept in the same transactions as the ledger: /metrics
-# reads these few rows at every scrape instead of summing the whole ledger.
+# Running totals per (function, phase, capacity), kept in the same transactions as the ledger:
+# /metrics reads these few rows at every scrape instead of summing the whole ledger.
 node_seconds_totals = Table(
     "node_seconds_totals",
     metadata,
     Column("function", String(64), primary_key=True),
     Column("phase", String(24), primary_key=True),
+    Column("capacity", String(16), primary_key=True),  # pricing.table.Capacity, as the ledger's
     Column("seconds", Float, nullable=False),
     Column("usd", Float, nullable=False),  # the priced part only
 )

@@ -1,5 +1,6 @@
-// Cost: node-seconds by phase per function (a table) and per hour (a stacked chart) over a
-// chosen range, from one GET /v1/cost?by=function&by=hour, and the same report as a CSV file.
+// Cost: node-seconds by phase per function and per capacity (spot, on-demand, local: tables) and
+// per hour (a stacked chart) over a chosen range, from one GET /v1/cost?by=function&by=hour&
+// by=capacity, and the same report as a CSV file (its capacity column included).
 // The report is admin-only: an invoke token's session is told so instead of a broken page.
 import { api, events } from "./api.js";
 import { COST_PHASES, costBy, el, hourSlots, seconds, usd, when } from "./format.js";
@@ -15,7 +16,7 @@ function svg(tag, attrs, text) {
 }
 
 function query(since, extra = "") {
-  return `/v1/cost?since=${encodeURIComponent(since)}&by=function&by=hour${extra}`;
+  return `/v1/cost?since=${encodeURIComponent(since)}&by=function&by=hour&by=capacity${extra}`;
 }
 
 function needsAdmin(main, session) {
@@ -73,18 +74,27 @@ function hourTable(report) {
         el("td", { class: "num", text: seconds(h.total) }), el("td", { class: "num", text: usd(h.usd) }))))));
 }
 
-function table(report) {
-  const rows = costBy(report.groups, "function");
+// What each key's rows are called: a function's name, or what its node time was priced as.
+const KEYS = {
+  function: { id: "cost-table", heading: "Function", name: (k) => k || "(warm capacity, no function)" },
+  capacity: { id: "capacity-table", heading: "Priced as",
+    name: (k) => (k === "local" ? "local (GPU slots, priced as on-demand)" : k) },
+};
+
+function table(report, key) {
+  const { id, heading, name } = KEYS[key];
+  const rows = costBy(report.groups, key);
   const cells = (r) => [...COST_PHASES.map(([p]) => el("td", { class: "num", "data-phase": p,
     "data-seconds": r.node_seconds[p].toFixed(3), text: seconds(r.node_seconds[p]) })),
   el("td", { class: "num", text: seconds(r.total) }),
-  el("td", { class: "num", text: r.unpriced ? `${usd(r.usd)} + ${seconds(r.unpriced)} unpriced` : usd(r.usd) })];
-  return el("table", { class: "list", id: "cost-table" },
-    el("thead", {}, el("tr", {}, el("th", { scope: "col", text: "Function" }),
-      COST_PHASES.map(([, name]) => el("th", { scope: "col", class: "num", text: name })),
+  el("td", { class: "num", "data-usd": r.usd.toFixed(6),
+    text: r.unpriced ? `${usd(r.usd)} + ${seconds(r.unpriced)} unpriced` : usd(r.usd) })];
+  return el("table", { class: "list", id },
+    el("thead", {}, el("tr", {}, el("th", { scope: "col", text: heading }),
+      COST_PHASES.map(([, text]) => el("th", { scope: "col", class: "num", text })),
       el("th", { scope: "col", class: "num", text: "total" }), el("th", { scope: "col", class: "num", text: "cost" }))),
-    el("tbody", {}, rows.length ? rows.map((r) => el("tr", { "data-function": r.key },
-      el("th", { scope: "row", text: r.key || "(warm capacity, no function)" }), cells(r)))
+    el("tbody", {}, rows.length ? rows.map((r) => el("tr", { [`data-${key}`]: r.key },
+      el("th", { scope: "row", text: name(r.key) }), cells(r)))
       : el("tr", {}, el("td", { colspan: String(COST_PHASES.length + 3), class: "muted", text: "no node time in this range" }))),
     el("tfoot", {}, el("tr", {}, el("th", { scope: "row", text: "all" }),
       cells({ node_seconds: Object.fromEntries(COST_PHASES.map(([p]) => [p, rows.reduce((s, r) => s + r.node_seconds[p], 0)])),
@@ -111,7 +121,8 @@ export function render(main, arg, { session }) {
     if (groups === shown) return;
     shown = groups;
     const open = body.querySelector("details.hours")?.open;
-    body.replaceChildren(el("h2", { text: "Per function (node-seconds)" }), table(report),
+    body.replaceChildren(el("h2", { text: "Per function (node-seconds)" }), table(report, "function"),
+      el("h2", { text: "Spot and on demand (node-seconds)" }), table(report, "capacity"),
       el("h2", { text: "Per hour" }), chart(report),
       el("p", { class: "legend" }, COST_PHASES.map(([p, text]) => el("span", { class: `key k-${p}`, text }))),
       hourTable(report),

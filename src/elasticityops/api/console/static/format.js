@@ -90,7 +90,8 @@ export function preview(result, limit = 2000) {
 export const COST_PHASES = [["provisioning", "provisioning"], ["idle_before_start", "idle before start"],
   ["run", "run"], ["idle_after", "idle after"], ["warm_unused", "warm, not used"]];
 
-// GET /v1/cost's groups (by function and hour) summed over one key ("function" or "hour"):
+// GET /v1/cost's groups (by function, hour and capacity) summed over one key ("function",
+// "hour" or "capacity"):
 // [{key, node_seconds: {phase: s}, total, usd, unpriced}] in the key's order.
 export function costBy(groups, key) {
   const out = new Map();

@@ -56,7 +56,7 @@ export function render(main, id) {
       })),
       el("span", { class: "value", text: seconds((b - a) / 1000) }))));
     waterfall.setAttribute("aria-label", `timeline: ${spans.map(([n, a, b]) => `${n} ${seconds((b - a) / 1000)}`).join(", ")}`);
-    drawCost(inv.cost);
+    drawCost(inv.cost, inv.node_capacity);
     notes.replaceChildren(...(inv.notes.length ? inv.notes.map((n) => el("li", {},
       el("time", { text: when(n.at) }), " ", el("strong", { text: n.kind }), ` ${n.message}`))
       : [el("li", { class: "muted", text: "none" })]));
@@ -65,15 +65,17 @@ export function render(main, id) {
   }
 
   // The node time it caused by phase (GET /v1/invocations/{id} `cost`); phases of no time are
-  // left out, so a run on a warm slot reads as one line.
-  function drawCost(c) {
+  // left out, so a run on a warm slot reads as one line. `capacity`: what its current (or last)
+  // attempt's node is priced as (spot, on-demand, local), null while no node is known.
+  function drawCost(c, capacity) {
     if (!c) { cost.replaceChildren(el("dd", { class: "muted", text: "not known" })); return; }
     const spent = COST_PHASES.filter(([p]) => c.node_seconds[p] > 0);
     cost.dataset.open = String(c.open);
     cost.replaceChildren(...spent.flatMap(([p, name]) => [el("dt", { text: name }),
       el("dd", { "data-phase": p, "data-seconds": c.node_seconds[p].toFixed(3), text: seconds(c.node_seconds[p]) })]),
     ...fact("Total", `${seconds(c.total_node_seconds)}${c.open ? " so far (under way)" : ""}`),
-    ...fact("Cost", c.unpriced_node_seconds ? `${usd(c.usd)} + ${seconds(c.unpriced_node_seconds)} unpriced` : usd(c.usd)));
+    ...fact("Cost", c.unpriced_node_seconds ? `${usd(c.usd)} + ${seconds(c.unpriced_node_seconds)} unpriced` : usd(c.usd)),
+    el("dt", { text: "Node priced as" }), el("dd", { "data-capacity": capacity ?? "", text: capacity ?? "–" }));
   }
 
   async function load() {
