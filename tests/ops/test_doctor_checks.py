@@ -8,7 +8,14 @@ from dataclasses import replace
 
 import pytest
 
-from elasticityops.ops.doctor.checks import REQUIRED_ACCESS, Status, classify_pending, exit_code, run_checks
+from elasticityops.ops.doctor.checks import (
+    REQUIRED_ACCESS,
+    Status,
+    classify_pending,
+    exit_code,
+    required_access,
+    run_checks,
+)
 from elasticityops.ops.doctor.report import findings_json, findings_table
 from elasticityops.ops.doctor.snapshot import (
     ApiServiceInfo,
@@ -562,3 +569,21 @@ def test_a_new_node_installing_its_driver_is_not_a_fault_until_the_grace_ends(
     (finding,) = [f for f in findings if f.check == "gpu-allocatable"]
     assert finding.status is status
     assert "gpu-new" in finding.message
+
+
+def test_bare_pods_need_the_rights_to_create_and_delete_pods() -> None:
+    assert required_access("job") == REQUIRED_ACCESS
+    extra = [rule for rule in required_access("pod") if rule not in REQUIRED_ACCESS]
+    assert {(r.verb, r.resource, r.namespaced) for r in extra} == {
+        ("create", "pods", True),
+        ("delete", "pods", True),
+    }
+    # A gateway of bare pods whose identity may not create pods is told so, with the grant.
+    denied = (
+        *(replace(rule, allowed=True) for rule in REQUIRED_ACCESS),
+        *(replace(rule, allowed=False) for rule in extra),
+    )
+    [finding] = [f for f in run_checks(replace(healthy(), access=denied)) if f.check == "permissions"]
+    assert finding.status is Status.fail
+    assert "create pods" in finding.message
+    assert "--verb=create,delete --resource=pods" in finding.fix

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from elasticityops.backends.kubernetes.deploy import NODE_RULES, ROLE_RULES
+from elasticityops.backends.kubernetes.deploy import BARE_POD_RULES, NODE_RULES, ROLE_RULES
 from elasticityops.ops.doctor.findings import Finding, Status, names
 from elasticityops.ops.doctor.snapshot import AccessRule, ClusterSnapshot
 
@@ -42,6 +42,12 @@ REQUIRED_ACCESS: tuple[AccessRule, ...] = (
     *_rules_to_access(ROLE_RULES, namespaced=True),
     *_rules_to_access(NODE_RULES, namespaced=False),
 )
+BARE_POD_ACCESS: tuple[AccessRule, ...] = _rules_to_access(BARE_POD_RULES, namespaced=True)
+
+
+def required_access(workload: str) -> tuple[AccessRule, ...]:
+    """What the gateway needs with `workload` (job, or pod: it creates and deletes the pods too)."""
+    return (*REQUIRED_ACCESS, *BARE_POD_ACCESS) if workload == "pod" else REQUIRED_ACCESS
 
 
 def _grant_command(missing: list[AccessRule], namespace: str) -> str:

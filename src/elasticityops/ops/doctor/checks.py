@@ -8,7 +8,12 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from elasticityops.ops.doctor.check_access import REQUIRED_ACCESS, check_api, check_permissions
+from elasticityops.ops.doctor.check_access import (
+    REQUIRED_ACCESS,
+    check_api,
+    check_permissions,
+    required_access,
+)
 from elasticityops.ops.doctor.check_leader import check_leader
 from elasticityops.ops.doctor.check_metrics import CUSTOM_METRICS_SERVICE, check_custom_metrics, check_hpas
 from elasticityops.ops.doctor.check_nodes import (
@@ -35,6 +40,7 @@ __all__ = [
     "Status",
     "classify_pending",
     "exit_code",
+    "required_access",
     "run_checks",
 ]
 

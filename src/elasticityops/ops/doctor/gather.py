@@ -18,7 +18,7 @@ from elasticityops.backends.kubernetes.lease_store import record_of
 from elasticityops.backends.kubernetes.objects import KubeObject
 from elasticityops.domain.errors import EopsError, NotFound
 from elasticityops.ops.doctor import parse
-from elasticityops.ops.doctor.checks import CUSTOM_METRICS_SERVICE, REQUIRED_ACCESS
+from elasticityops.ops.doctor.checks import CUSTOM_METRICS_SERVICE, required_access
 from elasticityops.ops.doctor.options import GatherOptions as GatherOptions
 from elasticityops.ops.doctor.snapshot import (
     AccessRule,
@@ -84,7 +84,7 @@ class _Reader:
             return None
 
 
-async def _access(reader: _Reader, namespace: str) -> tuple[AccessRule, ...]:
+async def _access(reader: _Reader, namespace: str, workload: str) -> tuple[AccessRule, ...]:
     async def review(rule: AccessRule) -> AccessRule:
         attributes: dict[str, str] = {"verb": rule.verb, "group": rule.group, "resource": rule.resource}
         if rule.subresource:
@@ -104,7 +104,7 @@ async def _access(reader: _Reader, namespace: str) -> tuple[AccessRule, ...]:
             reason=str(status.get("reason") or status.get("evaluationError") or ""),
         )
 
-    return tuple(await asyncio.gather(*(review(rule) for rule in REQUIRED_ACCESS)))
+    return tuple(await asyncio.gather(*(review(rule) for rule in required_access(workload))))
 
 
 async def _identity(reader: _Reader) -> str:
@@ -267,7 +267,7 @@ async def gather(options: GatherOptions) -> ClusterSnapshot:
             autoscaler,
             lease,
         ) = await asyncio.gather(
-            reader.section("access", _access(reader, namespace)),
+            reader.section("access", _access(reader, namespace, options.workload)),
             reader.section("identity", _identity(reader)),
             reader.section("nodes", _list(reader, NODES)),
             reader.section("daemonsets", _list(reader, DAEMONSETS, namespace="*")),

@@ -38,6 +38,12 @@ class GatherOptions:
         "elasticityops",
         help="Lease the gateway replicas elect their leader on (eops serve --lease-name), in --namespace.",
     )
+    workload: str = knob(
+        "job",
+        choices=("job", "pod"),
+        help="What the gateway runs invocations as (eops serve --kube-workload): pod also needs the "
+        "rights to create and delete pods.",
+    )
     timeout_s: float = knob(10.0, flag="timeout", unit="seconds", gt=0, help="Timeout of each API request.")
     extra_env: dict[str, str] = field(default_factory=dict)
 
