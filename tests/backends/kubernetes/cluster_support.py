@@ -18,6 +18,7 @@ import httpx
 from elasticityops.backends.kubernetes.deploy import priority_classes
 from elasticityops.backends.kubernetes.labels import INVOCATION_LABEL
 from elasticityops.devcluster.nodes import ROLE_AUTOSCALED, ROLE_LABEL
+from elasticityops.devcluster.stages import EXIT_CODE_ANNOTATION, RUN_SECONDS_ANNOTATION
 from elasticityops.domain.errors import Conflict, EopsError, NotFound
 from helpers.server import RunningServer, start_server
 
@@ -113,13 +114,26 @@ def wait_state(server: RunningServer, inv: str, states: set[str], timeout: float
         time.sleep(0.2)
 
 
-def jobs_of(dev_cluster: Any, namespace: str, inv: str | None = None) -> list[dict[str, Any]]:
+def runs(seconds: float, exit_code: int = 0) -> dict[str, str]:
+    """The annotations that make the dev cluster's kwok run a pod this long, ending with this code."""
+    return {RUN_SECONDS_ANNOTATION: str(seconds), EXIT_CODE_ANNOTATION: str(exit_code)}
+
+
+def _ours(dev_cluster: Any, path: str, inv: str | None) -> list[dict[str, Any]]:
     selector = "app.kubernetes.io/managed-by=elasticityops"
     if inv:
         selector += f",{INVOCATION_LABEL}={inv}"
     with dev_cluster.api() as api:
-        jobs, _ = api.list(f"/apis/batch/v1/namespaces/{namespace}/jobs", {"labelSelector": selector})
-    return jobs
+        found, _ = api.list(path, {"labelSelector": selector})
+    return found
+
+
+def jobs_of(dev_cluster: Any, namespace: str, inv: str | None = None) -> list[dict[str, Any]]:
+    return _ours(dev_cluster, f"/apis/batch/v1/namespaces/{namespace}/jobs", inv)
+
+
+def pods_of(dev_cluster: Any, namespace: str, inv: str | None = None) -> list[dict[str, Any]]:
+    return _ours(dev_cluster, f"/api/v1/namespaces/{namespace}/pods", inv)
 
 
 def remove_empty_autoscaled_nodes(dev_cluster: Any) -> int:

@@ -12,14 +12,14 @@ from typing import Any
 import httpx
 import pytest
 
-from elasticityops.devcluster.stages import EXIT_CODE_ANNOTATION, RUN_SECONDS_ANNOTATION
-
 from .cluster_support import (
     deploy,
     ensure_priority_classes,
     invoke,
     jobs_of,
     k8s_gateway,
+    pods_of,
+    runs,
     start_k8s_gateway,
     wait_state,
 )
@@ -29,23 +29,10 @@ pytestmark = [pytest.mark.cluster, pytest.mark.slow]
 BARE = {"EOPS_KUBE_WORKLOAD": "pod"}
 
 
-def _runs(seconds: float, exit_code: int = 0) -> dict[str, str]:
-    return {RUN_SECONDS_ANNOTATION: str(seconds), EXIT_CODE_ANNOTATION: str(exit_code)}
-
-
 @pytest.fixture(scope="module")
 def cluster(dev_cluster: Any) -> Any:
     ensure_priority_classes(dev_cluster)
     return dev_cluster
-
-
-def _pods(cluster: Any, namespace: str, inv: str | None = None) -> list[dict[str, Any]]:
-    selector = "app.kubernetes.io/managed-by=elasticityops"
-    if inv:
-        selector += f",elasticityops.dev/invocation={inv}"
-    with cluster.api() as api:
-        pods, _ = api.list(f"/api/v1/namespaces/{namespace}/pods", {"labelSelector": selector})
-    return pods
 
 
 def _secret(cluster: Any, namespace: str, name: str) -> dict[str, Any] | None:
@@ -69,16 +56,16 @@ def test_bare_pods_succeed_fail_time_out_cancel_and_go_after_their_ttl(
     with k8s_gateway(
         cluster, dev_namespace, tmp_path / "gw", **BARE, EOPS_KUBE_TTL_AFTER_FINISHED_SECONDS="3"
     ) as gw:
-        deploy(gw, name="ok", annotations=_runs(1), timeout_seconds=300)
-        deploy(gw, name="fails", annotations=_runs(1, exit_code=3))
-        deploy(gw, name="slow", annotations=_runs(600), timeout_seconds=4)
-        deploy(gw, name="long", annotations=_runs(600))
+        deploy(gw, name="ok", annotations=runs(1), timeout_seconds=300)
+        deploy(gw, name="fails", annotations=runs(1, exit_code=3))
+        deploy(gw, name="slow", annotations=runs(600), timeout_seconds=4)
+        deploy(gw, name="long", annotations=runs(600))
         ok, failing, slow, long = (invoke(gw, name) for name in ("ok", "fails", "slow", "long"))
 
         # The pod is the workload: the Job's pod under the Job's name, its deadline on it, and the
         # payload Secret owned by it.
-        _until("the pod of ok", lambda: _pods(cluster, dev_namespace, ok))
-        [pod] = _pods(cluster, dev_namespace, ok)
+        _until("the pod of ok", lambda: pods_of(cluster, dev_namespace, ok))
+        [pod] = pods_of(cluster, dev_namespace, ok)
         assert pod["metadata"]["name"] == f"eops-{ok}"
         assert "ownerReferences" not in pod["metadata"]
         assert pod["spec"]["activeDeadlineSeconds"] == 300
@@ -109,7 +96,7 @@ def test_bare_pods_succeed_fail_time_out_cancel_and_go_after_their_ttl(
         # Every pod goes: the ended ones 3 s after their end (the TTL), the timed-out and the
         # cancelled one at once; their Secrets with them (the garbage collector, by owner).
         for inv in (ok, failing, slow, long):
-            _until(f"the pod of {inv} deleted", lambda inv=inv: not _pods(cluster, dev_namespace, inv), 90)
+            _until(f"the pod of {inv} deleted", lambda inv=inv: not pods_of(cluster, dev_namespace, inv), 90)
             _until(
                 f"the Secret of {inv} deleted",
                 lambda inv=inv: _secret(cluster, dev_namespace, f"eops-{inv}") is None,
@@ -124,7 +111,7 @@ def test_bare_pods_survive_a_gateway_killed_mid_flight_with_one_pod_each(
     data = tmp_path / "gw"
     gw = start_k8s_gateway(cluster, dev_namespace, data, **BARE)
     try:
-        deploy(gw, name="work", annotations=_runs(6))
+        deploy(gw, name="work", annotations=runs(6))
         ids = [invoke(gw, "work", {"i": i}) for i in range(6)]
         wait_state(gw, ids[0], {"running"}, timeout=180)
         port = int(gw.url.rsplit(":", 1)[1])
@@ -132,7 +119,7 @@ def test_bare_pods_survive_a_gateway_killed_mid_flight_with_one_pod_each(
         gw = start_k8s_gateway(cluster, dev_namespace, data, port=port, **BARE)
         finals = [wait_state(gw, inv, {"succeeded"}, timeout=180) for inv in ids]
         assert all(f["exit_code"] == 0 for f in finals)
-        names = sorted(p["metadata"]["name"] for p in _pods(cluster, dev_namespace))
+        names = sorted(p["metadata"]["name"] for p in pods_of(cluster, dev_namespace))
         assert names == sorted(f"eops-{inv}" for inv in ids)  # one pod each, no duplicate
         assert jobs_of(cluster, dev_namespace) == []
     finally:

@@ -20,7 +20,6 @@ from elasticityops.backends.kubernetes.manifests import build_job, build_payload
 from elasticityops.backends.kubernetes.settings import KubernetesSettings
 from elasticityops.cli.render_app import dump_yaml
 from elasticityops.devcluster.nodes import ZONES
-from elasticityops.devcluster.stages import EXIT_CODE_ANNOTATION, RUN_SECONDS_ANNOTATION
 from elasticityops.domain.budget import GpuBudget
 
 from .builders import invocation, spec
@@ -31,6 +30,7 @@ from .cluster_support import (
     jobs_of,
     k8s_gateway,
     remove_empty_autoscaled_nodes,
+    runs,
     start_k8s_gateway,
     status,
     wait_node_gone,
@@ -38,10 +38,6 @@ from .cluster_support import (
 )
 
 pytestmark = [pytest.mark.cluster, pytest.mark.slow]
-
-
-def _runs(seconds: float, exit_code: int = 0) -> dict[str, str]:
-    return {RUN_SECONDS_ANNOTATION: str(seconds), EXIT_CODE_ANNOTATION: str(exit_code)}
 
 
 @pytest.fixture(scope="module")
@@ -114,7 +110,7 @@ def test_rendered_replicas_are_accepted_and_may_only_renew_their_lease(
 def test_rendered_job_and_secret_are_accepted(cluster: Any, dev_namespace: str) -> None:
     settings = KubernetesSettings(namespace=dev_namespace)
     inv = invocation()
-    job = build_job(spec(annotations=_runs(1)), inv, settings, "http://gw/v1/invocations/x/result")
+    job = build_job(spec(annotations=runs(1)), inv, settings, "http://gw/v1/invocations/x/result")
     secret = build_payload_secret(inv.id, b"{}", "token", "00000000-0000-0000-0000-000000000000", settings)
     done = _apply_dry_run(cluster, [job, secret])
     assert done.returncode == 0, done.stderr
@@ -139,7 +135,7 @@ def test_eops_render_output_is_what_kubectl_applies(cluster: Any, dev_namespace:
 def test_invocation_runs_as_a_job_on_a_new_gpu_node(cluster: Any, dev_namespace: str, tmp_path: Path) -> None:
     with cluster.knobs(baseline=0), k8s_gateway(cluster, dev_namespace, tmp_path / "gw") as gw:
         remove_empty_autoscaled_nodes(cluster)  # no free node: the pod must wait for a new one
-        deploy(gw, name="embed", annotations=_runs(2), timeout_seconds=300, env={"MODEL": "clip"})
+        deploy(gw, name="embed", annotations=runs(2), timeout_seconds=300, env={"MODEL": "clip"})
         inv = invoke(gw, "embed", {"image": "cat.png"})
         pending = wait_state(gw, inv, {"pending", "running"})
         assert pending["timeline"]["dispatched"] is not None
@@ -206,8 +202,8 @@ def test_failures_are_named(cluster: Any, dev_namespace: str, tmp_path: Path) ->
     with k8s_gateway(
         cluster, dev_namespace, tmp_path / "gw", EOPS_KUBE_PROVISIONING_TIMEOUT_SECONDS="8"
     ) as gw:
-        deploy(gw, name="fails", annotations=_runs(1, exit_code=3))
-        deploy(gw, name="slow", annotations=_runs(600), timeout_seconds=3)
+        deploy(gw, name="fails", annotations=runs(1, exit_code=3))
+        deploy(gw, name="slow", annotations=runs(600), timeout_seconds=3)
         # The dev cluster only ever provisions T4 nodes: an L4 never comes.
         deploy(gw, name="l4", gpu={"type": "nvidia-l4"}, timeout_seconds=600)
         failing, slow, starved = invoke(gw, "fails"), invoke(gw, "slow"), invoke(gw, "l4")
@@ -240,7 +236,7 @@ def test_failures_are_named(cluster: Any, dev_namespace: str, tmp_path: Path) ->
 
 def test_cancel_deletes_the_job_and_its_pod(cluster: Any, dev_namespace: str, tmp_path: Path) -> None:
     with k8s_gateway(cluster, dev_namespace, tmp_path / "gw") as gw:
-        deploy(gw, name="long", annotations=_runs(600))
+        deploy(gw, name="long", annotations=runs(600))
         inv = invoke(gw, "long")
         wait_state(gw, inv, {"running"}, timeout=120)
         answer = httpx.post(f"{gw.url}/v1/invocations/{inv}/cancel", headers=gw.auth, timeout=30)
@@ -271,7 +267,7 @@ def test_logs_ask_the_pod_log_api_of_the_invocations_pod(
     upstream failure), never a 500 or a hang. The streaming itself (follow, chunks) is tested
     against a real HTTP server in test_backend.py."""
     with k8s_gateway(cluster, dev_namespace, tmp_path / "gw") as gw:
-        deploy(gw, name="talks", annotations=_runs(1))
+        deploy(gw, name="talks", annotations=runs(1))
         inv = invoke(gw, "talks")
         wait_state(gw, inv, {"succeeded"}, timeout=120)
         for follow in ("false", "true"):
@@ -290,7 +286,7 @@ def test_gateway_killed_mid_flight_finishes_everything_once(
     data = tmp_path / "gw"
     gw = start_k8s_gateway(cluster, dev_namespace, data)
     try:
-        deploy(gw, name="work", annotations=_runs(6))
+        deploy(gw, name="work", annotations=runs(6))
         ids = [invoke(gw, "work", {"i": i}) for i in range(6)]
         wait_state(gw, ids[0], {"running"}, timeout=120)
         port = int(gw.url.rsplit(":", 1)[1])
@@ -312,7 +308,7 @@ def test_a_burst_becomes_one_job_each_and_every_invocation_ends(
     batched admission, parallel launches and the watches to the end, each with one Job."""
     count = 40
     with k8s_gateway(cluster, dev_namespace, tmp_path / "gw") as gw:
-        deploy(gw, name="burst", annotations=_runs(1), max_concurrency=count)
+        deploy(gw, name="burst", annotations=runs(1), max_concurrency=count)
         with ThreadPoolExecutor(max_workers=16) as pool:
             ids = list(pool.map(lambda i: invoke(gw, "burst", {"i": i}), range(count)))
         finals = [wait_state(gw, inv, {"succeeded"}, timeout=240) for inv in ids]
@@ -332,7 +328,7 @@ def test_a_per_type_gpu_budget_creates_jobs_up_to_it_and_queues_the_rest(
     none until a GPU frees, and waits with its queue position."""
     budget = {"EOPS_GPU_BUDGET": "nvidia-tesla-t4=2"}
     with k8s_gateway(cluster, dev_namespace, tmp_path / "gw", **budget) as gw:
-        deploy(gw, name="work", annotations=_runs(20), max_concurrency=10)
+        deploy(gw, name="work", annotations=runs(20), max_concurrency=10)
         ids = [invoke(gw, "work", {"i": i}) for i in range(4)]
         for inv in ids[:2]:
             wait_state(gw, inv, {"pending", "running"}, timeout=60)
@@ -373,7 +369,7 @@ def test_a_stocked_out_t4_spills_a_function_listing_t4_then_l4_to_l4(
             deploy(
                 gw,
                 name="spill",
-                annotations=_runs(3),
+                annotations=runs(3),
                 timeout_seconds=900,
                 gpu={"type": ["nvidia-tesla-t4", "nvidia-l4"], "count": 1},
             )
@@ -411,8 +407,8 @@ def test_high_priority_preempts_the_newest_low_job_within_a_per_type_budget(
     as attempt 1 with a Job of its own (eops-<id>-a1), and succeeds."""
     budget = {"EOPS_GPU_BUDGET": "nvidia-tesla-t4=2"}
     with k8s_gateway(cluster, dev_namespace, tmp_path / "gw", **budget) as gw:
-        deploy(gw, name="batch", priority="low", preemptible=True, retries=1, annotations=_runs(40))
-        deploy(gw, name="urgent", priority="high", annotations=_runs(5))
+        deploy(gw, name="batch", priority="low", preemptible=True, retries=1, annotations=runs(40))
+        deploy(gw, name="urgent", priority="high", annotations=runs(5))
         older = invoke(gw, "batch")
         wait_state(gw, older, {"running"}, timeout=180)
         newer = invoke(gw, "batch")
@@ -445,8 +441,8 @@ def test_without_retries_a_preempted_low_job_fails_preempted(
 ) -> None:
     budget = {"EOPS_GPU_BUDGET": "nvidia-tesla-t4=1"}
     with k8s_gateway(cluster, dev_namespace, tmp_path / "gw", **budget) as gw:
-        deploy(gw, name="batch", priority="low", preemptible=True, annotations=_runs(120))
-        deploy(gw, name="urgent", priority="high", annotations=_runs(2))
+        deploy(gw, name="batch", priority="low", preemptible=True, annotations=runs(120))
+        deploy(gw, name="urgent", priority="high", annotations=runs(2))
         victim = invoke(gw, "batch")
         wait_state(gw, victim, {"running"}, timeout=180)
         high = invoke(gw, "urgent")
