@@ -11,7 +11,7 @@
    run, so the accept rate is the gateway's alone) takes --seconds (5) of accepts from wrk
    (bench/accept.lua, 32 connections: thousands of accepts, more than the issue's 1,000-burst),
    first with no console open, then with that many event streams open (each read by a curl
-   of its own) plus one real browser on the invocations list, twice each in turn. Measured:
+   of its own) plus one real browser on the invocations list, --rounds (2) times each in turn. Measured:
    accepts per second, the gateway's CPU per accept, frames every stream received, resyncs.
 
    With --pin (Linux, 2 or more CPUs) the gateway runs on CPU 0 and everything else (wrk, the
@@ -221,7 +221,7 @@ def close_readers(readers: list[subprocess.Popen[bytes]], into: Path) -> tuple[l
 
 
 def side_by_side(
-    work: Path, streams: int, seconds: float, connections: int, browser: bool, pin: bool
+    work: Path, streams: int, seconds: float, connections: int, browser: bool, pin: bool, rounds: int = 2
 ) -> dict[str, Any]:
     everything = os.sched_getaffinity(0)
     if pin:
@@ -237,7 +237,7 @@ def side_by_side(
         rates: dict[str, list[dict[str, float]]] = {"without": [], "with": []}
         frames: list[int] = []
         resyncs = 0
-        for _round in range(2):
+        for _round in range(rounds):
             rates["without"].append(accept_burst(gw, seconds, connections))
             into = work / f"readers-{_round}"
             readers = open_readers(gw, streams, into)
@@ -277,6 +277,11 @@ def side_by_side(
             "per_s_without": median("without", "per_s"),
             "per_s_with": median("with", "per_s"),
             "cost_percent": round(100 * (1 - median("with", "per_s") / median("without", "per_s")), 1),
+            # Each round's own cost (with against the burst without just before it): the spread.
+            "cost_percent_by_round": [
+                round(100 * (1 - w["per_s"] / wo["per_s"]), 1)
+                for wo, w in zip(rates["without"], rates["with"], strict=True)
+            ],
             "cpu_us_without": median("without", "cpu_us_per_accept"),
             "cpu_us_with": median("with", "cpu_us_per_accept"),
             "frames_per_stream_min": min(frames),
@@ -312,6 +317,7 @@ def main() -> None:
     parser.add_argument("--streams", type=int, default=50)
     parser.add_argument("--seconds", type=float, default=5.0, help="length of each accept burst")
     parser.add_argument("--connections", type=int, default=32)
+    parser.add_argument("--rounds", type=int, default=2, help="pairs of bursts (without, then with consoles)")
     parser.add_argument("--no-browser", action="store_true", help="the streams alone, no chromium")
     parser.add_argument(
         "--pin", action="store_true", help="the gateway on CPU 0, wrk, curl and chromium on the other CPUs"
@@ -340,7 +346,7 @@ def main() -> None:
             gw.stop()
         if args.streams:
             report["side_by_side"] = side_by_side(
-                work, args.streams, args.seconds, args.connections, not args.no_browser, args.pin
+                work, args.streams, args.seconds, args.connections, not args.no_browser, args.pin, args.rounds
             )
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(report, indent=2))
