@@ -688,3 +688,42 @@ async def test_a_pod_placed_on_a_node_closes_its_idle_time_with_the_nodes_record
     assert closed.node_history == (NodeHistoryWrite("n1", replace(before, last=None)),)
     assert placed.charges == ()
     assert (placed.node_capacity, placed.warm) == (Capacity.spot, True)
+
+
+async def test_bare_pods_are_made_as_pods_and_only_ended_invocation_pods_are_reaped() -> None:
+    """The `pod` workload: the launch creates a Pod (no Job) and a Secret owned by it; the pod
+    watch's first list fills what is to be deleted after the TTL, with no placeholder (it has
+    the gateway's labels but no invocation) and no running pod among it."""
+    clock = ManualClock(T0.replace(minute=30))
+    done = {"terminated": {"exitCode": 0, "startedAt": ts(60), "finishedAt": ts(90)}}
+    ended = pod(node="gpu-1", phase="Succeeded", state=done, inv="inv-ended")
+    running = pod(node="gpu-2", phase="Running", state={"running": {"startedAt": ts(60)}}, inv="inv-running")
+    placeholder = pod(node="gpu-3", phase="Failed")
+    del placeholder["metadata"]["labels"]["elasticityops.dev/invocation"]
+    placeholder["metadata"]["name"] = "eops-warm-t4-abcde"
+    for p in (ended, running):
+        p["metadata"]["name"] = p["metadata"]["name"].rsplit("-", 1)[0]  # a bare pod: the Job's name
+    listed = {"items": [ended, running, placeholder], "metadata": {"resourceVersion": "5"}}
+    routes = {
+        f"^GET {re.escape(PODS)}\\?(?!.*watch=true)": [Reply(200, listed)],
+        f"^POST {PODS}": [Reply(201, {**pod(), "metadata": {**pod()["metadata"], "uid": "pod-uid"}})],
+        f"^POST {SECRETS}": [Reply(201, {})],
+        f"^DELETE {PODS}/": [Reply(200, {"kind": "Status"})],
+    }
+    async with scripted([], _watching(**routes)) as srv:
+        backend = _backend(srv, clock, workload="pod", ttl_after_finished_seconds=60)
+        await backend.start(Sink())
+        await backend.launch(_request())
+        await backend.drain_launches()
+        await backend._reap(clock.now().timestamp())
+        await backend.stop()
+    [made] = _bodies(srv, f"POST {PODS}")
+    assert made["kind"] == "Pod"
+    assert made["metadata"]["name"] == f"eops-{INV}"
+    assert _bodies(srv, f"POST {JOBS}") == []
+    [secret] = _bodies(srv, f"POST {SECRETS}")
+    assert secret["metadata"]["ownerReferences"][0]["kind"] == "Pod"
+    assert secret["metadata"]["ownerReferences"][0]["uid"] == "pod-uid"
+    deleted = [s.target.split("?")[0] for s in srv.seen if s.method == "DELETE"]
+    assert deleted == [f"{PODS}/eops-inv-ended"]  # ended 28.5 minutes ago, past its 60 s
+    assert not any(s.target.startswith(JOBS) and s.method == "GET" for s in srv.seen)  # no Job watch

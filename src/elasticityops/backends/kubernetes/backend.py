@@ -546,17 +546,20 @@ class KubernetesBackend:
 
     async def _on_pod(self, kind: str, pod: KubeObject) -> None:
         name = str((pod.get("metadata") or {}).get("name", ""))
-        if self.bare_pods:
-            self._track_end(kind, name, pod)
         inv = invocation_of(pod)
         attempt = attempt_of(pod)
         if inv is None and self.bare_pods and pod.get("gone"):
             # Gone while the watch was down: a relist tells only the name, which is the Job's.
             named = attempt_of_job_name(name)
             if named is None or self._gpu_types.get(named[0]) == _WITHDRAWN:
+                self._ended_pods.pop(name, None)
                 return
             inv, attempt = named
-        if inv is None or self._stale(inv, pod):
+        if inv is None:
+            return  # not an invocation's (a warm-capacity placeholder): never ours to reap
+        if self.bare_pods:
+            self._track_end(kind, name, pod)
+        if self._stale(inv, pod):
             return
         followed = self._attempts.get(inv)
         if kind == "DELETED" and followed is not None and attempt < followed:
