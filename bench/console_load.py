@@ -361,7 +361,9 @@ def main() -> None:
         s = report["side_by_side"]
         where = f", gateway pinned to CPU {s['gateway_cpus']}" if s["pinned"] else ""
         bursts = f"{s['seconds']:g} s bursts (wrk, {s['connections']} connections)"
-        print(f"\nAccepts, {bursts}{where}, medians of 2:\n")
+        rounds = len(s["rounds"]["with"])
+        by_round = s["cost_percent_by_round"]
+        print(f"\nAccepts, {bursts}{where}, medians of {rounds} (cost by round, %: {by_round}):\n")
         print("| consoles open | accepted/s | gateway CPU per accept (us) |")
         print("|---|---|---|")
         print(f"| none | {s['per_s_without']} | {s['cpu_us_without']} |")
