@@ -53,7 +53,7 @@ import psutil
 
 from elasticityops.backends.kubernetes.api import KubeApi
 from elasticityops.backends.kubernetes.deploy import priority_classes
-from elasticityops.backends.kubernetes.manifests import build_job, build_payload_secret, build_pod
+from elasticityops.backends.kubernetes.manifests import build_job, build_payload_secret, build_workload
 from elasticityops.backends.kubernetes.settings import KubernetesSettings
 from elasticityops.backends.kubernetes.watch import KindWatch
 from elasticityops.devcluster.build import ensure_built
@@ -238,9 +238,16 @@ async def wait_until(cond: Any, limit_s: float, what: str) -> None:
 
 
 async def run_ceiling(cluster: DevCluster, phase: Phase, ns: str, args: argparse.Namespace) -> None:
+    pods = phase.name.endswith("-pods")
     settings = KubernetesSettings(
-        **{**UNLIMITED.__dict__, "namespace": ns, "kubeconfig": str(cluster.kubeconfig_path)}
+        **{
+            **UNLIMITED.__dict__,
+            "namespace": ns,
+            "kubeconfig": str(cluster.kubeconfig_path),
+            "workload": "pod" if pods else "job",
+        }
     )
+    path = f"/api/v1/namespaces/{ns}/pods" if pods else f"/apis/batch/v1/namespaces/{ns}/jobs"
     api = KubeApi.connect(settings)
     s = spec(args.run_seconds)
     work = [invocation() for _ in range(phase.n)]
@@ -248,20 +255,13 @@ async def run_ceiling(cluster: DevCluster, phase: Phase, ns: str, args: argparse
     for inv in work:
         queue.put_nowait(inv)
 
-    pods = phase.name.endswith("-pods")
-
     async def worker() -> None:
         while not queue.empty():
             inv = queue.get_nowait()
-            if pods:
-                made = await api.create(f"/api/v1/namespaces/{ns}/pods", build_pod(s, inv, settings))
-            else:
-                made = await api.create(f"/apis/batch/v1/namespaces/{ns}/jobs", build_job(s, inv, settings))
+            made = await api.create(path, build_workload(s, inv, settings))
             await api.create(
                 f"/api/v1/namespaces/{ns}/secrets",
-                build_payload_secret(
-                    inv.id, b"{}", "t", made["metadata"]["uid"], settings, owner="pod" if pods else "job"
-                ),
+                build_payload_secret(inv.id, b"{}", "t", made["metadata"]["uid"], settings),
             )
 
     phase.start()

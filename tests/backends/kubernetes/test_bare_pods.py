@@ -68,7 +68,7 @@ def test_the_workload_setting_picks_job_or_pod() -> None:
 
 
 def test_the_secret_of_a_bare_pod_is_owned_by_the_pod() -> None:
-    secret = build_payload_secret(INV, b"{}", "t" * 43, "unknown", SETTINGS, owner="pod")
+    secret = build_payload_secret(INV, b"{}", "t" * 43, "unknown", SETTINGS)
     [ref] = owned_by(secret, "pod-uid")["metadata"]["ownerReferences"]
     assert (ref["apiVersion"], ref["kind"], ref["name"], ref["uid"]) == (
         "v1",
@@ -76,7 +76,8 @@ def test_the_secret_of_a_bare_pod_is_owned_by_the_pod() -> None:
         f"eops-{INV}",
         "pod-uid",
     )
-    [job_ref] = build_payload_secret(INV, b"{}", "t" * 43, "u", SETTINGS)["metadata"]["ownerReferences"]
+    jobs = replace(SETTINGS, workload="job")
+    [job_ref] = build_payload_secret(INV, b"{}", "t" * 43, "u", jobs)["metadata"]["ownerReferences"]
     assert (job_ref["apiVersion"], job_ref["kind"]) == ("batch/v1", "Job")
 
 

@@ -1,7 +1,8 @@
 """The `pod` workload (EOPS_KUBE_WORKLOAD=pod) against the real control plane: each invocation
-is one bare Pod the gateway creates, times, deletes after its TTL and adopts after a restart,
-with no Job anywhere; the same guarantees the Job gave (bench/k8s_burst.py's `eops-pods` phase
-measures why: a throttled Job controller paces a burst)."""
+is one bare Pod the gateway creates, times and deletes after its TTL, with no Job anywhere; the
+same guarantees the Job gave (bench/k8s_burst.py's `eops-pods` phase measures why: a throttled
+Job controller paces a burst). Adoption after the gateway is killed mid-flight is test_cluster.py's
+test_gateway_killed_mid_flight_finishes_everything_once, run for both workloads."""
 
 from __future__ import annotations
 
@@ -20,7 +21,6 @@ from .cluster_support import (
     k8s_gateway,
     pods_of,
     runs,
-    start_k8s_gateway,
     wait_state,
 )
 
@@ -103,24 +103,3 @@ def test_bare_pods_succeed_fail_time_out_cancel_and_go_after_their_ttl(
                 90,
             )
         assert jobs_of(cluster, dev_namespace) == []
-
-
-def test_bare_pods_survive_a_gateway_killed_mid_flight_with_one_pod_each(
-    cluster: Any, dev_namespace: str, tmp_path: Path
-) -> None:
-    data = tmp_path / "gw"
-    gw = start_k8s_gateway(cluster, dev_namespace, data, **BARE)
-    try:
-        deploy(gw, name="work", annotations=runs(6))
-        ids = [invoke(gw, "work", {"i": i}) for i in range(6)]
-        wait_state(gw, ids[0], {"running"}, timeout=180)
-        port = int(gw.url.rsplit(":", 1)[1])
-        gw.kill()
-        gw = start_k8s_gateway(cluster, dev_namespace, data, port=port, **BARE)
-        finals = [wait_state(gw, inv, {"succeeded"}, timeout=180) for inv in ids]
-        assert all(f["exit_code"] == 0 for f in finals)
-        names = sorted(p["metadata"]["name"] for p in pods_of(cluster, dev_namespace))
-        assert names == sorted(f"eops-{inv}" for inv in ids)  # one pod each, no duplicate
-        assert jobs_of(cluster, dev_namespace) == []
-    finally:
-        gw.stop()

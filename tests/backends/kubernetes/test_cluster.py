@@ -29,6 +29,7 @@ from .cluster_support import (
     invoke,
     jobs_of,
     k8s_gateway,
+    pods_of,
     remove_empty_autoscaled_nodes,
     runs,
     start_k8s_gateway,
@@ -280,23 +281,31 @@ def test_logs_ask_the_pod_log_api_of_the_invocations_pod(
             assert "/log" in message
 
 
+@pytest.mark.parametrize(
+    ("workload", "running_within"),
+    [pytest.param("job", 120, id="jobs"), pytest.param("pod", 180, id="bare-pods")],
+)
 def test_gateway_killed_mid_flight_finishes_everything_once(
-    cluster: Any, dev_namespace: str, tmp_path: Path
+    cluster: Any, dev_namespace: str, tmp_path: Path, workload: str, running_within: float
 ) -> None:
+    """With either workload (EOPS_KUBE_WORKLOAD): one Job, or one bare pod and no Job, each."""
     data = tmp_path / "gw"
-    gw = start_k8s_gateway(cluster, dev_namespace, data)
+    env = {"EOPS_KUBE_WORKLOAD": workload}
+    gw = start_k8s_gateway(cluster, dev_namespace, data, **env)
     try:
         deploy(gw, name="work", annotations=runs(6))
         ids = [invoke(gw, "work", {"i": i}) for i in range(6)]
-        wait_state(gw, ids[0], {"running"}, timeout=120)
+        wait_state(gw, ids[0], {"running"}, timeout=running_within)
         port = int(gw.url.rsplit(":", 1)[1])
         gw.kill()
-        gw = start_k8s_gateway(cluster, dev_namespace, data, port=port)
+        gw = start_k8s_gateway(cluster, dev_namespace, data, port=port, **env)
         finals = [wait_state(gw, inv, {"succeeded"}, timeout=180) for inv in ids]
         assert all(f["exit_code"] == 0 for f in finals)
-        jobs = jobs_of(cluster, dev_namespace)
-        names = [j["metadata"]["name"] for j in jobs]
-        assert sorted(names) == sorted(f"eops-{inv}" for inv in ids)  # one Job each, no duplicate
+        made = jobs_of(cluster, dev_namespace) if workload == "job" else pods_of(cluster, dev_namespace)
+        names = [m["metadata"]["name"] for m in made]
+        assert sorted(names) == sorted(f"eops-{inv}" for inv in ids)  # one each, no duplicate
+        if workload == "pod":
+            assert jobs_of(cluster, dev_namespace) == []
     finally:
         gw.stop()
 

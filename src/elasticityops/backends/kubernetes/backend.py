@@ -247,13 +247,7 @@ class KubernetesBackend:
         try:
             job = build_workload(request.spec, inv, self.settings, request.callback_url)
             secret = build_payload_secret(
-                inv.id,
-                request.payload,
-                request.callback_token,
-                _UID_UNKNOWN,
-                self.settings,
-                inv.attempt,
-                owner=self.settings.workload,
+                inv.id, request.payload, request.callback_token, _UID_UNKNOWN, self.settings, inv.attempt
             )
         except EopsError as exc:
             await self._fail_launch(inv.id, f"could not build its {self._workload}: {exc.message}")

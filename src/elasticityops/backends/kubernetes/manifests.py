@@ -263,10 +263,9 @@ def build_payload_secret(
     job_uid: str,
     settings: KubernetesSettings,
     attempt: int = 0,
-    owner: str = "job",
 ) -> dict[str, Any]:
-    """The Secret holding the payload and the callback token, owned by the Job (or, `owner`
-    "pod", the bare Pod) `job_uid`: the garbage collector deletes it with its owner."""
+    """The Secret holding the payload and the callback token, owned by the Job (or, with the
+    `pod` workload, the bare Pod) `job_uid`: the garbage collector deletes it with its owner."""
     if len(payload) + len(callback_token) > SECRET_DATA_LIMIT:
         most = SECRET_DATA_LIMIT - len(callback_token)
         raise InvalidInput(
@@ -279,7 +278,7 @@ def build_payload_secret(
             ]
         )
     name = job_name(invocation_id, attempt)
-    owner_api, owner_kind = _OWNER_KINDS[owner]
+    owner_api, owner_kind = _OWNER_KINDS[settings.workload]
     return {
         "apiVersion": "v1",
         "kind": "Secret",
