@@ -586,4 +586,9 @@ def test_bare_pods_need_the_rights_to_create_and_delete_pods() -> None:
     [finding] = [f for f in run_checks(replace(healthy(), access=denied)) if f.check == "permissions"]
     assert finding.status is Status.fail
     assert "create pods" in finding.message
+    assert "one bare pod per request" in finding.message
     assert "--verb=create,delete --resource=pods" in finding.fix
+    # A gateway of Jobs is told what it creates, too.
+    jobs_denied = tuple(replace(rule, allowed=rule.resource != "jobs") for rule in REQUIRED_ACCESS)
+    [finding] = [f for f in run_checks(replace(healthy(), access=jobs_denied)) if f.check == "permissions"]
+    assert "one Job per request" in finding.message

@@ -108,7 +108,7 @@ async def test_launch_creates_job_then_secret_owned_by_it() -> None:
     assert created_job["metadata"]["name"] == f"eops-{INV}"
     assert secret["metadata"]["ownerReferences"][0]["uid"] == "uid-1"
     assert base64.b64decode(secret["data"]["payload"]) == b'{"x": 1}'
-    assert backend.jobs_created == 1
+    assert backend.workloads_created == 1
 
 
 async def test_launch_after_a_crash_finds_its_job_and_makes_no_second() -> None:
@@ -153,7 +153,7 @@ async def test_a_launch_the_server_throttles_past_the_clients_retries_is_tried_a
         await clock.run(secret_made())
         await backend.stop()
     assert len(_bodies(srv, f"POST {JOBS}")) == 4
-    assert backend.jobs_created == 1
+    assert backend.workloads_created == 1
     assert sink.events == []  # no launch_error
     assert backend.client_counters().errors == {"429": 3}
 

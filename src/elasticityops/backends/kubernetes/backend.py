@@ -122,7 +122,7 @@ class KubernetesBackend:
         self.watches: list[KindWatch] = []
         self._launches: asyncio.Queue[tuple[LaunchRequest, KubeObject, KubeObject]] = asyncio.Queue()
         self._launchers: list[asyncio.Task[None]] = []
-        self.jobs_created = 0
+        self.workloads_created = 0  # Jobs, or bare pods (settings.workload)
         self._counted_before: tuple[Counter[str], int, Counter[str], int] = (Counter(), 0, Counter(), 0)
         # The GPU nodes and which of them our pods use: for the headroom controller, and to tell
         # each invocation whether it found a warm node. Off unless asked: it needs the right to
@@ -339,7 +339,7 @@ class KubernetesBackend:
                 ) from None
         with contextlib.suppress(Conflict):
             await self.api.create(self.secrets_path, owned_by(secret, created["metadata"]["uid"]))
-        self.jobs_created += 1
+        self.workloads_created += 1
 
     async def drain_launches(self) -> None:
         """Wait until every launch handed over so far has been created (or failed)."""
@@ -757,17 +757,24 @@ class KubernetesBackend:
         stay readable until then); their Secrets go with them (owned). A pod that would not go
         now is tried again at the next sweep."""
         ttl = self.settings.ttl_after_finished_seconds
-        for name, ended in list(self._ended_pods.items()):
-            if now - ended < ttl:
-                continue
-            try:
-                await self.api.delete(f"{self.pods_path}/{name}", "Background")
-                self._ended_pods.pop(name, None)
-            except EopsError as exc:
-                log.warning("could not delete the ended pod %s: %s", name, exc)
+        due = [name for name, ended in self._ended_pods.items() if now - ended >= ttl]
+        # Side by side, as the launches are: a burst's thousands of pods end within seconds, and
+        # one delete after another would hold the sweep (and every deadline it checks) that long.
+        gate = asyncio.Semaphore(REAP_CONCURRENCY)
+
+        async def delete(name: str) -> None:
+            async with gate:
+                try:
+                    await self.api.delete(f"{self.pods_path}/{name}", "Background")
+                    self._ended_pods.pop(name, None)
+                except EopsError as exc:
+                    log.warning("could not delete the ended pod %s: %s", name, exc)
+
+        await asyncio.gather(*(delete(name) for name in due))
 
 
 SUCCESS_GRACE_SECONDS = 2.0
+REAP_CONCURRENCY = 16  # ended bare pods deleted at once (the client's rate limit still applies)
 # A launch whose create outlasted the client's retries is tried again after 1 s, doubling to 30 s
 # (with jitter, so a throttled burst does not come back as one herd).
 LAUNCH_RETRY_BASE_SECONDS = 1.0

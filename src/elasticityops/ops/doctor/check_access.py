@@ -98,12 +98,15 @@ def check_permissions(s: ClusterSnapshot) -> list[Finding]:
             )
         ]
     if missing:
+        # The snapshot reviewed the bare-pod rights only where the gateway creates bare pods.
+        bare = {r.label for r in BARE_POD_ACCESS}
+        made = "bare pod" if any(rule.label in bare for rule in s.access) else "Job"
         return [
             Finding(
                 "permissions",
                 Status.fail,
                 f"ElasticityOps cannot {names([r.label for r in missing], limit=8)} in namespace "
-                f"{s.namespace}{who}: it creates one Job per request and watches its pods, events and logs",
+                f"{s.namespace}{who}: it creates one {made} per request and watches its pods, events and logs",
                 _grant_command(missing, s.namespace),
             )
         ]
