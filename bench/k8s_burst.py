@@ -237,7 +237,12 @@ async def wait_until(cond: Any, limit_s: float, what: str) -> None:
         await asyncio.sleep(0.2)
 
 
-async def run_ceiling(cluster: DevCluster, phase: Phase, ns: str, args: argparse.Namespace) -> None:
+async def run_ceiling(
+    cluster: DevCluster, phase: Phase, ns: str, args: argparse.Namespace, *, hold: bool = False
+) -> None:
+    """`hold`: Jobs created suspended and bare pods behind a scheduling gate, so the same creates
+    reach the API server but no pod asks for a node (bench/peak_replicas.py measures the ceiling
+    in a cluster with no node, before its burst)."""
     pods = phase.name.endswith("-pods")
     settings = KubernetesSettings(
         **{
@@ -258,7 +263,12 @@ async def run_ceiling(cluster: DevCluster, phase: Phase, ns: str, args: argparse
     async def worker() -> None:
         while not queue.empty():
             inv = queue.get_nowait()
-            made = await api.create(path, build_workload(s, inv, settings))
+            manifest = build_workload(s, inv, settings)
+            if hold and pods:
+                manifest["spec"]["schedulingGates"] = [{"name": "eops.dev/bench-ceiling"}]
+            elif hold:
+                manifest["spec"]["suspend"] = True
+            made = await api.create(path, manifest)
             await api.create(
                 f"/api/v1/namespaces/{ns}/secrets",
                 build_payload_secret(inv.id, b"{}", "t", made["metadata"]["uid"], settings),
@@ -285,7 +295,7 @@ def run_naive_sync(cluster: DevCluster, phase: Phase, ns: str, args: argparse.Na
 
 
 async def run_eops(cluster: DevCluster, phase: Phase, ns: str, args: argparse.Namespace, tmp: Path) -> None:
-    port = _free_port()
+    port = free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith("EOPS_")}
     env.update({"PYTHONUNBUFFERED": "1", **{k: v for k, v in args.gateway_env}})
     if phase.name.endswith("-pods"):
@@ -320,7 +330,7 @@ async def run_eops(cluster: DevCluster, phase: Phase, ns: str, args: argparse.Na
     url = f"http://127.0.0.1:{port}"
     try:
         try:
-            await wait_until(lambda: _ready(url) or proc.poll() is not None, 120, "gateway ready")
+            await wait_until(lambda: gateway_ready(url) or proc.poll() is not None, 120, "gateway ready")
             if proc.poll() is not None:
                 raise RuntimeError("the gateway exited")
         except (TimeoutError, RuntimeError):
@@ -398,7 +408,7 @@ async def run_eops(cluster: DevCluster, phase: Phase, ns: str, args: argparse.Na
             }
             phase.extra["gateway_store_commits"] = int(commits.get("eops_store_commit_writes_count", 0))
             phase.extra["gateway_store_writes"] = int(commits.get("eops_store_commit_writes_sum", 0))
-            phase.extra["gateway_peak_rss_mib"] = _peak_rss_mib(proc.pid)
+            phase.extra["gateway_peak_rss_mib"] = peak_rss_mib(proc.pid)
     finally:
         proc.send_signal(signal.SIGINT)  # a graceful stop, so a profile gets written
         try:
@@ -457,21 +467,21 @@ async def _send_with_aiohttp(phase: Phase, url: str, headers: dict[str, str], co
         phase.extra["accept_s"] = round(time.monotonic() - phase.t0, 2)
 
 
-def _peak_rss_mib(pid: int) -> float | None:
+def peak_rss_mib(pid: int) -> float | None:
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
         if line.startswith("VmHWM:"):
             return round(int(line.split()[1]) / 1024, 1)
     return None
 
 
-def _ready(url: str) -> bool:
+def gateway_ready(url: str) -> bool:
     try:
         return httpx.get(url + "/readyz", timeout=2).status_code == 200
     except httpx.HTTPError:
         return False
 
 
-def _free_port() -> int:
+def free_port() -> int:
     import socket
 
     with socket.socket() as sock:
