@@ -106,7 +106,8 @@ def check_permissions(s: ClusterSnapshot) -> list[Finding]:
                 "permissions",
                 Status.fail,
                 f"ElasticityOps cannot {names([r.label for r in missing], limit=8)} in namespace "
-                f"{s.namespace}{who}: it creates one {made} per request and watches its pods, events and logs",
+                f"{s.namespace}{who}: it creates one {made} per request and watches its pods, events "
+                "and logs",
                 _grant_command(missing, s.namespace),
             )
         ]

@@ -1,0 +1,97 @@
+"""What bench/peak_replicas.py reads from its watches: the milestones, the share of each pod's
+wait that follows its node, and the uids per name that would show a duplicate Job."""
+
+from __future__ import annotations
+
+import asyncio
+import importlib.util
+import sys
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import pytest
+
+BENCH = Path(__file__).resolve().parents[1] / "bench"
+
+
+@pytest.fixture(scope="module")
+def peak() -> ModuleType:
+    sys.path.insert(0, str(BENCH))  # the bench imports its neighbours by name
+    try:
+        spec = importlib.util.spec_from_file_location("peak_replicas", BENCH / "peak_replicas.py")
+        assert spec
+        assert spec.loader
+        module = importlib.util.module_from_spec(spec)
+        sys.modules.setdefault("peak_replicas", module)  # its dataclasses look it up there
+        spec.loader.exec_module(module)
+        return module
+    finally:
+        sys.path.remove(str(BENCH))
+
+
+def _pod(name: str, phase: str = "Pending", node: str = "") -> dict[str, Any]:
+    return {
+        "metadata": {"name": name, "uid": f"u-{name}"},
+        "spec": {"nodeName": node},
+        "status": {"phase": phase},
+    }
+
+
+def _node(name: str, gpus: str) -> dict[str, Any]:
+    return {
+        "metadata": {"name": name},
+        "status": {
+            "allocatable": {"nvidia.com/gpu": gpus},
+            "conditions": [{"type": "Ready", "status": "True"}],
+        },
+    }
+
+
+def test_the_milestones_and_each_pods_share_after_its_node(peak: ModuleType, monkeypatch: Any) -> None:
+    now = [100.0]
+    monkeypatch.setattr(peak.time, "monotonic", lambda: now[0])
+    seen = peak.Peak(n=2, workload="job")
+    seen.t0 = 100.0
+
+    def at(t: float, coro: Any) -> None:
+        now[0] = 100.0 + t
+        asyncio.run(coro)
+
+    at(1, seen.on_job("ADDED", {"metadata": {"name": "a", "uid": "1"}}))
+    at(2, seen.on_job("ADDED", {"metadata": {"name": "b", "uid": "2"}}))
+    at(3, seen.on_pod("ADDED", _pod("a")))
+    at(4, seen.on_pod("ADDED", _pod("b")))
+    at(10, seen.on_node("ADDED", _node("n1", "0")))  # registered, its GPU not allocatable yet
+    at(20, seen.on_node("MODIFIED", _node("n1", "1")))
+    at(21, seen.on_pod("MODIFIED", _pod("a", "Running", "n1")))
+    at(30, seen.on_node("ADDED", _node("n2", "1")))
+    at(35, seen.on_pod("MODIFIED", _pod("b", "Running", "n2")))
+    at(60, seen.on_pod("MODIFIED", _pod("a", "Succeeded", "n1")))
+    at(70, seen.on_pod("MODIFIED", _pod("b", "Succeeded", "n2")))
+    at(80, seen.on_node("DELETED", _node("n1", "1")))
+    at(90, seen.on_node("DELETED", _node("n2", "1")))
+    out = seen.summary()
+    assert out["all_jobs_created"] == 2.0
+    assert out["jobs_per_s"] == 1.0
+    assert out["all_pods_created"] == 4.0
+    assert out["all_pods_running"] == 35.0
+    assert out["all_pods_succeeded"] == 70.0
+    assert out["all_nodes_removed"] == 90.0
+    assert out["nodes_added"] == 2
+    assert out["last_node_gpu_ready"] == 30.0
+    # From the first pod (3 s) to the last node able to take one (30 s).
+    assert out["autoscaler_provisioning_s"] == 27.0
+    # a: 21 - max(3, 20) = 1; b: 35 - max(4, 30) = 5
+    assert (out["after_node_p50_s"], out["after_node_max_s"]) == (5.0, 5.0)
+    assert out["last_pod_node_gpu_ready"] == 30.0
+    assert out["most_uids_per_name"] == 1
+
+
+def test_a_name_seen_with_two_uids_is_a_duplicate(peak: ModuleType) -> None:
+    seen = peak.Peak(n=1, workload="pod")
+    seen.t0 = 1.0
+    asyncio.run(seen.on_pod("ADDED", _pod("a")))
+    asyncio.run(seen.on_pod("DELETED", _pod("a")))
+    asyncio.run(seen.on_pod("ADDED", {**_pod("a"), "metadata": {"name": "a", "uid": "again"}}))
+    assert seen.summary()["most_uids_per_name"] == 2
