@@ -4,30 +4,17 @@ wait that follows its node, and the uids per name that would show a duplicate Jo
 from __future__ import annotations
 
 import asyncio
-import importlib.util
-import sys
-from pathlib import Path
 from types import ModuleType
 from typing import Any
 
 import pytest
 
-BENCH = Path(__file__).resolve().parents[1] / "bench"
+from helpers.bench import load_bench
 
 
 @pytest.fixture(scope="module")
 def peak() -> ModuleType:
-    sys.path.insert(0, str(BENCH))  # the bench imports its neighbours by name
-    try:
-        spec = importlib.util.spec_from_file_location("peak_replicas", BENCH / "peak_replicas.py")
-        assert spec
-        assert spec.loader
-        module = importlib.util.module_from_spec(spec)
-        sys.modules.setdefault("peak_replicas", module)  # its dataclasses look it up there
-        spec.loader.exec_module(module)
-        return module
-    finally:
-        sys.path.remove(str(BENCH))
+    return load_bench("peak_replicas")
 
 
 def _pod(name: str, phase: str = "Pending", node: str = "") -> dict[str, Any]:

@@ -3,9 +3,6 @@ that they run through the engine's own mechanics (and give its sizing back after
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-from pathlib import Path
 from types import ModuleType
 
 import numpy as np
@@ -15,23 +12,12 @@ from elasticityops.planner.model import engine
 from elasticityops.planner.policies import parse_policy
 from elasticityops.planner.settings import ClusterSettings
 from elasticityops.planner.synthetic import SyntheticSpec, generate
-
-BENCH = Path(__file__).resolve().parents[2] / "bench"
+from helpers.bench import load_bench
 
 
 @pytest.fixture(scope="module")
 def oracle() -> ModuleType:
-    sys.path.insert(0, str(BENCH))  # the bench imports its neighbours by name
-    try:
-        spec = importlib.util.spec_from_file_location("predictive_oracle", BENCH / "predictive_oracle.py")
-        assert spec
-        assert spec.loader
-        module = importlib.util.module_from_spec(spec)
-        sys.modules.setdefault("predictive_oracle", module)  # its dataclasses look it up there
-        spec.loader.exec_module(module)
-        return module
-    finally:
-        sys.path.remove(str(BENCH))
+    return load_bench("predictive_oracle")
 
 
 def test_demand_ahead_is_the_most_running_over_the_horizon(oracle: ModuleType) -> None:
