@@ -214,7 +214,16 @@ def burst_ends_once(dev_cluster: Any, namespace: str, server: RunningServer, ids
     assert names == sorted(f"eops-{inv}" for inv in ids), "one Job each, none left over"
 
 
-def wait_all_ended(server: RunningServer, ids: list[str], timeout: float) -> None:
+def wait_all_ended(
+    server: RunningServer,
+    ids: list[str],
+    timeout: float,
+    dev_cluster: Any | None = None,
+    namespace: str = "",
+) -> None:
+    """Until every one of `ids` has ended. A test that waits in vain names what the first few
+    left are doing, and with `dev_cluster` what their pods are doing as the API server says
+    (a pod kwok never finished, or a gateway that missed its end)."""
     deadline = time.monotonic() + timeout
     left = set(ids)
     while left:
@@ -226,6 +235,34 @@ def wait_all_ended(server: RunningServer, ids: list[str], timeout: float) -> Non
         left -= ended
         assert time.monotonic() < deadline, (
             f"{len(left)} of {len(ids)} still active",
+            [_what_it_is_doing(server, inv, dev_cluster, namespace) for inv in sorted(left)[:3]],
             server.output()[-4000:],
         )
         time.sleep(0.5)
+
+
+def _what_it_is_doing(
+    server: RunningServer, inv: str, dev_cluster: Any | None, namespace: str
+) -> dict[str, Any]:
+    """What a test that waited in vain reports of an invocation: its state and timeline, and
+    with `dev_cluster` its Jobs' and pods' status."""
+    current = status(server, inv)
+    keep = (
+        "id",
+        "state",
+        "attempt",
+        "message",
+        "node",
+        "queue_position",
+        "queue_reason",
+        "timeline",
+        "notes",
+    )
+    found = {key: current[key] for key in keep if key in current}
+    if dev_cluster is not None:
+        found["jobs"] = [job.get("status") for job in jobs_of(dev_cluster, namespace, inv)]
+        found["pods"] = [
+            {"node": (pod.get("spec") or {}).get("nodeName"), "status": pod.get("status")}
+            for pod in pods_of(dev_cluster, namespace, inv)
+        ]
+    return found

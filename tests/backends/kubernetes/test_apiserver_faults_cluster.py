@@ -207,7 +207,7 @@ def test_a_burst_the_api_server_throttles_with_429s_loses_and_doubles_nothing(
             k8s_gateway(dev_cluster, dev_namespace, tmp_path / "gw", kubeconfig=kubeconfig) as gw,
             JobCounter(dev_cluster, dev_namespace) as counter,
         ):
-            wait_all_ended(gw, ids, timeout=240)
+            wait_all_ended(gw, ids, timeout=240, dev_cluster=dev_cluster, namespace=dev_namespace)
             burst_ends_once(dev_cluster, dev_namespace, gw, ids)
             throttled = client_metric(gw, "eops_kube_api_errors_total", code="429")
             retries = client_metric(gw, "eops_kube_api_retries_total")
@@ -258,7 +258,7 @@ def test_watches_the_server_ends_and_answers_410_gone_lose_and_double_nothing(
             _compacting(dev_cluster, every_s=1.0) as revisions,
         ):
             ids = _burst(gw, run={RUN_SECONDS_ANNOTATION: "10", EXIT_CODE_ANNOTATION: "0"})
-            wait_all_ended(gw, ids, timeout=240)
+            wait_all_ended(gw, ids, timeout=240, dev_cluster=dev_cluster, namespace=dev_namespace)
         burst_ends_once(dev_cluster, dev_namespace, gw, ids)
         assert max(counter.most.values()) == 1, "an invocation had two Jobs at once"
         expired = client_metric(gw, "eops_kube_watch_restarts_total", reason="expired")
@@ -290,7 +290,7 @@ def test_a_burst_while_etcd_is_away_and_the_server_answers_5xx_loses_and_doubles
             # hang in the API server until it answers 504 (its 10 s), and are tried again.
             ids += [invoke(gw, "work", {"i": i}) for i in range(COUNT // 2, COUNT)]
             restart.join(120)
-            wait_all_ended(gw, ids, timeout=240)
+            wait_all_ended(gw, ids, timeout=240, dev_cluster=dev_cluster, namespace=dev_namespace)
         burst_ends_once(dev_cluster, dev_namespace, gw, ids)
         assert max(counter.most.values()) == 1, "an invocation had two Jobs at once"
         errors = {

@@ -237,11 +237,12 @@ async def gather(options: GatherOptions) -> ClusterSnapshot:
         return ClusterSnapshot(
             api_reachable=False,
             api_error=f"kubeconfig: {_error_text(error)}",
+            namespace=options.namespace,
             peak=options.peak,
             gpu_type=options.gpu_type,
             quota=await read_quota(options, ""),
         )
-    namespace = options.namespace or config.namespace or "default"
+    namespace = options.namespace
     reader = _Reader(api)
     try:
         try:

@@ -22,7 +22,14 @@ class GatherOptions:
         None, unit="file", shown="$KUBECONFIG or ~/.kube/config", help="Kubeconfig of the cluster."
     )
     context: str | None = knob(None, shown="the current one", help="Kubeconfig context.")
-    namespace: str | None = knob(None, shown="the context's", help="Namespace ElasticityOps runs Jobs in.")
+    # Where `eops serve` runs Jobs (the same default and variable), not the kubeconfig context's
+    # namespace, which the gateway ignores: a doctor looking elsewhere misses its Pending pods.
+    namespace: str = knob(
+        KubernetesSettings().namespace,
+        env="EOPS_KUBE_NAMESPACE",
+        flag="namespace",
+        help="Namespace ElasticityOps runs Jobs in (eops serve --namespace).",
+    )
     peak: int | None = knob(
         None,
         unit="nodes",
