@@ -13,6 +13,7 @@ from elasticityops.devcluster.stuck import (
     StuckPod,
     bound_pending,
     bound_time,
+    replayable,
     settle,
     stuck_pods,
 )
@@ -179,3 +180,27 @@ def test_settle_cap_zero_reports_the_first_listing_only() -> None:
     fake = FakeCluster([[sp("old", 100), sp("fresh", 1)]])
     assert settle(fake.listing, 30, 0, sleep=fake.sleep, clock=lambda: fake.now) == [sp("old", 100)]
     assert fake.calls == 1
+
+
+def test_replayable_pods_are_the_live_ones_of_kwok_managed_nodes() -> None:
+    nodes = [
+        {"metadata": {"name": "kwok-a", "annotations": {KWOK_NODE_ANNOTATION: "fake"}}},
+        {"metadata": {"name": "real-b"}},
+    ]
+
+    def pod(name: str, node: str | None, phase: str, deleting: bool = False) -> dict[str, Any]:
+        meta: dict[str, Any] = {"name": name, "namespace": "ns"}
+        if deleting:
+            meta["deletionTimestamp"] = ts(0)
+        return {"metadata": meta, "spec": {"nodeName": node} if node else {}, "status": {"phase": phase}}
+
+    pods = [
+        pod("running", "kwok-a", "Running"),
+        pod("bound-pending", "kwok-a", "Pending"),
+        pod("done", "kwok-a", "Succeeded"),
+        pod("failed", "kwok-a", "Failed"),
+        pod("going", "kwok-a", "Running", deleting=True),
+        pod("elsewhere", "real-b", "Running"),
+        pod("unbound", None, "Pending"),
+    ]
+    assert replayable(pods, nodes) == [("ns", "running"), ("ns", "bound-pending")]

@@ -40,7 +40,7 @@ from elasticityops.devcluster.nodes import ROLE_AUTOSCALED, ROLE_BASELINE, ROLE_
 from elasticityops.devcluster.paths import Toolchain
 from elasticityops.devcluster.procs import ProcessRecord
 from elasticityops.devcluster.stages import render_kwok_config
-from elasticityops.devcluster.stuck import StuckPod, list_bound_pending
+from elasticityops.devcluster.stuck import REPLAYED_ANNOTATION, StuckPod, list_bound_pending, replayable
 from elasticityops.domain.errors import EopsError, NotFound
 
 StepFn = Callable[[str], None]
@@ -414,9 +414,31 @@ class DevCluster:
         """Stop etcd (SIGTERM), leave it down `down_s` seconds, start it again on the same data
         dir and ports, and return once the API server answers /readyz again: the seconds from the
         stop until then. Meanwhile the API server is up and answers what needs etcd (writes,
-        consistent reads) with 5xx errors or timeouts, as when a real cluster loses its etcd."""
+        consistent reads) with 5xx errors or timeouts, as when a real cluster loses its etcd.
+        Then the pods kwok may have dropped a stage of meanwhile are replayed (`replay_pods`)."""
         with probe_api(self.server, self.credentials.ssl_context()) as probe:
-            return self._restart("etcd", down_s, lambda: probe.ok("/readyz"), timeout)
+            took = self._restart("etcd", down_s, lambda: probe.ok("/readyz"), timeout)
+        self.replay_pods()
+        return took
+
+    def replay_pods(self) -> int:
+        """Touch (annotate) every Pending or Running pod of a kwok-managed node so that kwok
+        plays its stages again, and return how many. kwok 0.8.0 drops a stage whose write the
+        API server answered with an error it does not retry (shouldRetry in its
+        controllers/utils.go retries only refused connections, 503, 504 and 429; a 500, as
+        while etcd is away, ends the stage), where a kubelet retries its status update until
+        it lands. Our stages are safe to replay: a run ends at an absolute time
+        (stages._END_TIME_JQ), so a running pod keeps its end and one past it finishes now."""
+        with self.api() as api:
+            nodes, _ = api.list("/api/v1/nodes")
+            pods, _ = api.list("/api/v1/pods", {"fieldSelector": "spec.nodeName!="})
+            touched = 0
+            stamp = {"metadata": {"annotations": {REPLAYED_ANNOTATION: str(time.time())}}}
+            for namespace, name in replayable(pods, nodes):
+                with contextlib.suppress(NotFound):  # ended and gone meanwhile
+                    api.patch(f"/api/v1/namespaces/{namespace}/pods/{name}", stamp)
+                    touched += 1
+        return touched
 
     def compact_etcd(self) -> int:
         """Compact etcd at its current revision, as the API server's compactor does every

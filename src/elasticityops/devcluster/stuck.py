@@ -4,7 +4,8 @@ kwok 0.8.0 sometimes leaves a pod bound to a Ready node it manages in phase Pend
 minutes (issue 14; docs/dev-cluster.md, "Simulated nodes"). Until the cause is gone the dev
 cluster watches for it: `eops dev-cluster status` lists such pods and the pytest plugin fails
 a test that leaves one. Nothing here touches a pod: patching it would replay kwok's stages and
-hide the fault.
+hide the fault. (`replayable` is the exception by design: after an etcd outage the dev cluster
+replays the pods kwok may have dropped a stage of, as a kubelet retries; DevCluster.replay_pods.)
 
 `bound_pending` is pure (listed pods and nodes in, a list out); `list_bound_pending` lists
 through the dev cluster's `BlockingKubeApi`; `settle` polls until each bound-but-Pending pod
@@ -234,3 +235,21 @@ def kwok_gates_pods_on_its_lease_cache(
             while time.monotonic() < deadline and api.ok(pod_path):
                 time.sleep(0.2)
         api.delete(f"/api/v1/nodes/{name}")
+
+
+REPLAYED_ANNOTATION = "eops.dev/replayed-at"
+"""Set on the pods `DevCluster.replay_pods` touches: the change is what makes kwok play them."""
+
+
+def replayable(pods: Iterable[dict[str, Any]], nodes: Iterable[dict[str, Any]]) -> list[tuple[str, str]]:
+    """(namespace, name) of the pods whose next stage kwok may have dropped: bound to a
+    kwok-managed node, Pending or Running, not being deleted. Pure."""
+    managed = {str((n.get("metadata") or {}).get("name")) for n in nodes if kwok_managed(n)}
+    found = []
+    for pod in pods:
+        meta = pod.get("metadata") or {}
+        if meta.get("deletionTimestamp") or (pod.get("spec") or {}).get("nodeName") not in managed:
+            continue
+        if (pod.get("status") or {}).get("phase") in ("Pending", "Running"):
+            found.append((str(meta.get("namespace")), str(meta.get("name"))))
+    return found

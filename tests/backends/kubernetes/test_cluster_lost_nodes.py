@@ -2,7 +2,8 @@
 autoscaler added (a baseline node would be put back by the simulated cloud under the same name,
 which no reclaimed spot VM is) shuts down and its Node object is deleted. The gateway requeues
 the invocation as its next attempt while its function's retries last, else fails it `evicted`
-naming the node.
+naming the node. Both workloads: Jobs, and bare pods (EOPS_KUBE_WORKLOAD=pod), where the pod is
+all there is and each attempt is a pod of its own.
 
 The shutdown comes first as the `node.kubernetes.io/out-of-service` NoExecute taint (what a node
 that has shut down is given; the taint manager then deletes its pods), and the Node is deleted
@@ -22,7 +23,16 @@ import pytest
 from elasticityops.devcluster.nodes import ROLE_LABEL
 from elasticityops.devcluster.stages import EXIT_CODE_ANNOTATION, RUN_SECONDS_ANNOTATION
 
-from .cluster_support import deploy, ensure_priority_classes, invoke, jobs_of, k8s_gateway, status, wait_state
+from .cluster_support import (
+    deploy,
+    ensure_priority_classes,
+    invoke,
+    jobs_of,
+    k8s_gateway,
+    pods_of,
+    status,
+    wait_state,
+)
 
 pytestmark = [pytest.mark.cluster, pytest.mark.slow]
 
@@ -76,11 +86,13 @@ def _reclaim(cluster: Any, namespace: str, node: str) -> None:
     cluster.kubectl("delete", "node", node, "--wait=false")
 
 
+@pytest.mark.parametrize("workload", ["job", "pod"])
 def test_a_lost_node_is_retried_as_the_functions_retries_say(
-    cluster: Any, dev_namespace: str, tmp_path: Path
+    cluster: Any, dev_namespace: str, tmp_path: Path, workload: str
 ) -> None:
     runs = {RUN_SECONDS_ANNOTATION: str(RUN_S), EXIT_CODE_ANNOTATION: "0"}
-    with cluster.knobs(baseline=0), k8s_gateway(cluster, dev_namespace, tmp_path / "gw") as gw:
+    env = {"EOPS_KUBE_WORKLOAD": workload}
+    with cluster.knobs(baseline=0), k8s_gateway(cluster, dev_namespace, tmp_path / "gw", **env) as gw:
         # Only nodes the autoscaler adds, as spot VMs are: none the static pool would put back.
         deadline = time.monotonic() + 120
         while cluster.node_counts()["baseline"]:
@@ -113,6 +125,14 @@ def test_a_lost_node_is_retried_as_the_functions_retries_say(
         assert done["attempt"] == 1
         assert done["node"]
         assert done["node"] != nodes[keeps]
+        if workload == "pod":
+            # The lost pods went with their node (the taint manager deleted them); the retry's
+            # pod is the only one left, under the attempt's name, and no Job was ever made.
+            assert jobs_of(cluster, dev_namespace) == []
+            pods = {p["metadata"]["name"]: p for p in pods_of(cluster, dev_namespace, keeps)}
+            assert sorted(pods) == [f"eops-{keeps}-a1"], sorted(pods)
+            assert pods[f"eops-{keeps}-a1"]["metadata"]["labels"]["elasticityops.dev/attempt"] == "1"
+            return
         # Each attempt a Job of its own: the lost one (failed, kept for its TTL) and the retry.
         jobs = {j["metadata"]["name"]: j for j in jobs_of(cluster, dev_namespace, keeps)}
         assert sorted(jobs) == [f"eops-{keeps}", f"eops-{keeps}-a1"], sorted(jobs)
