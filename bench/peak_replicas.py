@@ -38,6 +38,7 @@ import json
 import os
 import shutil
 import signal
+import ssl
 import sys
 import tempfile
 import threading
@@ -98,6 +99,7 @@ class Peak:
     first_pod: float | None = None
     pod_created: dict[str, float] = field(default_factory=dict)
     pod_node: dict[str, str] = field(default_factory=dict)
+    pod_bound: dict[str, float] = field(default_factory=dict)  # first seen with a nodeName
     pod_running: dict[str, float] = field(default_factory=dict)
     t: dict[str, float] = field(default_factory=dict)
 
@@ -127,6 +129,7 @@ class Peak:
         node = (obj.get("spec") or {}).get("nodeName")
         if node:
             self.pod_node[name] = node
+            self.pod_bound.setdefault(name, self.since())
         phase = (obj.get("status") or {}).get("phase")
         if phase in ("Running", "Succeeded", "Failed"):
             self.running.add(name)
@@ -172,16 +175,114 @@ class Peak:
             for pod, t in self.pod_running.items()
             if pod in self.pod_created
         )
-        if after:
-            out["after_node_p50_s"] = round(after[len(after) // 2], 1)
-            out["after_node_p95_s"] = round(after[int(0.95 * (len(after) - 1))], 1)
-            out["after_node_max_s"] = round(after[-1], 1)
+        out |= _quantiles("after_node", after)
+        # Split at the binding: the scheduler's share (node ready -> bound) and kwok's (bound ->
+        # running, its pod stage plus the watch).
+        bound = [
+            (pod, t - max(self.pod_created[pod], self.node_gpu.get(self.pod_node.get(pod, ""), 0.0)))
+            for pod, t in self.pod_bound.items()
+            if pod in self.pod_created
+        ]
+        out |= _quantiles("node_to_bound", sorted(w for _, w in bound))
+        out |= _quantiles(
+            "bound_to_running",
+            sorted(self.pod_running[p] - t for p, t in self.pod_bound.items() if p in self.pod_running),
+        )
+        late = [pod for pod, w in bound if w > 60]
+        if late:
+            # When the pods bound a minute or more after their node could take them were made,
+            # and when they were bound: whether they share a moment of the burst.
+            out["bound_late"] = {
+                "count": len(late),
+                "created_s": _quantiles("", sorted(self.pod_created[p] for p in late)),
+                "bound_s": _quantiles("", sorted(self.pod_bound[p] for p in late)),
+                "node_ready_s": _quantiles(
+                    "", sorted(self.node_gpu.get(self.pod_node.get(p, ""), 0.0) for p in late)
+                ),
+            }
         last = max(self.pod_running, key=lambda pod: self.pod_running[pod], default=None)
         if last is not None and self.pod_node.get(last) in self.node_gpu:
             # The last pod to run: when its node could take it, and how long it then took.
             out["last_pod_node_gpu_ready"] = round(self.node_gpu[self.pod_node[last]], 1)
+        per_node: dict[str, int] = {}
+        for node in self.pod_node.values():
+            per_node[node] = per_node.get(node, 0) + 1
+        # A node that ran one pod after another (a pod waited for a finished one), and nodes
+        # added that never ran one (removed unneeded after --scale-down-after).
+        out["nodes_reused"] = sum(1 for k in per_node.values() if k > 1)
+        out["nodes_never_used"] = len(set(self.node_seen) - set(per_node))
         out["most_uids_per_name"] = max((len(u) for u in self.uids.values()), default=0)
         return out
+
+
+def _quantiles(name: str, values: list[float]) -> dict[str, float]:
+    """p50, p95 and max of sorted `values`, keyed `{name}_p50_s` ... (none for no values)."""
+    if not values:
+        return {}
+    key = f"{name}_" if name else ""
+    return {
+        f"{key}p50_s": round(values[len(values) // 2], 1),
+        f"{key}p95_s": round(values[int(0.95 * (len(values) - 1))], 1),
+        f"{key}max_s": round(values[-1], 1),
+    }
+
+
+class SchedulerQueue:
+    """kube-scheduler's own view of its queue, from its /metrics (the admin client certificate
+    is authorised there): pods pending per queue (active, backoff, unschedulable, gated) and
+    unschedulable pods per plugin that rejected them, sampled every few seconds; and at the end
+    how many pods each event moved into which queue (`UnschedulableTimeout` is the 5-minute
+    flush of pods no event moved)."""
+
+    def __init__(self, cluster: DevCluster) -> None:
+        creds = cluster.credentials
+        self.url = f"https://127.0.0.1:{cluster.state.ports.scheduler}/metrics"
+        # The scheduler's serving certificate is self-signed for the dev cluster: not checked.
+        self.tls = ssl.create_default_context()
+        self.tls.check_hostname = False
+        self.tls.verify_mode = ssl.CERT_NONE
+        self.tls.load_cert_chain(creds.client_cert, creds.client_key)
+        self.samples: list[dict[str, Any]] = []
+        self.error = ""
+
+    def read(self) -> dict[str, dict[tuple[tuple[str, str], ...], float]]:
+        from prometheus_client.parser import text_string_to_metric_families
+
+        answer = httpx.get(self.url, verify=self.tls, timeout=10)
+        answer.raise_for_status()
+        out: dict[str, dict[tuple[tuple[str, str], ...], float]] = {}
+        for family in text_string_to_metric_families(answer.text):
+            for s in family.samples:
+                out.setdefault(s.name, {})[tuple(sorted(s.labels.items()))] = s.value
+        return out
+
+    def sample(self, at: float) -> None:
+        try:
+            m = self.read()
+        except (httpx.HTTPError, ValueError) as e:
+            self.error = repr(e)
+            return
+        row: dict[str, Any] = {"t_s": round(at, 1)}
+        for labels, v in m.get("scheduler_pending_pods", {}).items():
+            row["pending_" + dict(labels).get("queue", "")] = v
+        for labels, v in m.get("scheduler_unschedulable_pods", {}).items():
+            if v:
+                row["unschedulable_by_" + dict(labels).get("plugin", "")] = v
+        self.samples.append(row)
+
+    def moves(self) -> dict[str, float]:
+        """Pods moved into a queue, by event: `{event} -> {queue}`."""
+        try:
+            m = self.read()
+        except (httpx.HTTPError, ValueError) as e:
+            return {"error": repr(e)}  # type: ignore[dict-item]
+        out = {}
+        for labels, v in m.get("scheduler_queue_incoming_pods_total", {}).items():
+            d = dict(labels)
+            out[f"{d.get('event')} -> {d.get('queue')}"] = v
+        for labels, v in m.get("scheduler_schedule_attempts_total", {}).items():
+            out[f"attempts {dict(labels).get('result')}"] = v
+        return dict(sorted(out.items(), key=lambda kv: -kv[1]))
 
 
 class Replica:
@@ -340,6 +441,17 @@ async def burst(cluster: DevCluster, args: argparse.Namespace, database: str, wh
             for r in replicas:
                 r.sample()
 
+    queue = SchedulerQueue(cluster)
+    queue_stop = asyncio.Event()
+
+    async def sample_queue() -> None:
+        while not queue_stop.is_set():
+            if peak.t0:
+                await asyncio.to_thread(queue.sample, peak.since())
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(queue_stop.wait(), 5.0)
+
+    tasks.append(asyncio.create_task(sample_queue()))
     sampler = threading.Thread(target=sample, daemon=True)
     out: dict[str, Any] = {}
     try:
@@ -415,6 +527,7 @@ async def burst(cluster: DevCluster, args: argparse.Namespace, database: str, wh
                 "scale-down",
             )
         out["nodes_left"] = len(peak.nodes_now)
+        out["scheduler_moves"] = await asyncio.to_thread(queue.moves)
         jobs, _ = await api.list(f"/apis/batch/v1/namespaces/{ns}/jobs", {})
         pods, _ = await api.list(f"/api/v1/namespaces/{ns}/pods", {})
         # Finished ones wait for their TTL (EOPS_KUBE_TTL_AFTER_FINISHED_SECONDS); one not
@@ -425,6 +538,12 @@ async def burst(cluster: DevCluster, args: argparse.Namespace, database: str, wh
         )
     finally:
         stop_sampling.set()
+        queue_stop.set()
+        if args.keep_logs:
+            (Path(args.keep_logs) / "scheduler-queue.json").write_text(
+                json.dumps({"samples": queue.samples, "error": queue.error}, indent=1)
+            )
+        out["scheduler_queue_peaks"] = _peaks(queue.samples)
         for t in tasks:
             t.cancel()
         for t in tasks:
@@ -438,6 +557,18 @@ async def burst(cluster: DevCluster, args: argparse.Namespace, database: str, wh
             for r in replicas:
                 shutil.copyfile(r.log_path, Path(args.keep_logs) / f"{r.name}.log")
     return {**peak.summary(), **out}
+
+
+def _peaks(samples: list[dict[str, Any]]) -> dict[str, Any]:
+    """Each queue series' largest value and when it was last above zero."""
+    out: dict[str, Any] = {}
+    for key in sorted({k for row in samples for k in row} - {"t_s"}):
+        values = [(row["t_s"], row.get(key, 0)) for row in samples]
+        out[key] = {
+            "most": max(v for _, v in values),
+            "last_nonzero_s": max((t for t, v in values if v), default=None),
+        }
+    return out
 
 
 def _finished(status: dict[str, Any]) -> bool:
@@ -528,6 +659,10 @@ def main() -> int:
             result["burst"] = asyncio.run(burst(cluster, args, database, where))
         finally:
             cluster.stop()
+            if args.keep_logs:
+                # The control plane's own logs (scheduler, kwok, autoscaler), for what the
+                # figures do not say.
+                shutil.copytree(cluster.layout.logs, Path(args.keep_logs) / "cluster", dirs_exist_ok=True)
     print(json.dumps({**config, **result}, indent=2))
     if args.markdown:
         print(markdown(result, args))
@@ -561,7 +696,9 @@ def markdown(result: dict[str, Any], args: argparse.Namespace) -> str:
         f"{b.get('nodes_added')} (most at once {b.get('most_nodes_at_once')}); the autoscaler's own "
         f"provisioning {b.get('autoscaler_provisioning_s')} s; a pod's node ready to the pod running "
         f"p50 {b.get('after_node_p50_s')} s, p95 {b.get('after_node_p95_s')} s, "
-        f"max {b.get('after_node_max_s')} s; "
+        f"max {b.get('after_node_max_s')} s (node ready to bound p50 {b.get('node_to_bound_p50_s')} s, "
+        f"p95 {b.get('node_to_bound_p95_s')} s; bound to running p50 {b.get('bound_to_running_p50_s')} s, "
+        f"p95 {b.get('bound_to_running_p95_s')} s); "
         f"replicas {json.dumps(b.get('replicas'))}"
     )
     return "\n".join(lines)
