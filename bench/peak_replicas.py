@@ -586,6 +586,14 @@ def main() -> int:
     ap.add_argument(
         "--scale-down-after", type=float, default=60.0, help="s a node is unneeded before removal"
     )
+    ap.add_argument(
+        "--balance-zones",
+        action="store_true",
+        help="spread one scale-up over the zone groups (GKE's BALANCED location policy)",
+    )
+    ap.add_argument(
+        "--max-nodes-per-scaleup", type=int, default=1000, help="the most nodes one scale-up adds"
+    )
     ap.add_argument("--scale-down-parallelism", type=int, default=500, help="nodes removed at once at most")
     ap.add_argument("--scale-down-timeout", type=float, default=900.0, help="s to wait for every node gone")
     ap.add_argument("--job-workers", type=int, default=5, help="controller-manager --concurrent-job-syncs")
@@ -614,6 +622,8 @@ def main() -> int:
         driver_delay=args.driver_delay,
         scale_down_after=args.scale_down_after,
         max_scale_down_parallelism=args.scale_down_parallelism,
+        balance_zones=args.balance_zones,
+        max_nodes_per_scaleup=args.max_nodes_per_scaleup,
     ).validated()
     config: dict[str, Any] = {
         "machine": machine(),
@@ -627,7 +637,11 @@ def main() -> int:
             k: getattr(knobs, k)
             for k in ("max_nodes", "scan_interval", "provision_delay", "driver_delay", "scale_down_after")
         }
-        | {"max_scale_down_parallelism": knobs.max_scale_down_parallelism},
+        | {
+            "max_scale_down_parallelism": knobs.max_scale_down_parallelism,
+            "balance_zones": knobs.balance_zones,
+            "max_nodes_per_scaleup": knobs.max_nodes_per_scaleup,
+        },
         "job_workers": args.job_workers,
         "controller_manager_client": [args.controller_qps or 500, args.controller_burst or 1000],
         "gateway_env": dict(args.gateway_env),

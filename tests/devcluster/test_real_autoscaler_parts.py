@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import io
 import tarfile
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -178,8 +179,23 @@ def test_command_line_follows_the_knobs(tmp_path: Path) -> None:
         "--enable-provisioning-requests=true",
         "--capacity-buffer-controller-enabled=true",
         "--capacity-buffer-pod-injection-enabled=true",
+        "--max-nodes-per-scaleup=1000",
     ):
         assert flag in argv
+    assert not [a for a in argv if a.startswith(("--balance", "--balancing"))]
+    # GKE's BALANCED location policy: the zone groups of a type are similar but for their pool.
+    balanced = components.cluster_autoscaler(
+        build,
+        lay,
+        ports,
+        ClusterConfig(state_dir=tmp_path),
+        replace(s, balance_zones=True, max_nodes_per_scaleup=4000),
+    )
+    assert "--balance-similar-node-groups=true" in balanced
+    assert "--balancing-ignore-label=cloud.google.com/gke-nodepool" in balanced
+    assert "--max-nodes-per-scaleup=4000" in balanced
+    with pytest.raises(ValueError, match="max_nodes_per_scaleup"):
+        replace(s, max_nodes_per_scaleup=0).validated()
     env = components.cluster_autoscaler_env(lay)
     assert env["KUBECONFIG"] == str(lay.kubeconfig)
     assert env["KWOK_PROVIDER_MODE"] == "local"

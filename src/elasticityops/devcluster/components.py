@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from elasticityops.devcluster.config import AutoscalerSettings, ClusterConfig
+from elasticityops.devcluster.nodes import POOL_LABEL
 from elasticityops.devcluster.paths import AutoscalerBuild, Toolchain
 
 
@@ -230,8 +231,15 @@ def cluster_autoscaler(
     `cluster-autoscaler-priority-expander` where one exists (none by default: a test or a user
     makes one to prefer a group) and passes every option on where none does, then least-waste,
     which needs no prices (the price expander needs a pricing model the kwok provider does not
-    have); the GPU pod delay is upstream's fixed 30 s, not a knob.
+    have); the GPU pod delay is upstream's fixed 30 s, not a knob. With `balance_zones` the zone
+    groups of a GPU type count as similar: upstream's basic set ignores the zone label, and the
+    pool label (each group's own name, which GKE's provider ignores too) is ignored here.
     """
+    balance = (
+        ["--balance-similar-node-groups=true", f"--balancing-ignore-label={POOL_LABEL}"]
+        if s.balance_zones
+        else []
+    )
     return [
         str(build.binary),
         "--cloud-provider=kwok",
@@ -251,6 +259,8 @@ def cluster_autoscaler(
         f"--expendable-pods-priority-cutoff={s.expendable_pods_priority_cutoff}",
         f"--initial-node-group-backoff-duration={_seconds(s.backoff_initial)}",
         f"--max-node-group-backoff-duration={_seconds(s.backoff_max)}",
+        f"--max-nodes-per-scaleup={s.max_nodes_per_scaleup}",
+        *balance,
         "--expander=priority,least-waste",
         "--enable-provisioning-requests=true",
         "--capacity-buffer-controller-enabled=true",

@@ -42,6 +42,11 @@ class AutoscalerSettings:
     # (only that type's group there, e.g. us-central1-a/nvidia-tesla-t4: its L4 group still works)
     stockout_zones: tuple[str, ...] = ()
     seed: int = 0  # RNG seed for the sampled delays (0: from the clock)
+    # GKE's BALANCED location policy: one scale-up spread over a GPU type's zone groups
+    # (--balance-similar-node-groups). Off, upstream grows one group (of at most 1,000) per
+    # loop, and a loop at thousands of pending pods takes minutes on two cores.
+    balance_zones: bool = False
+    max_nodes_per_scaleup: int = 1000  # upstream's default: the most nodes one scale-up adds
 
     def validated(self) -> AutoscalerSettings:
         parse_distribution(self.provision_delay, "--provision-delay")
@@ -52,6 +57,8 @@ class AutoscalerSettings:
             raise ValueError("scan_interval must be > 0")
         if self.max_scale_down_parallelism < 1:
             raise ValueError("max_scale_down_parallelism must be >= 1")
+        if self.max_nodes_per_scaleup < 1:
+            raise ValueError("max_nodes_per_scaleup must be >= 1")
         for entry in self.stockout_zones:
             zone, slash, kind = entry.partition("/")
             if zone not in ZONES:
