@@ -613,6 +613,12 @@ def main() -> int:
     ap.add_argument(
         "--max-nodes-per-scaleup", type=int, default=1000, help="the most nodes one scale-up adds"
     )
+    ap.add_argument(
+        "--max-binpacking-s",
+        type=float,
+        default=10.0,
+        help="s of binpacking per node group in one scale-up (upstream's 10 s caps the estimate)",
+    )
     ap.add_argument("--scale-down-parallelism", type=int, default=500, help="nodes removed at once at most")
     ap.add_argument("--scale-down-timeout", type=float, default=900.0, help="s to wait for every node gone")
     ap.add_argument("--job-workers", type=int, default=5, help="controller-manager --concurrent-job-syncs")
@@ -643,6 +649,7 @@ def main() -> int:
         max_scale_down_parallelism=args.scale_down_parallelism,
         balance_zones=args.balance_zones,
         max_nodes_per_scaleup=args.max_nodes_per_scaleup,
+        max_binpacking_s=args.max_binpacking_s,
     ).validated()
     config: dict[str, Any] = {
         "machine": machine(),
@@ -660,6 +667,7 @@ def main() -> int:
             "max_scale_down_parallelism": knobs.max_scale_down_parallelism,
             "balance_zones": knobs.balance_zones,
             "max_nodes_per_scaleup": knobs.max_nodes_per_scaleup,
+            "max_binpacking_s": knobs.max_binpacking_s,
         },
         "job_workers": args.job_workers,
         "controller_manager_client": [args.controller_qps or 500, args.controller_burst or 1000],

@@ -180,6 +180,7 @@ def test_command_line_follows_the_knobs(tmp_path: Path) -> None:
         "--capacity-buffer-controller-enabled=true",
         "--capacity-buffer-pod-injection-enabled=true",
         "--max-nodes-per-scaleup=1000",
+        "--max-nodegroup-binpacking-duration=10s",
     ):
         assert flag in argv
     assert not [a for a in argv if a.startswith(("--balance", "--balancing"))]
@@ -189,8 +190,9 @@ def test_command_line_follows_the_knobs(tmp_path: Path) -> None:
         lay,
         ports,
         ClusterConfig(state_dir=tmp_path),
-        replace(s, balance_zones=True, max_nodes_per_scaleup=4000),
+        replace(s, balance_zones=True, max_nodes_per_scaleup=4000, max_binpacking_s=60),
     )
+    assert "--max-nodegroup-binpacking-duration=60s" in balanced
     assert "--balance-similar-node-groups=true" in balanced
     assert "--balancing-ignore-label=cloud.google.com/gke-nodepool" in balanced
     assert "--max-nodes-per-scaleup=4000" in balanced

@@ -260,6 +260,7 @@ def cluster_autoscaler(
         f"--initial-node-group-backoff-duration={_seconds(s.backoff_initial)}",
         f"--max-node-group-backoff-duration={_seconds(s.backoff_max)}",
         f"--max-nodes-per-scaleup={s.max_nodes_per_scaleup}",
+        f"--max-nodegroup-binpacking-duration={_seconds(s.max_binpacking_s)}",
         *balance,
         "--expander=priority,least-waste",
         "--enable-provisioning-requests=true",
