@@ -22,3 +22,10 @@ def test_kubeconfig_of_an_empty_state_dir_exits_1(tmp_path: Path) -> None:
     assert result.code == 1, result.output
     assert result.stdout == ""
     assert "eops dev-cluster up" in result.stderr
+
+
+def test_up_offers_gke_balanced_scale_ups() -> None:
+    result = Eops(None)("dev-cluster", "up", "--help")
+    assert result.code == 0, result.output
+    assert "--balance-zones" in result.stdout
+    assert "BALANCED" in result.stdout

@@ -128,6 +128,11 @@ def up(
         help="Seconds a new node may take to register and turn Ready before the autoscaler gives "
         "it up and backs its group off (--max-node-provision-time and --max-node-startup-time).",
     ),
+    balance_zones: bool = typer.Option(
+        False,
+        help="Split each scale-up over a GPU type's zone groups, as GKE's BALANCED location policy "
+        "does (--balance-similar-node-groups); off, upstream grows one group per scale-up.",
+    ),
 ) -> None:
     """Build if needed, then start the cluster and print how to use it."""
     from elasticityops.devcluster.cluster import DevCluster
@@ -145,6 +150,7 @@ def up(
             scale_down_after=scale_down_after,
             scan_interval=scan_interval,
             max_node_provision_time=max_node_provision_time,
+            balance_zones=balance_zones,
         ).validated()
     except ValueError as exc:
         console.print(f"[red]dev-cluster up:[/] {exc}")
