@@ -237,10 +237,12 @@ def test_an_attempt_is_priced_as_the_capacity_of_its_node(store_url: str, run: a
             )
 
             l4_spot = await placed_and_ran(cluster, Capacity.spot, gpu_type="nvidia-l4")
-            run_ = (await cluster.node_seconds_of(l4_spot))[Phase.run]
-            assert (run_.seconds, run_.usd, run_.unpriced_seconds) == (3600, 0, 3600), "no sourced figure"
+            assert (await cluster.node_seconds_of(l4_spot))[Phase.run].usd == pytest.approx(0.34)
             l4 = await placed_and_ran(cluster, Capacity.on_demand, gpu_type="nvidia-l4")
             assert (await cluster.node_seconds_of(l4))[Phase.run].usd == pytest.approx(0.85)
+            h100 = await placed_and_ran(cluster, Capacity.spot, gpu_type="nvidia-h100-80gb")
+            run_ = (await cluster.node_seconds_of(h100))[Phase.run]
+            assert (run_.seconds, run_.usd, run_.unpriced_seconds) == (3600, 0, 3600), "no row for the type"
         finally:
             await cluster.close()
 
@@ -293,7 +295,7 @@ def test_the_report_says_how_much_was_spot(store_url: str, run: asyncio.Runner) 
         cluster = await SqlStore.open(store_url, pricing=Pricing(capacity=Capacity.on_demand))
         try:
             await placed_and_ran(cluster, Capacity.spot)
-            await placed_and_ran(cluster, Capacity.spot, gpu_type="nvidia-l4")
+            await placed_and_ran(cluster, Capacity.spot, gpu_type="nvidia-h100-80gb")
             await placed_and_ran(cluster, None)
             warm = warm_unused_span(at(0), at(1800))
             assert warm is not None
@@ -307,7 +309,7 @@ def test_the_report_says_how_much_was_spot(store_url: str, run: asyncio.Runner) 
                 pytest.approx(3610 + 3610 + 1800),
                 pytest.approx((3610 + 1800) * 0.24 / 3600),
                 pytest.approx(3610),
-            ), "T4 spot priced, L4 spot counted and unpriced"
+            ), "T4 spot priced, a type without a price row counted and unpriced"
             assert (on_demand.seconds, on_demand.usd) == (
                 pytest.approx(3610),
                 pytest.approx(3610 * 0.54 / 3600),
