@@ -21,7 +21,12 @@ In one run on one cluster:
    answered), all Jobs created, all pods created, all pods running, the last new node Ready with
    its GPU, all pods succeeded, all invocations succeeded in the gateway's view, and every new
    node removed again (scale-down); Jobs per second beside the ceiling; each replica's CPU seconds
-   and peak RSS; that no invocation had two Jobs (uids per name) and none is left behind.
+   and peak RSS; that no invocation had two Jobs (uids per name) and none is left behind;
+4. where pods wait after their node: each pod's binding, the end of the pod before it on the
+   same node (a node reused once its first pod ended), nodes added that never ran a pod, and
+   kube-scheduler's own queue from its /metrics (pending per queue, unschedulable per plugin,
+   moves by event; `UnschedulableTimeout` counts its 5-minute flush). `--keep-logs DIR` also
+   keeps the control plane's logs (the autoscaler's scale-up plans and loop times).
 
 The autoscaler's own provisioning time is taken from the same run: from the first pod created
 (demand visible) to the last added node Ready with its GPU. The issue's goal is all pods
