@@ -15,6 +15,8 @@ import pytest
 from backends.local.support import process_gone, read_records, wait_gone
 from dispatch.test_dispatcher import Gateway, first_record, gateway, recorder, run
 from elasticityops.api.metrics import Metrics
+from elasticityops.dispatch.cycle import CyclePlan, by_version
+from elasticityops.domain.admission import DEFAULT_GPU_TYPE, AdmissionSnapshot, QueuedItem
 from elasticityops.domain.budget import GpuBudget
 from elasticityops.domain.functions import Priority
 from elasticityops.domain.invocations import FailureReason, Note, State
@@ -206,3 +208,42 @@ async def first_record_of_attempt(path: Path, inv_id: str, nth: int) -> dict[str
             if len(found) >= nth:
                 return found[nth - 1]
             await asyncio.sleep(0.05)
+
+
+def test_a_gpu_freed_during_a_cycle_is_no_reason_to_stop_a_second_victim(tmp_path: Path) -> None:
+    """The race CI met: a cycle read no GPU free while a stopped job still held its slot (one GPU
+    freeing), and that job's end came before the cycle's preemption step. The step must give
+    back what the cycle read; read afresh (nothing freeing any more, the free count still the
+    old one), the high-priority work still looked blocked, and the other low one was stopped
+    for it too. Here both readings are handed to the step directly, with real running jobs."""
+    record = tmp_path / "record.jsonl"
+
+    async def scenario() -> None:
+        async with gateway(tmp_path, gpus=2) as gw:
+            await gw.deploy(recorder("low", priority=Priority.low, preemptible=True, retries=1))
+            older, newer = await _two_low_running(gw, record)
+            active = by_version(await gw.store.active_counts_by_type())
+            versions = await gw.dispatcher.functions.versions(list(active))
+            waiting = QueuedItem("inv-high-waiting", "high", Priority.high, 1, DEFAULT_GPU_TYPE)
+            snapshot = AdmissionSnapshot(
+                queued=[waiting], free_gpus=0, gpu_budget_left=None, active_by_function={}, max_concurrency={}
+            )
+            plan = CyclePlan(admit=[], fail=[], snapshot=snapshot)
+            preempter = gw.dispatcher.preempter
+
+            held = await preempter.after_plan(plan, active, versions, {DEFAULT_GPU_TYPE: 1})
+            assert held == 0, "the GPU the cycle saw going away is the high one's"
+            for inv in (older, newer):
+                current = await gw.store.get_invocation(inv)
+                assert current is not None
+                assert (current.state, current.attempt, current.preempting_by) == (State.running, 0, None)
+
+            # The control: with nothing freeing, the same plan stops the newest low one.
+            assert await preempter.after_plan(plan, active, versions, {}) == 1
+            stopped = await gw.store.get_invocation(newer)
+            assert stopped is not None
+            assert stopped.attempt == 1, "requeued as its next attempt"
+            await _cancel_older(gw, older)
+            await gw.dispatcher.cancel(newer)
+
+    run(tmp_path, scenario)

@@ -311,7 +311,12 @@ class Dispatcher:
         """One admission pass. Returns True when another should follow at once."""
         if self.settings.paused:
             return False
+        # Read together, with no await between: a stopped job's slot is released before its end
+        # is reported (which ends its `freeing` entry), so these two never both miss its GPU.
+        # The whole cycle, preemption included, decides over this one reading; a later one could
+        # miss a GPU the earlier free count still held and stop a second victim for it.
         free = self.backend.free_gpus()
+        freeing = self.preempter.freeing_by_type()
         active: ActiveCounts | None = None
         if free is not None and free <= 0:
             active = await self.store.active_counts_by_type()
@@ -324,7 +329,7 @@ class Dispatcher:
         if active is None:  # one read of the active counts a cycle
             active = await self.store.active_counts_by_type()
         queued = list(page)
-        plan, versions = await self._plan(queued, active, free)
+        plan, versions = await self._plan(queued, active, free, freeing)
         more = len(page) >= batch  # there may be queued work past what was read
         # A page held back whole by a full GPU type (or a function at its max_concurrency) must
         # not hide the work of other types behind it: read the rest of the scan at once and plan
@@ -336,7 +341,7 @@ class Dispatcher:
             rest = await self.store.queued(rest_limit, after=page[-1])
             if rest:
                 queued += rest
-                plan, versions = await self._plan(queued, active, free)
+                plan, versions = await self._plan(queued, active, free, freeing)
             more = len(rest) >= rest_limit
         # Concurrently, so the store's group-commit writer puts a whole pass of transitions in a
         # few transactions instead of one commit per invocation (a 1,000-request burst was
@@ -350,7 +355,7 @@ class Dispatcher:
                 for inv in plan.admit
             )
         )
-        await self.preempter.after_plan(plan, by_version(active), versions)
+        await self.preempter.after_plan(plan, by_version(active), versions, freeing)
         return more and bool(plan.admit or plan.fail)
 
     async def _may_preempt(self, active: Mapping[tuple[str, int], int]) -> bool:
@@ -358,9 +363,10 @@ class Dispatcher:
         return self.preempter.may_preempt(active, await self.functions.versions(list(active)))
 
     async def _plan(
-        self, queued: list[Invocation], active: ActiveCounts, free: int | None
+        self, queued: list[Invocation], active: ActiveCounts, free: int | None, freeing: Mapping[str, int]
     ) -> tuple[CyclePlan, dict[tuple[str, int], FunctionSpec]]:
-        """`plan_cycle` over `queued`, with the specs it needs (cached), and those specs."""
+        """`plan_cycle` over `queued`, with the specs it needs (cached), and those specs;
+        `freeing`: GPUs of stopped jobs still going away, held as in use."""
         functions = await self._functions({i.function for i in queued} | {name for name, _, _ in active})
         versions = await self.functions.versions(
             [(i.function, i.spec_version) for i in queued] + list(by_version(active))
@@ -374,7 +380,7 @@ class Dispatcher:
             total_gpus=self.backend.total_gpus(),
             gpu_budget=self.settings.gpu_budget,
             at=self.clock.now(),
-            headroom=self.preempter.freeing_by_type(),
+            headroom=freeing,
         )
         return plan, versions
 

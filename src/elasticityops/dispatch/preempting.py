@@ -71,8 +71,11 @@ class Preempter:
         plan: CyclePlan,
         active: Mapping[tuple[str, int], int],
         versions: Mapping[tuple[str, int], FunctionSpec],
+        freeing: Mapping[str, int],
     ) -> int:
-        """Preempt for what `plan` left waiting; returns how many victims were stopped."""
+        """Preempt for what `plan` left waiting; returns how many victims were stopped.
+        `freeing`: what `freeing_by_type` said when the plan's free GPUs were read (the plan held
+        it as in use); it is given back whole, as a victim stopped for the same work earlier."""
         await self._retry_unfinished()
         snapshot = plan.snapshot
         if snapshot is None or not self.may_preempt(active, versions):
@@ -88,7 +91,7 @@ class Preempter:
         more = await self.functions.versions({(i.function, i.spec_version) for i in running} - set(versions))
         specs = {**versions, **more}
         candidates = [c for inv in running if (c := _candidate(inv, specs)) is not None]
-        snapshot = _counting_as_free(snapshot, self.freeing_by_type())
+        snapshot = _counting_as_free(snapshot, freeing)
         decided = choose_victims(snapshot, [inv.id for inv in plan.admit], candidates)
         by_id = {inv.id: inv for inv in running}
         # Concurrently, as admissions are: a burst of high-priority work may stop many, and the
