@@ -175,21 +175,21 @@ class Peak:
                 # could see to the last node it added able to take one.
                 out["first_pod_created"] = round(self.first_pod, 2)
                 out["autoscaler_provisioning_s"] = round(max(self.node_gpu.values()) - self.first_pod, 1)
+
         # What follows a pod's node: from the later of the pod's creation and its node's GPU
         # being allocatable, to the pod seen running (scheduler, kwok, the watch). The
         # autoscaler's own time is what comes before; the goal is this share <= 30 s.
+        def node_ready_for(pod: str) -> float:
+            return max(self.pod_created[pod], self.node_gpu.get(self.pod_node.get(pod, ""), 0.0))
+
         after = sorted(
-            t - max(self.pod_created[pod], self.node_gpu.get(self.pod_node.get(pod, ""), 0.0))
-            for pod, t in self.pod_running.items()
-            if pod in self.pod_created
+            t - node_ready_for(pod) for pod, t in self.pod_running.items() if pod in self.pod_created
         )
         out |= _quantiles("after_node", after)
         # Split at the binding: the scheduler's share (node ready -> bound) and kwok's (bound ->
         # running, its pod stage plus the watch).
         bound = [
-            (pod, t - max(self.pod_created[pod], self.node_gpu.get(self.pod_node.get(pod, ""), 0.0)))
-            for pod, t in self.pod_bound.items()
-            if pod in self.pod_created
+            (pod, t - node_ready_for(pod)) for pod, t in self.pod_bound.items() if pod in self.pod_created
         ]
         out |= _quantiles("node_to_bound", sorted(w for _, w in bound))
         out |= _quantiles(
@@ -228,13 +228,10 @@ class Peak:
         if last is not None and self.pod_node.get(last) in self.node_gpu:
             # The last pod to run: when its node could take it, and how long it then took.
             out["last_pod_node_gpu_ready"] = round(self.node_gpu[self.pod_node[last]], 1)
-        per_node: dict[str, int] = {}
-        for node in self.pod_node.values():
-            per_node[node] = per_node.get(node, 0) + 1
         # A node that ran one pod after another (a pod waited for a finished one), and nodes
         # added that never ran one (removed unneeded after --scale-down-after).
-        out["nodes_reused"] = sum(1 for k in per_node.values() if k > 1)
-        out["nodes_never_used"] = len(set(self.node_seen) - set(per_node))
+        out["nodes_reused"] = sum(1 for pods in on_node.values() if len(pods) > 1)
+        out["nodes_never_used"] = len(set(self.node_seen) - set(on_node))
         out["most_uids_per_name"] = max((len(u) for u in self.uids.values()), default=0)
         return out
 
