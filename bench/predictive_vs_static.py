@@ -7,7 +7,7 @@ p95 target, then run `predictive:W` and the rule before issue 15 (`predictive-ra
 cluster defaults. Prints a table and, last, one JSON document. Usage:
 
     .venv/bin/python bench/predictive_vs_static.py [--seeds 0,1,2] [--days 2] [--bursts-per-day 0]
-        [--p95-wait 10] [--idle-goal 0.15] [--json-out FILE]
+        [--p95-wait 10] [--idle-goal 0.15] [--predictive-windows 300,120] [--json-out FILE]
 
 Exit code 0 whether or not the goals are met (the JSON says); 2 when a prerequisite is missing.
 """
@@ -15,6 +15,7 @@ Exit code 0 whether or not the goals are met (the JSON says); 2 when a prerequis
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import importlib.util
 import json
 import os
@@ -108,6 +109,14 @@ def one_seed(seed: int, args: argparse.Namespace) -> dict[str, Any]:
         choice = parse_policy(spec, settings, args.p95_wait)
         runs[spec] = row(seed, choice.name, run_policy(trace, settings, choice).summary)
     new = runs[f"predictive:{args.p95_wait:g}"]
+    # The static search may pick its scale-down window; the same lever for the rule, so that a
+    # shorter window's saving is not credited to the static settings alone.
+    other_windows = []
+    for window in args.predictive_windows:
+        at = dataclasses.replace(settings, scale_down_after_s=window)
+        choice = parse_policy(f"predictive:{args.p95_wait:g}", at, args.p95_wait)
+        label = f"{choice.name} sd={window:g}s"
+        other_windows.append(row(seed, label, run_policy(trace, at, choice).summary).as_dict())
     best_row = row(seed, best.label, best.summary) if best else None
     meets = new.p95_s <= args.p95_wait
     return {
@@ -116,6 +125,7 @@ def one_seed(seed: int, args: argparse.Namespace) -> dict[str, Any]:
         "predictive": new.as_dict(),
         "best_static": best_row.as_dict() if best_row else None,
         "old_predictive": runs[f"predictive-rate:{args.p95_wait:g}"].as_dict(),
+        "predictive_other_windows": other_windows,
         "static_settings_meeting_target": len(static),
         "beats_every_static": bool(meets and (best_row is None or new.idle_gpu_h < best_row.idle_gpu_h)),
         "meets_goal": bool(meets and new.idle_ratio <= args.idle_goal),
@@ -129,8 +139,8 @@ def table(results: list[dict[str, Any]]) -> str:
     )
     lines = [head, "-" * len(head)]
     for res in results:
-        for key in ("predictive", "best_static", "old_predictive"):
-            r = res[key]
+        rows = [res[key] for key in ("predictive", "best_static", "old_predictive")]
+        for r in rows + res["predictive_other_windows"]:
             if r is None:
                 lines.append(f"{res['seed']:>4}  {'(no static setting meets the target)':<30}")
                 continue
@@ -162,10 +172,16 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         default="300,600,1200",
         help="scale-down windows the search tries, seconds (default 300,600,1200)",
     )
+    p.add_argument(
+        "--predictive-windows",
+        default="",
+        help="also run the predictive rule at these scale-down windows, seconds (e.g. 300,120)",
+    )
     p.add_argument("--json-out", type=Path, help="also write the JSON document here")
     args = p.parse_args(argv)
     args.seed_list = [int(s) for s in args.seeds.split(",") if s.strip()]
     args.windows = tuple(float(w) for w in args.windows.split(",") if w.strip())
+    args.predictive_windows = tuple(float(w) for w in args.predictive_windows.split(",") if w.strip())
     return args
 
 
@@ -184,6 +200,7 @@ def main(argv: list[str] | None = None) -> int:
         "p95_wait_s": args.p95_wait,
         "idle_goal": args.idle_goal,
         "windows_s": list(args.windows),
+        "predictive_windows_s": list(args.predictive_windows),
         "results": results,
     }
     text = json.dumps(doc, indent=2)
