@@ -641,6 +641,10 @@ def main() -> int:
     if not shutil.which("h2load"):
         print("h2load is missing: apt-get install -y nghttp2-client", file=sys.stderr)
         return 2
+    if args.keep_logs:
+        # Made now, not at the end: a run that cannot write its logs there must not lose its
+        # figures after 15 minutes (one did, writing the scheduler's queue into a missing dir).
+        Path(args.keep_logs).mkdir(parents=True, exist_ok=True)
 
     tc = ensure_built(allow_build=False, autoscaler="required")
     knobs = dataclasses.replace(
