@@ -63,6 +63,7 @@ from elasticityops.backends.kubernetes.watch import KindWatch
 from elasticityops.devcluster.build import ensure_built
 from elasticityops.devcluster.cluster import DevCluster
 from elasticityops.devcluster.config import AutoscalerSettings, ClusterConfig
+from elasticityops.devcluster.kwok_provider import NOT_READY_TAINT
 from elasticityops.devcluster.nodes import GPU_RESOURCE, ROLE_AUTOSCALED, ROLE_LABEL, node_ready
 from elasticityops.domain.clock import SystemClock
 from elasticityops.domain.errors import Conflict
@@ -99,6 +100,9 @@ class Peak:
     succeeded: set[str] = field(default_factory=set)
     node_seen: dict[str, float] = field(default_factory=dict)
     node_gpu: dict[str, float] = field(default_factory=dict)  # Ready with nvidia.com/gpu allocatable
+    # ... and its not-ready taint lifted: the node lifecycle controller's doing, through the
+    # controller-manager's client, so at the stock 20 QPS it can trail Ready by many seconds.
+    node_untainted: dict[str, float] = field(default_factory=dict)
     nodes_now: set[str] = field(default_factory=set)
     most_nodes: int = 0
     first_pod: float | None = None
@@ -161,6 +165,9 @@ class Peak:
         allocatable = (obj.get("status") or {}).get("allocatable") or {}
         if node_ready(obj) and allocatable.get(GPU_RESOURCE, "0") != "0":
             self.node_gpu.setdefault(name, self.since())
+            taints = (obj.get("spec") or {}).get("taints") or []
+            if not any(t.get("key") == NOT_READY_TAINT["key"] for t in taints):
+                self.node_untainted.setdefault(name, self.since())
 
     def summary(self) -> dict[str, Any]:
         out: dict[str, Any] = {k: round(v, 1) for k, v in sorted(self.t.items(), key=lambda kv: kv[1])}
@@ -175,6 +182,13 @@ class Peak:
                 # could see to the last node it added able to take one.
                 out["first_pod_created"] = round(self.first_pod, 2)
                 out["autoscaler_provisioning_s"] = round(max(self.node_gpu.values()) - self.first_pod, 1)
+
+        if self.node_untainted:
+            out["last_node_untainted"] = round(max(self.node_untainted.values()), 1)
+            out |= _quantiles(
+                "taint_lift",
+                sorted(t - self.node_gpu[n] for n, t in self.node_untainted.items() if n in self.node_gpu),
+            )
 
         # What follows a pod's node: from the later of the pod's creation and its node's GPU
         # being allocatable, to the pod seen running (scheduler, kwok, the watch). The
@@ -731,6 +745,7 @@ def markdown(result: dict[str, Any], args: argparse.Namespace) -> str:
         ("all pods created", b.get("all_pods_created")),
         ("last new node Ready with its GPU", b.get("last_node_gpu_ready")),
         ("the last pod's node Ready with its GPU", b.get("last_pod_node_gpu_ready")),
+        ("last new node's not-ready taint lifted", b.get("last_node_untainted")),
         ("all pods running", b.get("all_pods_running")),
         ("all pods succeeded", b.get("all_pods_succeeded")),
         ("all invocations succeeded (gateway)", b.get("gateway_all_succeeded")),

@@ -25,9 +25,11 @@ def _pod(name: str, phase: str = "Pending", node: str = "") -> dict[str, Any]:
     }
 
 
-def _node(name: str, gpus: str) -> dict[str, Any]:
+def _node(name: str, gpus: str, tainted: bool = False) -> dict[str, Any]:
+    taints = [{"key": "node.kubernetes.io/not-ready", "effect": "NoSchedule"}] if tainted else []
     return {
         "metadata": {"name": name},
+        "spec": {"taints": taints},
         "status": {
             "allocatable": {"nvidia.com/gpu": gpus},
             "conditions": [{"type": "Ready", "status": "True"}],
@@ -52,7 +54,8 @@ def test_the_milestones_and_each_pods_share_after_its_node(peak: ModuleType, mon
     at(10, seen.on_node("ADDED", _node("n1", "0")))  # registered, its GPU not allocatable yet
     at(20, seen.on_node("MODIFIED", _node("n1", "1")))
     at(21, seen.on_pod("MODIFIED", _pod("a", "Running", "n1")))
-    at(30, seen.on_node("ADDED", _node("n2", "1")))
+    at(25, seen.on_node("ADDED", _node("n2", "1", tainted=True)))  # Ready, the taint still on
+    at(30, seen.on_node("MODIFIED", _node("n2", "1")))
     at(35, seen.on_pod("MODIFIED", _pod("b", "Running", "n2")))
     at(60, seen.on_pod("MODIFIED", _pod("a", "Succeeded", "n1")))
     at(70, seen.on_pod("MODIFIED", _pod("b", "Succeeded", "n2")))
@@ -66,12 +69,15 @@ def test_the_milestones_and_each_pods_share_after_its_node(peak: ModuleType, mon
     assert out["all_pods_succeeded"] == 70.0
     assert out["all_nodes_removed"] == 90.0
     assert out["nodes_added"] == 2
-    assert out["last_node_gpu_ready"] == 30.0
-    # From the first pod (3 s) to the last node able to take one (30 s).
-    assert out["autoscaler_provisioning_s"] == 27.0
-    # a: 21 - max(3, 20) = 1; b: 35 - max(4, 30) = 5
-    assert (out["after_node_p50_s"], out["after_node_max_s"]) == (5.0, 5.0)
-    assert out["last_pod_node_gpu_ready"] == 30.0
+    assert out["last_node_gpu_ready"] == 25.0
+    # From the first pod (3 s) to the last node Ready with its GPU (25 s).
+    assert out["autoscaler_provisioning_s"] == 22.0
+    # n1 had no taint when Ready (0 s); n2's was lifted 5 s after it was Ready.
+    assert out["last_node_untainted"] == 30.0
+    assert (out["taint_lift_p50_s"], out["taint_lift_max_s"]) == (5.0, 5.0)
+    # a: 21 - max(3, 20) = 1; b: 35 - max(4, 25) = 10
+    assert (out["after_node_p50_s"], out["after_node_max_s"]) == (10.0, 10.0)
+    assert out["last_pod_node_gpu_ready"] == 25.0
     assert out["most_uids_per_name"] == 1
 
 
