@@ -187,7 +187,8 @@ class Peak:
             out["last_node_untainted"] = round(max(self.node_untainted.values()), 1)
             out |= _quantiles(
                 "taint_lift",
-                sorted(t - self.node_gpu[n] for n, t in self.node_untainted.items() if n in self.node_gpu),
+                # A node is stamped untainted only once it is Ready with its GPU (on_node).
+                sorted(t - self.node_gpu[n] for n, t in self.node_untainted.items()),
             )
 
         # What follows a pod's node: from the later of the pod's creation and its node's GPU

@@ -104,19 +104,26 @@ def one_seed(seed: int, args: argparse.Namespace) -> dict[str, Any]:
         if c.family != "predictive" and c.summary.time_to_start_s.p95 <= args.p95_wait
     ]
     best = min(static, key=lambda c: c.summary.idle_gpu_hours) if static else None
-    runs = {}
-    for spec in (f"predictive:{args.p95_wait:g}", f"predictive-rate:{args.p95_wait:g}"):
-        choice = parse_policy(spec, settings, args.p95_wait)
-        runs[spec] = row(seed, choice.name, run_policy(trace, settings, choice).summary)
+
+    def run(spec: str, at: ClusterSettings, suffix: str = "") -> Row:
+        choice = parse_policy(spec, at, args.p95_wait)
+        return row(seed, choice.name + suffix, run_policy(trace, at, choice).summary)
+
+    runs = {
+        spec: run(spec, settings)
+        for spec in (f"predictive:{args.p95_wait:g}", f"predictive-rate:{args.p95_wait:g}")
+    }
     new = runs[f"predictive:{args.p95_wait:g}"]
     # The static search may pick its scale-down window; the same lever for the rule, so that a
     # shorter window's saving is not credited to the static settings alone.
-    other_windows = []
-    for window in args.predictive_windows:
-        at = dataclasses.replace(settings, scale_down_after_s=window)
-        choice = parse_policy(f"predictive:{args.p95_wait:g}", at, args.p95_wait)
-        label = f"{choice.name} sd={window:g}s"
-        other_windows.append(row(seed, label, run_policy(trace, at, choice).summary).as_dict())
+    other_windows = [
+        run(
+            f"predictive:{args.p95_wait:g}",
+            dataclasses.replace(settings, scale_down_after_s=window),
+            f" sd={window:g}s",
+        ).as_dict()
+        for window in args.predictive_windows
+    ]
     best_row = row(seed, best.label, best.summary) if best else None
     meets = new.p95_s <= args.p95_wait
     return {
