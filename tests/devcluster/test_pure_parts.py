@@ -5,6 +5,7 @@ from __future__ import annotations
 import random
 import statistics
 from dataclasses import replace
+from datetime import UTC, datetime
 
 import pytest
 import yaml
@@ -16,7 +17,12 @@ from elasticityops.devcluster.config import AutoscalerSettings, ClusterConfig
 from elasticityops.devcluster.node_stages import BOOT_AT, DRIVER_AT, STOCKOUT, node_stages
 from elasticityops.devcluster.nodes import baseline_node_name, baseline_nodes, gpu_node, node_ready
 from elasticityops.devcluster.paths import Toolchain
-from elasticityops.devcluster.stages import completion_stages, render_kwok_config
+from elasticityops.devcluster.stages import (
+    SIMULATED_OUTPUT,
+    completion_stages,
+    render_kwok_config,
+    simulated_output_log,
+)
 from elasticityops.planner.distributions import parse_distribution
 from elasticityops.planner.errors import PlannerInputError
 
@@ -112,8 +118,13 @@ def test_kwok_config_is_valid_multi_document_yaml() -> None:
         "apiVersion: kwok.x-k8s.io/v1alpha1\nkind: Stage\nmetadata:\n  name: pod-ready\n"
         "spec:\n  resourceRef: {apiGroup: v1, kind: Pod}\n"
     )
-    docs = list(yaml.safe_load_all(render_kwok_config(stock, "127.0.0.1:1234")))
+    docs = list(
+        yaml.safe_load_all(
+            render_kwok_config(stock, "127.0.0.1:1234", ("/pki/a.crt", "/pki/a.key"), "/state/pod-output.log")
+        )
+    )
     assert [d["metadata"]["name"] for d in docs[1:]] == [
+        "eops-simulated-output",
         "eops-pod-ready",
         "eops-pod-complete-annotated",
         "eops-pod-complete-job-default",
@@ -124,7 +135,20 @@ def test_kwok_config_is_valid_multi_document_yaml() -> None:
         "node-initialize",
     ]
     assert docs[0]["kind"] == "KwokConfiguration"
-    assert docs[0]["options"]["serverAddress"] == "127.0.0.1:1234"
+    options = docs[0]["options"]
+    assert (options["serverAddress"], options["nodePort"]) == ("127.0.0.1:1234", 1234)
+    assert (options["tlsCertFile"], options["tlsPrivateKeyFile"]) == ("/pki/a.crt", "/pki/a.key")
+    # No selector: every container of every pod logs the one file.
+    assert docs[1]["kind"] == "ClusterLogs"
+    assert docs[1]["spec"] == {"logs": [{"logsFile": "/state/pod-output.log"}]}
+
+
+def test_the_simulated_output_is_in_the_cri_log_format() -> None:
+    at = datetime(2026, 12, 4, 1, 2, 3, 450000, tzinfo=UTC)
+    lines = simulated_output_log(at).splitlines()
+    assert len(lines) == len(SIMULATED_OUTPUT) == 2
+    for line, text in zip(lines, SIMULATED_OUTPUT, strict=True):
+        assert line == f"2026-12-04T01:02:03.450000Z stdout F {text}"
 
 
 def _new_node(zone: str = "us-central1-b", created: str = "2026-12-01T10:00:00Z") -> dict:

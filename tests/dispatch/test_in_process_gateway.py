@@ -484,3 +484,44 @@ async def test_work_needing_two_gpus_stops_two_victims_and_no_more(tmp_path: Pat
         assert [e.state for e in ends] == [State.pending, State.failed, State.failed]
         assert {e.failure_reason for e in ends[1:]} == {FailureReason.preempted}
         assert sorted(backend.preempted) == sorted(lows[1:])
+
+
+class TailingBackend(ScriptedBackend):
+    """Logs as kwok's stand-in for a kubelet gives them: what was written, then, when followed,
+    a stream that never ends, even once the job has."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.follows: list[bool] = []
+        self.closed = 0
+
+    async def logs(self, invocation: Invocation, follow: bool) -> AsyncIterator[bytes]:
+        self.follows.append(follow)
+        try:
+            yield b"line 1\n"
+            if follow:
+                await asyncio.Event().wait()
+        finally:
+            self.closed += 1
+
+
+async def test_a_follow_ends_with_its_invocation_though_the_backends_stream_does_not(tmp_path: Path) -> None:
+    backend = TailingBackend()
+    async with gateway(tmp_path, backend) as gw:
+        inv_id = await gw.invoke()
+        await gw.until(inv_id, lambda i: i.state is State.pending)
+        assert backend.sink is not None
+        await backend.sink(BackendEvent(inv_id, node="slot-0", started=_now()))
+        await gw.until(inv_id, lambda i: i.state is State.running)
+        logs = f"/v1/invocations/{inv_id}/logs"
+        follow = asyncio.ensure_future(gw.client.get(logs, params={"follow": "true"}))
+        await eventually(lambda: backend.follows == [True], 5)
+        await asyncio.sleep(0.5)
+        assert not follow.done()  # following while it runs
+        await backend.finish(inv_id, Finished.succeeded(_now()))
+        answer = await asyncio.wait_for(follow, 10)
+        assert (answer.status_code, answer.content) == (200, b"line 1\n")
+        assert backend.closed == 1  # the backend's stream closed, not left open
+        # Once it has ended there is nothing to follow: the backend is asked for what was written.
+        again = await asyncio.wait_for(gw.client.get(logs, params={"follow": "true"}), 10)
+        assert (again.status_code, again.content, backend.follows) == (200, b"line 1\n", [True, False])

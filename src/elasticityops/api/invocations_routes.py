@@ -192,7 +192,11 @@ def build_router(max_wait: int) -> APIRouter:
         if follow:
             # A job that has not started has no output yet: wait (bounded) for it to start.
             inv = await _wait_for_end(rt, inv, rt.settings.api.max_wait_seconds, _started_or_ended)
-        chunks = rt.backend.logs(inv, follow)
+        # An invocation already over has nothing left to follow: read what it wrote and stop.
+        following = follow and not inv.state.terminal
+        chunks = rt.backend.logs(inv, following)
+        if following:
+            chunks = _until_ended(rt, inv, chunks)
         # Pull the first chunk before answering, so a failure there is still a proper error answer.
         try:
             first = await anext(chunks)
@@ -215,6 +219,43 @@ def build_router(max_wait: int) -> APIRouter:
 
 
 _FOLLOW_SETTLE_SECONDS = 10  # the longest a follow waits, after the output ends, for the end
+_FOLLOW_DRAIN_SECONDS = 2.0  # after the end, the longest a follow waits for more output
+_NO_DEADLINE_SECONDS = 366 * 86400.0
+
+
+async def _until_ended(rt: Runtime, inv: Invocation, chunks: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
+    """The backend's output until it ends, or until the invocation has ended and the output has
+    then been quiet for _FOLLOW_DRAIN_SECONDS. A stream may outlive its job: kwok's stand-in for
+    a kubelet tails a log file for ever, and a proxy to a node that is gone may never close; a
+    follow must end with the invocation all the same."""
+    ended = asyncio.ensure_future(_wait_for_end(rt, inv, _NO_DEADLINE_SECONDS))
+    pending: asyncio.Future[bytes] | None = None
+    try:
+        while True:
+            pending = asyncio.ensure_future(anext(chunks))
+            if not ended.done():
+                await asyncio.wait((pending, ended), return_when=asyncio.FIRST_COMPLETED)
+            if not pending.done():
+                # Over: what is left of its output comes now or not at all.
+                await asyncio.wait((pending,), timeout=_FOLLOW_DRAIN_SECONDS)
+                if not pending.done():
+                    return
+            nxt, pending = pending, None
+            try:
+                chunk = nxt.result()
+            except StopAsyncIteration:
+                return
+            yield chunk
+    finally:
+        ended.cancel()
+        if ended.done() and not ended.cancelled():
+            ended.exception()  # a store that failed meanwhile: the follow has ended, as said
+        if pending is not None and not pending.done():
+            pending.cancel()  # closes the backend's stream at its await
+            await asyncio.wait((pending,))
+        closing = getattr(chunks, "aclose", None)
+        if closing is not None:
+            await closing()
 
 
 def accept_route(max_wait: int) -> Route:

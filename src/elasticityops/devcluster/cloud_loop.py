@@ -65,8 +65,9 @@ class NodeView:
 
 
 class CloudLoop:
-    def __init__(self, api: KubeApi, settings_path: Path, status_path: Path) -> None:
+    def __init__(self, api: KubeApi, settings_path: Path, status_path: Path, kubelet_port: int = 0) -> None:
         self.api = api
+        self.kubelet_port = kubelet_port
         self.settings_path = settings_path
         self.status_path = status_path
         self.settings = AutoscalerSettings.read(settings_path)
@@ -135,7 +136,12 @@ class CloudLoop:
             # Created registered and Ready (fast for thousands of nodes): without node Leases
             # kwok plays their pods as soon as it has taken them on (cluster.wait_for_nodes).
             body = gpu_node(
-                name, pool=BASELINE_POOL, zone=ZONES[index % len(ZONES)], role=ROLE_BASELINE, now=now
+                name,
+                pool=BASELINE_POOL,
+                zone=ZONES[index % len(ZONES)],
+                role=ROLE_BASELINE,
+                now=now,
+                kubelet_port=self.kubelet_port,
             )
             async with self._slots:
                 with contextlib.suppress(Conflict):
@@ -231,7 +237,7 @@ async def _main(args: argparse.Namespace) -> None:
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
-    cloud = CloudLoop(api, args.settings, args.status)
+    cloud = CloudLoop(api, args.settings, args.status, args.kubelet_port)
     cloud.totals.note("simulated cloud started")
     try:
         await cloud.run(stop)
@@ -249,6 +255,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--pki-dir", required=True, type=Path)
     parser.add_argument("--settings", required=True, type=Path)
     parser.add_argument("--status", required=True, type=Path)
+    parser.add_argument(
+        "--kubelet-port", type=int, default=0, help="kwok's server, for the nodes it registers"
+    )
     asyncio.run(_main(parser.parse_args(argv)))
     return 0
 

@@ -17,6 +17,7 @@ import subprocess
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -39,7 +40,7 @@ from elasticityops.devcluster.install import (
 from elasticityops.devcluster.nodes import ROLE_AUTOSCALED, ROLE_BASELINE, ROLE_LABEL, node_ready
 from elasticityops.devcluster.paths import Toolchain
 from elasticityops.devcluster.procs import ProcessRecord
-from elasticityops.devcluster.stages import render_kwok_config
+from elasticityops.devcluster.stages import render_kwok_config, simulated_output_log
 from elasticityops.devcluster.stuck import REPLAYED_ANNOTATION, StuckPod, list_bound_pending, replayable
 from elasticityops.domain.errors import EopsError, NotFound
 
@@ -141,10 +142,13 @@ def up(cfg: ClusterConfig, tc: Toolchain, step: StepFn = _quiet) -> ClusterState
     ports = Ports(*(procs.free_port() for _ in range(7)))
     server = f"https://127.0.0.1:{ports.apiserver}"
     write_kubeconfig(lay.kubeconfig, server, pki)
+    lay.pod_output.write_text(simulated_output_log(datetime.now(UTC)))
     lay.kwok_config.write_text(
         render_kwok_config(
             tc.stock_stages.read_text(),
             f"127.0.0.1:{ports.kwok}",
+            (str(pki.admin_cert), str(pki.admin_key)),
+            str(lay.pod_output),
             cfg.node_heartbeat_seconds,
         )
     )
@@ -194,9 +198,9 @@ def up(cfg: ClusterConfig, tc: Toolchain, step: StepFn = _quiet) -> ClusterState
             launch(
                 "kwok",
                 components.kwok(tc, lay, cfg),
-                answers_200(f"http://127.0.0.1:{ports.kwok}", "/healthz"),
+                answers_200(f"https://127.0.0.1:{ports.kwok}", "/healthz", unverified_tls()),
             )
-            launch("cloud", components.cloud(lay, server), lay.cloud_status.is_file)
+            launch("cloud", components.cloud(lay, server, ports.kwok), lay.cloud_status.is_file)
             api = clients.enter_context(admin_api(creds))
             try:
                 _wait_default_serviceaccount(api, cfg.startup_timeout)

@@ -56,6 +56,10 @@ class Layout:
         return self.root / "kwok.yaml"
 
     @property
+    def pod_output(self) -> Path:
+        return self.root / "pod-output.log"
+
+    @property
     def state_file(self) -> Path:
         return self.root / "state.json"
 
@@ -198,7 +202,7 @@ def kwok(tc: Toolchain, lay: Layout, cfg: ClusterConfig) -> list[str]:
     ]
 
 
-def cloud(lay: Layout, server: str) -> list[str]:
+def cloud(lay: Layout, server: str, kubelet_port: int) -> list[str]:
     """The simulated cloud (cloud_loop.py): node boot and driver delays, stockouts, the static pool."""
     return [
         sys.executable,
@@ -208,6 +212,7 @@ def cloud(lay: Layout, server: str) -> list[str]:
         f"--pki-dir={lay.pki}",
         f"--settings={lay.autoscaler_settings}",
         f"--status={lay.cloud_status}",
+        f"--kubelet-port={kubelet_port}",
     ]
 
 

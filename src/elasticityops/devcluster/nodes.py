@@ -52,7 +52,9 @@ def node_ready(node: dict[str, Any]) -> bool:
     return any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
 
 
-def gpu_node(name: str, *, pool: str, zone: str, role: str, now: str = "") -> dict[str, Any]:
+def gpu_node(
+    name: str, *, pool: str, zone: str, role: str, now: str = "", kubelet_port: int = 0
+) -> dict[str, Any]:
     """The Node manifest of one simulated T4 node.
 
     With `now` (RFC 3339) the node is created already registered and Ready, as a kubelet
@@ -76,6 +78,10 @@ def gpu_node(name: str, *, pool: str, zone: str, role: str, now: str = "") -> di
             {"type": "InternalIP", "address": NODE_IP},
             {"type": "Hostname", "address": name},
         ]
+        if kubelet_port:
+            # Where the API server asks for pods/log: kwok's server, as kwok's own boot stage says
+            # for the nodes it registers (NodePort).
+            node["status"]["daemonEndpoints"] = {"kubeletEndpoint": {"Port": kubelet_port}}
     return node
 
 

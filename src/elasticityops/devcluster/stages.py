@@ -17,6 +17,7 @@ stages have exclusive selectors (kwok picks one matching stage at random).
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from typing import Any
 
 import yaml
@@ -189,10 +190,15 @@ def completion_stages() -> list[dict[str, Any]]:
     return [annotated, job_default]
 
 
-def kwok_configuration(server_address: str) -> dict[str, Any]:
+def kwok_configuration(server_address: str, tls_cert: str, tls_key: str) -> dict[str, Any]:
     """Controller options; parallelism raised so thousands of pods move through their stages.
     No `nodeLeaseDurationSeconds`: kwok turns a 0 here into 40 s, so the lease duration is its
-    `--node-lease-duration-seconds` flag alone (components.kwok)."""
+    `--node-lease-duration-seconds` flag alone (components.kwok).
+
+    kwok's server stands in for every node's kubelet: the nodes give its port as theirs
+    (`nodePort`), and it serves HTTPS, which the API server speaks to a kubelet (any
+    certificate: it is started without --kubelet-certificate-authority)."""
+    port = int(server_address.rsplit(":", 1)[1])
     return {
         "apiVersion": "config.kwok.x-k8s.io/v1alpha1",
         "kind": "KwokConfiguration",
@@ -200,6 +206,13 @@ def kwok_configuration(server_address: str) -> dict[str, Any]:
             "cidr": "10.0.0.0/16",  # the default /24 has room for only 254 pod IPs
             "nodeIP": NODE_IP,
             "serverAddress": server_address,
+            "nodePort": port,
+            "tlsCertFile": tls_cert,
+            "tlsPrivateKeyFile": tls_key,
+            # Off unless said (kwok's own default applies to kwokctl's clusters only); pods/log
+            # needs them. Profiling stays off.
+            "enableDebuggingHandlers": True,
+            "enableProfilingHandler": False,
             "manageNodesWithAnnotationSelector": "kwok.x-k8s.io/node=fake",
             "podPlayStageParallelism": 16,
             "nodePlayStageParallelism": 8,
@@ -208,14 +221,47 @@ def kwok_configuration(server_address: str) -> dict[str, Any]:
     }
 
 
+SIMULATED_OUTPUT = (
+    "[dev cluster] kwok simulated this container: no process ran, so it wrote no output of its own.",
+    "[dev cluster] Its run time and exit code come from the pod's eops.dev/run-seconds and "
+    "eops.dev/exit-code annotations (docs/dev-cluster.md).",
+)
+
+
+def simulated_output_log(at: datetime) -> str:
+    """What every container of the dev cluster shows as its log, in the CRI log format kwok
+    reads as a kubelet would (`TIME STREAM F LINE`, F: a full line)."""
+    stamp = at.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    return "".join(f"{stamp} stdout F {line}\n" for line in SIMULATED_OUTPUT)
+
+
+def cluster_logs(logs_file: str) -> dict[str, Any]:
+    """kwok serves the pod log API (through the API server, as a kubelet does) from this file
+    for every container of every pod: with no selector, a ClusterLogs matches all."""
+    return {
+        "apiVersion": "kwok.x-k8s.io/v1alpha1",
+        "kind": "ClusterLogs",
+        "metadata": {"name": "eops-simulated-output"},
+        "spec": {"logs": [{"logsFile": logs_file}]},
+    }
+
+
 def render_kwok_config(
     stock_stages_yaml: str,
     server_address: str,
+    tls: tuple[str, str],
+    logs_file: str,
     heartbeat_seconds: int = DEFAULT_HEARTBEAT_SECONDS,
 ) -> str:
-    """One multi-document config: options, our pod stages, then the node stages (ours and the
-    stock ones, see node_stages.py), then the stock pod stages we do not replace."""
-    ours = [kwok_configuration(server_address), ready_stage(), *completion_stages()]
+    """One multi-document config: options (`tls`: the server's certificate and key files), the
+    pods' log, our pod stages, then the node stages (ours and the stock ones, see
+    node_stages.py), then the stock pod stages we do not replace."""
+    ours = [
+        kwok_configuration(server_address, *tls),
+        cluster_logs(logs_file),
+        ready_stage(),
+        *completion_stages(),
+    ]
     stock = [
         doc
         for doc in yaml.safe_load_all(stock_stages_yaml)
