@@ -57,7 +57,7 @@ async def test_a_follower_follows_the_log_of_a_job_the_leader_runs_and_sees_its_
         replica(tmp_path / "leader", database_url, dispatch=True, **env) as leader,
         replica(tmp_path / "follower", database_url, dispatch=False, **env) as follower,
     ):
-        await leader.deploy(_function("talks", 30))
+        await leader.deploy(_function("talks", 10))
         inv_id = (await follower.http.post("/v1/functions/talks/invocations", content=b"{}")).json()["id"]
         started = time.monotonic()
         answer = await follower.http.get(
