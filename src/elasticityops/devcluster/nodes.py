@@ -79,8 +79,8 @@ def gpu_node(
             {"type": "Hostname", "address": name},
         ]
         if kubelet_port:
-            # Where the API server asks for pods/log: kwok's server, as kwok's own boot stage says
-            # for the nodes it registers (NodePort).
+            # Where the API server asks for pods/log: kwok's server, as our boot stage gives it
+            # (kwok's NodePort) for the nodes the autoscaler adds.
             node["status"]["daemonEndpoints"] = {"kubeletEndpoint": {"Port": kubelet_port}}
     return node
 
