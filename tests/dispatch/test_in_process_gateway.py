@@ -21,7 +21,7 @@ import pytest
 
 from elasticityops.api.runtime import Runtime
 from elasticityops.domain.errors import TemporaryError
-from elasticityops.domain.events import BackendEvent, Finished, finished_event
+from elasticityops.domain.events import BackendEvent, Finished, finished_event, note_event
 from elasticityops.domain.invocations import FailureReason, Invocation, State
 from elasticityops.domain.ports import EventSink, LaunchRequest
 from elasticityops.server import build_app, create_token
@@ -525,3 +525,39 @@ async def test_a_follow_ends_with_its_invocation_though_the_backends_stream_does
         # Once it has ended there is nothing to follow: the backend is asked for what was written.
         again = await asyncio.wait_for(gw.client.get(logs, params={"follow": "true"}), 10)
         assert (again.status_code, again.content, backend.follows) == (200, b"line 1\n", [True, False])
+
+
+async def test_a_store_away_during_a_follow_does_not_end_it(tmp_path: Path) -> None:
+    backend = TailingBackend()
+    async with gateway(tmp_path, backend) as gw:
+        inv_id = await gw.invoke()
+        await gw.until(inv_id, lambda i: i.state is State.pending)
+        assert backend.sink is not None
+        await backend.sink(BackendEvent(inv_id, node="slot-0", started=_now()))
+        await gw.until(inv_id, lambda i: i.state is State.running)
+        store = gw.runtime.store
+        real: Callable[..., Awaitable[Any]] = store.get_invocation
+        away = asyncio.Event()
+        refused = [0]
+
+        async def flaky(*args: Any) -> Any:
+            if away.is_set():
+                refused[0] += 1
+                raise TemporaryError("database unavailable: injected", retry_after=0.0)
+            return await real(*args)
+
+        store.get_invocation = flaky  # type: ignore[method-assign]
+        follow = asyncio.ensure_future(
+            gw.client.get(f"/v1/invocations/{inv_id}/logs", params={"follow": "true"})
+        )
+        await eventually(lambda: backend.follows == [True], 5)
+        away.set()
+        # A change (a note recorded) wakes the follow's wait for the end, whose read then fails.
+        await backend.sink(note_event(inv_id, _now(), "SlotWarming", "still warming"))
+        await asyncio.sleep(3)  # longer than the drain after an end: an error is no end
+        away.clear()
+        assert refused[0] >= 1  # the outage was met
+        assert not follow.done()
+        await backend.finish(inv_id, Finished.succeeded(_now()))
+        answer = await asyncio.wait_for(follow, 10)
+        assert (answer.status_code, answer.content) == (200, b"line 1\n")

@@ -22,7 +22,14 @@ from elasticityops.api.runtime import Runtime
 from elasticityops.dispatch.queue_status import queue_status
 from elasticityops.dispatch.replicas import stamp
 from elasticityops.domain import invocation_annotations as hints
-from elasticityops.domain.errors import Conflict, FieldProblem, InvalidInput, NotFound, Unauthorized
+from elasticityops.domain.errors import (
+    Conflict,
+    FieldProblem,
+    InvalidInput,
+    NotFound,
+    TemporaryError,
+    Unauthorized,
+)
 from elasticityops.domain.invocations import Invocation, State, check_callback_token, new_invocation_id
 from elasticityops.domain.node_seconds import InvocationCost
 from elasticityops.domain.numbers import WholeNumber, WholeNumberOrNone, whole_number
@@ -228,7 +235,7 @@ async def _until_ended(rt: Runtime, inv: Invocation, chunks: AsyncIterator[bytes
     then been quiet for _FOLLOW_DRAIN_SECONDS. A stream may outlive its job: kwok's stand-in for
     a kubelet tails a log file for ever, and a proxy to a node that is gone may never close; a
     follow must end with the invocation all the same."""
-    ended = asyncio.ensure_future(_wait_for_end(rt, inv, _NO_DEADLINE_SECONDS))
+    ended = asyncio.ensure_future(_ended_at_last(rt, inv))
     pending: asyncio.Future[bytes] | None = None
     try:
         while True:
@@ -248,14 +255,23 @@ async def _until_ended(rt: Runtime, inv: Invocation, chunks: AsyncIterator[bytes
             yield chunk
     finally:
         ended.cancel()
-        if ended.done() and not ended.cancelled():
-            ended.exception()  # a store that failed meanwhile: the follow has ended, as said
         if pending is not None and not pending.done():
             pending.cancel()  # closes the backend's stream at its await
             await asyncio.wait((pending,))
         closing = getattr(chunks, "aclose", None)
         if closing is not None:
             await closing()
+
+
+async def _ended_at_last(rt: Runtime, inv: Invocation) -> None:
+    """Returns once the invocation has ended (or is gone). A store that is away meanwhile ends
+    nothing: the output keeps streaming, and the store is asked again."""
+    while True:
+        try:
+            await _wait_for_end(rt, inv, _NO_DEADLINE_SECONDS)
+            return
+        except TemporaryError as exc:
+            await asyncio.sleep(max(exc.retry_after, 0.5))
 
 
 def accept_route(max_wait: int) -> Route:
