@@ -505,14 +505,20 @@ class TailingBackend(ScriptedBackend):
             self.closed += 1
 
 
+async def _running(gw: InProcess) -> str:
+    """An invocation whose job the backend says has started."""
+    inv_id = await gw.invoke()
+    await gw.until(inv_id, lambda i: i.state is State.pending)
+    assert gw.backend.sink is not None
+    await gw.backend.sink(BackendEvent(inv_id, node="slot-0", started=_now()))
+    await gw.until(inv_id, lambda i: i.state is State.running)
+    return inv_id
+
+
 async def test_a_follow_ends_with_its_invocation_though_the_backends_stream_does_not(tmp_path: Path) -> None:
     backend = TailingBackend()
     async with gateway(tmp_path, backend) as gw:
-        inv_id = await gw.invoke()
-        await gw.until(inv_id, lambda i: i.state is State.pending)
-        assert backend.sink is not None
-        await backend.sink(BackendEvent(inv_id, node="slot-0", started=_now()))
-        await gw.until(inv_id, lambda i: i.state is State.running)
+        inv_id = await _running(gw)
         logs = f"/v1/invocations/{inv_id}/logs"
         follow = asyncio.ensure_future(gw.client.get(logs, params={"follow": "true"}))
         await eventually(lambda: backend.follows == [True], 5)
@@ -530,11 +536,7 @@ async def test_a_follow_ends_with_its_invocation_though_the_backends_stream_does
 async def test_a_store_away_during_a_follow_does_not_end_it(tmp_path: Path) -> None:
     backend = TailingBackend()
     async with gateway(tmp_path, backend) as gw:
-        inv_id = await gw.invoke()
-        await gw.until(inv_id, lambda i: i.state is State.pending)
-        assert backend.sink is not None
-        await backend.sink(BackendEvent(inv_id, node="slot-0", started=_now()))
-        await gw.until(inv_id, lambda i: i.state is State.running)
+        inv_id = await _running(gw)
         store = gw.runtime.store
         real: Callable[..., Awaitable[Any]] = store.get_invocation
         away = asyncio.Event()
@@ -553,6 +555,7 @@ async def test_a_store_away_during_a_follow_does_not_end_it(tmp_path: Path) -> N
         await eventually(lambda: backend.follows == [True], 5)
         away.set()
         # A change (a note recorded) wakes the follow's wait for the end, whose read then fails.
+        assert backend.sink is not None
         await backend.sink(note_event(inv_id, _now(), "SlotWarming", "still warming"))
         await asyncio.sleep(3)  # longer than the drain after an end: an error is no end
         away.clear()
