@@ -202,6 +202,16 @@ def _scale_up_timeline(small_cluster: DevCluster, ns: str) -> None:
         api.create(f"/apis/batch/v1/namespaces/{ns}/jobs", gpu_job("up", run_seconds=3))
         pod = wait_for(lambda: (job_pods(api, ns, "up") or [None])[0], what="the Job's pod")
         name = pod["metadata"]["name"]
+        # Pending and unschedulable first: no node has a free GPU.
+        wait_for(
+            lambda: any(
+                c.get("reason") == "Unschedulable"
+                for c in api.get(f"/api/v1/namespaces/{ns}/pods/{name}")["status"].get("conditions", [])
+            ),
+            what="PodScheduled=False/Unschedulable",
+        )
+        # GKE's toleration, added by ExtendedResourceToleration admission.
+        assert any(t.get("key") == "nvidia.com/gpu" for t in pod["spec"]["tolerations"])
 
         # Upstream holds GPU pods 30 s before it acts on them (unschedulablePodWithGpuTimeBuffer).
         scaled = wait_for(

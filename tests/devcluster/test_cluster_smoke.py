@@ -1,4 +1,5 @@
-"""The issue's smoke test and the pod-simulation contract, against the real control plane."""
+"""The pod-simulation contract against the real control plane. (The issue's smoke test, a GPU Job
+scaling a node up and down, is test_autoscaler.py's scale-up timeline.)"""
 
 from __future__ import annotations
 
@@ -7,72 +8,11 @@ import time
 
 import pytest
 
-from elasticityops.devcluster.nodes import ROLE_AUTOSCALED, ROLE_LABEL
 from elasticityops.devcluster.workloads import gpu_job, gpu_pod
 
 from .helpers import job_condition, job_pods, phase_of, wait_for
 
 pytestmark = pytest.mark.cluster
-
-
-def _autoscaled(api) -> list[dict]:
-    nodes, _ = api.list("/api/v1/nodes", {"labelSelector": f"{ROLE_LABEL}={ROLE_AUTOSCALED}"})
-    return nodes
-
-
-def test_gpu_job_provisions_a_node_runs_and_the_idle_node_goes(dev_cluster, dev_namespace) -> None:
-    ns = dev_namespace
-    with (
-        dev_cluster.knobs(baseline=0),
-        dev_cluster.api() as api,
-    ):
-        dev_cluster.set_baseline(0)
-        # Upstream removes idle nodes 10 s after they are unneeded and 10 s after its last scale-up.
-        wait_for(
-            lambda: _autoscaled(api) == [],
-            timeout=180,
-            interval=1.0,
-            what="no idle nodes left from earlier tests",
-        )
-        api.create(f"/apis/batch/v1/namespaces/{ns}/jobs", gpu_job("smoke", run_seconds=3))
-
-        # Pending and unschedulable: no GPU node exists.
-        pod = wait_for(lambda: (job_pods(api, ns, "smoke") or [None])[0], what="the Job's pod")
-        assert pod["status"]["phase"] == "Pending"
-        wait_for(
-            lambda: any(
-                c.get("reason") == "Unschedulable"
-                for c in api.get(f"/api/v1/namespaces/{ns}/pods/{pod['metadata']['name']}")["status"].get(
-                    "conditions", []
-                )
-            ),
-            what="PodScheduled=False/Unschedulable",
-        )
-        # GKE's toleration was added by ExtendedResourceToleration admission.
-        tolerations = api.get(f"/api/v1/namespaces/{ns}/pods/{pod['metadata']['name']}")["spec"][
-            "tolerations"
-        ]
-        assert any(t.get("key") == "nvidia.com/gpu" for t in tolerations)
-
-        # Upstream waits 30 s on a pending GPU pod, then a loop (2 s); the node boots 3 s.
-        node = wait_for(lambda: (_autoscaled(api) or [None])[0], timeout=90, what="a provisioned node")
-        labels = node["metadata"]["labels"]
-        assert labels["cloud.google.com/gke-accelerator"] == "nvidia-tesla-t4"
-        assert labels["cloud.google.com/gke-nodepool"].startswith("nap-t4-")
-
-        wait_for(lambda: phase_of(api, ns, "smoke") == "Running", timeout=60, what="pod Running")
-        running = job_pods(api, ns, "smoke")[0]
-        assert running["spec"]["nodeName"] == node["metadata"]["name"]
-
-        wait_for(lambda: phase_of(api, ns, "smoke") == "Succeeded", timeout=30, what="pod Succeeded")
-        assert wait_for(lambda: job_condition(api, ns, "smoke"), timeout=30) == "Complete"
-
-        # Idle for scale_down_after (10 s) -> removed by upstream's scale-down.
-        wait_for(lambda: _autoscaled(api) == [], timeout=120, what="the idle node removed")
-        events, _ = api.list(
-            "/api/v1/events", {"fieldSelector": f"involvedObject.name={node['metadata']['name']}"}
-        )
-        assert any(e["reason"] == "ScaleDown" for e in events), [e["reason"] for e in events]
 
 
 def test_exit_code_fails_the_pod_and_the_job(dev_cluster, dev_namespace) -> None:
