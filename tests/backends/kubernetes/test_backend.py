@@ -146,13 +146,16 @@ async def test_a_launch_the_server_throttles_past_the_clients_retries_is_tried_a
         await backend.start(sink)
         await backend.launch(_request())
 
-        async def secret_made() -> None:
-            while not _bodies(srv, f"POST {SECRETS}"):  # noqa: ASYNC110 - the server has no event
+        # Until the launch counts the Job made, not until the server has the Secret's request:
+        # the count comes once that request's answer is back, and stop() would cancel it.
+        async def made() -> None:
+            while backend.workloads_created == 0:  # noqa: ASYNC110 - the backend has no event
                 await asyncio.sleep(0.01)
 
-        await clock.run(secret_made())
+        await clock.run(made())
         await backend.stop()
     assert len(_bodies(srv, f"POST {JOBS}")) == 4
+    assert len(_bodies(srv, f"POST {SECRETS}")) == 1
     assert backend.workloads_created == 1
     assert sink.events == []  # no launch_error
     assert backend.client_counters().errors == {"429": 3}
