@@ -84,17 +84,22 @@ def _role(server: RunningServer) -> str:
 
 
 class RoleWatch:
-    """Both replicas' /readyz every 0.2 s meanwhile: which said leader, each time."""
+    """Both replicas' /readyz every 0.2 s meanwhile: which said leader, each time, and which said
+    nothing of its role (no answer in 2 s, or 503 "not ready": its store's ping took over 2 s
+    under the burst, seen once in a CI rehearsal), which is no evidence either way."""
 
     def __init__(self, replicas: dict[str, RunningServer]) -> None:
         self.samples: list[tuple[str, ...]] = []
+        self.answered: list[bool] = []  # each sample: did every replica say its role?
         self._replicas = replicas
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
 
     def _run(self) -> None:
         while not self._stop.wait(0.2):
-            self.samples.append(tuple(n for n, r in self._replicas.items() if _role(r) == "leader"))
+            roles = {n: _role(r) for n, r in self._replicas.items()}
+            self.samples.append(tuple(n for n, role in roles.items() if role == "leader"))
+            self.answered.append("" not in roles.values())
 
     def __enter__(self) -> RoleWatch:
         self._thread.start()
@@ -168,7 +173,11 @@ def test_a_leader_with_a_skewed_clock_keeps_leadership_single_and_timelines_on_o
     measured = re.findall(r"this replica's clock is ([-+][0-9.]+) s", skewed.output())
     assert measured, "the skewed replica never said its clock is off: did faketime run?"
     assert float(measured[0]) == pytest.approx(SKEW_S, abs=0.1)
-    assert Counter(roles.samples) == Counter({("gw-skewed",): len(roles.samples)}), Counter(roles.samples)
+    # Never two leaders; whenever both said their role, the skewed one led; and enough such looks.
+    assert all(len(leaders) <= 1 for leaders in roles.samples), Counter(roles.samples)
+    full = [leaders for leaders, answered in zip(roles.samples, roles.answered, strict=True) if answered]
+    assert Counter(full) == Counter({("gw-skewed",): len(full)}), Counter(roles.samples)
+    assert len(full) >= 5, (len(full), len(roles.samples))
     assert after["holderIdentity"] == before["holderIdentity"] == "gw-skewed"
     assert after.get("leaseTransitions", 0) == before.get("leaseTransitions", 0)
 
