@@ -203,6 +203,7 @@ def _scale_up_timeline(small_cluster: DevCluster, ns: str) -> None:
         pod = wait_for(lambda: (job_pods(api, ns, "up") or [None])[0], what="the Job's pod")
         name = pod["metadata"]["name"]
         # Pending and unschedulable first: no node has a free GPU.
+        assert pod["status"]["phase"] == "Pending"
         wait_for(
             lambda: any(
                 c.get("reason") == "Unschedulable"

@@ -84,9 +84,9 @@ def _role(server: RunningServer) -> str:
 
 
 class RoleWatch:
-    """Both replicas' /readyz every 0.2 s meanwhile: which said leader, each time, and which said
-    nothing of its role (no answer in 2 s, or 503 "not ready": its store's ping took over 2 s
-    under the burst, seen once in a CI rehearsal), which is no evidence either way."""
+    """Both replicas' /readyz every 0.2 s meanwhile: which said leader, each time, and whether
+    each said its role at all. No answer in 2 s, or a 503 "not ready" (the store's ping over
+    2 s), is no evidence either way; one of the two was seen under a burst in a CI rehearsal."""
 
     def __init__(self, replicas: dict[str, RunningServer]) -> None:
         self.samples: list[tuple[str, ...]] = []
