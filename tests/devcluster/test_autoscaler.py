@@ -40,7 +40,7 @@ from helpers.server import EOPS
 
 from .helpers import job_condition, job_pods, phase_of, wait_for
 
-pytestmark = [pytest.mark.cluster, pytest.mark.slow]
+pytestmark = [pytest.mark.cluster, pytest.mark.slow, pytest.mark.cluster_lane("autoscaler")]
 
 KNOBS = AutoscalerSettings(
     baseline=1,

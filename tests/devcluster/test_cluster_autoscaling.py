@@ -9,7 +9,7 @@ import pytest
 
 from elasticityops.devcluster.scale import run_scale
 
-pytestmark = pytest.mark.cluster
+pytestmark = [pytest.mark.cluster, pytest.mark.cluster_lane("headroom")]
 
 
 def test_baseline_pool_resizes(dev_cluster) -> None:

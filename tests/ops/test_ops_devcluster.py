@@ -31,7 +31,7 @@ from elasticityops.ops.elasticity import ElasticityInputs, render_elasticity
 from elasticityops.ops.gke import GkeInputs, render_gke
 from elasticityops.ops.yaml_docs import load_documents
 
-pytestmark = [pytest.mark.cluster, pytest.mark.slow]
+pytestmark = [pytest.mark.cluster, pytest.mark.slow, pytest.mark.cluster_lane("faults")]
 
 HERE = Path(__file__).parent
 GKE = GkeInputs(project="eops-dev-1", region="us-central1", zones=ZONES, peak=4000, baseline=60, spot=True)

@@ -14,7 +14,7 @@ import pytest
 
 from helpers.server import EOPS, REPO, base_env
 
-pytestmark = [pytest.mark.cluster, pytest.mark.slow]
+pytestmark = [pytest.mark.cluster, pytest.mark.slow, pytest.mark.cluster_lane("nodes")]
 
 ARRIVALS = [0.0, 4.0, 7.5, 15.5, 22.0, 29.0, 35.0, 41.5, 50.5, 59.0]
 DURATIONS = [6.0, 10.0, 4.0, 7.5, 5.0, 9.0, 4.5, 7.0, 5.5, 8.0]

@@ -1,5 +1,13 @@
-"""pytest fixtures on top of the dev cluster: `dev_cluster` (session) and `dev_namespace`; and,
-for the chart's tests, `helm_binary` and `servicemonitor_crd` (the operator's own CRD), session.
+"""pytest fixtures on top of the dev cluster: `dev_cluster` (per module: the cluster of the module's
+lane) and `dev_namespace`; and, for the chart's tests, `helm_binary` and `servicemonitor_crd`
+(the operator's own CRD), session.
+
+Lanes (`pytestmark = pytest.mark.cluster_lane("NAME")` on a module; docs/testing.md): in a
+parallel run (`pytest -n N --dist loadgroup`, as scripts/test runs the cluster half) the modules
+of one lane run one after another in one worker, on a dev cluster of that lane alone; unmarked
+modules share the lane `shared`, one cluster with a namespace per test, tests side by side. Each
+lane's cluster is started by the first worker that needs it and stopped by the run's controller
+(devcluster/pool.py). Without xdist every lane is one cluster for the session, as before.
 
 Enable with `pytest_plugins = ["elasticityops.devcluster.pytest_plugin"]` (tests/conftest.py).
 Tests that use the cluster are marked `@pytest.mark.cluster`. The binaries must have been
@@ -7,18 +15,17 @@ built (`scripts/build-devcluster`, which CI runs first); if they are missing the
 the test rather than skipping it. Set EOPS_DEV_CLUSTER_BUILD=1 to let the fixture build them
 (a cold build takes ~25 minutes on 2 cores, longer than a test timeout).
 
-The cluster runs upstream's cluster-autoscaler (kwok provider) with fast knobs, shared by the
-whole session: baseline 2, max_nodes 50, scan_interval 2 s, provision_delay fixed:3,
-driver_delay fixed:2, scale_down_after 10 s, max_node_provision_time 120 s, node-group back-off
-60 s doubling to 120 s. Its API server differs from upstream's in three flags, so that faults
-are common in every cluster test (`FAULTY_SERVER`): Job watches are served from etcd, which it
-compacts every 10 s (a Job watch resuming after a quiet spell is answered 410 Gone and relists),
-and a request gets 10 s (while etcd is away, `DevCluster.restart_etcd`, writes are answered
-504). Upstream still waits
-its fixed 30 s before it scales up for a pending GPU pod. Tests that change the simulated
-cloud's knobs (baseline, delays, stockout zones) use `dev_cluster.knobs(...)`, which restores
-them afterwards; the autoscaler's own flags are fixed for the session (a test that needs others
-starts its own cluster).
+Every lane's cluster runs upstream's cluster-autoscaler (kwok provider) with the same fast
+knobs: baseline 2, max_nodes 50, scan_interval 2 s, provision_delay fixed:3, driver_delay
+fixed:2, scale_down_after 10 s, max_node_provision_time 120 s, node-group back-off 60 s doubling
+to 120 s. Its API server differs from upstream's in three flags, so that faults are common in
+every cluster test (`FAULTY_SERVER`): Job watches are served from etcd, which it compacts every
+10 s (a Job watch resuming after a quiet spell is answered 410 Gone and relists), and a request
+gets 10 s (while etcd is away, `DevCluster.restart_etcd`, writes are answered 504). Upstream
+still waits its fixed 30 s before it scales up for a pending GPU pod. Tests that change the
+simulated cloud's knobs (baseline, delays, stockout zones) use `dev_cluster.knobs(...)`, which
+restores them afterwards, and belong in a lane; the autoscaler's own flags are fixed for the
+cluster (a test that needs others starts its own cluster).
 
 After each test that uses `dev_cluster`, the plugin fails the test if a pod is left bound to a
 Ready kwok-managed node and Pending past EOPS_DEV_CLUSTER_STUCK_AFTER seconds (default 60;
@@ -154,8 +161,76 @@ def pytest_runtest_call(item: pytest.Item) -> Iterator[None]:
     return result
 
 
-@pytest.fixture(scope="session")
-def dev_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DevClusterFixture]:
+LANE_MARKER = "cluster_lane"
+"""`pytestmark = pytest.mark.cluster_lane("NAME")` on a module: its tests change or read what the
+whole cluster shares, so in a parallel run (pytest-xdist, `--dist loadgroup`) they run one after
+another in one process, with the other modules of lane NAME, on a dev cluster of that lane alone.
+Unmarked modules share the lane `shared`: one cluster, a namespace per test, tests side by side.
+Without xdist every lane is the session's one cluster."""
+
+
+def _lane(node: pytest.Item | pytest.Collector) -> str:
+    from elasticityops.devcluster.pool import SHARED_LANE, check_lane
+
+    mark = node.get_closest_marker(LANE_MARKER)
+    if mark is None:
+        return SHARED_LANE
+    if len(mark.args) != 1 or not isinstance(mark.args[0], str):
+        raise pytest.UsageError(f"{node.nodeid}: cluster_lane takes one name, e.g. cluster_lane('nodes')")
+    return check_lane(mark.args[0])
+
+
+def _pool_of(config: pytest.Config) -> Path | None:
+    """The run's pool directory in an xdist worker (handed over by the controller), else None."""
+    pool = getattr(config, "workerinput", {}).get("eops_dev_cluster_pool")
+    return None if pool is None else Path(pool)
+
+
+def _is_controller(config: pytest.Config) -> bool:
+    return config.pluginmanager.hasplugin("dsession") and not hasattr(config, "workerinput")
+
+
+def _controller_pool(config: pytest.Config) -> Path:
+    return Path(config._tmp_path_factory.getbasetemp()) / "dev-clusters"  # type: ignore[attr-defined]
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers",
+        f"{LANE_MARKER}(name): on a module; in a parallel run its tests run one after another, "
+        "with the other modules of lane NAME, on a dev cluster of that lane alone",
+    )
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_configure_node(node: Any) -> None:
+    # xdist's controller, for each worker it starts: where the run's clusters live.
+    node.workerinput["eops_dev_cluster_pool"] = str(_controller_pool(node.config))
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    # Before xdist's own hook, which turns xdist_group marks into scheduling units.
+    from elasticityops.devcluster.pool import SHARED_LANE
+
+    for item in items:
+        lane = _lane(item)
+        module = item.getparent(pytest.Module)
+        if module is not None and _lane(module) != lane:
+            # The dev_cluster fixture is per module: one module, one lane.
+            raise pytest.UsageError(f"{item.nodeid}: cluster_lane goes on the module (pytestmark)")
+        if lane != SHARED_LANE:
+            item.add_marker(pytest.mark.xdist_group(f"cluster-lane-{lane}"))
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    if _is_controller(session.config):
+        from elasticityops.devcluster.pool import stop_all
+
+        stop_all(_controller_pool(session.config))
+
+
+def _start(state_dir: Path) -> Any:
     from elasticityops.devcluster.build import ensure_built
     from elasticityops.devcluster.cluster import DevCluster
     from elasticityops.devcluster.config import ClusterConfig
@@ -165,21 +240,64 @@ def dev_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DevCluster
     try:
         tc = ensure_built(allow_build=allow_build, autoscaler="required")
     except DevClusterError as exc:
-        pytest.fail(f"dev cluster binaries unavailable: {exc}", pytrace=False)
-    state_dir = tmp_path_factory.mktemp("dev-cluster")
+        raise DevClusterError(f"dev cluster binaries unavailable: {exc}") from None
     cfg = ClusterConfig(state_dir=state_dir, autoscaler=TEST_KNOBS, **FAULTY_SERVER)
     try:
-        cluster = DevCluster.start(cfg, tc)
+        return DevCluster.start(cfg, tc)
     except DevClusterError as exc:
-        pytest.fail(f"dev cluster did not start: {exc}", pytrace=False)
-    # Belt and braces: if the session dies before fixture teardown, still stop by PID.
-    atexit.register(cluster.stop)
-    fixture = DevClusterFixture(cluster)
+        raise DevClusterError(f"dev cluster did not start: {exc}") from None
+
+
+class _Lanes:
+    """The clusters of this process, by lane: in an xdist worker each lane's from the run's pool
+    (started by whichever worker needed it first, stopped by the controller); otherwise one
+    cluster for every lane, started on first use and stopped at the session's end."""
+
+    def __init__(self, pool: Path | None, tmp_path_factory: pytest.TempPathFactory) -> None:
+        self._pool = pool
+        self._tmp = tmp_path_factory
+        self._clusters: dict[str, DevClusterFixture] = {}
+        self._own: Any = None
+
+    def get(self, lane: str) -> DevClusterFixture:
+        from elasticityops.devcluster.errors import DevClusterError
+        from elasticityops.devcluster.pool import SHARED_LANE, acquire
+
+        key = lane if self._pool is not None else SHARED_LANE
+        if key not in self._clusters:
+            try:
+                if self._pool is not None:
+                    cluster = acquire(self._pool, lane, _start)
+                else:
+                    cluster = self._own = _start(self._tmp.mktemp("dev-cluster"))
+                    # Belt and braces: if the session dies before fixture teardown, still stop by PID.
+                    atexit.register(cluster.stop)
+            except DevClusterError as exc:
+                pytest.fail(str(exc), pytrace=False)
+            self._clusters[key] = DevClusterFixture(cluster)
+        return self._clusters[key]
+
+    def close(self) -> None:
+        if self._own is not None:
+            self._own.stop()
+            atexit.unregister(self._own.stop)
+
+
+@pytest.fixture(scope="session")
+def dev_cluster_lanes(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[_Lanes]:
+    lanes = _Lanes(_pool_of(request.config), tmp_path_factory)
     try:
-        yield fixture
+        yield lanes
     finally:
-        cluster.stop()
-        atexit.unregister(cluster.stop)
+        lanes.close()
+
+
+@pytest.fixture(scope="module")
+def dev_cluster(request: pytest.FixtureRequest, dev_cluster_lanes: _Lanes) -> DevClusterFixture:
+    """The dev cluster of the module's lane (`cluster_lane`; `shared` where unmarked)."""
+    return dev_cluster_lanes.get(_lane(request.node))
 
 
 @pytest.fixture(scope="session")

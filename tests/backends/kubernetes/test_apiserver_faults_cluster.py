@@ -38,7 +38,7 @@ from .cluster_support import (
     wait_all_ended,
 )
 
-pytestmark = [pytest.mark.cluster, pytest.mark.slow]
+pytestmark = [pytest.mark.cluster, pytest.mark.slow, pytest.mark.cluster_lane("faults")]
 
 COUNT = 50
 RUN = {RUN_SECONDS_ANNOTATION: "2", EXIT_CODE_ANNOTATION: "0"}

@@ -28,7 +28,7 @@ from .cluster_support import (
     remove_empty_autoscaled_nodes,
 )
 
-pytestmark = [pytest.mark.cluster, pytest.mark.slow]
+pytestmark = [pytest.mark.cluster, pytest.mark.slow, pytest.mark.cluster_lane("faults")]
 
 COUNT = 60
 DOWN_S = 5.0

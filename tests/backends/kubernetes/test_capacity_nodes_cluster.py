@@ -34,7 +34,7 @@ from .cluster_support import (
     wait_state,
 )
 
-pytestmark = [pytest.mark.cluster, pytest.mark.slow]
+pytestmark = [pytest.mark.cluster, pytest.mark.slow, pytest.mark.cluster_lane("headroom")]
 
 RUN_S = 20
 HOLD = "eops.dev/test-hold"

@@ -3,7 +3,6 @@ through the real gateway over HTTP: `eops serve --backend kubernetes` as a subpr
 
 from __future__ import annotations
 
-import re
 import subprocess
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -19,7 +18,6 @@ from elasticityops.backends.kubernetes.deploy import DeployOptions, SecretKey, b
 from elasticityops.backends.kubernetes.manifests import build_job, build_payload_secret
 from elasticityops.backends.kubernetes.settings import KubernetesSettings
 from elasticityops.cli.render_app import dump_yaml
-from elasticityops.devcluster.nodes import ZONES
 from elasticityops.devcluster.stages import SIMULATED_OUTPUT
 from elasticityops.domain.budget import GpuBudget
 
@@ -31,11 +29,9 @@ from .cluster_support import (
     jobs_of,
     k8s_gateway,
     pods_of,
-    remove_empty_autoscaled_nodes,
     runs,
     start_k8s_gateway,
     status,
-    wait_node_gone,
     wait_state,
 )
 
@@ -134,79 +130,15 @@ def test_eops_render_output_is_what_kubectl_applies(cluster: Any, dev_namespace:
         assert done.returncode == 0, f"{argv}: {done.stderr}"
 
 
-def test_invocation_runs_as_a_job_on_a_new_gpu_node(cluster: Any, dev_namespace: str, tmp_path: Path) -> None:
-    with cluster.knobs(baseline=0), k8s_gateway(cluster, dev_namespace, tmp_path / "gw") as gw:
-        remove_empty_autoscaled_nodes(cluster)  # no free node: the pod must wait for a new one
-        deploy(gw, name="embed", annotations=runs(2), timeout_seconds=300, env={"MODEL": "clip"})
-        inv = invoke(gw, "embed", {"image": "cat.png"})
-        pending = wait_state(gw, inv, {"pending", "running"})
-        assert pending["timeline"]["dispatched"] is not None
-        [job] = jobs_of(cluster, dev_namespace, inv)
-        pod_spec = job["spec"]["template"]["spec"]
-        container = pod_spec["containers"][0]
-        assert job["metadata"]["name"] == f"eops-{inv}"
-        assert job["spec"]["backoffLimit"] == 0
-        assert job["spec"]["activeDeadlineSeconds"] == 300
-        assert job["spec"]["ttlSecondsAfterFinished"] == 3600
-        assert pod_spec["restartPolicy"] == "Never"
-        assert pod_spec["priorityClassName"] == "eops-normal"
-        assert pod_spec["nodeSelector"] == {"cloud.google.com/gke-accelerator": "nvidia-tesla-t4"}
-        assert {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"} in pod_spec[
-            "tolerations"
-        ]
-        assert container["resources"]["limits"]["nvidia.com/gpu"] == "1"
-        assert container["terminationMessagePolicy"] == "FallbackToLogsOnError"
-        annotations = job["spec"]["template"]["metadata"]["annotations"]
-        assert annotations["cluster-autoscaler.kubernetes.io/safe-to-evict"] == "false"
-        env = {e["name"]: e for e in container["env"]}
-        assert env["MODEL"]["value"] == "clip"
-        assert env["EOPS_CALLBACK_URL"]["value"].endswith(f"/v1/invocations/{inv}/result")
-        with cluster.api() as api:
-            secret = api.get(f"/api/v1/namespaces/{dev_namespace}/secrets/eops-{inv}")
-        assert secret["metadata"]["ownerReferences"][0]["uid"] == job["metadata"]["uid"]
-
-        done = wait_state(gw, inv, {"succeeded"}, timeout=180)
-        timeline = done["timeline"]
-        for milestone in ("accepted", "dispatched", "capacity_ready", "started", "finished"):
-            assert timeline[milestone] is not None, milestone
-        assert (
-            timeline["dispatched"]
-            <= timeline["capacity_ready"]
-            <= timeline["started"]
-            <= timeline["finished"]
-        )
-        # A node the autoscaler added, not a baseline node (gke-eops-baseline-t4-<index>):
-        # <group>-<5 random> in a group nap-t4-<zone> (the kwok provider's names).
-        zones = "|".join(re.escape(zone) for zone in ZONES)
-        assert re.fullmatch(rf"nap-t4-({zones})-[a-z0-9]{{5}}", done["node"]), done["node"]
-        # With no baseline node the pod was unschedulable until the autoscaler added one.
-        assert any(n["kind"] == "Unschedulable" for n in done["notes"]), done["notes"]
-        assert done["exit_code"] == 0
-
-        # Its node-seconds (issue 17): the new node is its own from the node's creation, and the
-        # node's idle time after the pod's end is its own too, closed when the autoscaler removes
-        # the node (10 s unneeded in the test session).
-        charged = done["cost"]["node_seconds"]
-        assert charged["provisioning"] > 0, done["cost"]
-        assert charged["run"] == pytest.approx(done["durations"]["run"], abs=0.01)
-        assert charged["idle_after"] == 0, "its node is still there"
-        wait_node_gone(cluster, done["node"])
-        deadline = time.monotonic() + 30
-        while (after := status(gw, inv)["cost"])["node_seconds"]["idle_after"] == 0:
-            assert time.monotonic() < deadline, after
-            time.sleep(0.5)
-        assert after["node_seconds"]["idle_after"] >= 5, after
-        assert after["node_seconds"]["provisioning"] == charged["provisioning"]
-        assert after["usd"] > done["cost"]["usd"]
-
-
 def test_failures_are_named(cluster: Any, dev_namespace: str, tmp_path: Path) -> None:
     with k8s_gateway(
         cluster, dev_namespace, tmp_path / "gw", EOPS_KUBE_PROVISIONING_TIMEOUT_SECONDS="8"
     ) as gw:
         deploy(gw, name="fails", annotations=runs(1, exit_code=3))
         deploy(gw, name="slow", annotations=runs(600), timeout_seconds=3)
-        # The dev cluster only ever provisions T4 nodes: an L4 never comes.
+        # The static pool is all T4, and the autoscaler acts on a pending GPU pod only after 30 s
+        # (upstream's fixed buffer): no L4 node comes within the 8 s provisioning timeout. (The
+        # L4 group's nodes are the lane `nodes`' business: no test of this lane leaves one.)
         deploy(gw, name="l4", gpu={"type": "nvidia-l4"}, timeout_seconds=600)
         failing, slow, starved = invoke(gw, "fails"), invoke(gw, "slow"), invoke(gw, "l4")
 
@@ -350,61 +282,6 @@ def test_a_per_type_gpu_budget_creates_jobs_up_to_it_and_queues_the_rest(
         )
         finals = [wait_state(gw, inv, {"succeeded"}, timeout=300) for inv in ids]
     assert all(f["exit_code"] == 0 for f in finals)
-
-
-def _t4_nodes(cluster: Any) -> list[str]:
-    with cluster.api() as api:
-        nodes, _ = api.list(
-            "/api/v1/nodes", {"labelSelector": "cloud.google.com/gke-accelerator=nvidia-tesla-t4"}
-        )
-    return [n["metadata"]["name"] for n in nodes]
-
-
-def test_a_stocked_out_t4_spills_a_function_listing_t4_then_l4_to_l4(
-    cluster: Any, dev_namespace: str, tmp_path: Path
-) -> None:
-    """Every T4 zone stocked out (the L4 group, in us-central1-a, is not): the T4 pods' scale-ups
-    fail and the autoscaler backs the T4 groups off, its NotTriggerScaleUp (or the stockout) moves
-    each invocation to L4 long before EOPS_SPILL_AFTER_SECONDS, and they run on L4 nodes."""
-    stocked = tuple(f"{zone}/nvidia-tesla-t4" for zone in ZONES)
-    with cluster.knobs(baseline=0, stockout_zones=stocked):
-        # No idle T4 node left over from earlier tests for the pods to land on.
-        deadline = time.monotonic() + 180
-        while _t4_nodes(cluster):
-            assert time.monotonic() < deadline, f"T4 nodes still up: {_t4_nodes(cluster)}"
-            time.sleep(2)
-        env = {"EOPS_SPILL_AFTER_SECONDS": "600"}
-        with k8s_gateway(cluster, dev_namespace, tmp_path / "gw", **env) as gw:
-            deploy(
-                gw,
-                name="spill",
-                annotations=runs(3),
-                timeout_seconds=900,
-                gpu={"type": ["nvidia-tesla-t4", "nvidia-l4"], "count": 1},
-            )
-            ids = [invoke(gw, "spill", {"i": i}) for i in range(2)]
-            for inv in ids:
-                assert wait_state(gw, inv, {"pending", "running"})["gpu_type"] == "nvidia-tesla-t4"
-            finals = [wait_state(gw, inv, {"succeeded"}, timeout=600) for inv in ids]
-            jobs = {
-                job["metadata"]["labels"]["elasticityops.dev/invocation"]: job
-                for job in jobs_of(cluster, dev_namespace)
-            }
-    for done in finals:
-        assert done["gpu_type"] == "nvidia-l4"
-        # A node of the L4 group (the kwok provider names nodes <group>-<5 random>).
-        assert re.fullmatch(r"nap-l4-us-central1-a-[a-z0-9]{5}", done["node"]), done["node"]
-        spills = [n for n in done["notes"] if n["kind"] == "Spilled"]
-        assert len(spills) == 1, done["notes"]
-        assert spills[0]["message"].startswith("spilled to nvidia-l4: "), spills
-        assert "nvidia-tesla-t4" in spills[0]["message"]
-        assert "EOPS_SPILL_AFTER_SECONDS" not in spills[0]["message"], "the cluster said why, not the clock"
-        # One Job per invocation, now asking for L4 (the T4 one was withdrawn first).
-        job = jobs[done["id"]]
-        assert job["spec"]["template"]["spec"]["nodeSelector"] == {
-            "cloud.google.com/gke-accelerator": "nvidia-l4"
-        }
-        assert job["metadata"]["labels"]["elasticityops.dev/gpu-type"] == "nvidia-l4"
 
 
 def test_high_priority_preempts_the_newest_low_job_within_a_per_type_budget(

@@ -14,7 +14,7 @@ from elasticityops.devcluster.stages import RUN_SECONDS_ANNOTATION
 
 from .cluster_support import deploy, ensure_priority_classes, invoke, jobs_of, k8s_gateway, wait_state
 
-pytestmark = [pytest.mark.cluster, pytest.mark.slow]
+pytestmark = [pytest.mark.cluster, pytest.mark.slow, pytest.mark.cluster_lane("headroom")]
 
 
 def _at(final: dict[str, Any], milestone: str) -> datetime:

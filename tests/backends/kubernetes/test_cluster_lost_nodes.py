@@ -35,7 +35,7 @@ from .cluster_support import (
     wait_state,
 )
 
-pytestmark = [pytest.mark.cluster, pytest.mark.slow]
+pytestmark = [pytest.mark.cluster, pytest.mark.slow, pytest.mark.cluster_lane("nodes")]
 
 RUN_S = 30  # long enough to be running when its node goes; its retry runs as long
 OUT_OF_SERVICE = "node.kubernetes.io/out-of-service=nodeshutdown:NoExecute"

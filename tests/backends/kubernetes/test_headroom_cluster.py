@@ -21,7 +21,7 @@ from elasticityops.ops.doctor.check_scheduling import backed_off_groups
 
 from .cluster_support import deploy, ensure_priority_classes, invoke, start_k8s_gateway, wait_state
 
-pytestmark = [pytest.mark.cluster, pytest.mark.slow]
+pytestmark = [pytest.mark.cluster, pytest.mark.slow, pytest.mark.cluster_lane("headroom")]
 
 WARM = 3
 PROVISION_S = 30

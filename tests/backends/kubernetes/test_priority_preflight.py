@@ -63,24 +63,6 @@ def test_dev_cluster_up_installs_them(dev_cluster: Any) -> None:
             assert got["value"] == pc["value"]
 
 
-@pytest.mark.cluster
-def test_serve_exits_naming_the_fix_when_one_is_missing(
-    dev_cluster: Any, dev_namespace: str, tmp_path: Path
-) -> None:
-    gone = next(pc for pc in priority_classes() if pc["metadata"]["name"] == "eops-normal")
-    with dev_cluster.api() as api:
-        api.delete(f"{PRIORITY_CLASS_PATH}/eops-normal")
-        try:
-            with pytest.raises(RuntimeError, match="exited with 2") as failed:
-                start_k8s_gateway(dev_cluster, dev_namespace, tmp_path / "gw").stop()
-            assert "no PriorityClass eops-normal" in str(failed.value)
-            assert "eops dev-cluster up" in str(failed.value)
-        finally:
-            api.create("/apis/scheduling.k8s.io/v1/priorityclasses", gone)
-    # With all of them there it starts.
-    start_k8s_gateway(dev_cluster, dev_namespace, tmp_path / "gw2").stop()
-
-
 def test_the_namespace_message_names_how_to_make_it() -> None:
     text = namespace_message("team-a")
     assert "no namespace 'team-a'" in text

@@ -23,7 +23,7 @@ from store.pg_cluster import PgCluster, pg_cluster
 
 from .cluster_support import JobCounter, deploy, ensure_priority_classes, invoke, jobs_of, start_k8s_gateway
 
-pytestmark = [pytest.mark.cluster, pytest.mark.slow]
+pytestmark = [pytest.mark.cluster, pytest.mark.slow, pytest.mark.cluster_lane("faults")]
 
 COUNT = 100  # issue 16: the leader killed during a burst of 100 in the suite (1,000 in the bench)
 LEASE = {

@@ -41,7 +41,7 @@ from .cluster_support import (
     wait_all_ended,
 )
 
-pytestmark = [pytest.mark.cluster, pytest.mark.slow]
+pytestmark = [pytest.mark.cluster, pytest.mark.slow, pytest.mark.cluster_lane("faults")]
 
 COUNT = 50
 SKEW_S = -6
