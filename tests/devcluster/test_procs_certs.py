@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import json
+import socket
 import ssl
 import sys
 import time
 from dataclasses import replace
 from pathlib import Path
 
+import pytest
 import yaml
 from cryptography import x509
 
@@ -82,6 +84,27 @@ def test_start_ticks_reads_a_name_with_spaces_and_parentheses(tmp_path: Path) ->
 def test_free_ports_are_distinct_and_bindable() -> None:
     ports = {procs.free_port() for _ in range(5)}
     assert len(ports) == 5
+
+
+def test_a_free_port_is_below_the_range_the_kernel_hands_out_itself() -> None:
+    # Ports of that range go to every bind to port 0 and every outgoing connection: one picked
+    # there could be taken before its server binds it (seen with cluster tests side by side).
+    low, _high = (int(n) for n in procs.EPHEMERAL_RANGE.read_text().split())
+    ports = [procs.free_port() for _ in range(50)]
+    assert all(max(1024, low - 12_000) <= port < low for port in ports), ports
+    for port in ports[:5]:
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+            sock.bind(("127.0.0.1", port))  # bindable, as promised
+
+
+def test_without_room_below_the_kernels_range_the_kernel_picks(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    kernels = int(procs.EPHEMERAL_RANGE.read_text().split()[0])
+    tight = tmp_path / "ip_local_port_range"
+    tight.write_text("1500\t60999\n")  # not even 1,000 ports under it
+    monkeypatch.setattr(procs, "EPHEMERAL_RANGE", tight)
+    assert procs.free_port() >= kernels  # bind to port 0: the kernel's own pick
 
 
 def test_pki_and_kubeconfig(tmp_path: Path) -> None:

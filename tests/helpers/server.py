@@ -15,7 +15,6 @@ from __future__ import annotations
 import os
 import re
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -26,18 +25,20 @@ from pathlib import Path
 
 import httpx
 
+from elasticityops.devcluster import procs
+
 REPO = Path(__file__).resolve().parents[2]
 VENV_BIN = Path(sys.executable).parent
 EOPS = str(VENV_BIN / "eops")
 HOST = "127.0.0.1"  # tests talk to nothing else
 _TOKEN_LINE = re.compile(r"EOPS_TOKEN=(\S+)")
+_BANNER = re.compile(r"ElasticityOps gateway on http://[^\s]*:(\d+) ")
 
 
 def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind((HOST, 0))
-        port: int = sock.getsockname()[1]
-        return port
+    """A free port for a server a test starts next (below the kernel's ephemeral range: see
+    `procs.free_port`). `start_server` needs none: the gateway binds port 0 and says its port."""
+    return procs.free_port()
 
 
 def base_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
@@ -132,8 +133,10 @@ def start_server(
     Raises with the server's output if it exits or is not ready in time (the process is
     stopped first)."""
     data_dir.mkdir(parents=True, exist_ok=True)
-    port = port or free_port()
-    log_path = data_dir / f"serve-{port}-{time.monotonic_ns()}.log"
+    # Without a port the gateway binds port 0 and its banner says which port it got: a port
+    # picked here first could be taken by another process before the gateway binds it.
+    port = port or 0
+    log_path = data_dir / f"serve-{port or 'any'}-{time.monotonic_ns()}.log"
     command = [EOPS, "serve", "--host", HOST, "--port", str(port), "--data-dir", str(data_dir), *args]
     extra = dict(env or {})
     with log_path.open("wb") as log:
@@ -161,7 +164,9 @@ def _await_ready(server: RunningServer, timeout: float) -> None:
             raise RuntimeError(f"eops serve exited with {server.process.returncode}:\n{server.output()}")
         text = server.output()
         token = _TOKEN_LINE.search(text)
-        if token:
+        banner = _BANNER.search(text)
+        if token and banner:
+            server.port = int(banner.group(1))
             server.token = token.group(1)
             try:
                 if httpx.get(server.url + "/readyz", timeout=2.0).status_code == 200:

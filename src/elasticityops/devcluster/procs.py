@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import secrets
 import signal
 import socket
 import subprocess
@@ -63,8 +64,42 @@ def start_ticks(pid: int) -> int | None:
         return None
 
 
+EPHEMERAL_RANGE = Path("/proc/sys/net/ipv4/ip_local_port_range")
+_PICKED_SPAN = 12_000  # how many ports below the kernel's own range a pick is drawn from
+
+
+def _below_ephemeral() -> range | None:
+    """The ports just below the kernel's ephemeral range, or None where it cannot be read or
+    leaves too little room under it."""
+    try:
+        low = int(EPHEMERAL_RANGE.read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return None
+    start = max(1024, low - _PICKED_SPAN)
+    return range(start, low) if low - start >= 1000 else None
+
+
+def _bindable(port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        try:
+            sock.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
 def free_port() -> int:
-    """A port that is free on 127.0.0.1 right now (the kernel picks it)."""
+    """A port free on 127.0.0.1 right now, for a server started next, picked at random below the
+    kernel's ephemeral range. The kernel hands out ports of that range itself (to every `bind` to
+    port 0, and as the local end of every outgoing connection), so a port it chose could be
+    taken by another process in the moment before our server binds it; with test lanes side by
+    side, one was. Below the range only another such pick can take it, one in thousands."""
+    span = _below_ephemeral()
+    if span is not None:
+        for _ in range(100):
+            port = secrets.choice(span)
+            if _bindable(port):
+                return port
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
