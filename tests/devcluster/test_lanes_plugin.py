@@ -11,13 +11,16 @@ the plugin's own."""
 from __future__ import annotations
 
 import json
+import re
 import textwrap
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
 from elasticityops.devcluster import procs
 from elasticityops.devcluster.procs import ProcessRecord
+from elasticityops.devcluster.pytest_plugin import lane_totals
 
 CONFTEST = textwrap.dedent(
     """
@@ -59,6 +62,7 @@ RECORD = textwrap.dedent(
     {mark}
 
 
+    @pytest.mark.cluster
     @pytest.mark.parametrize("i", range({count}))
     def test_records_where_it_ran(dev_cluster, i):
         time.sleep(0.3)
@@ -111,6 +115,10 @@ def test_in_a_parallel_run_a_lane_has_one_worker_and_a_cluster_of_its_own(
     started = {_process(r).pid: _process(r) for r in seen.values()}
     assert len(started) == 2  # one start per lane
     assert not any(procs.is_alive(rec) for rec in started.values())  # the controller stopped them
+    # The summary says each lane's seconds: a lane's sum is about its wall time.
+    out = result.stdout.str()
+    assert re.search(r"cluster lanes, seconds of their tests \(tests\): .*alone \d+ s \(3\)", out), out
+    assert re.search(r"cluster lanes, .*shared \d+ s \(4\)", out), out
 
 
 def test_without_xdist_every_lane_is_the_sessions_one_cluster(
@@ -140,3 +148,21 @@ def test_a_lane_on_a_test_instead_of_its_module_is_refused(pytester: pytest.Pyte
     result = pytester.runpytest_subprocess(timeout=60)
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(["*test_one: cluster_lane goes on the module (pytestmark)*"])
+
+
+def test_lane_totals_sum_each_lanes_phases_and_count_its_tests() -> None:
+    def rep(nodeid: str, duration: float, cluster: bool = True) -> SimpleNamespace:
+        return SimpleNamespace(nodeid=nodeid, duration=duration, keywords={"cluster": 1} if cluster else {})
+
+    reports = [
+        rep("t.py::a@cluster-lane-nodes", 2.0),
+        rep("t.py::a@cluster-lane-nodes", 60.0),  # its call after its setup: one test
+        rep("t.py::b[x@y]@cluster-lane-nodes", 30.0),
+        rep("s.py::c", 10.0),
+        rep("s.py::d", 5.5),
+        rep("u.py::e", 99.0, cluster=False),  # not a cluster test: not counted
+        SimpleNamespace(nodeid="", duration=None, keywords={}),  # a collect report
+    ]
+    totals = lane_totals(reports)
+    assert totals == {"nodes": (92.0, 2), "shared": (15.5, 2)}
+    assert list(totals) == ["nodes", "shared"]  # the longest lane first

@@ -230,6 +230,40 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
         stop_all(_controller_pool(session.config))
 
 
+_GROUP_SUFFIX = "@cluster-lane-"
+
+
+def lane_totals(reports: list[Any]) -> dict[str, tuple[float, int]]:
+    """Seconds (setup, call and teardown summed) and tests per lane, from a parallel run's
+    reports of cluster tests: a lane's tests run one after another, so its sum is about its
+    wall time, and the longest lane is the least the cluster half can take."""
+    from elasticityops.devcluster.pool import SHARED_LANE
+
+    seconds: dict[str, float] = {}
+    tests: dict[str, set[str]] = {}
+    for rep in reports:
+        nodeid, duration = getattr(rep, "nodeid", None), getattr(rep, "duration", None)
+        if not nodeid or duration is None or "cluster" not in getattr(rep, "keywords", {}):
+            continue
+        lane = nodeid.rsplit(_GROUP_SUFFIX, 1)[1] if _GROUP_SUFFIX in nodeid else SHARED_LANE
+        seconds[lane] = seconds.get(lane, 0.0) + float(duration)
+        tests.setdefault(lane, set()).add(nodeid)
+    return {lane: (seconds[lane], len(tests[lane])) for lane in sorted(seconds, key=lambda n: -seconds[n])}
+
+
+def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
+    if not _is_controller(config):
+        return
+    reports = [r for group in terminalreporter.stats.values() for r in group]
+    totals = lane_totals(reports)
+    if totals:
+        shown = ", ".join(f"{lane} {secs:.0f} s ({count})" for lane, (secs, count) in totals.items())
+        terminalreporter.write_line(
+            f"cluster lanes, seconds of their tests (tests): {shown}; "
+            "a lane runs its tests one after another, `shared` side by side"
+        )
+
+
 def _start(state_dir: Path) -> Any:
     from elasticityops.devcluster.build import ensure_built
     from elasticityops.devcluster.cluster import DevCluster
