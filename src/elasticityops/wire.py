@@ -4,7 +4,6 @@ Plain pydantic models with no server imports, so the client stays light."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
@@ -16,6 +15,7 @@ from elasticityops.domain.invocations import FailureReason, Invocation, State
 from elasticityops.domain.node_seconds import InvocationCost, Phase, PhaseTotal, priced_as
 from elasticityops.domain.ports import FunctionRecord
 from elasticityops.domain.queue import QueueStatus
+from elasticityops.domain.results import served
 from elasticityops.pricing.table import Capacity
 
 # The largest page of GET /v1/invocations, for the server and for the clients and CLI alike.
@@ -251,12 +251,8 @@ class InvocationList(BaseModel):
 
 
 def decode_result(raw: bytes | None) -> Any:
-    if raw is None:
-        return None
-    try:
-        return json.loads(raw)
-    except ValueError:
-        return raw.decode("utf-8", errors="replace")
+    """A stored result as served (domain/results.py: never raises, whatever the row holds)."""
+    return served(raw)
 
 
 class HeadroomPoolOut(BaseModel):

@@ -35,6 +35,7 @@ from elasticityops.domain.node_seconds import InvocationCost
 from elasticityops.domain.numbers import WholeNumber, WholeNumberOrNone, whole_number
 from elasticityops.domain.ports import NewInvocation
 from elasticityops.domain.queue import QueueStatus
+from elasticityops.domain.results import as_stored
 from elasticityops.pricing.table import capacity_of_backend
 from elasticityops.wire import MAX_PAGE_SIZE, ErrorOut, InvocationList, InvocationOut
 
@@ -499,7 +500,7 @@ def build_callback_router() -> APIRouter:
         if inv.state is State.queued:
             raise Conflict(f"invocation {invocation_id} has not started; a result can only come from its job")
         body = await read_body(request, rt.settings.api.max_payload_bytes)
-        refused = await rt.store.set_result(invocation_id, body)
+        refused = await rt.store.set_result(invocation_id, as_stored(body))
         if refused is not None:
             raise Conflict(
                 f"invocation {invocation_id} is {refused.value}; a result is accepted only while it "

@@ -22,6 +22,7 @@ from elasticityops.domain.invocations import (
 )
 from elasticityops.domain.node_history import NodeHistoryWrite
 from elasticityops.domain.node_seconds import Charge
+from elasticityops.domain.results import as_stored
 from elasticityops.pricing.table import Capacity
 
 # The reason each terminal state other than `failed` always carries.
@@ -164,7 +165,7 @@ def apply_event(inv: Invocation, event: BackendEvent) -> Invocation:
         end = None
     if end is not None and after.state in (State.pending, State.running):
         if end.result is not None and after.result is None:
-            after = replace(after, result=end.result)
+            after = replace(after, result=as_stored(end.result))
         after = advance(
             after,
             end.state,
