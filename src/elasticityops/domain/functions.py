@@ -7,10 +7,10 @@ import json
 import re
 from collections.abc import Mapping, Sequence
 from enum import StrEnum
-from typing import Any
+from typing import Annotated, Any
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError, field_validator
 
 from elasticityops.domain.errors import FieldProblem, InvalidInput
 from elasticityops.domain.numbers import WholeNumber
@@ -55,7 +55,13 @@ class Priority(StrEnum):
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True, str_strip_whitespace=True)
+    # No str_strip_whitespace here: a command's arguments and env's values are taken as written
+    # (`echo "  two  "` means the spaces); names and identifiers strip through `Identifier`.
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+Identifier = Annotated[str, StringConstraints(strip_whitespace=True)]
+"""A name, image, machine type or quantity: surrounding whitespace is never meant."""
 
 
 MAX_GPU_TYPES = 4
@@ -66,7 +72,6 @@ class GpuSpec(_Strict):
     model_config = ConfigDict(
         extra="forbid",
         frozen=True,
-        str_strip_whitespace=True,
         validate_by_name=True,
         validate_by_alias=True,
         serialize_by_alias=True,
@@ -118,10 +123,12 @@ class GpuSpec(_Strict):
 
 
 class Resources(_Strict):
-    cpu: str | None = Field(
+    cpu: Identifier | None = Field(
         None, description='CPU request, e.g. "3" or "3500m"; default: sized to the machine'
     )
-    memory: str | None = Field(None, description='memory request, e.g. "12Gi"; default: sized to the machine')
+    memory: Identifier | None = Field(
+        None, description='memory request, e.g. "12Gi"; default: sized to the machine'
+    )
 
     @field_validator("cpu")
     @classmethod
@@ -141,14 +148,18 @@ class Resources(_Strict):
 class FunctionSpec(_Strict):
     """A registered GPU function. Field descriptions end up in the OpenAPI spec."""
 
-    name: str = Field(description="DNS-1123 label: lowercase letters, digits and '-', at most 40 characters")
-    image: str = Field("python:3.11-slim", min_length=1, description="container image (Kubernetes backend)")
+    name: Identifier = Field(
+        description="DNS-1123 label: lowercase letters, digits and '-', at most 40 characters"
+    )
+    image: Identifier = Field(
+        "python:3.11-slim", min_length=1, description="container image (Kubernetes backend)"
+    )
     command: list[str] = Field(
         min_length=1, description="argv of the job, run without a shell (both backends)"
     )
     env: dict[str, str] = Field(default_factory=dict, description="environment variables for the job")
     gpu: GpuSpec = Field(default_factory=lambda: GpuSpec())
-    machine_type: str = Field("n1-standard-4", description="node machine type, e.g. n1-standard-4")
+    machine_type: Identifier = Field("n1-standard-4", description="node machine type, e.g. n1-standard-4")
     resources: Resources = Field(default_factory=lambda: Resources())
     timeout_seconds: WholeNumber = Field(
         3600, gt=0, le=7 * 24 * 3600, description="run-time limit in seconds"
