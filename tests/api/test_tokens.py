@@ -124,11 +124,52 @@ def test_an_expired_token_stops_working_even_when_cached(gateway: RunningServer)
         {"name": "x", "expires_in_seconds": 10**12},
         {"name": ""},
         {"name": "x", "extra": 1},
+        {"name": "x", "expires_in_seconds": True},  # was a lifetime of 1 s
+        {"name": "x", "expires_in_seconds": "10"},  # was 10 s
+        {"name": "x", "expires_in_seconds": 10.0},
+        {"name": 7},
     ],
 )
 def test_bad_token_requests_are_422(gateway: RunningServer, body: dict[str, Any]) -> None:
     with gateway.client() as admin:
         assert admin.post("/v1/tokens", json=body).status_code == 422
+
+
+@pytest.mark.parametrize("name", ["evil\x1b[2J", "two\nlines", "tok-0123\u202eniamda", "tab\there"])
+def test_a_name_that_cannot_be_shown_is_refused_naming_the_character(
+    gateway: RunningServer, name: str
+) -> None:
+    with gateway.client() as admin:
+        answer = admin.post("/v1/tokens", json={"name": name})
+    assert answer.status_code == 422, answer.text
+    [problem] = answer.json()["error"]["problems"]
+    assert problem["field"] == "name"
+    assert "cannot be shown" in problem["problem"]
+    done = _cli(gateway, "create", "--name", name)
+    assert done.returncode == 2, done.stderr
+    assert "cannot be shown" in done.stderr
+    assert "Traceback" not in done.stderr
+
+
+def test_token_ls_escapes_a_name_stored_before_names_were_checked(gateway: RunningServer) -> None:
+    import asyncio
+    from datetime import UTC, datetime
+
+    from elasticityops.store.sql import SqlStore
+
+    async def older_row() -> None:
+        store = await SqlStore.open(f"sqlite:///{gateway.data_dir / 'eops.db'}")
+        try:
+            await store.create_api_token("old\x1b[31mred\nFAKE ROW", "0" * 64, datetime.now(UTC))
+        finally:
+            await store.close()
+
+    asyncio.run(older_row())
+    listed = _cli(gateway, "ls")
+    assert listed.returncode == 0, listed.stderr
+    assert "\x1b" not in listed.stdout
+    assert "old\\x1b[31mred\\nFAKE ROW" in listed.stdout
+    assert not any(line.startswith("FAKE ROW") for line in listed.stdout.splitlines())
 
 
 def test_the_cli_creates_lists_and_revokes_tokens(gateway: RunningServer) -> None:

@@ -18,7 +18,7 @@ from elasticityops.api.console import session
 from elasticityops.domain.clock import Clock
 from elasticityops.domain.errors import Forbidden, Unauthorized
 from elasticityops.domain.ports import Store
-from elasticityops.domain.tokens import ApiToken, Scope
+from elasticityops.domain.tokens import ApiToken, Scope, check_token_name
 
 HOW_TO_GET_ONE = (
     "send 'Authorization: Bearer TOKEN' with the admin token `eops serve` printed, "
@@ -51,6 +51,7 @@ async def new_token(
     lifetime: timedelta | None = None,
 ) -> tuple[str, ApiToken]:
     """A new API token (shown once: only its hash is kept) and what the store knows of it."""
+    check_token_name(name)
     token = new_api_token()
     now = clock.now()
     expires_at = None if lifetime is None else now + lifetime

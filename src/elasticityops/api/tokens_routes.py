@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import datetime
 
 from fastapi import APIRouter, Path, Request, Response
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, StrictInt, StrictStr
 
 from elasticityops.api.auth import new_token
 from elasticityops.api.runtime import Runtime
@@ -47,9 +47,12 @@ class TokenList(BaseModel):
 class TokenIn(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    name: str = Field("api", min_length=1, max_length=128, description="a label; need not be unique")
+    # Strict: `true` is no lifetime of 1 s and "10" no number (a caller's typo, taken as written).
+    name: StrictStr = Field(
+        "api", min_length=1, max_length=128, description="a label; need not be unique; printable characters"
+    )
     scope: Scope = Field(Scope.invoke, description="admin: everything; invoke: invoke, read, cancel")
-    expires_in_seconds: int | None = Field(
+    expires_in_seconds: StrictInt | None = Field(
         None, ge=1, le=3650 * 86400, description="the token stops working this long after now"
     )
 

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 import typer
 
 from elasticityops.cli.knob_options import knob_options
+from elasticityops.cli.shown import shown
 from elasticityops.domain.clock import SystemClock
 from elasticityops.domain.errors import EopsError, FieldProblem, InvalidInput
 from elasticityops.domain.tokens import ApiToken, Scope, parse_lifetime
@@ -371,7 +372,7 @@ def token_ls(
     table = [("ID", "NAME", "SCOPE", "CREATED", "EXPIRES")]
     for t in tokens:
         expires = _when(t.expires_at) + (" (expired)" if t.expired(now) else "")
-        table.append((t.id, t.name, t.scope.value, _when(t.created_at), expires))
+        table.append((t.id, shown(t.name), t.scope.value, _when(t.created_at), expires))
     widths = [max(len(row[i]) for row in table) for i in range(len(table[0]))]
     for row in table:
         print("  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip())

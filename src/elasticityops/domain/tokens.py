@@ -5,6 +5,7 @@ of that hash, so every token has one (those made before ids existed too) without
 from __future__ import annotations
 
 import re
+import unicodedata
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from enum import StrEnum
@@ -35,6 +36,27 @@ class ApiToken:
 
     def expired(self, now: datetime) -> bool:
         return self.expires_at is not None and now >= self.expires_at
+
+
+# Control and format characters, line and paragraph separators: a name holding one prints as a
+# terminal escape sequence, a fake table row or reversed text wherever it is listed.
+_UNPRINTABLE = {"Cc", "Cf", "Cs", "Co", "Cn", "Zl", "Zp"}
+
+
+def check_token_name(name: str, field: str = "name") -> str:
+    """A token's name as given, or InvalidInput naming the first character that cannot be shown."""
+    for at, char in enumerate(name):
+        if unicodedata.category(char) in _UNPRINTABLE:
+            raise InvalidInput(
+                [
+                    FieldProblem(
+                        field,
+                        f"holds {char!r} (U+{ord(char):04X}) at position {at}, which cannot be shown",
+                        "use letters, digits, spaces and punctuation",
+                    )
+                ]
+            )
+    return name
 
 
 def token_id(token_hash: str) -> str:
