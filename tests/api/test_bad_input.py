@@ -67,6 +67,30 @@ def problem(response: httpx.Response) -> dict[str, str]:
             "true or false",
             id="bad-preemptible",
         ),
+        # issue 37: strict booleans ("yes", 1 and "off" were taken)
+        *(
+            pytest.param(
+                "ok-name", {**GOOD, "preemptible": v}, 422, "preemptible", "true or false", id=f"pre-{v}"
+            )
+            for v in ("yes", 1, "off", "true")
+        ),
+        # issue 37: the dev cluster's run annotations are checked on a function too, as on an invocation
+        pytest.param(
+            "ok-name",
+            {**GOOD, "annotations": {"eops.dev/run-seconds": "abc"}},
+            422,
+            "annotations",
+            "not a number of seconds",
+            id="run-seconds-abc",
+        ),
+        pytest.param(
+            "ok-name",
+            {**GOOD, "annotations": {"eops.dev/exit-code": "300"}},
+            422,
+            "annotations",
+            "not an exit code",
+            id="exit-code-300",
+        ),
         pytest.param("ok-name", ["not", "a", "mapping"], 422, "(body)", "JSON object", id="not-a-mapping"),
         pytest.param(
             "ok-name", {**GOOD, "name": "other"}, 422, "name", "make them equal", id="name-mismatch"

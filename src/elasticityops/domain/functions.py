@@ -10,8 +10,17 @@ from enum import StrEnum
 from typing import Annotated, Any
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    StrictBool,
+    StringConstraints,
+    ValidationError,
+    field_validator,
+)
 
+from elasticityops.domain import simulated_run
 from elasticityops.domain.errors import FieldProblem, InvalidInput
 from elasticityops.domain.numbers import WholeNumber
 
@@ -166,7 +175,7 @@ class FunctionSpec(_Strict):
     )
     priority: Priority = Priority.normal
     max_concurrency: WholeNumber = Field(500, ge=1, le=100_000, description="most invocations of it at once")
-    preemptible: bool = Field(
+    preemptible: StrictBool = Field(
         False,
         description="whether higher-priority work blocked by a full GPU budget may preempt this "
         "function's pending or running invocations (the gateway stops their job); see retries",
@@ -206,12 +215,15 @@ class FunctionSpec(_Strict):
     @field_validator("annotations")
     @classmethod
     def _annotations(cls, value: dict[str, str]) -> dict[str, str]:
-        for key in value:
+        for key, text in value.items():
             if not ANNOTATION_KEY_RE.match(key):
                 raise ValueError(
                     f"{key!r} is not a valid annotation key; "
                     "use [prefix/]name with letters, digits, '-', '_', '.'"
                 )
+            problem = simulated_run.value_problem(key, text)
+            if problem is not None:
+                raise ValueError(f"{problem[0]}; {problem[1]}")
         return value
 
     @field_validator("env")
@@ -240,6 +252,7 @@ _FIXES = {
     "int_type": "use a whole number",
     "float_parsing": "use a number",
     "bool_parsing": "use true or false",
+    "bool_type": "use true or false (no quotes)",
     "string_type": "use a string",
     "string_too_long": "use a shorter value",
     "string_too_short": "use a longer value",

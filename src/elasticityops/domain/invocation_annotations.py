@@ -10,22 +10,20 @@ make the simulated pod run forever or fail, far from the request that caused it.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable, Mapping
 
 from elasticityops.domain.errors import FieldProblem, InvalidInput
 from elasticityops.domain.functions import ANNOTATION_KEY_RE
+from elasticityops.domain.simulated_run import EXIT_CODE, RUN_SECONDS, shown, value_problem
+
+__all__ = ["EXIT_CODE", "PREFIX", "RUN_SECONDS", "check", "parse_params", "problems_of"]
 
 PREFIX = "eops.dev/"
-RUN_SECONDS = "eops.dev/run-seconds"  # decimal seconds the simulated pod runs once Running
-EXIT_CODE = "eops.dev/exit-code"  # the simulated containers' exit code
 MAX_COUNT = 16
 MAX_VALUE_CHARS = 256
 # Keys and values together, as UTF-8: a bound on what each row and each Job carries.
 MAX_TOTAL_BYTES = 4096
 
-_SECONDS_RE = re.compile(r"^[0-9]{1,9}(\.[0-9]{1,6})?$")
-_EXIT_CODE_RE = re.compile(r"^[0-9]{1,3}$")
 _FIX_FORM = f"write it as KEY=VALUE with KEY under {PREFIX}, e.g. {RUN_SECONDS}=12"
 
 
@@ -38,9 +36,9 @@ def parse_params(raw: Iterable[str], field: str) -> dict[str, str]:
     for item in raw:
         key, sep, value = item.partition("=")
         if not sep:
-            problems.append(FieldProblem(field, f"{_shown(item)} has no '='", _FIX_FORM))
+            problems.append(FieldProblem(field, f"{shown(item)} has no '='", _FIX_FORM))
         elif key in found:
-            problems.append(FieldProblem(field, f"{_shown(key)} is given twice", "give each key once"))
+            problems.append(FieldProblem(field, f"{shown(key)} is given twice", "give each key once"))
         else:
             found[key] = value
     problems += problems_of(found, field)
@@ -82,7 +80,7 @@ def _key_problems(key: str, field: str) -> list[FieldProblem]:
         return [
             FieldProblem(
                 field,
-                f"{_shown(key)} is not under {PREFIX}",
+                f"{shown(key)} is not under {PREFIX}",
                 f"use a key under {PREFIX}; set other pod annotations in the function's annotations field",
             )
         ]
@@ -90,7 +88,7 @@ def _key_problems(key: str, field: str) -> list[FieldProblem]:
         return [
             FieldProblem(
                 field,
-                f"{_shown(key)} is not a valid annotation key",
+                f"{shown(key)} is not a valid annotation key",
                 f"after {PREFIX} use up to 63 letters, digits, '-', '_' and '.', "
                 "starting and ending with a letter or digit",
             )
@@ -109,23 +107,7 @@ def _value_problems(key: str, value: str, field: str) -> list[FieldProblem]:
         ]
     if not value.isprintable():
         return [FieldProblem(field, f"the value of {key} holds a control character", "remove it")]
-    if key == RUN_SECONDS and not _SECONDS_RE.match(value):
-        return [
-            FieldProblem(
-                field,
-                f"{RUN_SECONDS}={_shown(value)} is not a number of seconds",
-                'use a decimal number of seconds such as "12" or "2.5"',
-            )
-        ]
-    if key == EXIT_CODE and not (_EXIT_CODE_RE.match(value) and int(value) <= 255):
-        return [
-            FieldProblem(
-                field, f"{EXIT_CODE}={_shown(value)} is not an exit code", "use a whole number from 0 to 255"
-            )
-        ]
+    problem = value_problem(key, value)
+    if problem is not None:
+        return [FieldProblem(field, *problem)]
     return []
-
-
-def _shown(text: str, most: int = 80) -> str:
-    """`text` quoted for a message, cut short: the message must stay readable whatever came in."""
-    return repr(text if len(text) <= most else text[:most] + "...")
