@@ -139,6 +139,8 @@ def test_the_report_sums_by_function_and_hour_as_json_and_csv(gateway: RunningSe
         ({"since": "2026-12-01T00:00:00"}, "since"),  # no zone
         ({"since": "400d"}, "since"),
         ({"format": "xml"}, "format"),
+        ({"since": "2999-01-01T00:00:00Z"}, "since"),  # after now: was a 200 of nothing (issue 37)
+        ({"since": "0s"}, "since"),
     ],
 )
 def test_a_bad_report_request_names_the_field(
@@ -148,6 +150,16 @@ def test_a_bad_report_request_names_the_field(
         answer = client.get("/v1/cost", params=params)
         assert answer.status_code == 422, answer.text
         assert [p["field"] for p in answer.json()["error"]["problems"]] == [field]
+
+
+@pytest.mark.parametrize("since", ["400d", "9999d", "60w"])
+def test_a_range_too_long_names_this_fields_range(gateway: RunningServer, since: str) -> None:
+    # It said "use 1s to 3650d", the tokens' range, and then refused anything past 366 d (issue 37).
+    with gateway.client() as client:
+        [problem] = client.get("/v1/cost", params={"since": since}).json()["error"]["problems"]
+    said = problem["problem"] + " " + problem["fix"]
+    assert "366d" in said or "366 days" in said, said
+    assert "3650" not in said, said
 
 
 def test_metrics_export_node_seconds_and_dollars_per_function_and_capacity(gateway: RunningServer) -> None:

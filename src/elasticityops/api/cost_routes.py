@@ -89,15 +89,24 @@ async def cost_report(
 
 
 def _since(raw: str, now: datetime) -> datetime:
-    """A duration back from now (24h, 7d: the tokens' duration syntax), or an aware ISO time."""
+    """A duration back from now (24h, 7d: the tokens' duration syntax), or an aware ISO time;
+    from 1 s to MAX_RANGE back, the one range this field has (its message says that one)."""
+    shortest, longest = "1s", f"{MAX_RANGE.days}d"
     if raw[:1].isdigit() and raw.strip()[-1:].isalpha() and "T" not in raw:
-        start = now - parse_lifetime(raw, "since")
+        try:
+            start = now - parse_lifetime(raw, "since")
+        except InvalidInput:  # out of the tokens' range, or not a duration: say this field's
+            problem = f"{raw!r} is not a duration from {shortest} to {longest}"
+            raise InvalidInput([FieldProblem("since", problem, "pass e.g. 90m, 24h or 7d")]) from None
     else:
         fix = "pass a duration (90m, 24h, 7d) or a time with its zone (2026-12-01T00:00:00Z)"
         start = aware_time(raw, "since", fix, expected="a duration or a time")
+    if start >= now:
+        problem = f"{raw!r} is not in the past (now is {now.isoformat()})"
+        raise InvalidInput([FieldProblem("since", problem, "pass a time before now, or a duration")])
     if now - start > MAX_RANGE:
         problem = f"{raw!r} is more than {MAX_RANGE.days} days back"
-        raise InvalidInput([FieldProblem("since", problem, "ask for a shorter range")])
+        raise InvalidInput([FieldProblem("since", problem, f"ask for a shorter range, at most {longest}")])
     return start
 
 
