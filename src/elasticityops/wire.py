@@ -15,7 +15,7 @@ from elasticityops.domain.invocations import FailureReason, Invocation, State
 from elasticityops.domain.node_seconds import InvocationCost, Phase, PhaseTotal, priced_as
 from elasticityops.domain.ports import FunctionRecord
 from elasticityops.domain.queue import QueueStatus
-from elasticityops.domain.results import served
+from elasticityops.domain.results import PREVIEW_CHARS, served, summary
 from elasticityops.pricing.table import Capacity
 
 # The largest page of GET /v1/invocations, for the server and for the clients and CLI alike.
@@ -122,6 +122,11 @@ class NoteOut(BaseModel):
     message: str
 
 
+class ResultSummaryOut(BaseModel):
+    bytes: int = Field(description="the result's size as stored (its JSON text)")
+    preview: str = Field(description=f"its first {PREVIEW_CHARS} characters")
+
+
 class InvocationOut(BaseModel):
     id: str
     function: str
@@ -151,7 +156,14 @@ class InvocationOut(BaseModel):
     exit_code: int | None = None
     failure_reason: FailureReason | None = None
     message: str = ""
-    result: Any = Field(None, description="what the job handed back: JSON if it parses, else text")
+    result: Any = Field(
+        None,
+        description="what the job handed back: JSON as written, else its text (docs/functions.md); "
+        "null in lists (read one invocation; a list carries result_summary)",
+    )
+    result_summary: ResultSummaryOut | None = Field(
+        None, description="the result's size and the start of its JSON text; null while it has none"
+    )
     node: str | None = Field(None, description="where it ran: GPU slot or Kubernetes node")
     node_capacity: str | None = Field(
         None,
@@ -193,9 +205,12 @@ class InvocationOut(BaseModel):
         cost: InvocationCost | None = None,
         *,
         unnamed: Capacity = Capacity.on_demand,
+        listed: bool = False,
     ) -> InvocationOut:
-        """`unnamed`: what a node that names no capacity is priced as (the backend's)."""
+        """`unnamed`: what a node that names no capacity is priced as (the backend's); `listed`:
+        as an item of a list, which carries the result's summary, not the result."""
         tl = inv.timeline
+        brief = summary(inv.result)
         capacity = priced_as(inv, unnamed)
         return cls(
             id=inv.id,
@@ -219,7 +234,10 @@ class InvocationOut(BaseModel):
             exit_code=inv.exit_code,
             failure_reason=inv.failure_reason,
             message=inv.message,
-            result=decode_result(inv.result),
+            result=None if listed else decode_result(inv.result),
+            result_summary=None
+            if brief is None
+            else ResultSummaryOut(bytes=brief.bytes, preview=brief.preview),
             node=inv.node,
             node_capacity=None if capacity is None else capacity.value,
             gpu_type=inv.gpu_type,

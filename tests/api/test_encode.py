@@ -76,7 +76,22 @@ def test_a_queue_status_is_encoded_as_the_wire_shape() -> None:
 
 def test_lists_too() -> None:
     decoded = InvocationList.model_validate_json(invocation_list_json(CASES, "inv-a"))
-    assert decoded == InvocationList(items=[InvocationOut.of(i) for i in CASES], next_cursor="inv-a")
+    assert decoded == InvocationList(
+        items=[InvocationOut.of(i, listed=True) for i in CASES], next_cursor="inv-a"
+    )
+
+
+def test_a_list_carries_the_results_summary_not_the_result() -> None:
+    big = CASES[1].__class__(**{**vars(CASES[1]), "result": b'"' + b"x" * (1 << 20) + b'"'})
+    [item] = InvocationList.model_validate_json(invocation_list_json([big], None)).items
+    assert item.result is None
+    assert item.result_summary is not None
+    assert item.result_summary.bytes == (1 << 20) + 2
+    assert item.result_summary.preview == '"' + "x" * 199
+    assert len(invocation_list_json([big] * 60, None)) < 128 * 1024  # was 63 MB for 60 of them
+    one = InvocationOut.model_validate_json(invocation_json(big))
+    assert one.result == "x" * (1 << 20)  # the invocation itself carries it whole
+    assert one.result_summary == item.result_summary
 
 
 def test_a_cost_is_encoded_as_the_wire_shape() -> None:

@@ -65,7 +65,9 @@ def test_an_odd_result_is_served_as_its_text_by_every_read(
         listed = client.get("/v1/invocations", params={"limit": 500})
         assert listed.status_code == 200, listed.text
         [item] = [i for i in listed.json()["items"] if i["id"] == inv]
-        assert item["result"] == text
+        assert item["result"] is None  # a list carries a summary; the invocation the result
+        assert item["result_summary"] == one.json()["result_summary"]
+        assert item["result_summary"]["preview"].startswith('"')  # the JSON string of its text
 
 
 def test_strict_json_is_served_as_json_exactly(gateway: RunningServer, writer: str) -> None:
@@ -93,3 +95,29 @@ def test_the_cli_lists_and_shows_an_odd_result(gateway: RunningServer, writer: s
         done = subprocess.run([EOPS, *argv], capture_output=True, text=True, env=gateway.env(), timeout=60)
         assert done.returncode == 0, done.stderr
         assert "Traceback" not in done.stderr
+
+
+BIG = (
+    "import os; open(os.environ['EOPS_RESULT_PATH'], 'w').write('[' + ','.join(['123456789'] * 100000) + ']')"
+)
+
+
+def test_a_list_carries_each_results_summary_and_the_invocation_the_result(gateway: RunningServer) -> None:
+    # issue 37: a list embedded every result whole (60 results of 1 MiB: a 63 MB answer).
+    name = "big-" + uuid.uuid4().hex[:8]
+    with gateway.client(timeout=120) as client:
+        assert client.put(f"/v1/functions/{name}", json={"command": ["python", "-c", BIG]}).status_code == 201
+        ids = [
+            client.post(f"/v1/functions/{name}/invocations?wait=60", json={}).json()["id"] for _ in range(6)
+        ]
+        listed = client.get("/v1/invocations", params={"function": name, "limit": 500})
+        assert listed.status_code == 200, listed.text
+        assert len(listed.content) < 32 * 1024, len(listed.content)  # six 1 MB results: was 6 MB
+        items = listed.json()["items"]
+        assert sorted(i["id"] for i in items) == sorted(ids)
+        for item in items:
+            assert item["result"] is None
+            assert item["result_summary"]["bytes"] == 1 + 100000 * 10
+            assert item["result_summary"]["preview"].startswith("[123456789,123456789,")
+        one = client.get(f"/v1/invocations/{ids[0]}").json()
+        assert one["result"] == [123456789] * 100000

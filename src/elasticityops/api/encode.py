@@ -13,6 +13,7 @@ import orjson
 from elasticityops.domain.invocations import Invocation
 from elasticityops.domain.node_seconds import InvocationCost, priced_as
 from elasticityops.domain.queue import QueueStatus
+from elasticityops.domain.results import summary
 from elasticityops.pricing.table import Capacity
 from elasticityops.wire import cost_document, decode_result
 
@@ -25,10 +26,14 @@ def invocation_document(
     cost: InvocationCost | None = None,
     *,
     unnamed: Capacity = Capacity.on_demand,
+    listed: bool = False,
 ) -> dict[str, Any]:
-    """`unnamed`: what a node that names no capacity is priced as (capacity_of_backend)."""
+    """`unnamed`: what a node that names no capacity is priced as (capacity_of_backend);
+    `listed`: as a list's item, with the result's summary and not the result (a page of 500
+    results of 1 MiB would be half a gigabyte)."""
     tl = inv.timeline
     capacity = priced_as(inv, unnamed)
+    brief = summary(inv.result)
     return {
         "id": inv.id,
         "function": inv.function,
@@ -51,7 +56,8 @@ def invocation_document(
         "exit_code": inv.exit_code,
         "failure_reason": inv.failure_reason.value if inv.failure_reason else None,
         "message": inv.message,
-        "result": decode_result(inv.result),
+        "result": None if listed else decode_result(inv.result),
+        "result_summary": None if brief is None else {"bytes": brief.bytes, "preview": brief.preview},
         "node": inv.node,
         "node_capacity": None if capacity is None else capacity.value,
         "gpu_type": inv.gpu_type,
@@ -77,6 +83,9 @@ def invocation_list_json(
     items: list[Invocation], next_cursor: str | None, *, unnamed: Capacity = Capacity.on_demand
 ) -> bytes:
     return orjson.dumps(
-        {"items": [invocation_document(i, unnamed=unnamed) for i in items], "next_cursor": next_cursor},
+        {
+            "items": [invocation_document(i, unnamed=unnamed, listed=True) for i in items],
+            "next_cursor": next_cursor,
+        },
         option=_OPTIONS,
     )

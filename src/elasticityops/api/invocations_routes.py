@@ -120,6 +120,13 @@ def build_router(max_wait: int) -> APIRouter:
         response_model=InvocationList,
         responses=_ERRORS,
         summary="List invocations, newest first",
+        description=(
+            "A page of invocations by keyset (`next_cursor`). Each item is what "
+            "`GET /v1/invocations/{id}` answers, but for its result: `result` is null and "
+            "`result_summary` gives the result's size and the start of its JSON text (a page of "
+            "500 results of 1 MiB would be half a gigabyte); `queue_position`, `queue_reason` "
+            "and `cost` are null too. Read one invocation for those."
+        ),
     )
     async def list_invocations(
         request: Request,

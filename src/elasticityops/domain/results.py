@@ -13,6 +13,7 @@ text the job wrote.
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from typing import Any
 
 import orjson
@@ -84,3 +85,22 @@ def served(stored: bytes | None) -> Any:
     except (orjson.JSONDecodeError, orjson.JSONEncodeError):
         return stored.decode("utf-8", errors="replace")
     return value
+
+
+PREVIEW_CHARS = 200
+"""How much of a result a list shows: lists carry a summary, the invocation itself the result."""
+
+
+@dataclass(frozen=True)
+class ResultSummary:
+    bytes: int  # the stored result's size
+    preview: str  # its first PREVIEW_CHARS characters, as stored (JSON text)
+
+
+def summary(stored: bytes | None) -> ResultSummary | None:
+    """What a list says of a result: its size and the start of its JSON text."""
+    if stored is None:
+        return None
+    # Never more than 4 bytes a character: the preview decodes a bounded head, whatever the size.
+    head = stored[: 4 * PREVIEW_CHARS].decode("utf-8", errors="replace")
+    return ResultSummary(len(stored), head[:PREVIEW_CHARS])
