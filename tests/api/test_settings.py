@@ -162,6 +162,11 @@ def test_a_removed_variable_stops_start_up_naming_its_replacement() -> None:
         (["--backend", "nope"], {}, "--backend: unknown backend 'nope'; use one of: kubernetes, local"),
         ([], {"EOPS_BACKEND": "nope"}, "EOPS_BACKEND: unknown backend"),
         (["--kubeconfig", "/no/such/file"], {}, "--kubeconfig: /no/such/file is not a file"),
+        # issue 37: it never finished starting, ignored SIGTERM and held a core
+        (["--headroom", "warm:99999999999999999999"], {}, "node count from 0 to 100,000"),
+        (["--headroom", "scheduled:08:00=100001"], {}, "each count from 0 to 100,000"),
+        (["--headroom", "predictive:1e308"], {}, "wait from 0 to 3600 seconds"),
+        (["--headroom", "predictive:inf"], {}, "wait from 0 to 3600 seconds"),
     ],
 )
 def test_serve_refuses_a_bad_value_with_exit_2(

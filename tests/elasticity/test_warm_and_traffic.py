@@ -53,6 +53,22 @@ def test_clamp_keeps_in_use_plus_headroom_within_the_budget(
         assert in_use.get(kind, 0) + gpus_by_type(got).get(kind, 0) <= max(cap, in_use.get(kind, 0))
 
 
+@pytest.mark.timeout(10)  # a hang guard: the turns were one a unit, 10^20 of them
+@pytest.mark.parametrize(
+    ("budget", "held"),
+    [
+        pytest.param(None, {T4: 10**20, L4: 10**20}, id="no budget"),
+        pytest.param("nvidia-l4=3", {T4: 10**20, L4: 3}, id="a cap on one type only"),
+        pytest.param("7", {T4: 3, L4: 4}, id="a total: split in turn, ties by shape"),
+    ],
+)
+def test_an_absurd_ask_is_clamped_in_turns_bounded_by_the_budget_not_the_ask(
+    budget: str | None, held: dict[WarmShape, int]
+) -> None:
+    wanted = {T4: 10**20, L4: 10**20}
+    assert clamp_to_budget(wanted, parse_gpu_budget(budget) if budget else None, {}) == held
+
+
 def _log() -> TrafficLog:
     return TrafficLog(
         TrafficWindows(rate_s=60, slow_s=600, trend_s=600, feedback_s=3600, run_time_min_ended=5),

@@ -53,7 +53,15 @@ def clamp_to_budget(
     total_left = (
         None if budget is None or budget.total is None else max(0, budget.total - sum(in_use.values()))
     )
-    order = sorted((s for s in wanted if wanted[s] > 0), key=lambda s: (-wanted[s], s))
+    # A shape no cap bounds gets all it wants at once: the turns below are for splitting a cap,
+    # and each takes at least one GPU of one, so they are bounded by the budget, never by what
+    # a policy asks (warm:10^20 with no budget took one turn a unit, for ever, on the event loop).
+    for shape in wanted:
+        if shape.gpu_type not in type_left and total_left is None:
+            held[shape] = max(0, wanted[shape])
+    order = sorted(
+        (s for s in wanted if wanted[s] > 0 and held[s] < wanted[s]), key=lambda s: (-wanted[s], s)
+    )
     progressed = True
     while progressed:
         progressed = False

@@ -82,13 +82,19 @@ def _with_baseline(name: str, settings: ClusterSettings) -> str:
     return name if settings.baseline == 0 else f"{name}+baseline:{settings.baseline}"
 
 
+MAX_WARM_NODES = 100_000
+"""The most warm nodes a policy may name: 25x the largest peak this is built for (4,000 GPUs)."""
+MAX_TARGET_WAIT_S = 3600.0
+"""The longest wait a predictive policy may aim at: an hour."""
+
+
 def _int(text: str, spec: str) -> int:
     try:
         value = int(text)
     except ValueError:
         raise PlannerInputError(f"{_FLAG}: {spec!r} needs a whole number of nodes, e.g. warm:50") from None
-    if value < 0:
-        raise PlannerInputError(f"{_FLAG}: {spec!r} needs a node count >= 0")
+    if not 0 <= value <= MAX_WARM_NODES:
+        raise PlannerInputError(f"{_FLAG}: {spec!r} needs a node count from 0 to {MAX_WARM_NODES:,}")
     return value
 
 
@@ -97,8 +103,8 @@ def _float(text: str, spec: str) -> float:
         value = float(text)
     except ValueError:
         raise PlannerInputError(f"{_FLAG}: {spec!r} needs a wait in seconds, e.g. predictive:10") from None
-    if not value >= 0:
-        raise PlannerInputError(f"{_FLAG}: {spec!r} needs a wait >= 0")
+    if not 0 <= value <= MAX_TARGET_WAIT_S:
+        raise PlannerInputError(f"{_FLAG}: {spec!r} needs a wait from 0 to {MAX_TARGET_WAIT_S:g} seconds")
     return value
 
 
@@ -111,9 +117,13 @@ def _schedule(arg: str, spec: str) -> tuple[tuple[int, int], ...]:
             hour, minute = int(hh), int(mm or "0")
             if not (0 <= hour < 24 and 0 <= minute < 60):
                 raise ValueError
-            entries.append((hour * 3600 + minute * 60, int(count)))
+            units = int(count)
+            if not 0 <= units <= MAX_WARM_NODES:
+                raise ValueError
+            entries.append((hour * 3600 + minute * 60, units))
         return ScheduledHeadroom(tuple(sorted(entries))).table
     except ValueError:
         raise PlannerInputError(
-            f"{_FLAG}: cannot parse schedule {spec!r}; expected e.g. scheduled:08:00=50,20:00=5"
+            f"{_FLAG}: cannot parse schedule {spec!r}; expected e.g. scheduled:08:00=50,20:00=5, "
+            f"each count from 0 to {MAX_WARM_NODES:,}"
         ) from None
