@@ -38,19 +38,33 @@ class ErrorOut(BaseModel):
     error: ErrorBody
 
 
+ENV_HIDDEN = "(hidden: an admin token reads it)"
+
+
 class FunctionOut(BaseModel):
     spec: FunctionSpec
     version: int
     created_at: datetime
     updated_at: datetime
+    env_hidden: bool = Field(
+        False,
+        description="true when the caller's token may not read env's values (scope invoke): "
+        f"each value reads {ENV_HIDDEN!r}; an admin token reads them",
+    )
 
     @classmethod
-    def of(cls, record: FunctionRecord) -> FunctionOut:
+    def of(cls, record: FunctionRecord, *, show_env: bool = True) -> FunctionOut:
+        """`show_env`: whether the caller may read env's values (the documented place for a
+        function's credentials: admin tokens only)."""
+        spec, hidden = record.spec, not show_env and bool(record.spec.env)
+        if hidden:
+            spec = spec.model_copy(update={"env": dict.fromkeys(spec.env, ENV_HIDDEN)})
         return cls(
-            spec=record.spec,
+            spec=spec,
             version=record.version,
             created_at=record.created_at,
             updated_at=record.updated_at,
+            env_hidden=hidden,
         )
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import subprocess
 import time
+import uuid
 from typing import Any
 
 import httpx
@@ -267,3 +268,30 @@ def test_a_status_of_403_names_the_token(gateway: RunningServer) -> None:
     answer = httpx.get(gateway.url + "/v1/tokens", headers={"Authorization": f"Bearer {created['token']}"})
     assert answer.status_code == 403
     assert created["id"] in answer.json()["error"]["message"]
+
+
+def test_a_functions_env_values_are_read_by_admin_tokens_only(gateway: RunningServer) -> None:
+    # issue 37: env is the documented place for credentials, and an invoke token read them.
+    name = "envfn-" + uuid.uuid4().hex[:8]
+    says = (
+        "import json, os; open(os.environ['EOPS_RESULT_PATH'], 'w').write(json.dumps(os.environ['API_KEY']))"
+    )
+    spec = {"command": ["python", "-c", says], "env": {"API_KEY": "s3cret-value", "MODE": "fast"}}
+    with gateway.client() as admin:
+        assert admin.put(f"/v1/functions/{name}", json=spec).status_code == 201
+        seen = admin.get(f"/v1/functions/{name}").json()
+        assert seen["spec"]["env"] == {"API_KEY": "s3cret-value", "MODE": "fast"}
+        assert seen["env_hidden"] is False
+    token = _create(gateway, name="reader", scope="invoke")["token"]
+    with gateway.client(token, timeout=120) as invoker:
+        one = invoker.get(f"/v1/functions/{name}")
+        listed = invoker.get("/v1/functions")
+        ran = invoker.post(f"/v1/functions/{name}/invocations?wait=60", json={})
+    assert one.status_code == 200, one.text
+    assert "s3cret-value" not in one.text
+    assert "s3cret-value" not in listed.text
+    assert set(one.json()["spec"]["env"]) == {"API_KEY", "MODE"}  # which variables: yes; values: no
+    assert one.json()["env_hidden"] is True
+    [item] = [f for f in listed.json()["items"] if f["spec"]["name"] == name]
+    assert item["env_hidden"] is True
+    assert ran.json()["result"] == "s3cret-value"  # the job itself still gets it

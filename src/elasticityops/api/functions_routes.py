@@ -10,6 +10,7 @@ from elasticityops.domain.errors import Conflict, NotFound
 from elasticityops.domain.functions import FunctionSpec, parse_function_spec
 from elasticityops.domain.invocations import FailureReason, State
 from elasticityops.domain.ports import Change
+from elasticityops.domain.tokens import ApiToken, Scope
 from elasticityops.wire import ErrorOut, FunctionList, FunctionOut
 
 router = APIRouter(tags=["functions"])
@@ -59,7 +60,7 @@ async def put_function(request: Request, response: Response, name: str = NamePat
 @router.get("/functions", response_model=FunctionList, responses=_ERRORS, summary="List functions")
 async def list_functions(request: Request) -> FunctionList:
     records = await _runtime(request).store.list_functions()
-    return FunctionList(items=[FunctionOut.of(r) for r in records])
+    return FunctionList(items=[FunctionOut.of(r, show_env=_reads_env(request)) for r in records])
 
 
 @router.get(
@@ -72,7 +73,14 @@ async def get_function(request: Request, name: str = NamePath) -> FunctionOut:
     record = await _runtime(request).store.get_function(name)
     if record is None:
         raise NotFound(f"no function named {name!r}; list them with GET /v1/functions (eops fn ls)")
-    return FunctionOut.of(record)
+    return FunctionOut.of(record, show_env=_reads_env(request))
+
+
+def _reads_env(request: Request) -> bool:
+    """A function's env is where its credentials go: only an admin token reads its values (an
+    invoke token may invoke the function, not learn its secrets)."""
+    token: ApiToken = request.state.api_token
+    return token.scope.allows(Scope.admin)
 
 
 @router.delete(

@@ -1,4 +1,4 @@
-"""`eops fn ...`: deploy, list, show and remove functions, through the Python client."""
+"""`eops fn ...`: deploy, list, get and remove functions, through the Python client."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from elasticityops.wire import FunctionList
 
 app = typer.Typer(
     name="fn",
-    help="Deploy, list, show and remove functions. " + remote.ENV_HELP,
+    help="Deploy, list, get and remove functions. " + remote.ENV_HELP,
     no_args_is_help=True,
 )
 
