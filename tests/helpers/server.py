@@ -25,7 +25,9 @@ from pathlib import Path
 
 import httpx
 
-from elasticityops.devcluster import procs
+# A free port for a server a test starts next (below the kernel's ephemeral range: see there).
+# `start_server` needs none: the gateway binds port 0 and says its port.
+from elasticityops.devcluster.procs import free_port as free_port
 
 REPO = Path(__file__).resolve().parents[2]
 VENV_BIN = Path(sys.executable).parent
@@ -33,12 +35,6 @@ EOPS = str(VENV_BIN / "eops")
 HOST = "127.0.0.1"  # tests talk to nothing else
 _TOKEN_LINE = re.compile(r"EOPS_TOKEN=(\S+)")
 _BANNER = re.compile(r"ElasticityOps gateway on http://[^\s]*:(\d+) ")
-
-
-def free_port() -> int:
-    """A free port for a server a test starts next (below the kernel's ephemeral range: see
-    `procs.free_port`). `start_server` needs none: the gateway binds port 0 and says its port."""
-    return procs.free_port()
 
 
 def base_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:

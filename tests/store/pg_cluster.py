@@ -11,7 +11,6 @@ import os
 import pwd
 import shutil
 import signal
-import socket
 import subprocess
 import tempfile
 import time
@@ -21,16 +20,13 @@ from pathlib import Path
 
 import psycopg
 
+# Below the kernel's ephemeral range: no other process takes the port in the seconds between
+# the pick and the server's bind (initdb runs in between). bench/ imports it from here.
+from elasticityops.devcluster.procs import free_port
+
 
 class PostgresUnavailable(RuntimeError):
     pass
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
 
 
 def _bindir() -> Path:
