@@ -248,7 +248,7 @@ class InvocationOut(BaseModel):
             exit_code=inv.exit_code,
             failure_reason=inv.failure_reason,
             message=inv.message,
-            result=None if listed else decode_result(inv.result),
+            result=None if listed else served(inv.result),
             result_summary=None
             if brief is None
             else ResultSummaryOut(bytes=brief.bytes, preview=brief.preview),
@@ -280,11 +280,6 @@ def cost_document(cost: InvocationCost) -> dict[str, Any]:
 class InvocationList(BaseModel):
     items: list[InvocationOut]
     next_cursor: str | None = None
-
-
-def decode_result(raw: bytes | None) -> Any:
-    """A stored result as served (domain/results.py: never raises, whatever the row holds)."""
-    return served(raw)
 
 
 class HeadroomPoolOut(BaseModel):

@@ -13,9 +13,9 @@ import orjson
 from elasticityops.domain.invocations import Invocation
 from elasticityops.domain.node_seconds import InvocationCost, priced_as
 from elasticityops.domain.queue import QueueStatus
-from elasticityops.domain.results import summary
+from elasticityops.domain.results import served, summary
 from elasticityops.pricing.table import Capacity
-from elasticityops.wire import cost_document, decode_result
+from elasticityops.wire import cost_document
 
 _OPTIONS = orjson.OPT_UTC_Z
 
@@ -56,7 +56,7 @@ def invocation_document(
         "exit_code": inv.exit_code,
         "failure_reason": inv.failure_reason.value if inv.failure_reason else None,
         "message": inv.message,
-        "result": None if listed else decode_result(inv.result),
+        "result": None if listed else served(inv.result),
         "result_summary": None if brief is None else {"bytes": brief.bytes, "preview": brief.preview},
         "node": inv.node,
         "node_capacity": None if capacity is None else capacity.value,

@@ -14,7 +14,7 @@ from collections.abc import Iterable, Mapping
 
 from elasticityops.domain.errors import FieldProblem, InvalidInput
 from elasticityops.domain.functions import ANNOTATION_KEY_RE
-from elasticityops.domain.simulated_run import EXIT_CODE, RUN_SECONDS, shown, value_problem
+from elasticityops.domain.simulated_run import EXIT_CODE, RUN_SECONDS, quoted, value_problem
 
 __all__ = ["EXIT_CODE", "PREFIX", "RUN_SECONDS", "check", "parse_params", "problems_of"]
 
@@ -36,9 +36,9 @@ def parse_params(raw: Iterable[str], field: str) -> dict[str, str]:
     for item in raw:
         key, sep, value = item.partition("=")
         if not sep:
-            problems.append(FieldProblem(field, f"{shown(item)} has no '='", _FIX_FORM))
+            problems.append(FieldProblem(field, f"{quoted(item)} has no '='", _FIX_FORM))
         elif key in found:
-            problems.append(FieldProblem(field, f"{shown(key)} is given twice", "give each key once"))
+            problems.append(FieldProblem(field, f"{quoted(key)} is given twice", "give each key once"))
         else:
             found[key] = value
     problems += problems_of(found, field)
@@ -80,7 +80,7 @@ def _key_problems(key: str, field: str) -> list[FieldProblem]:
         return [
             FieldProblem(
                 field,
-                f"{shown(key)} is not under {PREFIX}",
+                f"{quoted(key)} is not under {PREFIX}",
                 f"use a key under {PREFIX}; set other pod annotations in the function's annotations field",
             )
         ]
@@ -88,7 +88,7 @@ def _key_problems(key: str, field: str) -> list[FieldProblem]:
         return [
             FieldProblem(
                 field,
-                f"{shown(key)} is not a valid annotation key",
+                f"{quoted(key)} is not a valid annotation key",
                 f"after {PREFIX} use up to 63 letters, digits, '-', '_' and '.', "
                 "starting and ending with a letter or digit",
             )

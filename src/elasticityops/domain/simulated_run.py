@@ -19,14 +19,14 @@ def value_problem(key: str, value: str) -> tuple[str, str] | None:
     or a good value."""
     if key == RUN_SECONDS and not _SECONDS_RE.match(value):
         return (
-            f"{RUN_SECONDS}={shown(value)} is not a number of seconds",
+            f"{RUN_SECONDS}={quoted(value)} is not a number of seconds",
             'use a decimal number of seconds such as "12" or "2.5"',
         )
     if key == EXIT_CODE and not (_EXIT_CODE_RE.match(value) and int(value) <= 255):
-        return f"{EXIT_CODE}={shown(value)} is not an exit code", "use a whole number from 0 to 255"
+        return f"{EXIT_CODE}={quoted(value)} is not an exit code", "use a whole number from 0 to 255"
     return None
 
 
-def shown(text: str, most: int = 80) -> str:
+def quoted(text: str, most: int = 80) -> str:
     """`text` quoted for a message, cut short: the message must stay readable whatever came in."""
     return repr(text if len(text) <= most else text[:most] + "...")
