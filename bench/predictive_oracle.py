@@ -53,7 +53,7 @@ from typing import Any
 from predictive_vs_static import check_prerequisites, machine
 
 try:
-    from elasticityops.elasticity.sizing import (
+    from elasticityops.domain.headroom.sizing import (
         PredictiveHeadroom,
         WaitTargetHeadroom,
         demand_rate,

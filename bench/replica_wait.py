@@ -37,8 +37,8 @@ from machine_info import cpu_model
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent / "tests"))  # the throwaway PostgreSQL of the tests
 
-from elasticityops.dispatch.hub import ChangeHub, Watch  # noqa: E402
-from elasticityops.dispatch.replicas import ChangePoller  # noqa: E402
+from elasticityops.changes.hub import ChangeHub, Watch  # noqa: E402
+from elasticityops.changes.replicas import ChangePoller  # noqa: E402
 from elasticityops.domain.clock import SystemClock  # noqa: E402
 from elasticityops.domain.functions import Priority  # noqa: E402
 from elasticityops.domain.invocations import State, new_invocation_id  # noqa: E402

@@ -9,8 +9,8 @@ from dataclasses import replace
 from elasticityops.domain.clock import Clock
 from elasticityops.domain.errors import FieldProblem, InvalidInput
 from elasticityops.domain.ports import Backend, Store
-from elasticityops.elasticity.controller import WarmCapacity
 from elasticityops.ha.elector import LeaseStore
+from elasticityops.headroom.controller import WarmCapacity
 from elasticityops.settings import Settings
 
 BackendFactory = Callable[[Settings, Clock, Store], Backend]

@@ -21,24 +21,24 @@ from sqlalchemy.exc import ArgumentError
 from elasticityops.api.app import create_app
 from elasticityops.api.auth import TokenChecker, hash_token, new_token
 from elasticityops.api.capacity_routes import read_capacity
+from elasticityops.api.console.capacity import CapacityHistory
+from elasticityops.api.console.feed import ConsoleFeed
 from elasticityops.api.metrics import Metrics
 from elasticityops.api.runtime import Runtime
 from elasticityops.backend_registry import build_backend, build_lease_store, build_warm_capacity
-from elasticityops.dispatch.capacity import CapacityHistory
+from elasticityops.catalog.function_cache import FunctionCache
+from elasticityops.changes.hub import ChangeHub
+from elasticityops.changes.replicas import ChangePoller
 from elasticityops.dispatch.dispatcher import Dispatcher, DispatchSettings
-from elasticityops.dispatch.feed import ConsoleFeed
-from elasticityops.dispatch.functions import FunctionCache
-from elasticityops.dispatch.hub import ChangeHub
-from elasticityops.dispatch.replicas import ChangePoller
 from elasticityops.domain.clock import Clock, SystemClock
 from elasticityops.domain.errors import EopsError, FieldProblem, InvalidInput
 from elasticityops.domain.functions import load_function_text
 from elasticityops.domain.ports import Backend, FunctionRecord, Store
 from elasticityops.domain.tokens import Scope
-from elasticityops.elasticity.controller import HeadroomController
 from elasticityops.ha.elector import LeaderElector, LeaseStore
 from elasticityops.ha.settings import default_identity
 from elasticityops.ha.shared_clock import ClockSync, SharedClock
+from elasticityops.headroom.controller import HeadroomController
 from elasticityops.pricing.table import capacity_of_backend
 from elasticityops.settings import Settings
 from elasticityops.store.node_seconds import Pricing

@@ -13,19 +13,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from elasticityops.api.console.capacity import HistorySettings
+from elasticityops.api.console.feed import FeedSettings
 from elasticityops.api.console.session import SessionSettings
+from elasticityops.api.settings import ApiSettings
 from elasticityops.backends.kubernetes.settings import KubernetesSettings
 from elasticityops.backends.local.settings import LocalBackendSettings
-from elasticityops.dispatch.capacity import HistorySettings
+from elasticityops.changes.replicas import ReplicaSettings
 from elasticityops.dispatch.dispatcher import DispatchSettings
-from elasticityops.dispatch.feed import FeedSettings
-from elasticityops.dispatch.replicas import ReplicaSettings
 from elasticityops.domain.errors import FieldProblem, InvalidInput
-from elasticityops.elasticity.settings import HeadroomSettings, over_budget
 from elasticityops.ha.settings import LeaderElectionSettings, timing_problems
+from elasticityops.headroom.settings import HeadroomSettings, over_budget
 from elasticityops.knobs import knob, knob_factory, load, spec
-
-MIB = 1024 * 1024
 
 
 @dataclass(frozen=True)
@@ -47,28 +46,6 @@ class StoreSettings:
     # ~145 Jobs/s and 10.6-12 CPU-s with four (bench/k8s_burst.py).
     read_threads: int = knob(
         1, env="EOPS_STORE_READ_THREADS", unit="threads", ge=1, help="Threads serving database reads."
-    )
-
-
-@dataclass(frozen=True)
-class ApiSettings:
-    max_payload_bytes: int = knob(
-        1 * MIB,
-        env="EOPS_MAX_PAYLOAD_BYTES",
-        unit="bytes",
-        ge=1,
-        shown=f"{MIB} (1 MiB)",
-        help="Largest request body: invocation payloads, function specs and results.",
-    )
-    max_wait_seconds: int = knob(
-        900, env="EOPS_MAX_WAIT_SECONDS", unit="seconds", ge=0, help="Longest ?wait= a caller may ask for."
-    )
-    public_url: str = knob(
-        "",
-        env="EOPS_PUBLIC_URL",
-        unit="URL",
-        shown="http://HOST:PORT, with 127.0.0.1 for a wildcard host",
-        help="URL jobs use to reach this gateway (the result callback).",
     )
 
 

@@ -7,7 +7,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from rich.console import Console
 
-from elasticityops.cli import render
+from elasticityops.cli import render, units
 from elasticityops.domain.invocations import FailureReason, State
 from elasticityops.wire import InvocationCostOut, InvocationOut, NoteOut, TimelineOut
 
@@ -133,7 +133,7 @@ def test_progress_names_the_phase_and_its_own_time(current: InvocationOut, line:
     [(None, "-"), (0.0123, "0.012s"), (12.34, "12.3s"), (754.0, "12m34s")],
 )
 def test_seconds(value: float | None, text: str) -> None:
-    assert render.seconds(value) == text
+    assert units.seconds(value) == text
 
 
 def test_ids_are_never_cut_in_a_narrow_terminal() -> None:

@@ -1,4 +1,4 @@
-"""The change poller (dispatch/replicas.py) on a real SQLite store, written to by a second store
+"""The change poller (changes/replicas.py) on a real SQLite store, written to by a second store
 on the same file as another replica would: nobody waiting, no query; N waiters, one query per
 interval for all; a waiter is woken when the store's (state, attempt) differs from what it saw."""
 
@@ -14,8 +14,8 @@ from typing import Any
 
 import pytest
 
-from elasticityops.dispatch.hub import ChangeHub, Watch
-from elasticityops.dispatch.replicas import ChangePoller, stamp
+from elasticityops.changes.hub import ChangeHub, Watch
+from elasticityops.changes.replicas import ChangePoller, stamp
 from elasticityops.domain.clock import ManualClock, SystemClock
 from elasticityops.domain.functions import Priority
 from elasticityops.domain.invocations import State, new_invocation_id

@@ -14,8 +14,8 @@ from typing import Any
 from backends.local.support import RECORDER, assert_exclusive, read_records, reaped_supervisors, wait_gone
 from elasticityops.backends.local.backend import LocalBackend
 from elasticityops.backends.local.settings import LocalBackendSettings
+from elasticityops.changes.hub import ChangeHub
 from elasticityops.dispatch.dispatcher import Dispatcher, DispatchSettings
-from elasticityops.dispatch.hub import ChangeHub
 from elasticityops.domain.clock import SystemClock
 from elasticityops.domain.functions import FunctionSpec, GpuSpec, Priority, load_function_text
 from elasticityops.domain.invocations import FailureReason, Invocation, State, new_invocation_id

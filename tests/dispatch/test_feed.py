@@ -1,4 +1,4 @@
-"""The console's feed (dispatch/feed.py) on a real SQLite store: changes of this replica come
+"""The console's feed (api/console/feed.py) on a real SQLite store: changes of this replica come
 through the hub, coalesced into one frame and one read for every stream; a slow reader's buffer
 stays bounded and it is told to resync; the stream limit is a 503; and on a store another
 replica writes, the ids a stream shows are followed through the change poller, and the newest
@@ -17,9 +17,9 @@ from typing import Any
 import orjson
 import pytest
 
-from elasticityops.dispatch.feed import RESYNC, ConsoleFeed, FeedSettings, Stream, TooManyStreams
-from elasticityops.dispatch.hub import ChangeHub
-from elasticityops.dispatch.replicas import ChangePoller
+from elasticityops.api.console.feed import RESYNC, ConsoleFeed, FeedSettings, Stream, TooManyStreams
+from elasticityops.changes.hub import ChangeHub
+from elasticityops.changes.replicas import ChangePoller
 from elasticityops.domain.clock import ManualClock, SystemClock
 from elasticityops.domain.functions import Priority
 from elasticityops.domain.invocations import State, new_invocation_id

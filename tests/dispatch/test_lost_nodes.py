@@ -9,7 +9,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from elasticityops.api.metrics import Metrics
-from elasticityops.dispatch.functions import FunctionCache
+from elasticityops.catalog.function_cache import FunctionCache
 from elasticityops.dispatch.lost_nodes import end_lost_node
 from elasticityops.domain.events import BackendEvent, Finished
 from elasticityops.domain.functions import FunctionSpec

@@ -15,10 +15,11 @@ import pytest
 from backends.local.support import process_gone, read_records, wait_gone
 from dispatch.test_dispatcher import Gateway, first_record, gateway, recorder, run
 from elasticityops.api.metrics import Metrics
-from elasticityops.dispatch.cycle import CyclePlan, by_version
+from elasticityops.dispatch.cycle import CyclePlan
 from elasticityops.domain.admission import DEFAULT_GPU_TYPE, AdmissionSnapshot, QueuedItem
 from elasticityops.domain.budget import GpuBudget
 from elasticityops.domain.functions import Priority
+from elasticityops.domain.gpus_held import by_version
 from elasticityops.domain.invocations import FailureReason, Note, State
 from elasticityops.domain.preemption import PREEMPTED, PREEMPTING
 

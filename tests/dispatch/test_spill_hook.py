@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
+from elasticityops.changes.hub import ChangeHub
 from elasticityops.dispatch.dispatcher import Dispatcher, DispatchSettings
-from elasticityops.dispatch.hub import ChangeHub
 from elasticityops.domain.clock import SystemClock
 from elasticityops.domain.events import BackendEvent
 from elasticityops.domain.functions import FunctionSpec, GpuSpec

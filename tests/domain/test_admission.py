@@ -2,10 +2,10 @@ from __future__ import annotations
 
 import pytest
 
-from elasticityops.dispatch.cycle import UNKNOWN_GPU_TYPE, gpus_held_by_type
 from elasticityops.domain.admission import AdmissionSnapshot, QueuedItem, admission, admit, gpus_free
 from elasticityops.domain.budget import GpuBudget
 from elasticityops.domain.functions import FunctionSpec, GpuSpec, Priority
+from elasticityops.domain.gpus_held import UNKNOWN_GPU_TYPE, gpus_held_by_type
 
 N, H, L = Priority.normal, Priority.high, Priority.low
 

@@ -8,7 +8,7 @@ import asyncio
 from dataclasses import dataclass, field, replace
 
 from elasticityops.domain.errors import Conflict, EopsError, NotFound
-from elasticityops.ha.lease import LeaseRecord
+from elasticityops.domain.lease import LeaseRecord
 
 
 class Leases:

@@ -20,7 +20,7 @@ import pytest
 from elasticityops.api.runtime import Runtime
 from elasticityops.domain.invocations import Invocation
 from elasticityops.domain.ports import EventSink, LaunchRequest
-from elasticityops.ha.lease import LeaseRecord, released
+from elasticityops.domain.lease import LeaseRecord, released
 from elasticityops.ha.settings import LeaderElectionSettings
 from elasticityops.server import build_app, create_token
 from elasticityops.settings import load_settings

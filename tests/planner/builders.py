@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from elasticityops.elasticity.sizing import HeadroomPolicy
+from elasticityops.domain.headroom.sizing import HeadroomPolicy
 from elasticityops.planner.distributions import fixed
 from elasticityops.planner.model import SimResult, simulate
 from elasticityops.planner.settings import ClusterSettings

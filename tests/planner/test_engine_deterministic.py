@@ -7,7 +7,7 @@ import math
 
 import pytest
 
-from elasticityops.elasticity.sizing import WarmHeadroom
+from elasticityops.domain.headroom.sizing import WarmHeadroom
 from elasticityops.planner.distributions import fixed
 from elasticityops.planner.model import ModelStalledError
 from elasticityops.planner.settings import ON_DEMAND_NODE_PRICE, SPOT_NODE_PRICE

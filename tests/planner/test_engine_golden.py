@@ -14,7 +14,7 @@ import random
 
 import pytest
 
-from elasticityops.elasticity.sizing import (
+from elasticityops.domain.headroom.sizing import (
     ArrivalRateHeadroom,
     HeadroomPolicy,
     NoHeadroom,

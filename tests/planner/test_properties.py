@@ -7,7 +7,7 @@ import itertools
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from elasticityops.elasticity.sizing import NoHeadroom, ScheduledHeadroom, WarmHeadroom
+from elasticityops.domain.headroom.sizing import NoHeadroom, ScheduledHeadroom, WarmHeadroom
 from elasticityops.planner.distributions import fixed, parse_distribution
 from elasticityops.planner.model import simulate
 from elasticityops.planner.settings import ClusterSettings

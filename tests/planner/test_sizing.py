@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from elasticityops.elasticity.sizing import (
+from elasticityops.domain.headroom.sizing import (
     ArrivalRateHeadroom,
     HeadroomObservation,
     NoHeadroom,

@@ -1,4 +1,4 @@
-"""The console's event stream on a follower (dispatch/feed.py): the leader runs the invocation,
+"""The console's event stream on a follower (api/console/feed.py): the leader runs the invocation,
 so the follower's hub hears nothing of it; the stream still carries it, accepted (the newest
 invocation, read once an interval) and moving (the ids a stream watches, through the change
 poller). Two replicas on one PostgreSQL, real HTTP (uvicorn in process), real local jobs."""

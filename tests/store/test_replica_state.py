@@ -13,7 +13,7 @@ from typing import Any
 
 from sqlalchemy import create_engine, update
 
-from elasticityops.dispatch.functions import FunctionCache
+from elasticityops.catalog.function_cache import FunctionCache
 from elasticityops.domain.clock import ManualClock
 from elasticityops.domain.invocations import State
 from elasticityops.domain.ports import Change

@@ -13,10 +13,10 @@ import psycopg
 import pytest
 from sqlalchemy import event, select, update
 
-from elasticityops.dispatch.cycle import by_version
 from elasticityops.domain.errors import Conflict, InvalidInput, NotFound
 from elasticityops.domain.events import BackendEvent, Finished
 from elasticityops.domain.functions import FunctionSpec, Priority
+from elasticityops.domain.gpus_held import by_version
 from elasticityops.domain.invocations import FailureReason, Note, State, new_invocation_id
 from elasticityops.domain.ports import Change, NewInvocation
 from elasticityops.domain.spillover import SPILLED, Spill

@@ -26,7 +26,7 @@ from elasticityops.api import (
 )
 from elasticityops.api.auth import require_api_token
 from elasticityops.api.console import routes as console_routes
-from elasticityops.settings import Settings
+from elasticityops.api.runtime import GatewaySettings
 
 Lifespan = Callable[[FastAPI], AbstractAsyncContextManager[None]]
 
@@ -37,7 +37,7 @@ and cancel; deploying and deleting functions and managing tokens need scope `adm
 `{"error": {"code", "message", "problems": [{"field", "problem", "fix"}]}}`."""
 
 
-def create_app(settings: Settings, lifespan: Lifespan) -> FastAPI:
+def create_app(settings: GatewaySettings, lifespan: Lifespan) -> FastAPI:
     app = FastAPI(
         title="ElasticityOps",
         version=__version__,

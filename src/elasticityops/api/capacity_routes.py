@@ -1,4 +1,4 @@
-"""/v1/capacity: the console's capacity page, from what this gateway knows now (dispatch/capacity.py)."""
+"""/v1/capacity: the console's capacity page, from what this gateway knows now (api/console/capacity.py)."""
 
 from __future__ import annotations
 
@@ -6,10 +6,10 @@ from datetime import datetime
 
 from fastapi import APIRouter, Query, Request
 
+from elasticityops.api.console.capacity import Capacity, Sample, gather
 from elasticityops.api.query import aware_time
 from elasticityops.api.runtime import Runtime
-from elasticityops.dispatch.capacity import Capacity, Sample, gather
-from elasticityops.elasticity.controller import status_rows
+from elasticityops.headroom.controller import status_rows
 from elasticityops.wire import CapacityOut, CapacitySampleOut, ErrorOut, HeadroomPoolOut, QueueHeadOut
 
 router = APIRouter(tags=["console"])

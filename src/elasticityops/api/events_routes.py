@@ -1,4 +1,4 @@
-"""/v1/events: the console's live updates as server-sent events (dispatch/feed.py).
+"""/v1/events: the console's live updates as server-sent events (api/console/feed.py).
 
 Authenticated like every /v1 route, by the bearer header (fetch streaming) or by the console's
 session cookie (the browser's EventSource, which cannot send headers)."""
@@ -11,8 +11,8 @@ from fastapi import APIRouter, Query, Request
 from fastapi.responses import StreamingResponse
 from starlette.types import Receive, Scope, Send
 
+from elasticityops.api.console.feed import KEEPALIVE, MAX_WATCH, Stream
 from elasticityops.api.runtime import Runtime
-from elasticityops.dispatch.feed import KEEPALIVE, MAX_WATCH, Stream
 from elasticityops.domain.errors import FieldProblem, InvalidInput
 from elasticityops.wire import ErrorOut
 

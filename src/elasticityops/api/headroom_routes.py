@@ -6,7 +6,7 @@ from fastapi import APIRouter, Request
 
 from elasticityops.api.runtime import Runtime
 from elasticityops.domain.errors import TemporaryError
-from elasticityops.elasticity.controller import status_rows
+from elasticityops.headroom.controller import status_rows
 from elasticityops.wire import ErrorOut, HeadroomOut, HeadroomPoolOut
 
 router = APIRouter(tags=["headroom"])

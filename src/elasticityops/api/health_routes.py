@@ -10,12 +10,12 @@ from prometheus_client import CONTENT_TYPE_LATEST
 
 from elasticityops.api.errors import error_response
 from elasticityops.api.runtime import Runtime
-from elasticityops.dispatch.functions import gpus_in_use
+from elasticityops.catalog.gpus_in_use import gpus_in_use
 from elasticityops.domain.admission import gpus_free
 from elasticityops.domain.budget import room_by_type
 from elasticityops.domain.errors import EopsError
 from elasticityops.domain.ports import CountsClientFaults
-from elasticityops.elasticity.controller import status_rows
+from elasticityops.headroom.controller import status_rows
 from elasticityops.wire import ErrorOut
 
 router = APIRouter(tags=["operations"])

@@ -19,8 +19,8 @@ from elasticityops.api.encode import invocation_json, invocation_list_json
 from elasticityops.api.entropy import BufferedEntropy
 from elasticityops.api.errors import MalformedBody
 from elasticityops.api.runtime import Runtime
+from elasticityops.changes.replicas import stamp
 from elasticityops.dispatch.queue_status import queue_status
-from elasticityops.dispatch.replicas import stamp
 from elasticityops.domain import invocation_annotations as hints
 from elasticityops.domain.errors import (
     Conflict,
@@ -325,7 +325,7 @@ def accept_route(max_wait: int) -> Route:
             rt.metrics.accept_latency.observe(time.perf_counter() - started)
             rt.metrics.accepted.inc()
             rt.hub.work_available()
-            rt.hub.changed(inv.id)  # the console's live list (dispatch/feed.py)
+            rt.hub.changed(inv.id)  # the console's live list (api/console/feed.py)
         headers = None if created else {"Idempotent-Replayed": "true"}
         if wait:
             inv = await _wait_for_end(rt, inv, wait)

@@ -6,16 +6,43 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from elasticityops.api.auth import TokenChecker
+from elasticityops.api.console.capacity import CapacityHistory
+from elasticityops.api.console.feed import ConsoleFeed, FeedSettings
+from elasticityops.api.console.session import SessionSettings
 from elasticityops.api.metrics import Metrics
-from elasticityops.dispatch.capacity import CapacityHistory
-from elasticityops.dispatch.feed import ConsoleFeed
-from elasticityops.dispatch.functions import FunctionCache
-from elasticityops.dispatch.hub import ChangeHub
+from elasticityops.api.settings import ApiSettings
+from elasticityops.catalog.function_cache import FunctionCache
+from elasticityops.changes.hub import ChangeHub
+from elasticityops.changes.replicas import ReplicaSettings
+from elasticityops.dispatch.dispatcher import DispatchSettings
 from elasticityops.domain.clock import Clock
 from elasticityops.domain.invocations import Invocation
 from elasticityops.domain.ports import Backend, Store
-from elasticityops.elasticity.controller import HeadroomController
-from elasticityops.settings import Settings
+from elasticityops.ha.settings import LeaderElectionSettings
+from elasticityops.headroom.controller import HeadroomController
+from elasticityops.headroom.settings import HeadroomSettings
+
+
+class GatewaySettings(Protocol):
+    """What the routes read of the gateway's settings: each component's own, as the aggregate
+    that the composition root assembles (settings.py) holds them."""
+
+    @property
+    def backend(self) -> str: ...
+    @property
+    def api(self) -> ApiSettings: ...
+    @property
+    def dispatch(self) -> DispatchSettings: ...
+    @property
+    def headroom(self) -> HeadroomSettings: ...
+    @property
+    def leader(self) -> LeaderElectionSettings: ...
+    @property
+    def replicas(self) -> ReplicaSettings: ...
+    @property
+    def session(self) -> SessionSettings: ...
+    @property
+    def feed(self) -> FeedSettings: ...
 
 
 class DispatcherControl(Protocol):
@@ -41,7 +68,7 @@ class Leadership(Protocol):
 
 @dataclass
 class Runtime:
-    settings: Settings
+    settings: GatewaySettings
     store: Store
     hub: ChangeHub
     backend: Backend

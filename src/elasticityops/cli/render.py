@@ -14,6 +14,8 @@ from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
+from elasticityops.cli.render_cost import invocation_cost_text
+from elasticityops.cli.units import day_time, seconds
 from elasticityops.domain.invocations import State
 from elasticityops.wire import FunctionOut, HeadroomOut, InvocationOut
 
@@ -48,20 +50,6 @@ def clock_time(at: datetime | None) -> str:
     if at is None:
         return "-"
     return at.astimezone().strftime("%H:%M:%S.%f")[:-3]
-
-
-def day_time(at: datetime) -> str:
-    return at.astimezone().strftime("%Y-%m-%d %H:%M:%S")
-
-
-def seconds(value: float | None) -> str:
-    if value is None:
-        return "-"
-    if value < 10:
-        return f"{value:.3f}s"
-    if value < 600:
-        return f"{value:.1f}s"
-    return f"{int(value) // 60}m{int(value) % 60:02d}s"
 
 
 def functions_table(items: list[FunctionOut]) -> Table:
@@ -199,8 +187,6 @@ def invocation_detail(inv: InvocationOut, now: datetime) -> RenderableType:
     if totals:
         parts.append(Text(", ".join(totals), style="bold"))
     if inv.cost is not None:
-        from elasticityops.cli.render_cost import invocation_cost_text  # it imports this module
-
         parts.append(invocation_cost_text(inv.cost, inv.node_capacity))
     parts.append(Text(""))
     parts.append(milestones_table(inv))

@@ -6,7 +6,7 @@ from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
-from elasticityops.cli.render import day_time, seconds
+from elasticityops.cli.units import day_time, seconds
 from elasticityops.domain.node_seconds import Phase
 from elasticityops.wire import CostGroupOut, CostReportOut, InvocationCostOut
 

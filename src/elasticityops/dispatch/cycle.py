@@ -11,16 +11,11 @@ from datetime import datetime
 from elasticityops.domain.admission import AdmissionSnapshot, QueuedItem, admission
 from elasticityops.domain.budget import GpuBudget, room_by_type, total_room
 from elasticityops.domain.functions import FunctionSpec
+from elasticityops.domain.gpus_held import ActiveCounts, gpus_held_by_type
 from elasticityops.domain.invocations import FailureReason, Invocation, State
 from elasticityops.domain.ports import Change
 
 _FROM_QUEUED = frozenset({State.queued})
-ActiveCounts = Mapping[tuple[str, int, str | None], int]
-"""Pending and running invocations by (function, spec version, GPU type admitted on; None for
-rows from before the gateway kept it), as `Store.active_counts_by_type` counts them."""
-UNKNOWN_GPU_TYPE = "unknown"
-"""The type GPUs held by a version whose spec is not kept count under: no per-type cap names it,
-the overall budget counts it."""
 
 
 @dataclass(frozen=True)
@@ -53,7 +48,7 @@ def plan_cycle(
     accepted with, and those the active ones run: what each asks GPUs for (a missing one was
     never kept). `headroom`: GPUs per type that real work may not take, counted against the
     budget like GPUs in use. The gateway passes none: its warm capacity yields to real work
-    (the headroom controller keeps it within what the budget leaves, elasticity/controller.py)."""
+    (the headroom controller keeps it within what the budget leaves, headroom/controller.py)."""
     held_for = headroom or {}
     active_by_function: Counter[str] = Counter()
     for (name, _version, _type), count in active.items():
@@ -120,29 +115,6 @@ def _fitting_types(spec: FunctionSpec, budget: GpuBudget | None) -> list[str]:
     """The spec's GPU types, in order, whose own budget (if capped) can ever hold one of it."""
     caps = [(kind, None if budget is None else budget.cap(kind)) for kind in spec.gpu.types]
     return [kind for kind, cap in caps if cap is None or spec.gpu.count <= cap]
-
-
-def gpus_held_by_type(active: ActiveCounts, versions: Mapping[tuple[str, int], FunctionSpec]) -> Counter[str]:
-    """GPUs held by pending and running invocations, per GPU type: from the store's active counts
-    per (function, version, type) and the gpu count of the version each runs, under the type it
-    was admitted on (its spec's first type for a row from before that was kept; one GPU each of
-    UNKNOWN_GPU_TYPE, at least, for a version whose spec is not kept)."""
-    held: Counter[str] = Counter()
-    for (name, version, kind), count in active.items():
-        spec = versions.get((name, version))
-        if spec is None:
-            held[kind or UNKNOWN_GPU_TYPE] += count
-        else:
-            held[kind or spec.gpu.type] += count * spec.gpu.count
-    return held
-
-
-def by_version(active: ActiveCounts) -> dict[tuple[str, int], int]:
-    """The active counts per (function, version), all GPU types together."""
-    out: Counter[tuple[str, int]] = Counter()
-    for (name, version, _kind), count in active.items():
-        out[(name, version)] += count
-    return dict(out)
 
 
 def _fail(inv: Invocation, at: datetime, reason: FailureReason, message: str) -> Change:

@@ -17,9 +17,9 @@ from collections import deque
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, replace
 
-from elasticityops.dispatch.cycle import ActiveCounts, CyclePlan, by_version, plan_cycle
-from elasticityops.dispatch.functions import FunctionCache
-from elasticityops.dispatch.hub import ChangeHub
+from elasticityops.catalog.function_cache import FunctionCache
+from elasticityops.changes.hub import ChangeHub
+from elasticityops.dispatch.cycle import CyclePlan, plan_cycle
 from elasticityops.dispatch.lost_nodes import end_lost_node
 from elasticityops.dispatch.preempting import Preempter
 from elasticityops.dispatch.reconcile import callback_url, plan_cancel, plan_recovery
@@ -29,6 +29,7 @@ from elasticityops.domain.clock import Clock
 from elasticityops.domain.errors import Conflict, NotFound, TemporaryError
 from elasticityops.domain.events import BackendEvent, Finished, finished_event
 from elasticityops.domain.functions import FunctionSpec
+from elasticityops.domain.gpus_held import ActiveCounts, by_version
 from elasticityops.domain.invocations import ACTIVE_STATES, FailureReason, Invocation, State, callback_token
 from elasticityops.domain.ports import Backend, Change, LaunchRequest, Store
 from elasticityops.domain.spillover import next_type

@@ -6,7 +6,7 @@ here before it records such an end the usual way."""
 
 from __future__ import annotations
 
-from elasticityops.dispatch.functions import FunctionCache
+from elasticityops.catalog.function_cache import FunctionCache
 from elasticityops.domain.events import BackendEvent
 from elasticityops.domain.invocations import Invocation
 from elasticityops.domain.ports import Store

@@ -22,13 +22,14 @@ import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 
-from elasticityops.dispatch.cycle import UNKNOWN_GPU_TYPE, CyclePlan
-from elasticityops.dispatch.functions import FunctionCache
-from elasticityops.dispatch.hub import ChangeHub
+from elasticityops.catalog.function_cache import FunctionCache
+from elasticityops.changes.hub import ChangeHub
+from elasticityops.dispatch.cycle import CyclePlan
 from elasticityops.domain.admission import AdmissionSnapshot
 from elasticityops.domain.clock import Clock
 from elasticityops.domain.events import BackendEvent
 from elasticityops.domain.functions import FunctionSpec
+from elasticityops.domain.gpus_held import UNKNOWN_GPU_TYPE
 from elasticityops.domain.invocations import Invocation
 from elasticityops.domain.ports import Backend, Store
 from elasticityops.domain.preemption import Candidate, choose_victims, end_of_preemption, preempting_note

@@ -16,7 +16,7 @@ from typing import Any, Protocol
 
 from elasticityops.domain.clock import Clock
 from elasticityops.domain.errors import EopsError
-from elasticityops.ha.lease import (
+from elasticityops.domain.lease import (
     Create,
     LeaseRecord,
     Observed,

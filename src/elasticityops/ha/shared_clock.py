@@ -15,7 +15,7 @@ Of a few readings the one with the shortest round trip is kept, and the offset i
 again every `clock_sync_s` (clocks drift). `SharedClock.now()` is this replica's time plus the
 offset; monotonic time and sleeps stay local (durations on one machine need no correction).
 
-The lease does not depend on this (ha/lease.py compares no times written by another replica);
+The lease does not depend on this (domain/lease.py compares no times written by another replica);
 on SQLite there is one gateway, and no offset."""
 
 from __future__ import annotations

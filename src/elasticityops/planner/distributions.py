@@ -11,7 +11,7 @@ import math
 import random
 from dataclasses import dataclass
 
-from elasticityops.elasticity.sizing import normal_ppf
+from elasticityops.domain.headroom.sizing import normal_ppf
 from elasticityops.planner.errors import PlannerInputError
 
 _Z95 = 1.6448536269514722  # standard normal 95th percentile

@@ -1,4 +1,4 @@
-"""Policy specs as users write them, turned into the sizing policies of `elasticity.sizing`.
+"""Policy specs as users write them, turned into the sizing policies of `domain/headroom/sizing.py`.
 
 none                      pure auto-provisioning (baseline from --baseline, default 0)
 static                    a fixed pool of --baseline nodes, no placeholders (needs --baseline > 0)
@@ -16,15 +16,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from elasticityops.elasticity.sizing import (
-    ArrivalRateHeadroom,
-    HeadroomPolicy,
-    NoHeadroom,
-    PredictiveHeadroom,
-    ScheduledHeadroom,
-    StaticBaseline,
-    WarmHeadroom,
-)
+from elasticityops.domain.headroom.policy_text import UnknownPolicy, parse_policy_text
+from elasticityops.domain.headroom.sizing import HeadroomPolicy, NoHeadroom, StaticBaseline
 from elasticityops.planner.errors import PlannerInputError
 from elasticityops.planner.settings import ClusterSettings
 
@@ -48,82 +41,34 @@ def lead_time_s(settings: ClusterSettings, quantile: float = 0.95) -> float:
 
 
 def parse_policy(spec: str, settings: ClusterSettings, target_wait_s: float = 10.0) -> PolicyChoice:
+    """The policy `spec` names (the headroom's syntax, domain/headroom/policy_text.py, and the
+    planner's own `static`), named with the cluster's baseline."""
     text = spec.strip()
     kind, _, arg = text.partition(":")
-    kind = kind.strip().lower()
-    arg = arg.strip()
-    if kind == "none" and not arg:
-        return PolicyChoice(
-            "none" if settings.baseline == 0 else f"baseline:{settings.baseline}", NoHeadroom()
-        )
-    if kind == "static" and not arg:
+    if kind.strip().lower() == "static" and not arg.strip():
         if settings.baseline <= 0:
             raise PlannerInputError(f"{_FLAG} static needs --baseline > 0 (the size of the fixed pool)")
         return PolicyChoice(f"static:{settings.baseline}", StaticBaseline(settings.baseline))
-    if kind == "warm":
-        k = _int(arg, text)
-        return PolicyChoice(_with_baseline(f"warm:{k}", settings), WarmHeadroom(k))
-    if kind == "scheduled":
-        return PolicyChoice(
-            _with_baseline(f"scheduled:{arg}", settings), ScheduledHeadroom(_schedule(arg, text))
+    try:
+        parsed = parse_policy_text(
+            text,
+            target_wait_s=target_wait_s,
+            lead_time_s=lead_time_s(settings),
+            max_nodes=settings.autoscaled_cap,
         )
-    if kind in ("predictive", "predictive-rate"):
-        wait = _float(arg, text) if arg else target_wait_s
-        cls = PredictiveHeadroom if kind == "predictive" else ArrivalRateHeadroom
-        sizing = cls(target_wait_s=wait, lead_time_s=lead_time_s(settings), max_nodes=settings.autoscaled_cap)
-        return PolicyChoice(_with_baseline(f"{kind}:{wait:g}", settings), sizing)
-    raise PlannerInputError(
-        f"{_FLAG}: cannot parse {spec!r}; "
-        "expected none, static, warm:K, scheduled:HH:MM=K,..., predictive[:W] or predictive-rate[:W]"
-    )
+    except UnknownPolicy:
+        raise PlannerInputError(
+            f"{_FLAG}: cannot parse {spec!r}; "
+            "expected none, static, warm:K, scheduled:HH:MM=K,..., predictive[:W] or predictive-rate[:W]"
+        ) from None
+    except ValueError as exc:
+        raise PlannerInputError(f"{_FLAG}: {exc}") from None
+    if isinstance(parsed.sizing, NoHeadroom):
+        return PolicyChoice(
+            "none" if settings.baseline == 0 else f"baseline:{settings.baseline}", parsed.sizing
+        )
+    return PolicyChoice(_with_baseline(parsed.label, settings), parsed.sizing)
 
 
 def _with_baseline(name: str, settings: ClusterSettings) -> str:
     return name if settings.baseline == 0 else f"{name}+baseline:{settings.baseline}"
-
-
-MAX_WARM_NODES = 100_000
-"""The most warm nodes a policy may name: 25x the largest peak this is built for (4,000 GPUs)."""
-MAX_TARGET_WAIT_S = 3600.0
-"""The longest wait a predictive policy may aim at: an hour."""
-
-
-def _int(text: str, spec: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise PlannerInputError(f"{_FLAG}: {spec!r} needs a whole number of nodes, e.g. warm:50") from None
-    if not 0 <= value <= MAX_WARM_NODES:
-        raise PlannerInputError(f"{_FLAG}: {spec!r} needs a node count from 0 to {MAX_WARM_NODES:,}")
-    return value
-
-
-def _float(text: str, spec: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise PlannerInputError(f"{_FLAG}: {spec!r} needs a wait in seconds, e.g. predictive:10") from None
-    if not 0 <= value <= MAX_TARGET_WAIT_S:
-        raise PlannerInputError(f"{_FLAG}: {spec!r} needs a wait from 0 to {MAX_TARGET_WAIT_S:g} seconds")
-    return value
-
-
-def _schedule(arg: str, spec: str) -> tuple[tuple[int, int], ...]:
-    entries: list[tuple[int, int]] = []
-    try:
-        for part in arg.split(","):
-            when, _, count = part.strip().partition("=")
-            hh, _, mm = when.strip().partition(":")
-            hour, minute = int(hh), int(mm or "0")
-            if not (0 <= hour < 24 and 0 <= minute < 60):
-                raise ValueError
-            units = int(count)
-            if not 0 <= units <= MAX_WARM_NODES:
-                raise ValueError
-            entries.append((hour * 3600 + minute * 60, units))
-        return ScheduledHeadroom(tuple(sorted(entries))).table
-    except ValueError:
-        raise PlannerInputError(
-            f"{_FLAG}: cannot parse schedule {spec!r}; expected e.g. scheduled:08:00=50,20:00=5, "
-            f"each count from 0 to {MAX_WARM_NODES:,}"
-        ) from None

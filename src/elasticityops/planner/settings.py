@@ -9,6 +9,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from elasticityops.domain.headroom.cluster_defaults import (
+    DEFAULT_MAX_NODES,
+    DEFAULT_PROVISION_DELAY,
+    GPU_SCALE_UP_DELAY_S,
+    SCAN_INTERVAL_S,
+)
 from elasticityops.knobs import knob, knob_factory, problems
 from elasticityops.planner.distributions import Distribution, parse_distribution
 from elasticityops.planner.errors import PlannerInputError
@@ -17,7 +23,6 @@ from elasticityops.pricing.table import Capacity, required
 # $/h of one n1-standard-4 + T4 node, us-central1: the shared price table's rows (pricing/).
 ON_DEMAND_NODE_PRICE = required("nvidia-tesla-t4", Capacity.on_demand)
 SPOT_NODE_PRICE = required("nvidia-tesla-t4", Capacity.spot)
-DEFAULT_PROVISION_DELAY = "lognormal:median=240,p95=420"
 
 # Help panels of the knobs in `eops plan run/recommend --help`.
 _POOLS = "Cluster: quota and pools"
@@ -40,7 +45,7 @@ class ClusterSettings:
         0, unit="nodes", ge=0, help="Fixed pool nodes, ready at t=0, never scaled down.", panel=_POOLS
     )
     max_nodes: int = knob(
-        5000,
+        DEFAULT_MAX_NODES,
         unit="nodes",
         help="GPU quota / autoscaler max-nodes-total, baseline included (5,000: the largest cluster "
         "the autoscaler is supported for).",
@@ -57,7 +62,7 @@ class ClusterSettings:
         1000, unit="nodes", ge=1, help="Nodes per auto-provisioned pool (GKE limit).", panel=_POOLS
     )
     scan_interval_s: float = knob(
-        10.0,
+        SCAN_INTERVAL_S,
         flag="scan-interval",
         unit="seconds",
         gt=0,
@@ -65,7 +70,7 @@ class ClusterSettings:
         panel=_AUTOSCALER,
     )
     gpu_scale_up_delay_s: float = knob(
-        30.0,
+        GPU_SCALE_UP_DELAY_S,
         flag="gpu-scale-up-delay",
         unit="seconds",
         ge=0,
@@ -240,7 +245,7 @@ class ClusterSettings:
         gt=0,
         help="The sizing function gets the mean run time of the requests that started within "
         "this window, those still running counted by their time so far "
-        "(elasticity/run_times.py).",
+        "(domain/headroom/run_times.py).",
         panel=_SIMULATION,
     )
     run_time_min_ended: int = knob(

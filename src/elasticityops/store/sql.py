@@ -274,7 +274,7 @@ class SqlStore:
 
     async def functions_generation(self) -> int:
         """The counter every function write bumps in its own transaction: a replica whose
-        cached specs are older than its latest value drops them (dispatch/functions.py)."""
+        cached specs are older than its latest value drops them (catalog/function_cache.py)."""
 
         def run(conn: Connection) -> int:
             query = select(gateway_generations.c.value).where(gateway_generations.c.name == _FUNCTIONS)

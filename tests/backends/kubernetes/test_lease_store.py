@@ -7,7 +7,7 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta, timezone
 
 from elasticityops.backends.kubernetes.lease_store import lease_object, micro_time, record_of
-from elasticityops.ha.lease import LeaseRecord
+from elasticityops.domain.lease import LeaseRecord
 
 AT = datetime(2026, 12, 2, 1, 2, 3, 45, tzinfo=UTC)
 

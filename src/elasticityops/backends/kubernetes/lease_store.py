@@ -11,7 +11,7 @@ from elasticityops.backends.kubernetes.api import KubeApi
 from elasticityops.backends.kubernetes.labels import MANAGED_BY, MANAGED_BY_LABEL
 from elasticityops.backends.kubernetes.objects import KubeObject, parse_time
 from elasticityops.domain.errors import NotFound
-from elasticityops.ha.lease import LeaseRecord
+from elasticityops.domain.lease import LeaseRecord
 
 API_VERSION = "coordination.k8s.io/v1"
 

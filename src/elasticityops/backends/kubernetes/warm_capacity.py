@@ -29,8 +29,8 @@ from elasticityops.backends.kubernetes.warm_objects import (
 from elasticityops.domain.clock import Clock
 from elasticityops.domain.errors import Conflict, NotFound
 from elasticityops.domain.functions import FunctionSpec
-from elasticityops.elasticity.traffic import ClusterPicture
-from elasticityops.elasticity.warm import WarmShape
+from elasticityops.domain.headroom.traffic import ClusterPicture
+from elasticityops.domain.headroom.warm_units import WarmShape
 
 BUFFER_GROUP_PATH = f"/apis/{BUFFER_API}"
 

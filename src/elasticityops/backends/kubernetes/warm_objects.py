@@ -28,7 +28,7 @@ from elasticityops.backends.kubernetes.labels import (
 from elasticityops.backends.kubernetes.manifests import container_requests, owner_labels
 from elasticityops.backends.kubernetes.settings import KubernetesSettings
 from elasticityops.domain.functions import FunctionSpec
-from elasticityops.elasticity.warm import WarmShape
+from elasticityops.domain.headroom.warm_units import WarmShape
 
 WARM_SHAPE_LABEL = "elasticityops.dev/warm-shape"
 COMPONENT_LABEL = "app.kubernetes.io/component"

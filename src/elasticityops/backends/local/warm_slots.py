@@ -9,8 +9,8 @@ from collections.abc import Collection
 
 from elasticityops.backends.local.backend import LocalBackend
 from elasticityops.domain.functions import FunctionSpec
-from elasticityops.elasticity.traffic import ClusterPicture
-from elasticityops.elasticity.warm import WarmShape
+from elasticityops.domain.headroom.traffic import ClusterPicture
+from elasticityops.domain.headroom.warm_units import WarmShape
 
 
 class LocalWarmSlots:

@@ -1,7 +1,7 @@
 """Which gateway replica leads, as the leader election's Lease says (docs/high-availability.md).
 
 The age is the doctor's clock less the Lease's renewTime, so it carries the skew between this
-machine and the leader's; the replicas themselves never compare those clocks (ha/lease.py), so
+machine and the leader's; the replicas themselves never compare those clocks (domain/lease.py), so
 a large age here is a hint to look, not proof that the leader died."""
 
 from __future__ import annotations

@@ -33,8 +33,8 @@ from bisect import bisect_left, bisect_right
 from collections import deque
 from collections.abc import Sequence
 
-from elasticityops.elasticity.run_times import RunCohort
-from elasticityops.elasticity.sizing import (
+from elasticityops.domain.headroom.run_times import RunCohort
+from elasticityops.domain.headroom.sizing import (
     HeadroomObservation,
     HeadroomPolicy,
     NoHeadroom,

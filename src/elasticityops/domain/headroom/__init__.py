@@ -1,6 +1,8 @@
-"""Elasticity: warm GPU capacity (headroom) and the pure decision that sizes it."""
+"""Headroom: how much warm GPU capacity to keep ahead of demand, and in what units. Pure: the
+sizing rules, the policy syntax, the traffic they read and the shapes of warm units. The
+controller that runs them lives in elasticityops/headroom/."""
 
-from elasticityops.elasticity.sizing import (
+from elasticityops.domain.headroom.sizing import (
     ArrivalRateHeadroom,
     HeadroomObservation,
     HeadroomPolicy,

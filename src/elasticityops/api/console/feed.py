@@ -1,10 +1,10 @@
 """The console's live feed: which invocations changed, pushed to every open event stream
 (GET /v1/events, server-sent events).
 
-Fed by the hub (dispatch/hub.py), which hears every change this replica makes: its dispatcher's
+Fed by the hub (changes/hub.py), which hears every change this replica makes: its dispatcher's
 transitions on the leader, its own accepts, cancels and results. On a store other replicas write
 too (PostgreSQL), the ids the streams show are held as hub watches, so the change poller
-(dispatch/replicas.py) finds what another replica changed in its one query for all waiters, and
+(changes/replicas.py) finds what another replica changed in its one query for all waiters, and
 the newest invocation is read once an interval, for those accepted elsewhere.
 
 Changes are coalesced: one loop, every `flush_s` at most, reads the (state, attempt) of every id
@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 import orjson
 
-from elasticityops.dispatch.hub import ChangeHub, Watch
+from elasticityops.changes.hub import ChangeHub, Watch
 from elasticityops.domain.clock import Clock
 from elasticityops.domain.errors import TemporaryError
 from elasticityops.domain.invocations import new_invocation_id

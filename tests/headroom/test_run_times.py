@@ -6,7 +6,7 @@ import random
 
 import pytest
 
-from elasticityops.elasticity.run_times import RunCohort
+from elasticityops.domain.headroom.run_times import RunCohort
 
 
 def test_with_every_run_ended_it_is_the_plain_mean() -> None:

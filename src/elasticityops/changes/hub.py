@@ -2,7 +2,7 @@
 
 The API's `?wait=` and log followers wait here instead of polling the store. A change this
 replica makes (its dispatcher's, its routes') fires at once; one another replica on the same
-database made is found by the change poller (dispatch/replicas.py), which compares what the
+database made is found by the change poller (changes/replicas.py), which compares what the
 store says with what each waiter last saw (`Watch.saw`)."""
 
 from __future__ import annotations
@@ -47,7 +47,7 @@ class ChangeHub:
 
     def listen(self, listener: Callable[[str], None]) -> None:
         """Call `listener(id)` on every change from now on, not just those of one invocation
-        (the console's event feed, dispatch/feed.py). It must not block: it runs inline."""
+        (the console's event feed, api/console/feed.py). It must not block: it runs inline."""
         self._listeners.append(listener)
 
     def unlisten(self, listener: Callable[[str], None]) -> None:

@@ -43,7 +43,7 @@ class HeadroomObservation:
         e.g. from the rates over the last two hours; 0 when unknown.
     run_time_mean_s: mean run time of a request, measured on those that started within a
         recent window (e.g. 2 h), those still running counted by their time so far
-        (elasticity/run_times.py: the ended ones alone are the short ones in a young
+        (domain/headroom/run_times.py: the ended ones alone are the short ones in a young
         cluster), or None before enough have ended (e.g. 100); it uses no request's future
         (when a running request will end is not known).
     late_share: share of the requests that arrived in a recent window (e.g. the last day) that

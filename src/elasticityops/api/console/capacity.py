@@ -18,13 +18,14 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Protocol, runtime_checkable
 
-from elasticityops.dispatch.functions import FunctionCache, gpus_in_use
+from elasticityops.catalog.function_cache import FunctionCache
+from elasticityops.catalog.gpus_in_use import gpus_in_use
 from elasticityops.domain.budget import GpuBudget
 from elasticityops.domain.clock import Clock
+from elasticityops.domain.headroom.warm_units import WarmShape
 from elasticityops.domain.invocations import ACTIVE_STATES, Invocation, State
 from elasticityops.domain.ports import Backend, Store
-from elasticityops.elasticity.controller import HeadroomController, PoolStatus
-from elasticityops.elasticity.warm import WarmShape
+from elasticityops.headroom.controller import HeadroomController, PoolStatus
 from elasticityops.knobs import knob
 
 log = logging.getLogger(__name__)

@@ -12,12 +12,12 @@ from pathlib import Path
 
 from elasticityops.domain.budget import parse_gpu_budget
 from elasticityops.domain.functions import FunctionSpec, Priority
+from elasticityops.domain.headroom.traffic import ClusterPicture
+from elasticityops.domain.headroom.warm_units import WarmShape
 from elasticityops.domain.invocations import Invocation, State, Timeline
 from elasticityops.domain.ports import Change, NewInvocation
-from elasticityops.elasticity.controller import HeadroomController, status_rows
-from elasticityops.elasticity.settings import HeadroomSettings
-from elasticityops.elasticity.traffic import ClusterPicture
-from elasticityops.elasticity.warm import WarmShape
+from elasticityops.headroom.controller import HeadroomController, status_rows
+from elasticityops.headroom.settings import HeadroomSettings
 from elasticityops.store.sql import SqlStore
 
 T0 = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)

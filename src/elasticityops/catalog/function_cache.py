@@ -17,10 +17,8 @@ from __future__ import annotations
 
 import asyncio
 import functools
-from collections import Counter
 from collections.abc import Iterable
 
-from elasticityops.dispatch.cycle import by_version, gpus_held_by_type
 from elasticityops.domain.clock import Clock, SystemClock
 from elasticityops.domain.functions import FunctionSpec
 from elasticityops.domain.ports import FunctionRecord, Store
@@ -128,11 +126,3 @@ class FunctionCache:
             self._stored_generation = stored
         # From when the read began: a write that landed after it is caught by the next check.
         self._checked_at = started
-
-
-async def gpus_in_use(store: Store, functions: FunctionCache) -> Counter[str]:
-    """GPUs held by pending and running invocations, per GPU type, as admission counts them (one
-    grouped read of the store, the specs from the cache): the metrics and the headroom
-    controller read the same figure."""
-    active = await store.active_counts_by_type()
-    return gpus_held_by_type(active, await functions.versions(by_version(active)))

@@ -1,7 +1,7 @@
 """What lets several gateway replicas on one database answer for each other's work: their
 knobs, and the change poller that brings another replica's changes to this one's waiters.
 
-The hub (dispatch/hub.py) fires at once for what this replica changes itself. An invocation
+The hub (changes/hub.py) fires at once for what this replica changes itself. An invocation
 another replica's dispatcher moves (the one that runs it) changes only in the database, so
 while someone here waits, the poller reads the (state, attempt) of every invocation waited on,
 one query per interval for all of them, and wakes the waiters whose stamp moved. Nobody
@@ -15,7 +15,7 @@ import logging
 from collections.abc import Hashable
 from dataclasses import dataclass
 
-from elasticityops.dispatch.hub import ChangeHub
+from elasticityops.changes.hub import ChangeHub
 from elasticityops.domain.clock import Clock
 from elasticityops.domain.invocations import Invocation
 from elasticityops.domain.ports import Store

@@ -6,10 +6,15 @@ from __future__ import annotations
 import pytest
 
 from elasticityops.domain.budget import GpuBudget, parse_gpu_budget
-from elasticityops.elasticity.settings import HeadroomSettings, over_budget, parse_headroom
-from elasticityops.elasticity.sizing import NoHeadroom, PredictiveHeadroom, ScheduledHeadroom, WarmHeadroom
-from elasticityops.elasticity.traffic import ClusterPicture, TrafficLog, TrafficWindows
-from elasticityops.elasticity.warm import WarmShape, clamp_to_budget, gpus_by_type
+from elasticityops.domain.headroom.sizing import (
+    NoHeadroom,
+    PredictiveHeadroom,
+    ScheduledHeadroom,
+    WarmHeadroom,
+)
+from elasticityops.domain.headroom.traffic import ClusterPicture, TrafficLog, TrafficWindows
+from elasticityops.domain.headroom.warm_units import WarmShape, clamp_to_budget, gpus_by_type
+from elasticityops.headroom.settings import HeadroomSettings, over_budget, parse_headroom
 
 T4 = WarmShape("nvidia-tesla-t4", 1, "3480m", "12000Mi")
 T4_BIG = WarmShape("nvidia-tesla-t4", 2, "7000m", "24000Mi")
@@ -94,7 +99,7 @@ def test_traffic_log_measures_rates_busy_runs_and_late_share() -> None:
     assert obs.arrival_rate_slow_per_s == pytest.approx(30 / 300)  # younger than the slow window
     assert obs.busy_nodes == 10
     assert obs.pending_requests == 0
-    # the 10 still running count by their time so far (elasticity/run_times.py)
+    # the 10 still running count by their time so far (domain/headroom/run_times.py)
     so_far = sum(300.0 - starts[i] for i in range(20, 30))
     assert obs.run_time_mean_s == pytest.approx((20 * 40.0 + so_far) / 20)
     assert obs.late_share == pytest.approx(10 / 30)

@@ -4,7 +4,7 @@
 The same windows and the same measures as the planner's model (planner/model/engine.py): the
 recent and slow arrival rates, the trend over two trend windows, mean busy nodes over the slow
 window, the mean run time of the requests of the run-time window (those still running
-counted by their time so far, elasticity/run_times.py), and the share of the requests of the
+counted by their time so far, domain/headroom/run_times.py), and the share of the requests of the
 feedback window that started (or still wait) later than the target. Kept in memory and fed by
 the dispatcher, which sees every admission, start and end; after a restart the windows fill
 again from empty, as the planner's do at a trace's start. Time is passed in (seconds since the
@@ -15,8 +15,8 @@ from __future__ import annotations
 from bisect import bisect_left, bisect_right, insort
 from dataclasses import dataclass
 
-from elasticityops.elasticity.run_times import RunCohort
-from elasticityops.elasticity.sizing import HeadroomObservation
+from elasticityops.domain.headroom.run_times import RunCohort
+from elasticityops.domain.headroom.sizing import HeadroomObservation
 
 
 @dataclass(frozen=True)

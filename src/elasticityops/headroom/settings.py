@@ -1,19 +1,19 @@
 """The headroom controller's knobs (`eops serve --headroom POLICY`, EOPS_HEADROOM, ...) and the
-policy text, parsed with the planner's own syntax so a policy the planner recommends is typed
-as it is."""
+policy text, in the planner's own syntax (domain/headroom/policy_text.py) so a policy the planner
+recommends is typed as it is."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 from elasticityops.domain.budget import GpuBudget
-from elasticityops.elasticity.sizing import (
+from elasticityops.domain.headroom.cluster_defaults import DEFAULT_LEAD_TIME_S, DEFAULT_MAX_NODES
+from elasticityops.domain.headroom.policy_text import UnknownPolicy, parse_policy_text
+from elasticityops.domain.headroom.sizing import (
     HeadroomPolicy,
     NoHeadroom,
     ScheduledHeadroom,
-    StaticBaseline,
-    WaitTargetHeadroom,
     WarmHeadroom,
 )
 from elasticityops.knobs import knob
@@ -32,13 +32,6 @@ def parse_headroom(text: str, *, target_wait_s: float, lead_time_s: float | None
     """The sizing policy of `text`. `lead_time_s`: the lead time predictive rules size for until
     the cluster has shown one (None: the planner's default cluster's). `static` is a node pool's
     minimum, which the controller does not manage, so it is refused with that said."""
-    # The planner's modules load only where a policy is parsed.
-    from elasticityops.planner.errors import PlannerInputError
-    from elasticityops.planner.policies import lead_time_s as planner_lead_time
-    from elasticityops.planner.policies import parse_policy
-    from elasticityops.planner.settings import ClusterSettings
-
-    cluster = ClusterSettings()
     kind = text.partition(":")[0].strip().lower()
     if kind in ("static", "predictive-rate"):
         what = (
@@ -47,20 +40,16 @@ def parse_headroom(text: str, *, target_wait_s: float, lead_time_s: float | None
             else "the planner's old rule, kept there for comparison"
         )
         raise ValueError(f"{kind} is {what}, not a policy of the headroom controller; use {FORMS}")
+    lead = DEFAULT_LEAD_TIME_S if lead_time_s is None else lead_time_s
     try:
-        choice = parse_policy(text or "none", cluster, target_wait_s)
-    except PlannerInputError as exc:
-        said = str(exc).removeprefix("--policy: ")
-        if said.startswith("cannot parse") and "expected none" in said:
-            said = f"cannot parse {text!r}"
-        raise ValueError(f"{said}; use {FORMS}") from None
-    policy = choice.sizing
-    if isinstance(policy, StaticBaseline):  # pragma: no cover - refused above
-        raise ValueError(f"static is not a policy of the headroom controller; use {FORMS}")
-    lead = planner_lead_time(cluster) if lead_time_s is None else lead_time_s
-    if isinstance(policy, WaitTargetHeadroom):
-        policy = replace(policy, lead_time_s=lead)
-    return policy
+        parsed = parse_policy_text(
+            text or "none", target_wait_s=target_wait_s, lead_time_s=lead, max_nodes=DEFAULT_MAX_NODES
+        )
+    except UnknownPolicy:
+        raise ValueError(f"cannot parse {text!r}; use {FORMS}") from None
+    except ValueError as exc:
+        raise ValueError(f"{exc}; use {FORMS}") from None
+    return parsed.sizing
 
 
 def most_units(policy: HeadroomPolicy) -> int | None:

@@ -8,7 +8,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from elasticityops.ha.lease import (
+from elasticityops.domain.lease import (
     Create,
     LeaseRecord,
     Observed,

@@ -21,17 +21,18 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Protocol
 
-from elasticityops.dispatch.functions import FunctionCache, gpus_in_use
+from elasticityops.catalog.function_cache import FunctionCache
+from elasticityops.catalog.gpus_in_use import gpus_in_use
 from elasticityops.domain.budget import GpuBudget
 from elasticityops.domain.clock import Clock
 from elasticityops.domain.errors import EopsError
 from elasticityops.domain.functions import FunctionSpec, GpuSpec
+from elasticityops.domain.headroom.sizing import HeadroomPolicy, size_headroom
+from elasticityops.domain.headroom.traffic import ClusterPicture, TrafficLog, TrafficWindows
+from elasticityops.domain.headroom.warm_units import WarmShape, clamp_to_budget, gpus_by_type
 from elasticityops.domain.invocations import Invocation, State
 from elasticityops.domain.ports import Store
-from elasticityops.elasticity.settings import HeadroomSettings
-from elasticityops.elasticity.sizing import HeadroomPolicy, size_headroom
-from elasticityops.elasticity.traffic import ClusterPicture, TrafficLog, TrafficWindows
-from elasticityops.elasticity.warm import WarmShape, clamp_to_budget, gpus_by_type
+from elasticityops.headroom.settings import HeadroomSettings
 
 log = logging.getLogger(__name__)
 MIN_GAP_S = 1.0
