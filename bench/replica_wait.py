@@ -43,7 +43,8 @@ from elasticityops.domain.clock import SystemClock  # noqa: E402
 from elasticityops.domain.functions import Priority  # noqa: E402
 from elasticityops.domain.invocations import State, new_invocation_id  # noqa: E402
 from elasticityops.domain.ports import Change, NewInvocation  # noqa: E402
-from elasticityops.server import build_app, create_token  # noqa: E402
+from elasticityops.server.app import build_app  # noqa: E402
+from elasticityops.server.credentials import create_token  # noqa: E402
 from elasticityops.settings import load_settings  # noqa: E402
 from elasticityops.store.sql import SqlStore  # noqa: E402
 

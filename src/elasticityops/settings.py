@@ -75,7 +75,7 @@ class Settings:
     store: StoreSettings = field(default_factory=StoreSettings)
     api: ApiSettings = field(default_factory=ApiSettings)
     # Not knobs, filled in where the gateway is wired: the local backend's run_dir (DATA_DIR/runs,
-    # backend_registry.py), the dispatcher's server secret and callback URL (server.py).
+    # server/backends.py), the dispatcher's server secret and callback URL (server/app.py).
     local: LocalBackendSettings = field(default_factory=lambda: LocalBackendSettings(run_dir=Path("runs")))
     dispatch: DispatchSettings = field(default_factory=lambda: DispatchSettings(server_secret=b""))
     kubernetes: KubernetesSettings = field(default_factory=KubernetesSettings)

@@ -24,7 +24,8 @@ from elasticityops.domain.errors import TemporaryError
 from elasticityops.domain.events import BackendEvent, Finished, finished_event, note_event
 from elasticityops.domain.invocations import FailureReason, Invocation, State
 from elasticityops.domain.ports import EventSink, LaunchRequest
-from elasticityops.server import build_app, create_token
+from elasticityops.server.app import build_app
+from elasticityops.server.credentials import create_token
 from elasticityops.settings import load_settings
 from elasticityops.store.sql import SqlStore
 

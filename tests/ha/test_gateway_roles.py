@@ -19,10 +19,11 @@ import pytest
 
 from elasticityops.api.runtime import Runtime
 from elasticityops.domain.invocations import Invocation
-from elasticityops.domain.ports import EventSink, LaunchRequest
 from elasticityops.domain.lease import LeaseRecord, released
+from elasticityops.domain.ports import EventSink, LaunchRequest
 from elasticityops.ha.settings import LeaderElectionSettings
-from elasticityops.server import build_app, create_token
+from elasticityops.server.app import build_app
+from elasticityops.server.credentials import create_token
 from elasticityops.settings import load_settings
 
 from .memory_leases import Leases, Replica

@@ -18,7 +18,8 @@ import uvicorn
 
 from elasticityops.api.runtime import Runtime
 from elasticityops.domain.invocations import Invocation
-from elasticityops.server import build_app, create_token
+from elasticityops.server.app import build_app
+from elasticityops.server.credentials import create_token
 from elasticityops.settings import load_settings
 from helpers.server import HOST, free_port
 

@@ -17,7 +17,7 @@ from elasticityops.catalog.function_cache import FunctionCache
 from elasticityops.domain.clock import ManualClock
 from elasticityops.domain.invocations import State
 from elasticityops.domain.ports import Change
-from elasticityops.server import SECRET_FILE, server_secret
+from elasticityops.server.credentials import SECRET_FILE, server_secret
 from elasticityops.store.sql import SqlStore
 from elasticityops.store.tables import invocations
 

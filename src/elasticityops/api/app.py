@@ -1,5 +1,5 @@
 """The FastAPI application: routers, auth on /v1, error mapping. The parts it serves (store,
-dispatcher, backend) are built by server.py and put on `app.state.runtime` by its lifespan."""
+dispatcher, backend) are built by server/app.py and put on `app.state.runtime` by its lifespan."""
 
 from __future__ import annotations
 

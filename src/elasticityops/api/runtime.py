@@ -1,4 +1,4 @@
-"""What the routes work with: the parts of a running gateway, built by server.py."""
+"""What the routes work with: the parts of a running gateway, built by server/app.py."""
 
 from __future__ import annotations
 

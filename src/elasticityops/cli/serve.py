@@ -146,7 +146,8 @@ def _example_files() -> list[Path]:
 
 async def _prepare(settings: Settings, example: bool) -> tuple[str, bool, list[str]]:
     # The server module pulls in FastAPI and SQLAlchemy: only the commands that need them pay.
-    from elasticityops.server import admin_token, deploy_files, open_store, server_secret
+    from elasticityops.server.credentials import admin_token, server_secret
+    from elasticityops.server.startup import deploy_files, open_store
 
     clock = SystemClock()
     store = await open_store(settings)
@@ -185,7 +186,7 @@ def serve(
     """Run the gateway and the dispatcher; print the URL and an admin token. Every setting is a
     flag and an EOPS_* variable; a flag wins over its variable."""
     settings = _settings(given)
-    from elasticityops import backend_registry
+    from elasticityops.server import backends as backend_registry
 
     kubeconfig = settings.kubernetes.kubeconfig
     problems = []
@@ -205,7 +206,7 @@ def serve(
         _fail(InvalidInput(problems))
     if settings.backend == "kubernetes":
         _check_cluster(settings)
-    from elasticityops.server import AlreadyRunning, data_dir_warning, lock_gateway
+    from elasticityops.server.data_dir import AlreadyRunning, data_dir_warning, lock_gateway
 
     # Start-up order: lock the data dir (and SQLite file), bind the port, and only then migrate,
     # adopt and announce, so a second gateway or a busy port fails before anything is done or said.
@@ -231,7 +232,7 @@ def serve(
     import uvicorn
 
     from elasticityops.http_limits import MAX_HEAD_BYTES, LimitedHttpToolsProtocol
-    from elasticityops.server import build_app
+    from elasticityops.server.app import build_app
 
     shown_host = f"[{settings.host}]" if ":" in settings.host else settings.host
     url = f"http://{shown_host}:{settings.port}"
@@ -277,7 +278,7 @@ _TOKEN_DB = (None, [spec(Settings, "data-dir"), spec(Settings, "database-url")])
 
 
 async def _on_store(settings: Settings, work: Callable[[SqlStoreT], Awaitable[T]], create: bool) -> T:
-    from elasticityops.server import open_store
+    from elasticityops.server.startup import open_store
 
     # A data dir with no database is a typo unless told otherwise: never start an empty one.
     store = await open_store(settings, create=create)

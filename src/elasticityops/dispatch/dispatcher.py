@@ -160,7 +160,7 @@ class Dispatcher:
         self.hub = hub
         self.clock = clock
         self.settings = settings
-        # The same cache the accept route reads (server.py hands both the one object).
+        # The same cache the accept route reads (server/app.py hands both the one object).
         self.functions = functions or FunctionCache(store)
         self._task: asyncio.Task[None] | None = None
         self._stopping = False

@@ -17,8 +17,8 @@ from elasticityops.backends.kubernetes.lease_store import KubeLeaseStore
 from elasticityops.backends.kubernetes.settings import KubernetesSettings
 from elasticityops.domain.clock import SystemClock
 from elasticityops.domain.errors import Conflict
-from elasticityops.ha.elector import LeaderElector
 from elasticityops.domain.lease import LeaseRecord
+from elasticityops.ha.elector import LeaderElector
 from elasticityops.ha.settings import JITTER_FACTOR, LeaderElectionSettings
 
 pytestmark = [pytest.mark.cluster, pytest.mark.anyio]
