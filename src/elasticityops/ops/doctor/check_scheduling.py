@@ -9,7 +9,8 @@ import yaml
 
 from elasticityops.ops.doctor.findings import Finding, Status, names
 from elasticityops.ops.doctor.snapshot import GPU_RESOURCE, ClusterSnapshot, PendingPod
-from elasticityops.ops.gke import GPU_SHAPES, gpu_limit_for_peak
+from elasticityops.ops.gke.inputs import GPU_SHAPES
+from elasticityops.ops.gke.sizing import gpu_limit_for_peak
 from elasticityops.ops.priorities import PRIORITY_LEVELS
 
 
