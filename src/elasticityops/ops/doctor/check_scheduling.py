@@ -12,7 +12,7 @@ from elasticityops.ops.doctor.pending import classify_pending
 from elasticityops.ops.doctor.snapshot import ClusterSnapshot
 from elasticityops.ops.gke.inputs import GPU_SHAPES
 from elasticityops.ops.gke.sizing import gpu_limit_for_peak
-from elasticityops.ops.priorities import PRIORITY_LEVELS
+from elasticityops.ops.priorities import PRIORITY_CLASS_NAMES, PRIORITY_LEVELS
 
 
 def check_priority_classes(s: ClusterSnapshot) -> list[Finding]:
@@ -26,7 +26,7 @@ def check_priority_classes(s: ClusterSnapshot) -> list[Finding]:
             )
         ]
     present = {pc.name: pc for pc in s.priority_classes}
-    missing = [level.name for level in PRIORITY_LEVELS if level.name not in present]
+    missing = [name for name in PRIORITY_CLASS_NAMES if name not in present]
     findings: list[Finding] = []
     if missing:
         findings.append(
