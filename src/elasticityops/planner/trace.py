@@ -15,7 +15,6 @@ import numpy.typing as npt
 from elasticityops.planner.errors import PlannerInputError
 
 REQUIRED = ("arrival_s", "duration_s")
-OPTIONAL = ("function", "gpu_type", "priority")
 FloatArray = npt.NDArray[np.float64]
 
 
