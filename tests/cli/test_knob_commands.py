@@ -18,7 +18,7 @@ from elasticityops.cli.main import app
 from elasticityops.knobs import Spec, specs
 from elasticityops.ops.doctor.options import GatherOptions
 from elasticityops.ops.elasticity import ElasticityInputs
-from elasticityops.ops.gke import GkeInputs
+from elasticityops.ops.gke.inputs import GkeInputs
 from elasticityops.planner.synthetic import SyntheticSpec
 
 runner = CliRunner()

@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from elasticityops.ops.gke import GkeInputs, render_gke
+from elasticityops.ops.gke.inputs import GkeInputs
+from elasticityops.ops.gke.render import render_gke
 
 INPUTS = GkeInputs(
     project="my-proj-1", region="us-central1", zones=("us-central1-a", "us-central1-b"), peak=400, baseline=6

@@ -10,14 +10,10 @@ import pytest
 import yaml
 
 from elasticityops.domain.errors import InvalidInput
-from elasticityops.ops.gke import (
-    COMPUTE_CLASS_NAME,
-    GkeInputs,
-    expand_zones,
-    gpu_limit_for_peak,
-    pool_zones_needed,
-    render_gke,
-)
+from elasticityops.ops.gke.inputs import GkeInputs, expand_zones
+from elasticityops.ops.gke.objects import COMPUTE_CLASS_NAME
+from elasticityops.ops.gke.render import render_gke
+from elasticityops.ops.gke.sizing import gpu_limit_for_peak, pool_zones_needed
 from elasticityops.ops.yaml_docs import load_documents
 
 BASE = GkeInputs(

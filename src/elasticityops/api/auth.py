@@ -145,10 +145,6 @@ class TokenChecker:
             self._valid[digest] = _Cached(found, self._clock.monotonic() + self._ttl)
         return found
 
-    async def is_valid(self, token: str | bytes) -> bool:
-        raw = token if isinstance(token, bytes) else header_bytes(token)
-        return await self.check(raw) is not None
-
     def now(self) -> datetime:
         return self._clock.now()
 

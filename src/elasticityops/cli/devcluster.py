@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import typer
 from rich.console import Console
@@ -21,6 +21,7 @@ console = Console(stderr=True)
 
 if TYPE_CHECKING:
     from elasticityops.devcluster.build import AutoscalerWanted
+    from elasticityops.devcluster.cluster import DevCluster
     from elasticityops.devcluster.paths import Toolchain
 
 _DEFAULT_STATE = Path(os.environ.get("EOPS_DEV_CLUSTER_DIR", "~/.local/state/elasticityops/dev-cluster"))
@@ -199,7 +200,6 @@ def status(
     stuck pods."""
     from elasticityops.devcluster.cluster import DevCluster
     from elasticityops.devcluster.errors import DevClusterError
-    from elasticityops.domain.errors import EopsError
 
     try:
         cluster = DevCluster.attach(state_dir.expanduser())
@@ -207,36 +207,54 @@ def status(
         console.print(f"not running: {exc}")
         raise typer.Exit(1) from exc
     alive = cluster.processes_alive()
-    try:
-        cloud = cluster.cloud_status()
-    except (OSError, ValueError):
-        cloud = {}
-    real: str | None = None
-    if cluster.runs_autoscaler and alive.get("kube-apiserver"):
-        try:
-            real = cluster.autoscaler_status()
-        except EopsError as exc:
-            real = f"(unreadable: {exc.message})"
-    stuck: list[dict[str, object]] | str = []
-    if alive.get("kube-apiserver"):
-        try:
-            stuck = [p.to_json() for p in cluster.stuck_pods(stuck_after)]
-        except EopsError as exc:
-            stuck = f"(unreadable: {exc.message})"
+    cloud = _cloud(cluster)
+    real = _autoscaler_said(cluster, alive)
+    stuck = _stuck(cluster, alive, stuck_after)
     if as_json:
-        typer.echo(
-            json.dumps(
-                {
-                    "server": cluster.server,
-                    "processes": alive,
-                    "cloud": cloud,
-                    "cluster_autoscaler": real,
-                    "stuck_pods": stuck,
-                },
-                indent=2,
-            )
-        )
+        seen = {"server": cluster.server, "processes": alive, "cloud": cloud, "cluster_autoscaler": real}
+        typer.echo(json.dumps({**seen, "stuck_pods": stuck}, indent=2))
         return
+    _print_status(cluster, alive, cloud, real)
+    _print_stuck(stuck, stuck_after)
+    if not all(alive.values()):
+        raise typer.Exit(1)
+
+
+def _cloud(cluster: DevCluster) -> dict[str, Any]:
+    """The simulated cloud's last status, or {} while it has written none."""
+    try:
+        return cluster.cloud_status()
+    except (OSError, ValueError):
+        return {}
+
+
+def _autoscaler_said(cluster: DevCluster, alive: dict[str, bool]) -> str | None:
+    """The cluster-autoscaler's own status text, or why it could not be read; None without one."""
+    from elasticityops.domain.errors import EopsError
+
+    if not (cluster.runs_autoscaler and alive.get("kube-apiserver")):
+        return None
+    try:
+        return cluster.autoscaler_status()
+    except EopsError as exc:
+        return f"(unreadable: {exc.message})"
+
+
+def _stuck(cluster: DevCluster, alive: dict[str, bool], after: float) -> list[dict[str, object]] | str:
+    """The stuck pods as JSON objects, or why they could not be read; none while the API is down."""
+    from elasticityops.domain.errors import EopsError
+
+    if not alive.get("kube-apiserver"):
+        return []
+    try:
+        return [p.to_json() for p in cluster.stuck_pods(after)]
+    except EopsError as exc:
+        return f"(unreadable: {exc.message})"
+
+
+def _print_status(
+    cluster: DevCluster, alive: dict[str, bool], cloud: dict[str, Any], real: str | None
+) -> None:
     table = Table("component", "pid", "running")
     for rec in cluster.state.processes:
         table.add_row(rec.name, str(rec.pid), "yes" if alive[rec.name] else "[red]no[/]")
@@ -247,20 +265,20 @@ def status(
     if cluster.runs_autoscaler:
         console.print("cluster-autoscaler status (kube-system/cluster-autoscaler-status):")
         console.print(real or "(not written yet)", markup=False, highlight=False)
+
+
+def _print_stuck(stuck: list[dict[str, object]] | str, after: float) -> None:
     if isinstance(stuck, str):
         console.print(f"stuck pods: {stuck}")
-    elif stuck:
-        console.print(
-            f"[red]{len(stuck)} stuck pod(s)[/] (bound to a Ready kwok node, Pending > {stuck_after:g}s):"
-        )
-        stuck_table = Table("pod", "node", "seconds")
-        for p in stuck:
-            stuck_table.add_row(f"{p['namespace']}/{p['name']}", str(p["node"]), f"{p['seconds']:.0f}")
-        console.print(stuck_table)
-    else:
-        console.print(f"stuck pods: none (bound to a Ready kwok node, Pending > {stuck_after:g}s)")
-    if not all(alive.values()):
-        raise typer.Exit(1)
+        return
+    if not stuck:
+        console.print(f"stuck pods: none (bound to a Ready kwok node, Pending > {after:g}s)")
+        return
+    console.print(f"[red]{len(stuck)} stuck pod(s)[/] (bound to a Ready kwok node, Pending > {after:g}s):")
+    stuck_table = Table("pod", "node", "seconds")
+    for p in stuck:
+        stuck_table.add_row(f"{p['namespace']}/{p['name']}", str(p["node"]), f"{p['seconds']:.0f}")
+    console.print(stuck_table)
 
 
 @app.command()

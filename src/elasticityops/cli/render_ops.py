@@ -15,7 +15,8 @@ from elasticityops.domain.errors import InvalidInput
 from elasticityops.knobs import load, specs
 from elasticityops.ops.chart import differences, render_chart
 from elasticityops.ops.elasticity import ElasticityInputs, render_elasticity
-from elasticityops.ops.gke import GkeInputs, expand_zones, render_gke
+from elasticityops.ops.gke.inputs import GkeInputs, expand_zones
+from elasticityops.ops.gke.render import render_gke
 
 _err = Console(stderr=True)
 

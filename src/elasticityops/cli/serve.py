@@ -175,17 +175,8 @@ async def _prepare(settings: Settings, example: bool) -> tuple[str, bool, list[s
         await store.close()
 
 
-@knob_options(*(_panel(group) for group in _PANELS))
-def serve(
-    given: dict[str, Any],
-    example: Annotated[
-        bool, typer.Option("--example", help="Deploy the functions in examples/ first.")
-    ] = False,
-    access_log: Annotated[bool, typer.Option("--access-log", help="Log every request.")] = False,
-) -> None:
-    """Run the gateway and the dispatcher; print the URL and an admin token. Every setting is a
-    flag and an EOPS_* variable; a flag wins over its variable."""
-    settings = _settings(given)
+def _backend_problems(settings: Settings, given: dict[str, Any]) -> list[FieldProblem]:
+    """A kubeconfig that is not a file, a backend nobody registered: refused before anything starts."""
     from elasticityops.server import backends as backend_registry
 
     kubeconfig = settings.kubernetes.kubeconfig
@@ -202,6 +193,38 @@ def serve(
                 f"use one of: {', '.join(backend_registry.names())}",
             )
         )
+    return problems
+
+
+def _banner(settings: Settings, token: str, created: bool, deployed: list[str]) -> str:
+    """Where the gateway listens and how to use it from the CLI."""
+    shown_host = f"[{settings.host}]" if ":" in settings.host else settings.host
+    url = f"http://{shown_host}:{settings.port}"
+    lines = [
+        f"ElasticityOps gateway on {url} (backend {settings.backend}, data in {settings.data_dir})",
+        f"  admin token {'created' if created else 'kept'} in {settings.data_dir / 'admin-token'}",
+        "  to use the CLI:",
+        f"  export EOPS_URL={settings.callback_base_url}",
+        f"  export EOPS_TOKEN={token}",
+    ]
+    if deployed:
+        first = "hello" if "hello" in deployed else deployed[0]
+        lines.append(f"  deployed: {', '.join(deployed)} (try: eops invoke {first} --wait)")
+    return "\n".join(lines)
+
+
+@knob_options(*(_panel(group) for group in _PANELS))
+def serve(
+    given: dict[str, Any],
+    example: Annotated[
+        bool, typer.Option("--example", help="Deploy the functions in examples/ first.")
+    ] = False,
+    access_log: Annotated[bool, typer.Option("--access-log", help="Log every request.")] = False,
+) -> None:
+    """Run the gateway and the dispatcher; print the URL and an admin token. Every setting is a
+    flag and an EOPS_* variable; a flag wins over its variable."""
+    settings = _settings(given)
+    problems = _backend_problems(settings, given)
     if problems:
         _fail(InvalidInput(problems))
     if settings.backend == "kubernetes":
@@ -234,19 +257,7 @@ def serve(
     from elasticityops.http_limits import MAX_HEAD_BYTES, LimitedHttpToolsProtocol
     from elasticityops.server.app import build_app
 
-    shown_host = f"[{settings.host}]" if ":" in settings.host else settings.host
-    url = f"http://{shown_host}:{settings.port}"
-    lines = [
-        f"ElasticityOps gateway on {url} (backend {settings.backend}, data in {settings.data_dir})",
-        f"  admin token {'created' if created else 'kept'} in {settings.data_dir / 'admin-token'}",
-        "  to use the CLI:",
-        f"  export EOPS_URL={settings.callback_base_url}",
-        f"  export EOPS_TOKEN={token}",
-    ]
-    if deployed:
-        first = "hello" if "hello" in deployed else deployed[0]
-        lines.append(f"  deployed: {', '.join(deployed)} (try: eops invoke {first} --wait)")
-    print("\n".join(lines), flush=True)
+    print(_banner(settings, token, created, deployed), flush=True)
     logging.basicConfig(
         level=settings.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )

@@ -73,7 +73,6 @@ TRANSITIONS: dict[State, frozenset[State]] = {
 }
 
 ACTIVE_STATES = (State.pending, State.running)
-TERMINAL_STATES = tuple(s for s in State if s.terminal)
 
 
 class FailureReason(StrEnum):

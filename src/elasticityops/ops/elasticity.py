@@ -134,20 +134,36 @@ def selector_of(inputs: ElasticityInputs) -> dict[str, str]:
 
 
 def validate(inputs: ElasticityInputs) -> None:
+    problems = [
+        *_name_problems(inputs),
+        *_scaling_problems(inputs),
+        *_label_problems(inputs),
+        *_source_problems(inputs),
+    ]
+    if problems:
+        raise InvalidInput(problems=problems)
+
+
+def _name_problems(inputs: ElasticityInputs) -> list[FieldProblem]:
+    """The Deployment's and the namespaces' names."""
+    return [
+        FieldProblem(
+            name,
+            f"{value!r} is not a Kubernetes name",
+            "use lower-case letters, digits and '-', at most 63",
+        )
+        for name, value in (
+            ("deployment", inputs.deployment),
+            ("namespace", inputs.namespace),
+            ("monitoring-namespace", inputs.monitoring_namespace),
+        )
+        if not _DNS_LABEL.match(value)
+    ]
+
+
+def _scaling_problems(inputs: ElasticityInputs) -> list[FieldProblem]:
+    """Replicas, the target, the windows and the concurrency: what the HPA does with the metric."""
     problems: list[FieldProblem] = []
-    for name, value in (
-        ("deployment", inputs.deployment),
-        ("namespace", inputs.namespace),
-        ("monitoring-namespace", inputs.monitoring_namespace),
-    ):
-        if not _DNS_LABEL.match(value):
-            problems.append(
-                FieldProblem(
-                    name,
-                    f"{value!r} is not a Kubernetes name",
-                    "use lower-case letters, digits and '-', at most 63",
-                )
-            )
     if inputs.min_replicas < 1:
         problems.append(
             FieldProblem(
@@ -170,19 +186,19 @@ def validate(inputs: ElasticityInputs) -> None:
                 "70 leaves headroom for bursts",
             )
         )
-    for name, seconds, cap in (
-        ("scale-up-window", inputs.scale_up_window_s, 3600),
-        ("scale-down-window", inputs.scale_down_window_s, 3600),
-        ("grace-seconds", inputs.grace_period_s, 86_400),
-    ):
-        if not 0 <= seconds <= cap:
-            problems.append(
-                FieldProblem(
-                    name,
-                    f"{seconds} s is outside 0-{cap}",
-                    "pass seconds, e.g. 60 for scale-up, 300 for scale-down",
-                )
-            )
+    problems += [
+        FieldProblem(
+            name,
+            f"{seconds} s is outside 0-{cap}",
+            "pass seconds, e.g. 60 for scale-up, 300 for scale-down",
+        )
+        for name, seconds, cap in (
+            ("scale-up-window", inputs.scale_up_window_s, 3600),
+            ("scale-down-window", inputs.scale_down_window_s, 3600),
+            ("grace-seconds", inputs.grace_period_s, 86_400),
+        )
+        if not 0 <= seconds <= cap
+    ]
     if inputs.concurrency is not None and inputs.concurrency < 1:
         problems.append(
             FieldProblem(
@@ -191,13 +207,18 @@ def validate(inputs: ElasticityInputs) -> None:
                 "pass how many requests one pod serves at once, e.g. 1 or 16",
             )
         )
-    for key, value in inputs.pod_selector:
-        if not _LABEL_KEY.match(key) or not _LABEL_VALUE.match(value):
-            problems.append(
-                FieldProblem(
-                    "selector", f"{key}={value} is not a valid label", "write key=value, e.g. app=my-service"
-                )
-            )
+    return problems
+
+
+def _label_problems(inputs: ElasticityInputs) -> list[FieldProblem]:
+    """The pod selector, the metric's name and the GPU nodes' label."""
+    problems = [
+        FieldProblem(
+            "selector", f"{key}={value} is not a valid label", "write key=value, e.g. app=my-service"
+        )
+        for key, value in inputs.pod_selector
+        if not _LABEL_KEY.match(key) or not _LABEL_VALUE.match(value)
+    ]
     if not _METRIC.match(inputs.metric_name):
         problems.append(
             FieldProblem(
@@ -215,18 +236,23 @@ def validate(inputs: ElasticityInputs) -> None:
                 "write key or key=value, e.g. nvidia.com/gpu.present=true",
             )
         )
-    for name, image in (
-        ("device-plugin-image", inputs.device_plugin_image),
-        ("dcgm-image", inputs.dcgm_image),
-    ):
-        if ":" not in image.rsplit("/", 1)[-1] or image.endswith(":latest"):
-            problems.append(
-                FieldProblem(
-                    name,
-                    f"{image!r} has no pinned tag",
-                    "pin a release tag: the plugin must match the driver",
-                )
-            )
+    return problems
+
+
+def _source_problems(inputs: ElasticityInputs) -> list[FieldProblem]:
+    """Where the pieces come from: the images (pinned) and Prometheus (a URL)."""
+    problems = [
+        FieldProblem(
+            name,
+            f"{image!r} has no pinned tag",
+            "pin a release tag: the plugin must match the driver",
+        )
+        for name, image in (
+            ("device-plugin-image", inputs.device_plugin_image),
+            ("dcgm-image", inputs.dcgm_image),
+        )
+        if ":" not in image.rsplit("/", 1)[-1] or image.endswith(":latest")
+    ]
     if not inputs.prometheus_url.startswith(("http://", "https://")):
         problems.append(
             FieldProblem(
@@ -235,8 +261,7 @@ def validate(inputs: ElasticityInputs) -> None:
                 "e.g. http://prometheus-server.monitoring.svc",
             )
         )
-    if problems:
-        raise InvalidInput(problems=problems)
+    return problems
 
 
 def _gpu_affinity(inputs: ElasticityInputs) -> dict[str, Any]:

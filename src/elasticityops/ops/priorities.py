@@ -32,4 +32,6 @@ PRIORITY_LEVELS: tuple[PriorityLevel, ...] = tuple(
     PriorityLevel(m["metadata"]["name"], int(m["value"]), m.get("preemptionPolicy") != "Never")
     for m in priority_class_manifests()
 )
+# The names, in PRIORITY_LEVELS' order: the one place they are derived (the doctor's check reads
+# them here, and so will anything else that names the classes, such as Kueue's priority classes).
 PRIORITY_CLASS_NAMES: tuple[str, ...] = tuple(level.name for level in PRIORITY_LEVELS)

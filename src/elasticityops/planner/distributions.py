@@ -72,18 +72,7 @@ def parse_distribution(spec: str, flag: str = "--provision-delay") -> Distributi
     )
     if not sep or not rest.strip():
         raise PlannerInputError(fail)
-    parts = [p.strip() for p in rest.split(",")]
-    named: dict[str, float] = {}
-    plain: list[float] = []
-    try:
-        for p in parts:
-            key, eq, value = p.partition("=")
-            if eq:
-                named[key.strip().lower()] = float(value)
-            else:
-                plain.append(float(p))
-    except ValueError:
-        raise PlannerInputError(fail) from None
+    plain, named = _numbers(rest, fail)
     values = plain + list(named.values())
     if any(not math.isfinite(v) or v < 0 for v in values):
         raise PlannerInputError(f"{flag}: {spec!r} has a negative or non-finite value")
@@ -99,3 +88,19 @@ def parse_distribution(spec: str, flag: str = "--provision-delay") -> Distributi
             raise PlannerInputError(f"{flag}: {spec!r} needs 0 < median <= p95")
         return Distribution("lognormal", math.log(median), math.log(p95 / median) / _Z95, spec=text)
     raise PlannerInputError(fail)
+
+
+def _numbers(rest: str, fail: str) -> tuple[list[float], dict[str, float]]:
+    """The values after the colon: plain ones in order, `name=value` ones by lower-case name."""
+    named: dict[str, float] = {}
+    plain: list[float] = []
+    try:
+        for p in (p.strip() for p in rest.split(",")):
+            key, eq, value = p.partition("=")
+            if eq:
+                named[key.strip().lower()] = float(value)
+            else:
+                plain.append(float(p))
+    except ValueError:
+        raise PlannerInputError(fail) from None
+    return plain, named

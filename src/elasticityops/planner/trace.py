@@ -15,7 +15,6 @@ import numpy.typing as npt
 from elasticityops.planner.errors import PlannerInputError
 
 REQUIRED = ("arrival_s", "duration_s")
-OPTIONAL = ("function", "gpu_type", "priority")
 FloatArray = npt.NDArray[np.float64]
 
 
@@ -45,6 +44,30 @@ class LoadNotes:
 
 def load_trace(path: Path, *, on_unsorted: str = "sort") -> tuple[Trace, LoadNotes]:
     """Read and validate a trace CSV. on_unsorted: "sort" (sort and report) or "refuse"."""
+    arrivals, durations, functions = _read_rows(path)
+    if not arrivals:
+        raise PlannerInputError(f"--trace: {path} has a header but no rows")
+    arr = _column(arrivals, "arrival_s", path)
+    dur = _column(durations, "duration_s", path)
+    order_breaks = np.flatnonzero(np.diff(arr) < 0)
+    if not len(order_breaks):
+        return Trace(arr, dur, tuple(functions) if functions else None), LoadNotes()
+    first_line = int(order_breaks[0]) + 3  # the later row of the first decreasing pair
+    if on_unsorted == "refuse":
+        raise PlannerInputError(
+            f"--trace: {path} line {first_line}: arrival_s goes backwards "
+            f"({arr[first_line - 3]:g} then {arr[first_line - 2]:g}); "
+            "sort the trace or drop --strict-order"
+        )
+    order = np.argsort(arr, kind="stable")
+    in_order = tuple(functions[k] for k in order.tolist()) if functions else None
+    notes = LoadNotes(unsorted_rows=len(order_breaks), first_unsorted_line=first_line)
+    return Trace(arr[order], dur[order], in_order), notes
+
+
+def _read_rows(path: Path) -> tuple[list[str], list[str], list[str]]:
+    """The arrival, duration and (if the header has it) function column as text, blank rows
+    skipped; a missing column or a row of the wrong width is refused naming its line."""
     try:
         handle = path.open(newline="", encoding="utf-8")
     except OSError as exc:
@@ -75,26 +98,7 @@ def load_trace(path: Path, *, on_unsorted: str = "sort") -> tuple[Trace, LoadNot
             durations.append(row[id_])
             if ifn >= 0:
                 functions.append(row[ifn])
-    if not arrivals:
-        raise PlannerInputError(f"--trace: {path} has a header but no rows")
-    arr = _column(arrivals, "arrival_s", path)
-    dur = _column(durations, "duration_s", path)
-    notes = LoadNotes()
-    order_breaks = np.flatnonzero(np.diff(arr) < 0)
-    if len(order_breaks):
-        first_line = int(order_breaks[0]) + 3  # the later row of the first decreasing pair
-        if on_unsorted == "refuse":
-            raise PlannerInputError(
-                f"--trace: {path} line {first_line}: arrival_s goes backwards "
-                f"({arr[first_line - 3]:g} then {arr[first_line - 2]:g}); "
-                "sort the trace or drop --strict-order"
-            )
-        order = np.argsort(arr, kind="stable")
-        arr, dur = arr[order], dur[order]
-        if functions:
-            functions = [functions[k] for k in order.tolist()]
-        notes = LoadNotes(unsorted_rows=len(order_breaks), first_unsorted_line=first_line)
-    return Trace(arr, dur, tuple(functions) if functions else None), notes
+    return arrivals, durations, functions
 
 
 def _column(values: list[str], name: str, path: Path) -> FloatArray:

@@ -1,4 +1,4 @@
-"""Checks: PriorityClasses, Pending pods (scheduler and autoscaler reasons), the autoscaler's
+"""Checks: PriorityClasses, Pending pods (grouped by the reason `pending.py` reads), the autoscaler's
 status and GPU quota against the planned peak."""
 
 from __future__ import annotations
@@ -8,9 +8,11 @@ import re
 import yaml
 
 from elasticityops.ops.doctor.findings import Finding, Status, names
-from elasticityops.ops.doctor.snapshot import GPU_RESOURCE, ClusterSnapshot, PendingPod
-from elasticityops.ops.gke import GPU_SHAPES, gpu_limit_for_peak
-from elasticityops.ops.priorities import PRIORITY_LEVELS
+from elasticityops.ops.doctor.pending import classify_pending
+from elasticityops.ops.doctor.snapshot import ClusterSnapshot
+from elasticityops.ops.gke.inputs import GPU_SHAPES
+from elasticityops.ops.gke.sizing import gpu_limit_for_peak
+from elasticityops.ops.priorities import PRIORITY_CLASS_NAMES, PRIORITY_LEVELS
 
 
 def check_priority_classes(s: ClusterSnapshot) -> list[Finding]:
@@ -24,7 +26,7 @@ def check_priority_classes(s: ClusterSnapshot) -> list[Finding]:
             )
         ]
     present = {pc.name: pc for pc in s.priority_classes}
-    missing = [level.name for level in PRIORITY_LEVELS if level.name not in present]
+    missing = [name for name in PRIORITY_CLASS_NAMES if name not in present]
     findings: list[Finding] = []
     if missing:
         findings.append(
@@ -60,103 +62,6 @@ def check_priority_classes(s: ClusterSnapshot) -> list[Finding]:
             )
         )
     return findings
-
-
-_ZONE_RE = re.compile(r"\b([a-z]+-[a-z]+[0-9]+-[a-z])\b")
-
-
-def classify_pending(pod: PendingPod, gpu_nodes: int | None = None) -> tuple[str, Status, str]:
-    """(reason, severity, fix) for one Pending pod, from the scheduler's and autoscaler's words;
-    `gpu_nodes` (how many the cluster has, if known) tells "none exist" from "all busy"."""
-    texts = [pod.scheduler_message] + [f"{e.reason}: {e.message}" for e in pod.events]
-    blob = "\n".join(texts)
-    low = blob.lower()
-    if (
-        "zone_resource_pool_exhausted" in low
-        or "stockout" in low
-        or "out of resources" in low
-        or "resource_pool_exhausted" in low
-    ):
-        zones = sorted(set(_ZONE_RE.findall(blob)))
-        where = f" in zone {', '.join(zones)}" if zones else ""
-        return (
-            f"GPU stockout{where}",
-            Status.fail,
-            "add zones / fallbacks (ComputeClass spot->on-demand, T4->L4) or keep warm capacity; the "
-            "autoscaler backs off 5-30 min per pool",
-        )
-    if "quota" in low:
-        return (
-            "GPU quota exceeded",
-            Status.fail,
-            "request more regional GPU quota (gcloud compute regions describe REGION shows limit and usage)",
-        )
-    if "max node group size reached" in low or "max cluster" in low or "resource limit" in low:
-        return (
-            "autoscaler at its limits",
-            Status.fail,
-            "raise node auto-provisioning limits or the node pool max (eops render gke sizes them from "
-            "--peak)",
-        )
-    if "untolerated taint" in low or "had taint" in low or "didn't tolerate" in low:
-        return (
-            "taint not tolerated (no toleration for nvidia.com/gpu)",
-            Status.fail,
-            "add tolerations: [{key: nvidia.com/gpu, operator: Exists, effect: NoSchedule}] to the pod "
-            "(ElasticityOps Jobs carry it)",
-        )
-    if (
-        "didn't match pod's node affinity" in low
-        or "node(s) didn't match node selector" in low
-        or "didn't match node selector" in low
-    ):
-        return (
-            "no node matches its nodeSelector/affinity",
-            Status.warn,
-            "check the selector labels against kubectl get nodes --show-labels; NAP creates nodes only for "
-            "selectors it knows",
-        )
-    if f"insufficient {GPU_RESOURCE}" in low:
-        if "triggeredscaleup" in low:
-            return (
-                "waiting for a new GPU node (scale-up triggered)",
-                Status.info,
-                "normal: a GPU node takes minutes; keep warm capacity (placeholders) for faster starts",
-            )
-        if gpu_nodes == 0 and pod.gpu_request:
-            return (
-                "no GPU nodes at all, and no scale-up triggered yet",
-                Status.warn,
-                "if it stays: check node auto-provisioning is on with a GPU limit (eops render gke) and "
-                "the pod selects a GPU the cluster may create (cloud.google.com/gke-accelerator)",
-            )
-        return (
-            "no free GPU",
-            Status.warn,
-            "wait for the autoscaler, or check it can scale (NAP limits, quota, GPU nodes' allocatable)",
-        )
-    if "0/0 nodes" in low or "no nodes available" in low:
-        return (
-            "no nodes at all",
-            Status.fail,
-            "create a node pool or enable node auto-provisioning (eops render gke)",
-        )
-    if "triggeredscaleup" in low:
-        return "waiting for a new node (scale-up triggered)", Status.info, "normal during scale-up"
-    if "nottriggerscaleup" in low:
-        return (
-            "autoscaler will not add a node for it",
-            Status.fail,
-            "read the NotTriggerScaleUp event: usually no node group fits the pod's requests or selectors",
-        )
-    if not blob.strip():
-        return (
-            "not yet considered by the scheduler",
-            Status.info,
-            "wait a few seconds; if it stays, check kube-scheduler is running",
-        )
-    first = pod.scheduler_message.splitlines()[0] if pod.scheduler_message else texts[-1]
-    return f"unschedulable: {first[:160]}", Status.warn, "kubectl describe pod NAME"
 
 
 def check_pending(s: ClusterSnapshot) -> list[Finding]:

@@ -27,9 +27,9 @@ from elasticityops.ops.doctor.check_scheduling import (
     check_pending,
     check_priority_classes,
     check_quota,
-    classify_pending,
 )
 from elasticityops.ops.doctor.findings import Finding, Status
+from elasticityops.ops.doctor.pending import classify_pending
 from elasticityops.ops.doctor.snapshot import ClusterSnapshot
 
 __all__ = [

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from elasticityops.backends.kubernetes.settings import KubernetesSettings
 from elasticityops.knobs import knob
-from elasticityops.ops.gke import GPU_SHAPES
+from elasticityops.ops.gke.inputs import GPU_SHAPES
 
 MAX_RETRIES = 2
 """Retries of a request after 429, 5xx or a dropped connection: a busy API server gets a second
