@@ -111,8 +111,8 @@ async def test_a_follower_takes_over_a_silent_leader_after_the_lease_duration_on
             assert not b.is_leader, "a renews: b waits however long"
             assert b.leader == "a"
             # a dies (SIGKILL): no release, no more renewals.
-            assert a._task is not None
-            a._task.cancel()
+            assert a._election.task is not None
+            a._election.task.cancel()
             killed = clock.monotonic()
             took = await until(clock, b.started_leading.wait()) - killed
             # b saw a's last renewal at most one look after it was written, and looks again
@@ -170,8 +170,8 @@ async def test_a_leader_that_cannot_renew_stops_before_the_lease_expires_for_the
         # a campaigns again as a follower, failing quietly, never crashing.
         replica_a.fail = None
         await until(clock, clock.sleep(10))
-        assert a._task is not None
-        assert not a._task.done()
+        assert a._election.task is not None
+        assert not a._election.task.done()
         assert not a.is_leader
         assert a.leader == "b"
 

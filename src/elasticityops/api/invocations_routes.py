@@ -136,14 +136,7 @@ def build_router(max_wait: int) -> APIRouter:
         cursor: str | None = Query(None, max_length=100, description="next_cursor of the previous page"),
     ) -> Response:
         rt = _runtime(request)
-        if cursor is not None and not cursor.startswith(_ID_PREFIX):
-            raise InvalidInput(
-                [
-                    FieldProblem(
-                        "cursor", f"{cursor!r} is not a cursor", "pass next_cursor from the previous page"
-                    )
-                ]
-            )
+        _check_cursor(cursor)
         page = await rt.store.list_invocations(function=function, state=state, limit=limit, cursor=cursor)
         return Response(
             content=invocation_list_json(
@@ -175,17 +168,7 @@ def build_router(max_wait: int) -> APIRouter:
         "once it is cancelled, else 202 with the request recorded.",
     )
     async def cancel(request: Request, invocation_id: str = IdPath) -> Response:
-        # The dispatcher decides (dispatch/reconcile.py plan_cancel), on the row as it is then.
-        rt = _runtime(request)
-        inv = await rt.dispatcher.cancel(invocation_id)
-        if not inv.state.terminal:
-            # Recorded for the replica whose dispatcher runs the job: wait (bounded) for it.
-            inv = await _wait_for_end(rt, inv, rt.settings.replicas.cancel_wait_s)
-            if inv.state.terminal and inv.state is not State.cancelled:
-                raise Conflict(
-                    f"invocation {inv.id} ended ({inv.state.value}) before the cancel reached its job"
-                )
-        return _json(rt, inv, 200 if inv.state.terminal else 202)
+        return await _cancel(_runtime(request), invocation_id)
 
     @router.get(
         "/invocations/{invocation_id}/logs",
@@ -202,35 +185,56 @@ def build_router(max_wait: int) -> APIRouter:
             "at most the longest ?wait)",
         ),
     ) -> StreamingResponse:
-        rt = _runtime(request)
-        inv = await _get(rt, invocation_id)
-        if follow:
-            # A job that has not started has no output yet: wait (bounded) for it to start.
-            inv = await _wait_for_end(rt, inv, rt.settings.api.max_wait_seconds, _started_or_ended)
-        # An invocation already over has nothing left to follow: read what it wrote and stop.
-        following = follow and not inv.state.terminal
-        chunks = rt.backend.logs(inv, following)
-        if following:
-            chunks = _until_ended(rt, inv, chunks)
-        # Pull the first chunk before answering, so a failure there is still a proper error answer.
-        try:
-            first = await anext(chunks)
-        except StopAsyncIteration:
-            first = b""
-
-        async def stream() -> AsyncIterator[bytes]:
-            if first:
-                yield first
-            async for chunk in chunks:
-                yield chunk
-            if follow:
-                # The backend's output ends as the job exits, a moment before its end is
-                # recorded: a follow ends when the invocation has, so the next read says so.
-                await _wait_for_end(rt, inv, _FOLLOW_SETTLE_SECONDS, _ended)
-
-        return StreamingResponse(stream(), media_type="text/plain; charset=utf-8")
+        return await _logs(_runtime(request), invocation_id, follow)
 
     return router
+
+
+def _check_cursor(cursor: str | None) -> None:
+    if cursor is not None and not cursor.startswith(_ID_PREFIX):
+        raise InvalidInput(
+            [FieldProblem("cursor", f"{cursor!r} is not a cursor", "pass next_cursor from the previous page")]
+        )
+
+
+async def _cancel(rt: Runtime, invocation_id: str) -> Response:
+    # The dispatcher decides (dispatch/reconcile.py plan_cancel), on the row as it is then.
+    inv = await rt.dispatcher.cancel(invocation_id)
+    if not inv.state.terminal:
+        # Recorded for the replica whose dispatcher runs the job: wait (bounded) for it.
+        inv = await _wait_for_end(rt, inv, rt.settings.replicas.cancel_wait_s)
+        if inv.state.terminal and inv.state is not State.cancelled:
+            raise Conflict(f"invocation {inv.id} ended ({inv.state.value}) before the cancel reached its job")
+    return _json(rt, inv, 200 if inv.state.terminal else 202)
+
+
+async def _logs(rt: Runtime, invocation_id: str, follow: bool) -> StreamingResponse:
+    inv = await _get(rt, invocation_id)
+    if follow:
+        # A job that has not started has no output yet: wait (bounded) for it to start.
+        inv = await _wait_for_end(rt, inv, rt.settings.api.max_wait_seconds, _started_or_ended)
+    # An invocation already over has nothing left to follow: read what it wrote and stop.
+    following = follow and not inv.state.terminal
+    chunks = rt.backend.logs(inv, following)
+    if following:
+        chunks = _until_ended(rt, inv, chunks)
+    # Pull the first chunk before answering, so a failure there is still a proper error answer.
+    try:
+        first = await anext(chunks)
+    except StopAsyncIteration:
+        first = b""
+
+    async def stream() -> AsyncIterator[bytes]:
+        if first:
+            yield first
+        async for chunk in chunks:
+            yield chunk
+        if follow:
+            # The backend's output ends as the job exits, a moment before its end is
+            # recorded: a follow ends when the invocation has, so the next read says so.
+            await _wait_for_end(rt, inv, _FOLLOW_SETTLE_SECONDS, _ended)
+
+    return StreamingResponse(stream(), media_type="text/plain; charset=utf-8")
 
 
 _FOLLOW_SETTLE_SECONDS = 10  # the longest a follow waits, after the output ends, for the end

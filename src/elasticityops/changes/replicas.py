@@ -9,12 +9,11 @@ waiting: no query. Why a poll and not PostgreSQL's LISTEN/NOTIFY: docs/high-avai
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import logging
 from collections.abc import Hashable
 from dataclasses import dataclass
 
+from elasticityops.background import Background
 from elasticityops.changes.hub import ChangeHub
 from elasticityops.domain.clock import Clock
 from elasticityops.domain.invocations import Invocation
@@ -74,19 +73,14 @@ class ChangePoller:
         self._hub = hub
         self._clock = clock
         self._interval_s = interval_s
-        self._task: asyncio.Task[None] | None = None
+        self._loop_task = Background("change poller")
         self.queries = 0  # reads made, for the bench and the tests
 
     def start(self) -> None:
-        if self._task is None:
-            self._task = asyncio.create_task(self._loop(), name="change poller")
+        self._loop_task.start(self._loop)
 
     async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-            self._task = None
+        await self._loop_task.stop()
 
     async def _loop(self) -> None:
         while True:

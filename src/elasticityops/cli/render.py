@@ -150,9 +150,35 @@ def milestones_table(inv: InvocationOut) -> Table:
 
 def invocation_detail(inv: InvocationOut, now: datetime) -> RenderableType:
     """Everything `eops status` shows: state, where the time went, how it ended, the result."""
-    parts: list[RenderableType] = []
-    head = Text.assemble((inv.id, "bold"), "  ", inv.function, "  ", state_text(inv.state))
-    parts.append(head)
+    parts: list[RenderableType] = [
+        Text.assemble((inv.id, "bold"), "  ", inv.function, "  ", state_text(inv.state)),
+        Text(", ".join(_facts(inv)), style="dim"),
+        *_how_it_stands(inv),
+        Text(""),
+        timeline_table(inv, now),
+    ]
+    totals = [
+        f"{label} {seconds(value)}"
+        for key, label in (("time_to_start", "time to start"), ("total", "total"))
+        if (value := inv.durations.get(key)) is not None
+    ]
+    if totals:
+        parts.append(Text(", ".join(totals), style="bold"))
+    if inv.cost is not None:
+        parts.append(invocation_cost_text(inv.cost, inv.node_capacity))
+    parts.append(Text(""))
+    parts.append(milestones_table(inv))
+    if inv.notes:
+        parts.append(Text("\nnotes (what explained the wait):", style="bold"))
+        parts.extend(Text(f"  {clock_time(note.at)}  {note.kind}: {note.message}") for note in inv.notes)
+    if inv.result is not None:
+        parts.append(Text("\nresult:", style="bold"))
+        parts.append(Text(result_text(inv.result)))
+    return Group(*parts)
+
+
+def _facts(inv: InvocationOut) -> list[str]:
+    """The one dim line under the head: priority, GPU, attempt, node, exit code, key."""
     facts = [f"priority {inv.priority}"]
     if inv.gpu_type:
         facts.append(inv.gpu_type)
@@ -166,38 +192,23 @@ def invocation_detail(inv: InvocationOut, now: datetime) -> RenderableType:
         facts.append(f"exit code {inv.exit_code}")
     if inv.idempotency_key:
         facts.append(f"idempotency key {inv.idempotency_key}")
-    parts.append(Text(", ".join(facts), style="dim"))
+    return facts
+
+
+def _how_it_stands(inv: InvocationOut) -> list[RenderableType]:
+    """Its annotations, why it failed, and where it waits in the queue: what applies of them."""
+    lines: list[RenderableType] = []
     if inv.annotations:
         pairs = " ".join(f"{key}={value}" for key, value in sorted(inv.annotations.items()))
-        parts.append(Text.assemble(("annotations: ", "bold"), pairs))
+        lines.append(Text.assemble(("annotations: ", "bold"), pairs))
     if inv.failure_reason is not None:
-        parts.append(Text.assemble(("failure reason: ", "bold red"), inv.failure_reason.value))
+        lines.append(Text.assemble(("failure reason: ", "bold red"), inv.failure_reason.value))
     if inv.message:
-        parts.append(Text.assemble(("message: ", "bold"), inv.message))
+        lines.append(Text.assemble(("message: ", "bold"), inv.message))
     if inv.queue_position is not None:
         where = f"queue position {inv.queue_position}"
-        parts.append(Text.assemble((where, "bold cyan"), f": {inv.queue_reason}" if inv.queue_reason else ""))
-    parts.append(Text(""))
-    parts.append(timeline_table(inv, now))
-    totals = []
-    for key, label in (("time_to_start", "time to start"), ("total", "total")):
-        value = inv.durations.get(key)
-        if value is not None:
-            totals.append(f"{label} {seconds(value)}")
-    if totals:
-        parts.append(Text(", ".join(totals), style="bold"))
-    if inv.cost is not None:
-        parts.append(invocation_cost_text(inv.cost, inv.node_capacity))
-    parts.append(Text(""))
-    parts.append(milestones_table(inv))
-    if inv.notes:
-        parts.append(Text("\nnotes (what explained the wait):", style="bold"))
-        for note in inv.notes:
-            parts.append(Text(f"  {clock_time(note.at)}  {note.kind}: {note.message}"))
-    if inv.result is not None:
-        parts.append(Text("\nresult:", style="bold"))
-        parts.append(Text(result_text(inv.result)))
-    return Group(*parts)
+        lines.append(Text.assemble((where, "bold cyan"), f": {inv.queue_reason}" if inv.queue_reason else ""))
+    return lines
 
 
 def result_text(result: Any) -> str:

@@ -17,6 +17,7 @@ from collections import deque
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, replace
 
+from elasticityops.background import Background, cancelled_and_done
 from elasticityops.catalog.function_cache import FunctionCache
 from elasticityops.changes.hub import ChangeHub
 from elasticityops.dispatch.cycle import CyclePlan, plan_cycle
@@ -162,12 +163,12 @@ class Dispatcher:
         self.settings = settings
         # The same cache the accept route reads (server/app.py hands both the one object).
         self.functions = functions or FunctionCache(store)
-        self._task: asyncio.Task[None] | None = None
+        self._loop_task = Background("dispatcher")
         self._stopping = False
         self._admitting = asyncio.Semaphore(settings.launch_concurrency)
         self._events = EventLanes(self._record_with_retries, settings.event_concurrency)
         self._relauncher = Relauncher(store, backend, clock, self._launch_again)
-        self._spill_loop_task: asyncio.Task[None] | None = None
+        self._spill_loop_task = Background("spillover")
         self._spilling: dict[str, asyncio.Task[None]] = {}
         self.preempter = Preempter(store, backend, hub, clock, self.functions)
         self._watchers: list[Callable[[Invocation], None]] = []
@@ -193,7 +194,7 @@ class Dispatcher:
 
     @property
     def running(self) -> bool:
-        return self._task is not None and not self._task.done()
+        return self._loop_task.running
 
     async def start(self) -> None:
         """Watch the backend, adopt or repair what a previous gateway left active, then loop."""
@@ -203,7 +204,7 @@ class Dispatcher:
         await self.backend.start(self._on_event)
         self._started = True
         await self._recover()
-        self._task = asyncio.create_task(self._loop(), name="dispatcher")
+        self._loop_task.start(self._loop)
         self._start_spillover()
 
     async def stop(self) -> None:
@@ -211,11 +212,7 @@ class Dispatcher:
         self._stopping = True
         self._started = False
         await self._stop_spillover()
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-            self._task = None
+        await self._loop_task.stop()
         for task in list(self._cancelling.values()):
             task.cancel()
         self._cancelling.clear()
@@ -530,16 +527,11 @@ class Dispatcher:
 
     def _start_spillover(self) -> None:
         if can_relaunch(self.backend):
-            self._spill_loop_task = asyncio.create_task(self._spill_loop(), name="spillover")
+            self._spill_loop_task.start(self._spill_loop)
 
     async def _stop_spillover(self) -> None:
-        tasks = [t for t in (self._spill_loop_task, *self._spilling.values()) if t is not None]
-        for task in tasks:
-            task.cancel()
-        for task in tasks:
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
-        self._spill_loop_task = None
+        await self._spill_loop_task.stop()
+        await cancelled_and_done(list(self._spilling.values()))
         self._spilling.clear()
 
     async def _spill_loop(self) -> None:

@@ -145,15 +145,7 @@ def apply_event(inv: Invocation, event: BackendEvent) -> Invocation:
         return inv  # ended, or between attempts: what a stopped job says is about the old one
     if event.attempt is not None and event.attempt != inv.attempt:
         return inv
-    after = inv
-    if event.note is not None:
-        after = add_note(after, event.note)
-    if event.node_since is not None and after.node_since is None:
-        # The first word stands: a relist after a restart reads a node whose past it does not
-        # know, and would take the node made for this attempt for a warm one.
-        after = replace(after, node_since=event.node_since, warm=bool(event.warm))
-    if event.node_capacity is not None and after.node_capacity is None:
-        after = replace(after, node_capacity=event.node_capacity)
+    after = _with_node(inv if event.note is None else add_note(inv, event.note), event)
     if event.capacity_ready is not None and after.state is State.pending:
         after = mark_capacity_ready(after, event.capacity_ready, event.node)
     if event.started is not None and after.state is State.pending:
@@ -175,4 +167,16 @@ def apply_event(inv: Invocation, event: BackendEvent) -> Invocation:
             message=end.message,
             node=event.node,
         )
+    return after
+
+
+def _with_node(inv: Invocation, event: BackendEvent) -> Invocation:
+    """What the event says of the node, where the invocation does not know it yet."""
+    after = inv
+    if event.node_since is not None and after.node_since is None:
+        # The first word stands: a relist after a restart reads a node whose past it does not
+        # know, and would take the node made for this attempt for a warm one.
+        after = replace(after, node_since=event.node_since, warm=bool(event.warm))
+    if event.node_capacity is not None and after.node_capacity is None:
+        after = replace(after, node_capacity=event.node_capacity)
     return after

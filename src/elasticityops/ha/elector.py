@@ -8,12 +8,12 @@ cannot renew within the renew deadline steps down."""
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import random
 from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any, Protocol
 
+from elasticityops.background import Background, cancelled_and_done
 from elasticityops.domain.clock import Clock
 from elasticityops.domain.errors import EopsError
 from elasticityops.domain.lease import (
@@ -84,8 +84,8 @@ class LeaderElector:
         self._observed: Observed | None = None
         self._leading = False
         self._renewed_at = 0.0
-        self._duty: asyncio.Task[None] | None = None
-        self._task: asyncio.Task[None] | None = None
+        self._duty = Background("leader duties")
+        self._election = Background(f"leader election {identity}")
         self._give_up = False
         self._duties_up = False  # from started until stopped duties (on_stopped done)
         self.last_error: str | None = None
@@ -114,17 +114,12 @@ class LeaderElector:
 
     def start(self) -> None:
         """Run the election in a task of its own."""
-        if self._task is None or self._task.done():
-            self._task = asyncio.create_task(self.run(), name=f"leader election {self.identity}")
+        self._election.start(self.run)
 
     async def stop(self, *, release: bool = True) -> None:
         """Stop campaigning, stop leading (the duties stopped first) and, with `release`, give
         the Lease up so a follower takes over at its next look."""
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-            self._task = None
+        await self._election.stop()
         await self._step_down("the gateway is stopping", level=logging.INFO)
         if release:
             await self.release()
@@ -167,7 +162,7 @@ class LeaderElector:
         self.stopped_leading.clear()
         self.started_leading.set()
         log.info("leader election: %s leads (lease %s)", self.identity, self.settings.lease_name)
-        self._duty = asyncio.create_task(self._start_duties(), name="leader duties")
+        self._duty.start(self._start_duties)
 
     async def _start_duties(self) -> None:
         try:
@@ -212,11 +207,7 @@ class LeaderElector:
             log.log(level, "leader election: %s stops leading: %s", self.identity, why)
         if not self._duties_up:
             return
-        duty, self._duty = self._duty, None
-        if duty is not None and not duty.done():
-            duty.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await duty
+        await self._duty.stop()
         try:
             await self._on_stopped()
         except Exception:
@@ -288,9 +279,7 @@ class LeaderElector:
         finally:
             timer.cancel()
             if not task.done():
-                task.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await task
+                await cancelled_and_done([task])
         if task.cancelled():
             self.last_error = f"no answer from the lease's store within {seconds:g} s"
             return False

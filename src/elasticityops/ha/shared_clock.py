@@ -20,13 +20,12 @@ on SQLite there is one gateway, and no offset."""
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
+from elasticityops.background import Background
 from elasticityops.domain.clock import Clock
 from elasticityops.domain.errors import EopsError
 from elasticityops.domain.ports import ClockReading, Store
@@ -89,7 +88,7 @@ class ClockSync:
         self._store = store
         self._clock = clock
         self._interval_s = interval_s
-        self._task: asyncio.Task[None] | None = None
+        self._loop_task = Background("clock sync")
 
     async def measure(self) -> Offset | None:
         readings: list[ClockReading] = []
@@ -120,15 +119,11 @@ class ClockSync:
         return offset
 
     def start(self) -> None:
-        if self._interval_s > 0 and self._task is None:
-            self._task = asyncio.create_task(self._run(), name="clock sync")
+        if self._interval_s > 0:
+            self._loop_task.start(self._run)
 
     async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-            self._task = None
+        await self._loop_task.stop()
 
     async def _run(self) -> None:
         while True:

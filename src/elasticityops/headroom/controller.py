@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Protocol
 
+from elasticityops.background import Background
 from elasticityops.catalog.function_cache import FunctionCache
 from elasticityops.catalog.gpus_in_use import gpus_in_use
 from elasticityops.domain.budget import GpuBudget
@@ -102,7 +103,7 @@ class HeadroomController:
         self._held_at_start: dict[str, int] = {}
         self.pools: dict[WarmShape, PoolStatus] = {}
         self._wake = asyncio.Event()
-        self._task: asyncio.Task[None] | None = None
+        self._loop_task = Background("headroom controller")
         self.syncs = 0
         self.last_error = ""
 
@@ -120,15 +121,11 @@ class HeadroomController:
         except EopsError as exc:
             self.last_error = exc.message
             log.warning("headroom: %s; trying again every %gs", exc.message, self.settings.sync_s)
-        self._task = asyncio.create_task(self._loop(), name="headroom controller")
+        self._loop_task.start(self._loop)
 
     async def stop(self) -> None:
         """Stop sizing; the warm units stay as they are (the next start adopts them)."""
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-            self._task = None
+        await self._loop_task.stop()
 
     def seen(self, invocation: Invocation) -> None:
         """The dispatcher's report of an admission, a start or an end (cheap: folded at sync)."""

@@ -124,6 +124,50 @@ async def _nothing() -> None:
     return None
 
 
+async def _clock_of(
+    store: SqlStore, given: Clock, handed_in: bool, sync_s: float
+) -> tuple[Clock, ClockSync | None]:
+    """The clock milestones are stamped on. Replicas stamp them on one clock, the database
+    server's (ha/shared_clock.py); a clock handed in (tests, virtual time) is taken as it is,
+    and a SQLite file has one gateway."""
+    if handed_in or store.dialect == "sqlite":
+        return given, None
+    shared = SharedClock(given)
+    sync = ClockSync(store, shared, sync_s)
+    await sync.measure()
+    sync.start()
+    return shared, sync
+
+
+@asynccontextmanager
+async def _duties(
+    settings: Settings,
+    runtime: Runtime,
+    dispatcher: Dispatcher,
+    lease_store: LeaseStore | None,
+    *,
+    dispatch: bool,
+) -> AsyncIterator[None]:
+    """The dispatcher and the headroom controller, run while the app serves: by the elected
+    leader with --leader-elect, else by this gateway (none with `dispatch=False`)."""
+    if settings.leader.leader_elect:
+        async with _elected(settings, runtime, dispatcher, runtime.clock, lease_store):
+            yield
+        return
+    if dispatch:
+        await dispatcher.start()
+        if settings.headroom.enabled:
+            runtime.headroom = await start_headroom(
+                settings, runtime.store, runtime.backend, runtime.clock, dispatcher, runtime.functions
+            )
+    try:
+        yield
+    finally:
+        if runtime.headroom is not None:
+            await runtime.headroom.stop()
+        await dispatcher.stop()
+
+
 def build_app(
     settings: Settings,
     clock: Clock | None = None,
@@ -147,18 +191,11 @@ def build_app(
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         opened = await open_store(settings)
         store_ = opened if store is None else store(opened)
-        the_clock: Clock = given_clock
         sync: ClockSync | None = None
         try:
-            if clock is None and store_.dialect != "sqlite":
-                # Replicas stamp milestones on one clock, the database server's
-                # (ha/shared_clock.py); a clock handed in (tests, virtual time) is taken as it
-                # is, and a SQLite file has one gateway.
-                shared = SharedClock(given_clock)
-                sync = ClockSync(store_, shared, settings.replicas.clock_sync_s)
-                await sync.measure()
-                sync.start()
-                the_clock = shared
+            the_clock, sync = await _clock_of(
+                store_, given_clock, clock is not None, settings.replicas.clock_sync_s
+            )
             metrics = Metrics()
             store_.observe_transitions(metrics.on_transition)
             store_.observe_commits(metrics.on_commit)
@@ -200,26 +237,10 @@ def build_app(
             feed.start()
             runtime.history.start(lambda: read_capacity(runtime), the_clock)
             try:
-                if settings.leader.leader_elect:
-                    async with _elected(settings, runtime, dispatcher, the_clock, lease_store):
-                        if freeze_heap:
-                            _freeze_startup_heap()
-                        yield
-                    return
-                if dispatch:
-                    await dispatcher.start()
-                    if settings.headroom.enabled:
-                        runtime.headroom = await start_headroom(
-                            settings, store_, backend_, the_clock, dispatcher, functions
-                        )
-                if freeze_heap:
-                    _freeze_startup_heap()
-                try:
+                async with _duties(settings, runtime, dispatcher, lease_store, dispatch=dispatch):
+                    if freeze_heap:
+                        _freeze_startup_heap()
                     yield
-                finally:
-                    if runtime.headroom is not None:
-                        await runtime.headroom.stop()
-                    await dispatcher.stop()
             finally:
                 await runtime.history.stop()
                 await feed.stop()

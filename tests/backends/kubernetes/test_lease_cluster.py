@@ -79,8 +79,8 @@ async def test_two_electors_one_lease_kill_then_release(dev_cluster: Any, dev_na
         assert spec["renewTime"][-1] == "Z"
 
         # a is SIGKILLed: its task ends without a release, its lease goes silent.
-        assert a._task is not None
-        a._task.cancel()
+        assert a._election.task is not None
+        a._election.task.cancel()
         took = await _wait(b.started_leading, 30)
         assert took <= FAST.lease_duration_s + 2 * LOOK + 1.0, took
         after_kill = (await store.get()) or LeaseRecord("", 0, None, None, -1)

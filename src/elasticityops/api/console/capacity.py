@@ -9,8 +9,6 @@ the only ones a follower lacks."""
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import logging
 from collections import deque
 from collections.abc import Mapping
@@ -18,6 +16,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Protocol, runtime_checkable
 
+from elasticityops.background import Background
 from elasticityops.catalog.function_cache import FunctionCache
 from elasticityops.catalog.gpus_in_use import gpus_in_use
 from elasticityops.domain.budget import GpuBudget
@@ -142,21 +141,16 @@ class CapacityHistory:
     def __init__(self, settings: HistorySettings) -> None:
         self.settings = settings
         self.samples: deque[Sample] = deque(maxlen=settings.samples)
-        self._task: asyncio.Task[None] | None = None
+        self._loop_task = Background("capacity history")
 
     def add(self, sample: Sample) -> None:
         self.samples.append(sample)
 
     def start(self, take: CapacityReader, clock: Clock) -> None:
-        if self._task is None:
-            self._task = asyncio.create_task(self._loop(take, clock), name="capacity history")
+        self._loop_task.start(lambda: self._loop(take, clock))
 
     async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-            self._task = None
+        await self._loop_task.stop()
 
     async def _loop(self, take: CapacityReader, clock: Clock) -> None:
         while True:

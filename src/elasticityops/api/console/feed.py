@@ -23,6 +23,7 @@ from dataclasses import dataclass
 
 import orjson
 
+from elasticityops.background import Background
 from elasticityops.changes.hub import ChangeHub, Watch
 from elasticityops.domain.clock import Clock
 from elasticityops.domain.errors import TemporaryError
@@ -138,7 +139,7 @@ class ConsoleFeed:
         self._wake = asyncio.Event()
         self._watches: dict[str, tuple[contextlib.ExitStack, Watch]] = {}
         self._since: str | None = None  # ids above this one are new to the streams
-        self._task: asyncio.Task[None] | None = None
+        self._loop_task = Background("console feed")
         self.frames = 0  # frames made, for the tests and the bench
 
     @property
@@ -166,17 +167,13 @@ class ConsoleFeed:
             self._wake.set()  # the loop drops the watches: the poller stops reading for us
 
     def start(self) -> None:
-        if self._task is None:
+        if not self._loop_task.running:
             self._hub.listen(self._on_change)
-            self._task = asyncio.create_task(self._loop(), name="console feed")
+            self._loop_task.start(self._loop)
 
     async def stop(self) -> None:
         self._hub.unlisten(self._on_change)
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-            self._task = None
+        await self._loop_task.stop()
         self._drop_watches()
 
     def _drop_watches(self) -> None:
