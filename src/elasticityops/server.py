@@ -33,9 +33,9 @@ from elasticityops.dispatch.replicas import ChangePoller
 from elasticityops.domain.clock import Clock, SystemClock
 from elasticityops.domain.errors import EopsError, FieldProblem, InvalidInput
 from elasticityops.domain.functions import load_function_text
-from elasticityops.domain.ports import Backend, FunctionRecord, Store
+from elasticityops.domain.ports import Backend, FunctionRecord, Housekeeping, TokenStore
 from elasticityops.domain.tokens import Scope
-from elasticityops.elasticity.controller import HeadroomController
+from elasticityops.elasticity.controller import HeadroomController, HeadroomStore
 from elasticityops.ha.elector import LeaderElector, LeaseStore
 from elasticityops.ha.settings import default_identity
 from elasticityops.ha.shared_clock import ClockSync, SharedClock
@@ -187,7 +187,7 @@ def _write_private(path: Path, data: bytes) -> None:
 CALLBACK_SECRET = "callback"
 
 
-async def server_secret(store: Store, data_dir: Path, clock: Clock) -> bytes:
+async def server_secret(store: Housekeeping, data_dir: Path, clock: Clock) -> bytes:
     """The key that per-invocation callback tokens are derived from: one for every replica on
     the database (each derives the tokens of jobs another launched), made by the first to start
     and kept, so jobs adopted after a restart keep valid tokens. A data dir with the
@@ -241,7 +241,7 @@ async def open_store(settings: Settings, *, create: bool = True) -> SqlStore:
     )
 
 
-async def create_token(store: Store, name: str, clock: Clock, *, scope: Scope = Scope.admin) -> str:
+async def create_token(store: TokenStore, name: str, clock: Clock, *, scope: Scope = Scope.admin) -> str:
     token, _ = await new_token(store, name, clock, scope=scope)
     return token
 
@@ -302,7 +302,7 @@ def _freeze_startup_heap() -> None:
 
 async def start_headroom(
     settings: Settings,
-    store: Store,
+    store: HeadroomStore,
     backend: Backend,
     clock: Clock,
     dispatcher: Dispatcher,

@@ -13,7 +13,15 @@ from elasticityops.dispatch.functions import FunctionCache
 from elasticityops.dispatch.hub import ChangeHub
 from elasticityops.domain.clock import Clock
 from elasticityops.domain.invocations import Invocation
-from elasticityops.domain.ports import Backend, Store
+from elasticityops.domain.ports import (
+    Backend,
+    FunctionStore,
+    Housekeeping,
+    InvocationStore,
+    LedgerStore,
+    TokenStore,
+    TransitionStore,
+)
 from elasticityops.elasticity.controller import HeadroomController
 from elasticityops.settings import Settings
 
@@ -39,10 +47,16 @@ class Leadership(Protocol):
     def observed_age(self) -> float | None: ...
 
 
+class ApiStore(
+    FunctionStore, InvocationStore, TransitionStore, LedgerStore, TokenStore, Housekeeping, Protocol
+):
+    """What the routes read and write (a cancel goes through the dispatcher)."""
+
+
 @dataclass
 class Runtime:
     settings: Settings
-    store: Store
+    store: ApiStore
     hub: ChangeHub
     backend: Backend
     dispatcher: DispatcherControl

@@ -22,7 +22,7 @@ from elasticityops.dispatch.functions import FunctionCache, gpus_in_use
 from elasticityops.domain.budget import GpuBudget
 from elasticityops.domain.clock import Clock
 from elasticityops.domain.invocations import ACTIVE_STATES, Invocation, State
-from elasticityops.domain.ports import Backend, Store
+from elasticityops.domain.ports import Backend, InvocationStore
 from elasticityops.elasticity.controller import HeadroomController, PoolStatus
 from elasticityops.elasticity.warm import WarmShape
 from elasticityops.knobs import knob
@@ -111,7 +111,7 @@ class Sample:
 
 
 async def gather(
-    store: Store,
+    store: InvocationStore,
     functions: FunctionCache,
     backend: Backend,
     budget: GpuBudget | None,

@@ -23,14 +23,14 @@ from collections.abc import Iterable
 from elasticityops.dispatch.cycle import by_version, gpus_held_by_type
 from elasticityops.domain.clock import Clock, SystemClock
 from elasticityops.domain.functions import FunctionSpec
-from elasticityops.domain.ports import FunctionRecord, Store
+from elasticityops.domain.ports import FunctionRecord, FunctionStore, InvocationStore
 
 # Versions are immutable, so a cached one is never stale; this only bounds the memory.
 _MAX_VERSIONS = 4096
 
 
 class FunctionCache:
-    def __init__(self, store: Store, clock: Clock | None = None, check_s: float = 1.0) -> None:
+    def __init__(self, store: FunctionStore, clock: Clock | None = None, check_s: float = 1.0) -> None:
         self._store = store
         self._clock = clock or SystemClock()
         self._check_s = check_s
@@ -130,7 +130,7 @@ class FunctionCache:
         self._checked_at = started
 
 
-async def gpus_in_use(store: Store, functions: FunctionCache) -> Counter[str]:
+async def gpus_in_use(store: InvocationStore, functions: FunctionCache) -> Counter[str]:
     """GPUs held by pending and running invocations, per GPU type, as admission counts them (one
     grouped read of the store, the specs from the cache): the metrics and the headroom
     controller read the same figure."""

@@ -21,6 +21,7 @@ import asyncio
 import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
+from typing import Protocol
 
 from elasticityops.dispatch.cycle import UNKNOWN_GPU_TYPE, CyclePlan
 from elasticityops.dispatch.functions import FunctionCache
@@ -30,7 +31,7 @@ from elasticityops.domain.clock import Clock
 from elasticityops.domain.events import BackendEvent
 from elasticityops.domain.functions import FunctionSpec
 from elasticityops.domain.invocations import Invocation
-from elasticityops.domain.ports import Backend, Store
+from elasticityops.domain.ports import Backend, InvocationStore, TransitionStore
 from elasticityops.domain.preemption import Candidate, choose_victims, end_of_preemption, preempting_note
 
 log = logging.getLogger(__name__)
@@ -40,9 +41,14 @@ FREEING_EXPIRY_S = 60.0
 reported its end (seconds); past that the backend's own count of free GPUs is believed."""
 
 
+class PreemptionStore(InvocationStore, TransitionStore, Protocol):
+    """What preemption reads (the active invocations) and writes (the intent, then the requeue
+    or the end)."""
+
+
 class Preempter:
     def __init__(
-        self, store: Store, backend: Backend, hub: ChangeHub, clock: Clock, functions: FunctionCache
+        self, store: PreemptionStore, backend: Backend, hub: ChangeHub, clock: Clock, functions: FunctionCache
     ) -> None:
         self.store = store
         self.backend = backend

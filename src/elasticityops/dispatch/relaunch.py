@@ -25,7 +25,7 @@ from typing import Protocol, runtime_checkable
 
 from elasticityops.domain.clock import Clock
 from elasticityops.domain.invocations import Invocation, State
-from elasticityops.domain.ports import Backend, Store
+from elasticityops.domain.ports import Backend, InvocationStore, TransitionStore
 from elasticityops.domain.spillover import Spill
 
 log = logging.getLogger(__name__)
@@ -39,13 +39,17 @@ class Withdraws(Protocol):
         ...
 
 
+class RelaunchStore(InvocationStore, TransitionStore, Protocol):
+    """What a relaunch writes (the move) and reads (the invocation as it moved on instead)."""
+
+
 def can_relaunch(backend: Backend) -> bool:
     return isinstance(backend, Withdraws)
 
 
 @dataclass(frozen=True)
 class Relauncher:
-    store: Store
+    store: RelaunchStore
     backend: Backend
     clock: Clock
     launch: Callable[[Invocation], Awaitable[None]]

@@ -27,7 +27,7 @@ from elasticityops.domain.clock import Clock
 from elasticityops.domain.errors import EopsError
 from elasticityops.domain.functions import FunctionSpec, GpuSpec
 from elasticityops.domain.invocations import Invocation, State
-from elasticityops.domain.ports import Store
+from elasticityops.domain.ports import FunctionStore, InvocationStore
 from elasticityops.elasticity.settings import HeadroomSettings
 from elasticityops.elasticity.sizing import HeadroomPolicy, size_headroom
 from elasticityops.elasticity.traffic import ClusterPicture, TrafficLog, TrafficWindows
@@ -64,6 +64,10 @@ class WarmCapacity(Protocol):
         ...
 
 
+class HeadroomStore(FunctionStore, InvocationStore, Protocol):
+    """What the controller reads: the functions and their specs, the active invocations."""
+
+
 @dataclass(frozen=True)
 class PoolStatus:
     shape: WarmShape
@@ -77,7 +81,7 @@ class HeadroomController:
     def __init__(
         self,
         *,
-        store: Store,
+        store: HeadroomStore,
         capacity: WarmCapacity,
         settings: HeadroomSettings,
         budget: GpuBudget | None,
