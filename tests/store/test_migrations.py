@@ -57,7 +57,8 @@ from elasticityops.domain.ports import Change, NewInvocation
 from elasticityops.domain.tokens import Scope
 from elasticityops.pricing.table import Capacity
 from elasticityops.store import migrate, tables
-from elasticityops.store.sql import SqlStore, make_engine
+from elasticityops.store.database import make_engine
+from elasticityops.store.sql import SqlStore
 
 from .conftest import open_store
 

@@ -17,7 +17,7 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from elasticityops.api.console import session
 from elasticityops.domain.clock import Clock
 from elasticityops.domain.errors import Forbidden, Unauthorized
-from elasticityops.domain.ports import Store
+from elasticityops.domain.ports import TokenStore
 from elasticityops.domain.tokens import ApiToken, Scope, check_token_name
 
 HOW_TO_GET_ONE = (
@@ -43,7 +43,7 @@ def new_api_token() -> str:
 
 
 async def new_token(
-    store: Store,
+    store: TokenStore,
     name: str,
     clock: Clock,
     *,
@@ -104,7 +104,7 @@ class TokenChecker:
     one at once. Misses always ask the store, so a token made by `eops token create` in another
     process works at once."""
 
-    def __init__(self, store: Store, clock: Clock, ttl: float = CACHE_SECONDS) -> None:
+    def __init__(self, store: TokenStore, clock: Clock, ttl: float = CACHE_SECONDS) -> None:
         self._store = store
         self._clock = clock
         self._ttl = ttl

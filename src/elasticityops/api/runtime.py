@@ -17,7 +17,15 @@ from elasticityops.changes.replicas import ReplicaSettings
 from elasticityops.dispatch.dispatcher import DispatchSettings
 from elasticityops.domain.clock import Clock
 from elasticityops.domain.invocations import Invocation
-from elasticityops.domain.ports import Backend, Store
+from elasticityops.domain.ports import (
+    Backend,
+    FunctionStore,
+    Housekeeping,
+    InvocationStore,
+    LedgerStore,
+    TokenStore,
+    TransitionStore,
+)
 from elasticityops.ha.settings import LeaderElectionSettings
 from elasticityops.headroom.controller import HeadroomController
 from elasticityops.headroom.settings import HeadroomSettings
@@ -66,10 +74,16 @@ class Leadership(Protocol):
     def observed_age(self) -> float | None: ...
 
 
+class ApiStore(
+    FunctionStore, InvocationStore, TransitionStore, LedgerStore, TokenStore, Housekeeping, Protocol
+):
+    """What the routes read and write (a cancel goes through the dispatcher)."""
+
+
 @dataclass
 class Runtime:
     settings: GatewaySettings
-    store: Store
+    store: ApiStore
     hub: ChangeHub
     backend: Backend
     dispatcher: DispatcherControl

@@ -21,14 +21,14 @@ from collections.abc import Iterable
 
 from elasticityops.domain.clock import Clock, SystemClock
 from elasticityops.domain.functions import FunctionSpec
-from elasticityops.domain.ports import FunctionRecord, Store
+from elasticityops.domain.ports import FunctionRecord, FunctionStore
 
 # Versions are immutable, so a cached one is never stale; this only bounds the memory.
 _MAX_VERSIONS = 4096
 
 
 class FunctionCache:
-    def __init__(self, store: Store, clock: Clock | None = None, check_s: float = 1.0) -> None:
+    def __init__(self, store: FunctionStore, clock: Clock | None = None, check_s: float = 1.0) -> None:
         self._store = store
         self._clock = clock or SystemClock()
         self._check_s = check_s

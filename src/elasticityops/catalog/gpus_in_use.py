@@ -7,10 +7,10 @@ from collections import Counter
 
 from elasticityops.catalog.function_cache import FunctionCache
 from elasticityops.domain.gpus_held import by_version, gpus_held_by_type
-from elasticityops.domain.ports import Store
+from elasticityops.domain.ports import InvocationStore
 
 
-async def gpus_in_use(store: Store, functions: FunctionCache) -> Counter[str]:
+async def gpus_in_use(store: InvocationStore, functions: FunctionCache) -> Counter[str]:
     """GPUs held by pending and running invocations, per GPU type, as admission counts them (one
     grouped read of the store, the specs from the cache): the metrics and the headroom
     controller read the same figure."""

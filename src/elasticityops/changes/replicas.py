@@ -17,7 +17,7 @@ from elasticityops.background import Background
 from elasticityops.changes.hub import ChangeHub
 from elasticityops.domain.clock import Clock
 from elasticityops.domain.invocations import Invocation
-from elasticityops.domain.ports import Store
+from elasticityops.domain.ports import InvocationStore
 from elasticityops.knobs import knob
 
 log = logging.getLogger(__name__)
@@ -68,7 +68,7 @@ def stamp(inv: Invocation) -> Hashable:
 
 
 class ChangePoller:
-    def __init__(self, store: Store, hub: ChangeHub, clock: Clock, interval_s: float) -> None:
+    def __init__(self, store: InvocationStore, hub: ChangeHub, clock: Clock, interval_s: float) -> None:
         self._store = store
         self._hub = hub
         self._clock = clock

@@ -16,6 +16,7 @@ import logging
 from collections import deque
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, replace
+from typing import Protocol
 
 from elasticityops.background import Background, cancelled_and_done
 from elasticityops.catalog.function_cache import FunctionCache
@@ -32,7 +33,16 @@ from elasticityops.domain.events import BackendEvent, Finished, finished_event
 from elasticityops.domain.functions import FunctionSpec
 from elasticityops.domain.gpus_held import ActiveCounts, by_version
 from elasticityops.domain.invocations import ACTIVE_STATES, FailureReason, Invocation, State, callback_token
-from elasticityops.domain.ports import Backend, Change, LaunchRequest, Store
+from elasticityops.domain.ports import (
+    Backend,
+    CancelStore,
+    Change,
+    FunctionStore,
+    InvocationStore,
+    LaunchRequest,
+    LedgerStore,
+    TransitionStore,
+)
 from elasticityops.domain.spillover import next_type
 from elasticityops.knobs import knob
 
@@ -146,10 +156,15 @@ class EventLanes:
             task.cancel()
 
 
+class DispatchStore(FunctionStore, InvocationStore, TransitionStore, CancelStore, LedgerStore, Protocol):
+    """What the dispatcher reads and writes: the queue and the active invocations, their
+    transitions, cancel requests, the node time events close, and specs (its FunctionCache)."""
+
+
 class Dispatcher:
     def __init__(
         self,
-        store: Store,
+        store: DispatchStore,
         backend: Backend,
         hub: ChangeHub,
         clock: Clock,

@@ -9,11 +9,13 @@ from __future__ import annotations
 from elasticityops.catalog.function_cache import FunctionCache
 from elasticityops.domain.events import BackendEvent
 from elasticityops.domain.invocations import Invocation
-from elasticityops.domain.ports import Store
+from elasticityops.domain.ports import InvocationRecords
 from elasticityops.domain.retry import end_of_lost_node
 
 
-async def end_lost_node(store: Store, functions: FunctionCache, event: BackendEvent) -> Invocation | None:
+async def end_lost_node(
+    store: InvocationRecords, functions: FunctionCache, event: BackendEvent
+) -> Invocation | None:
     """The invocation requeued or failed for the lost node `event` tells of; None where it tells
     of none, or of an attempt that is not the current one, or the compare-and-set lost: then
     the event is recorded as any other (its fold leaves an ended or moved-on one alone)."""

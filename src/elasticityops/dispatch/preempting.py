@@ -31,7 +31,7 @@ from elasticityops.domain.events import BackendEvent
 from elasticityops.domain.functions import FunctionSpec
 from elasticityops.domain.gpus_held import UNKNOWN_GPU_TYPE
 from elasticityops.domain.invocations import Invocation
-from elasticityops.domain.ports import Backend, Store
+from elasticityops.domain.ports import Backend, InvocationRecords
 from elasticityops.domain.preemption import Candidate, choose_victims, end_of_preemption, preempting_note
 
 log = logging.getLogger(__name__)
@@ -43,7 +43,12 @@ reported its end (seconds); past that the backend's own count of free GPUs is be
 
 class Preempter:
     def __init__(
-        self, store: Store, backend: Backend, hub: ChangeHub, clock: Clock, functions: FunctionCache
+        self,
+        store: InvocationRecords,
+        backend: Backend,
+        hub: ChangeHub,
+        clock: Clock,
+        functions: FunctionCache,
     ) -> None:
         self.store = store
         self.backend = backend

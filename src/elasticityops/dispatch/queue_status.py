@@ -7,12 +7,16 @@ from elasticityops.catalog.function_cache import FunctionCache
 from elasticityops.dispatch.dispatcher import DispatchSettings
 from elasticityops.domain.gpus_held import by_version, gpus_held_by_type
 from elasticityops.domain.invocations import Invocation, State
-from elasticityops.domain.ports import Backend, Store
+from elasticityops.domain.ports import Backend, InvocationStore
 from elasticityops.domain.queue import QueueFacts, QueueStatus, queue_position, queue_reason
 
 
 async def queue_status(
-    inv: Invocation, store: Store, functions: FunctionCache, backend: Backend, settings: DispatchSettings
+    inv: Invocation,
+    store: InvocationStore,
+    functions: FunctionCache,
+    backend: Backend,
+    settings: DispatchSettings,
 ) -> QueueStatus | None:
     """Position and reason of a queued invocation; None for one not queued, or one whose spec
     version is not kept (admission fails it instead)."""

@@ -25,7 +25,7 @@ from typing import Protocol, runtime_checkable
 
 from elasticityops.domain.clock import Clock
 from elasticityops.domain.invocations import Invocation, State
-from elasticityops.domain.ports import Backend, Store
+from elasticityops.domain.ports import Backend, InvocationRecords
 from elasticityops.domain.spillover import Spill
 
 log = logging.getLogger(__name__)
@@ -45,7 +45,7 @@ def can_relaunch(backend: Backend) -> bool:
 
 @dataclass(frozen=True)
 class Relauncher:
-    store: Store
+    store: InvocationRecords
     backend: Backend
     clock: Clock
     launch: Callable[[Invocation], Awaitable[None]]

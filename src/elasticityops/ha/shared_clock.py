@@ -28,7 +28,7 @@ from datetime import datetime, timedelta
 from elasticityops.background import Background
 from elasticityops.domain.clock import Clock
 from elasticityops.domain.errors import EopsError
-from elasticityops.domain.ports import ClockReading, Store
+from elasticityops.domain.ports import ClockReading, Housekeeping
 
 log = logging.getLogger(__name__)
 
@@ -84,7 +84,7 @@ class ClockSync:
     """Measures the offset of `clock.local` to the database's clock now (`measure`) and then
     every `interval_s` in a task of its own; a failed or slow measurement keeps the last offset."""
 
-    def __init__(self, store: Store, clock: SharedClock, interval_s: float) -> None:
+    def __init__(self, store: Housekeeping, clock: SharedClock, interval_s: float) -> None:
         self._store = store
         self._clock = clock
         self._interval_s = interval_s

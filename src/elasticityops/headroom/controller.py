@@ -32,7 +32,7 @@ from elasticityops.domain.headroom.sizing import HeadroomPolicy, size_headroom
 from elasticityops.domain.headroom.traffic import ClusterPicture, TrafficLog, TrafficWindows
 from elasticityops.domain.headroom.warm_units import WarmShape, clamp_to_budget, gpus_by_type
 from elasticityops.domain.invocations import Invocation, State
-from elasticityops.domain.ports import Store
+from elasticityops.domain.ports import FunctionStore, InvocationStore
 from elasticityops.headroom.settings import HeadroomSettings
 
 log = logging.getLogger(__name__)
@@ -66,6 +66,10 @@ class WarmCapacity(Protocol):
         ...
 
 
+class HeadroomStore(FunctionStore, InvocationStore, Protocol):
+    """What the controller reads: the functions and their specs, the active invocations."""
+
+
 @dataclass(frozen=True)
 class PoolStatus:
     shape: WarmShape
@@ -79,7 +83,7 @@ class HeadroomController:
     def __init__(
         self,
         *,
-        store: Store,
+        store: HeadroomStore,
         capacity: WarmCapacity,
         settings: HeadroomSettings,
         budget: GpuBudget | None,

@@ -22,11 +22,11 @@ from elasticityops.changes.hub import ChangeHub
 from elasticityops.changes.replicas import ChangePoller
 from elasticityops.dispatch.dispatcher import Dispatcher, DispatchSettings
 from elasticityops.domain.clock import Clock, SystemClock
-from elasticityops.domain.ports import Backend, Store
+from elasticityops.domain.ports import Backend
 from elasticityops.ha.elector import LeaderElector, LeaseStore
 from elasticityops.ha.settings import default_identity
 from elasticityops.ha.shared_clock import ClockSync, SharedClock
-from elasticityops.headroom.controller import HeadroomController
+from elasticityops.headroom.controller import HeadroomController, HeadroomStore
 from elasticityops.server.backends import build_backend, build_lease_store, build_warm_capacity
 from elasticityops.server.credentials import server_secret
 from elasticityops.server.startup import open_store
@@ -50,7 +50,7 @@ def _freeze_startup_heap() -> None:
 
 async def start_headroom(
     settings: Settings,
-    store: Store,
+    store: HeadroomStore,
     backend: Backend,
     clock: Clock,
     dispatcher: Dispatcher,

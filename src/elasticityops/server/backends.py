@@ -8,12 +8,12 @@ from dataclasses import replace
 
 from elasticityops.domain.clock import Clock
 from elasticityops.domain.errors import FieldProblem, InvalidInput
-from elasticityops.domain.ports import Backend, Store
+from elasticityops.domain.ports import Backend, NodeHistorySource
 from elasticityops.ha.elector import LeaseStore
 from elasticityops.headroom.controller import WarmCapacity
 from elasticityops.settings import Settings
 
-BackendFactory = Callable[[Settings, Clock, Store], Backend]
+BackendFactory = Callable[[Settings, Clock, NodeHistorySource], Backend]
 
 _FACTORIES: dict[str, BackendFactory] = {}
 
@@ -26,7 +26,7 @@ def names() -> list[str]:
     return sorted(_FACTORIES)
 
 
-def build_backend(settings: Settings, clock: Clock, store: Store) -> Backend:
+def build_backend(settings: Settings, clock: Clock, store: NodeHistorySource) -> Backend:
     """The backend of `settings`; `store`: where a backend keeps what must outlive it (the
     Kubernetes backend's GPU node records)."""
     factory = _FACTORIES.get(settings.backend)
@@ -43,7 +43,7 @@ def build_backend(settings: Settings, clock: Clock, store: Store) -> Backend:
     return factory(settings, clock, store)
 
 
-def _local(settings: Settings, clock: Clock, store: Store) -> Backend:
+def _local(settings: Settings, clock: Clock, store: NodeHistorySource) -> Backend:
     # Imported on use: the local backend pulls in process handling the API does not need.
     from elasticityops.backends.local.backend import LocalBackend
 
@@ -53,7 +53,7 @@ def _local(settings: Settings, clock: Clock, store: Store) -> Backend:
 register("local", _local)
 
 
-def _kubernetes(settings: Settings, clock: Clock, store: Store) -> Backend:
+def _kubernetes(settings: Settings, clock: Clock, store: NodeHistorySource) -> Backend:
     # Issue 4: one GPU Job per invocation. Imported on use (the HTTP client and lightkube).
     from elasticityops.backends.kubernetes.backend import KubernetesBackend
 

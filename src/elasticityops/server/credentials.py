@@ -9,7 +9,7 @@ from pathlib import Path
 from elasticityops.api.auth import hash_token, new_token
 from elasticityops.domain.clock import Clock
 from elasticityops.domain.errors import FieldProblem, InvalidInput
-from elasticityops.domain.ports import Store
+from elasticityops.domain.ports import Housekeeping, TokenStore
 from elasticityops.domain.tokens import Scope
 from elasticityops.server.data_dir import prepare_data_dir, write_private
 from elasticityops.store.sql import SqlStore
@@ -19,7 +19,7 @@ ADMIN_TOKEN_FILE = "admin-token"
 CALLBACK_SECRET = "callback"
 
 
-async def server_secret(store: Store, data_dir: Path, clock: Clock) -> bytes:
+async def server_secret(store: Housekeeping, data_dir: Path, clock: Clock) -> bytes:
     """The key that per-invocation callback tokens are derived from: one for every replica on
     the database (each derives the tokens of jobs another launched), made by the first to start
     and kept, so jobs adopted after a restart keep valid tokens. A data dir with the
@@ -49,7 +49,7 @@ def _old_secret_file(path: Path) -> bytes | None:
     return value or None
 
 
-async def create_token(store: Store, name: str, clock: Clock, *, scope: Scope = Scope.admin) -> str:
+async def create_token(store: TokenStore, name: str, clock: Clock, *, scope: Scope = Scope.admin) -> str:
     token, _ = await new_token(store, name, clock, scope=scope)
     return token
 

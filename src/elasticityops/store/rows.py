@@ -14,36 +14,6 @@ from elasticityops.pricing.table import Capacity
 
 PRIORITY_BY_RANK = {p.rank: p for p in Priority}
 
-# Every column but the payload: listings never drag payloads (up to the size limit each) along.
-INVOCATION_COLUMNS = (
-    "id",
-    "function",
-    "spec_version",
-    "priority",
-    "state",
-    "idempotency_key",
-    "accepted_at",
-    "dispatched_at",
-    "capacity_ready_at",
-    "started_at",
-    "finished_at",
-    "exit_code",
-    "failure_reason",
-    "message",
-    "node",
-    "gpu_type",
-    "notes",
-    "result",
-    "annotations",
-    "attempt",
-    "preempted_at",
-    "preempting_by",
-    "cancel_requested_at",
-    "node_since_at",
-    "warm_pick",
-    "node_capacity",
-)
-
 
 def function_from_row(row: Mapping[Any, Any]) -> FunctionRecord:
     return FunctionRecord(

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from elasticityops.backends.local.backend import LocalBackend
 from elasticityops.backends.local.settings import LocalBackendSettings
-from elasticityops.domain.ports import BackendEvent
+from elasticityops.domain.events import BackendEvent
 
 sys.path.insert(0, str(Path(__file__).parent))
 from support import request, spec

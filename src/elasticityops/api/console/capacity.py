@@ -23,7 +23,7 @@ from elasticityops.domain.budget import GpuBudget
 from elasticityops.domain.clock import Clock
 from elasticityops.domain.headroom.warm_units import WarmShape
 from elasticityops.domain.invocations import ACTIVE_STATES, Invocation, State
-from elasticityops.domain.ports import Backend, Store
+from elasticityops.domain.ports import Backend, InvocationStore
 from elasticityops.headroom.controller import HeadroomController, PoolStatus
 from elasticityops.knobs import knob
 
@@ -111,7 +111,7 @@ class Sample:
 
 
 async def gather(
-    store: Store,
+    store: InvocationStore,
     functions: FunctionCache,
     backend: Backend,
     budget: GpuBudget | None,

@@ -28,7 +28,7 @@ from elasticityops.changes.hub import ChangeHub, Watch
 from elasticityops.domain.clock import Clock
 from elasticityops.domain.errors import TemporaryError
 from elasticityops.domain.invocations import new_invocation_id
-from elasticityops.domain.ports import Store
+from elasticityops.domain.ports import InvocationStore
 from elasticityops.knobs import knob
 
 log = logging.getLogger(__name__)
@@ -120,7 +120,7 @@ class Stream:
 class ConsoleFeed:
     def __init__(
         self,
-        store: Store,
+        store: InvocationStore,
         hub: ChangeHub,
         clock: Clock,
         settings: FeedSettings,

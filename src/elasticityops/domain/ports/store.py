@@ -1,14 +1,14 @@
-"""The narrow seams between the pure core and the outside world: the store and the backends.
-
-Implementations: store/ (SQLite, PostgreSQL), backends/local (processes + GPU slots),
-backends/kubernetes (Jobs). The dispatcher and the API only ever talk to these protocols."""
+"""The store's port: durable state, one narrow protocol per aggregate (functions, invocations,
+their transitions, cancel requests, the cost ledger, the GPU nodes' records, API tokens, the
+database's own upkeep), and `Store`, all of them, for the composition root (server.py) and the
+implementation (store/: SQLite, PostgreSQL). Each caller types against the ones it uses."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Protocol, runtime_checkable
+from typing import Protocol
 
 from elasticityops.domain.events import BackendEvent
 from elasticityops.domain.functions import FunctionSpec
@@ -74,14 +74,8 @@ class Change:
     attempt: int | None = None  # compare-and-set on the attempt too (None: any attempt)
 
 
-class NodeHistorySource(Protocol):
-    """Where the GPU node watch reads the nodes' records at its start (the Store)."""
-
-    async def gpu_node_history(self) -> list[NodeHistory]: ...
-
-
-class Store(Protocol):
-    """Durable state. Every write is committed before the call returns."""
+class FunctionStore(Protocol):
+    """Function specs: the current version of each name, and every version kept."""
 
     async def put_function(self, spec: FunctionSpec, at: datetime) -> tuple[FunctionRecord, bool]:
         """Create or replace; returns (record, created)."""
@@ -96,6 +90,7 @@ class Store(Protocol):
         ...
 
     async def list_functions(self) -> list[FunctionRecord]: ...
+
     async def delete_function(self, name: str, at: datetime) -> bool:
         """Tombstone the name (its versions stay); False when there was none."""
         ...
@@ -105,10 +100,10 @@ class Store(Protocol):
         replica learns that another one changed a function."""
         ...
 
-    async def gateway_secret(self, name: str, candidate: bytes, at: datetime) -> bytes:
-        """The gateway-wide secret `name`, shared by every replica; `candidate` becomes it when
-        there is none yet (atomically: replicas starting together get the same one)."""
-        ...
+
+class InvocationStore(Protocol):
+    """Invocations in, and every read of them: one, a page, the queue in admission order, the
+    active ones, and the grouped counts admission and the queue position need."""
 
     async def create_invocation(self, new: NewInvocation) -> tuple[Invocation, bool]:
         """Store a new invocation in state `queued`; returns (invocation, created).
@@ -118,7 +113,9 @@ class Store(Protocol):
         ...
 
     async def get_invocation(self, invocation_id: str) -> Invocation | None: ...
+
     async def get_payload(self, invocation_id: str) -> bytes | None: ...
+
     async def list_invocations(
         self, *, function: str | None, state: State | None, limit: int, cursor: str | None
     ) -> Page: ...
@@ -150,22 +147,16 @@ class Store(Protocol):
         every active row."""
         ...
 
-    async def request_cancel(self, invocation_id: str, at: datetime) -> Invocation | None:
-        """Record a cancel for the running dispatcher to carry out (compare-and-set: a pending
-        or running invocation without one). The invocation as it is then; None when unknown."""
-        ...
-
-    async def cancel_requests(self, limit: int) -> list[Invocation]:
-        """Invocations with a recorded cancel request, oldest request first."""
-        ...
-
-    async def drop_cancel_requests(self, invocation_ids: Sequence[str]) -> int:
-        """Clear the requests of those of these invocations that have ended; how many."""
-        ...
-
     async def change_stamps(self, invocation_ids: Sequence[str]) -> Mapping[str, tuple[State, int]]:
         """(state, attempt) of each of these invocations that exists, in one read."""
         ...
+
+    async def counts_by_state(self) -> Mapping[State, int]: ...
+
+
+class TransitionStore(Protocol):
+    """Every change to an invocation once accepted, each a compare-and-set on the row as it is:
+    transitions, moves, the preemption intent, backend events and posted results."""
 
     async def apply(self, change: Change) -> Invocation | None:
         """Apply a transition; None when the compare-and-set lost (state moved on)."""
@@ -195,15 +186,34 @@ class Store(Protocol):
         ended: an ended invocation's result is final). Raises NotFound for an unknown id."""
         ...
 
-    async def counts_by_state(self) -> Mapping[State, int]: ...
+
+class InvocationRecords(InvocationStore, TransitionStore, Protocol):
+    """Invocations read and changed: what preemption, a relaunch and a lost node's end use
+    (each reads the row, then writes its compare-and-set)."""
+
+
+class CancelStore(Protocol):
+    """Cancels asked of a replica whose dispatcher does not run, for the one that runs it."""
+
+    async def request_cancel(self, invocation_id: str, at: datetime) -> Invocation | None:
+        """Record a cancel for the running dispatcher to carry out (compare-and-set: a pending
+        or running invocation without one). The invocation as it is then; None when unknown."""
+        ...
+
+    async def cancel_requests(self, limit: int) -> list[Invocation]:
+        """Invocations with a recorded cancel request, oldest request first."""
+        ...
+
+    async def drop_cancel_requests(self, invocation_ids: Sequence[str]) -> int:
+        """Clear the requests of those of these invocations that have ended; how many."""
+        ...
+
+
+class LedgerStore(Protocol):
+    """The node-seconds ledger: what node time was spent on, and what it cost."""
 
     async def charge(self, charges: Sequence[Charge]) -> None:
         """Record node time that no transition ends (idle after, warm unused), once per key."""
-        ...
-
-    async def gpu_node_history(self) -> list[NodeHistory]:
-        """Every GPU node's record (domain/node_history.py), written with the events that
-        changed them: what a starting node watch goes on from."""
         ...
 
     async def node_seconds_of(self, invocation_id: str) -> Mapping[Phase, PhaseTotal]:
@@ -218,15 +228,18 @@ class Store(Protocol):
         """Node-seconds and cost per function, phase and capacity since the ledger began."""
         ...
 
-    async def ping(self) -> None:
-        """Cheap round trip to the database (readiness); raises TemporaryError when it fails."""
+
+class NodeHistorySource(Protocol):
+    """Where the GPU node watch reads the nodes' records at its start (the Store)."""
+
+    async def gpu_node_history(self) -> list[NodeHistory]:
+        """Every GPU node's record (domain/node_history.py), written with the events that
+        changed them: what a starting node watch goes on from."""
         ...
 
-    async def clock_reading(self, local: Callable[[], datetime]) -> ClockReading | None:
-        """The database server's clock read between two readings of `local` (this replica's
-        clock), for replicas to agree on one time; None where there is no server of its own to
-        ask (SQLite: a file, read by this one gateway on this machine)."""
-        ...
+
+class TokenStore(Protocol):
+    """API tokens, kept by their hash."""
 
     async def create_api_token(
         self,
@@ -250,87 +263,38 @@ class Store(Protocol):
         """Delete the token with this id at once; False when there is none."""
         ...
 
+
+class Housekeeping(Protocol):
+    """The database itself: the gateway-wide secrets, a readiness round trip, its server's clock."""
+
+    async def gateway_secret(self, name: str, candidate: bytes, at: datetime) -> bytes:
+        """The gateway-wide secret `name`, shared by every replica; `candidate` becomes it when
+        there is none yet (atomically: replicas starting together get the same one)."""
+        ...
+
+    async def ping(self) -> None:
+        """Cheap round trip to the database (readiness); raises TemporaryError when it fails."""
+        ...
+
+    async def clock_reading(self, local: Callable[[], datetime]) -> ClockReading | None:
+        """The database server's clock read between two readings of `local` (this replica's
+        clock), for replicas to agree on one time; None where there is no server of its own to
+        ask (SQLite: a file, read by this one gateway on this machine)."""
+        ...
+
+
+class Store(
+    FunctionStore,
+    InvocationStore,
+    TransitionStore,
+    CancelStore,
+    LedgerStore,
+    NodeHistorySource,
+    TokenStore,
+    Housekeeping,
+    Protocol,
+):
+    """Durable state, all of it: what the composition root opens and closes. Every write is
+    committed before the call returns."""
+
     async def close(self) -> None: ...
-
-
-EventSink = Callable[[BackendEvent], Awaitable[None]]
-
-
-@dataclass(frozen=True)
-class LaunchRequest:
-    invocation: Invocation
-    spec: FunctionSpec
-    payload: bytes
-    callback_url: str | None  # where the job POSTs its result, with `callback_token`
-    callback_token: str
-
-
-class Backend(Protocol):
-    name: str
-
-    async def start(self, sink: EventSink) -> None:
-        """Begin watching; every observation is delivered to `sink`."""
-        ...
-
-    async def stop(self) -> None:
-        """Stop watching. Running jobs keep running (a restart adopts them)."""
-        ...
-
-    def free_gpus(self) -> int | None:
-        """GPUs that can start work now; None when the backend has no fixed limit."""
-        ...
-
-    def total_gpus(self) -> int | None:
-        """The most GPUs it can ever offer at once; None when there is no fixed limit. The
-        dispatcher fails an invocation needing more at once instead of queueing it forever."""
-        ...
-
-    def max_payload_bytes(self) -> int | None:
-        """The largest payload a launch can carry (bytes); None: no limit of its own. The API
-        refuses larger ones at once (413) instead of accepting them to fail at launch."""
-        ...
-
-    async def launch(self, request: LaunchRequest) -> None:
-        """Start the invocation. Idempotent: launching one that exists already is a no-op.
-        Every failure to launch is reported through the sink as the invocation's end
-        (reason launch_error), never raised: one route for every way a job can end."""
-        ...
-
-    async def cancel(self, invocation: Invocation) -> None: ...
-
-    async def preempt(self, invocation: Invocation) -> None:
-        """Stop the job of this attempt of the invocation (delete the Job, kill the process)
-        for good, without reporting it as cancelled: the dispatcher records the preemption.
-        Idempotent; a later attempt of the same invocation gets a job of its own."""
-        ...
-
-    async def adopt(self, active: Sequence[Invocation]) -> list[str]:
-        """After a restart: re-attach to the work of these invocations. Returns the ids of
-        which the backend has no trace (never launched, or gone)."""
-        ...
-
-    def logs(self, invocation: Invocation, follow: bool) -> AsyncIterator[bytes]: ...
-
-
-@dataclass(frozen=True)
-class ClientCounters:
-    """What a backend's client of its cluster has met since it started: for /metrics, so that
-    throttling (429), server errors (5xx) and expired watches (410) can be seen and counted."""
-
-    errors: Mapping[str, int]
-    """Error answers by status code ("429", "500", "504", "410"), and "connection" for failed
-    connections; retried ones included."""
-    retries: int
-    """Requests sent again after a 429, a 5xx or a failed connection."""
-    watch_restarts: Mapping[str, int]
-    """Watches started again, by why: "ended" (the server's timeout), "expired" (410 Gone: listed
-    again), "dropped" (a failed connection or an error answer)."""
-    credential_refreshes: int = 0
-    """Credentials asked for again after a 401 (a rotated service-account token read again)."""
-
-
-@runtime_checkable
-class CountsClientFaults(Protocol):
-    """A backend whose client of a cluster counts its faults (the kubernetes one)."""
-
-    def client_counters(self) -> ClientCounters: ...

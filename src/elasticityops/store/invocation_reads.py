@@ -1,0 +1,162 @@
+"""Reads of invocations in SQL: one, its payload, a page, the queue in admission order, the active
+ones, and the grouped counts admission, the queue position and the metrics need (counted in the
+database, never read row by row). Each runs on the read threads."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+from sqlalchemy import Connection, func, select
+
+from elasticityops.domain.errors import FieldProblem, InvalidInput
+from elasticityops.domain.functions import Priority
+from elasticityops.domain.invocations import ACTIVE_STATES, Invocation, State
+from elasticityops.domain.ports import Page
+from elasticityops.store import rows, selects
+from elasticityops.store.database import Database
+from elasticityops.store.selects import COLUMNS, id_batches
+from elasticityops.store.tables import invocations
+
+
+class SqlInvocationReads(Database):
+    """The reads of the InvocationStore (domain/ports/store.py)."""
+
+    async def get_invocation(self, invocation_id: str) -> Invocation | None:
+        def run(conn: Connection) -> Invocation | None:
+            return selects.get(conn, invocation_id)
+
+        return await self._read(run)
+
+    async def get_payload(self, invocation_id: str) -> bytes | None:
+        def run(conn: Connection) -> bytes | None:
+            value = conn.execute(
+                select(invocations.c.payload).where(invocations.c.id == invocation_id)
+            ).scalar()
+            return None if value is None else bytes(value)
+
+        return await self._read(run)
+
+    async def small_payloads(self, invocation_ids: Sequence[str], max_bytes: int) -> dict[str, bytes]:
+        def run(conn: Connection) -> dict[str, bytes]:
+            found: dict[str, bytes] = {}
+            for ids in id_batches(invocation_ids):
+                query = select(invocations.c.id, invocations.c.payload).where(
+                    invocations.c.id.in_(ids), func.length(invocations.c.payload) <= max_bytes
+                )
+                found.update((row.id, bytes(row.payload)) for row in conn.execute(query))
+            return found
+
+        return await self._read(run)
+
+    async def list_invocations(
+        self, *, function: str | None, state: State | None, limit: int, cursor: str | None
+    ) -> Page:
+        """Newest first; `cursor` is the id of the last item of the previous page."""
+        if limit < 1:
+            raise InvalidInput([FieldProblem("limit", f"{limit} is below 1", "use 1 or more")])
+
+        def run(conn: Connection) -> Page:
+            query = select(*COLUMNS).order_by(invocations.c.id.desc()).limit(limit + 1)
+            if function is not None:
+                query = query.where(invocations.c.function == function)
+            if state is not None:
+                query = query.where(invocations.c.state == state.value)
+            if cursor is not None:
+                query = query.where(invocations.c.id < cursor)
+            items = [rows.invocation_from_row(r) for r in conn.execute(query).mappings()]
+            more = len(items) > limit
+            items = items[:limit]
+            return Page(items=items, next_cursor=items[-1].id if more else None)
+
+        return await self._read(run)
+
+    async def queued(self, limit: int, after: Invocation | None = None) -> list[Invocation]:
+        def run(conn: Connection) -> list[Invocation]:
+            c = invocations.c
+            found: list[Invocation] = []
+            # One index range of (state, priority, id) per priority, highest first: the
+            # admission order, without sorting every queued row by a computed rank.
+            for priority in sorted(Priority, key=lambda p: p.rank):
+                if after is not None and priority.rank < after.priority.rank:
+                    continue
+                where = [c.state == State.queued.value, c.priority == priority.value]
+                if after is not None and priority is after.priority:
+                    where.append(c.id > after.id)
+                query = select(*COLUMNS).where(*where).order_by(c.id).limit(limit - len(found))
+                found += [rows.invocation_from_row(r) for r in conn.execute(query).mappings()]
+                if len(found) >= limit:
+                    break
+            return found
+
+        return await self._read(run)
+
+    async def queued_ahead(self, invocation: Invocation) -> Mapping[tuple[str, int], int]:
+        def run(conn: Connection) -> Mapping[tuple[str, int], int]:
+            c = invocations.c
+            counts: dict[tuple[str, int], int] = {}
+            # One grouped count per index range of (state, priority, id): each higher priority
+            # whole, and this priority up to this id (ids are the acceptance order). One OR-ed
+            # query instead would let SQLite, without statistics, walk every queued row.
+            for priority in Priority:
+                if priority.rank > invocation.priority.rank:
+                    continue
+                where = [c.state == State.queued.value, c.priority == priority.value]
+                if priority is invocation.priority:
+                    where.append(c.id < invocation.id)
+                query = (
+                    select(c.function, c.spec_version, func.count())
+                    .where(*where)
+                    .group_by(c.function, c.spec_version)
+                )
+                for function, version, count in conn.execute(query):
+                    counts[(function, version)] = counts.get((function, version), 0) + count
+            return counts
+
+        return await self._read(run)
+
+    async def active(self) -> list[Invocation]:
+        def run(conn: Connection) -> list[Invocation]:
+            query = (
+                select(*COLUMNS)
+                .where(invocations.c.state.in_([s.value for s in ACTIVE_STATES]))
+                .order_by(invocations.c.id)
+            )
+            return [rows.invocation_from_row(r) for r in conn.execute(query).mappings()]
+
+        return await self._read(run)
+
+    async def active_counts_by_type(self) -> Mapping[tuple[str, int, str | None], int]:
+        def run(conn: Connection) -> Mapping[tuple[str, int, str | None], int]:
+            c = invocations.c
+            query = (
+                select(c.function, c.spec_version, c.gpu_type, func.count())
+                .where(c.state.in_([s.value for s in ACTIVE_STATES]))
+                .group_by(c.function, c.spec_version, c.gpu_type)
+            )
+            return {(name, version, kind): count for name, version, kind, count in conn.execute(query)}
+
+        return await self._read(run)
+
+    async def change_stamps(self, invocation_ids: Sequence[str]) -> dict[str, tuple[State, int]]:
+        """(state, attempt) of each of those invocations that exists, in one read: what a
+        replica's change poller compares with what its waiters saw."""
+
+        def run(conn: Connection) -> dict[str, tuple[State, int]]:
+            c = invocations.c
+            found: dict[str, tuple[State, int]] = {}
+            for ids in id_batches(invocation_ids):
+                query = select(c.id, c.state, c.attempt).where(c.id.in_(ids))
+                found.update((row.id, (State(row.state), row.attempt or 0)) for row in conn.execute(query))
+            return found
+
+        return await self._read(run)
+
+    async def counts_by_state(self) -> Mapping[State, int]:
+        def run(conn: Connection) -> Mapping[State, int]:
+            query = select(invocations.c.state, func.count()).group_by(invocations.c.state)
+            counts = dict.fromkeys(State, 0)
+            for state, count in conn.execute(query):
+                counts[State(state)] = count
+            return counts
+
+        return await self._read(run)
