@@ -17,10 +17,10 @@ from typing import Any
 
 import psutil
 
+from elasticityops.backends.kubernetes.labels import GPU_RESOURCE
 from elasticityops.devcluster.cluster import DevCluster, nodes_of, wait_for_nodes
 from elasticityops.devcluster.errors import DevClusterError
 from elasticityops.devcluster.nodes import (
-    GPU_RESOURCE,
     ROLE_AUTOSCALED,
     ROLE_BASELINE,
     node_ready,

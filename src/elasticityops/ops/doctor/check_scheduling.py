@@ -7,8 +7,9 @@ import re
 
 import yaml
 
+from elasticityops.backends.kubernetes.labels import GPU_RESOURCE
 from elasticityops.ops.doctor.findings import Finding, Status, names
-from elasticityops.ops.doctor.snapshot import GPU_RESOURCE, ClusterSnapshot, PendingPod
+from elasticityops.ops.doctor.snapshot import ClusterSnapshot, PendingPod
 from elasticityops.ops.gke import GPU_SHAPES, gpu_limit_for_peak
 from elasticityops.ops.priorities import PRIORITY_LEVELS
 
