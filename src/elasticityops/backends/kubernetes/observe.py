@@ -439,16 +439,10 @@ def job_name_of_pod(pod_name: str) -> str:
     return head if sep else pod_name
 
 
-def invocation_of_job_name(name: str) -> str | None:
-    """The invocation a Job (or its Secret) is named for: `eops-<id>` or, for a later attempt,
-    `eops-<id>-a<attempt>` (manifests.job_name; ids are ours, always short enough and DNS-safe,
-    so the name always carries them)."""
-    found = attempt_of_job_name(name)
-    return None if found is None else found[0]
-
-
 def attempt_of_job_name(name: str) -> tuple[str, int] | None:
-    """(invocation, attempt) a Job is named for (see invocation_of_job_name)."""
+    """(invocation, attempt) a Job (or its Secret) is named for: `eops-<id>` or, for a later
+    attempt, `eops-<id>-a<attempt>` (manifests.job_name; ids are ours, always short enough and
+    DNS-safe, so the name always carries them)."""
     if not name.startswith("eops-inv-"):
         return None
     rest = name[len("eops-") :]
