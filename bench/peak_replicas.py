@@ -58,13 +58,14 @@ import psutil
 
 from elasticityops.backends.kubernetes.api import KubeApi
 from elasticityops.backends.kubernetes.deploy import priority_classes
+from elasticityops.backends.kubernetes.labels import GPU_RESOURCE
 from elasticityops.backends.kubernetes.settings import KubernetesSettings
 from elasticityops.backends.kubernetes.watch import KindWatch
 from elasticityops.devcluster.build import ensure_built
 from elasticityops.devcluster.cluster import DevCluster
 from elasticityops.devcluster.config import AutoscalerSettings, ClusterConfig
 from elasticityops.devcluster.kwok_provider import NOT_READY_TAINT
-from elasticityops.devcluster.nodes import GPU_RESOURCE, ROLE_AUTOSCALED, ROLE_LABEL, node_ready
+from elasticityops.devcluster.nodes import ROLE_AUTOSCALED, ROLE_LABEL, node_ready
 from elasticityops.domain.clock import SystemClock
 from elasticityops.domain.errors import Conflict
 from k8s_burst import (

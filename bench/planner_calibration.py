@@ -47,6 +47,7 @@ import numpy as np
 
 from elasticityops.backends.kubernetes.objects import epoch as parse_time
 from elasticityops.devcluster.node_stages import BOOTED_REASON, DRIVER_REASON
+from elasticityops.devcluster.nodes import ROLE_AUTOSCALED, ROLE_LABEL
 from elasticityops.devcluster.workloads import gpu_job
 from elasticityops.planner.distributions import parse_distribution
 from elasticityops.planner.model import simulate
@@ -308,7 +309,7 @@ def run_cluster(args: argparse.Namespace, tc: Any, log: Callable[[str], None]) -
             cluster.stop()
     out = measure(pods, nodes, events, job_created)
     out["autoscaled_nodes"] = sum(
-        1 for n in nodes if (n["metadata"].get("labels") or {}).get("eops.dev/role") == "autoscaled"
+        1 for n in nodes if (n["metadata"].get("labels") or {}).get(ROLE_LABEL) == ROLE_AUTOSCALED
     )
     return out
 

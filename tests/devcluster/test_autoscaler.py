@@ -20,6 +20,7 @@ from typing import Any
 import psutil
 import pytest
 
+from elasticityops.backends.kubernetes.labels import ZONE_LABEL
 from elasticityops.backends.kubernetes.objects import epoch
 from elasticityops.devcluster.build import ensure_built
 from elasticityops.devcluster.cluster import DevCluster
@@ -32,7 +33,6 @@ from elasticityops.devcluster.nodes import (
     ROLE_AUTOSCALED,
     ROLE_BASELINE,
     ROLE_LABEL,
-    ZONE_LABEL,
     ZONES,
 )
 from elasticityops.devcluster.workloads import gpu_job

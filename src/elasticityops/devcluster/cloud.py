@@ -21,19 +21,12 @@ import datetime as dt
 import random
 from typing import Any
 
+from elasticityops.backends.kubernetes.labels import ACCELERATOR_LABEL, HOSTNAME_LABEL, ZONE_LABEL
 from elasticityops.backends.kubernetes.objects import epoch
 from elasticityops.devcluster.config import AutoscalerSettings
 from elasticityops.devcluster.node_stages import BOOT_AT, DRIVER_AT, STOCKOUT
-from elasticityops.devcluster.nodes import (
-    ACCELERATOR_LABEL,
-    ROLE_AUTOSCALED,
-    ROLE_LABEL,
-    ZONE_LABEL,
-    baseline_node_name,
-)
+from elasticityops.devcluster.nodes import ROLE_AUTOSCALED, ROLE_LABEL, baseline_node_name
 from elasticityops.planner.distributions import parse_distribution
-
-HOSTNAME_LABEL = "kubernetes.io/hostname"
 
 
 def rfc3339(seconds: float) -> str:

@@ -48,8 +48,6 @@ PATCH_CONCURRENCY = 16
 class Totals:
     stamped: int = 0
     stocked_out: int = 0
-    baseline_created: int = 0
-    baseline_deleted: int = 0
     errors: int = 0
     recent: list[str] = field(default_factory=list)
 
@@ -158,8 +156,6 @@ class CloudLoop:
         for exc in failed:
             self.totals.note(f"error in the static pool: {exc}")
         self.totals.errors += len(failed)
-        self.totals.baseline_created += len(create)
-        self.totals.baseline_deleted += len(delete)
         # Seen at once, not at the watch's echo: the next second's reconcile must not redo them.
         for name in create:
             self.nodes.setdefault(name, NodeView(ROLE_BASELINE, True))

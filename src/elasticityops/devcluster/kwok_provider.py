@@ -14,9 +14,8 @@ from typing import Any
 
 import yaml
 
+from elasticityops.backends.kubernetes.labels import ACCELERATOR_LABEL, GPU_RESOURCE, HOSTNAME_LABEL
 from elasticityops.devcluster.nodes import (
-    ACCELERATOR_LABEL,
-    GPU_RESOURCE,
     POOL_LABEL,
     ROLE_AUTOSCALED,
     ZONES,
@@ -78,7 +77,7 @@ def _template(name: str, zone: str, group_max: int, registered_at: str) -> dict[
     node = gpu_node(name, pool=name, zone=zone, role=ROLE_AUTOSCALED)
     # The provider copies the template as is and only renames the copy, so a hostname label
     # would name the template on every node; better none than one shared by all.
-    del node["metadata"]["labels"]["kubernetes.io/hostname"]
+    del node["metadata"]["labels"][HOSTNAME_LABEL]
     # A kubelet registers its node NotReady, with the not-ready taint, and the node lifecycle
     # controller lifts the taint once the node is Ready. Both are needed: without the taint the
     # scheduler binds pods to a node that is still booting, and without a Ready=False condition

@@ -32,7 +32,8 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from elasticityops.devcluster.nodes import GPU_RESOURCE, ROLE_AUTOSCALED, ROLE_LABEL
+from elasticityops.backends.kubernetes.labels import GPU_RESOURCE
+from elasticityops.devcluster.nodes import ROLE_AUTOSCALED, ROLE_LABEL
 
 BOOT_AT = "eops.dev/boot-ready-at"
 DRIVER_AT = "eops.dev/gpu-driver-ready-at"

@@ -10,14 +10,19 @@ from __future__ import annotations
 
 from typing import Any
 
+from elasticityops.backends.kubernetes.labels import (
+    ACCELERATOR_LABEL,
+    GKE_GPU_LABEL,
+    GPU_RESOURCE,
+    HOSTNAME_LABEL,
+    ZONE_LABEL,
+)
+
 KWOK_NODE_ANNOTATION = "kwok.x-k8s.io/node"
 ROLE_LABEL = "eops.dev/role"  # "baseline" (static pool) or "autoscaled" (a node group's)
 ROLE_BASELINE = "baseline"
 ROLE_AUTOSCALED = "autoscaled"
 POOL_LABEL = "cloud.google.com/gke-nodepool"
-ZONE_LABEL = "topology.kubernetes.io/zone"
-ACCELERATOR_LABEL = "cloud.google.com/gke-accelerator"
-GPU_RESOURCE = "nvidia.com/gpu"
 REGION = "us-central1"
 ZONES: tuple[str, ...] = ("us-central1-a", "us-central1-b", "us-central1-c", "us-central1-f")
 BASELINE_POOL = "baseline-t4"
@@ -95,12 +100,12 @@ def _manifest(name: str, *, pool: str, zone: str, role: str) -> dict[str, Any]:
             "labels": {
                 "kubernetes.io/arch": "amd64",
                 "kubernetes.io/os": "linux",
-                "kubernetes.io/hostname": name,
+                HOSTNAME_LABEL: name,
                 "beta.kubernetes.io/arch": "amd64",
                 "beta.kubernetes.io/os": "linux",
                 "type": "kwok",
                 ACCELERATOR_LABEL: "nvidia-tesla-t4",
-                "cloud.google.com/gke-gpu": "true",
+                GKE_GPU_LABEL: "true",
                 POOL_LABEL: pool,
                 ZONE_LABEL: zone,
                 "topology.kubernetes.io/region": REGION,

@@ -17,10 +17,11 @@ from typing import Any
 
 import psutil
 
+from elasticityops.backends.kubernetes.blocking import BlockingKubeApi
+from elasticityops.backends.kubernetes.labels import GPU_RESOURCE
 from elasticityops.devcluster.cluster import DevCluster, nodes_of, wait_for_nodes
 from elasticityops.devcluster.errors import DevClusterError
 from elasticityops.devcluster.nodes import (
-    GPU_RESOURCE,
     ROLE_AUTOSCALED,
     ROLE_BASELINE,
     node_ready,
@@ -137,84 +138,23 @@ def run_scale(
     pids["driver"] = psutil.Process().pid
     started = time.monotonic()
     with _Sampler(pids) as sampler, cluster.api() as api:
-        with contextlib.suppress(Conflict):  # left by an earlier run
-            api.create(
-                "/api/v1/namespaces",
-                {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}},
-            )
-        _wait(
-            lambda: api.ok(f"/api/v1/namespaces/{namespace}/serviceaccounts/default"),
-            60,
-            0.2,
-            "service account",
-        )
+        _namespace_ready(api, namespace)
         if mode == "baseline":
             cluster.configure_cloud(baseline=nodes)
             wait_for_nodes(api, ROLE_BASELINE, nodes, timeout)
             res.nodes_ready_s = time.monotonic() - started
             log(f"{nodes} baseline nodes Ready after {res.nodes_ready_s:.1f}s")
         else:
-            settings = cluster.autoscaler_settings
-            if settings.baseline or settings.max_nodes < nodes or not cluster.runs_autoscaler:
-                raise DevClusterError(
-                    f"autoscale mode needs a cluster started with the autoscaler, baseline 0 and "
-                    f"max_nodes >= {nodes} (it has baseline {settings.baseline}, "
-                    f"max_nodes {settings.max_nodes})"
-                )
+            _check_autoscaling(cluster, nodes)
 
         t_submit = time.monotonic()
         path = f"/apis/batch/v1/namespaces/{namespace}/jobs"
-
-        def submit(i: int) -> None:
-            # The client retries 429s under load (after their Retry-After) and 5xx itself;
-            # Conflict: a retried create whose first try went through.
-            with contextlib.suppress(Conflict):
-                api.create(path, gpu_job(f"scale-{i:05d}", run_seconds=run_seconds))
-
-        with ThreadPoolExecutor(max_workers=8) as pool:
-            list(pool.map(submit, range(pods)))
+        _submit_all(api, path, pods, run_seconds)
         res.submit_s = time.monotonic() - t_submit
         log(f"{pods} Jobs submitted in {res.submit_s:.1f}s")
 
-        def done() -> bool:
-            jobs, _ = api.list(path, {"resourceVersion": "0"}, page_size=5000)
-            n = sum(1 for j in jobs if (j.get("status") or {}).get("succeeded"))
-            res.succeeded = n
-            return n >= pods
-
-        last = [0.0]
-
-        def watch_stuck() -> None:
-            try:
-                pending = list_bound_pending(api)
-            except EopsError:
-                return
-            res.longest_bound_pending_s = max([res.longest_bound_pending_s, *(p.seconds for p in pending)])
-            stuck = sum(1 for p in pending if p.seconds > GUARD_BOUND_S)
-            res.stuck_pods_max = max(res.stuck_pods_max, stuck)
-
-        def ready_gpu_nodes() -> int:
-            return sum(
-                1
-                for n in nodes_of(api, ROLE_AUTOSCALED)
-                if node_ready(n) and n["status"]["allocatable"].get(GPU_RESOURCE) != "0"
-            )
-
-        def done_logged() -> bool:
-            watch_stuck()
-            if mode == "autoscale" and not res.nodes_ready_s and ready_gpu_nodes() >= min(nodes, pods):
-                res.nodes_ready_s = time.monotonic() - t_submit
-                log(
-                    f"{min(nodes, pods)} autoscaled nodes Ready with a GPU "
-                    f"{res.nodes_ready_s:.1f}s after the first Job"
-                )
-            ok = done()
-            if time.monotonic() - last[0] > 15:
-                last[0] = time.monotonic()
-                log(f"  {res.succeeded}/{pods} Jobs succeeded ({time.monotonic() - t_submit:.0f}s)")
-            return ok
-
-        _wait(done_logged, timeout, 3.0, f"{pods} Jobs to succeed")
+        watch = _Progress(api, res, path, t_submit, log)
+        _wait(watch.done, timeout, 3.0, f"{pods} Jobs to succeed")
         res.all_done_s = time.monotonic() - t_submit
         log(f"{pods} Jobs succeeded {res.all_done_s:.1f}s after the first submission")
         if mode == "autoscale":
@@ -230,3 +170,86 @@ def run_scale(
     res.peak_rss_mib = sampler.peak
     res.total_s = time.monotonic() - started
     return res
+
+
+def _namespace_ready(api: BlockingKubeApi, namespace: str) -> None:
+    with contextlib.suppress(Conflict):  # left by an earlier run
+        api.create(
+            "/api/v1/namespaces",
+            {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}},
+        )
+    _wait(
+        lambda: api.ok(f"/api/v1/namespaces/{namespace}/serviceaccounts/default"),
+        60,
+        0.2,
+        "service account",
+    )
+
+
+def _check_autoscaling(cluster: DevCluster, nodes: int) -> None:
+    settings = cluster.autoscaler_settings
+    if settings.baseline or settings.max_nodes < nodes or not cluster.runs_autoscaler:
+        raise DevClusterError(
+            f"autoscale mode needs a cluster started with the autoscaler, baseline 0 and "
+            f"max_nodes >= {nodes} (it has baseline {settings.baseline}, "
+            f"max_nodes {settings.max_nodes})"
+        )
+
+
+def _submit_all(api: BlockingKubeApi, path: str, pods: int, run_seconds: float) -> None:
+    def submit(i: int) -> None:
+        # The client retries 429s under load (after their Retry-After) and 5xx itself;
+        # Conflict: a retried create whose first try went through.
+        with contextlib.suppress(Conflict):
+            api.create(path, gpu_job(f"scale-{i:05d}", run_seconds=run_seconds))
+
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        list(pool.map(submit, range(pods)))
+
+
+class _Progress:
+    """The run's progress, looked at every few seconds until every Job has succeeded: how many
+    have, the longest a bound pod has waited, and (autoscaling) when the nodes were Ready."""
+
+    def __init__(self, api: BlockingKubeApi, res: ScaleResult, path: str, t_submit: float, log: Any) -> None:
+        self._api, self._res, self._path, self._t_submit, self._log = api, res, path, t_submit, log
+        self._logged_at = 0.0
+
+    def done(self) -> bool:
+        res = self._res
+        self._watch_stuck()
+        if (
+            res.mode == "autoscale"
+            and not res.nodes_ready_s
+            and self._ready_gpu_nodes() >= min(res.nodes, res.pods)
+        ):
+            res.nodes_ready_s = time.monotonic() - self._t_submit
+            self._log(
+                f"{min(res.nodes, res.pods)} autoscaled nodes Ready with a GPU "
+                f"{res.nodes_ready_s:.1f}s after the first Job"
+            )
+        jobs, _ = self._api.list(self._path, {"resourceVersion": "0"}, page_size=5000)
+        res.succeeded = sum(1 for j in jobs if (j.get("status") or {}).get("succeeded"))
+        if time.monotonic() - self._logged_at > 15:
+            self._logged_at = time.monotonic()
+            self._log(
+                f"  {res.succeeded}/{res.pods} Jobs succeeded ({time.monotonic() - self._t_submit:.0f}s)"
+            )
+        return res.succeeded >= res.pods
+
+    def _watch_stuck(self) -> None:
+        try:
+            pending = list_bound_pending(self._api)
+        except EopsError:
+            return
+        res = self._res
+        res.longest_bound_pending_s = max([res.longest_bound_pending_s, *(p.seconds for p in pending)])
+        stuck = sum(1 for p in pending if p.seconds > GUARD_BOUND_S)
+        res.stuck_pods_max = max(res.stuck_pods_max, stuck)
+
+    def _ready_gpu_nodes(self) -> int:
+        return sum(
+            1
+            for n in nodes_of(self._api, ROLE_AUTOSCALED)
+            if node_ready(n) and n["status"]["allocatable"].get(GPU_RESOURCE) != "0"
+        )

@@ -23,6 +23,7 @@ from typing import Any
 
 from elasticityops.backends.kubernetes.objects import epoch
 from elasticityops.devcluster.nodes import KWOK_NODE_ANNOTATION, node_ready
+from elasticityops.domain.simulated_run import RUN_SECONDS
 
 KWOK_MANAGED_VALUE = "fake"
 """The annotation value kwok is configured to manage (stages.kwok_configuration)."""
@@ -214,7 +215,7 @@ def kwok_gates_pods_on_its_lease_cache(
         pod = {
             "apiVersion": "v1",
             "kind": "Pod",
-            "metadata": {"name": name, "annotations": {"eops.dev/run-seconds": "3600"}},
+            "metadata": {"name": name, "annotations": {RUN_SECONDS: "3600"}},
             "spec": {"nodeName": name, "containers": [{"name": "c", "image": "registry.k8s.io/pause:3.10"}]},
         }
         api.create(f"/api/v1/namespaces/{namespace}/pods", pod)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from elasticityops.devcluster.nodes import GPU_RESOURCE
+from elasticityops.backends.kubernetes.labels import GPU_RESOURCE
 from elasticityops.devcluster.stages import EXIT_CODE_ANNOTATION, RUN_SECONDS_ANNOTATION
 
 

@@ -21,6 +21,12 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from elasticityops.backends.kubernetes.labels import (
+    GPU_PRESENT_LABEL,
+    GPU_RESOURCE,
+    NAME_LABEL,
+    PART_OF_LABEL,
+)
 from elasticityops.domain.errors import FieldProblem, InvalidInput
 from elasticityops.knobs import knob
 from elasticityops.ops.yaml_docs import Document, Manifest, dump_documents
@@ -104,10 +110,10 @@ class ElasticityInputs:
     )
     prometheus_port: int = knob(80, help="Prometheus port for the adapter.")
     gpu_node_label: tuple[str, str | None] = knob(
-        ("nvidia.com/gpu.present", "true"),
+        (GPU_PRESENT_LABEL, "true"),
         metavar="LABEL",
         parse=_label,
-        shown="nvidia.com/gpu.present=true",
+        shown=f"{GPU_PRESENT_LABEL}=true",
         help="Label of GPU nodes: key or key=value.",
     )
     device_plugin_image: str = knob(
@@ -280,7 +286,7 @@ def _gpu_affinity(inputs: ElasticityInputs) -> dict[str, Any]:
     }
 
 
-_GPU_TOLERATION = {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
+_GPU_TOLERATION = {"key": GPU_RESOURCE, "operator": "Exists", "effect": "NoSchedule"}
 
 
 def device_plugin_values(inputs: ElasticityInputs) -> dict[str, Any]:
@@ -340,14 +346,14 @@ def device_plugin_daemonset(inputs: ElasticityInputs) -> Manifest:
 
 
 def dcgm_exporter(inputs: ElasticityInputs) -> list[Manifest]:
-    labels = {"app.kubernetes.io/name": DCGM_NAME, "app.kubernetes.io/part-of": "elasticityops"}
+    labels = {NAME_LABEL: DCGM_NAME, PART_OF_LABEL: "elasticityops"}
     namespace = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": inputs.monitoring_namespace}}
     daemonset = {
         "apiVersion": "apps/v1",
         "kind": "DaemonSet",
         "metadata": {"name": DCGM_NAME, "namespace": inputs.monitoring_namespace, "labels": labels},
         "spec": {
-            "selector": {"matchLabels": {"app.kubernetes.io/name": DCGM_NAME}},
+            "selector": {"matchLabels": {NAME_LABEL: DCGM_NAME}},
             "template": {
                 "metadata": {"labels": labels},
                 "spec": {
@@ -396,7 +402,7 @@ def dcgm_exporter(inputs: ElasticityInputs) -> list[Manifest]:
             "annotations": {"prometheus.io/scrape": "true", "prometheus.io/port": str(DCGM_PORT)},
         },
         "spec": {
-            "selector": {"app.kubernetes.io/name": DCGM_NAME},
+            "selector": {NAME_LABEL: DCGM_NAME},
             "ports": [{"name": "metrics", "port": DCGM_PORT, "targetPort": "metrics"}],
         },
     }

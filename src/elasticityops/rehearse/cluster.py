@@ -10,8 +10,9 @@ from collections.abc import Callable
 from datetime import datetime
 
 from elasticityops.backends.kubernetes.api import KubeApi
+from elasticityops.backends.kubernetes.labels import ACCELERATOR_LABEL, GPU_RESOURCE, MANAGED_BY_LABEL
 from elasticityops.backends.kubernetes.objects import KubeObject
-from elasticityops.devcluster.nodes import ACCELERATOR_LABEL, GPU_RESOURCE, node_ready
+from elasticityops.devcluster.nodes import node_ready
 from elasticityops.domain.clock import Clock
 from elasticityops.domain.errors import Conflict, EopsError
 from elasticityops.rehearse.measure import NodeSample, NodeSeen
@@ -93,7 +94,7 @@ async def create_namespace(api: KubeApi, name: str) -> None:
     body = {
         "apiVersion": "v1",
         "kind": "Namespace",
-        "metadata": {"name": name, "labels": {"app.kubernetes.io/managed-by": "eops-rehearse"}},
+        "metadata": {"name": name, "labels": {MANAGED_BY_LABEL: "eops-rehearse"}},
     }
     with contextlib.suppress(Conflict):
         await api.create("/api/v1/namespaces", body)

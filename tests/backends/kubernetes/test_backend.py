@@ -464,12 +464,12 @@ async def test_withdraw_waits_for_the_job_and_secret_to_go_then_the_relaunch_ask
         await backend.drain_launches()
         assert await clock.run(backend.withdraw(t4.invocation)) is True
         # The old Job's and pod's deletion, seen late through the watches, tells nothing.
-        await backend._on_job("DELETED", _labelled(job(), "nvidia-tesla-t4"))
-        await backend._on_pod("DELETED", _labelled(pod(deleting=True), "nvidia-tesla-t4"))
+        await backend._watching.on_job("DELETED", _labelled(job(), "nvidia-tesla-t4"))
+        await backend._watching.on_pod("DELETED", _labelled(pod(deleting=True), "nvidia-tesla-t4"))
         await backend.launch(_spill_request("nvidia-l4"))
         await backend.drain_launches()
         # The new Job's own events are told as usual.
-        await backend._on_pod("MODIFIED", _labelled(pod(node="gke-l4-1"), "nvidia-l4"))
+        await backend._watching.on_pod("MODIFIED", _labelled(pod(node="gke-l4-1"), "nvidia-l4"))
         await backend.stop()
     deletes = [(s.method, s.target) for s in srv.seen if s.method == "DELETE"]
     assert deletes == [
@@ -524,17 +524,17 @@ async def test_preempt_deletes_that_attempts_job_and_reports_nothing_of_it() -> 
         backend = _backend(srv, clock)
         await backend.start(sink)
         running = invocation(state=State.running)
-        await backend._on_pod(
+        await backend._watching.on_pod(
             "ADDED", pod(node="n1", phase="Running", state={"running": {"startedAt": ts(1)}})
         )
         await backend.preempt(running)
         # The old Job and pod go: their end is no news (the dispatcher records the preemption).
-        await backend._on_job("MODIFIED", job([condition("Failed", "PodFailurePolicy")]))
-        await backend._on_pod("MODIFIED", pod(node="n1", phase="Failed", deleting=True))
-        await backend._on_job("DELETED", job(active=1))  # its pod is still going
+        await backend._watching.on_job("MODIFIED", job([condition("Failed", "PodFailurePolicy")]))
+        await backend._watching.on_pod("MODIFIED", pod(node="n1", phase="Failed", deleting=True))
+        await backend._watching.on_job("DELETED", job(active=1))  # its pod is still going
         assert [e.parts for e in sink.events] == [("capacity_ready", "started")]
         # Its pod gone at last: the GPU is free, said as the old attempt's end.
-        await backend._on_pod("DELETED", pod(node="n1", phase="Failed", deleting=True))
+        await backend._watching.on_pod("DELETED", pod(node="n1", phase="Failed", deleting=True))
         await backend.stop()
     [options] = _bodies(srv, f"DELETE {JOBS}/eops-{INV}")
     assert options["propagationPolicy"] == "Background"
@@ -562,12 +562,12 @@ async def test_a_later_attempt_gets_a_job_of_its_own_and_the_old_ones_news_is_dr
         await backend.launch(LaunchRequest(second, spec(), b"{}", None, callback_token(b"s", INV)))
         await backend.drain_launches()
         # The old attempt's Job finishing and going says nothing about attempt 1 ...
-        await backend._on_job("MODIFIED", job([condition("Complete")]))
-        await backend._on_job("DELETED", job())
+        await backend._watching.on_job("MODIFIED", job([condition("Complete")]))
+        await backend._watching.on_job("DELETED", job())
         # ... while attempt 1's pod starting is news, stamped with its attempt.
-        await backend._on_job("ADDED", new_job)
+        await backend._watching.on_job("ADDED", new_job)
         started = _of_attempt(pod(node="n2", phase="Running", state={"running": {"startedAt": ts(3)}}), 1)
-        await backend._on_pod("ADDED", started)
+        await backend._watching.on_pod("ADDED", started)
         assert await backend.adopt([replace(invocation(state=State.running), attempt=1)]) == []
         await backend.stop()
     [created] = _bodies(srv, f"POST {JOBS}")
@@ -601,9 +601,9 @@ async def test_a_preempted_job_that_never_had_a_pod_frees_its_gpu_when_it_goes()
     async with scripted([], _watching(**routes)) as srv:
         backend = _backend(srv, clock)
         await backend.start(sink)
-        await backend._on_job("ADDED", job())
+        await backend._watching.on_job("ADDED", job())
         await backend.preempt(invocation())
-        await backend._on_job("DELETED", job())
+        await backend._watching.on_job("DELETED", job())
         await backend.stop()
     [gone] = sink.events
     assert (gone.parts, gone.attempt) == (("finished",), 0)
@@ -645,7 +645,7 @@ async def test_a_restarted_backend_goes_on_from_the_node_records_it_reads_at_its
         await backend.start(sink)
         [gone] = sink.events
         clock.advance(300)
-        await backend._on_node("DELETED", kept_node)
+        await backend._nodes.on_node("DELETED", kept_node)
         await backend.stop()
     assert records.reads == 1
     assert gone.invocation_id == ""
@@ -681,7 +681,7 @@ async def test_a_pod_placed_on_a_node_closes_its_idle_time_with_the_nodes_record
         )
         await backend.start(sink)
         assert sink.events == [], "the record is as the node is: nothing to write"
-        await backend._on_pod("ADDED", pod(node="n1", conditions=[scheduled(30)]))
+        await backend._watching.on_pod("ADDED", pod(node="n1", conditions=[scheduled(30)]))
         await backend.stop()
     closed, placed = sink.events
     assert (closed.invocation_id, placed.invocation_id) == ("", INV)
@@ -718,7 +718,7 @@ async def test_bare_pods_are_made_as_pods_and_only_ended_invocation_pods_are_rea
         await backend.start(Sink())
         await backend.launch(_request())
         await backend.drain_launches()
-        await backend._reap(clock.now().timestamp())
+        await backend._reaper.reap(clock.now().timestamp())
         await backend.stop()
     [made] = _bodies(srv, f"POST {PODS}")
     assert made["kind"] == "Pod"

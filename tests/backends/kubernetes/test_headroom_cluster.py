@@ -11,11 +11,8 @@ from typing import Any
 
 import pytest
 
-from elasticityops.backends.kubernetes.warm_objects import (
-    BUFFER_API,
-    COMPONENT_LABEL,
-    WARM_COMPONENT,
-)
+from elasticityops.backends.kubernetes.labels import COMPONENT_LABEL
+from elasticityops.backends.kubernetes.warm_objects import BUFFER_API, WARM_COMPONENT
 from elasticityops.devcluster.stages import RUN_SECONDS_ANNOTATION
 from elasticityops.ops.doctor.check_scheduling import backed_off_groups
 

@@ -19,12 +19,15 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from elasticityops.backends.kubernetes.labels import (
+    HOSTNAME_LABEL,
     JOB_PRIORITY,
     MANAGED_BY,
     MANAGED_BY_LABEL,
+    NAME_LABEL,
     PLACEHOLDER_PRIORITY,
     PLACEHOLDER_PRIORITY_CLASS,
     PRIORITY_CLASSES,
+    ZONE_LABEL,
 )
 from elasticityops.backends.kubernetes.objects import KubeObject
 from elasticityops.backends.kubernetes.settings import KubernetesSettings
@@ -300,7 +303,7 @@ CHART_REFUSES: tuple[tuple[Condition, str], ...] = (
 def _meta(name: Node, namespace: Node = None) -> Node:
     meta: dict[str, Node] = {
         "name": name,
-        "labels": {"app.kubernetes.io/name": APP, MANAGED_BY_LABEL: MANAGED_BY},
+        "labels": {NAME_LABEL: APP, MANAGED_BY_LABEL: MANAGED_BY},
     }
     if namespace is not None:
         meta["namespace"] = namespace
@@ -355,15 +358,15 @@ def _anti_affinity(labels: dict[str, str]) -> KubeObject:
     return {
         "podAntiAffinity": {
             "preferredDuringSchedulingIgnoredDuringExecution": [
-                term(100, "kubernetes.io/hostname"),
-                term(50, "topology.kubernetes.io/zone"),
+                term(100, HOSTNAME_LABEL),
+                term(50, ZONE_LABEL),
             ]
         }
     }
 
 
 def _deployment() -> Node:
-    labels = {"app.kubernetes.io/name": APP}
+    labels = {NAME_LABEL: APP}
     identity = {"fieldRef": {"apiVersion": "v1", "fieldPath": "metadata.name"}}
     env: list[Node] = [
         {"name": "EOPS_DATA_DIR", "value": "/data"},
@@ -455,7 +458,7 @@ def _service_monitor() -> Node:
         "kind": "ServiceMonitor",
         "metadata": _meta(APP, NAMESPACE),
         "spec": {
-            "selector": {"matchLabels": {"app.kubernetes.io/name": APP}},
+            "selector": {"matchLabels": {NAME_LABEL: APP}},
             "endpoints": [{"port": "http", "path": "/metrics", "interval": SCRAPE_INTERVAL}],
         },
     }
@@ -463,7 +466,7 @@ def _service_monitor() -> Node:
 
 def deploy_template() -> list[Node]:
     """Every object to apply, in order, as a template over DeployOptions."""
-    labels = {"app.kubernetes.io/name": APP}
+    labels = {NAME_LABEL: APP}
     subject = {"kind": "ServiceAccount", "name": APP, "namespace": NAMESPACE}
     # Named for the namespace, like its binding: two gateways (two Helm releases) in two
     # namespaces share no object of the cluster's but the PriorityClasses, which can be left out.

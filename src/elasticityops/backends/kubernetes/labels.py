@@ -1,4 +1,7 @@
-"""Names shared by the manifests, the watch selectors and the ops renders."""
+"""The label, annotation and resource names: ours, and every other that more than one module
+reads or writes (the manifests, the watch selectors, the ops renders, the doctor, the dev
+cluster). A name one module alone uses stays there, beside what it means (node_capacity.py's
+spot labels, the dev cluster's own)."""
 
 from __future__ import annotations
 
@@ -6,6 +9,9 @@ from elasticityops.domain.functions import Priority
 
 MANAGED_BY_LABEL = "app.kubernetes.io/managed-by"
 MANAGED_BY = "elasticityops"
+NAME_LABEL = "app.kubernetes.io/name"
+COMPONENT_LABEL = "app.kubernetes.io/component"
+PART_OF_LABEL = "app.kubernetes.io/part-of"
 INSTANCE_LABEL = "elasticityops.dev/instance"
 FUNCTION_LABEL = "elasticityops.dev/function"
 INVOCATION_LABEL = "elasticityops.dev/invocation"
@@ -14,11 +20,17 @@ INVOCATION_LABEL = "elasticityops.dev/invocation"
 ATTEMPT_LABEL = "elasticityops.dev/attempt"
 INVOCATION_ANNOTATION = "elasticityops.dev/invocation-id"
 GPU_TYPE_LABEL = "elasticityops.dev/gpu-type"  # the GPU type a Job was launched on
+WARM_SHAPE_LABEL = "elasticityops.dev/warm-shape"  # the shape a warm-capacity object holds
 SAFE_TO_EVICT_ANNOTATION = "cluster-autoscaler.kubernetes.io/safe-to-evict"
 
-GPU_RESOURCE = "nvidia.com/gpu"
+HOSTNAME_LABEL = "kubernetes.io/hostname"
+ZONE_LABEL = "topology.kubernetes.io/zone"
+
+GPU_RESOURCE = "nvidia.com/gpu"  # the device plugin's resource, and GKE's taint on GPU nodes
 ACCELERATOR_LABEL = "cloud.google.com/gke-accelerator"
 DRIVER_VERSION_LABEL = "cloud.google.com/gke-gpu-driver-version"
+GKE_GPU_LABEL = "cloud.google.com/gke-gpu"  # "true" on GKE's GPU nodes
+GPU_PRESENT_LABEL = "nvidia.com/gpu.present"  # NVIDIA's GPU feature discovery: "true" on GPU nodes
 
 PRIORITY_CLASSES: dict[Priority, str] = {
     Priority.high: "eops-high",

@@ -44,6 +44,7 @@ from elasticityops.backends.kubernetes.settings import KubernetesSettings
 from elasticityops.domain.errors import FieldProblem, InvalidInput
 from elasticityops.domain.functions import FunctionSpec
 from elasticityops.domain.invocations import Invocation
+from elasticityops.domain.job_env import CALLBACK_TOKEN, job_variables
 
 CONTAINER_NAME = "job"
 PAYLOAD_VOLUME = "payload"
@@ -165,19 +166,9 @@ def build_job(
     if settings.gpu_driver_version:
         node_selector[DRIVER_VERSION_LABEL] = settings.gpu_driver_version
     env: list[dict[str, Any]] = [{"name": k, "value": v} for k, v in sorted(spec.env.items())]
-    env += [
-        {"name": "EOPS_INVOCATION_ID", "value": invocation.id},
-        {"name": "EOPS_PAYLOAD_PATH", "value": PAYLOAD_PATH},
-        {"name": "EOPS_RESULT_PATH", "value": RESULT_PATH},
-    ]
-    if callback_url:
-        env.append({"name": "EOPS_CALLBACK_URL", "value": callback_url})
-    env += [
-        {
-            "name": "EOPS_CALLBACK_TOKEN",
-            "valueFrom": {"secretKeyRef": {"name": name, "key": TOKEN_KEY}},
-        },
-    ]
+    told = job_variables(invocation.id, PAYLOAD_PATH, RESULT_PATH, callback_url)
+    env += [{"name": k, "value": v} for k, v in told.items()]
+    env.append({"name": CALLBACK_TOKEN, "valueFrom": {"secretKeyRef": {"name": name, "key": TOKEN_KEY}}})
     pod_spec: dict[str, Any] = {
         "restartPolicy": "Never",
         "priorityClassName": PRIORITY_CLASSES[invocation.priority],

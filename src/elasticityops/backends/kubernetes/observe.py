@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 from datetime import datetime, timedelta
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from elasticityops.backends.kubernetes.labels import ATTEMPT_LABEL, INVOCATION_LABEL
 from elasticityops.backends.kubernetes.manifests import ATTEMPT_SUFFIX, CONTAINER_NAME
@@ -123,35 +123,10 @@ def observe_pod(pod: KubeObject, progress: Progress, now: datetime) -> Observed:
     if inv is None or progress.finished:
         return None, progress
     meta = pod.get("metadata") or {}
-    spec = pod.get("spec") or {}
-    status = pod.get("status") or {}
-    node = spec.get("nodeName")
-    deleting = bool(meta.get("deletionTimestamp"))
-    limit = spec.get("activeDeadlineSeconds")
-    if progress.deadline is None and isinstance(limit, int):
-        created = parse_time(meta.get("creationTimestamp")) or now
-        progress = progress._replace(deadline=created + timedelta(seconds=limit), timeout_s=limit)
-
-    disruption = _condition(pod, "DisruptionTarget")
-    if disruption and disruption.get("status") == "True" and not progress.disruption:
-        reason = str(disruption.get("reason") or "")
-        text = DISRUPTIONS.get(reason, reason or "disrupted")
-        message = str(disruption.get("message") or "")
-        progress = progress._replace(disruption=f"{text}: {message}" if message else text)
-        if reason in NODE_LOSS_DISRUPTIONS and node:
-            progress = progress._replace(lost_node=str(node))
-    if node and not progress.lost_node and status.get("reason") in NODE_SHUTDOWN_REASONS:
-        progress = progress._replace(lost_node=str(node))
-
+    node = (pod.get("spec") or {}).get("nodeName")
+    progress = _with_disruption(pod, _with_deadline(pod, progress, now), node)
     if not node:
-        if progress.pending_since is None:
-            created = parse_time(meta.get("creationTimestamp")) or now
-            progress = progress._replace(pending_since=created)
-        scheduled = _condition(pod, "PodScheduled")
-        if scheduled and scheduled.get("status") == "False" and scheduled.get("reason") == "Unschedulable":
-            at = parse_time(scheduled.get("lastTransitionTime")) or now
-            return _note(inv, progress, at, "Unschedulable", str(scheduled.get("message") or ""))
-        return None, progress
+        return _unscheduled(inv, pod, progress, now)
 
     event = BackendEvent(inv, node=node)
     if not progress.capacity_ready:
@@ -160,54 +135,105 @@ def observe_pod(pod: KubeObject, progress: Progress, now: datetime) -> Observed:
         event = replace(event, capacity_ready=at)
         progress = progress._replace(capacity_ready=True)
 
-    container = _container_status(pod) or {}
-    state = container.get("state") or {}
-    running = state.get("running")
-    terminated = state.get("terminated")
-    waiting = state.get("waiting")
-
+    state = (_container_status(pod) or {}).get("state") or {}
+    running, terminated = state.get("running"), state.get("terminated")
     if (running or terminated) and not progress.started:
         started_at = parse_time((running or terminated or {}).get("startedAt")) or now
         event = replace(event, started=started_at)
         progress = progress._replace(started=True)
 
-    finished: Finished | None = None
-    if waiting:
-        reason = str(waiting.get("reason") or "")
-        message = str(waiting.get("message") or "")
-        if reason in IMAGE_PULL_FAILURES:
-            text = f"cannot pull image: {reason}: {message}".rstrip(": ")
-            finished = Finished.failed(now, FailureReason.image_pull, text)
-        elif reason in LAUNCH_FAILURES:
-            text = f"container could not start: {reason}: {message}".rstrip(": ")
-            finished = Finished.failed(now, FailureReason.launch_error, text)
-    if finished is None and terminated:
+    finished = _cannot_start(state.get("waiting"), now)
+    if finished is None:
+        finished, progress = _ended(
+            pod, terminated, progress, now, deleting=bool(meta.get("deletionTimestamp"))
+        )
+    if finished is not None:
+        event = replace(event, finished=finished)
+        progress = progress._replace(finished=True)
+    return (event if event.tells_something else None), progress
+
+
+def _with_deadline(pod: KubeObject, progress: Progress, now: datetime) -> Progress:
+    """The Job's activeDeadlineSeconds, as the pod carries it, counted from the pod's creation."""
+    limit = (pod.get("spec") or {}).get("activeDeadlineSeconds")
+    if progress.deadline is not None or not isinstance(limit, int):
+        return progress
+    created = parse_time((pod.get("metadata") or {}).get("creationTimestamp")) or now
+    return progress._replace(deadline=created + timedelta(seconds=limit), timeout_s=limit)
+
+
+def _with_disruption(pod: KubeObject, progress: Progress, node: Any) -> Progress:
+    """Why the pod is being taken away (its DisruptionTarget), and the node it lost, if any."""
+    disruption = _condition(pod, "DisruptionTarget")
+    if disruption and disruption.get("status") == "True" and not progress.disruption:
+        reason = str(disruption.get("reason") or "")
+        text = DISRUPTIONS.get(reason, reason or "disrupted")
+        message = str(disruption.get("message") or "")
+        progress = progress._replace(disruption=f"{text}: {message}" if message else text)
+        if reason in NODE_LOSS_DISRUPTIONS and node:
+            progress = progress._replace(lost_node=str(node))
+    status = pod.get("status") or {}
+    if node and not progress.lost_node and status.get("reason") in NODE_SHUTDOWN_REASONS:
+        progress = progress._replace(lost_node=str(node))
+    return progress
+
+
+def _unscheduled(inv: str, pod: KubeObject, progress: Progress, now: datetime) -> Observed:
+    """A pod on no node yet: when it began waiting, and the scheduler's word on why."""
+    if progress.pending_since is None:
+        created = parse_time((pod.get("metadata") or {}).get("creationTimestamp")) or now
+        progress = progress._replace(pending_since=created)
+    scheduled = _condition(pod, "PodScheduled")
+    if scheduled and scheduled.get("status") == "False" and scheduled.get("reason") == "Unschedulable":
+        at = parse_time(scheduled.get("lastTransitionTime")) or now
+        return _note(inv, progress, at, "Unschedulable", str(scheduled.get("message") or ""))
+    return None, progress
+
+
+def _cannot_start(waiting: Any, now: datetime) -> Finished | None:
+    """A container waiting on what will not pass by itself: an image it cannot pull, a
+    container it cannot create."""
+    if not waiting:
+        return None
+    reason = str(waiting.get("reason") or "")
+    message = str(waiting.get("message") or "")
+    if reason in IMAGE_PULL_FAILURES:
+        text = f"cannot pull image: {reason}: {message}".rstrip(": ")
+        return Finished.failed(now, FailureReason.image_pull, text)
+    if reason in LAUNCH_FAILURES:
+        text = f"container could not start: {reason}: {message}".rstrip(": ")
+        return Finished.failed(now, FailureReason.launch_error, text)
+    return None
+
+
+def _ended(
+    pod: KubeObject, terminated: Any, progress: Progress, now: datetime, *, deleting: bool
+) -> tuple[Finished | None, Progress]:
+    """How the pod ended, if it has: its container's exit, or the pod failed without one."""
+    status = pod.get("status") or {}
+    if terminated:
         code = int(terminated.get("exitCode") or 0)
         if deleting:
             # Killed because its Job or node went away: the Job's condition tells why.
-            progress = progress._replace(exit_code=code)
-        elif status.get("phase") in ("Succeeded", "Failed"):
-            at = parse_time(terminated.get("finishedAt")) or now
-            pod_reason, pod_message = str(status.get("reason") or ""), str(status.get("message") or "")
-            if pod_reason == "DeadlineExceeded":
-                finished = pod_timed_out(at, progress, exit_code=code)
-            else:
-                finished = _container_outcome(terminated, progress, at, pod_reason, pod_message)
-            progress = progress._replace(exit_code=code)
-    elif finished is None and status.get("phase") == "Failed" and not deleting:
+            return None, progress._replace(exit_code=code)
+        if status.get("phase") not in ("Succeeded", "Failed"):
+            return None, progress
+        at = parse_time(terminated.get("finishedAt")) or now
+        pod_reason, pod_message = str(status.get("reason") or ""), str(status.get("message") or "")
+        if pod_reason == "DeadlineExceeded":
+            finished = pod_timed_out(at, progress, exit_code=code)
+        else:
+            finished = _container_outcome(terminated, progress, at, pod_reason, pod_message)
+        return finished, progress._replace(exit_code=code)
+    if status.get("phase") == "Failed" and not deleting:
         # Failed without a terminated container: evicted or rejected by the node, or its node
         # went away (the pod GC fails it without a word from a kubelet).
         reason = str(status.get("reason") or "")
         message = str(status.get("message") or "") or progress.disruption or reason
         if reason == "DeadlineExceeded":
-            finished = pod_timed_out(now, progress)
-        else:
-            finished = taken_away(now, progress, f"pod {reason or 'failed'}: {message}")
-
-    if finished is not None:
-        event = replace(event, finished=finished)
-        progress = progress._replace(finished=True)
-    return (event if event.tells_something else None), progress
+            return pod_timed_out(now, progress), progress
+        return taken_away(now, progress, f"pod {reason or 'failed'}: {message}"), progress
+    return None, progress
 
 
 def _container_outcome(
@@ -439,16 +465,10 @@ def job_name_of_pod(pod_name: str) -> str:
     return head if sep else pod_name
 
 
-def invocation_of_job_name(name: str) -> str | None:
-    """The invocation a Job (or its Secret) is named for: `eops-<id>` or, for a later attempt,
-    `eops-<id>-a<attempt>` (manifests.job_name; ids are ours, always short enough and DNS-safe,
-    so the name always carries them)."""
-    found = attempt_of_job_name(name)
-    return None if found is None else found[0]
-
-
 def attempt_of_job_name(name: str) -> tuple[str, int] | None:
-    """(invocation, attempt) a Job is named for (see invocation_of_job_name)."""
+    """(invocation, attempt) a Job (or its Secret) is named for: `eops-<id>` or, for a later
+    attempt, `eops-<id>-a<attempt>` (manifests.job_name; ids are ours, always short enough and
+    DNS-safe, so the name always carries them)."""
     if not name.startswith("eops-inv-"):
         return None
     rest = name[len("eops-") :]

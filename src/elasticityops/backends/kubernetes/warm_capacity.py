@@ -13,10 +13,10 @@ from typing import Any
 
 from elasticityops.backends.kubernetes.api import KubeApi
 from elasticityops.backends.kubernetes.gpu_nodes import GpuNodes, NodeState
+from elasticityops.backends.kubernetes.labels import WARM_SHAPE_LABEL
 from elasticityops.backends.kubernetes.settings import KubernetesSettings
 from elasticityops.backends.kubernetes.warm_objects import (
     BUFFER_API,
-    WARM_SHAPE_LABEL,
     buffer_pod_template,
     capacity_buffer,
     placeholder_deployment,

@@ -20,23 +20,22 @@ from typing import Any
 
 from elasticityops.backends.kubernetes.labels import (
     ACCELERATOR_LABEL,
+    COMPONENT_LABEL,
     DRIVER_VERSION_LABEL,
     GPU_RESOURCE,
     GPU_TYPE_LABEL,
     PLACEHOLDER_PRIORITY_CLASS,
+    WARM_SHAPE_LABEL,
 )
 from elasticityops.backends.kubernetes.manifests import container_requests, owner_labels
 from elasticityops.backends.kubernetes.settings import KubernetesSettings
 from elasticityops.domain.functions import FunctionSpec
 from elasticityops.domain.headroom.warm_units import WarmShape
 
-WARM_SHAPE_LABEL = "elasticityops.dev/warm-shape"
-COMPONENT_LABEL = "app.kubernetes.io/component"
 WARM_COMPONENT = "warm-capacity"
 BUFFER_API = "autoscaling.x-k8s.io/v1beta1"
 BUFFER_STRATEGY = "buffer.x-k8s.io/active-capacity"
 PAUSE_CONTAINER = "pause"
-MECHANISMS = ("placeholders", "buffer")
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 
 

@@ -3,16 +3,10 @@
 The job gets only what it needs, never the gateway's own secrets (its EOPS_* settings, database
 URL, cloud credentials, tokens): from the gateway's environment only the names in
 `INHERITED` (PATH, HOME, locale, time zone and a few like them, so a program finds its tools and
-speaks the right language), then the function's `env`, then the variables below, which always
-win:
+speaks the right language), then the function's `env`, then the job's EOPS_* variables
+(domain/job_env.py: EOPS_GPU_SLOT included) and these, which always win:
 
-    EOPS_INVOCATION_ID    the invocation's id
-    EOPS_PAYLOAD_PATH     file holding the request body
-    EOPS_RESULT_PATH      file the job may write its result to (JSON or text); read when it exits
-    EOPS_CALLBACK_URL     where the job may POST its result instead (absent when not configured)
-    EOPS_CALLBACK_TOKEN   bearer token for that POST, valid for this invocation only
-    EOPS_GPU_SLOT         the slot number(s) it holds, comma-separated ("0", "2,3")
-    CUDA_VISIBLE_DEVICES  the physical GPU index(es) of those slots; "" for virtual slots, so a
+    CUDA_VISIBLE_DEVICES  the physical GPU index(es) of its slots; "" for virtual slots, so a
                           framework on a machine with GPUs does not grab one by accident
     CUDA_DEVICE_ORDER     PCI_BUS_ID (nvidia-smi's numbering, which the slots use)
 
@@ -23,6 +17,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from elasticityops.backends.local.gpus import SlotDevice
+from elasticityops.domain.job_env import CALLBACK_TOKEN, GPU_SLOT, job_variables
 
 PYTHON_NAMES = frozenset({"python", "python3"})
 
@@ -58,13 +53,9 @@ def job_env(
 ) -> dict[str, str]:
     env = {k: v for k, v in base.items() if inherited(k)}
     env.update(function_env)
-    env["EOPS_INVOCATION_ID"] = invocation_id
-    env["EOPS_PAYLOAD_PATH"] = payload_path
-    env["EOPS_RESULT_PATH"] = result_path
-    if callback_url:
-        env["EOPS_CALLBACK_URL"] = callback_url
-    env["EOPS_CALLBACK_TOKEN"] = callback_token
-    env["EOPS_GPU_SLOT"] = ",".join(str(s.index) for s in slots)
+    env.update(job_variables(invocation_id, payload_path, result_path, callback_url))
+    env[CALLBACK_TOKEN] = callback_token
+    env[GPU_SLOT] = ",".join(str(s.index) for s in slots)
     env["CUDA_VISIBLE_DEVICES"] = ",".join(str(s.physical) for s in slots if s.physical is not None)
     # The indices are nvidia-smi's, which follow the PCI bus; CUDA numbers fastest-first unless
     # told otherwise, so on a machine of mixed GPUs slot N would get another GPU than it names.

@@ -102,23 +102,26 @@ class _Supervisor:
         record.update(fields)
         rundir.write_json_atomic(self.run_dir / rundir.EXIT, record)
 
+    def _ended_before_start(self) -> bool:
+        """Cancelled or past its deadline while it waited for its (simulated) capacity: ended
+        so, without starting."""
+        if self.cancelled():
+            self.finish(cancelled=True)
+            return True
+        if time.monotonic() >= self.deadline:
+            self.finish(timed_out=True, started=False)
+            return True
+        return False
+
     def run(self) -> None:
         delay = float(self.launch.get("provision_delay_s", 0.0))
         until = time.monotonic() + delay
         while time.monotonic() < until:
-            if self.cancelled():
-                self.finish(cancelled=True)
-                return
-            if time.monotonic() >= self.deadline:
-                self.finish(timed_out=True, started=False)
+            if self._ended_before_start():
                 return
             time.sleep(min(self.poll_s, max(0.0, until - time.monotonic())))
         rundir.write_json_atomic(self.run_dir / rundir.CAPACITY, {"at": time.time()})
-        if self.cancelled():
-            self.finish(cancelled=True)
-            return
-        if time.monotonic() >= self.deadline:
-            self.finish(timed_out=True, started=False)
+        if self._ended_before_start():
             return
         if self.launch.get("cgroups", True):
             self.cgroup = tracking.make_cgroup(tracking.PREFIX + self.run_dir.name)

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from elasticityops.backends.kubernetes.labels import ACCELERATOR_LABEL, GPU_RESOURCE
 from elasticityops.ops.doctor.findings import Finding, Status, names
-from elasticityops.ops.doctor.snapshot import ACCELERATOR_LABEL, GPU_RESOURCE, ClusterSnapshot
+from elasticityops.ops.doctor.snapshot import ClusterSnapshot
 
 NVML_MARKERS = ("Failed to initialize NVML", "no NVIDIA devices found", "could not load NVML library")
 DRIVER_HINT = (

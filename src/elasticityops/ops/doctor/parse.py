@@ -7,9 +7,9 @@ from collections.abc import Iterable, Mapping
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
+from elasticityops.backends.kubernetes.labels import GPU_RESOURCE
 from elasticityops.backends.kubernetes.objects import epoch
 from elasticityops.ops.doctor.snapshot import (
-    GPU_RESOURCE,
     ApiServiceInfo,
     Condition,
     DaemonSetInfo,

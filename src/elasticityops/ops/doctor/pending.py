@@ -7,8 +7,9 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from elasticityops.backends.kubernetes.labels import GPU_RESOURCE
 from elasticityops.ops.doctor.findings import Status
-from elasticityops.ops.doctor.snapshot import GPU_RESOURCE, PendingPod
+from elasticityops.ops.doctor.snapshot import PendingPod
 
 _ZONE_RE = re.compile(r"\b([a-z]+-[a-z]+[0-9]+-[a-z])\b")
 

@@ -10,9 +10,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-GPU_RESOURCE = "nvidia.com/gpu"
-ACCELERATOR_LABEL = "cloud.google.com/gke-accelerator"
-GPU_NODE_LABELS = (ACCELERATOR_LABEL, "cloud.google.com/gke-gpu", "nvidia.com/gpu.present")
+from elasticityops.backends.kubernetes.labels import (
+    ACCELERATOR_LABEL,
+    GKE_GPU_LABEL,
+    GPU_PRESENT_LABEL,
+    ZONE_LABEL,
+)
+
+GPU_NODE_LABELS = (ACCELERATOR_LABEL, GKE_GPU_LABEL, GPU_PRESENT_LABEL)
 
 
 @dataclass(frozen=True)
@@ -40,7 +45,7 @@ class NodeInfo:
 
     @property
     def zone(self) -> str:
-        return self.labels.get("topology.kubernetes.io/zone", "")
+        return self.labels.get(ZONE_LABEL, "")
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,131 @@
+"""The Kubernetes backend's GPU nodes (when it watches them): the nodes' records read back at a
+start, each watched Node folded into the view (gpu_nodes.py), which node each of our pods holds
+(and whether it found the node warm), and the node time that closes, told with the changes of
+the nodes' records it goes with."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import replace
+
+from elasticityops.backends.kubernetes.followed import Followed
+from elasticityops.backends.kubernetes.gpu_nodes import GpuNodes, Occupant
+from elasticityops.backends.kubernetes.labels import FUNCTION_LABEL, GPU_TYPE_LABEL
+from elasticityops.backends.kubernetes.objects import KubeObject, parse_time
+from elasticityops.backends.kubernetes.observe import attempt_of
+from elasticityops.backends.kubernetes.outlet import Outlet
+from elasticityops.domain.clock import Clock
+from elasticityops.domain.errors import EopsError
+from elasticityops.domain.events import BackendEvent, note_event
+from elasticityops.domain.invocations import Note
+from elasticityops.domain.node_seconds import Charge
+from elasticityops.domain.ports import NodeHistorySource
+
+log = logging.getLogger(__name__)
+
+
+class NodeTracking:
+    def __init__(
+        self,
+        nodes: GpuNodes,
+        history: NodeHistorySource | None,
+        clock: Clock,
+        followed: Followed,
+        outlet: Outlet,
+    ) -> None:
+        self._nodes = nodes
+        # Where the nodes' records are read at each start (the store; they are written through
+        # the sink, with the charges they close). None: nothing kept across a restart.
+        self._history = history
+        self._clock = clock
+        self._followed = followed
+        self._outlet = outlet
+
+    async def restore(self) -> None:
+        """The nodes' records, before the node watch's first list. A store that cannot be read
+        now leaves them as they are: this start keeps none (what it would write would be its
+        own partial view over what another gateway knew) and charges only what it sees."""
+        if self._history is None:
+            return
+        try:
+            records = await self._history.gpu_node_history()
+        except EopsError as exc:
+            log.warning("GPU node records not read (%s): nodes' past before this start is not charged", exc)
+            self._nodes.records.keeping = False
+            return
+        self._nodes.restore(records)
+
+    async def listed(self) -> None:
+        """The node watch's first list is in."""
+        await self.news(self._nodes.listed(self._clock.now().timestamp()))
+
+    async def on_node(self, kind: str, node: KubeObject) -> None:
+        await self.news(self._nodes.on_node(kind, node, self._clock.now().timestamp()))
+
+    async def on_pod(
+        self, kind: str, inv: str, pod: KubeObject, event: BackendEvent | None
+    ) -> tuple[BackendEvent | None, BackendEvent | None]:
+        """Which GPU node our pod holds. On its binding the pod's event gains where its node
+        time starts (and what the node is priced as), so that even a pod first seen ended is
+        charged from its node's start; a note says if the node was warm (the second event
+        returned, when the first has a note of its own). The node time the binding closes (the
+        idle time after the node's last job, or its time before that no one used) goes out with
+        the node's record (`news`)."""
+        nodes = self._nodes
+        node = (pod.get("spec") or {}).get("nodeName")
+        if not isinstance(node, str) or not node:
+            return event, None
+        meta = pod.get("metadata") or {}
+        now = self._clock.now().timestamp()
+        extra = None
+        news: list[Charge] = []
+        if event is not None and event.capacity_ready is not None:
+            placed = event.capacity_ready
+            pod_created = parse_time(meta.get("creationTimestamp"))
+            told = nodes.warm_note(node, pod_created)
+            where = nodes.placement(node, pod_created, placed)
+            unused = None if where is None or where.unused_until is None else where.unused_until.timestamp()
+            news = nodes.occupied(node, inv, now, unused)
+            note = None if told is None else Note(at=placed, kind=told[0], message=told[1])
+            if note is not None and event.note is not None:
+                extra, note = note_event(inv, placed, note.kind, note.message, node=node), None
+            event = replace(
+                event,
+                note=event.note or note,
+                node_since=None if where is None else where.node_since,
+                warm=None if where is None else where.warm,
+                node_capacity=None if where is None else where.capacity,
+            )
+        if kind == "DELETED" or meta.get("deletionTimestamp") or self._followed.progress[inv].finished:
+            nodes.vacated(node, inv, now, _occupant(inv, pod))
+        elif event is None or event.capacity_ready is None:
+            # Seen on its node without news of the binding (a relist after a restart).
+            news.extend(nodes.occupied(node, inv, now))
+        await self.news(news)
+        return event, extra
+
+    async def vacated(self, inv: str, pod: KubeObject) -> None:
+        """A preempted attempt's pod is gone: its node is free of it."""
+        node = (pod.get("spec") or {}).get("nodeName")
+        if isinstance(node, str) and node:
+            self._nodes.vacated(node, inv, self._clock.now().timestamp(), _occupant(inv, pod))
+            await self.news([])
+
+    async def news(self, charges: list[Charge]) -> None:
+        """Node time about no event of an invocation of its own (see GpuNodes), with the changes
+        of the nodes' records it goes with: one event, so one transaction, and all on one lane
+        (invocation_id ""), so the records are written in the order they changed."""
+        writes = tuple(self._nodes.history_writes())
+        if charges or writes:
+            await self._outlet.emit(BackendEvent("", charges=tuple(charges), node_history=writes))
+
+
+def _occupant(inv: str, pod: KubeObject) -> Occupant:
+    labels = (pod.get("metadata") or {}).get("labels") or {}
+    gpu_type = labels.get(GPU_TYPE_LABEL)
+    return Occupant(
+        invocation_id=inv,
+        attempt=attempt_of(pod),
+        function=str(labels.get(FUNCTION_LABEL, "")),
+        gpu_type=gpu_type if isinstance(gpu_type, str) else None,
+    )

@@ -1,0 +1,76 @@
+"""An invocation's logs on Kubernetes: its newest pod's container log, read or followed through
+the API server once the container has started."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable
+
+from elasticityops.backends.kubernetes.followed import Followed
+from elasticityops.backends.kubernetes.labels import INVOCATION_LABEL
+from elasticityops.backends.kubernetes.manifests import CONTAINER_NAME
+from elasticityops.backends.kubernetes.observe import Progress, container_started, job_over, pod_over
+from elasticityops.backends.kubernetes.workloads import Workloads
+from elasticityops.domain.clock import Clock
+from elasticityops.domain.invocations import Invocation
+
+# How often a log follow on a backend without watches asks the API whether the pod started.
+_UNWATCHED_POLL_S = 1.0
+
+
+class PodLogs:
+    def __init__(
+        self, clock: Clock, workloads: Workloads, followed: Followed, watched: Callable[[], bool]
+    ) -> None:
+        self._clock = clock
+        self._workloads = workloads
+        self._followed = followed
+        self._watched = watched  # whether this backend's watches run (they update the progress)
+
+    async def logs(self, invocation: Invocation, follow: bool) -> AsyncIterator[bytes]:
+        pod = await self._wait_for_pod(invocation.id, follow)
+        if pod is None:
+            return
+        params: dict[str, str | int] = {"container": CONTAINER_NAME}
+        if follow:
+            params["follow"] = "true"
+        async for chunk in self._workloads.api.stream(
+            f"{self._workloads.pods_path}/{pod}/log", params, follow
+        ):
+            yield chunk
+
+    async def _wait_for_pod(self, invocation_id: str, follow: bool) -> str | None:
+        """The name of the invocation's newest pod; with follow, once its container has started
+        (there is nothing to follow before). None when it has no pod (not yet, or any more).
+
+        A backend whose watches do not run (a gateway replica whose dispatcher does not: the
+        Jobs are another replica's) has no progress to go by: it asks the API every
+        `_UNWATCHED_POLL_S` and gives up once the invocation's Job has ended or is gone, which
+        Kubernetes itself bounds (the Job's activeDeadlineSeconds is its function's timeout)."""
+        w = self._workloads
+        selector = {"labelSelector": f"{w.selector},{INVOCATION_LABEL}={invocation_id}"}
+        while True:
+            pods, _ = await w.api.list(w.pods_path, selector)
+            if pods:
+                pods.sort(key=lambda p: (p.get("metadata") or {}).get("creationTimestamp", ""))
+                newest = pods[-1]
+                if not follow or container_started(newest):
+                    return str(newest["metadata"]["name"])
+            if not follow or self._followed.progress.get(invocation_id, Progress()).finished:
+                return None  # never started, and never will
+            if not self._watched():
+                if w.bare_pods:
+                    over = all(pod_over(pod) for pod in pods)
+                else:
+                    jobs, _ = await w.api.list(w.jobs_path, selector)
+                    over = all(job_over(job) for job in jobs)
+                if over:
+                    return None  # its Jobs ended (or were deleted) before a container started
+                await self._clock.sleep(_UNWATCHED_POLL_S)
+                continue
+            # Waiting for the container to start: the watches update progress, so look at the
+            # API again only when they say something changed (or after a few seconds).
+            for _ in range(20):
+                await self._clock.sleep(0.25)
+                progress = self._followed.progress.get(invocation_id, Progress())
+                if progress.started or progress.finished:
+                    break

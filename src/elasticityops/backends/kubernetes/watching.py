@@ -1,0 +1,248 @@
+"""The Kubernetes backend's watches: the invocations' pods, their Jobs (none with bare pods) and
+Events, and, when it watches GPU nodes, the nodes (node_tracking.py); their first lists, made
+before the backend's start returns; and what each Job, pod or Event seen means for the
+invocation it belongs to (observe.py decides that; here it is checked against the attempt
+followed and told)."""
+
+from __future__ import annotations
+
+import asyncio
+from collections import Counter
+
+from elasticityops.backends.kubernetes.decode import decode_event, decode_job, decode_pod
+from elasticityops.backends.kubernetes.followed import Followed
+from elasticityops.backends.kubernetes.gpu_nodes import NODES_PATH
+from elasticityops.backends.kubernetes.labels import ACCELERATOR_LABEL, ATTEMPT_LABEL
+from elasticityops.backends.kubernetes.node_tracking import NodeTracking
+from elasticityops.backends.kubernetes.objects import KubeObject, parse_time
+from elasticityops.backends.kubernetes.observe import (
+    Progress,
+    attempt_of,
+    attempt_of_job_name,
+    events_field_selector,
+    invocation_of,
+    job_name_of_pod,
+    observe_event,
+    observe_job,
+    observe_job_deleted,
+    observe_job_event,
+    observe_pod,
+    observe_pod_deleted,
+)
+from elasticityops.backends.kubernetes.outlet import Outlet
+from elasticityops.backends.kubernetes.reaping import Reaper
+from elasticityops.backends.kubernetes.watch import KindWatch
+from elasticityops.backends.kubernetes.workloads import Workloads
+from elasticityops.domain.clock import Clock
+from elasticityops.domain.events import BackendEvent, Finished
+from elasticityops.domain.invocations import State
+
+SUCCESS_GRACE_SECONDS = 2.0
+
+
+class Watching:
+    def __init__(
+        self,
+        clock: Clock,
+        workloads: Workloads,
+        followed: Followed,
+        outlet: Outlet,
+        nodes: NodeTracking | None,
+        reaper: Reaper,
+    ) -> None:
+        self._clock = clock
+        self._workloads = workloads
+        self._followed = followed
+        self._outlet = outlet
+        self._nodes = nodes
+        self._reaper = reaper
+        self.watches: list[KindWatch] = []
+
+    async def start(self) -> None:
+        """Make the watches and their first lists, so launches and adoptions that follow meet a
+        complete picture."""
+        w = self._workloads
+        api = w.api
+        by_label = {"labelSelector": w.selector}
+        node_watch = []
+        if self._nodes is not None:
+            await self._nodes.restore()
+            # First, so a pod bound to a node in the first lists finds the node known.
+            node_watch = [
+                KindWatch(
+                    api, NODES_PATH, {"labelSelector": ACCELERATOR_LABEL}, self._nodes.on_node, self._clock
+                )
+            ]
+        self.watches = [
+            *node_watch,
+            # Pods first, so the first list sees a finished pod (and its result) before its Job.
+            KindWatch(api, w.pods_path, by_label, self.on_pod, self._clock, decode=decode_pod),
+            *(
+                []
+                if w.bare_pods
+                else [KindWatch(api, w.jobs_path, by_label, self.on_job, self._clock, decode=decode_job)]
+            ),
+            KindWatch(
+                api,
+                w.events_path,
+                # About Pods and Jobs (one watch per kind: Events of both), routine ones left out.
+                {"fieldSelector": events_field_selector()},
+                self.on_event,
+                self._clock,
+                track_deletes=False,
+                list_everything=False,
+                decode=decode_event,
+            ),
+        ]
+        for watch in self.watches:
+            await watch.relist()
+            if self._nodes is not None and watch.path == NODES_PATH:
+                await self._nodes.listed()
+
+    def run(self) -> list[asyncio.Task[None]]:
+        """The watches, from where their first lists left off."""
+        return [asyncio.create_task(w.run(), name=f"watch {w.path}") for w in self.watches]
+
+    def restarts(self) -> Counter[str]:
+        """Watches started again, by why, since they were made."""
+        restarts: Counter[str] = Counter()
+        for watch in self.watches:
+            stats = watch.stats
+            restarts.update(ended=stats.resumes, expired=stats.expired, dropped=stats.dropped)
+        return restarts
+
+    async def on_job(self, kind: str, job: KubeObject) -> None:
+        followed = self._followed
+        name = (job.get("metadata") or {}).get("name", "")
+        named = attempt_of_job_name(name)
+        inv = invocation_of(job) or (None if named is None else named[0])
+        if inv is None or followed.stale(inv, job):
+            return
+        labelled = ATTEMPT_LABEL in ((job.get("metadata") or {}).get("labels") or {})
+        attempt = attempt_of(job) if labelled or named is None else named[1]
+        latest = followed.attempts.get(inv)
+        if kind == "DELETED" and latest is not None and attempt < latest:
+            if not (job.get("status") or {}).get("active"):
+                # A preempted attempt's Job gone with no pod of its own: no GPU was held.
+                # (With a pod, that pod's own deletion says when its GPU is free.)
+                gone = Finished.cancelled(self._clock.now(), "the preempted attempt's Job is gone")
+                await self._outlet.emit(BackendEvent(inv, attempt=attempt, finished=gone))
+            return
+        if not followed.current(inv, attempt):
+            return
+        now = self._clock.now()
+        progress = followed.progress.get(inv, Progress())
+        if kind == "DELETED":
+            event, _ = observe_job_deleted(inv, progress, now)
+            followed.progress.pop(inv, None)
+            followed.gpu_types.pop(inv, None)
+            await self._outlet.deliver(event)
+            followed.attempts.pop(inv, None)
+            return
+        progress = progress._replace(job_seen=True)
+        if progress.pending_since is None and not progress.capacity_ready:
+            created = parse_time((job.get("metadata") or {}).get("creationTimestamp"))
+            progress = progress._replace(pending_since=created or now)
+        event, after = observe_job(job, progress, now)
+        if event is not None and event.finished is not None and event.finished.state is State.succeeded:
+            # Complete, but the pod's own end (with the termination message, the small result)
+            # may still be on its way through the pod watch: give it a moment to arrive first.
+            if not progress.success_seen:
+                self._outlet.chore(self._finish_later(inv, event))
+            followed.progress[inv] = progress._replace(success_seen=True)
+            return
+        followed.progress[inv] = after
+        await self._outlet.deliver(event)
+
+    async def _finish_later(self, inv: str, event: BackendEvent) -> None:
+        await self._clock.sleep(SUCCESS_GRACE_SECONDS)
+        progress = self._followed.progress.get(inv)
+        if progress is None or progress.finished:
+            return
+        self._followed.progress[inv] = progress._replace(finished=True)
+        await self._outlet.deliver(event)
+
+    async def on_pod(self, kind: str, pod: KubeObject) -> None:
+        followed = self._followed
+        bare = self._workloads.bare_pods
+        named = self._whose(pod)
+        if named is None:
+            return
+        inv, attempt = named
+        if bare:
+            self._reaper.track(kind, str((pod.get("metadata") or {}).get("name", "")), pod)
+        if followed.stale(inv, pod):
+            return
+        latest = followed.attempts.get(inv)
+        if kind == "DELETED" and latest is not None and attempt < latest:
+            await self._preempted_pod_gone(inv, attempt, pod)
+            return
+        if inv not in followed.progress and (
+            kind == "DELETED" or (pod.get("metadata") or {}).get("deletionTimestamp")
+        ):
+            # A pod going with its Job (TTL, cancel, preemption): nothing to tell.
+            return
+        if not followed.current(inv, attempt):
+            return  # a preempted attempt's pod, while it goes
+        before = followed.progress.get(inv, Progress())
+        if bare:
+            before = before._replace(job_seen=True)  # the pod is the workload: adoption needs no relaunch
+        now = self._clock.now()
+        event, followed.progress[inv] = observe_pod(pod, before, now)
+        extra = None
+        if self._nodes is not None:
+            event, extra = await self._nodes.on_pod(kind, inv, pod, event)
+        await self._outlet.deliver(event)
+        await self._outlet.deliver(extra)
+        if bare and kind == "DELETED":
+            # Nothing outlives a bare pod (a Job's deletion says this in the Job mode).
+            ended, followed.progress[inv] = observe_pod_deleted(inv, followed.progress[inv], now)
+            await self._outlet.deliver(ended)
+            followed.forget(inv)
+
+    def _whose(self, pod: KubeObject) -> tuple[str, int] | None:
+        """The invocation and attempt a pod runs; None for a pod that is not an invocation's (a
+        warm-capacity placeholder: never ours to reap) or a bare one withdrawn."""
+        name = str((pod.get("metadata") or {}).get("name", ""))
+        inv = invocation_of(pod)
+        if inv is None and self._workloads.bare_pods and pod.get("gone"):
+            # Gone while the watch was down: a relist tells only the name, which is the Job's.
+            named = attempt_of_job_name(name)
+            if named is None or self._followed.withdrawn(named[0]):
+                self._reaper.forget(name)
+                return None
+            return named
+        return None if inv is None else (inv, attempt_of(pod))
+
+    async def _preempted_pod_gone(self, inv: str, attempt: int, pod: KubeObject) -> None:
+        """A preempted attempt's pod is gone: its GPU is free now (the dispatcher waits for that
+        before the work it made way for counts it free). Its end, as the old attempt's, changes
+        nothing in the store."""
+        gone = Finished.cancelled(self._clock.now(), "the preempted attempt's pod is gone")
+        await self._outlet.emit(BackendEvent(inv, attempt=attempt, finished=gone))
+        if self._nodes is not None:
+            await self._nodes.vacated(inv, pod)
+
+    async def on_event(self, kind: str, event: KubeObject) -> None:
+        if kind == "DELETED":
+            return
+        involved = event.get("involvedObject") or {}
+        name = str(involved.get("name", ""))
+        if involved.get("kind") == "Job":
+            observe = observe_job_event
+        elif involved.get("kind") == "Pod":
+            # A bare pod has its Job's name; a Job's pods add a suffix.
+            observe, name = observe_event, (name if self._workloads.bare_pods else job_name_of_pod(name))
+        else:
+            return
+        named = attempt_of_job_name(name)
+        followed = self._followed
+        if (
+            named is None
+            or named[0] not in followed.progress
+            or followed.attempts.get(named[0], 0) != named[1]
+        ):
+            return
+        inv = named[0]
+        told, followed.progress[inv] = observe(event, inv, followed.progress[inv], self._clock.now())
+        await self._outlet.deliver(told)

@@ -1,0 +1,44 @@
+"""Where the invocations' objects live in the gateway's namespace (their Jobs or, with the `pod`
+workload, bare pods; pods, payload Secrets, Events), and the client that reaches them: made on
+first use, and made again after a stop closed it."""
+
+from __future__ import annotations
+
+from elasticityops.backends.kubernetes.api import KubeApi
+from elasticityops.backends.kubernetes.labels import selector
+from elasticityops.backends.kubernetes.settings import KubernetesSettings
+from elasticityops.domain.clock import Clock
+
+
+class Workloads:
+    def __init__(self, settings: KubernetesSettings, clock: Clock, api: KubeApi | None) -> None:
+        self._settings = settings
+        self._clock = clock
+        self._api = api
+        ns = settings.namespace
+        self.jobs_path = f"/apis/batch/v1/namespaces/{ns}/jobs"
+        self.pods_path = f"/api/v1/namespaces/{ns}/pods"
+        # Bare pods: the gateway makes each invocation's pod itself, so a throttled Job
+        # controller (a stock controller-manager's 20 QPS) does not pace a burst.
+        self.bare_pods = settings.workload == "pod"
+        self.workload_path = self.pods_path if self.bare_pods else self.jobs_path
+        self.kind = "pod" if self.bare_pods else "Job"  # as messages name the workload
+        self.secrets_path = f"/api/v1/namespaces/{ns}/secrets"
+        self.events_path = f"/api/v1/namespaces/{ns}/events"
+        self.selector = selector(settings.instance)
+
+    @property
+    def api(self) -> KubeApi:
+        if self._api is None:
+            self._api = KubeApi.connect(self._settings, self._clock)
+        return self._api
+
+    @property
+    def connected(self) -> KubeApi | None:
+        """The client if one is made, without making one."""
+        return self._api
+
+    async def close(self) -> None:
+        if self._api is not None:
+            await self._api.close()
+            self._api = None
