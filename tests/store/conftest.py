@@ -10,8 +10,7 @@ from pathlib import Path
 import pytest
 
 from elasticityops.store.sql import SqlStore
-
-from .pg_cluster import PgCluster, fresh_database
+from helpers.pg_cluster import PgCluster, fresh_database
 
 
 @pytest.fixture(params=["sqlite", "postgres"])

@@ -71,6 +71,29 @@ def start_k8s_gateway(
     )
 
 
+# The replicas' lease, short so that a takeover is seen within seconds.
+REPLICA_LEASE = {
+    "EOPS_LEASE_DURATION": "3",
+    "EOPS_LEASE_RENEW_DEADLINE": "2",
+    "EOPS_LEASE_RETRY_PERIOD": "0.5",
+}
+
+
+def start_replica(
+    dev_cluster: Any, namespace: str, data_dir: Path, database: str, name: str, **env: str
+) -> RunningServer:
+    """A `--leader-elect` gateway named `name` on the database the replicas share, with the
+    short REPLICA_LEASE; `env` on top."""
+    replica_env = {
+        "EOPS_LEADER_ELECT": "true",
+        "EOPS_DATABASE_URL": database,
+        "EOPS_LEADER_IDENTITY": name,
+        **REPLICA_LEASE,
+        **env,
+    }
+    return start_k8s_gateway(dev_cluster, namespace, data_dir, **replica_env)
+
+
 def deploy(server: RunningServer, **spec: Any) -> None:
     body = {"image": "worker:1", "command": ["python", "worker.py"], **spec}
     answer = httpx.put(
