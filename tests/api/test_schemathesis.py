@@ -3,25 +3,11 @@ answered with a 5xx."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from pathlib import Path
-
 import hypothesis
-import pytest
 import schemathesis
 from schemathesis.checks import not_a_server_error
 
-from helpers.server import RunningServer, running_server
-
-
-@pytest.fixture(scope="module")
-def fuzzed_gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningServer]:
-    # Paused: generated functions are stored but never run (their commands are random strings).
-    # A short wait bound keeps generated ?wait= values from holding requests for minutes.
-    with running_server(
-        Path(tmp_path_factory.mktemp("fuzz")), "--paused", env={"EOPS_MAX_WAIT_SECONDS": "1"}
-    ) as gw:
-        yield gw
+from helpers.server import RunningServer
 
 
 def test_no_request_gets_a_server_error(fuzzed_gateway: RunningServer) -> None:
