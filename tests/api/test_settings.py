@@ -236,7 +236,11 @@ def test_serve_help_shows_every_knob_with_its_variable_and_default() -> None:
     for knob in KNOBS:
         row = rows[knob.flag]
         assert f"[env var: {knob.env}]" in row
-        shown = knob.off_flag.removeprefix("--") if knob.is_bool and not knob.default else knob.default_text
+        if knob.is_bool and not knob.default:
+            assert knob.off_flag is not None
+            shown = knob.off_flag.removeprefix("--")
+        else:
+            shown = knob.default_text
         assert f"[default: {shown}]" in row, row
         assert knob.help.rstrip(".") in row  # as written: Rich markup takes no bracket of it
 

@@ -9,7 +9,7 @@ import hashlib
 from collections import Counter
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from typing import Any
+from typing import Any, cast
 
 import hypothesis
 import pytest
@@ -29,7 +29,7 @@ from helpers.server import RunningServer
 pytestmark = pytest.mark.slow
 
 
-def _as_client_would(case: schemathesis.Case) -> None:
+def _as_client_would(case: schemathesis.Case[Any]) -> None:
     """A deploy as a client sends it: a name that is a DNS-1123 label (the schema says so only
     in words, so generated ones almost never are), the same name in the body as in the URL, no
     empty argument or NUL in the command. Without it almost no deploy succeeds and no chain
@@ -48,7 +48,8 @@ def _as_client_would(case: schemathesis.Case) -> None:
         body = {k: v for k, v in body.items() if not (isinstance(v, str) and "\x00" in v)}
         command = body.get("command")
         if isinstance(command, list):
-            body["command"] = [part for part in command if part and "\x00" not in part] or ["true"]
+            parts = cast("list[str]", command)  # the schema's: strings (only valid requests generated)
+            body["command"] = [part for part in parts if part and "\x00" not in part] or ["true"]
         body["name"] = name
         case.body = body
 
@@ -142,7 +143,8 @@ def test_stateful_runs_get_no_server_error(fuzzed_gateway: RunningServer) -> Non
         @initialize(target=Bundle("catch_all"), input=deploy.as_strategy().map(StepInput.initial))
         def deploy_a_function(self, input: StepInput) -> StepOutput | None:
             self.recorder.record_case(case=input.case)
-            return self._step(input)
+            output: StepOutput | None = self._step(input)
+            return output
 
         def teardown(self) -> None:
             # Each scenario starts from the same gateway state: Hypothesis replays prefixes of
@@ -152,17 +154,17 @@ def test_stateful_runs_get_no_server_error(fuzzed_gateway: RunningServer) -> Non
             scenarios[0] += 1
             _reset(fuzzed_gateway, kept_tokens)
 
-        def before_call(self, case: schemathesis.Case) -> None:
+        def before_call(self, case: schemathesis.Case[Any]) -> None:
             _as_client_would(case)
 
-        def get_call_kwargs(self, case: schemathesis.Case) -> dict[str, Any]:
+        def get_call_kwargs(self, case: schemathesis.Case[Any]) -> dict[str, Any]:
             return {"headers": headers, "timeout": 30}
 
-        def after_call(self, response: Any, case: schemathesis.Case) -> None:
+        def after_call(self, response: Any, case: schemathesis.Case[Any]) -> None:
             super().after_call(response, case)
             seen[(f"{case.method.upper()} {case.path}", response.status_code)] += 1
 
-        def validate_response(self, response: Any, case: schemathesis.Case, **kwargs: Any) -> None:
+        def validate_response(self, response: Any, case: schemathesis.Case[Any], **kwargs: Any) -> None:
             case.validate_response(
                 response, checks=[not_a_server_error, response_schema_conformance], transport_kwargs=kwargs
             )

@@ -505,17 +505,17 @@ async def test_a_store_away_during_a_follow_does_not_end_it(tmp_path: Path) -> N
     async with gateway(tmp_path, backend) as gw:
         inv_id = await _running(gw)
         store = gw.runtime.store
-        real: Callable[..., Awaitable[Any]] = store.get_invocation
+        real = store.get_invocation
         away = asyncio.Event()
         refused = [0]
 
-        async def flaky(*args: Any) -> Any:
+        async def flaky(invocation_id: str) -> Invocation | None:
             if away.is_set():
                 refused[0] += 1
                 raise TemporaryError("database unavailable: injected", retry_after=0.0)
-            return await real(*args)
+            return await real(invocation_id)
 
-        store.get_invocation = flaky  # type: ignore[method-assign]
+        store.get_invocation = flaky  # type: ignore[method-assign]  # the store away on demand
         follow = asyncio.ensure_future(
             gw.client.get(f"/v1/invocations/{inv_id}/logs", params={"follow": "true"})
         )

@@ -73,7 +73,7 @@ async def gateway(
 
 
 async def submit(store: SqlStore, hub: ChangeHub, types: list[str]) -> str:
-    spec = FunctionSpec(name="f", command=["true"], gpu=GpuSpec(type=types))
+    spec = FunctionSpec(name="f", command=["true"], gpu=GpuSpec(written=types))
     record, _ = await store.put_function(spec, datetime.now(UTC))
     new = NewInvocation(new_invocation_id(), "f", record.version, 1, datetime.now(UTC), b"{}")
     inv, _ = await store.create_invocation(new)

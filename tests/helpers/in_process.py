@@ -40,7 +40,7 @@ async def in_process_gateway(
     app = build_app(settings, backend=backend, store=store, lease_store=lease_store, freeze_heap=False)
     async with app.router.lifespan_context(app):
         runtime: Runtime = app.state.runtime
-        token = await create_token(runtime.store, "test", runtime.clock)  # type: ignore[arg-type]
+        token = await create_token(runtime.store, "test", runtime.clock)
         async with httpx.AsyncClient(
             transport=httpx.ASGITransport(app=app),
             base_url="http://127.0.0.1",

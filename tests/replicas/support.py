@@ -96,7 +96,7 @@ async def replica(data_dir: Path, database_url: str, *, dispatch: bool, **env: s
                     raise RuntimeError("the replica's server ended before it started")
                 await asyncio.sleep(0.02)
         runtime: Runtime = app.state.runtime
-        token = await create_token(runtime.store, "test", runtime.clock)  # type: ignore[arg-type]
+        token = await create_token(runtime.store, "test", runtime.clock)
         url = f"http://{HOST}:{port}"
         async with httpx.AsyncClient(
             base_url=url, headers={"Authorization": f"Bearer {token}"}, timeout=60

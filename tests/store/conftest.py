@@ -27,8 +27,8 @@ def run() -> Iterator[asyncio.Runner]:
         yield runner
 
 
-async def open_store(url: str, **kwargs: int) -> SqlStore:
-    return await SqlStore.open(url, **kwargs)
+async def open_store(url: str) -> SqlStore:
+    return await SqlStore.open(url)
 
 
 @pytest.fixture

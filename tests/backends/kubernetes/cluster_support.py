@@ -40,9 +40,9 @@ def k8s_gateway(
     data_dir: Path,
     port: int | None = None,
     kubeconfig: Path | None = None,
-    **env: str,
+    env: Mapping[str, str] | None = None,
 ) -> Iterator[RunningServer]:
-    server = start_k8s_gateway(dev_cluster, namespace, data_dir, port, kubeconfig, **env)
+    server = start_k8s_gateway(dev_cluster, namespace, data_dir, port, kubeconfig, env)
     try:
         yield server
     finally:
@@ -55,9 +55,10 @@ def start_k8s_gateway(
     data_dir: Path,
     port: int | None = None,
     kubeconfig: Path | None = None,
-    **env: str,
+    env: Mapping[str, str] | None = None,
 ) -> RunningServer:
-    """`kubeconfig`: another identity than the cluster's admin (a service account's token)."""
+    """`kubeconfig`: another identity than the cluster's admin (a service account's token);
+    `env`: the gateway's settings."""
     return start_server(
         data_dir,
         "--backend",
@@ -91,7 +92,7 @@ def start_replica(
         **REPLICA_LEASE,
         **env,
     }
-    return start_k8s_gateway(dev_cluster, namespace, data_dir, **replica_env)
+    return start_k8s_gateway(dev_cluster, namespace, data_dir, env=replica_env)
 
 
 def deploy(server: RunningServer, **spec: Any) -> None:
@@ -146,6 +147,7 @@ def _ours(dev_cluster: Any, path: str, inv: str | None) -> list[dict[str, Any]]:
     selector = "app.kubernetes.io/managed-by=elasticityops"
     if inv:
         selector += f",{INVOCATION_LABEL}={inv}"
+    found: list[dict[str, Any]]
     with dev_cluster.api() as api:
         found, _ = api.list(path, {"labelSelector": selector})
     return found
