@@ -51,9 +51,7 @@ from typing import Any
 import httpx
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO / "tests" / "store"))  # the tests' throwaway PostgreSQL
-
-from pg_cluster import PostgresUnavailable, free_port, pg_cluster  # noqa: E402
+sys.path.insert(0, str(REPO / "tests"))  # the tests' throwaway PostgreSQL
 
 from elasticityops.backends.kubernetes.labels import INVOCATION_LABEL  # noqa: E402
 from elasticityops.devcluster.build import ensure_built  # noqa: E402
@@ -67,6 +65,7 @@ from elasticityops.devcluster.stuck import (  # noqa: E402
     list_bound_pending,
 )
 from elasticityops.devcluster.workloads import gpu_job  # noqa: E402
+from helpers.pg_cluster import PostgresUnavailable, free_port, pg_cluster  # noqa: E402
 
 FUNCTION = "stuck-loop"
 
@@ -80,7 +79,7 @@ def prerequisites() -> tuple[Toolchain | None, list[str]]:
     except DevClusterError as exc:
         missing.append(f"dev cluster binaries: {exc} (build them: `eops dev-cluster build`, ~25 min)")
     try:
-        from pg_cluster import _bindir
+        from helpers.pg_cluster import _bindir
 
         _bindir()
     except PostgresUnavailable as exc:

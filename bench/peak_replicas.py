@@ -85,7 +85,7 @@ HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
 sys.path.insert(0, str(REPO / "tests"))  # the throwaway PostgreSQL of the tests
 
-from store.pg_cluster import fresh_database, pg_cluster  # noqa: E402
+from helpers.pg_cluster import fresh_database, pg_cluster  # noqa: E402
 
 
 @dataclass

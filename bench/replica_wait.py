@@ -10,7 +10,7 @@
     python bench/replica_wait.py [--database-url URL] [--samples 60] [--window 10] [--poll 0.5]
 
 Without --database-url it starts a throwaway PostgreSQL (initdb, as the tests do:
-tests/store/pg_cluster.py). Prints a Markdown table and writes JSON to bench/results/."""
+tests/helpers/pg_cluster.py). Prints a Markdown table and writes JSON to bench/results/."""
 
 from __future__ import annotations
 
@@ -155,7 +155,7 @@ def database(url: str | None) -> Iterator[str]:
     if url:
         yield url
         return
-    from store.pg_cluster import fresh_database, pg_cluster
+    from helpers.pg_cluster import fresh_database, pg_cluster
 
     with pg_cluster() as cluster:
         yield fresh_database(cluster)

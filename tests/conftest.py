@@ -1,5 +1,6 @@
-"""Fixtures every test directory may use: the dev cluster's (its pytest plugin), and one real
-PostgreSQL server for the session, started on first use (tests/store/pg_cluster.py)."""
+"""Fixtures every test directory may use: the dev cluster's (its pytest plugin), one real
+PostgreSQL server for the session, started on first use, and a server of a test's own
+(tests/helpers/pg_cluster.py)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from types import FrameType
 
 import pytest
 
-from store.pg_cluster import PgCluster, pg_cluster
+from helpers.pg_cluster import PgCluster, pg_cluster
 
 pytest_plugins = ["elasticityops.devcluster.pytest_plugin", "pytester"]
 
@@ -31,5 +32,13 @@ def pytest_configure(config: pytest.Config) -> None:
 @pytest.fixture(scope="session")
 def postgres() -> Iterator[PgCluster]:
     # No skip: a missing PostgreSQL fails these tests loudly (scripts/test installs it).
+    with pg_cluster() as cluster:
+        yield cluster
+
+
+@pytest.fixture
+def own_postgres() -> Iterator[PgCluster]:
+    """A server of this test's own, not the session's: for a test that stops it, or that loads
+    it more than the tests sharing the session's should see."""
     with pg_cluster() as cluster:
         yield cluster

@@ -8,14 +8,17 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
+from typing import Any
+
+import httpx
 
 from helpers.server import running_server
 
 
-def _final(http, inv_id: str, timeout: float = 60.0) -> dict:
+def _final(http: httpx.Client, inv_id: str, timeout: float = 60.0) -> dict[str, Any]:
     deadline = time.monotonic() + timeout
     while True:
-        body = http.get(f"/v1/invocations/{inv_id}").json()
+        body: dict[str, Any] = http.get(f"/v1/invocations/{inv_id}").json()
         if body["state"] in ("succeeded", "failed", "cancelled") or time.monotonic() > deadline:
             return body
         time.sleep(0.2)

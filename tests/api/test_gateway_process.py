@@ -32,6 +32,19 @@ def _serve(data_dir: Path, *args: str, timeout: float = 60) -> subprocess.Comple
     )
 
 
+def _started(data_dir: Path, port: int) -> subprocess.Popen[str]:
+    """`eops serve` left running, its output (stdout and stderr) in one text pipe."""
+    return subprocess.Popen(
+        [EOPS, "serve", "--host", HOST, "--port", str(port), "--data-dir", str(data_dir)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        cwd=REPO,
+        env=base_env(),
+        stdin=subprocess.DEVNULL,
+    )
+
+
 @contextlib.contextmanager
 def _umask(mask: int) -> Iterator[None]:
     old = os.umask(mask)
@@ -72,15 +85,7 @@ def test_files_are_private_whatever_the_umask(tmp_path: Path) -> None:
     data = tmp_path / "fresh" / "data"
     port = free_port()
     with _umask(0o022):
-        process = subprocess.Popen(
-            [EOPS, "serve", "--host", HOST, "--port", str(port), "--data-dir", str(data)],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            text=True,
-            cwd=REPO,
-            env=base_env(),
-            stdin=subprocess.DEVNULL,
-        )
+        process = _started(data, port)
     try:
         _ready(f"http://{HOST}:{port}", process)
         assert _mode(data) == 0o700
@@ -124,15 +129,7 @@ def test_a_port_out_of_range_is_refused(tmp_path: Path, port: str) -> None:
 
 def test_port_0_prints_and_uses_the_port_bound(tmp_path: Path) -> None:
     data = tmp_path / "data"
-    process = subprocess.Popen(
-        [EOPS, "serve", "--host", HOST, "--port", "0", "--data-dir", str(data)],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        cwd=REPO,
-        env=base_env(),
-        stdin=subprocess.DEVNULL,
-    )
+    process = _started(data, 0)
     try:
         assert process.stdout is not None
         banner = process.stdout.readline()

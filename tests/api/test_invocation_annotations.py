@@ -23,7 +23,7 @@ def deploy(client: httpx.Client, **extra: object) -> str:
 def invoke(
     client: httpx.Client, name: str, *pairs: str, headers: dict[str, str] | None = None
 ) -> httpx.Response:
-    params = [("annotation", pair) for pair in pairs]
+    params: list[tuple[str, str | int | float | bool | None]] = [("annotation", pair) for pair in pairs]
     return client.post(f"/v1/functions/{name}/invocations", params=params, json={}, headers=headers)
 
 

@@ -97,7 +97,7 @@ def test_a_result_cannot_be_replaced_after_the_invocation_ended(gateway: Running
         assert "succeeded" in late.json()["error"]["message"]
         api = client.post(url, json={"v": 3})  # the client's own API (admin) token
         assert api.status_code == 401, api.text
-        odd = client.post(url, json={"v": 4}, headers={"Authorization": "Bearer t\u00f6k\u00e9n".encode()})
+        odd = client.post(url, json={"v": 4}, headers={b"Authorization": "Bearer t\u00f6k\u00e9n".encode()})
         assert odd.status_code == 401, odd.text
         assert client.get(f"/v1/invocations/{body['id']}").json()["result"] == {"v": 1}
 

@@ -11,15 +11,14 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
 import psycopg
 import pytest
 
+from helpers.pg_cluster import PgCluster, create_database
 from helpers.server import running_server
-from store.pg_cluster import PgCluster, pg_cluster
 
 pytestmark = pytest.mark.slow
 
@@ -27,13 +26,6 @@ REQUESTS = 60
 CLIENTS = 4
 OUTAGE_S = 4.0
 FUNCTION = {"command": ["python", "-c", "import time; time.sleep(0.2)"]}
-
-
-@pytest.fixture
-def postgres() -> Iterator[PgCluster]:
-    # Its own server, not the session's: this test stops it.
-    with pg_cluster() as cluster:
-        yield cluster
 
 
 class Invoker:
@@ -74,11 +66,12 @@ class Invoker:
                 break
 
 
-def test_a_postgres_restart_under_load_loses_and_doubles_nothing(postgres: PgCluster, tmp_path: Path) -> None:
-    with psycopg.connect(postgres.dsn(), autocommit=True) as conn:
-        conn.execute("CREATE DATABASE eops_outage")
+def test_a_postgres_restart_under_load_loses_and_doubles_nothing(
+    own_postgres: PgCluster, tmp_path: Path
+) -> None:
+    # A server of its own, not the session's: this test stops it.
     env = {
-        "EOPS_DATABASE_URL": postgres.url("eops_outage"),
+        "EOPS_DATABASE_URL": create_database(own_postgres, "eops_outage"),
         "EOPS_GPUS": "8",
     }
     with running_server(tmp_path / "gw", env=env) as gw:
@@ -93,7 +86,7 @@ def test_a_postgres_restart_under_load_loses_and_doubles_nothing(postgres: PgClu
         # Let some requests through, then cut the database while the others are under way.
         while sum(len(i.ids) for i in invokers) < REQUESTS // 4:
             time.sleep(0.05)
-        postgres.stop("immediate")
+        own_postgres.stop("immediate")
         down_at = time.monotonic()
         # the gateway answers at once while the database is down: 503, with Retry-After
         with gw.client(timeout=10.0) as probe:
@@ -104,7 +97,7 @@ def test_a_postgres_restart_under_load_loses_and_doubles_nothing(postgres: PgClu
         assert int(answer.headers["Retry-After"]) >= 1
         assert "database" in answer.json()["error"]["message"]
         time.sleep(max(0.0, OUTAGE_S - (time.monotonic() - down_at)))
-        postgres.start()
+        own_postgres.start()
         for t in threads:
             t.join(timeout=150)
         for i in invokers:
@@ -139,7 +132,7 @@ def test_a_postgres_restart_under_load_loses_and_doubles_nothing(postgres: PgClu
         assert set(ended.values()) == {"succeeded"}, ended
 
     # exactly the rows the clients were answered for: none half-accepted, none doubled
-    with psycopg.connect(postgres.dsn("eops_outage")) as conn:
+    with psycopg.connect(own_postgres.dsn("eops_outage")) as conn:
         rows = conn.execute("SELECT id, idempotency_key, state FROM invocations").fetchall()
     assert len(rows) == REQUESTS + 1
     assert {r[0] for r in rows} == {*ids.values(), probe_id}

@@ -6,7 +6,6 @@ is covered without a new test), with a few checked literally."""
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +18,7 @@ from elasticityops.domain.budget import GpuBudget
 from elasticityops.domain.errors import EopsError, InvalidInput
 from elasticityops.knobs import Spec, specs
 from elasticityops.settings import Settings, load_settings
+from helpers.cli_help import option_rows
 
 KNOBS = specs(Settings)
 runner = CliRunner()
@@ -229,24 +229,18 @@ def test_a_malformed_gpu_budget_is_refused_at_start_naming_the_flag(
     assert "Traceback" not in result.output
 
 
-def _rows(help_text: str) -> dict[str, str]:
-    """Option rows of Rich's help by their first flag (with a wide terminal, one line each)."""
-    rows = {}
-    for line in help_text.splitlines():
-        found = re.match(r"│ (--[a-z0-9-]+)", line)
-        if found:
-            rows[found.group(1)] = line
-    return rows
-
-
 def test_serve_help_shows_every_knob_with_its_variable_and_default() -> None:
     result = runner.invoke(app, ["serve", "--help"], env={"COLUMNS": "400"})
     assert result.exit_code == 0
-    rows = _rows(result.output)
+    rows = option_rows(result.output)
     for knob in KNOBS:
         row = rows[knob.flag]
         assert f"[env var: {knob.env}]" in row
-        shown = knob.off_flag.removeprefix("--") if knob.is_bool and not knob.default else knob.default_text
+        if knob.is_bool and not knob.default:
+            assert knob.off_flag is not None
+            shown = knob.off_flag.removeprefix("--")
+        else:
+            shown = knob.default_text
         assert f"[default: {shown}]" in row, row
         assert knob.help.rstrip(".") in row  # as written: Rich markup takes no bracket of it
 
@@ -266,7 +260,7 @@ def test_serve_help_reads_in_100_columns() -> None:
 
 def test_token_create_takes_the_data_dir_and_database_flags() -> None:
     result = runner.invoke(app, ["token", "create", "--help"], env={"COLUMNS": "400"})
-    rows = _rows(result.output)
+    rows = option_rows(result.output)
     assert "[env var: EOPS_DATA_DIR]" in rows["--data-dir"]
     assert "[default: ~/.eops]" in rows["--data-dir"]
     assert "[env var: EOPS_DATABASE_URL]" in rows["--database-url"]

@@ -7,10 +7,9 @@ from __future__ import annotations
 
 import hashlib
 from collections import Counter
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import hypothesis
 import pytest
@@ -25,22 +24,12 @@ from schemathesis.specs.openapi.checks import response_schema_conformance
 from elasticityops.api.app import create_app
 from elasticityops.domain.functions import MAX_NAME_LEN, NAME_RE
 from elasticityops.settings import Settings
-from helpers.server import RunningServer, running_server
+from helpers.server import RunningServer
 
 pytestmark = pytest.mark.slow
 
 
-@pytest.fixture(scope="module")
-def stateful_gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningServer]:
-    # Paused, as in test_schemathesis.py: invocations stay queued (their commands are random
-    # strings), so cancel and logs see them; a short wait bound keeps ?wait= from holding calls.
-    with running_server(
-        Path(tmp_path_factory.mktemp("stateful")), "--paused", env={"EOPS_MAX_WAIT_SECONDS": "1"}
-    ) as gw:
-        yield gw
-
-
-def _as_client_would(case: schemathesis.Case) -> None:
+def _as_client_would(case: schemathesis.Case[Any]) -> None:
     """A deploy as a client sends it: a name that is a DNS-1123 label (the schema says so only
     in words, so generated ones almost never are), the same name in the body as in the URL, no
     empty argument or NUL in the command. Without it almost no deploy succeeds and no chain
@@ -59,7 +48,8 @@ def _as_client_would(case: schemathesis.Case) -> None:
         body = {k: v for k, v in body.items() if not (isinstance(v, str) and "\x00" in v)}
         command = body.get("command")
         if isinstance(command, list):
-            body["command"] = [part for part in command if part and "\x00" not in part] or ["true"]
+            parts = cast("list[str]", command)  # the schema's: strings (only valid requests generated)
+            body["command"] = [part for part in parts if part and "\x00" not in part] or ["true"]
         body["name"] = name
         case.body = body
 
@@ -102,8 +92,8 @@ async def _no_lifespan(_app: Any) -> AsyncIterator[None]:
     yield
 
 
-def test_links_name_real_operations(stateful_gateway: RunningServer) -> None:
-    schema = schemathesis.openapi.from_url(f"{stateful_gateway.url}/openapi.json")
+def test_links_name_real_operations(fuzzed_gateway: RunningServer) -> None:
+    schema = schemathesis.openapi.from_url(f"{fuzzed_gateway.url}/openapi.json")
     links = {
         (method, path, status, name)
         for path, item in schema.raw_schema["paths"].items()
@@ -124,8 +114,8 @@ FOLLOWED_INVOCATION = {
 }
 
 
-def test_stateful_runs_get_no_server_error(stateful_gateway: RunningServer) -> None:
-    schema = schemathesis.openapi.from_url(f"{stateful_gateway.url}/openapi.json")
+def test_stateful_runs_get_no_server_error(fuzzed_gateway: RunningServer) -> None:
+    schema = schemathesis.openapi.from_url(f"{fuzzed_gateway.url}/openapi.json")
     # Only the documented links chain calls: no links inferred from similar-looking fields (one
     # from GET /v1/tokens to DELETE /v1/tokens/{id} would revoke the admin token mid-run).
     schema.config.phases.stateful.inference.algorithms = []
@@ -133,13 +123,13 @@ def test_stateful_runs_get_no_server_error(stateful_gateway: RunningServer) -> N
     # its first step; invalid input is what test_schemathesis.py and test_header_fuzz.py send.
     schema.config.generation.modes = [GenerationMode.POSITIVE]
     schema.config.phases.stateful.generation.modes = [GenerationMode.POSITIVE]
-    headers = {"Authorization": f"Bearer {stateful_gateway.token}"}
+    headers = {"Authorization": f"Bearer {fuzzed_gateway.token}"}
     seen: Counter[tuple[str, int]] = Counter()
     scenarios = [0]  # scenarios ended (teardown ran)
     flaky: list[Exception] = []
 
     deploy = schema["/v1/functions/{name}"]["PUT"]
-    with stateful_gateway.client() as http:
+    with fuzzed_gateway.client() as http:
         kept_tokens = {t["id"] for t in http.get("/v1/tokens").json()["items"]}
 
     # No feedback from earlier answers into generation (what `as_state_machine` adds): it
@@ -153,7 +143,8 @@ def test_stateful_runs_get_no_server_error(stateful_gateway: RunningServer) -> N
         @initialize(target=Bundle("catch_all"), input=deploy.as_strategy().map(StepInput.initial))
         def deploy_a_function(self, input: StepInput) -> StepOutput | None:
             self.recorder.record_case(case=input.case)
-            return self._step(input)
+            output: StepOutput | None = self._step(input)
+            return output
 
         def teardown(self) -> None:
             # Each scenario starts from the same gateway state: Hypothesis replays prefixes of
@@ -161,19 +152,19 @@ def test_stateful_runs_get_no_server_error(stateful_gateway: RunningServer) -> N
             # the first time and 200 the next is flaky to it).
             super().teardown()
             scenarios[0] += 1
-            _reset(stateful_gateway, kept_tokens)
+            _reset(fuzzed_gateway, kept_tokens)
 
-        def before_call(self, case: schemathesis.Case) -> None:
+        def before_call(self, case: schemathesis.Case[Any]) -> None:
             _as_client_would(case)
 
-        def get_call_kwargs(self, case: schemathesis.Case) -> dict[str, Any]:
+        def get_call_kwargs(self, case: schemathesis.Case[Any]) -> dict[str, Any]:
             return {"headers": headers, "timeout": 30}
 
-        def after_call(self, response: Any, case: schemathesis.Case) -> None:
+        def after_call(self, response: Any, case: schemathesis.Case[Any]) -> None:
             super().after_call(response, case)
             seen[(f"{case.method.upper()} {case.path}", response.status_code)] += 1
 
-        def validate_response(self, response: Any, case: schemathesis.Case, **kwargs: Any) -> None:
+        def validate_response(self, response: Any, case: schemathesis.Case[Any], **kwargs: Any) -> None:
             case.validate_response(
                 response, checks=[not_a_server_error, response_schema_conformance], transport_kwargs=kwargs
             )
@@ -197,7 +188,7 @@ def test_stateful_runs_get_no_server_error(stateful_gateway: RunningServer) -> N
     rounds = 0
     while (scenarios[0] < 40 or not walked()) and rounds < 8:
         rounds += 1
-        _reset(stateful_gateway, kept_tokens)  # a stopped round may not have torn down
+        _reset(fuzzed_gateway, kept_tokens)  # a stopped round may not have torn down
         settings = hypothesis.settings(
             max_examples=max(40 - scenarios[0], 10),
             stateful_step_count=8,

@@ -12,7 +12,7 @@ T = TypeVar("T")
 def wait_for(fn: Callable[[], T | None], timeout: float = 60.0, interval: float = 0.2, what: str = "") -> T:
     """Poll `fn` until it returns something truthy; fail with `what` after `timeout` seconds."""
     deadline = time.monotonic() + timeout
-    last: Any = None
+    last: T | None = None
     while time.monotonic() < deadline:
         last = fn()
         if last:
@@ -22,6 +22,7 @@ def wait_for(fn: Callable[[], T | None], timeout: float = 60.0, interval: float 
 
 
 def job_pods(api: Any, ns: str, job: str) -> list[dict[str, Any]]:
+    pods: list[dict[str, Any]]
     pods, _ = api.list(f"/api/v1/namespaces/{ns}/pods", {"labelSelector": f"job-name={job}"})
     return pods
 

@@ -15,6 +15,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from functools import partial
 from typing import Any
 
 import psutil
@@ -92,11 +93,13 @@ def namespace(small_cluster: DevCluster) -> Iterator[str]:
 
 
 def _group_nodes(api: Any) -> list[dict[str, Any]]:
+    nodes: list[dict[str, Any]]
     nodes, _ = api.list("/api/v1/nodes", {"labelSelector": f"{ROLE_LABEL}={ROLE_AUTOSCALED}"})
     return nodes
 
 
 def _events(api: Any, ns: str, reason: str) -> list[dict[str, Any]]:
+    events: list[dict[str, Any]]
     events, _ = api.list(f"/api/v1/namespaces/{ns}/events", {"fieldSelector": f"reason={reason}"})
     return events
 
@@ -170,13 +173,17 @@ def _pods(api: Any, ns: str) -> list[dict[str, Any]]:
     return [p for p in pods if p["metadata"]["labels"]["job-name"].startswith("q")]
 
 
+def _running(api: Any, ns: str, job: str) -> bool:
+    return phase_of(api, ns, job) == "Running"
+
+
 def _hold_baseline(cluster: DevCluster, api: Any, ns: str) -> list[str]:
     """Occupy every static node, so that the next GPU Job needs a new one."""
     held = [f"hold{i}" for i in range(cluster.node_counts()[ROLE_BASELINE])]
     for job in held:
         api.create(f"/apis/batch/v1/namespaces/{ns}/jobs", gpu_job(job, run_seconds=900))
     for job in held:
-        wait_for(lambda j=job: phase_of(api, ns, j) == "Running", timeout=60, what="the baseline taken")
+        wait_for(partial(_running, api, ns, job), timeout=60, what="the baseline taken")
     return held
 
 
@@ -200,7 +207,7 @@ def _scale_up_timeline(small_cluster: DevCluster, ns: str) -> None:
     with small_cluster.api() as api:
         held = _hold_baseline(small_cluster, api, ns)
         api.create(f"/apis/batch/v1/namespaces/{ns}/jobs", gpu_job("up", run_seconds=3))
-        pod = wait_for(lambda: (job_pods(api, ns, "up") or [None])[0], what="the Job's pod")
+        pod = wait_for(lambda: next(iter(job_pods(api, ns, "up")), None), what="the Job's pod")
         name = pod["metadata"]["name"]
         # Pending and unschedulable first: no node has a free GPU.
         assert pod["status"]["phase"] == "Pending"
@@ -221,7 +228,7 @@ def _scale_up_timeline(small_cluster: DevCluster, ns: str) -> None:
             what="TriggeredScaleUp on the pod",
         )
         assert "nap-" in scaled[0]["message"]
-        node = wait_for(lambda: (_group_nodes(api) or [None])[0], timeout=60, what="the new node")
+        node = wait_for(lambda: next(iter(_group_nodes(api)), None), timeout=60, what="the new node")
         labels = node["metadata"]["labels"]
         assert labels[POOL_LABEL] in group_names()
         assert labels["cloud.google.com/gke-accelerator"] == "nvidia-tesla-t4"
@@ -286,7 +293,7 @@ def test_the_quota_caps_the_nodes_and_the_rest_waits(small_cluster: DevCluster, 
         assert len(waiting) == 1, [p["metadata"]["name"] for p in waiting]
         # Three run; the fourth reuses a node once one of them is done.
         for i in range(4):
-            assert wait_for(lambda i=i: job_condition(api, ns, f"q{i}"), timeout=180) == "Complete"
+            assert wait_for(partial(job_condition, api, ns, f"q{i}"), timeout=180) == "Complete"
         assert len(_group_nodes(api)) <= 3
         for job in held:
             api.delete(f"/apis/batch/v1/namespaces/{ns}/jobs/{job}")

@@ -4,6 +4,7 @@ stocked-out zone are tested against upstream's autoscaler in test_autoscaler.py)
 from __future__ import annotations
 
 import os
+from typing import Any
 
 import pytest
 
@@ -12,7 +13,7 @@ from elasticityops.devcluster.scale import run_scale
 pytestmark = [pytest.mark.cluster, pytest.mark.cluster_lane("headroom")]
 
 
-def test_baseline_pool_resizes(dev_cluster) -> None:
+def test_baseline_pool_resizes(dev_cluster: Any) -> None:
     start = dev_cluster.autoscaler_settings.baseline
     dev_cluster.add_baseline_nodes(3)
     assert dev_cluster.node_counts()["baseline"] == start + 3
@@ -20,7 +21,7 @@ def test_baseline_pool_resizes(dev_cluster) -> None:
     assert dev_cluster.node_counts()["baseline"] == start
 
 
-def test_scale_run_ci_sized(dev_cluster) -> None:
+def test_scale_run_ci_sized(dev_cluster: Any) -> None:
     """N nodes and N single-GPU Jobs to completion (EOPS_SCALE_CI_N, default 200)."""
     n = int(os.environ.get("EOPS_SCALE_CI_N", "200"))
     before = dev_cluster.autoscaler_settings

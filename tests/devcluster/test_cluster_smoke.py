@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import datetime as dt
 import time
+from typing import Any
 
 import pytest
 
@@ -15,7 +16,7 @@ from .helpers import job_condition, job_pods, phase_of, wait_for
 pytestmark = pytest.mark.cluster
 
 
-def test_exit_code_fails_the_pod_and_the_job(dev_cluster, dev_namespace) -> None:
+def test_exit_code_fails_the_pod_and_the_job(dev_cluster: Any, dev_namespace: str) -> None:
     ns = dev_namespace
     with dev_cluster.api() as api:
         api.create(f"/apis/batch/v1/namespaces/{ns}/jobs", gpu_job("boom", run_seconds=1, exit_code=3))
@@ -27,14 +28,14 @@ def test_exit_code_fails_the_pod_and_the_job(dev_cluster, dev_namespace) -> None
         assert term["reason"] == "Error"
 
 
-def test_unannotated_job_completes_by_default(dev_cluster, dev_namespace) -> None:
+def test_unannotated_job_completes_by_default(dev_cluster: Any, dev_namespace: str) -> None:
     ns = dev_namespace
     with dev_cluster.api() as api:
         api.create(f"/apis/batch/v1/namespaces/{ns}/jobs", gpu_job("plain"))
         assert wait_for(lambda: job_condition(api, ns, "plain"), timeout=60) == "Complete"
 
 
-def test_run_time_survives_a_patch_while_running(dev_cluster, dev_namespace) -> None:
+def test_run_time_survives_a_patch_while_running(dev_cluster: Any, dev_namespace: str) -> None:
     ns = dev_namespace
     with dev_cluster.api() as api:
         api.create(f"/apis/batch/v1/namespaces/{ns}/jobs", gpu_job("patched", run_seconds=6))
@@ -52,7 +53,7 @@ def test_run_time_survives_a_patch_while_running(dev_cluster, dev_namespace) -> 
         assert 6 <= (end - start).total_seconds() <= 8
 
 
-def test_long_running_pod_runs_until_its_job_is_deleted(dev_cluster, dev_namespace) -> None:
+def test_long_running_pod_runs_until_its_job_is_deleted(dev_cluster: Any, dev_namespace: str) -> None:
     ns = dev_namespace
     with dev_cluster.api() as api:
         api.create(f"/apis/batch/v1/namespaces/{ns}/jobs", gpu_job("long", run_seconds=3600))
@@ -63,7 +64,7 @@ def test_long_running_pod_runs_until_its_job_is_deleted(dev_cluster, dev_namespa
         wait_for(lambda: job_pods(api, ns, "long") == [], timeout=60, what="pods gone")
 
 
-def test_bare_pod_without_annotation_keeps_running(dev_cluster, dev_namespace) -> None:
+def test_bare_pod_without_annotation_keeps_running(dev_cluster: Any, dev_namespace: str) -> None:
     ns = dev_namespace
     with dev_cluster.api() as api:
         api.create(f"/api/v1/namespaces/{ns}/pods", gpu_pod("placeholder"))
@@ -74,7 +75,7 @@ def test_bare_pod_without_annotation_keeps_running(dev_cluster, dev_namespace) -
         api.delete(path)
 
 
-def test_kubeconfig_works_with_the_gateways_client_and_kubectl(dev_cluster) -> None:
+def test_kubeconfig_works_with_the_gateways_client_and_kubectl(dev_cluster: Any) -> None:
     # The gateway's way in: lightkube loads the kubeconfig (CA, client certificate), KubeApi asks.
     from elasticityops.backends.kubernetes.api import KubeApi
     from elasticityops.backends.kubernetes.blocking import BlockingKubeApi

@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import secrets
 import time
+from typing import Any
 
 import pytest
 
@@ -31,7 +32,7 @@ from .helpers import wait_for
 pytestmark = [pytest.mark.cluster, pytest.mark.cluster_lane("faults")]
 
 
-def _pod(name: str, scheduler: str = "default-scheduler") -> dict:
+def _pod(name: str, scheduler: str = "default-scheduler") -> dict[str, Any]:
     return {
         "apiVersion": "v1",
         "kind": "Pod",
@@ -44,7 +45,7 @@ def _pod(name: str, scheduler: str = "default-scheduler") -> dict:
     }
 
 
-def _bind(api, ns: str, name: str, node: str) -> None:
+def _bind(api: Any, ns: str, name: str, node: str) -> None:
     api.create(
         f"/api/v1/namespaces/{ns}/pods/{name}/binding",
         {
@@ -56,14 +57,15 @@ def _bind(api, ns: str, name: str, node: str) -> None:
     )
 
 
-def _baseline_node(api) -> str:
+def _baseline_node(api: Any) -> str:
+    nodes: list[dict[str, Any]]
     nodes, _ = api.list("/api/v1/nodes", {"labelSelector": f"{ROLE_LABEL}={ROLE_BASELINE}"})
-    ready = [n["metadata"]["name"] for n in nodes if node_ready(n)]
+    ready: list[str] = [n["metadata"]["name"] for n in nodes if node_ready(n)]
     assert ready, "the session's cluster has Ready baseline nodes"
     return ready[0]
 
 
-def _gone(api, path: str) -> bool:
+def _gone(api: Any, path: str) -> bool:
     try:
         api.get(path)
     except NotFound:
@@ -71,7 +73,9 @@ def _gone(api, path: str) -> bool:
     return False
 
 
-def test_guard_names_a_pod_kwok_never_starts_and_not_one_it_starts(dev_cluster, dev_namespace) -> None:
+def test_guard_names_a_pod_kwok_never_starts_and_not_one_it_starts(
+    dev_cluster: Any, dev_namespace: str
+) -> None:
     ns = dev_namespace
     stuck_name = f"never-{secrets.token_hex(3)}"
     ok_name = f"starts-{secrets.token_hex(3)}"
@@ -137,7 +141,9 @@ def test_guard_names_a_pod_kwok_never_starts_and_not_one_it_starts(dev_cluster, 
         assert time.monotonic() - started < 2.0
 
 
-def test_kwok_keeps_no_node_leases_and_plays_a_pod_whatever_a_lease_says(dev_cluster, dev_namespace) -> None:
+def test_kwok_keeps_no_node_leases_and_plays_a_pod_whatever_a_lease_says(
+    dev_cluster: Any, dev_namespace: str
+) -> None:
     """The fix of issue 14. kwok 0.8.0 with node Leases skipped, on some of its starts (its
     pod controller created after its node controller, Go map order), any pod whose event came
     while its lease cache said another holder had the node's Lease, and never replayed it
@@ -164,6 +170,7 @@ def test_kwok_keeps_no_node_leases_and_plays_a_pod_whatever_a_lease_says(dev_clu
         )
 
 
-def _leases(api) -> list[dict]:
+def _leases(api: Any) -> list[dict[str, Any]]:
+    leases: list[dict[str, Any]]
     leases, _ = api.list(LEASES)
     return leases

@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import random
 import statistics
+from collections.abc import Callable
 from dataclasses import replace
 from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -66,7 +69,7 @@ def test_lognormal_matches_its_median_and_p95() -> None:
     assert xs[int(0.95 * len(xs))] == pytest.approx(420, rel=0.05)
 
 
-def test_settings_roundtrip_and_validation(tmp_path) -> None:
+def test_settings_roundtrip_and_validation(tmp_path: Path) -> None:
     s = AutoscalerSettings(baseline=3, provision_delay="uniform:1,2")
     s.write(tmp_path / "a.json")
     assert AutoscalerSettings.read(tmp_path / "a.json") == s
@@ -151,7 +154,7 @@ def test_the_simulated_output_is_in_the_cri_log_format() -> None:
         assert line == f"2026-12-04T01:02:03.450000Z stdout F {text}"
 
 
-def _new_node(zone: str = "us-central1-b", created: str = "2026-12-01T10:00:00Z") -> dict:
+def _new_node(zone: str = "us-central1-b", created: str = "2026-12-01T10:00:00Z") -> dict[str, Any]:
     node = gpu_node("nap-t4-us-central1-b-abcde", pool="nap-t4-us-central1-b", zone=zone, role="autoscaled")
     del node["metadata"]["labels"]["kubernetes.io/hostname"]  # as the kwok provider copies its template
     node["metadata"]["creationTimestamp"] = created
@@ -176,7 +179,8 @@ def test_a_new_node_is_stamped_with_boot_and_driver_times_from_its_creation() ->
 def test_delays_are_sampled_per_node() -> None:
     s = AutoscalerSettings(provision_delay="lognormal:median=60,p95=120")
     rng = random.Random(3)
-    boots = {stamp(_new_node(), s, rng, now=0.0)["metadata"]["annotations"][BOOT_AT] for _ in range(20)}
+    patches = [stamp(_new_node(), s, rng, now=0.0) for _ in range(20)]
+    boots = {patch["metadata"]["annotations"][BOOT_AT] for patch in patches if patch is not None}
     assert len(boots) == 20
 
 
@@ -207,7 +211,7 @@ def test_a_new_node_in_a_stocked_out_zone_is_not_stamped_but_failed() -> None:
     ],
     ids=["stamped", "deleting", "not-autoscaled"],
 )
-def test_a_node_is_stamped_once_and_only_if_autoscaled(change) -> None:
+def test_a_node_is_stamped_once_and_only_if_autoscaled(change: Callable[[dict[str, Any]], None]) -> None:
     node = _new_node()
     change(node)
     assert stamp(node, AutoscalerSettings(), random.Random(1), now=0.0) is None
@@ -220,16 +224,19 @@ def test_baseline_plan_adds_and_removes_by_number() -> None:
     assert baseline_plan(names, 1) == ([], [baseline_node_name(2), baseline_node_name(1)])
 
 
-def _by_name(stages: list[dict]) -> dict[str, dict]:
+def _by_name(stages: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
     return {st["metadata"]["name"]: st for st in stages}
 
 
-def _exprs(stage: dict) -> list[dict]:
-    return stage["spec"]["selector"]["matchExpressions"]
+def _exprs(stage: dict[str, Any]) -> list[dict[str, Any]]:
+    exprs: list[dict[str, Any]] = stage["spec"]["selector"]["matchExpressions"]
+    return exprs
 
 
 def test_node_stages_keep_the_stock_initialize_off_autoscaled_nodes() -> None:
-    stock = [{"metadata": {"name": "node-initialize"}, "spec": {"selector": {"matchExpressions": []}}}]
+    stock: list[dict[str, Any]] = [
+        {"metadata": {"name": "node-initialize"}, "spec": {"selector": {"matchExpressions": []}}}
+    ]
     stages = _by_name(node_stages(stock))
     assert list(stages) == [
         "eops-node-boot",
@@ -267,7 +274,7 @@ def test_the_stock_heartbeat_is_replaced_and_no_stock_node_stage_races_the_drive
             "selector": {"matchExpressions": [ready]},
         },
     }
-    other = {
+    other: dict[str, Any] = {
         "metadata": {"name": "node-other"},
         "spec": {
             "resourceRef": {"apiGroup": "v1", "kind": "Node"},
@@ -307,7 +314,7 @@ def test_heartbeats_beat_every_node_and_the_driver_wait_is_split_by_time() -> No
         assert "lastTransitionTime: {{ .lastTransitionTime | Quote }}" in template
 
 
-def test_kwok_runs_without_node_leases_by_default(tmp_path) -> None:
+def test_kwok_runs_without_node_leases_by_default(tmp_path: Path) -> None:
     cfg = ClusterConfig(state_dir=tmp_path)
     assert cfg.node_lease_seconds == 0
     argv = components.kwok(Toolchain(tmp_path), components.Layout(tmp_path), cfg)
@@ -335,7 +342,7 @@ def test_benchmark_autoscaler_settings_are_valid_and_keep_nodes() -> None:
     assert knobs.scale_down_after == 3600.0
 
 
-def _new_l4_node(zone: str = "us-central1-a") -> dict:
+def _new_l4_node(zone: str = "us-central1-a") -> dict[str, Any]:
     node = _new_node(zone=zone)
     node["metadata"]["labels"]["cloud.google.com/gke-accelerator"] = "nvidia-l4"
     return node
@@ -371,7 +378,7 @@ def test_a_stockout_of_a_gpu_type_the_dev_cluster_lacks_is_refused() -> None:
         AutoscalerSettings(stockout_zones=("mars-1/nvidia-l4",)).validated()
 
 
-def test_the_api_server_runs_upstreams_timeouts_unless_the_test_session_shortens_them(tmp_path) -> None:
+def test_the_api_server_runs_upstreams_timeouts_unless_the_test_session_shortens_them(tmp_path: Path) -> None:
     from elasticityops.devcluster.pytest_plugin import FAULTY_SERVER
 
     def flags(cfg: ClusterConfig) -> set[str]:

@@ -18,7 +18,7 @@ from elasticityops.devcluster.autoscaler_source import (
     checked_tarball,
     find_source,
 )
-from elasticityops.devcluster.build import _apply_patches, _extract, ensure_autoscaler
+from elasticityops.devcluster.build import BuildEvent, _apply_patches, _extract, ensure_autoscaler
 from elasticityops.devcluster.components import Layout, Ports
 from elasticityops.devcluster.config import AutoscalerSettings, ClusterConfig
 from elasticityops.devcluster.errors import BinariesMissingError, BuildError
@@ -105,7 +105,7 @@ def test_without_a_source_only_the_static_pool_can_run(
 ) -> None:
     monkeypatch.delenv(SOURCE_ENV, raising=False)
     monkeypatch.setattr(autoscaler_source, "DEFAULT_TARBALL", tmp_path / "absent.tar.gz")
-    events = []
+    events: list[BuildEvent] = []
     assert ensure_autoscaler(wanted="if-found", progress=events.append) is None
     assert [e.kind for e in events] == ["unavailable"]
     assert SOURCE_ENV in events[0].detail

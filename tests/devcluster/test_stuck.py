@@ -94,7 +94,11 @@ BOUND = 30.0
     ],
 )
 def test_stuck_pods_matrix(
-    case: str, pods: list[dict[str, Any]], nodes: list[dict[str, Any]], now: float, expected: list
+    case: str,
+    pods: list[dict[str, Any]],
+    nodes: list[dict[str, Any]],
+    now: float,
+    expected: list[tuple[str, float]],
 ) -> None:
     found = stuck_pods(pods, nodes, at(now), BOUND)
     assert [(p.name, p.seconds) for p in found] == expected, case
@@ -183,7 +187,7 @@ def test_settle_cap_zero_reports_the_first_listing_only() -> None:
 
 
 def test_replayable_pods_are_the_live_ones_of_kwok_managed_nodes() -> None:
-    nodes = [
+    nodes: list[dict[str, Any]] = [
         {"metadata": {"name": "kwok-a", "annotations": {KWOK_NODE_ANNOTATION: "fake"}}},
         {"metadata": {"name": "real-b"}},
     ]

@@ -170,7 +170,7 @@ T4, L4 = "nvidia-tesla-t4", "nvidia-l4"
 
 
 def typed(name: str, kind: str, gpus: int = 1) -> FunctionSpec:
-    return FunctionSpec(name=name, command=["true"], gpu=GpuSpec(count=gpus, type=kind))
+    return FunctionSpec(name=name, command=["true"], gpu=GpuSpec(count=gpus, written=kind))
 
 
 def test_cycle_counts_gpus_in_use_per_type_and_a_full_type_blocks_only_itself() -> None:
@@ -211,8 +211,10 @@ def test_an_invocation_bigger_than_its_types_budget_fails_at_once() -> None:
         gpu_budget=GpuBudget(per_type=((L4, 3),)),
         at=AT,
     )
-    assert "the GPU budget for nvidia-l4 allows at most 3 GPUs" in plan.fail[0].message
-    assert "EOPS_GPU_BUDGET" in plan.fail[0].message
+    message = plan.fail[0].message
+    assert message is not None
+    assert "the GPU budget for nvidia-l4 allows at most 3 GPUs" in message
+    assert "EOPS_GPU_BUDGET" in message
 
 
 def test_the_plan_says_when_to_read_further_back_in_the_queue() -> None:
@@ -239,7 +241,7 @@ def test_the_plan_says_when_to_read_further_back_in_the_queue() -> None:
 
 
 def spilling(name: str, *kinds: str, gpus: int = 1) -> FunctionSpec:
-    return FunctionSpec(name=name, command=["true"], gpu=GpuSpec(count=gpus, type=list(kinds)))
+    return FunctionSpec(name=name, command=["true"], gpu=GpuSpec(count=gpus, written=list(kinds)))
 
 
 def test_the_plan_says_which_type_each_admitted_invocation_runs_on() -> None:
@@ -300,4 +302,6 @@ def test_a_type_it_can_never_fit_is_skipped_and_one_fitting_none_fails() -> None
         gpu_budget=GpuBudget(per_type=((T4, 2), (L4, 3))),
         at=AT,
     )
-    assert "the GPU budget for nvidia-tesla-t4 and nvidia-l4 allows at most 3 GPUs" in never.fail[0].message
+    message = never.fail[0].message
+    assert message is not None
+    assert "the GPU budget for nvidia-tesla-t4 and nvidia-l4 allows at most 3 GPUs" in message

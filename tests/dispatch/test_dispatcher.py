@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Callable, Coroutine
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -117,7 +117,7 @@ async def first_record(path: Path, inv_id: str) -> dict[str, Any]:
             await asyncio.sleep(0.05)
 
 
-def run(tmp_path: Path, scenario: Callable[[], Awaitable[None]]) -> None:
+def run(tmp_path: Path, scenario: Callable[[], Coroutine[Any, Any, None]]) -> None:
     with reaped_supervisors(tmp_path / "runs"):
         asyncio.run(scenario())
 

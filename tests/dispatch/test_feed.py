@@ -55,7 +55,7 @@ class Setup:
     def feed(self, *, others_write: bool = False, **knobs: Any) -> ConsoleFeed:
         settings = FeedSettings(**{"max_streams": 10, "buffer_frames": 4, "flush_s": 0.01, **knobs})
         return ConsoleFeed(
-            self.counted,  # type: ignore[arg-type]
+            self.counted,
             self.hub,
             SystemClock(),
             settings,

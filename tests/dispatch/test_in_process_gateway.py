@@ -23,25 +23,21 @@ from elasticityops.api.runtime import Runtime
 from elasticityops.domain.errors import TemporaryError
 from elasticityops.domain.events import BackendEvent, Finished, finished_event, note_event
 from elasticityops.domain.invocations import FailureReason, Invocation, State
-from elasticityops.domain.ports import EventSink, LaunchRequest
-from elasticityops.server.app import build_app
-from elasticityops.server.credentials import create_token
-from elasticityops.settings import load_settings
+from elasticityops.domain.ports import LaunchRequest
 from elasticityops.store.sql import SqlStore
+from helpers.fake_backend import FakeBackend
+from helpers.in_process import eventually, in_process_gateway, in_process_settings
 
 pytestmark = pytest.mark.anyio
 
-HELLO = b'{"name": "hello", "command": ["python", "-c", "pass"]}'
 
-
-class ScriptedBackend:
+class ScriptedBackend(FakeBackend):
     """Launches are recorded (and held at `gate` while it is closed); the test says how each
     job goes by `finish`."""
 
     name = "scripted"
 
     def __init__(self, *, max_payload: int | None = None, launch_raises: bool = False) -> None:
-        self.sink: EventSink | None = None
         self.launched: list[str] = []
         self.preempted: list[str] = []
         self.preempt_raises = 0
@@ -53,17 +49,8 @@ class ScriptedBackend:
         self.launch_raises = launch_raises
         self.on_cancel: Callable[[Invocation], Awaitable[None]] | None = None
 
-    async def start(self, sink: EventSink) -> None:
-        self.sink = sink
-
     async def stop(self) -> None:
         self.gate.set()
-
-    def free_gpus(self) -> int | None:
-        return None
-
-    def total_gpus(self) -> int | None:
-        return None
 
     def max_payload_bytes(self) -> int | None:
         return self.max_payload
@@ -97,10 +84,6 @@ class ScriptedBackend:
 
     async def adopt(self, active: Sequence[Invocation]) -> list[str]:
         return [inv.id for inv in active]
-
-    async def logs(self, invocation: Invocation, follow: bool) -> AsyncIterator[bytes]:
-        if False:  # an async generator that yields nothing
-            yield b""
 
     async def finish(self, invocation_id: str, end: Finished) -> None:
         assert self.sink is not None
@@ -148,28 +131,11 @@ async def gateway(
     batch_size: int | None = None,
     **env: str,
 ) -> AsyncIterator[InProcess]:
-    settings = load_settings(env={"EOPS_DATA_DIR": str(tmp_path), "EOPS_DISPATCH_TICK_SECONDS": "0.1", **env})
+    settings = in_process_settings(tmp_path, **env)
     if batch_size is not None:
         settings = replace(settings, dispatch=replace(settings.dispatch, batch_size=batch_size))
-    app = build_app(settings, backend=backend, store=store, freeze_heap=False)
-    async with app.router.lifespan_context(app):
-        runtime: Runtime = app.state.runtime
-        token = await create_token(runtime.store, "test", runtime.clock)  # type: ignore[arg-type]
-        async with httpx.AsyncClient(
-            transport=httpx.ASGITransport(app=app),
-            base_url="http://127.0.0.1",
-            headers={"Authorization": f"Bearer {token}"},
-        ) as client:
-            deployed = await client.put("/v1/functions/hello", content=HELLO)
-            assert deployed.status_code in (200, 201), deployed.text
-            yield InProcess(runtime, client, backend)
-
-
-async def eventually(check: Callable[[], bool], within_s: float) -> None:
-    """Poll what has no event to wait on (log records, the scripted backend's counters)."""
-    async with asyncio.timeout(within_s):
-        while not check():  # noqa: ASYNC110
-            await asyncio.sleep(0.05)
+    async with in_process_gateway(settings, backend, store=store) as (runtime, client):
+        yield InProcess(runtime, client, backend)
 
 
 def failing(
@@ -539,17 +505,17 @@ async def test_a_store_away_during_a_follow_does_not_end_it(tmp_path: Path) -> N
     async with gateway(tmp_path, backend) as gw:
         inv_id = await _running(gw)
         store = gw.runtime.store
-        real: Callable[..., Awaitable[Any]] = store.get_invocation
+        real = store.get_invocation
         away = asyncio.Event()
         refused = [0]
 
-        async def flaky(*args: Any) -> Any:
+        async def flaky(invocation_id: str) -> Invocation | None:
             if away.is_set():
                 refused[0] += 1
                 raise TemporaryError("database unavailable: injected", retry_after=0.0)
-            return await real(*args)
+            return await real(invocation_id)
 
-        store.get_invocation = flaky  # type: ignore[method-assign]
+        store.get_invocation = flaky  # type: ignore[method-assign]  # the store away on demand
         follow = asyncio.ensure_future(
             gw.client.get(f"/v1/invocations/{inv_id}/logs", params={"follow": "true"})
         )

@@ -39,7 +39,8 @@ async def _running(store: SqlStore, function: str, at: datetime) -> Invocation:
     for state in (State.pending, State.running):
         changed = await store.apply(Change(inv.id, state, at, node="gpu-1"))
         assert changed is not None
-    return changed
+        inv = changed
+    return inv
 
 
 def test_a_lost_node_requeues_then_fails_as_the_retries_say(tmp_path: Path) -> None:

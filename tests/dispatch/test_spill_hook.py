@@ -7,7 +7,7 @@ withdraw is tested against an HTTP server in tests/backends/kubernetes/test_back
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from datetime import UTC, datetime
 from pathlib import Path
@@ -20,9 +20,10 @@ from elasticityops.domain.clock import SystemClock
 from elasticityops.domain.events import BackendEvent
 from elasticityops.domain.functions import FunctionSpec, GpuSpec
 from elasticityops.domain.invocations import Invocation, Note, State, new_invocation_id
-from elasticityops.domain.ports import EventSink, LaunchRequest, NewInvocation
+from elasticityops.domain.ports import LaunchRequest, NewInvocation
 from elasticityops.domain.spillover import SPILLED
 from elasticityops.store.sql import SqlStore
+from helpers.fake_backend import FakeBackend
 
 pytestmark = pytest.mark.anyio
 
@@ -30,31 +31,15 @@ T4, L4 = "nvidia-tesla-t4", "nvidia-l4"
 STOCKOUT = "simulated stockout: zone us-central1-a does not have enough resources available"
 
 
-class ClusterLike:
+class ClusterLike(FakeBackend):
     """Records launches with the GPU type each asks for; `withdraw` records the order of calls,
     so the test can tell the old Job went before the new one was launched."""
 
     name = "cluster-like"
 
     def __init__(self) -> None:
-        self.sink: EventSink | None = None
         self.calls: list[tuple[str, str, str | None]] = []
         self.launched = asyncio.Event()
-
-    async def start(self, sink: EventSink) -> None:
-        self.sink = sink
-
-    async def stop(self) -> None:
-        pass
-
-    def free_gpus(self) -> int | None:
-        return None
-
-    def total_gpus(self) -> int | None:
-        return None
-
-    def max_payload_bytes(self) -> int | None:
-        return None
 
     async def launch(self, request: LaunchRequest) -> None:
         self.calls.append(("launch", request.invocation.id, request.invocation.gpu_type))
@@ -64,16 +49,6 @@ class ClusterLike:
         self.calls.append(("withdraw", invocation.id, invocation.gpu_type))
         await asyncio.sleep(0.05)  # the Job takes a moment to go
         return True
-
-    async def cancel(self, invocation: Invocation) -> None:
-        pass
-
-    async def adopt(self, active: Sequence[Invocation]) -> list[str]:
-        return []
-
-    async def logs(self, invocation: Invocation, follow: bool) -> AsyncIterator[bytes]:
-        if False:  # an async generator that yields nothing
-            yield b""
 
     async def note(self, invocation_id: str, kind: str, message: str) -> None:
         assert self.sink is not None
@@ -98,7 +73,7 @@ async def gateway(
 
 
 async def submit(store: SqlStore, hub: ChangeHub, types: list[str]) -> str:
-    spec = FunctionSpec(name="f", command=["true"], gpu=GpuSpec(type=types))
+    spec = FunctionSpec(name="f", command=["true"], gpu=GpuSpec(written=types))
     record, _ = await store.put_function(spec, datetime.now(UTC))
     new = NewInvocation(new_invocation_id(), "f", record.version, 1, datetime.now(UTC), b"{}")
     inv, _ = await store.create_invocation(new)

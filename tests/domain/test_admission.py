@@ -77,7 +77,12 @@ def test_gpus_held_count_each_versions_gpus_and_one_for_a_version_not_kept() -> 
     def spec(name: str, gpus: int) -> FunctionSpec:
         return FunctionSpec(name=name, command=["true"], gpu=GpuSpec(count=gpus))
 
-    active = {("a", 1, None): 3, ("b", 1, None): 2, ("b", 2, None): 1, ("gone", 1, None): 2}
+    active: dict[tuple[str, int, str | None], int] = {
+        ("a", 1, None): 3,
+        ("b", 1, None): 2,
+        ("b", 2, None): 1,
+        ("gone", 1, None): 2,
+    }
     versions = {("a", 1): spec("a", 1), ("b", 1): spec("b", 4), ("b", 2): spec("b", 2)}
     assert sum(gpus_held_by_type(active, versions).values()) == 3 + 8 + 2 + 2
 
@@ -138,15 +143,19 @@ def test_shared_slots_still_bound_every_type_together() -> None:
 
 def test_gpus_held_per_type() -> None:
     def spec(name: str, gpus: int, kind: str) -> FunctionSpec:
-        return FunctionSpec(name=name, command=["true"], gpu=GpuSpec(count=gpus, type=kind))
+        return FunctionSpec(name=name, command=["true"], gpu=GpuSpec(count=gpus, written=kind))
 
-    active = {("a", 1, None): 3, ("b", 1, None): 2, ("gone", 1, None): 2}
+    active: dict[tuple[str, int, str | None], int] = {
+        ("a", 1, None): 3,
+        ("b", 1, None): 2,
+        ("gone", 1, None): 2,
+    }
     versions = {("a", 1): spec("a", 1, T4), ("b", 1): spec("b", 2, L4)}
     assert gpus_held_by_type(active, versions) == {T4: 3, L4: 4, UNKNOWN_GPU_TYPE: 2}
 
 
 def test_gpus_held_count_under_the_type_each_was_admitted_on() -> None:
-    spilling = FunctionSpec(name="s", command=["true"], gpu=GpuSpec(count=2, type=[T4, L4]))
+    spilling = FunctionSpec(name="s", command=["true"], gpu=GpuSpec(count=2, written=[T4, L4]))
     active = {("s", 1, T4): 3, ("s", 1, L4): 1, ("s", 1, None): 1, ("gone", 1, L4): 2}
     # A row from before the type was kept counts under its spec's first type; a version not
     # kept under the type it was admitted on, one GPU each.

@@ -12,7 +12,7 @@ T4, L4 = "nvidia-tesla-t4", "nvidia-l4"
 
 
 def spec(name: str, kind: str = T4, gpus: int = 1) -> FunctionSpec:
-    return FunctionSpec(name=name, command=["true"], gpu=GpuSpec(type=kind, count=gpus))
+    return FunctionSpec(name=name, command=["true"], gpu=GpuSpec(written=kind, count=gpus))
 
 
 def test_the_position_counts_only_those_ahead_for_the_same_gpu_type() -> None:
@@ -64,7 +64,7 @@ def test_max_concurrency_and_pause_come_first() -> None:
 
 def test_a_function_listing_several_types_counts_those_ahead_on_any_of_them() -> None:
     versions = {("t", 1): spec("t"), ("l", 1): spec("l", L4), ("v", 1): spec("v", "nvidia-tesla-v100")}
-    versions[("s", 1)] = FunctionSpec(name="s", command=["true"], gpu=GpuSpec(type=[L4, T4]))
+    versions[("s", 1)] = FunctionSpec(name="s", command=["true"], gpu=GpuSpec(written=[L4, T4]))
     ahead = {("t", 1): 3, ("l", 1): 5, ("v", 1): 7, ("s", 1): 2}
     assert queue_position(T4, ahead, versions, spill_to=(L4,)) == 1 + 3 + 5 + 2
     assert queue_position(T4, ahead, versions) == 1 + 3 + 2, "a spilling one ahead competes for T4 too"

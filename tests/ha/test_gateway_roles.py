@@ -7,7 +7,7 @@ processes and the real Lease: tests/backends/kubernetes/test_replicas_cluster.py
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
@@ -22,9 +22,8 @@ from elasticityops.domain.invocations import Invocation
 from elasticityops.domain.lease import LeaseRecord, released
 from elasticityops.domain.ports import EventSink, LaunchRequest
 from elasticityops.ha.settings import LeaderElectionSettings
-from elasticityops.server.app import build_app
-from elasticityops.server.credentials import create_token
-from elasticityops.settings import load_settings
+from helpers.fake_backend import FakeBackend
+from helpers.in_process import eventually, in_process_gateway, in_process_settings
 
 from .memory_leases import Leases, Replica
 
@@ -33,7 +32,6 @@ pytestmark = pytest.mark.anyio
 ELECTION = LeaderElectionSettings(
     leader_elect=True, identity="me", lease_duration_s=2, renew_deadline_s=1.0, retry_period_s=0.2
 )
-HELLO = b'{"name": "hello", "command": ["python", "-c", "pass"]}'
 
 
 @pytest.fixture
@@ -42,7 +40,7 @@ def anyio_backend() -> str:
 
 
 @dataclass
-class RecordingBackend:
+class RecordingBackend(FakeBackend):
     """Runs nothing; says when it was started and stopped and what it was asked to launch."""
 
     name = "recording"
@@ -55,29 +53,11 @@ class RecordingBackend:
     async def stop(self) -> None:
         self.runs.append("stop")
 
-    def free_gpus(self) -> int | None:
-        return None
-
-    def total_gpus(self) -> int | None:
-        return None
-
-    def max_payload_bytes(self) -> int | None:
-        return None
-
     async def launch(self, request: LaunchRequest) -> None:
         self.launched.append(request.invocation.id)
 
-    async def cancel(self, invocation: Invocation) -> None:
-        return None
-
-    async def preempt(self, invocation: Invocation) -> None:
-        return None
-
     async def adopt(self, active: Sequence[Invocation]) -> list[str]:
         return [i.id for i in active if i.id not in self.launched]
-
-    async def logs(self, invocation: Invocation, follow: bool) -> AsyncIterator[bytes]:
-        yield b""
 
 
 @dataclass
@@ -108,29 +88,12 @@ def held_by(holder: str, leases: Leases, duration: int = 60) -> None:
 
 @asynccontextmanager
 async def replica(tmp_path: Path, leases: Leases, **env: str) -> AsyncIterator[Gateway]:
-    settings = load_settings(env={"EOPS_DATA_DIR": str(tmp_path), "EOPS_DISPATCH_TICK_SECONDS": "0.1", **env})
     # In code, past load_settings' refusal of SQLite and the local backend: the roles are what
     # this tests, not the sharing of a database.
-    settings = replace(settings, leader=ELECTION)
+    settings = replace(in_process_settings(tmp_path, **env), leader=ELECTION)
     backend = RecordingBackend()
-    app = build_app(settings, backend=backend, lease_store=Replica(leases), freeze_heap=False)
-    async with app.router.lifespan_context(app):
-        runtime: Runtime = app.state.runtime
-        token = await create_token(runtime.store, "test", runtime.clock)  # type: ignore[arg-type]
-        async with httpx.AsyncClient(
-            transport=httpx.ASGITransport(app=app),
-            base_url="http://127.0.0.1",
-            headers={"Authorization": f"Bearer {token}"},
-        ) as client:
-            deployed = await client.put("/v1/functions/hello", content=HELLO)
-            assert deployed.status_code in (200, 201), deployed.text
-            yield Gateway(runtime, client, backend)
-
-
-async def eventually(check: Callable[[], bool], within_s: float) -> None:
-    async with asyncio.timeout(within_s):
-        while not check():  # noqa: ASYNC110 - the roles have no event to wait on from here
-            await asyncio.sleep(0.02)
+    async with in_process_gateway(settings, backend, lease_store=Replica(leases)) as (runtime, client):
+        yield Gateway(runtime, client, backend)
 
 
 async def test_a_follower_serves_leads_once_released_and_stops_at_once_when_deposed(tmp_path: Path) -> None:

@@ -16,7 +16,7 @@ import sys
 import time
 
 
-def record(path: str | None, line: dict) -> None:
+def record(path: str | None, line: dict[str, object]) -> None:
     if path:
         fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
         try:

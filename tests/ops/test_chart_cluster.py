@@ -288,7 +288,7 @@ def _namespace(cluster: Any, made: list[str]) -> str:
 def test_helm_install_serves_readyz_as_the_charts_service_account(
     cluster: Any, namespaces: list[str], helm_binary: str, tmp_path: Path, postgres: Any
 ) -> None:
-    from store.pg_cluster import fresh_database
+    from helpers.pg_cluster import fresh_database
 
     single = _namespace(cluster, namespaces)
     installed = _helm_k(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+from typing import Any
 
 import pytest
 
@@ -142,7 +143,7 @@ def test_region_quotas() -> None:
 
 
 def test_a_node_knows_how_long_it_has_been_ready() -> None:
-    raw = {
+    raw: dict[str, Any] = {
         "metadata": {"name": "n"},
         "status": {
             "conditions": [{"type": "Ready", "status": "True", "lastTransitionTime": "2026-12-01T10:00:00Z"}]

@@ -4,6 +4,7 @@ labels, the output says when GPU utilisation is the wrong signal, and YAML round
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import Any
 
 import pytest
 
@@ -34,7 +35,7 @@ def _kind(rendered_manifests: list[dict[str, object]], kind: str) -> dict[str, o
         pytest.param({"scale_up_window_s": 0, "scale_down_window_s": 600}, 1, 8, "70", 0, 600, id="windows"),
     ],
 )
-def test_hpa_numbers(change: dict[str, int], min_r: int, max_r: int, target: str, up: int, down: int) -> None:
+def test_hpa_numbers(change: dict[str, Any], min_r: int, max_r: int, target: str, up: int, down: int) -> None:
     rendered = render_elasticity(replace(BASE, **change))
     hpa = rendered.manifests[[m["kind"] for m in rendered.manifests].index("HorizontalPodAutoscaler")]
     spec = hpa["spec"]

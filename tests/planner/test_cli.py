@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import re
 from pathlib import Path
 
 import pytest
@@ -13,6 +12,7 @@ from elasticityops.cli.plan import app
 from elasticityops.knobs import specs
 from elasticityops.planner.config import SEARCHED, CommonOptions, RecommendOptions, RunOptions, read_inputs
 from elasticityops.planner.settings import ClusterSettings
+from helpers.cli_help import option_rows
 
 runner = CliRunner()
 SMALL = [
@@ -245,15 +245,6 @@ def test_bad_flag_type_is_a_usage_error() -> None:
     assert "Traceback" not in result.output
 
 
-def _rows(help_text: str) -> dict[str, str]:
-    rows = {}
-    for line in help_text.splitlines():
-        found = re.match(r"│ (--[a-z0-9-]+)", line)
-        if found:
-            rows[found.group(1)] = line
-    return rows
-
-
 @pytest.mark.parametrize(
     ("command", "kinds", "left_out"),
     [
@@ -267,7 +258,7 @@ def test_help_shows_every_knob_and_its_default(
     """Both commands take the shared knobs, declared once; each option shows its default."""
     result = runner.invoke(app, [command, "--help"], env={"COLUMNS": "400"})
     assert result.exit_code == 0
-    rows = _rows(result.output)
+    rows = option_rows(result.output)
     for kind in kinds:
         for knob in specs(kind):
             if knob.name in left_out:

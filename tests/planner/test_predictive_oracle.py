@@ -12,6 +12,7 @@ from elasticityops.planner.model import engine
 from elasticityops.planner.policies import parse_policy
 from elasticityops.planner.settings import ClusterSettings
 from elasticityops.planner.synthetic import SyntheticSpec, generate
+from elasticityops.planner.trace import Trace
 from helpers.bench import load_bench
 
 
@@ -42,11 +43,13 @@ def test_outlasting_counts_runs_still_going_one_lead_ahead(oracle: ModuleType) -
 
 
 @pytest.fixture(scope="module")
-def trace_and_settings() -> tuple[object, ClusterSettings]:
+def trace_and_settings() -> tuple[Trace, ClusterSettings]:
     return generate(SyntheticSpec(days=0.25, bursts_per_day=0.0, seed=3)), ClusterSettings()
 
 
-def test_idle_split_adds_up_to_the_summary(oracle: ModuleType, trace_and_settings: tuple) -> None:
+def test_idle_split_adds_up_to_the_summary(
+    oracle: ModuleType, trace_and_settings: tuple[Trace, ClusterSettings]
+) -> None:
     trace, settings = trace_and_settings
     policy = parse_policy("predictive:10", settings, 10.0).sizing
     result, summary = oracle.run_one(trace, settings, policy)
@@ -57,10 +60,11 @@ def test_idle_split_adds_up_to_the_summary(oracle: ModuleType, trace_and_setting
 
 
 def test_the_oracle_runs_in_the_engine_and_gives_its_sizing_back(
-    oracle: ModuleType, trace_and_settings: tuple
+    oracle: ModuleType, trace_and_settings: tuple[Trace, ClusterSettings]
 ) -> None:
     trace, settings = trace_and_settings
-    real = engine.size_headroom
+    # engine's own name for it: the one the oracle swaps for its sizing while it runs
+    real = engine.size_headroom  # type: ignore[attr-defined]
     ahead = oracle.demand_ahead(trace.arrival_s, trace.duration_s, 460.0)
 
     def p95(margin: int) -> float:
@@ -72,4 +76,4 @@ def test_the_oracle_runs_in_the_engine_and_gives_its_sizing_back(
     none = oracle.run_one(trace, settings, parse_policy("none", settings).sizing)[1]
     assert generous < 1.0
     assert starved == pytest.approx(none.time_to_start_s.p95)
-    assert engine.size_headroom is real
+    assert engine.size_headroom is real  # type: ignore[attr-defined]  # as above

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from store.pg_cluster import PgCluster, fresh_database
+from helpers.pg_cluster import PgCluster, fresh_database
 
 
 @pytest.fixture

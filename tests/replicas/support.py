@@ -16,6 +16,7 @@ from pathlib import Path
 import httpx
 import uvicorn
 
+from backends.local.support import reaped_supervisors
 from elasticityops.api.runtime import Runtime
 from elasticityops.domain.invocations import Invocation
 from elasticityops.server.app import build_app
@@ -96,7 +97,7 @@ async def replica(data_dir: Path, database_url: str, *, dispatch: bool, **env: s
                     raise RuntimeError("the replica's server ended before it started")
                 await asyncio.sleep(0.02)
         runtime: Runtime = app.state.runtime
-        token = await create_token(runtime.store, "test", runtime.clock)  # type: ignore[arg-type]
+        token = await create_token(runtime.store, "test", runtime.clock)
         url = f"http://{HOST}:{port}"
         async with httpx.AsyncClient(
             base_url=url, headers={"Authorization": f"Bearer {token}"}, timeout=60
@@ -105,6 +106,18 @@ async def replica(data_dir: Path, database_url: str, *, dispatch: bool, **env: s
     finally:
         server.should_exit = True
         await serving
+
+
+@asynccontextmanager
+async def leader_and_follower(tmp_path: Path, database_url: str) -> AsyncIterator[tuple[Replica, Replica]]:
+    """Replica a, which dispatches (what jobs its local backend leaves are stopped by pid at
+    the end), and replica b, which serves the API only, on data dirs a and b of `tmp_path`."""
+    with reaped_supervisors(tmp_path / "a" / "runs"):
+        async with (
+            replica(tmp_path / "a", database_url, dispatch=True) as a,
+            replica(tmp_path / "b", database_url, dispatch=False) as b,
+        ):
+            yield a, b
 
 
 def spec(name: str, code: str, **extra: object) -> bytes:

@@ -10,8 +10,7 @@ from pathlib import Path
 import pytest
 
 from elasticityops.store.sql import SqlStore
-
-from .pg_cluster import PgCluster, fresh_database
+from helpers.pg_cluster import PgCluster, fresh_database
 
 
 @pytest.fixture(params=["sqlite", "postgres"])
@@ -28,8 +27,8 @@ def run() -> Iterator[asyncio.Runner]:
         yield runner
 
 
-async def open_store(url: str, **kwargs: int) -> SqlStore:
-    return await SqlStore.open(url, **kwargs)
+async def open_store(url: str) -> SqlStore:
+    return await SqlStore.open(url)
 
 
 @pytest.fixture

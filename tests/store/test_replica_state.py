@@ -132,7 +132,7 @@ def test_another_replicas_deploy_and_delete_are_seen_within_the_bound_without_a_
         try:
             clock = ManualClock()
             counted = CountingStore(b)
-            cache = FunctionCache(counted, clock, check_s=1.0)  # type: ignore[arg-type]
+            cache = FunctionCache(counted, clock, check_s=1.0)
             await a.put_function(spec(timeout_seconds=10), T0)
             first = await cache.get("hello")
             assert first is not None
@@ -167,7 +167,7 @@ def test_concurrent_uses_past_the_bound_share_one_check_and_one_read_of_a_droppe
         try:
             clock = ManualClock()
             counted = CountingStore(store)
-            cache = FunctionCache(counted, clock, check_s=1.0)  # type: ignore[arg-type]
+            cache = FunctionCache(counted, clock, check_s=1.0)
             await store.put_function(spec(), T0)
             await cache.get("hello")
             await store.put_function(spec(timeout_seconds=9), T0)  # as another replica would

@@ -23,9 +23,9 @@ from elasticityops.domain.spillover import SPILLED, Spill
 from elasticityops.domain.tokens import Scope
 from elasticityops.store.sql import SqlStore
 from elasticityops.store.tables import invocations
+from helpers.pg_cluster import PgCluster, fresh_database
 
 from .conftest import open_store
-from .pg_cluster import PgCluster, fresh_database
 
 T0 = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
 

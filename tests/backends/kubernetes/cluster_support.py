@@ -40,9 +40,9 @@ def k8s_gateway(
     data_dir: Path,
     port: int | None = None,
     kubeconfig: Path | None = None,
-    **env: str,
+    env: Mapping[str, str] | None = None,
 ) -> Iterator[RunningServer]:
-    server = start_k8s_gateway(dev_cluster, namespace, data_dir, port, kubeconfig, **env)
+    server = start_k8s_gateway(dev_cluster, namespace, data_dir, port, kubeconfig, env)
     try:
         yield server
     finally:
@@ -55,9 +55,10 @@ def start_k8s_gateway(
     data_dir: Path,
     port: int | None = None,
     kubeconfig: Path | None = None,
-    **env: str,
+    env: Mapping[str, str] | None = None,
 ) -> RunningServer:
-    """`kubeconfig`: another identity than the cluster's admin (a service account's token)."""
+    """`kubeconfig`: another identity than the cluster's admin (a service account's token);
+    `env`: the gateway's settings."""
     return start_server(
         data_dir,
         "--backend",
@@ -69,6 +70,29 @@ def start_k8s_gateway(
         port=port,
         env=env,
     )
+
+
+# The replicas' lease, short so that a takeover is seen within seconds.
+REPLICA_LEASE = {
+    "EOPS_LEASE_DURATION": "3",
+    "EOPS_LEASE_RENEW_DEADLINE": "2",
+    "EOPS_LEASE_RETRY_PERIOD": "0.5",
+}
+
+
+def start_replica(
+    dev_cluster: Any, namespace: str, data_dir: Path, database: str, name: str, **env: str
+) -> RunningServer:
+    """A `--leader-elect` gateway named `name` on the database the replicas share, with the
+    short REPLICA_LEASE; `env` on top."""
+    replica_env = {
+        "EOPS_LEADER_ELECT": "true",
+        "EOPS_DATABASE_URL": database,
+        "EOPS_LEADER_IDENTITY": name,
+        **REPLICA_LEASE,
+        **env,
+    }
+    return start_k8s_gateway(dev_cluster, namespace, data_dir, env=replica_env)
 
 
 def deploy(server: RunningServer, **spec: Any) -> None:
@@ -123,6 +147,7 @@ def _ours(dev_cluster: Any, path: str, inv: str | None) -> list[dict[str, Any]]:
     selector = "app.kubernetes.io/managed-by=elasticityops"
     if inv:
         selector += f",{INVOCATION_LABEL}={inv}"
+    found: list[dict[str, Any]]
     with dev_cluster.api() as api:
         found, _ = api.list(path, {"labelSelector": selector})
     return found

@@ -7,7 +7,7 @@ is blocked sleeping, so the tests assert how long the client chose to wait witho
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 from dataclasses import replace
 from pathlib import Path
 
@@ -189,7 +189,9 @@ async def test_ok_is_true_only_for_200_and_never_retries(clock: ManualClock) -> 
 class _BrokenCredentials(httpx2.Auth):
     """An exec plugin that fails the way lightkube reports it."""
 
-    async def async_auth_flow(self, request: httpx2.Request) -> AsyncIterator[httpx2.Request]:
+    async def async_auth_flow(
+        self, request: httpx2.Request
+    ) -> AsyncGenerator[httpx2.Request, httpx2.Response]:
         raise ConfigError("Exec gke-gcloud-auth-plugin returned 1: not logged in")
         yield request  # pragma: no cover (a generator, as httpx2's flows are)
 
@@ -317,7 +319,7 @@ def _obj(name: str, rv: str) -> dict[str, object]:
 
 
 async def test_watch_yields_events_and_raises_expired_on_410(clock: ManualClock) -> None:
-    lines = [
+    lines: list[object] = [
         {"type": "ADDED", "object": _obj("a", "11")},
         {"type": "BOOKMARK", "object": _obj("", "12")},
         {

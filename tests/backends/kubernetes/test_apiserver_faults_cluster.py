@@ -197,7 +197,11 @@ def test_a_burst_the_api_server_throttles_with_429s_loses_and_doubles_nothing(
         # Queued on a paused gateway, then started on the same data dir: the dispatcher admits
         # all 50 in its first cycle and the launch workers create their Jobs at once.
         paused = start_k8s_gateway(
-            dev_cluster, dev_namespace, tmp_path / "gw", kubeconfig=kubeconfig, EOPS_DISPATCH_PAUSED="true"
+            dev_cluster,
+            dev_namespace,
+            tmp_path / "gw",
+            kubeconfig=kubeconfig,
+            env={"EOPS_DISPATCH_PAUSED": "true"},
         )
         try:
             ids = _burst(paused)
@@ -250,7 +254,9 @@ def test_watches_the_server_ends_and_answers_410_gone_lose_and_double_nothing(
     ensure_priority_classes(dev_cluster)
     # The server ends every watch of this gateway after 2 s (its timeoutSeconds), so each one
     # resumes dozens of times during the burst, and the Job watch resumes after compactions.
-    with k8s_gateway(dev_cluster, dev_namespace, tmp_path / "gw", EOPS_KUBE_WATCH_TIMEOUT_SECONDS="2") as gw:
+    with k8s_gateway(
+        dev_cluster, dev_namespace, tmp_path / "gw", env={"EOPS_KUBE_WATCH_TIMEOUT_SECONDS": "2"}
+    ) as gw:
         # Each Job quiet for 10 s while it runs: a Job watch that resumes then finds its
         # resourceVersion compacted away by the compaction of the second before.
         with (

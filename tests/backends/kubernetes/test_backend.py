@@ -148,11 +148,11 @@ async def test_a_launch_the_server_throttles_past_the_clients_retries_is_tried_a
 
         # Until the launch counts the Job made, not until the server has the Secret's request:
         # the count comes once that request's answer is back, and stop() would cancel it.
-        async def made() -> None:
+        async def counted() -> None:
             while backend.workloads_created == 0:  # noqa: ASYNC110 - the backend has no event
                 await asyncio.sleep(0.01)
 
-        await clock.run(made())
+        await clock.run(counted())
         await backend.stop()
     assert len(_bodies(srv, f"POST {JOBS}")) == 4
     assert len(_bodies(srv, f"POST {SECRETS}")) == 1
@@ -645,6 +645,7 @@ async def test_a_restarted_backend_goes_on_from_the_node_records_it_reads_at_its
         await backend.start(sink)
         [gone] = sink.events
         clock.advance(300)
+        assert backend._nodes is not None
         await backend._nodes.on_node("DELETED", kept_node)
         await backend.stop()
     assert records.reads == 1

@@ -54,7 +54,7 @@ def test_bare_pods_succeed_fail_time_out_cancel_and_go_after_their_ttl(
     cluster: Any, dev_namespace: str, tmp_path: Path
 ) -> None:
     with k8s_gateway(
-        cluster, dev_namespace, tmp_path / "gw", **BARE, EOPS_KUBE_TTL_AFTER_FINISHED_SECONDS="3"
+        cluster, dev_namespace, tmp_path / "gw", env={**BARE, "EOPS_KUBE_TTL_AFTER_FINISHED_SECONDS": "3"}
     ) as gw:
         deploy(gw, name="ok", annotations=runs(1), timeout_seconds=300)
         deploy(gw, name="fails", annotations=runs(1, exit_code=3))

@@ -48,7 +48,10 @@ def _apply_dry_run(cluster: Any, objects: list[dict[str, Any]]) -> subprocess.Co
     text = dump_yaml(objects)
     path = Path(cluster.state_dir) / f"dry-run-{time.monotonic_ns()}.yaml"
     path.write_text(text)
-    return cluster.kubectl("apply", "--server-side", "--dry-run=server", "-f", str(path), check=False)
+    done: subprocess.CompletedProcess[str] = cluster.kubectl(
+        "apply", "--server-side", "--dry-run=server", "-f", str(path), check=False
+    )
+    return done
 
 
 def test_rendered_deploy_is_accepted_by_the_api_server(cluster: Any, dev_namespace: str) -> None:
@@ -91,7 +94,7 @@ def test_rendered_replicas_are_accepted_and_may_only_renew_their_lease(
     account = f"system:serviceaccount:{dev_namespace}:elasticityops"
 
     def can(verb: str, resource: str) -> str:
-        asked = cluster.kubectl(
+        asked: subprocess.CompletedProcess[str] = cluster.kubectl(
             "auth", "can-i", verb, resource, "-n", dev_namespace, f"--as={account}", check=False
         )
         return (asked.stdout.split() or [asked.stderr])[0]  # "no" may be followed by " - reason"
@@ -132,7 +135,7 @@ def test_eops_render_output_is_what_kubectl_applies(cluster: Any, dev_namespace:
 
 def test_failures_are_named(cluster: Any, dev_namespace: str, tmp_path: Path) -> None:
     with k8s_gateway(
-        cluster, dev_namespace, tmp_path / "gw", EOPS_KUBE_PROVISIONING_TIMEOUT_SECONDS="8"
+        cluster, dev_namespace, tmp_path / "gw", env={"EOPS_KUBE_PROVISIONING_TIMEOUT_SECONDS": "8"}
     ) as gw:
         deploy(gw, name="fails", annotations=runs(1, exit_code=3))
         deploy(gw, name="slow", annotations=runs(600), timeout_seconds=3)
@@ -223,14 +226,14 @@ def test_gateway_killed_mid_flight_finishes_everything_once(
     """With either workload (EOPS_KUBE_WORKLOAD): one Job, or one bare pod and no Job, each."""
     data = tmp_path / "gw"
     env = {"EOPS_KUBE_WORKLOAD": workload}
-    gw = start_k8s_gateway(cluster, dev_namespace, data, **env)
+    gw = start_k8s_gateway(cluster, dev_namespace, data, env=env)
     try:
         deploy(gw, name="work", annotations=runs(6))
         ids = [invoke(gw, "work", {"i": i}) for i in range(6)]
         wait_state(gw, ids[0], {"running"}, timeout=running_within)
         port = int(gw.url.rsplit(":", 1)[1])
         gw.kill()
-        gw = start_k8s_gateway(cluster, dev_namespace, data, port=port, **env)
+        gw = start_k8s_gateway(cluster, dev_namespace, data, port=port, env=env)
         finals = [wait_state(gw, inv, {"succeeded"}, timeout=180) for inv in ids]
         assert all(f["exit_code"] == 0 for f in finals)
         made = jobs_of(cluster, dev_namespace) if workload == "job" else pods_of(cluster, dev_namespace)
@@ -268,7 +271,7 @@ def test_a_per_type_gpu_budget_creates_jobs_up_to_it_and_queues_the_rest(
     """Admitted work gets its Job at once (the autoscaler sees its pod); work past the budget gets
     none until a GPU frees, and waits with its queue position."""
     budget = {"EOPS_GPU_BUDGET": "nvidia-tesla-t4=2"}
-    with k8s_gateway(cluster, dev_namespace, tmp_path / "gw", **budget) as gw:
+    with k8s_gateway(cluster, dev_namespace, tmp_path / "gw", env=budget) as gw:
         deploy(gw, name="work", annotations=runs(20), max_concurrency=10)
         ids = [invoke(gw, "work", {"i": i}) for i in range(4)]
         for inv in ids[:2]:
@@ -292,7 +295,7 @@ def test_high_priority_preempts_the_newest_low_job_within_a_per_type_budget(
     high-priority request makes the newest low one's Job go, starts, and the victim comes back
     as attempt 1 with a Job of its own (eops-<id>-a1), and succeeds."""
     budget = {"EOPS_GPU_BUDGET": "nvidia-tesla-t4=2"}
-    with k8s_gateway(cluster, dev_namespace, tmp_path / "gw", **budget) as gw:
+    with k8s_gateway(cluster, dev_namespace, tmp_path / "gw", env=budget) as gw:
         deploy(gw, name="batch", priority="low", preemptible=True, retries=1, annotations=runs(40))
         deploy(gw, name="urgent", priority="high", annotations=runs(5))
         older = invoke(gw, "batch")
@@ -326,7 +329,7 @@ def test_without_retries_a_preempted_low_job_fails_preempted(
     cluster: Any, dev_namespace: str, tmp_path: Path
 ) -> None:
     budget = {"EOPS_GPU_BUDGET": "nvidia-tesla-t4=1"}
-    with k8s_gateway(cluster, dev_namespace, tmp_path / "gw", **budget) as gw:
+    with k8s_gateway(cluster, dev_namespace, tmp_path / "gw", env=budget) as gw:
         deploy(gw, name="batch", priority="low", preemptible=True, annotations=runs(120))
         deploy(gw, name="urgent", priority="high", annotations=runs(2))
         victim = invoke(gw, "batch")

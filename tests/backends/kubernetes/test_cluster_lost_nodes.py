@@ -93,7 +93,7 @@ def test_a_lost_node_is_retried_as_the_functions_retries_say(
 ) -> None:
     runs = {RUN_SECONDS_ANNOTATION: str(RUN_S), EXIT_CODE_ANNOTATION: "0"}
     env = {"EOPS_KUBE_WORKLOAD": workload}
-    with cluster.knobs(baseline=0), k8s_gateway(cluster, dev_namespace, tmp_path / "gw", **env) as gw:
+    with cluster.knobs(baseline=0), k8s_gateway(cluster, dev_namespace, tmp_path / "gw", env=env) as gw:
         # Only nodes the autoscaler adds, as spot VMs are: none the static pool would put back.
         cluster.set_baseline(0)  # waits until no baseline node is left
         # Both wait for new nodes, as in a cold cluster: on a free node an earlier test left,

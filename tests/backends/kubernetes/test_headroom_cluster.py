@@ -81,6 +81,7 @@ def _warm_objects(cluster: Any, ns: str, mechanism: str) -> list[dict[str, Any]]
         if mechanism == "buffer"
         else f"/apis/apps/v1/namespaces/{ns}/deployments"
     )
+    items: list[dict[str, Any]]
     with cluster.api() as api:
         items, _ = api.list(path, {"labelSelector": WARM_SELECTOR})
     return items
@@ -113,7 +114,7 @@ def test_warm_nodes_start_invocations_at_once_and_come_back(
     env = {"EOPS_HEADROOM": f"warm:{WARM}", "EOPS_HEADROOM_MECHANISM": mechanism, "EOPS_HEADROOM_SYNC": "2"}
     _wait_for_baseline(dev_cluster)
     with dev_cluster.knobs(provision_delay=f"fixed:{PROVISION_S}", driver_delay="fixed:0"):
-        gw = start_k8s_gateway(dev_cluster, dev_namespace, tmp_path / "gw", **env)
+        gw = start_k8s_gateway(dev_cluster, dev_namespace, tmp_path / "gw", env=env)
         try:
             deploy(gw, name="work", annotations={RUN_SECONDS_ANNOTATION: "40"}, max_concurrency=10)
             # The baseline's free nodes count; the rest come from the autoscaler (30 s GPU-pod
@@ -141,7 +142,7 @@ def test_warm_nodes_start_invocations_at_once_and_come_back(
         finally:
             gw.stop()
         # A restarted gateway adopts its object: still one, still three units, never six.
-        gw = start_k8s_gateway(dev_cluster, dev_namespace, tmp_path / "gw", **env)
+        gw = start_k8s_gateway(dev_cluster, dev_namespace, tmp_path / "gw", env=env)
         try:
             time.sleep(6)  # a few syncs
             objects = _warm_objects(dev_cluster, dev_namespace, mechanism)

@@ -124,7 +124,7 @@ def test_a_stocked_out_t4_spills_a_function_listing_t4_then_l4_to_l4(
             assert time.monotonic() < deadline, f"T4 nodes still up: {_t4_nodes(cluster)}"
             time.sleep(2)
         env = {"EOPS_SPILL_AFTER_SECONDS": "600"}
-        with k8s_gateway(cluster, dev_namespace, tmp_path / "gw", **env) as gw:
+        with k8s_gateway(cluster, dev_namespace, tmp_path / "gw", env=env) as gw:
             deploy(
                 gw,
                 name="spill",

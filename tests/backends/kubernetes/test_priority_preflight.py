@@ -27,7 +27,8 @@ from .cluster_support import start_k8s_gateway
 
 class _Api:
     def __init__(self, present: set[str], error: Exception | None = None) -> None:
-        self.present, self.error, self.asked = present, error, []
+        self.present, self.error = present, error
+        self.asked: list[str] = []
 
     async def get(self, path: str) -> dict[str, Any]:
         self.asked.append(path)
@@ -111,7 +112,7 @@ def test_serve_refuses_a_budget_for_a_type_the_cluster_cannot_add(
 ) -> None:
     env = {"EOPS_GPU_BUDGET": "nvidia-tesla-t4=4,nvidia-h100-80gb=2"}
     with pytest.raises(RuntimeError, match="exited with 2") as failed:
-        start_k8s_gateway(dev_cluster, dev_namespace, tmp_path / "gw", **env).stop()
+        start_k8s_gateway(dev_cluster, dev_namespace, tmp_path / "gw", env=env).stop()
     assert "--gpu-budget names nvidia-h100-80gb" in str(failed.value)
 
 

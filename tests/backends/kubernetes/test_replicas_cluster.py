@@ -7,50 +7,36 @@ from __future__ import annotations
 
 import time
 from collections import Counter
-from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
 import httpx
-import psycopg
 import pytest
 
 from elasticityops.devcluster.stages import EXIT_CODE_ANNOTATION, RUN_SECONDS_ANNOTATION
 from elasticityops.ha.settings import JITTER_FACTOR
+from helpers.pg_cluster import PgCluster, create_database
 from helpers.server import RunningServer
-from store.pg_cluster import PgCluster, pg_cluster
 
-from .cluster_support import JobCounter, deploy, ensure_priority_classes, invoke, jobs_of, start_k8s_gateway
+from .cluster_support import (
+    REPLICA_LEASE,
+    JobCounter,
+    deploy,
+    ensure_priority_classes,
+    invoke,
+    jobs_of,
+    start_replica,
+)
 
 pytestmark = [pytest.mark.cluster, pytest.mark.slow, pytest.mark.cluster_lane("faults")]
 
 COUNT = 100  # issue 16: the leader killed during a burst of 100 in the suite (1,000 in the bench)
-LEASE = {
-    "EOPS_LEASE_DURATION": "3",
-    "EOPS_LEASE_RENEW_DEADLINE": "2",
-    "EOPS_LEASE_RETRY_PERIOD": "0.5",
-}
-LOOK = 0.5 * (1 + JITTER_FACTOR)  # the longest a follower waits between two looks
-LEASE_BOUND = 3 + 2 * LOOK + 1.0  # expiry on the follower's clock, two looks, a margin
+# the longest a follower waits between two looks
+LOOK = float(REPLICA_LEASE["EOPS_LEASE_RETRY_PERIOD"]) * (1 + JITTER_FACTOR)
+# expiry on the follower's clock, two looks, a margin
+LEASE_BOUND = float(REPLICA_LEASE["EOPS_LEASE_DURATION"]) + 2 * LOOK + 1.0
 LEADING = {"status": "ready", "role": "leader"}
-
-
-@pytest.fixture(scope="module")
-def postgres() -> Iterator[PgCluster]:
-    with pg_cluster() as cluster:
-        yield cluster
-
-
-def _database(cluster: PgCluster, name: str) -> str:
-    with psycopg.connect(cluster.dsn(), autocommit=True) as conn:
-        conn.execute(f"CREATE DATABASE {name}")
-    return cluster.url(name)
-
-
-def _replica(dev_cluster: Any, namespace: str, data_dir: Path, database: str, name: str) -> RunningServer:
-    env = {"EOPS_LEADER_ELECT": "true", "EOPS_DATABASE_URL": database, "EOPS_LEADER_IDENTITY": name, **LEASE}
-    return start_k8s_gateway(dev_cluster, namespace, data_dir, **env)
 
 
 def _ready(server: RunningServer) -> tuple[int, dict[str, Any]]:
@@ -95,15 +81,15 @@ def _leader_gauge(server: RunningServer) -> str:
 
 
 def test_the_follower_takes_over_a_killed_leader_and_every_invocation_ends_once(
-    dev_cluster: Any, dev_namespace: str, postgres: PgCluster, tmp_path: Path
+    dev_cluster: Any, dev_namespace: str, own_postgres: PgCluster, tmp_path: Path
 ) -> None:
     ensure_priority_classes(dev_cluster)
-    database = _database(postgres, "eops_replicas")
+    database = create_database(own_postgres, "eops_replicas")
     replicas = [
-        _replica(dev_cluster, dev_namespace, tmp_path / "a", database, "gw-a"),
+        start_replica(dev_cluster, dev_namespace, tmp_path / "a", database, "gw-a"),
     ]
     try:
-        replicas.append(_replica(dev_cluster, dev_namespace, tmp_path / "b", database, "gw-b"))
+        replicas.append(start_replica(dev_cluster, dev_namespace, tmp_path / "b", database, "gw-b"))
         leader = _leader_of(replicas, timeout=15)
         follower = next(r for r in replicas if r is not leader)
         assert _ready(follower) == (200, {"status": "ready", "role": "follower", "leader": _name(leader)})

@@ -17,26 +17,24 @@ import re
 import threading
 import time
 from collections import Counter
-from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import httpx
-import psycopg
 import pytest
 
 from elasticityops.devcluster.stages import EXIT_CODE_ANNOTATION, RUN_SECONDS_ANNOTATION
+from helpers.pg_cluster import PgCluster, create_database
 from helpers.server import RunningServer
-from store.pg_cluster import PgCluster, pg_cluster
 
 from .cluster_support import (
     JobCounter,
     burst_ends_once,
     deploy,
     ensure_priority_classes,
-    start_k8s_gateway,
+    start_replica,
     status,
     wait_all_ended,
 )
@@ -45,7 +43,6 @@ pytestmark = [pytest.mark.cluster, pytest.mark.slow, pytest.mark.cluster_lane("f
 
 COUNT = 50
 SKEW_S = -6
-LEASE = {"EOPS_LEASE_DURATION": "3", "EOPS_LEASE_RENEW_DEADLINE": "2", "EOPS_LEASE_RETRY_PERIOD": "0.5"}
 
 
 def _faketime() -> dict[str, str]:
@@ -55,25 +52,6 @@ def _faketime() -> dict[str, str]:
     if not found:
         pytest.fail("libfaketime is missing: apt-get install faketime (scripts/test does)", pytrace=False)
     return {"LD_PRELOAD": found[0], "FAKETIME": str(SKEW_S), "FAKETIME_DONT_FAKE_MONOTONIC": "1"}
-
-
-@pytest.fixture(scope="module")
-def postgres() -> Iterator[PgCluster]:
-    with pg_cluster() as cluster:
-        yield cluster
-
-
-def _replica(
-    dev_cluster: Any, namespace: str, data_dir: Path, database: str, name: str, **env: str
-) -> RunningServer:
-    env = {
-        "EOPS_LEADER_ELECT": "true",
-        "EOPS_DATABASE_URL": database,
-        "EOPS_LEADER_IDENTITY": name,
-        **LEASE,
-        **env,
-    }
-    return start_k8s_gateway(dev_cluster, namespace, data_dir, **env)
 
 
 def _role(server: RunningServer) -> str:
@@ -134,20 +112,20 @@ def _at(text: str | None) -> datetime:
 
 
 def test_a_leader_with_a_skewed_clock_keeps_leadership_single_and_timelines_on_one_clock(
-    dev_cluster: Any, dev_namespace: str, postgres: PgCluster, tmp_path: Path
+    dev_cluster: Any, dev_namespace: str, own_postgres: PgCluster, tmp_path: Path
 ) -> None:
     ensure_priority_classes(dev_cluster)
-    database = postgres.url("eops_skew")
-    with psycopg.connect(postgres.dsn(), autocommit=True) as conn:
-        conn.execute("CREATE DATABASE eops_skew")
-    skewed = _replica(dev_cluster, dev_namespace, tmp_path / "a", database, "gw-skewed", **_faketime())
+    database = create_database(own_postgres, "eops_skew")
+    skewed = start_replica(dev_cluster, dev_namespace, tmp_path / "a", database, "gw-skewed", **_faketime())
     replicas = {"gw-skewed": skewed}
     try:
         deadline = time.monotonic() + 15
         while _role(skewed) != "leader":
             assert time.monotonic() < deadline, skewed.output()[-3000:]
             time.sleep(0.1)
-        replicas["gw-true"] = true = _replica(dev_cluster, dev_namespace, tmp_path / "b", database, "gw-true")
+        replicas["gw-true"] = true = start_replica(
+            dev_cluster, dev_namespace, tmp_path / "b", database, "gw-true"
+        )
         assert _role(true) == "follower"
         before = _lease(dev_cluster, dev_namespace)
         deploy(

@@ -14,8 +14,8 @@ from elasticityops.backends.local.backend import LocalBackend
 from elasticityops.backends.local.settings import LocalBackendSettings
 from elasticityops.domain.events import BackendEvent
 
-sys.path.insert(0, str(Path(__file__).parent))
-from support import request, spec
+sys.path.insert(0, str(Path(__file__).parents[2]))  # tests/, as pytest has it
+from backends.local.support import request, spec
 
 
 async def main(run_dir: Path, record: str, long_s: float) -> None:

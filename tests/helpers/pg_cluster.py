@@ -1,6 +1,7 @@
 """A throwaway PostgreSQL cluster for tests: initdb + pg_ctl in a temp dir on a free
 127.0.0.1 port, run as the `postgres` user when we are root (PostgreSQL refuses root), and
-stopped by its PID. `scripts/test` installs PostgreSQL with apt when it is missing."""
+stopped by its PID. `scripts/test` installs PostgreSQL with apt when it is missing. The session's
+server and a test's own are fixtures in tests/conftest.py (`postgres`, `own_postgres`)."""
 
 from __future__ import annotations
 
@@ -158,9 +159,13 @@ def _alive(pid: int) -> bool:
 _databases = itertools.count()
 
 
-def fresh_database(cluster: PgCluster) -> str:
-    """The URL of a new, empty database on `cluster` (one per test: no test sees another's rows)."""
-    name = f"eops_test_{os.getpid()}_{next(_databases)}"
+def create_database(cluster: PgCluster, name: str) -> str:
+    """Create the database `name` on `cluster`; its URL."""
     with psycopg.connect(cluster.dsn(), autocommit=True) as conn:
         conn.execute(f"CREATE DATABASE {name}")
     return cluster.url(name)
+
+
+def fresh_database(cluster: PgCluster) -> str:
+    """The URL of a new, empty database on `cluster` (one per test: no test sees another's rows)."""
+    return create_database(cluster, f"eops_test_{os.getpid()}_{next(_databases)}")
