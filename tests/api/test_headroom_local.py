@@ -74,7 +74,7 @@ def test_a_warm_slot_starts_work_at_once_and_comes_back(tmp_path: Path) -> None:
         done = [_wait(client, first), _wait(client, second)]
         assert all(d["state"] == "succeeded" for d in done), done
         kinds = [{n["kind"] for n in d["notes"]} for d in done]
-        warm = [d for d, k in zip(done, kinds, strict=True) if "WarmCapacity" in k]
+        warm = [d for d, k in zip(done, kinds, strict=True) if "WarmUnits" in k]
         cold = [d for d, k in zip(done, kinds, strict=True) if "SlotWarming" in k]
         assert len(warm) == 1, kinds
         assert len(cold) == 1, kinds

@@ -1,4 +1,4 @@
-"""The headroom controller's decisions over a real SQLite store and a recording WarmCapacity (the
+"""The headroom controller's decisions over a real SQLite store and a recording WarmUnits (the
 Kubernetes and local implementations are tested against a real cluster and real processes:
 tests/backends/kubernetes/test_headroom_cluster.py, tests/api/test_headroom_local.py)."""
 
@@ -38,7 +38,7 @@ class Clock:
 
 
 class Recording:
-    """A WarmCapacity that keeps what it is asked in memory: what a backend's objects would say."""
+    """A WarmUnits that keeps what it is asked in memory: what a backend's objects would say."""
 
     mechanism = "recording"
 
@@ -82,7 +82,7 @@ def _controller(
 ) -> HeadroomController:
     return HeadroomController(
         store=store,
-        capacity=capacity,
+        units=capacity,
         settings=HeadroomSettings(headroom=policy),
         budget=parse_gpu_budget(budget) if budget else None,
         clock=clock or Clock(),

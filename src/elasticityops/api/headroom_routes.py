@@ -38,7 +38,7 @@ async def get_headroom(request: Request) -> HeadroomOut:
         return HeadroomOut(policy=rt.settings.headroom.headroom)
     return HeadroomOut(
         policy=rt.settings.headroom.headroom,
-        mechanism=controller.capacity.mechanism,
+        mechanism=controller.units.mechanism,
         pools=[HeadroomPoolOut.model_validate(row) for row in status_rows(controller.pools)],
         syncs=controller.syncs,
         last_error=controller.last_error,

@@ -3,7 +3,7 @@
 Every sync (EOPS_HEADROOM_SYNC, and soon after an admission or an end) it:
 1. finds the shapes of the registered functions (functions that ask the same share a pool),
 2. observes each shape: the traffic the dispatcher reported (`seen`) and the capacity the
-   backend shows (`WarmCapacity.picture`), as the planner's model does,
+   backend shows (`WarmUnits.picture`), as the planner's model does,
 3. sizes each with `size_headroom(observation, policy)`, clamps all to what the GPU budget
    leaves after the GPUs in use (`clamp_to_budget`: real work first), and
 4. asks the backend to hold that many units, deleting the pools of shapes no function has.
@@ -39,7 +39,7 @@ log = logging.getLogger(__name__)
 MIN_GAP_S = 1.0
 
 
-class WarmCapacity(Protocol):
+class WarmUnits(Protocol):
     """A backend's warm units (placeholder pods, buffer chunks, warm slots)."""
 
     mechanism: str
@@ -84,7 +84,7 @@ class HeadroomController:
         self,
         *,
         store: HeadroomStore,
-        capacity: WarmCapacity,
+        units: WarmUnits,
         settings: HeadroomSettings,
         budget: GpuBudget | None,
         clock: Clock,
@@ -93,7 +93,7 @@ class HeadroomController:
     ) -> None:
         self.store = store
         self.functions = functions or FunctionCache(store)
-        self.capacity = capacity
+        self.units = units
         self.settings = settings
         self.policy: HeadroomPolicy = settings.policy()
         self.budget = budget
@@ -120,7 +120,7 @@ class HeadroomController:
         for inv in await self.store.active():
             self._seen.append(inv)
         try:
-            self._held_at_start = await self.capacity.held()
+            self._held_at_start = await self.units.held()
             await self.sync()
         except EopsError as exc:
             self.last_error = exc.message
@@ -172,14 +172,14 @@ class HeadroomController:
         for shape in shapes:
             traffic = self._log(shape, t)
             units = self._units.get(shape, self._held_at_start.get(shape.key, 0))
-            observation = traffic.observe(t, tod, self.capacity.picture(shape, units))
+            observation = traffic.observe(t, tod, self.units.picture(shape, units))
             wanted[shape] = size_headroom(observation, self.policy)
         # What admission counts as in use, not this controller's traffic view of it.
         in_use = await gpus_in_use(self.store, self.functions)
         units_now = clamp_to_budget(wanted, self.budget, in_use)
         for shape, units in units_now.items():
-            await self.capacity.hold(shape, units)
-        await self.capacity.release_others({s.key for s in shapes})
+            await self.units.hold(shape, units)
+        await self.units.release_others({s.key for s in shapes})
         self._units = units_now
         self.pools = {
             s: PoolStatus(s, wanted[s], units_now[s], self._logs[s].busy, self._logs[s].waiting)
@@ -197,7 +197,7 @@ class HeadroomController:
 
     def _shape_of(self, spec: FunctionSpec) -> WarmShape | None:
         try:
-            return self.capacity.shape_of(spec)
+            return self.units.shape_of(spec)
         except EopsError:
             return None  # a spec the backend cannot run gets no warm capacity
 

@@ -27,7 +27,7 @@ from elasticityops.ha.elector import LeaderElector, LeaseStore
 from elasticityops.ha.settings import default_identity
 from elasticityops.ha.shared_clock import ClockSync, SharedClock
 from elasticityops.headroom.controller import HeadroomController, HeadroomStore
-from elasticityops.server.backends import build_backend, build_lease_store, build_warm_capacity
+from elasticityops.server.backends import build_backend, build_lease_store, build_warm_units
 from elasticityops.server.credentials import server_secret
 from elasticityops.server.startup import open_store
 from elasticityops.settings import Settings
@@ -59,7 +59,7 @@ async def start_headroom(
     """The headroom controller of --headroom, started, with the dispatcher reporting to it."""
     controller = HeadroomController(
         store=store,
-        capacity=build_warm_capacity(settings, backend, clock),
+        units=build_warm_units(settings, backend, clock),
         settings=settings.headroom,
         budget=settings.dispatch.gpu_budget,
         clock=clock,

@@ -10,7 +10,7 @@ from elasticityops.domain.clock import Clock
 from elasticityops.domain.errors import FieldProblem, InvalidInput
 from elasticityops.domain.ports import Backend, NodeHistorySource
 from elasticityops.ha.elector import LeaseStore
-from elasticityops.headroom.controller import WarmCapacity
+from elasticityops.headroom.controller import WarmUnits
 from elasticityops.settings import Settings
 
 BackendFactory = Callable[[Settings, Clock, NodeHistorySource], Backend]
@@ -78,15 +78,15 @@ def build_lease_store(settings: Settings, clock: Clock) -> tuple[LeaseStore, Cal
     return KubeLeaseStore(api, namespace, settings.leader.lease_name), api.close
 
 
-def build_warm_capacity(settings: Settings, backend: Backend, clock: Clock) -> WarmCapacity:
+def build_warm_units(settings: Settings, backend: Backend, clock: Clock) -> WarmUnits:
     """The warm units of `backend` for the headroom controller (--headroom); InvalidInput for a
     backend that has none."""
     from elasticityops.backends.kubernetes.backend import KubernetesBackend
 
     if isinstance(backend, KubernetesBackend) and backend.gpu_nodes is not None:
-        from elasticityops.backends.kubernetes.warm_capacity import KubernetesWarmCapacity
+        from elasticityops.backends.kubernetes.warm_units import KubernetesWarmUnits
 
-        return KubernetesWarmCapacity(
+        return KubernetesWarmUnits(
             backend.api,
             settings.kubernetes,
             backend.gpu_nodes,
@@ -98,9 +98,9 @@ def build_warm_capacity(settings: Settings, backend: Backend, clock: Clock) -> W
     from elasticityops.backends.local.backend import LocalBackend
 
     if isinstance(backend, LocalBackend):
-        from elasticityops.backends.local.warm_slots import LocalWarmSlots
+        from elasticityops.backends.local.warm_units import LocalWarmUnits
 
-        return LocalWarmSlots(backend)
+        return LocalWarmUnits(backend)
     raise InvalidInput(
         [
             FieldProblem(

@@ -131,9 +131,9 @@ def test_warm_nodes_start_invocations_at_once_and_come_back(
             # less the scan that ordered it; CI has seen 29.2 s. No node can come under 20 s.
             assert max(sorted(waits)[:WARM]) < 15, waits
             assert sorted(waits)[WARM] > 20, waits
-            assert sum("WarmCapacity" in k for k in notes) == WARM, notes
+            assert sum("WarmUnits" in k for k in notes) == WARM, notes
             last = notes[waits.index(max(waits))]
-            assert "WarmCapacity" not in last, notes
+            assert "WarmUnits" not in last, notes
             assert {"NewNode", "BusyNode"} & last, notes
             # The warm capacity comes back: the consumed units are replaced by new nodes.
             _wait_warm(dev_cluster, dev_namespace, mechanism, timeout=240)

@@ -118,7 +118,7 @@ def test_serve_refuses_a_budget_for_a_type_the_cluster_cannot_add(
 
 def test_capacity_buffers_are_served_only_where_discovery_lists_them() -> None:
     from elasticityops.backends.kubernetes.preflight import BUFFERS_MESSAGE
-    from elasticityops.backends.kubernetes.warm_capacity import buffers_served
+    from elasticityops.backends.kubernetes.warm_units import buffers_served
 
     class _Discovery:
         def __init__(self, doc: dict[str, Any] | None) -> None:

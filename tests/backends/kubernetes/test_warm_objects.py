@@ -12,7 +12,6 @@ from elasticityops.backends.kubernetes.gpu_nodes import GpuNodes, node_state
 from elasticityops.backends.kubernetes.labels import PLACEHOLDER_PRIORITY_CLASS
 from elasticityops.backends.kubernetes.manifests import build_job
 from elasticityops.backends.kubernetes.settings import KubernetesSettings
-from elasticityops.backends.kubernetes.warm_capacity import KubernetesWarmCapacity
 from elasticityops.backends.kubernetes.warm_objects import (
     BUFFER_STRATEGY,
     buffer_pod_template,
@@ -24,6 +23,7 @@ from elasticityops.backends.kubernetes.warm_objects import (
     warm_name,
     warm_selector,
 )
+from elasticityops.backends.kubernetes.warm_units import KubernetesWarmUnits
 from elasticityops.domain.errors import InvalidInput
 
 from .builders import invocation, spec
@@ -150,7 +150,7 @@ def test_the_warm_note_says_whether_the_node_was_ready_before_the_pod() -> None:
     warm = nodes.warm_note("warm", pod_at)
     cold = nodes.warm_note("cold", pod_at)
     assert warm is not None
-    assert warm[0] == "WarmCapacity"
+    assert warm[0] == "WarmUnits"
     assert "ready 40s before" in warm[1]
     assert cold is not None
     assert cold[0] == "NewNode"
@@ -187,7 +187,7 @@ def test_the_picture_counts_free_provisioning_and_idle_nodes(mechanism: str) -> 
     nodes.on_node("ADDED", _node("booting", created=100, gpus=0), now=100)
     nodes.occupied("a", "inv-1")
     nodes.on_node("ADDED", _node("d", created=50), now=200)  # provisioned in 150 s
-    capacity = KubernetesWarmCapacity(
+    capacity = KubernetesWarmUnits(
         api=None,  # type: ignore[arg-type]
         settings=SETTINGS,
         nodes=nodes,

@@ -316,7 +316,7 @@ def test_cold_slot_warms_once_then_is_released_after_idling(tmp_path: Path) -> N
             assert await run_one(events) == ["SlotWarming", "capacity_ready", "started", "finished"]
             assert backend.slots()[0].warm
             # warm: no wait, and the timeline says it found warm capacity
-            assert await run_one(events) == ["WarmCapacity", "capacity_ready", "started", "finished"]
+            assert await run_one(events) == ["WarmUnits", "capacity_ready", "started", "finished"]
             clock.offset += 61  # idle past the timeout: released, cold again
             assert not backend.slots()[0].warm
             assert await run_one(events) == ["SlotWarming", "capacity_ready", "started", "finished"]

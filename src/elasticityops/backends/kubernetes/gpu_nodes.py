@@ -315,7 +315,7 @@ class GpuNodes:
         if told is None or state is None or pod_created is None:
             return None
         kind, capacity = told[0], state.capacity
-        if kind == "WarmCapacity":
+        if kind == "WarmUnits":
             return Placement(placed, warm=True, unused_until=placed, capacity=capacity)
         if kind == "BusyNode":
             return Placement(placed, warm=True, unused_until=None, capacity=capacity)
@@ -340,7 +340,7 @@ class GpuNodes:
             if state.empty_since is not None and state.empty_since <= by:
                 before = max(0.0, created - state.usable_since)
                 return (
-                    "WarmCapacity",
+                    "WarmUnits",
                     f"landed on warm capacity: node {node} was ready {before:.0f}s before the pod",
                 )
             return (

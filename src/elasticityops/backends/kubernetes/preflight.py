@@ -72,7 +72,7 @@ async def cluster_problems(
 ) -> list[str]:
     """What the cluster lacks for this gateway's Jobs (and, with `need_buffers`, for its warm
     capacity as CapacityBuffers), each as the message that names its fix."""
-    from elasticityops.backends.kubernetes.warm_capacity import buffers_served
+    from elasticityops.backends.kubernetes.warm_units import buffers_served
 
     api = KubeApi.connect(settings)
     try:

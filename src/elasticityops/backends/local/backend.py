@@ -263,7 +263,7 @@ class LocalBackend:
             await self._emit(note_event(inv_id, self.clock.now(), "SlotWarming", warming, node=node))
         elif self.settings.slot_provision_delay_s > 0:  # warm only means something where cold is slow
             warm = f"landed on warm capacity: {node} was ready"
-            await self._emit(note_event(inv_id, self.clock.now(), "WarmCapacity", warm, node=node))
+            await self._emit(note_event(inv_id, self.clock.now(), "WarmUnits", warm, node=node))
         self._watch(inv_id, run_dir, node, proc)
 
     def _spawn(

@@ -1,4 +1,4 @@
-"""Warm capacity on the local backend: the headroom controller's `WarmCapacity` as pinned warm
+"""Warm capacity on the local backend: the headroom controller's `WarmUnits` as pinned warm
 slots (slots.py `keep_warm`). Every shape draws on the one slot pool, so the units of all
 shapes, in GPUs, are pinned together. Pins live in memory: a restarted gateway warms its slots
 again (a local slot has nothing to adopt)."""
@@ -13,7 +13,7 @@ from elasticityops.domain.headroom.traffic import ClusterPicture
 from elasticityops.domain.headroom.warm_units import WarmShape
 
 
-class LocalWarmSlots:
+class LocalWarmUnits:
     mechanism = "slots"
 
     def __init__(self, backend: LocalBackend) -> None:

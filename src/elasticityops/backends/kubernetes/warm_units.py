@@ -1,4 +1,4 @@
-"""Warm capacity on Kubernetes: the headroom controller's `WarmCapacity`, as placeholder
+"""Warm capacity on Kubernetes: the headroom controller's `WarmUnits`, as placeholder
 Deployments or CapacityBuffers (warm_objects.py builds them), and the capacity picture of a
 shape from the backend's GPU node view (gpu_nodes.py).
 
@@ -35,7 +35,7 @@ from elasticityops.domain.headroom.warm_units import WarmShape
 BUFFER_GROUP_PATH = f"/apis/{BUFFER_API}"
 
 
-class KubernetesWarmCapacity:
+class KubernetesWarmUnits:
     def __init__(
         self,
         api: KubeApi,
