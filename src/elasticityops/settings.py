@@ -20,7 +20,7 @@ from elasticityops.api.settings import ApiSettings
 from elasticityops.backends.kubernetes.settings import KubernetesSettings
 from elasticityops.backends.local.settings import LocalBackendSettings
 from elasticityops.changes.replicas import ReplicaSettings
-from elasticityops.dispatch.dispatcher import DispatchSettings
+from elasticityops.dispatch.settings import DispatchSettings
 from elasticityops.domain.errors import FieldProblem, InvalidInput
 from elasticityops.ha.settings import LeaderElectionSettings, timing_problems
 from elasticityops.headroom.settings import HeadroomSettings, over_budget

@@ -17,7 +17,7 @@ from elasticityops.cli import render_app
 from elasticityops.cli.main import app
 from elasticityops.knobs import Spec, specs
 from elasticityops.ops.doctor.options import GatherOptions
-from elasticityops.ops.elasticity import ElasticityInputs
+from elasticityops.ops.elasticity.inputs import ElasticityInputs
 from elasticityops.ops.gke.inputs import GkeInputs
 from elasticityops.planner.synthetic import SyntheticSpec
 

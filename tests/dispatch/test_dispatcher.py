@@ -15,7 +15,8 @@ from backends.local.support import RECORDER, assert_exclusive, read_records, rea
 from elasticityops.backends.local.backend import LocalBackend
 from elasticityops.backends.local.settings import LocalBackendSettings
 from elasticityops.changes.hub import ChangeHub
-from elasticityops.dispatch.dispatcher import Dispatcher, DispatchSettings
+from elasticityops.dispatch.dispatcher import Dispatcher
+from elasticityops.dispatch.settings import DispatchSettings
 from elasticityops.domain.clock import SystemClock
 from elasticityops.domain.functions import FunctionSpec, GpuSpec, Priority, load_function_text
 from elasticityops.domain.invocations import FailureReason, Invocation, State, new_invocation_id

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 from datetime import UTC, datetime
 
-from elasticityops.dispatch.dispatcher import EventLanes
+from elasticityops.dispatch.event_lanes import EventLanes
 from elasticityops.domain.events import BackendEvent, Finished
 
 AT = datetime(2026, 1, 1, tzinfo=UTC)

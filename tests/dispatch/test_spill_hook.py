@@ -15,7 +15,8 @@ from pathlib import Path
 import pytest
 
 from elasticityops.changes.hub import ChangeHub
-from elasticityops.dispatch.dispatcher import Dispatcher, DispatchSettings
+from elasticityops.dispatch.dispatcher import Dispatcher
+from elasticityops.dispatch.settings import DispatchSettings
 from elasticityops.domain.clock import SystemClock
 from elasticityops.domain.events import BackendEvent
 from elasticityops.domain.functions import FunctionSpec, GpuSpec

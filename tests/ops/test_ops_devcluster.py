@@ -27,7 +27,8 @@ import yaml
 
 from elasticityops.backends.kubernetes.deploy import NODE_RULES, ROLE_RULES
 from elasticityops.devcluster.nodes import ROLE_LABEL, ZONES, gpu_node
-from elasticityops.ops.elasticity import ElasticityInputs, render_elasticity
+from elasticityops.ops.elasticity.inputs import ElasticityInputs
+from elasticityops.ops.elasticity.render import render_elasticity
 from elasticityops.ops.gke.inputs import GkeInputs
 from elasticityops.ops.gke.render import render_gke
 from elasticityops.ops.yaml_docs import load_documents

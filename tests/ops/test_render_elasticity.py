@@ -9,7 +9,8 @@ from typing import Any
 import pytest
 
 from elasticityops.domain.errors import InvalidInput
-from elasticityops.ops.elasticity import GPU_UTIL_SERIES, ElasticityInputs, parse_label, render_elasticity
+from elasticityops.ops.elasticity.inputs import GPU_UTIL_SERIES, ElasticityInputs, parse_label
+from elasticityops.ops.elasticity.render import render_elasticity
 from elasticityops.ops.yaml_docs import load_documents
 
 BASE = ElasticityInputs(deployment="gpu-inference", namespace="serving")

@@ -14,7 +14,7 @@ from elasticityops.api.settings import ApiSettings
 from elasticityops.catalog.function_cache import FunctionCache
 from elasticityops.changes.hub import ChangeHub
 from elasticityops.changes.replicas import ReplicaSettings
-from elasticityops.dispatch.dispatcher import DispatchSettings
+from elasticityops.dispatch.settings import DispatchSettings
 from elasticityops.domain.clock import Clock
 from elasticityops.domain.invocations import Invocation
 from elasticityops.domain.ports import (

@@ -14,7 +14,8 @@ from elasticityops.cli.knob_options import environ, knob_options
 from elasticityops.domain.errors import InvalidInput
 from elasticityops.knobs import load, specs
 from elasticityops.ops.chart import differences, render_chart
-from elasticityops.ops.elasticity import ElasticityInputs, render_elasticity
+from elasticityops.ops.elasticity.inputs import ElasticityInputs
+from elasticityops.ops.elasticity.render import render_elasticity
 from elasticityops.ops.gke.inputs import GkeInputs, expand_zones
 from elasticityops.ops.gke.render import render_gke
 

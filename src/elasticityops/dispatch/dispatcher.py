@@ -13,20 +13,20 @@ import asyncio
 import contextlib
 import functools
 import logging
-from collections import deque
-from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass, replace
+from collections.abc import Callable, Mapping
+from dataclasses import replace
 from typing import Protocol
 
 from elasticityops.background import Background, cancelled_and_done
 from elasticityops.catalog.function_cache import FunctionCache
 from elasticityops.changes.hub import ChangeHub
 from elasticityops.dispatch.cycle import CyclePlan, plan_cycle
+from elasticityops.dispatch.event_lanes import EventLanes
 from elasticityops.dispatch.lost_nodes import end_lost_node
 from elasticityops.dispatch.preempting import Preempter
 from elasticityops.dispatch.reconcile import callback_url, plan_cancel, plan_recovery
 from elasticityops.dispatch.relaunch import Relauncher, can_relaunch
-from elasticityops.domain.budget import GpuBudget, parse_gpu_budget
+from elasticityops.dispatch.settings import DispatchSettings
 from elasticityops.domain.clock import Clock
 from elasticityops.domain.errors import Conflict, NotFound, TemporaryError
 from elasticityops.domain.events import BackendEvent, Finished, finished_event
@@ -44,116 +44,10 @@ from elasticityops.domain.ports import (
     TransitionStore,
 )
 from elasticityops.domain.spillover import next_type
-from elasticityops.knobs import knob
 
 log = logging.getLogger(__name__)
 
 _BATCH_PAYLOAD_BYTES = 64 * 1024  # payloads read together per cycle; a pass holds at most 16 MiB
-
-
-@dataclass(frozen=True)
-class DispatchSettings:
-    server_secret: bytes
-    """Key of the per-invocation callback tokens (`callback_token(server_secret, id)`)."""
-    callback_base_url: str | None = None
-    """Base URL jobs reach the gateway at, e.g. http://127.0.0.1:8080; the job gets
-    `{base}/v1/invocations/{id}/result` as EOPS_CALLBACK_URL. None: no callback URL is given."""
-    tick_s: float = knob(
-        1.0,
-        env="EOPS_DISPATCH_TICK_SECONDS",
-        unit="seconds",
-        gt=0,
-        help="Longest pause between two admission passes when nothing wakes the dispatcher.",
-    )
-    batch_size: int = 256
-    """Queued invocations read at a time (count), in admission order; a full batch that
-    admitted work is followed at once by another cycle."""
-    scan_pages: int = 16
-    """Most batches one cycle reads (count): past the first (in one read) only when the first
-    waits for its own GPU type or function and shared capacity is left."""
-    gpu_budget: GpuBudget | None = knob(
-        None,
-        env="EOPS_GPU_BUDGET",
-        metavar="GPUS|TYPE=N,...",
-        parse=parse_gpu_budget,
-        shown="no cap: only the backend limits",
-        help="Most GPUs in use at once, for any backend (a cluster's GPU quota): one number for all "
-        "GPU types together, or one per type, e.g. nvidia-tesla-t4=8,nvidia-l4=2 (a type not "
-        "listed is not capped). Work beyond it waits in priority, then arrival, order.",
-    )
-    paused: bool = knob(
-        False,
-        env="EOPS_DISPATCH_PAUSED",
-        flag="paused",
-        help="Accept and store invocations but admit none (maintenance; measuring the gateway "
-        "alone); backend events are still handled.",
-    )
-    spill_after_seconds: float = knob(
-        900.0,
-        env="EOPS_SPILL_AFTER_SECONDS",
-        unit="seconds",
-        gt=0,
-        help="How long a pending invocation of a function that lists several GPU types waits "
-        "for a node of one before it moves to the next (the cluster autoscaler's "
-        "max-node-provision-time is 15 min); a stockout, quota or NotTriggerScaleUp note moves "
-        "it at once.",
-    )
-    event_retries: int = 5
-    """Attempts to record one backend event when the store fails other than by being unavailable
-    (count), with growing pauses; an unavailable store is waited for (_record_with_retries)."""
-    event_wait_max_s: float = 5.0
-    """Longest pause between tries of an event while the store is unavailable (seconds)."""
-    launch_concurrency: int = 64
-    """Most admissions (store transition + launch) in flight at once within one cycle (count)."""
-    event_concurrency: int = 128
-    """Most invocations whose backend events are being recorded at once (count); each one's
-    events are recorded in the order they came."""
-    drain_seconds: float = 10.0
-    """On stop, how long to wait for backend events still being recorded (seconds); whatever
-    is left is read again from the backend by the next start's adoption."""
-
-
-class EventLanes:
-    """Backend events recorded in order per invocation, and for different invocations at once.
-
-    The backend's watch hands over an event and goes on at once instead of waiting for its
-    durable commit, so a burst's events share group commits (one watch recording one event per
-    fsync fell minutes behind 1,000 Jobs) while each invocation still sees its events in order."""
-
-    def __init__(self, record: Callable[[BackendEvent], Awaitable[None]], concurrency: int) -> None:
-        self._record = record
-        self._queues: dict[str, deque[BackendEvent]] = {}
-        self._tasks: set[asyncio.Task[None]] = set()
-        self._slots = asyncio.Semaphore(concurrency)
-
-    def put(self, event: BackendEvent) -> None:
-        queue = self._queues.get(event.invocation_id)
-        if queue is not None:
-            queue.append(event)  # its lane is running: it takes this one in turn
-            return
-        self._queues[event.invocation_id] = deque([event])
-        task = asyncio.create_task(self._drain(event.invocation_id), name=f"events {event.invocation_id}")
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
-
-    async def _drain(self, invocation_id: str) -> None:
-        queue = self._queues[invocation_id]
-        try:
-            async with self._slots:
-                while queue:
-                    await self._record(queue[0])
-                    queue.popleft()
-        finally:
-            # No await between the last check of `queue` and here: a put() for this invocation
-            # either landed in the queue above or finds no lane and starts a new one.
-            del self._queues[invocation_id]
-
-    async def drain(self, seconds: float) -> None:
-        """Wait (at most `seconds`) until every event handed over has been recorded."""
-        if self._tasks:
-            await asyncio.wait(set(self._tasks), timeout=seconds)
-        for task in list(self._tasks):
-            task.cancel()
 
 
 class DispatchStore(FunctionStore, InvocationStore, TransitionStore, CancelStore, LedgerStore, Protocol):

@@ -4,7 +4,7 @@ settings now (GET /v1/invocations/{id}); the decisions are domain/queue.py's."""
 from __future__ import annotations
 
 from elasticityops.catalog.function_cache import FunctionCache
-from elasticityops.dispatch.dispatcher import DispatchSettings
+from elasticityops.dispatch.settings import DispatchSettings
 from elasticityops.domain.gpus_held import by_version, gpus_held_by_type
 from elasticityops.domain.invocations import Invocation, State
 from elasticityops.domain.ports import Backend, InvocationStore

@@ -20,7 +20,8 @@ from elasticityops.api.runtime import Runtime
 from elasticityops.catalog.function_cache import FunctionCache
 from elasticityops.changes.hub import ChangeHub
 from elasticityops.changes.replicas import ChangePoller
-from elasticityops.dispatch.dispatcher import Dispatcher, DispatchSettings
+from elasticityops.dispatch.dispatcher import Dispatcher
+from elasticityops.dispatch.settings import DispatchSettings
 from elasticityops.domain.clock import Clock, SystemClock
 from elasticityops.domain.ports import Backend
 from elasticityops.ha.elector import LeaderElector, LeaseStore

@@ -19,6 +19,7 @@ import ssl
 from collections import Counter
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
+from typing import TypedDict, Unpack
 
 import orjson
 from lightkube.config import client_adapter
@@ -40,6 +41,16 @@ from elasticityops.domain.errors import (
 )
 
 Params = Mapping[str, str | int]
+
+
+class RequestOptions(TypedDict, total=False):
+    """What a request may carry besides its method and path (the blocking client passes them on)."""
+
+    params: Params | None
+    body: KubeObject | None
+    content_type: str
+
+
 _RETRIED_STATUS = frozenset({429, 500, 502, 503, 504})
 JSON = "application/json"
 MERGE_PATCH = "application/merge-patch+json"
@@ -202,16 +213,10 @@ class KubeApi:
     async def close(self) -> None:
         await self._transport.close()
 
-    async def request(
-        self,
-        method: str,
-        path: str,
-        *,
-        params: Params | None = None,
-        body: KubeObject | None = None,
-        content_type: str = JSON,
-    ) -> KubeObject:
+    async def request(self, method: str, path: str, **options: Unpack[RequestOptions]) -> KubeObject:
         """Send one request, retrying 429 (after Retry-After), 5xx and dropped connections."""
+        params, body = options.get("params"), options.get("body")
+        content_type = options.get("content_type", JSON)
         what = f"{method} {path}"
         content = orjson.dumps(body) if body is not None else None
         if content is None:

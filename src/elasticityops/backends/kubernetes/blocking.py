@@ -12,9 +12,9 @@ from __future__ import annotations
 import asyncio
 import threading
 from collections.abc import Coroutine
-from typing import Any, TypeVar
+from typing import Any, TypeVar, Unpack
 
-from elasticityops.backends.kubernetes.api import JSON, KubeApi, Params
+from elasticityops.backends.kubernetes.api import KubeApi, Params, RequestOptions
 from elasticityops.backends.kubernetes.objects import KubeObject
 
 T = TypeVar("T")
@@ -41,16 +41,8 @@ class BlockingKubeApi:
             raise RuntimeError("BlockingKubeApi called from its own event loop (it would wait forever)")
         return asyncio.run_coroutine_threadsafe(work, self._loop).result()
 
-    def request(
-        self,
-        method: str,
-        path: str,
-        *,
-        params: Params | None = None,
-        body: KubeObject | None = None,
-        content_type: str = JSON,
-    ) -> KubeObject:
-        return self.run(self.api.request(method, path, params=params, body=body, content_type=content_type))
+    def request(self, method: str, path: str, **options: Unpack[RequestOptions]) -> KubeObject:
+        return self.run(self.api.request(method, path, **options))
 
     def get(self, path: str, params: Params | None = None) -> KubeObject:
         return self.run(self.api.get(path, params))
