@@ -109,7 +109,8 @@ async def test_a_follower_serves_leads_once_released_and_stops_at_once_when_depo
         await asyncio.sleep(0.5)
         assert r.backend.runs == [], "a follower never starts the backend's watches"
         assert r.backend.launched == []
-        assert r.runtime.lease_age_s is not None
+        assert r.runtime.election is not None
+        assert r.runtime.election.observed_age() is not None
 
         assert leases.record is not None
         leases.stored(released(leases.record, _now()))

@@ -13,7 +13,7 @@ from pathlib import Path
 from elasticityops.domain.budget import parse_gpu_budget
 from elasticityops.domain.functions import FunctionSpec, Priority
 from elasticityops.domain.headroom.traffic import ClusterPicture
-from elasticityops.domain.headroom.warm_units import WarmShape
+from elasticityops.domain.headroom.warm_units import WarmShape, gpus_by_type
 from elasticityops.domain.invocations import Invocation, State, Timeline
 from elasticityops.domain.ports import Change, NewInvocation
 from elasticityops.headroom.controller import HeadroomController, status_rows
@@ -111,7 +111,7 @@ def test_one_pool_per_shape_and_a_restart_writes_nothing(tmp_path: Path) -> None
             await second.start()
             await second.stop()
             assert again.writes == []  # adopted as it was, never doubled
-            assert second.held_by_type() == {"nvidia-tesla-t4": 3, "nvidia-l4": 3}
+            assert gpus_by_type(second._units) == {"nvidia-tesla-t4": 3, "nvidia-l4": 3}
         finally:
             await store.close()
 

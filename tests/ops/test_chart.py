@@ -13,7 +13,7 @@ import pytest
 import yaml
 from typer.testing import CliRunner, Result
 
-from elasticityops.backends.kubernetes.deploy import DeployOptions, SecretKey, build_deploy
+from elasticityops.backends.kubernetes.deploy import CHART_VALUES, DeployOptions, SecretKey, build_deploy
 from elasticityops.backends.kubernetes.settings import KubernetesSettings
 from elasticityops.backends.kubernetes.template import Condition, Value, When, evaluate, text
 from elasticityops.cli.main import app
@@ -22,6 +22,20 @@ from elasticityops.ops import chart
 from helpers.server import REPO
 
 CHART_DIR = REPO / "charts" / "elasticityops"
+
+
+def values_of(options: DeployOptions) -> dict[str, Any]:
+    """The chart values under which the chart renders what `build_deploy(options)` does (but the
+    Namespace: the release's, `helm install -n`)."""
+    values: dict[str, Any] = {}
+    for value in CHART_VALUES:
+        assert value.path is not None
+        *parents, leaf = value.path.split(".")
+        branch = values
+        for part in parents:
+            branch = branch.setdefault(part, {})
+        branch[leaf] = value.of(options)
+    return values
 
 
 def _helm(helm: str, *argv: str) -> subprocess.CompletedProcess[str]:
@@ -99,7 +113,7 @@ OPTIONS = [
 def test_helm_template_renders_what_render_deploy_renders(
     helm_binary: str, options: DeployOptions, tmp_path: Path
 ) -> None:
-    done = _template(helm_binary, chart.values_of(options), tmp_path, options.kubernetes.namespace)
+    done = _template(helm_binary, values_of(options), tmp_path, options.kubernetes.namespace)
     assert done.returncode == 0, done.stderr
     from_helm = [doc for doc in yaml.safe_load_all(done.stdout) if doc]
     rendered = [o for o in build_deploy(options) if o["kind"] != "Namespace"]  # the release's own
@@ -155,7 +169,7 @@ def test_a_gpu_budget_given_as_a_number_is_still_text(helm_binary: str, tmp_path
 
 def test_every_value_is_documented_with_its_flag() -> None:
     values = yaml.safe_load(chart.values_yaml())
-    assert values == chart.values_of(DeployOptions())
+    assert values == values_of(DeployOptions())
     for line in ("--replicas; >=1", "--database-url-secret", "--priority-classes", "--service-monitor"):
         assert line in chart.values_yaml()
     schema = json.loads(chart.values_schema())

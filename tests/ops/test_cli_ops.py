@@ -16,7 +16,8 @@ from typer.testing import CliRunner
 
 from elasticityops.cli import render_ops
 from elasticityops.cli.main import app as root_app
-from elasticityops.ops.yaml_docs import load_documents
+
+from .manifests import load_documents
 
 runner = CliRunner()
 

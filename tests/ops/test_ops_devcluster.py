@@ -31,7 +31,8 @@ from elasticityops.ops.elasticity.inputs import ElasticityInputs
 from elasticityops.ops.elasticity.render import render_elasticity
 from elasticityops.ops.gke.inputs import GkeInputs
 from elasticityops.ops.gke.render import render_gke
-from elasticityops.ops.yaml_docs import load_documents
+
+from .manifests import load_documents
 
 pytestmark = [pytest.mark.cluster, pytest.mark.slow, pytest.mark.cluster_lane("faults")]
 

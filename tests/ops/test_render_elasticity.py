@@ -11,7 +11,8 @@ import pytest
 from elasticityops.domain.errors import InvalidInput
 from elasticityops.ops.elasticity.inputs import GPU_UTIL_SERIES, ElasticityInputs, parse_label
 from elasticityops.ops.elasticity.render import render_elasticity
-from elasticityops.ops.yaml_docs import load_documents
+
+from .manifests import load_documents
 
 BASE = ElasticityInputs(deployment="gpu-inference", namespace="serving")
 

@@ -14,7 +14,8 @@ from elasticityops.ops.gke.inputs import GkeInputs, expand_zones
 from elasticityops.ops.gke.objects import COMPUTE_CLASS_NAME
 from elasticityops.ops.gke.render import render_gke
 from elasticityops.ops.gke.sizing import gpu_limit_for_peak, pool_zones_needed
-from elasticityops.ops.yaml_docs import load_documents
+
+from .manifests import load_documents
 
 BASE = GkeInputs(
     project="my-proj-1",

@@ -56,5 +56,5 @@ async def test_a_followers_stream_carries_what_the_leader_accepts_and_runs(
                         break
         assert states[-1] == "succeeded", states
         async with asyncio.timeout(10):  # a gone reader is noticed at the next heartbeat at the latest
-            while follower.runtime.feed.open_streams:  # noqa: ASYNC110 (polled: no event to await)
+            while follower.runtime.feed._streams:  # noqa: ASYNC110 (polled: no event to await)
                 await asyncio.sleep(0.1)

@@ -15,9 +15,9 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from backends.kubernetes.builders import gpu_node
-from elasticityops.backends.kubernetes.gpu_nodes import WARM_SOURCE, GpuNodes, Occupant
+from elasticityops.backends.kubernetes.gpu_nodes import GpuNodes, Occupant
 from elasticityops.domain.events import BackendEvent
-from elasticityops.domain.node_history import LastJob, NodeHistory, NodeHistoryWrite
+from elasticityops.domain.node_history import WARM_SOURCE, LastJob, NodeHistory, NodeHistoryWrite
 from elasticityops.domain.node_seconds import Phase
 from elasticityops.pricing.table import Capacity
 from elasticityops.store.node_seconds import Pricing

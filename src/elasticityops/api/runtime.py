@@ -107,8 +107,3 @@ class Runtime:
     def leader(self) -> str:
         """The identity of the leader as this replica last saw it ("" unknown or none)."""
         return "" if self.election is None else self.election.leader
-
-    @property
-    def lease_age_s(self) -> float | None:
-        """Seconds since this replica saw the Lease change (None: no election, or not read yet)."""
-        return None if self.election is None else self.election.observed_age()

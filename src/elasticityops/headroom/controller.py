@@ -30,7 +30,7 @@ from elasticityops.domain.errors import EopsError
 from elasticityops.domain.functions import FunctionSpec, GpuSpec
 from elasticityops.domain.headroom.sizing import HeadroomPolicy, size_headroom
 from elasticityops.domain.headroom.traffic import ClusterPicture, TrafficLog, TrafficWindows
-from elasticityops.domain.headroom.warm_units import WarmShape, clamp_to_budget, gpus_by_type
+from elasticityops.domain.headroom.warm_units import WarmShape, clamp_to_budget
 from elasticityops.domain.invocations import Invocation, State
 from elasticityops.domain.ports import FunctionStore, InvocationStore
 from elasticityops.headroom.settings import HeadroomSettings
@@ -136,10 +136,6 @@ class HeadroomController:
         self._seen.append(invocation)
         if invocation.state is not State.running:
             self._wake.set()  # an admission may use a warm unit up; an end frees budget
-
-    def held_by_type(self) -> dict[str, int]:
-        """GPUs held warm now, per GPU type (metrics, status)."""
-        return gpus_by_type(self._units)
 
     # --- one sync -------------------------------------------------------------------------
 

@@ -315,20 +315,6 @@ def render_chart() -> dict[str, str]:
     }
 
 
-def values_of(options: DeployOptions) -> dict[str, Any]:
-    """The chart values under which the chart renders what `build_deploy(options)` does (but the
-    Namespace: the release's, `helm install -n`)."""
-    values: dict[str, Any] = {}
-    for value in CHART_VALUES:
-        assert value.path is not None
-        *parents, leaf = value.path.split(".")
-        branch = values
-        for part in parents:
-            branch = branch.setdefault(part, {})
-        branch[leaf] = value.of(options)
-    return values
-
-
 def differences(wanted: dict[str, str], found: dict[str, str]) -> list[str]:
     """The chart's files that are missing, stale or not written by render_chart, by path."""
     return sorted(path for path in wanted.keys() | found.keys() if wanted.get(path) != found.get(path))

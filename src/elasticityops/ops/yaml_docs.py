@@ -37,8 +37,3 @@ def dump_documents(documents: Sequence[Document], header: str = "") -> str:
         chunk += yaml.safe_dump(document.body, sort_keys=False, default_flow_style=False, width=100)
         parts.append(chunk)
     return "---\n".join(parts)
-
-
-def load_documents(text: str) -> list[Manifest]:
-    """The inverse of `dump_documents` (comments are lost): used by tests and `--check` readers."""
-    return [doc for doc in yaml.safe_load_all(text) if doc is not None]

@@ -409,16 +409,15 @@ def test_backoff_delay(attempt: int, retry_after: float | None, low: float, high
 
 
 def test_settings_are_checked() -> None:
-    from elasticityops.backends.kubernetes.settings import check_settings
     from elasticityops.domain.errors import InvalidInput
+    from elasticityops.knobs import problems
     from elasticityops.settings import load_settings
 
     loaded = load_settings(
         {"EOPS_KUBE_NAMESPACE": "gpu", "EOPS_KUBE_QPS": "20", "EOPS_KUBE_CONCURRENCY": "8"}
     ).kubernetes
     assert (loaded.namespace, loaded.qps, loaded.concurrency) == ("gpu", 20.0, 8)
-    with pytest.raises(InvalidInput) as caught:
-        check_settings(replace(SETTINGS, qps=0, gpu_driver_version="newest"))
-    assert {p.field for p in caught.value.problems} == {"qps", "gpu_driver_version"}
+    found = problems(replace(SETTINGS, qps=0, gpu_driver_version="newest"))
+    assert {p.field for p in found} == {"qps", "gpu_driver_version"}
     with pytest.raises(InvalidInput, match="EOPS_KUBE_QPS"):
         load_settings({"EOPS_KUBE_QPS": "fast"})

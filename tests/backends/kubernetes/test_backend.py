@@ -101,14 +101,14 @@ async def test_launch_creates_job_then_secret_owned_by_it() -> None:
         backend = _backend(srv, clock)
         await backend.start(Sink())
         await backend.launch(_request())
-        await backend.drain_launches()
+        await backend._launcher.drain()
         await backend.stop()
     [created_job] = _bodies(srv, f"POST {JOBS}")
     [secret] = _bodies(srv, f"POST {SECRETS}")
     assert created_job["metadata"]["name"] == f"eops-{INV}"
     assert secret["metadata"]["ownerReferences"][0]["uid"] == "uid-1"
     assert base64.b64decode(secret["data"]["payload"]) == b'{"x": 1}'
-    assert backend.workloads_created == 1
+    assert backend._launcher.created == 1
 
 
 async def test_launch_after_a_crash_finds_its_job_and_makes_no_second() -> None:
@@ -125,7 +125,7 @@ async def test_launch_after_a_crash_finds_its_job_and_makes_no_second() -> None:
         backend = _backend(srv, clock)
         await backend.start(sink)
         await backend.launch(_request())
-        await backend.drain_launches()
+        await backend._launcher.drain()
         await backend.stop()
     assert len(_bodies(srv, f"POST {JOBS}")) == 1
     assert len(_bodies(srv, f"POST {SECRETS}")) == 1
@@ -149,14 +149,14 @@ async def test_a_launch_the_server_throttles_past_the_clients_retries_is_tried_a
         # Until the launch counts the Job made, not until the server has the Secret's request:
         # the count comes once that request's answer is back, and stop() would cancel it.
         async def counted() -> None:
-            while backend.workloads_created == 0:  # noqa: ASYNC110 - the backend has no event
+            while backend._launcher.created == 0:  # noqa: ASYNC110 - the backend has no event
                 await asyncio.sleep(0.01)
 
         await clock.run(counted())
         await backend.stop()
     assert len(_bodies(srv, f"POST {JOBS}")) == 4
     assert len(_bodies(srv, f"POST {SECRETS}")) == 1
-    assert backend.workloads_created == 1
+    assert backend._launcher.created == 1
     assert sink.events == []  # no launch_error
     assert backend.client_counters().errors == {"429": 3}
 
@@ -461,13 +461,13 @@ async def test_withdraw_waits_for_the_job_and_secret_to_go_then_the_relaunch_ask
         await backend.start(sink)
         t4 = _spill_request("nvidia-tesla-t4")
         await backend.launch(t4)
-        await backend.drain_launches()
+        await backend._launcher.drain()
         assert await clock.run(backend.withdraw(t4.invocation)) is True
         # The old Job's and pod's deletion, seen late through the watches, tells nothing.
         await backend._watching.on_job("DELETED", _labelled(job(), "nvidia-tesla-t4"))
         await backend._watching.on_pod("DELETED", _labelled(pod(deleting=True), "nvidia-tesla-t4"))
         await backend.launch(_spill_request("nvidia-l4"))
-        await backend.drain_launches()
+        await backend._launcher.drain()
         # The new Job's own events are told as usual.
         await backend._watching.on_pod("MODIFIED", _labelled(pod(node="gke-l4-1"), "nvidia-l4"))
         await backend.stop()
@@ -560,7 +560,7 @@ async def test_a_later_attempt_gets_a_job_of_its_own_and_the_old_ones_news_is_dr
         await backend.preempt(invocation(state=State.running))
         second = replace(invocation(), attempt=1)
         await backend.launch(LaunchRequest(second, spec(), b"{}", None, callback_token(b"s", INV)))
-        await backend.drain_launches()
+        await backend._launcher.drain()
         # The old attempt's Job finishing and going says nothing about attempt 1 ...
         await backend._watching.on_job("MODIFIED", job([condition("Complete")]))
         await backend._watching.on_job("DELETED", job())
@@ -718,7 +718,7 @@ async def test_bare_pods_are_made_as_pods_and_only_ended_invocation_pods_are_rea
         backend = _backend(srv, clock, workload="pod", ttl_after_finished_seconds=60)
         await backend.start(Sink())
         await backend.launch(_request())
-        await backend.drain_launches()
+        await backend._launcher.drain()
         await backend._reaper.reap(clock.now().timestamp())
         await backend.stop()
     [made] = _bodies(srv, f"POST {PODS}")

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from elasticityops.backends.kubernetes.gpu_nodes import WARM_SOURCE, GpuNodes, Occupant
-from elasticityops.domain.node_history import LastJob, NodeHistory, NodeHistoryWrite
+from elasticityops.backends.kubernetes.gpu_nodes import GpuNodes, Occupant
+from elasticityops.domain.node_history import WARM_SOURCE, LastJob, NodeHistory, NodeHistoryWrite
 from elasticityops.domain.node_seconds import Charge, Phase
 from elasticityops.pricing.table import Capacity
 

@@ -142,10 +142,6 @@ class ConsoleFeed:
         self._loop_task = Background("console feed")
         self.frames = 0  # frames made, for the tests and the bench
 
-    @property
-    def open_streams(self) -> int:
-        return len(self._streams)
-
     def open(self, watch: Iterable[str] = ()) -> Stream:
         if len(self._streams) >= self._settings.max_streams:
             raise TooManyStreams(

@@ -136,14 +136,6 @@ class KubernetesBackend:
     async def launch(self, request: LaunchRequest) -> None:
         await self._launcher.launch(request)
 
-    async def drain_launches(self) -> None:
-        await self._launcher.drain()
-
-    @property
-    def workloads_created(self) -> int:
-        """Jobs, or bare pods (settings.workload), created since this backend was made."""
-        return self._launcher.created
-
     async def cancel(self, invocation: Invocation) -> None:
         await self._stopper.cancel(invocation)
 

@@ -28,7 +28,6 @@ from elasticityops.backends.kubernetes.node_capacity import capacity_of_labels
 from elasticityops.backends.kubernetes.node_records import NodeRecords
 from elasticityops.backends.kubernetes.objects import KubeObject, parse_time
 from elasticityops.domain.node_history import (
-    WARM_SOURCE,
     LastJob,
     NodeHistory,
     NodeHistoryWrite,
@@ -38,8 +37,6 @@ from elasticityops.domain.node_history import (
 )
 from elasticityops.domain.node_seconds import Charge
 from elasticityops.pricing.table import Capacity
-
-__all__ = ["WARM_SOURCE", "GpuNodes", "NodeState", "Occupant", "Placement", "node_state"]
 
 log = logging.getLogger(__name__)
 

@@ -9,8 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from elasticityops.domain.errors import InvalidInput
-from elasticityops.knobs import knob, problems
+from elasticityops.knobs import knob
 
 
 @dataclass(frozen=True)
@@ -179,10 +178,3 @@ class KubernetesSettings:
         ge=0,
         help="Memory left on each node for the daemonsets.",
     )
-
-
-def check_settings(settings: KubernetesSettings) -> None:
-    """Raise InvalidInput, naming each field, if settings built in code are out of limits."""
-    found = problems(settings)
-    if found:
-        raise InvalidInput(found)
