@@ -7,7 +7,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from elasticityops.domain.changes import apply_change
+from elasticityops.domain.changes import apply_change, cancel_requested, preempting
 from elasticityops.domain.functions import Priority
 from elasticityops.domain.invocations import FailureReason, Invocation, Note, State, Timeline, advance
 from elasticityops.domain.ports import Change
@@ -60,3 +60,26 @@ def test_a_change_carries_its_note_with_the_transition() -> None:
 )
 def test_a_change_that_no_longer_applies_changes_nothing(before: Invocation, change: Change) -> None:
     assert apply_change(before, change) is None
+
+
+def _pending() -> Invocation:
+    after = apply_change(_queued(), Change("inv-c", State.pending, T0, from_states=QUEUED, gpu_type="t4"))
+    assert after is not None
+    return after
+
+
+def test_preempting_marks_an_active_invocation_once_with_its_note() -> None:
+    note = Note(AT, "Preempting", "for inv-high")
+    marked = preempting(_pending(), "inv-high", note)
+    assert marked is not None
+    assert (marked.preempting_by, marked.notes) == ("inv-high", (note,))
+    assert preempting(marked, "inv-other", note) is None, "already being preempted"
+    assert preempting(_queued(), "inv-high", note) is None, "not running: nothing to stop"
+
+
+def test_a_cancel_is_recorded_once_and_only_on_active_work() -> None:
+    asked = cancel_requested(_pending(), AT)
+    assert asked is not None
+    assert asked.cancel_requested == AT
+    assert cancel_requested(asked, AT + timedelta(seconds=1)) is None, "the first request stands"
+    assert cancel_requested(_queued(), AT) is None, "a queued one is cancelled in place, not asked"

@@ -4,12 +4,12 @@ the invocation's row (cancel_requested_at) for the replica that runs it, and cle
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import replace
 from datetime import datetime
 
 from sqlalchemy import Connection, select, update
 
-from elasticityops.domain.invocations import ACTIVE_STATES, Invocation, State
+from elasticityops.domain.changes import cancel_requested
+from elasticityops.domain.invocations import Invocation, State
 from elasticityops.store import rows, selects
 from elasticityops.store.compare_and_set import fold_many
 from elasticityops.store.database import Database
@@ -27,9 +27,7 @@ class SqlCancels(Database):
 
         def run(conn: Connection) -> Invocation | None:
             def step(before: Invocation, _: None) -> Invocation | None:
-                if before.state not in ACTIVE_STATES or before.cancel_requested is not None:
-                    return None
-                return replace(before, cancel_requested=at)
+                return cancel_requested(before, at)
 
             outcome = fold_many(conn, [(invocation_id, None)], step)[0]
             return outcome[1] if outcome is not None else selects.get(conn, invocation_id)

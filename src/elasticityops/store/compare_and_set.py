@@ -7,14 +7,13 @@ from __future__ import annotations
 import functools
 import itertools
 from collections.abc import Callable, Sequence
-from dataclasses import replace
 from typing import Any, TypeVar
 
 from sqlalchemy import Connection, Dialect, select
 
-from elasticityops.domain.changes import apply_change
+from elasticityops.domain.changes import apply_change, preempting
 from elasticityops.domain.events import BackendEvent, apply_event
-from elasticityops.domain.invocations import ACTIVE_STATES, Invocation, Note, State, add_note
+from elasticityops.domain.invocations import Invocation, Note, State
 from elasticityops.domain.ports import Change
 from elasticityops.store import driver, node_history, rows
 from elasticityops.store import node_seconds as ledger
@@ -73,9 +72,7 @@ def preempting_many(
 
 def _with_preempting(before: Invocation, item: tuple[str, str, Note]) -> Invocation | None:
     _, by, note = item
-    if before.state not in ACTIVE_STATES or before.preempting_by is not None:
-        return None
-    return add_note(replace(before, preempting_by=by), note)
+    return preempting(before, by, note)
 
 
 def _with_event(before: Invocation, seen: BackendEvent) -> Invocation | None:
