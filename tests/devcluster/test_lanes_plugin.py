@@ -35,7 +35,7 @@ CONFTEST = textwrap.dedent(
     pytest_plugins = ["elasticityops.devcluster.pytest_plugin"]
 
 
-    def _start(state_dir: Path) -> DevCluster:
+    def _start(state_dir: Path, *, kueue: bool = False) -> DevCluster:
         lay = Layout(state_dir)
         rec = procs.start("sleeper", ["sleep", "300"], lay.logs / "sleeper.log")
         ports = Ports(1, 2, 3, 4, 5, 6)

@@ -30,7 +30,9 @@ StateDir = typer.Option(
 )
 
 
-def _build_with_progress(autoscaler: AutoscalerWanted = "if-found", with_helm: bool = False) -> Toolchain:
+def _build_with_progress(
+    autoscaler: AutoscalerWanted = "if-found", with_helm: bool = False, kueue: bool = False
+) -> Toolchain:
     from elasticityops.devcluster.build import BuildEvent, ensure_built
 
     with Progress(
@@ -57,7 +59,7 @@ def _build_with_progress(autoscaler: AutoscalerWanted = "if-found", with_helm: b
                 task = tasks[ev.component]
                 progress.update(task, completed=ev.total, detail=ev.detail)
 
-        toolchain = ensure_built(allow_build=True, progress=on_event, autoscaler=autoscaler)
+        toolchain = ensure_built(allow_build=True, progress=on_event, autoscaler=autoscaler, kueue=kueue)
         if with_helm:
             from elasticityops.devcluster.build import ensure_helm, ensure_operator_crds
 
@@ -76,6 +78,7 @@ def build(
         "a missing source only skips that binary. The source: ../shared/third_party/ beside the "
         "project, or EOPS_AUTOSCALER_SRC (a clone of tag cluster-autoscaler-1.36.1).",
     ),
+    kueue: bool = typer.Option(False, "--kueue", help="Build Kueue's manager too (for `up --kueue`)."),
 ) -> None:
     """Build (or reuse) the pinned binaries: the control plane and kwok from the Go module proxy,
     cluster-autoscaler from its source, and helm and the Prometheus operator's ServiceMonitor CRD
@@ -83,13 +86,17 @@ def build(
     from elasticityops.devcluster.errors import DevClusterError
 
     try:
-        tc = _build_with_progress("required" if require_autoscaler else "if-found", with_helm=True)
+        tc = _build_with_progress(
+            "required" if require_autoscaler else "if-found", with_helm=True, kueue=kueue
+        )
     except DevClusterError as exc:
         console.print(f"[red]build failed:[/] {exc}")
         raise typer.Exit(1) from exc
     console.print(f"binaries in {tc.bin_dir}")
     if tc.autoscaler is not None:
         console.print(f"cluster-autoscaler: {tc.autoscaler.binary}")
+    if tc.kueue is not None:
+        console.print(f"kueue: {tc.kueue.binary}")
 
 
 @app.command()
@@ -134,6 +141,12 @@ def up(
         help="Split each scale-up over a GPU type's zone groups, as GKE's BALANCED location policy "
         "does (--balance-similar-node-groups); off, upstream grows one group per scale-up.",
     ),
+    kueue: bool = typer.Option(
+        False,
+        "--kueue",
+        help="Run Kueue (the cluster's own job queueing, built from the Go module proxy) beside "
+        "the control plane, its webhooks on 127.0.0.1.",
+    ),
 ) -> None:
     """Build if needed, then start the cluster and print how to use it."""
     from elasticityops.devcluster.cluster import DevCluster
@@ -157,8 +170,8 @@ def up(
         console.print(f"[red]dev-cluster up:[/] {exc}")
         raise typer.Exit(2) from exc
     try:
-        tc = _build_with_progress("required" if autoscaling else "if-found")
-        cfg = ClusterConfig(state_dir=state_dir.expanduser(), autoscaler=settings)
+        tc = _build_with_progress("required" if autoscaling else "if-found", kueue=kueue)
+        cfg = ClusterConfig(state_dir=state_dir.expanduser(), autoscaler=settings, kueue=kueue)
         with console.status("starting") as status:
 
             def step(name: str) -> None:

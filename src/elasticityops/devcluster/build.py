@@ -34,12 +34,15 @@ from elasticityops.devcluster.errors import BinariesMissingError, BuildError
 from elasticityops.devcluster.paths import (
     GOMOD_DIR,
     HELM_MODULE,
+    KUEUE_MODULE,
     AutoscalerBuild,
     HelmBuild,
+    KueueBuild,
     OperatorCrds,
     Toolchain,
     cache_root,
     current_helm,
+    current_kueue,
     current_operator_crds,
     current_toolchain,
     helm_client_go,
@@ -50,6 +53,11 @@ from elasticityops.devcluster.versions import (
     CLUSTER_AUTOSCALER_VERSION,
     COMPONENTS,
     HELM_VERSION,
+    KUEUE_CRD_DIR,
+    KUEUE_MODULE_PATH,
+    KUEUE_PACKAGE,
+    KUEUE_VERSION,
+    KUEUE_WEBHOOK_FILE,
     KWOK_VERSION,
     PROMETHEUS_OPERATOR_MODULE,
     PROMETHEUS_OPERATOR_VERSION,
@@ -57,6 +65,7 @@ from elasticityops.devcluster.versions import (
     STOCK_STAGE_FILES,
     Component,
     helm_ldflags,
+    kueue_ldflags,
 )
 
 AUTOSCALER = "cluster-autoscaler"
@@ -318,13 +327,18 @@ def ensure_autoscaler(
 
 
 def ensure_built(
-    *, allow_build: bool = True, progress: ProgressFn = _noop, autoscaler: AutoscalerWanted = "if-found"
+    *,
+    allow_build: bool = True,
+    progress: ProgressFn = _noop,
+    autoscaler: AutoscalerWanted = "if-found",
+    kueue: bool = False,
 ) -> Toolchain:
     """Return the toolchain for the current stamp, building it first if needed (the control
-    plane, then the real cluster-autoscaler as `autoscaler` asks)."""
+    plane, then the real cluster-autoscaler as `autoscaler` asks, then Kueue if asked)."""
     tc = _ensure_control_plane(allow_build, progress)
     found = ensure_autoscaler(allow_build=allow_build, wanted=autoscaler, progress=progress)
-    return replace(tc, autoscaler=found)
+    queueing = ensure_kueue(allow_build=allow_build, progress=progress) if kueue else None
+    return replace(tc, autoscaler=found, kueue=queueing)
 
 
 def _ensure_control_plane(allow_build: bool, progress: ProgressFn) -> Toolchain:
@@ -381,6 +395,43 @@ def ensure_helm(*, allow_build: bool = True, progress: ProgressFn = _noop) -> He
         json.dumps(
             {
                 "version": HELM_VERSION,
+                "build_seconds": round(time.monotonic() - started, 1),
+                "build_cpu_seconds": round(_children_cpu() - cpu_before, 1),
+                "built_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            },
+            indent=2,
+        )
+    )
+    return build
+
+
+KUEUE = "kueue"
+
+
+def ensure_kueue(*, allow_build: bool = True, progress: ProgressFn = _noop) -> KueueBuild:
+    """Kueue's manager of the pinned version, built from the Go module proxy first if needed,
+    with its CRDs and webhook manifests copied beside it."""
+    build = current_kueue()
+    if _reused(KUEUE, build, allow_build, progress, "Kueue not built"):
+        return build
+    bin_dir = build.binary.parent
+    bin_dir.mkdir(parents=True, exist_ok=True)
+    log = build.root / "build.log"
+    started, cpu_before = time.monotonic(), _children_cpu()
+    env = go_env()
+    total = _count_in(KUEUE_MODULE, [KUEUE_PACKAGE], env)
+    args = ["-ldflags", " ".join(kueue_ldflags()), KUEUE_PACKAGE]
+    _go_build(KUEUE, KUEUE_MODULE, args, (KUEUE,), True, bin_dir, log, progress, total)
+    module = Path(download_module(KUEUE_MODULE_PATH, KUEUE_VERSION, KUEUE_MODULE)["Dir"])
+    shutil.rmtree(build.crd_dir, ignore_errors=True)
+    shutil.copytree(module / KUEUE_CRD_DIR, build.crd_dir)
+    for copied in build.crd_dir.rglob("*"):
+        copied.chmod(0o755 if copied.is_dir() else 0o644)  # the module cache's copies are read-only
+    build.webhooks.write_bytes((module / KUEUE_WEBHOOK_FILE).read_bytes())
+    build.marker.write_text(
+        json.dumps(
+            {
+                "version": KUEUE_VERSION,
                 "build_seconds": round(time.monotonic() - started, 1),
                 "build_cpu_seconds": round(_children_cpu() - cpu_before, 1),
                 "built_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),

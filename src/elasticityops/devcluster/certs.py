@@ -137,3 +137,60 @@ def write_kubeconfig(path: Path, server: str, pki: Pki, name: str = "eops-dev") 
     }
     path.write_text(yaml.safe_dump(doc, sort_keys=False))
     path.chmod(0o600)
+
+
+@dataclass(frozen=True)
+class ServingPki:
+    """A CA of its own and a serving certificate it signed, as PEM bytes (for a Secret)."""
+
+    ca_cert: bytes
+    ca_key: bytes
+    cert: bytes
+    key: bytes
+
+
+def generate_serving_pki(ca_name: str, dns_names: tuple[str, ...]) -> ServingPki:
+    """A CA named `ca_name` (also its DNS name: cert-controller checks a CA as it checks a server)
+    and a certificate for `dns_names` and 127.0.0.1, both valid for a year: what Kueue's own
+    certificate rotator takes as valid instead of making its own, which would not name 127.0.0.1."""
+    now = dt.datetime.now(dt.UTC) - dt.timedelta(minutes=5)
+    ca_key = _key()
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, ca_name)])
+    ca = (
+        x509.CertificateBuilder()
+        .subject_name(name)
+        .issuer_name(name)
+        .public_key(ca_key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now)
+        .not_valid_after(now + _VALIDITY)
+        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+        .add_extension(x509.SubjectAlternativeName([x509.DNSName(ca_name)]), critical=False)
+        .sign(ca_key, hashes.SHA256())
+    )
+    key = _key()
+    sans: list[x509.GeneralName] = [x509.DNSName(d) for d in dns_names]
+    sans.append(x509.IPAddress(ipaddress.ip_address("127.0.0.1")))
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, dns_names[0])]))
+        .issuer_name(name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now)
+        .not_valid_after(now + _VALIDITY)
+        .add_extension(x509.SubjectAlternativeName(sans), critical=False)
+        .add_extension(x509.ExtendedKeyUsage([x509.oid.ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
+        .sign(ca_key, hashes.SHA256())
+    )
+    pem = serialization.Encoding.PEM
+    return ServingPki(ca.public_bytes(pem), _pkcs1(ca_key), cert.public_bytes(pem), _pkcs1(key))
+
+
+def _pkcs1(key: rsa.RSAPrivateKey) -> bytes:
+    # cert-controller reads keys with x509.ParsePKCS1PrivateKey: "RSA PRIVATE KEY", not PKCS#8.
+    return key.private_bytes(
+        serialization.Encoding.PEM,
+        serialization.PrivateFormat.TraditionalOpenSSL,
+        serialization.NoEncryption(),
+    )

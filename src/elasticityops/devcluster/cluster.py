@@ -21,6 +21,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import yaml
+
 from elasticityops.backends.kubernetes.api import KubeApi
 from elasticityops.backends.kubernetes.blocking import BlockingKubeApi
 from elasticityops.backends.kubernetes.objects import KubeObject
@@ -33,12 +35,14 @@ from elasticityops.devcluster.config import RUNTIME_KNOBS, AutoscalerSettings, C
 from elasticityops.devcluster.errors import DevClusterError, StartupError
 from elasticityops.devcluster.install import (
     install_crds,
+    install_kueue,
     install_kwok_provider_config,
     install_namespace,
     install_priority_classes,
 )
+from elasticityops.devcluster.kueue_setup import KueuePorts, manager_config
 from elasticityops.devcluster.nodes import ROLE_AUTOSCALED, ROLE_BASELINE, ROLE_LABEL, node_ready
-from elasticityops.devcluster.paths import Toolchain
+from elasticityops.devcluster.paths import KueueBuild, Toolchain
 from elasticityops.devcluster.procs import ProcessRecord
 from elasticityops.devcluster.stages import render_kwok_config, simulated_output_log
 from elasticityops.devcluster.stuck import REPLAYED_ANNOTATION, StuckPod, list_bound_pending, replayable
@@ -118,28 +122,65 @@ def _wait(rec: ProcessRecord, probe: Callable[[], bool], timeout: float) -> None
     raise StartupError(f"{rec.name} not ready after {timeout:.0f}s; log {rec.log}:\n{_log_tail(rec.log)}")
 
 
-def up(cfg: ClusterConfig, tc: Toolchain, step: StepFn = _quiet) -> ClusterState:
-    """Start a cluster in `cfg.state_dir` (which must not hold a running one)."""
-    lay = Layout(cfg.state_dir.resolve())
+def _prepared(cfg: ClusterConfig, tc: Toolchain, lay: Layout) -> AutoscalerSettings:
+    """The state directory emptied of an old cluster's files, once it is sure one can start."""
     old = load_state(lay.root)
     if old is not None and any(procs.is_alive(p) for p in old.processes):
         raise DevClusterError(f"a dev cluster is already running in {lay.root}; run `eops dev-cluster down`")
-    for sub in (lay.etcd_data, lay.certs, lay.logs, lay.pki):
-        shutil.rmtree(sub, ignore_errors=True)
-    lay.root.mkdir(parents=True, exist_ok=True)
-    lay.logs.mkdir()
     settings = cfg.autoscaler.validated()
-    settings.write(lay.autoscaler_settings)
-    lay.cloud_status.unlink(missing_ok=True)
     if settings.enabled and tc.autoscaler is None:
         raise DevClusterError(
             "the cluster-autoscaler is not built: run `eops dev-cluster build --require-autoscaler` "
             "(or start with --no-autoscaling for the static pool only)"
         )
+    if cfg.kueue and tc.kueue is None:
+        raise DevClusterError("Kueue is not built: run `eops dev-cluster build --kueue`")
+    for sub in (lay.etcd_data, lay.certs, lay.logs, lay.pki, lay.kueue):
+        shutil.rmtree(sub, ignore_errors=True)
+    lay.root.mkdir(parents=True, exist_ok=True)
+    lay.logs.mkdir()
+    settings.write(lay.autoscaler_settings)
+    lay.cloud_status.unlink(missing_ok=True)
+    return settings
 
+
+def _free_ports(kueue: bool) -> Ports:
+    ports = Ports(*(procs.free_port() for _ in range(7)))
+    if not kueue:
+        return ports
+    return replace(
+        ports,
+        kueue_webhook=procs.free_port(),
+        kueue_health=procs.free_port(),
+        kueue_metrics=procs.free_port(),
+    )
+
+
+def _install_kueue(
+    api: BlockingKubeApi, build: KueueBuild, lay: Layout, ports: Ports, timeout: float
+) -> None:
+    """Kueue's configuration written, and what its manager needs before it starts installed."""
+    kueue_ports = KueuePorts(ports.kueue_webhook, ports.kueue_health, ports.kueue_metrics)
+    lay.kueue.mkdir()
+    config = manager_config(kueue_ports, str(lay.kueue / "certs"))
+    (lay.kueue / "config.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
+    pki = install_kueue(api, build, kueue_ports, timeout)
+    # Where a pod would have the Secret mounted: the rotator waits for the files, then the
+    # webhook server serves them.
+    certs = lay.kueue / "certs"
+    certs.mkdir(mode=0o700)
+    for name, data in (("ca.crt", pki.ca_cert), ("tls.crt", pki.cert), ("tls.key", pki.key)):
+        (certs / name).write_bytes(data)
+    (certs / "tls.key").chmod(0o600)
+
+
+def up(cfg: ClusterConfig, tc: Toolchain, step: StepFn = _quiet) -> ClusterState:
+    """Start a cluster in `cfg.state_dir` (which must not hold a running one)."""
+    lay = Layout(cfg.state_dir.resolve())
+    settings = _prepared(cfg, tc, lay)
     step("certificates")
     pki = generate_pki(lay.pki)
-    ports = Ports(*(procs.free_port() for _ in range(7)))
+    ports = _free_ports(cfg.kueue)
     server = f"https://127.0.0.1:{ports.apiserver}"
     write_kubeconfig(lay.kubeconfig, server, pki)
     lay.pod_output.write_text(simulated_output_log(datetime.now(UTC)))
@@ -217,6 +258,14 @@ def up(cfg: ClusterConfig, tc: Toolchain, step: StepFn = _quiet) -> ClusterState
                         components.cluster_autoscaler(tc.autoscaler, lay, ports, cfg, settings),
                         answers_200(f"http://127.0.0.1:{ports.autoscaler_metrics}", "/health-check"),
                         components.cluster_autoscaler_env(lay),
+                    )
+                if tc.kueue is not None and cfg.kueue:
+                    step("Kueue: its CRDs, webhooks and certificate")
+                    _install_kueue(api, tc.kueue, lay, ports, cfg.startup_timeout)
+                    launch(
+                        "kueue",
+                        components.kueue(tc.kueue, lay),
+                        answers_200(f"http://127.0.0.1:{ports.kueue_health}", "/readyz"),
                     )
                 step(f"baseline nodes ({settings.baseline})")
                 wait_for_nodes(

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from elasticityops.devcluster.config import AutoscalerSettings, ClusterConfig
 from elasticityops.devcluster.nodes import POOL_LABEL
-from elasticityops.devcluster.paths import AutoscalerBuild, Toolchain
+from elasticityops.devcluster.paths import AutoscalerBuild, KueueBuild, Toolchain
 
 
 @dataclass(frozen=True)
@@ -27,6 +27,9 @@ class Ports:
     scheduler: int
     kwok: int
     autoscaler_metrics: int = 0  # the real cluster-autoscaler's --address (0: not started)
+    kueue_webhook: int = 0  # Kueue's webhook server (0: Kueue not started)
+    kueue_health: int = 0
+    kueue_metrics: int = 0
 
 
 @dataclass(frozen=True)
@@ -74,6 +77,11 @@ class Layout:
     @property
     def certs(self) -> Path:
         return self.root / "serving-certs"
+
+    @property
+    def kueue(self) -> Path:
+        """Kueue's configuration and the certificates its rotator writes for its webhooks."""
+        return self.root / "kueue"
 
 
 def etcd(tc: Toolchain, lay: Layout, p: Ports) -> list[str]:
@@ -285,3 +293,13 @@ def cluster_autoscaler_env(lay: Layout) -> dict[str, str]:
         POD_NAMESPACE=AUTOSCALER_NAMESPACE,
     )
     return env
+
+
+def kueue(build: KueueBuild, lay: Layout) -> list[str]:
+    """Kueue's manager with the configuration `kueue_setup.manager_config` wrote."""
+    return [
+        str(build.binary),
+        f"--config={lay.kueue / 'config.yaml'}",
+        f"--kubeconfig={lay.kubeconfig}",
+        "--zap-log-level=info",
+    ]

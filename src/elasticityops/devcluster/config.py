@@ -136,6 +136,8 @@ class ClusterConfig:
     20 (burst 30) shows what one Job per request costs on a default control plane (issue 16)."""
     controller_manager_burst: int | None = None
     startup_timeout: float = 120.0  # s each component gets to become ready
+    kueue: bool = False
+    """Run Kueue's manager (built by `eops dev-cluster build --kueue`) beside the control plane."""
     apf_enabled: bool = True  # API priority and fairness; off lifts the inflight limits too
     job_workers: int = 5  # --concurrent-job-syncs; upstream's 5 keeps Job throughput realistic
     etcd_compaction_s: int = 300

@@ -1,5 +1,6 @@
-"""Objects `up` puts into a fresh cluster: PriorityClasses, and for the real autoscaler its CRDs
-and the kwok provider's ConfigMaps. Each create tolerates Conflict, so a retried `up` is harmless."""
+"""Objects `up` puts into a fresh cluster: PriorityClasses, for the real autoscaler its CRDs and
+the kwok provider's ConfigMaps, and with --kueue what Kueue's manager needs. Each create
+tolerates Conflict, so a retried `up` is harmless."""
 
 from __future__ import annotations
 
@@ -13,8 +14,12 @@ import yaml
 
 from elasticityops.backends.kubernetes.blocking import BlockingKubeApi
 from elasticityops.backends.kubernetes.deploy import priority_classes
+from elasticityops.devcluster import kueue_setup
+from elasticityops.devcluster.certs import ServingPki, generate_serving_pki
 from elasticityops.devcluster.errors import StartupError
+from elasticityops.devcluster.kueue_setup import KueuePorts
 from elasticityops.devcluster.kwok_provider import configmaps
+from elasticityops.devcluster.paths import KueueBuild
 from elasticityops.domain.errors import Conflict
 
 CRD_PATH = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
@@ -56,8 +61,12 @@ def _established(crd: dict[str, Any]) -> bool:
 def install_crds(api: BlockingKubeApi, crd_dir: Path, timeout: float) -> list[str]:
     """Create the CRDs and wait until the API server serves them: the autoscaler's informers for
     ProvisioningRequests and CapacityBuffers fail at start against a CRD not yet established."""
+    return install_crd_documents(api, crd_documents(crd_dir), timeout)
+
+
+def install_crd_documents(api: BlockingKubeApi, docs: list[dict[str, Any]], timeout: float) -> list[str]:
     names = []
-    for doc in crd_documents(crd_dir):
+    for doc in docs:
         _create(api, CRD_PATH, doc)
         names.append(str(doc["metadata"]["name"]))
     deadline = time.monotonic() + timeout
@@ -70,6 +79,35 @@ def install_crds(api: BlockingKubeApi, crd_dir: Path, timeout: float) -> list[st
             raise StartupError(f"CRDs not established after {timeout:.0f}s: {', '.join(waiting)}")
         time.sleep(0.2)
     return names
+
+
+_WEBHOOK_PATHS = {
+    "MutatingWebhookConfiguration": "/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations",
+    "ValidatingWebhookConfiguration": "/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations",
+}
+
+
+def install_kueue(api: BlockingKubeApi, build: KueueBuild, ports: KueuePorts, timeout: float) -> ServingPki:
+    """What Kueue's manager needs before it starts: its namespace, the Secret its certificate
+    rotator takes (certs made for 127.0.0.1 too), its CRDs with their conversion webhooks, and
+    its admission webhooks, every webhook calling the manager on 127.0.0.1. Returns the
+    certificates, which a pod would find mounted from the Secret."""
+    pki = generate_serving_pki(kueue_setup.CA_NAME, (kueue_setup.SERVICE_DNS_NAME,))
+    install_namespace(api, kueue_setup.NAMESPACE)
+    _create(
+        api,
+        f"/api/v1/namespaces/{kueue_setup.NAMESPACE}/secrets",
+        kueue_setup.cert_secret(pki.ca_cert, pki.ca_key, pki.cert, pki.key),
+    )
+    patch_files = kueue_setup.conversion_patched((build.crd_dir / "kustomization.yaml").read_text())
+    patches = [yaml.safe_load((build.crd_dir / f).read_text()) for f in patch_files]
+    crds = kueue_setup.with_conversion(
+        crd_documents(build.crd_dir / "bases"), patches, ports.webhook, pki.ca_cert
+    )
+    install_crd_documents(api, crds, timeout)
+    for config in kueue_setup.webhook_configurations(build.webhooks.read_text(), ports.webhook, pki.ca_cert):
+        _create(api, _WEBHOOK_PATHS[config["kind"]], config)
+    return pki
 
 
 def install_kwok_provider_config(api: BlockingKubeApi, namespace: str, max_nodes: int) -> None:

@@ -13,11 +13,13 @@ from elasticityops.devcluster.versions import (
     AUTOSCALER_BINARY,
     COMPONENTS,
     HELM_VERSION,
+    KUEUE_VERSION,
     PROMETHEUS_OPERATOR_MODULE,
     PROMETHEUS_OPERATOR_VERSION,
     SERVICEMONITOR_CRD_FILE,
     STOCK_STAGE_FILES,
     helm_ldflags,
+    kueue_ldflags,
 )
 
 GOMOD_DIR = Path(__file__).resolve().parent / "gomod"
@@ -82,6 +84,48 @@ class HelmBuild:
 
 def current_helm() -> HelmBuild:
     return HelmBuild(cache_root() / helm_stamp())
+
+
+KUEUE_MODULE = GOMOD_DIR / "kueue"
+
+
+def kueue_stamp() -> str:
+    digest = hashlib.sha256(RECIPE_VERSION.encode() + " ".join(kueue_ldflags()).encode())
+    for fname in ("go.mod", "go.sum"):
+        digest.update((KUEUE_MODULE / fname).read_bytes())
+    return f"kueue{KUEUE_VERSION}-{digest.hexdigest()[:12]}"
+
+
+@dataclass(frozen=True)
+class KueueBuild:
+    """Kueue's manager of one stamp, with the CRDs and webhook manifests of the same module
+    version copied out of the Go module cache (read-only there, and it may be cleaned)."""
+
+    root: Path
+
+    @property
+    def binary(self) -> Path:
+        return self.root / "bin" / "kueue"
+
+    @property
+    def crd_dir(self) -> Path:
+        """bases/*.yaml, patches/*.yaml and the kustomization that says which patches apply."""
+        return self.root / "crd"
+
+    @property
+    def webhooks(self) -> Path:
+        return self.root / "webhooks.yaml"
+
+    @property
+    def marker(self) -> Path:
+        return self.root / "complete.json"
+
+    def is_complete(self) -> bool:
+        return self.marker.is_file() and self.binary.is_file() and self.webhooks.is_file()
+
+
+def current_kueue() -> KueueBuild:
+    return KueueBuild(cache_root() / kueue_stamp())
 
 
 def servicemonitor_crd_source() -> str:
@@ -162,6 +206,7 @@ class Toolchain:
 
     root: Path
     autoscaler: AutoscalerBuild | None = None
+    kueue: KueueBuild | None = None
 
     @property
     def bin_dir(self) -> Path:

@@ -7,7 +7,8 @@ parallel run (`pytest -n N --dist loadgroup`, as scripts/test runs the cluster h
 of one lane run one after another in one worker, on a dev cluster of that lane alone; unmarked
 modules share the lane `shared`, one cluster with a namespace per test, tests side by side. Each
 lane's cluster is started by the first worker that needs it and stopped by the run's controller
-(devcluster/pool.py). Without xdist every lane is one cluster for the session, as before.
+(devcluster/pool.py). Without xdist every lane is one cluster for the session, as before, but
+the lane `kueue`, whose cluster also runs Kueue (`KUEUE_LANE`).
 
 Enable with `pytest_plugins = ["elasticityops.devcluster.pytest_plugin"]` (tests/conftest.py).
 Tests that use the cluster are marked `@pytest.mark.cluster`. The binaries must have been
@@ -37,6 +38,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import functools
 import os
 import secrets
 from collections.abc import Iterator
@@ -264,7 +266,12 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
         )
 
 
-def _start(state_dir: Path) -> Any:
+KUEUE_LANE = "kueue"
+"""The lane whose cluster also runs Kueue (`up --kueue`): Kueue's webhook sees every Job created,
+so the other lanes' clusters run without it."""
+
+
+def _start(state_dir: Path, *, kueue: bool = False) -> Any:
     from elasticityops.devcluster.build import ensure_built
     from elasticityops.devcluster.cluster import DevCluster
     from elasticityops.devcluster.config import ClusterConfig
@@ -272,10 +279,10 @@ def _start(state_dir: Path) -> Any:
 
     allow_build = os.environ.get("EOPS_DEV_CLUSTER_BUILD", "") == "1"
     try:
-        tc = ensure_built(allow_build=allow_build, autoscaler="required")
+        tc = ensure_built(allow_build=allow_build, autoscaler="required", kueue=kueue)
     except DevClusterError as exc:
         raise DevClusterError(f"dev cluster binaries unavailable: {exc}") from None
-    cfg = ClusterConfig(state_dir=state_dir, autoscaler=TEST_KNOBS, **FAULTY_SERVER)
+    cfg = ClusterConfig(state_dir=state_dir, autoscaler=TEST_KNOBS, kueue=kueue, **FAULTY_SERVER)
     try:
         return DevCluster.start(cfg, tc)
     except DevClusterError as exc:
@@ -291,19 +298,21 @@ class _Lanes:
         self._pool = pool
         self._tmp = tmp_path_factory
         self._clusters: dict[str, DevClusterFixture] = {}
-        self._own: Any = None
+        self._own: list[Any] = []
 
     def get(self, lane: str) -> DevClusterFixture:
         from elasticityops.devcluster.errors import DevClusterError
         from elasticityops.devcluster.pool import SHARED_LANE, acquire
 
-        key = lane if self._pool is not None else SHARED_LANE
+        kueue = lane == KUEUE_LANE
+        key = lane if self._pool is not None or kueue else SHARED_LANE
         if key not in self._clusters:
             try:
                 if self._pool is not None:
-                    cluster = acquire(self._pool, lane, _start)
+                    cluster = acquire(self._pool, lane, functools.partial(_start, kueue=kueue))
                 else:
-                    cluster = self._own = _start(self._tmp.mktemp("dev-cluster"))
+                    cluster = _start(self._tmp.mktemp("dev-cluster"), kueue=kueue)
+                    self._own.append(cluster)
                     # Belt and braces: if the session dies before fixture teardown, still stop by PID.
                     atexit.register(cluster.stop)
             except DevClusterError as exc:
@@ -312,9 +321,9 @@ class _Lanes:
         return self._clusters[key]
 
     def close(self) -> None:
-        if self._own is not None:
-            self._own.stop()
-            atexit.unregister(self._own.stop)
+        for cluster in self._own:
+            cluster.stop()
+            atexit.unregister(cluster.stop)
 
 
 @pytest.fixture(scope="session")

@@ -18,6 +18,15 @@ KWOK_VERSION = "v0.8.0"
 CLUSTER_AUTOSCALER_VERSION = "1.36.1"
 AUTOSCALER_TARBALL = f"cluster-autoscaler-{CLUSTER_AUTOSCALER_VERSION}-src.tar.gz"
 AUTOSCALER_BINARY = "cluster-autoscaler"
+# Kueue, the cluster's own job queueing (`eops dev-cluster up --kueue`): its manager binary and,
+# from the same module, its CRDs and webhook manifests. Cached under a stamp of its own, so a new
+# Kueue never rebuilds the control plane. v0.17.0 is built against Kubernetes 0.35, one minor
+# below the control plane (client-go supports a skew of one).
+KUEUE_VERSION = "v0.17.0"
+KUEUE_MODULE_PATH = "sigs.k8s.io/kueue"
+KUEUE_PACKAGE = "sigs.k8s.io/kueue/cmd/kueue"
+KUEUE_CRD_DIR = "config/components/crd"  # bases/ and the conversion patches its kustomization names
+KUEUE_WEBHOOK_FILE = "config/components/webhook/manifests.yaml"
 # The helm CLI, for the tests of the chart (charts/elasticityops): not part of the cluster, so
 # cached under a stamp of its own (a new helm must not rebuild the control plane).
 HELM_VERSION = "v3.22.0"
@@ -92,6 +101,11 @@ STOCK_STAGE_FILES: tuple[str, ...] = (
     "kustomize/stage/pod/fast/pod-ready.yaml",
     "kustomize/stage/pod/fast/pod-delete.yaml",
 )
+
+
+def kueue_ldflags() -> tuple[str, ...]:
+    """What Kueue's Makefile sets: the version its manager logs and reports."""
+    return ("-s", "-w", f"-X sigs.k8s.io/kueue/pkg/version.GitVersion={KUEUE_VERSION}")
 
 
 def helm_ldflags(client_go: str) -> tuple[str, ...]:

@@ -1,0 +1,147 @@
+"""Kueue as the dev cluster runs it: its manager a process beside the control plane, reached by
+the API server on 127.0.0.1. Pure: the manager's configuration, and upstream's webhook and CRD
+manifests rewritten for that (the caller reads them from Kueue's module and applies the result).
+
+In a real cluster Kueue runs in a pod behind the Service `kueue-webhook-service`, and its own
+certificate rotator makes a certificate for that Service's DNS name. Here no Service routes, so
+every webhook (admission and CRD conversion) names `https://127.0.0.1:PORT/PATH`, and the Secret
+the rotator reads holds a certificate made beforehand for the Service's name AND 127.0.0.1
+(certs.generate_serving_pki): the rotator finds it valid, keeps it, writes it where the webhook
+server reads it and puts its CA in every webhook's caBundle, as it does in a cluster.
+
+Kept from upstream: the webhooks of the frameworks this cluster enables (batch/v1 Jobs) and of
+Kueue's own kinds. Left out: those of kinds the dev cluster does not serve (Ray, Kubeflow,
+JobSet, ...) and of plain pods, Deployments and StatefulSets, whose webhooks fail every pod's
+creation while Kueue is down. Its visibility API is an APIService, which needs a Service: it is
+not served (the VisibilityOnDemand gate is off), and the gateway reads queue order from the
+Workload objects instead."""
+
+from __future__ import annotations
+
+import base64
+import copy
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+import yaml
+
+NAMESPACE = "kueue-system"
+WEBHOOK_SERVICE = "kueue-webhook-service"
+WEBHOOK_SECRET = "kueue-webhook-server-cert"
+CA_NAME = "kueue-ca"  # the name Kueue's rotator checks its CA by (pkg/util/cert)
+SERVICE_DNS_NAME = f"{WEBHOOK_SERVICE}.{NAMESPACE}.svc"
+FRAMEWORKS = ("batch/job",)
+_SERVED_GROUPS = frozenset({"batch", "kueue.x-k8s.io"})
+_NAME_PREFIX = "kueue-"  # what upstream's kustomization prefixes every name with
+
+Manifest = dict[str, Any]
+
+
+@dataclass(frozen=True)
+class KueuePorts:
+    """Where the manager listens, all on 127.0.0.1."""
+
+    webhook: int
+    health: int
+    metrics: int
+
+
+def manager_config(ports: KueuePorts, cert_dir: str) -> Manifest:
+    """Kueue's Configuration (config.kueue.x-k8s.io/v1beta2) for a manager out of the cluster."""
+    return {
+        "apiVersion": "config.kueue.x-k8s.io/v1beta2",
+        "kind": "Configuration",
+        "namespace": NAMESPACE,
+        "manageJobsWithoutQueueName": False,
+        "health": {"healthProbeBindAddress": f"127.0.0.1:{ports.health}"},
+        "metrics": {"bindAddress": f"127.0.0.1:{ports.metrics}"},
+        "webhook": {"host": "127.0.0.1", "port": ports.webhook, "certDir": cert_dir},
+        "leaderElection": {"leaderElect": False},
+        "internalCertManagement": {
+            "enable": True,
+            "webhookServiceName": WEBHOOK_SERVICE,
+            "webhookSecretName": WEBHOOK_SECRET,
+        },
+        # The gateway creates Jobs in bursts of hundreds: upstream's 50/100 would pace Kueue's
+        # own writes (Workloads, unsuspends) below what the control plane takes.
+        "clientConnection": {"qps": 500, "burst": 1000},
+        "integrations": {"frameworks": list(FRAMEWORKS)},
+        "featureGates": {"VisibilityOnDemand": False},
+    }
+
+
+def _url(port: int, path: str) -> str:
+    return f"https://127.0.0.1:{port}{path}"
+
+
+def _serves(webhook: Manifest) -> bool:
+    groups = {g for rule in webhook.get("rules") or [] for g in rule.get("apiGroups") or []}
+    return bool(groups) and groups <= _SERVED_GROUPS
+
+
+def webhook_configurations(manifests: str, port: int, ca_pem: bytes) -> list[Manifest]:
+    """Upstream's Mutating- and ValidatingWebhookConfiguration (config/components/webhook), named
+    as its kustomization names them, with only the webhooks of what this cluster serves, each
+    calling the manager on 127.0.0.1."""
+    ca = base64.b64encode(ca_pem).decode()
+    out = []
+    for doc in yaml.safe_load_all(manifests):
+        if not doc:
+            continue
+        config = copy.deepcopy(doc)
+        config["metadata"]["name"] = _NAME_PREFIX + config["metadata"]["name"]
+        kept = []
+        for webhook in config.get("webhooks") or []:
+            if not _serves(webhook):
+                continue
+            path = webhook["clientConfig"]["service"]["path"]
+            webhook["clientConfig"] = {"url": _url(port, path), "caBundle": ca}
+            kept.append(webhook)
+        config["webhooks"] = kept
+        out.append(config)
+    return out
+
+
+def conversion_patched(kustomization: str) -> list[str]:
+    """The patch files upstream's CRD kustomization applies (config/components/crd): the
+    conversion webhooks of the CRDs that serve two versions."""
+    doc = yaml.safe_load(kustomization) or {}
+    return [str(p["path"]) for p in doc.get("patches") or [] if "path" in p]
+
+
+def with_conversion(
+    crds: Iterable[Manifest], patches: Iterable[Manifest], port: int, ca_pem: bytes
+) -> list[Manifest]:
+    """`crds` with the conversion webhook each patch gives its CRD, calling the manager on
+    127.0.0.1 (`/convert`)."""
+    ca = base64.b64encode(ca_pem).decode()
+    conversions = {}
+    for patch in patches:
+        conversion = copy.deepcopy(patch["spec"]["conversion"])
+        config = conversion["webhook"]["clientConfig"]
+        conversion["webhook"]["clientConfig"] = {"url": _url(port, config["service"]["path"]), "caBundle": ca}
+        conversions[patch["metadata"]["name"]] = conversion
+    out = []
+    for crd in crds:
+        crd = copy.deepcopy(crd)
+        conversion = conversions.get(crd["metadata"]["name"])
+        if conversion is not None:
+            crd["spec"]["conversion"] = conversion
+        out.append(crd)
+    return out
+
+
+def cert_secret(ca_cert: bytes, ca_key: bytes, cert: bytes, key: bytes) -> Manifest:
+    """The Secret Kueue's certificate rotator reads first (its keys: cert-controller's)."""
+
+    def b64(data: bytes) -> str:
+        return base64.b64encode(data).decode()
+
+    return {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": {"name": WEBHOOK_SECRET, "namespace": NAMESPACE},
+        "type": "Opaque",
+        "data": {"ca.crt": b64(ca_cert), "ca.key": b64(ca_key), "tls.crt": b64(cert), "tls.key": b64(key)},
+    }
