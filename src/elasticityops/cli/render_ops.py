@@ -1,4 +1,4 @@
-"""`eops render gke` and `eops render elasticity`: the ops renders, added to the `render` Typer
+"""`eops render gke`, `elasticity`, `kueue` and `chart`: the ops renders, added to the `render` Typer
 app with `register(app)`. The renders are pure; these commands only write files or stdout."""
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from elasticityops.ops.elasticity.inputs import ElasticityInputs
 from elasticityops.ops.elasticity.render import render_elasticity
 from elasticityops.ops.gke.inputs import GkeInputs, expand_zones
 from elasticityops.ops.gke.render import render_gke
+from elasticityops.ops.kueue import KueueInputs, render_kueue
 
 _err = Console(stderr=True)
 
@@ -51,6 +52,7 @@ def _emit(files: dict[str, str], out: Path | None, executable: tuple[str, ...] =
 
 _GKE = specs(GkeInputs)
 _ELASTICITY = specs(ElasticityInputs)
+_KUEUE = specs(KueueInputs)
 Out = Annotated[Path | None, typer.Option(help="Directory to write the files to.", show_default="stdout")]
 
 
@@ -93,6 +95,29 @@ def elasticity(
     _emit(rendered.files, out)
 
 
+@knob_options(("Queues and capacity", _KUEUE))
+def kueue(
+    given: dict[str, Any],
+    gpu_budget: Annotated[
+        str,
+        typer.Option(
+            help="GPU quota per type, in eops serve's syntax: TYPE=N[,TYPE=N] (e.g. nvidia-tesla-t4=8).",
+        ),
+    ],
+    out: Out = None,
+) -> None:
+    """ResourceFlavors, a ClusterQueue holding the GPU quota, the LocalQueue, WorkloadPriorityClasses
+    and the ProvisioningRequest admission check, for `kubectl apply -f -`."""
+    try:
+        rendered = render_kueue(load(KueueInputs(gpu_budget=gpu_budget), environ(_KUEUE), given))
+    except InvalidInput as error:
+        raise _fail(error) from None
+    if out is None:
+        typer.echo(rendered["kueue.yaml"].rstrip("\n"))
+        return
+    _emit(rendered, out)
+
+
 def chart(
     out: Annotated[Path, typer.Option(help="The chart's directory.")] = Path("charts/elasticityops"),
     check: Annotated[
@@ -123,7 +148,8 @@ def chart(
 
 
 def register(app: typer.Typer) -> None:
-    """Add `gke`, `elasticity` and `chart` to the `render` Typer app."""
+    """Add `gke`, `elasticity`, `kueue` and `chart` to the `render` Typer app."""
     app.command("gke")(gke)
     app.command("elasticity")(elasticity)
+    app.command("kueue")(kueue)
     app.command("chart")(chart)

@@ -14,6 +14,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from elasticityops.backends.kubernetes.deploy import priority_classes
+from elasticityops.backends.kubernetes.labels import PRIORITY_CLASSES
+from elasticityops.domain.functions import Priority
 
 
 @dataclass(frozen=True)
@@ -35,3 +37,21 @@ PRIORITY_LEVELS: tuple[PriorityLevel, ...] = tuple(
 # The names, in PRIORITY_LEVELS' order: the one place they are derived (the doctor's check reads
 # them here, and so will anything else that names the classes, such as Kueue's priority classes).
 PRIORITY_CLASS_NAMES: tuple[str, ...] = tuple(level.name for level in PRIORITY_LEVELS)
+
+
+def workload_priority_classes() -> list[dict[str, Any]]:
+    """Kueue's WorkloadPriorityClasses, one per priority level, named as its PriorityClass.
+    Unlike the PriorityClasses (one value for every real job), these differ: Kueue admits by
+    them, and preempts a lower one for a higher one within a ClusterQueue, as the gateway's own
+    admission does by the same levels (`Priority.rank`)."""
+    levels = len(Priority)
+    return [
+        {
+            "apiVersion": "kueue.x-k8s.io/v1beta2",
+            "kind": "WorkloadPriorityClass",
+            "metadata": {"name": PRIORITY_CLASSES[priority]},
+            "value": 100 * (levels - priority.rank),
+            "description": f"ElasticityOps invocations of priority {priority.value}",
+        }
+        for priority in sorted(Priority, key=lambda p: p.rank)
+    ]

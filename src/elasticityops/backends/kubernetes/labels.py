@@ -38,6 +38,10 @@ PRIORITY_CLASSES: dict[Priority, str] = {
     Priority.low: "eops-low",
 }
 PLACEHOLDER_PRIORITY_CLASS = "eops-placeholder"
+# Kueue's: the LocalQueue a Job is submitted to, and its WorkloadPriorityClass (named as the
+# PriorityClass of the same priority: one name per priority level for both).
+QUEUE_NAME_LABEL = "kueue.x-k8s.io/queue-name"
+WORKLOAD_PRIORITY_LABEL = "kueue.x-k8s.io/priority-class"
 PLACEHOLDER_PRIORITY = -10  # the cluster autoscaler's expendable cutoff: still triggers scale-up
 JOB_PRIORITY = 1000
 

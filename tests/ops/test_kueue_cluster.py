@@ -1,0 +1,134 @@
+"""`eops render kueue` applied to the real Kueue (the `kueue` lane's cluster, with upstream's
+cluster-autoscaler and its ProvisioningRequest support): every object is admitted by Kueue's
+own webhooks, the queue and its admission check turn active, and a Job that names the queue
+waits for its quota and for capacity provisioned through a ProvisioningRequest, then runs."""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import Callable, Iterator
+from typing import Any, TypeVar
+
+import pytest
+
+from elasticityops.backends.kubernetes.blocking import BlockingKubeApi
+from elasticityops.backends.kubernetes.labels import (
+    QUEUE_NAME_LABEL,
+    WORKLOAD_PRIORITY_LABEL,
+)
+from elasticityops.devcluster.workloads import gpu_job
+from elasticityops.domain.errors import Conflict, NotFound
+from elasticityops.ops.kueue import KueueInputs, kueue_manifests
+
+pytestmark = [pytest.mark.cluster, pytest.mark.cluster_lane("kueue")]
+
+KUEUE = "/apis/kueue.x-k8s.io/v1beta2"
+T = TypeVar("T")
+_PLURAL = {
+    "ResourceFlavor": "resourceflavors",
+    "WorkloadPriorityClass": "workloadpriorityclasses",
+    "ProvisioningRequestConfig": "provisioningrequestconfigs",
+    "AdmissionCheck": "admissionchecks",
+    "ClusterQueue": "clusterqueues",
+    "LocalQueue": "localqueues",
+}
+
+
+def _path(manifest: dict[str, Any]) -> str:
+    ns = manifest["metadata"].get("namespace")
+    where = f"{KUEUE}/namespaces/{ns}" if ns else KUEUE
+    return f"{where}/{_PLURAL[manifest['kind']]}"
+
+
+@contextlib.contextmanager
+def _applied(api: BlockingKubeApi, manifests: list[dict[str, Any]]) -> Iterator[None]:
+    """Each object created as `kubectl apply` would (one named alike by an earlier test of this
+    lane is taken as it is), and the whole set removed afterwards, last first."""
+    for manifest in manifests:
+        with contextlib.suppress(Conflict):
+            api.create(_path(manifest), manifest)
+    try:
+        yield
+    finally:
+        for manifest in reversed(manifests):
+            with contextlib.suppress(NotFound):
+                api.delete(f"{_path(manifest)}/{manifest['metadata']['name']}")
+
+
+def wait_for(fn: Callable[[], T | None], timeout: float, what: str) -> T:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        found = fn()
+        if found:
+            return found
+        time.sleep(0.5)
+    raise AssertionError(f"timed out after {timeout:g} s waiting for {what}")
+
+
+def job_condition(api: BlockingKubeApi, ns: str, job: str) -> str | None:
+    """Complete or Failed once the Job controller has decided, else None."""
+    for cond in (api.get(f"/apis/batch/v1/namespaces/{ns}/jobs/{job}").get("status") or {}).get(
+        "conditions"
+    ) or []:
+        if cond["type"] in ("Complete", "Failed") and cond["status"] == "True":
+            return str(cond["type"])
+    return None
+
+
+def _condition(obj: dict[str, Any], kind: str) -> dict[str, Any]:
+    for cond in (obj.get("status") or {}).get("conditions") or []:
+        if cond.get("type") == kind:
+            return dict(cond)
+    return {}
+
+
+def _workload_of(api: BlockingKubeApi, ns: str, job: str) -> dict[str, Any] | None:
+    items, _ = api.list(f"{KUEUE}/namespaces/{ns}/workloads")
+    for workload in items:
+        if any(o.get("name") == job for o in workload["metadata"].get("ownerReferences") or []):
+            return workload
+    return None
+
+
+def test_the_rendered_queue_admits_a_job_once_its_capacity_is_provisioned(
+    dev_cluster: Any, dev_namespace: str
+) -> None:
+    ns = dev_namespace
+    inputs = KueueInputs(
+        gpu_budget="nvidia-tesla-t4=1",
+        namespace=ns,
+        cluster_queue=ns,
+        provisioning_class="best-effort-atomic-scale-up.autoscaling.x-k8s.io",
+    )
+    manifests = kueue_manifests(inputs)
+    jobs = f"/apis/batch/v1/namespaces/{ns}/jobs"
+    with dev_cluster.api() as api, _applied(api, manifests):
+        for path in (f"{KUEUE}/admissionchecks/eops-provisioning", f"{KUEUE}/clusterqueues/{ns}"):
+
+            def active(at: str = path) -> bool:
+                return _condition(api.get(at), "Active").get("status") == "True"
+
+            wait_for(active, 60, f"{path} active")
+        for name, seconds in (("first", 6), ("second", 1)):
+            job = gpu_job(name, run_seconds=seconds)
+            job["metadata"]["labels"] = {QUEUE_NAME_LABEL: "eops", WORKLOAD_PRIORITY_LABEL: "eops-normal"}
+            job["spec"]["template"]["spec"]["nodeSelector"] = {ACCELERATOR_LABEL: "nvidia-tesla-t4"}
+            api.create(jobs, job)
+
+        def first_admitted() -> dict[str, Any] | None:
+            workload = _workload_of(api, ns, "first")
+            return workload if workload and _condition(workload, "Admitted").get("status") == "True" else None
+
+        try:
+            first = wait_for(first_admitted, 120, "the first admitted")
+        except AssertionError as exc:
+            raise AssertionError(f"{exc}; its Workload: {_workload_of(api, ns, 'first')}") from None
+        [state] = first["status"]["admissionChecks"]
+        assert (state["name"], state["state"]) == ("eops-provisioning", "Ready"), state
+        assert first["spec"]["priorityClassName"] == "eops-normal"
+        second = _workload_of(api, ns, "second")
+        assert second is not None
+        assert _condition(second, "Admitted").get("status") != "True", "one T4 of quota: the second waits"
+        assert wait_for(lambda: job_condition(api, ns, "first"), 120, "first to end") == "Complete"
+        assert wait_for(lambda: job_condition(api, ns, "second"), 120, "second to end") == "Complete"
