@@ -130,7 +130,7 @@ def test_an_event_stream_of_a_console_session_ends_with_its_token(gw: RunningSer
 
 
 def test_an_expiring_tokens_event_stream_ends_when_it_expires(gw: RunningServer) -> None:
-    token, _ = _token(gw, expires_in_seconds=3)
+    token, _ = _token(gw, expires_in_seconds=5)
     with gw.client(token) as client, client.stream("GET", "/v1/events") as events:
         assert events.status_code == 200
         _read_to_the_end(events.iter_raw())
