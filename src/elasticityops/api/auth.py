@@ -5,6 +5,7 @@ clear; every comparison is on bytes, and a header that is not a well-formed bear
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import re
 import secrets
@@ -16,7 +17,7 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from elasticityops.api.console import session
 from elasticityops.domain.clock import Clock
-from elasticityops.domain.errors import Forbidden, Unauthorized
+from elasticityops.domain.errors import Forbidden, TemporaryError, Unauthorized
 from elasticityops.domain.ports import TokenStore
 from elasticityops.domain.tokens import ApiToken, Scope, check_token_name
 
@@ -32,6 +33,10 @@ bearer = HTTPBearer(auto_error=False, description="an API token from `eops token
 # stops working here within this many seconds; one revoked through this process's API, at once.
 CACHE_SECONDS = 5.0
 _CACHE_MAX = 10_000
+# How often a request held open (an event stream, a log follow, a ?wait) looks at its token
+# again: one revoked by another process ends it within CACHE_SECONDS + this; one revoked through
+# this process's API ends it at once, and one that expires at its expiry (`until_invalid`).
+RECHECK_SECONDS = 1.0
 
 # RFC 6750 `b64token` (RFC 9110 token68): the only bytes a bearer token can hold.
 _TOKEN68 = re.compile(rb"[A-Za-z0-9\-._~+/]+=*")
@@ -76,6 +81,14 @@ def header_bytes(value: str | None) -> bytes:
         return value.encode("utf-8", "surrogatepass")
 
 
+def header_digest(authorization: str | None) -> str:
+    """The sha256 of the bearer token of a raw Authorization header; Unauthorized without one."""
+    token = bearer_token(authorization)
+    if not token:
+        raise Unauthorized(f"missing bearer token: {HOW_TO_GET_ONE}")
+    return hash_token(token)
+
+
 def bearer_token(authorization: str | None) -> bytes | None:
     """The token of an `Authorization: Bearer TOKEN` header, as bytes; None when there is no
     header or another scheme. Raises Unauthorized for a bearer header whose token holds bytes
@@ -111,6 +124,7 @@ class TokenChecker:
         self._valid: dict[str, _Cached] = {}
         self._generation = 0  # bumped by forget: a read that raced a revoke is not cached
         self._reading: dict[str, asyncio.Future[ApiToken | None]] = {}
+        self._forgotten = asyncio.Event()  # set (and replaced) by each forget
 
     async def check(self, token: bytes) -> ApiToken | None:
         """The valid, unexpired token these bytes are, or None."""
@@ -153,13 +167,31 @@ class TokenChecker:
         self._generation += 1
         for digest in [d for d, cached in self._valid.items() if cached.token.id == token_id]:
             del self._valid[digest]
+        # Whoever holds a request open with a token looks again now (`until_invalid`).
+        self._forgotten.set()
+        self._forgotten = asyncio.Event()
 
-    async def require_header(self, authorization: str | None, needed: Scope = Scope.invoke) -> ApiToken:
-        """The token of a raw Authorization header, if valid and its scope allows `needed`."""
-        token = bearer_token(authorization)
-        if not token:
-            raise Unauthorized(f"missing bearer token: {HOW_TO_GET_ONE}")
-        return self.allowed(await self.check(token), needed)
+    async def until_invalid(self, digest: str) -> None:
+        """Returns once the token of this sha256 no longer checks: at once when this process
+        revokes it (`forget`), at its expiry, and within CACHE_SECONDS + RECHECK_SECONDS when
+        another process does. A store that is away meanwhile ends nothing: it is asked again."""
+        while True:
+            try:
+                found = await self.check_hash(digest)
+            except TemporaryError:
+                await asyncio.sleep(RECHECK_SECONDS)
+                continue
+            if found is None:
+                return
+            wait = RECHECK_SECONDS
+            if found.expires_at is not None:
+                wait = min(wait, max(0.0, (found.expires_at - self._clock.now()).total_seconds()))
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._forgotten.wait(), wait)
+
+    async def require(self, digest: str, needed: Scope = Scope.invoke) -> ApiToken:
+        """The token of this sha256 (`header_digest`), if valid and its scope allows `needed`."""
+        return self.allowed(await self.check_hash(digest), needed)
 
     def allowed(self, found: ApiToken | None, needed: Scope) -> ApiToken:
         """`found` if it is a token whose scope allows `needed`; else the 401 or 403 saying why."""
@@ -205,25 +237,34 @@ async def require_api_token(
 ) -> ApiToken:
     """The dependency on every /v1 route (the security scheme comes from `bearer`; the header
     is read here, as bytes). Without an Authorization header, a console session cookie stands
-    for its token (api/console/session.py)."""
+    for its token (api/console/session.py). The token's sha256 is kept on the request too
+    (`token_digest`): what a request holds open ends with its token (api/held_open.py)."""
     runtime = request.app.state.runtime
     checker: TokenChecker = runtime.tokens
     needed = needed_scope(request.method, getattr(request.scope.get("route"), "name", ""))
     authorization = request.headers.get("authorization")
     cookie = request.cookies.get(session.COOKIE)
     if authorization is None and cookie:
-        token = await session_token(request, runtime.server_secret, checker, cookie, needed)
+        token, digest = await session_token(request, runtime.server_secret, checker, cookie, needed)
     else:
-        token = await checker.require_header(authorization, needed)
+        digest = header_digest(authorization)
+        token = await checker.require(digest, needed)
     request.state.api_token = token
+    request.state.token_digest = digest
     return token
+
+
+def token_digest(request: Request) -> str:
+    """The sha256 of the token a /v1 request came with (set by `require_api_token`)."""
+    digest: str = request.state.token_digest
+    return digest
 
 
 async def session_token(
     request: Request, server_secret: bytes, checker: TokenChecker, cookie: str, needed: Scope
-) -> ApiToken:
-    """The token a console session cookie stands for, checked as the token itself would be,
-    and for a request that changes something, the CSRF header too."""
+) -> tuple[ApiToken, str]:
+    """The token a console session cookie stands for, and its sha256, checked as the token
+    itself would be, and for a request that changes something, the CSRF header too."""
     key = session.session_key(server_secret)
     digest = session.read_cookie(key, cookie, checker.now())
     if digest is None:
@@ -239,4 +280,4 @@ async def session_token(
     found = await checker.check_hash(digest)
     if found is None:
         raise Unauthorized("the console session's token is revoked or expired: log in again at /ui")
-    return checker.allowed(found, needed)
+    return checker.allowed(found, needed), digest

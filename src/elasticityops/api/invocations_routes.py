@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import re
 import time
 from collections.abc import AsyncIterator, Callable
@@ -13,11 +12,13 @@ from fastapi import APIRouter, Path, Query, Request, Response
 from fastapi.responses import StreamingResponse
 from starlette.routing import Route
 
+from elasticityops.api.auth import header_digest, token_digest
 from elasticityops.api.body import parse_json, read_body
 from elasticityops.api.cost_routes import cost_of
 from elasticityops.api.encode import invocation_json, invocation_list_json
 from elasticityops.api.entropy import BufferedEntropy
 from elasticityops.api.errors import MalformedBody
+from elasticityops.api.held_open import Hold, ReleasingResponse
 from elasticityops.api.runtime import Runtime
 from elasticityops.changes.replicas import stamp
 from elasticityops.dispatch.queue_status import queue_status
@@ -88,7 +89,8 @@ def _wait_query(max_wait: int) -> object:
         None,
         ge=0,
         le=max_wait,
-        description=f"hold the answer until the invocation ends, at most this many seconds (<= {max_wait})",
+        description=f"hold the answer until the invocation ends, at most this many seconds "
+        f"(<= {max_wait}); answered at once when the gateway begins to stop",
     )
 
 
@@ -110,7 +112,7 @@ def build_router(max_wait: int) -> APIRouter:
         rt = _runtime(request)
         inv = await _get(rt, invocation_id)
         if wait:
-            inv = await _wait_for_end(rt, inv, wait)
+            inv = await _held_wait(rt, token_digest(request), inv, wait)
         # Only here, for one invocation: a few grouped counts, too many to make for every list item.
         queue = await queue_status(inv, rt.store, rt.functions, rt.backend, rt.settings.dispatch)
         return _json(rt, inv, 200, queue=queue, cost=await cost_of(rt, inv))
@@ -168,7 +170,7 @@ def build_router(max_wait: int) -> APIRouter:
         "once it is cancelled, else 202 with the request recorded.",
     )
     async def cancel(request: Request, invocation_id: str = IdPath) -> Response:
-        return await _cancel(_runtime(request), invocation_id)
+        return await _cancel(_runtime(request), invocation_id, token_digest(request))
 
     @router.get(
         "/invocations/{invocation_id}/logs",
@@ -185,7 +187,7 @@ def build_router(max_wait: int) -> APIRouter:
             "at most the longest ?wait)",
         ),
     ) -> StreamingResponse:
-        return await _logs(_runtime(request), invocation_id, follow)
+        return await _logs(_runtime(request), invocation_id, follow, token_digest(request))
 
     return router
 
@@ -197,44 +199,67 @@ def _check_cursor(cursor: str | None) -> None:
         )
 
 
-async def _cancel(rt: Runtime, invocation_id: str) -> Response:
+async def _cancel(rt: Runtime, invocation_id: str, digest: str) -> Response:
     # The dispatcher decides (dispatch/reconcile.py plan_cancel), on the row as it is then.
     inv = await rt.dispatcher.cancel(invocation_id)
     if not inv.state.terminal:
-        # Recorded for the replica whose dispatcher runs the job: wait (bounded) for it.
-        inv = await _wait_for_end(rt, inv, rt.settings.replicas.cancel_wait_s)
+        # Recorded for the replica whose dispatcher runs the job: wait (bounded) for it. The
+        # cancel is done whatever happens to the token meanwhile: a let-go is the 202.
+        async with Hold(rt.stopping, rt.tokens, digest) as hold:
+            inv = await _wait_for_end(rt, inv, rt.settings.replicas.cancel_wait_s, hold=hold)
         if inv.state.terminal and inv.state is not State.cancelled:
             raise Conflict(f"invocation {inv.id} ended ({inv.state.value}) before the cancel reached its job")
     return _json(rt, inv, 200 if inv.state.terminal else 202)
 
 
-async def _logs(rt: Runtime, invocation_id: str, follow: bool) -> StreamingResponse:
+async def _logs(rt: Runtime, invocation_id: str, follow: bool, digest: str) -> StreamingResponse:
     inv = await _get(rt, invocation_id)
-    if follow:
-        # A job that has not started has no output yet: wait (bounded) for it to start.
-        inv = await _wait_for_end(rt, inv, rt.settings.api.max_wait_seconds, _started_or_ended)
-    # An invocation already over has nothing left to follow: read what it wrote and stop.
-    following = follow and not inv.state.terminal
-    chunks = rt.backend.logs(inv, following)
-    if following:
-        chunks = _until_ended(rt, inv, chunks)
-    # Pull the first chunk before answering, so a failure there is still a proper error answer.
+    if not follow:
+        chunks = rt.backend.logs(inv, False)
+        return StreamingResponse(_output(await _first(chunks), chunks), media_type=_TEXT)
+    # Held until the body ends (ReleasingResponse): the gateway stopping or the token going
+    # ends the follow, its body complete.
+    hold = Hold(rt.stopping, rt.tokens, digest)
     try:
-        first = await anext(chunks)
-    except StopAsyncIteration:
-        first = b""
+        # A job that has not started has no output yet: wait (bounded) for it to start.
+        inv = await _wait_for_end(rt, inv, rt.settings.api.max_wait_seconds, _started_or_ended, hold)
+        hold.check_token()
+        # An invocation already over has nothing left to follow: read what it wrote and stop.
+        following = not inv.state.terminal and hold.reason is None
+        chunks = rt.backend.logs(inv, following)
+        if following:
+            chunks = _until_ended(rt, inv, chunks, hold)
+        first = await _first(chunks)
+    except BaseException:
+        hold.release()
+        raise
 
     async def stream() -> AsyncIterator[bytes]:
-        if first:
-            yield first
-        async for chunk in chunks:
+        async for chunk in _output(first, chunks):
             yield chunk
-        if follow:
-            # The backend's output ends as the job exits, a moment before its end is
-            # recorded: a follow ends when the invocation has, so the next read says so.
-            await _wait_for_end(rt, inv, _FOLLOW_SETTLE_SECONDS, _ended)
+        # The backend's output ends as the job exits, a moment before its end is recorded: a
+        # follow ends when the invocation has, so the next read says so.
+        await _wait_for_end(rt, inv, _FOLLOW_SETTLE_SECONDS, _ended, hold)
 
-    return StreamingResponse(stream(), media_type="text/plain; charset=utf-8")
+    return ReleasingResponse(stream(), hold.release, media_type=_TEXT)
+
+
+_TEXT = "text/plain; charset=utf-8"
+
+
+async def _first(chunks: AsyncIterator[bytes]) -> bytes:
+    """The first chunk, pulled before answering, so a failure there is still a proper error."""
+    try:
+        return await anext(chunks)
+    except StopAsyncIteration:
+        return b""
+
+
+async def _output(first: bytes, chunks: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
+    if first:
+        yield first
+    async for chunk in chunks:
+        yield chunk
 
 
 _FOLLOW_SETTLE_SECONDS = 10  # the longest a follow waits, after the output ends, for the end
@@ -242,18 +267,22 @@ _FOLLOW_DRAIN_SECONDS = 2.0  # after the end, the longest a follow waits for mor
 _NO_DEADLINE_SECONDS = 366 * 86400.0
 
 
-async def _until_ended(rt: Runtime, inv: Invocation, chunks: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
+async def _until_ended(
+    rt: Runtime, inv: Invocation, chunks: AsyncIterator[bytes], hold: Hold
+) -> AsyncIterator[bytes]:
     """The backend's output until it ends, or until the invocation has ended and the output has
-    then been quiet for _FOLLOW_DRAIN_SECONDS. A stream may outlive its job: kwok's stand-in for
-    a kubelet tails a log file for ever, and a proxy to a node that is gone may never close; a
-    follow must end with the invocation all the same."""
+    then been quiet for _FOLLOW_DRAIN_SECONDS, or at once when the hold lets go. A stream may
+    outlive its job: kwok's stand-in for a kubelet tails a log file for ever, and a proxy to a
+    node that is gone may never close; a follow must end with the invocation all the same."""
     ended = asyncio.ensure_future(_ended_at_last(rt, inv))
     pending: asyncio.Future[bytes] | None = None
     try:
         while True:
             pending = asyncio.ensure_future(anext(chunks))
             if not ended.done():
-                await asyncio.wait((pending, ended), return_when=asyncio.FIRST_COMPLETED)
+                await asyncio.wait((pending, ended, hold.let_go), return_when=asyncio.FIRST_COMPLETED)
+            if hold.let_go.done():
+                return
             if not pending.done():
                 # Over: what is left of its output comes now or not at all.
                 await asyncio.wait((pending,), timeout=_FOLLOW_DRAIN_SECONDS)
@@ -300,7 +329,8 @@ def accept_route(max_wait: int) -> Route:
     async def invoke(request: Request) -> Response:
         started = time.perf_counter()
         rt = _runtime(request)
-        await rt.tokens.require_header(request.headers.get("authorization"))
+        digest = header_digest(request.headers.get("authorization"))
+        await rt.tokens.require(digest)
         name: str = request.path_params["name"]
         wait = _wait_param(request.query_params.get("wait"), max_wait)
         idempotency_key = _key_param(request.headers.get("idempotency-key"))
@@ -332,7 +362,7 @@ def accept_route(max_wait: int) -> Route:
             rt.hub.changed(inv.id)  # the console's live list (api/console/feed.py)
         headers = None if created else {"Idempotent-Replayed": "true"}
         if wait:
-            inv = await _wait_for_end(rt, inv, wait)
+            inv = await _held_wait(rt, digest, inv, wait)
         return _json(rt, inv, 200 if inv.state.terminal else 202, headers)
 
     return Route(ACCEPT_PATH, invoke, methods=["POST"], name="invoke")
@@ -360,11 +390,12 @@ def accept_operation(max_wait: int) -> dict[str, Any]:
         "description": (
             "Stores the invocation durably, then answers 202 with its id (state `queued`). With "
             "`?wait=SECONDS` the answer waits until the invocation ends (200) or the wait runs out "
-            "(202, still running). The same `Idempotency-Key` for the same function returns the "
-            "invocation it created first (header `Idempotent-Replayed: true`), with the "
-            "annotations it was given then. `?annotation=KEY=VALUE` (repeatable) puts a pod "
-            "annotation under `eops.dev/` on this invocation's pod, on top of its function's "
-            "(the Kubernetes backend; the local backend accepts and ignores them)."
+            "(202, still running; at once when the gateway begins to stop). The same "
+            "`Idempotency-Key` for the same function returns the invocation it created first "
+            "(header `Idempotent-Replayed: true`), with the annotations it was given then. "
+            "`?annotation=KEY=VALUE` (repeatable) puts a pod annotation under `eops.dev/` on this "
+            "invocation's pod, on top of its function's (the Kubernetes backend; the local "
+            "backend accepts and ignores them)."
         ),
         "operationId": "invoke_v1_functions__name__invocations_post",
         "security": [{"HTTPBearer": []}],
@@ -548,10 +579,24 @@ def _started_or_ended(inv: Invocation) -> bool:
     return inv.state not in (State.queued, State.pending)
 
 
+async def _held_wait(rt: Runtime, digest: str, inv: Invocation, seconds: float) -> Invocation:
+    """`?wait`: the invocation once it has ended or the wait is over; at once, as it stands,
+    when the gateway begins to stop; 401 when the token goes meanwhile."""
+    async with Hold(rt.stopping, rt.tokens, digest) as hold:
+        inv = await _wait_for_end(rt, inv, seconds, hold=hold)
+        hold.check_token()
+    return inv
+
+
 async def _wait_for_end(
-    rt: Runtime, inv: Invocation, seconds: float, done: Callable[[Invocation], bool] = _ended
+    rt: Runtime,
+    inv: Invocation,
+    seconds: float,
+    done: Callable[[Invocation], bool] = _ended,
+    hold: Hold | None = None,
 ) -> Invocation:
-    """Subscribe, re-read, then sleep until a change or the deadline (see ChangeHub.watch)."""
+    """Subscribe, re-read, then sleep until a change, the deadline or the hold's let-go (see
+    ChangeHub.watch). The invocation is read once more after a let-go: as it stands then."""
     deadline = rt.clock.monotonic() + seconds
     while not done(inv):
         remaining = deadline - rt.clock.monotonic()
@@ -561,8 +606,12 @@ async def _wait_for_end(
                 return inv
             inv = current
             changed.saw(stamp(inv))  # another replica's change is then noticed by the poller
-            if done(inv) or remaining <= 0:
+            if done(inv) or remaining <= 0 or (hold is not None and hold.let_go.done()):
                 return inv
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(changed.wait(), remaining)
+            woken = asyncio.ensure_future(changed.wait())
+            try:
+                waits = (woken,) if hold is None else (woken, hold.let_go)
+                await asyncio.wait(waits, timeout=remaining, return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                woken.cancel()
     return inv

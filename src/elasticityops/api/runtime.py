@@ -9,6 +9,7 @@ from elasticityops.api.auth import TokenChecker
 from elasticityops.api.console.capacity import CapacityHistory
 from elasticityops.api.console.feed import ConsoleFeed, FeedSettings
 from elasticityops.api.console.session import SessionSettings
+from elasticityops.api.held_open import Stopping
 from elasticityops.api.metrics import Metrics
 from elasticityops.api.settings import ApiSettings
 from elasticityops.catalog.function_cache import FunctionCache
@@ -94,6 +95,8 @@ class Runtime:
     feed: ConsoleFeed
     history: CapacityHistory
     metrics: Metrics = field(default_factory=Metrics)
+    stopping: Stopping = field(default_factory=Stopping)
+    """Set as the gateway begins to stop: what requests hold open lets go (api/held_open.py)."""
     headroom: HeadroomController | None = None
     election: Leadership | None = None
     """The leader elector with --leader-elect; None: this gateway is the only one, the leader."""

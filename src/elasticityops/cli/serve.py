@@ -256,6 +256,7 @@ def serve(
 
     from elasticityops.http_limits import MAX_HEAD_BYTES, LimitedHttpToolsProtocol
     from elasticityops.server.app import build_app
+    from elasticityops.server.serving import GatewayServer
 
     print(_banner(settings, token, created, deployed), flush=True)
     logging.basicConfig(
@@ -264,8 +265,9 @@ def serve(
     # Alembic's runtime says "Context impl SQLiteImpl" on every start; the store's own
     # migrate module logs what was migrated, which is what an operator wants to read.
     logging.getLogger("alembic.runtime.migration").setLevel(max(logging.WARNING, logging.root.level))
+    app = build_app(settings)
     config = uvicorn.Config(
-        build_app(settings),
+        app,
         host=settings.host,
         port=settings.port,
         log_level=settings.log_level,
@@ -279,7 +281,7 @@ def serve(
     # The store's writer thread and the event loop share the GIL; at the default 5 ms switch
     # interval a loop waiting for it stalls every request behind one batch's Python work.
     sys.setswitchinterval(0.0005)
-    server = uvicorn.Server(config)
+    server = GatewayServer(config, app)
     server.run(sockets=[listening])
     if not server.started:
         sys.exit(1)

@@ -74,6 +74,7 @@ class Dispatcher:
         self.functions = functions or FunctionCache(store)
         self._loop_task = Background("dispatcher")
         self._stopping = False
+        self._launching = True  # until the gateway begins to stop (stop_launching), for good
         self._admitting = asyncio.Semaphore(settings.launch_concurrency)
         self._events = EventLanes(self._record_with_retries, settings.event_concurrency)
         self._relauncher = Relauncher(store, backend, clock, self._launch_again)
@@ -115,6 +116,15 @@ class Dispatcher:
         await self._recover()
         self._loop_task.start(self._loop)
         self._start_spillover()
+
+    def stop_launching(self) -> None:
+        """The gateway begins to stop: from now on admit, launch, preempt and spill nothing,
+        for good (a start after this launches nothing either). A queued invocation stays queued
+        for the next gateway; one admitted just now and not yet launched stays pending, and the
+        next start's recovery launches it. Events are still recorded and cancels carried out
+        until `stop`. (uvicorn waits for open connections before the lifespan's end calls
+        `stop`: a job ending meanwhile must not start the next.)"""
+        self._launching = False
 
     async def stop(self) -> None:
         """Stop admitting and watching. Running jobs keep running; the next start adopts them."""
@@ -216,7 +226,7 @@ class Dispatcher:
 
     async def _cycle(self) -> bool:
         """One admission pass. Returns True when another should follow at once."""
-        if self.settings.paused:
+        if self.settings.paused or not self._launching:
             return False
         # Read together, with no await between: a stopped job's slot is released before its end
         # is reported (which ends its `freeing` entry), so these two never both miss its GPU.
@@ -262,7 +272,8 @@ class Dispatcher:
                 for inv in plan.admit
             )
         )
-        await self.preempter.after_plan(plan, by_version(active), versions, freeing)
+        if self._launching:  # a victim's GPU would go to nothing once the stop has begun
+            await self.preempter.after_plan(plan, by_version(active), versions, freeing)
         return more and bool(plan.admit or plan.fail)
 
     async def _may_preempt(self, active: Mapping[tuple[str, int], int]) -> bool:
@@ -293,6 +304,8 @@ class Dispatcher:
 
     async def _admit(self, inv: Invocation, spec: FunctionSpec, payload: bytes | None) -> None:
         async with self._admitting:
+            if not self._launching:
+                return  # the stop began while this waited its turn: it stays queued
             admitted = Change(
                 inv.id,
                 State.pending,
@@ -308,6 +321,8 @@ class Dispatcher:
         return {name: record.spec for name, record in (await self.functions.get_many(names)).items()}
 
     async def _launch(self, inv: Invocation, spec: FunctionSpec, payload: bytes | None = None) -> None:
+        if not self._launching:
+            return  # pending with no job: the next start's recovery launches it
         if payload is None:
             payload = await self.store.get_payload(inv.id)
         request = LaunchRequest(
@@ -467,7 +482,8 @@ class Dispatcher:
         """Move a pending invocation to its next GPU type if `next_type` says so, in a task of
         its own (withdrawing a Job takes a while); one at a time per invocation."""
         if (
-            inv.state is not State.pending
+            not self._launching
+            or inv.state is not State.pending
             or inv.timeline.capacity_ready is not None
             or inv.id in self._spilling
             or not can_relaunch(self.backend)

@@ -169,6 +169,14 @@ async def _duties(
         await dispatcher.stop()
 
 
+def begin_stop(app: FastAPI) -> None:
+    """The gateway begins to stop: what requests hold open lets go at once (api/held_open.py)
+    and the dispatcher launches nothing more. Nothing to do before the lifespan has started."""
+    runtime: Runtime | None = getattr(app.state, "runtime", None)
+    if runtime is not None:
+        runtime.stopping.begin()
+
+
 def build_app(
     settings: Settings,
     clock: Clock | None = None,
@@ -232,6 +240,7 @@ def build_app(
                 metrics=metrics,
             )
             app.state.runtime = runtime
+            runtime.stopping.on_begin(dispatcher.stop_launching)
             poller = ChangePoller(store_, hub, the_clock, settings.replicas.change_poll_s)
             if others_write:
                 poller.start()
@@ -242,6 +251,9 @@ def build_app(
                     if freeze_heap:
                         _freeze_startup_heap()
                     yield
+                    # Begun already under `eops serve` (server/serving.py); here for any other
+                    # ASGI server, and the tests' in-process gateway.
+                    runtime.stopping.begin()
             finally:
                 await runtime.history.stop()
                 await feed.stop()

@@ -18,6 +18,7 @@ import orjson
 import pytest
 
 from elasticityops.api.console.feed import RESYNC, ConsoleFeed, FeedSettings, Stream, TooManyStreams
+from elasticityops.api.console.stream_slots import Holder
 from elasticityops.changes.hub import ChangeHub
 from elasticityops.changes.replicas import ChangePoller
 from elasticityops.domain.clock import ManualClock, SystemClock
@@ -28,6 +29,7 @@ from elasticityops.store.sql import SqlStore
 
 pytestmark = pytest.mark.anyio
 T0 = datetime(2026, 3, 1, tzinfo=UTC)
+ADMIN = Holder("tok-000000000000", admin=True)
 
 
 class CountingStore:
@@ -92,7 +94,7 @@ async def test_changes_are_coalesced_into_one_read_and_one_frame_for_every_strea
         feed = s.feed()
         feed.start()
         try:
-            streams = [feed.open() for _ in range(3)]
+            streams = [feed.open(ADMIN) for _ in range(3)]
             ids = [await s.accept() for _ in range(5)]
             for invocation_id in ids:
                 s.hub.changed(invocation_id)
@@ -119,7 +121,7 @@ async def test_a_slow_reader_keeps_a_bounded_buffer_and_is_told_to_resync(tmp_pa
     async with setup(tmp_path) as s:
         feed = s.feed(buffer_frames=4)
         s.hub.listen(feed._on_change)
-        slow, quick = feed.open(), feed.open()
+        slow, quick = feed.open(ADMIN), feed.open(ADMIN)
         got: list[bytes | None] = []
         for _ in range(20):
             s.hub.changed(await s.accept())
@@ -135,21 +137,21 @@ async def test_a_slow_reader_keeps_a_bounded_buffer_and_is_told_to_resync(tmp_pa
 async def test_one_stream_past_the_limit_is_refused_until_one_closes(tmp_path: Path) -> None:
     async with setup(tmp_path) as s:
         feed = s.feed(max_streams=2)
-        first = feed.open()
-        feed.open()
+        first = feed.open(ADMIN)
+        feed.open(ADMIN)
         with pytest.raises(TooManyStreams) as refused:
-            feed.open()
+            feed.open(ADMIN)
         assert refused.value.status_code == 503
         assert "EOPS_CONSOLE_MAX_STREAMS=2" in refused.value.message
         feed.close(first)
-        assert isinstance(feed.open(), Stream)
+        assert isinstance(feed.open(ADMIN), Stream)
 
 
 async def test_too_many_changes_at_once_is_one_resync(tmp_path: Path) -> None:
     async with setup(tmp_path) as s:
         feed = s.feed()
         s.hub.listen(feed._on_change)
-        stream = feed.open()
+        stream = feed.open(ADMIN)
         for n in range(501):
             s.hub.changed(f"inv-{n:04d}")
         await feed.flush()
@@ -163,14 +165,14 @@ async def test_on_a_shared_store_another_replicas_changes_reach_the_streams(tmp_
     async with setup(tmp_path) as s:
         feed = s.feed(others_write=True)
         s.hub.listen(feed._on_change)
-        first = feed.open()
+        first = feed.open(ADMIN)
         await feed.flush()  # an empty store: nothing newest yet
         watched = await s.accept(s.there)
         await feed.flush()
         assert [c["id"] for c in changes(await first.next(0))] == [watched], "the first one too"
         feed.close(first)
         poller = ChangePoller(s.here, s.hub, ManualClock(), 0.5)
-        stream = feed.open([watched])
+        stream = feed.open(ADMIN, [watched])
         await feed.flush()  # watches the id (and reads what it is now), notes the newest
         assert stream.buffered() == 0
         await s.there.apply(Change(watched, State.pending, T0, from_states=frozenset({State.queued})))
@@ -193,7 +195,7 @@ async def test_on_a_shared_store_another_replicas_changes_reach_the_streams(tmp_
 
 async def test_next_returns_none_after_the_heartbeat_when_nothing_changed(tmp_path: Path) -> None:
     async with setup(tmp_path) as s:
-        stream = s.feed().open()
+        stream = s.feed().open(ADMIN)
         started = asyncio.get_running_loop().time()
         assert await stream.next(0.05) is None
         assert asyncio.get_running_loop().time() - started >= 0.04

@@ -17,12 +17,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections import deque
+from collections import Counter, deque
 from collections.abc import Iterable
 from dataclasses import dataclass
 
 import orjson
 
+from elasticityops.api.console.stream_slots import Holder, refusal
 from elasticityops.background import Background
 from elasticityops.changes.hub import ChangeHub, Watch
 from elasticityops.domain.clock import Clock
@@ -55,8 +56,16 @@ class FeedSettings:
         env="EOPS_CONSOLE_MAX_STREAMS",
         unit="streams",
         ge=0,
-        help="Most event streams (console pages) open at once on this replica; one more is "
-        "answered 503 with Retry-After.",
+        help="Most event streams (console pages) open at once on this replica, the last of them "
+        "kept for admin tokens; one more is answered 503 with Retry-After.",
+    )
+    max_streams_per_token: int = knob(
+        20,
+        env="EOPS_CONSOLE_MAX_STREAMS_PER_TOKEN",
+        unit="streams",
+        ge=1,
+        help="Most event streams one token (its console sessions included) holds open at once on "
+        "this replica; one more is answered 503 with Retry-After.",
     )
     buffer_frames: int = knob(
         32,
@@ -90,11 +99,13 @@ class TooManyStreams(TemporaryError):
 class Stream:
     """One open stream's bounded buffer of frames."""
 
-    def __init__(self, limit: int, watch: frozenset[str]) -> None:
+    def __init__(self, limit: int, watch: frozenset[str], holder: Holder) -> None:
         self.watch = watch
+        self.holder = holder
         self._limit = limit
         self._frames: deque[bytes] = deque()
         self._ready = asyncio.Event()
+        self.ended = False
         self.dropped = 0  # frames lost to a full buffer, for the tests and the bench
 
     def put(self, frame: bytes) -> None:
@@ -108,9 +119,15 @@ class Stream:
     def buffered(self) -> int:
         return len(self._frames)
 
+    def end(self) -> None:
+        """No more frames (its token went, the gateway stops): `next` is None at once from now."""
+        self.ended = True
+        self._frames.clear()
+        self._ready.set()
+
     async def next(self, wait_s: float) -> bytes | None:
-        """The next frame; None when there was none within `wait_s` seconds."""
-        if not self._frames:
+        """The next frame; None when there was none within `wait_s` seconds, or it has ended."""
+        if not self._frames and not self.ended:
             self._ready.clear()
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._ready.wait(), wait_s)
@@ -135,6 +152,7 @@ class ConsoleFeed:
         self._others_write = others_write
         self._poll_s = poll_s
         self._streams: set[Stream] = set()
+        self._held: Counter[str] = Counter()  # open streams by token id
         self._changed: set[str] = set()
         self._wake = asyncio.Event()
         self._watches: dict[str, tuple[contextlib.ExitStack, Watch]] = {}
@@ -142,23 +160,28 @@ class ConsoleFeed:
         self._loop_task = Background("console feed")
         self.frames = 0  # frames made, for the tests and the bench
 
-    def open(self, watch: Iterable[str] = ()) -> Stream:
-        if len(self._streams) >= self._settings.max_streams:
-            raise TooManyStreams(
-                f"{len(self._streams)} event streams are open on this replica, the most it keeps "
-                f"(EOPS_CONSOLE_MAX_STREAMS={self._settings.max_streams}); close a console tab or "
-                "try again later",
-                retry_after=5,
-            )
-        stream = Stream(self._settings.buffer_frames, frozenset(watch))
+    def open(self, holder: Holder, watch: Iterable[str] = ()) -> Stream:
+        settings = self._settings
+        refused = refusal(
+            holder, self._held, len(self._streams), settings.max_streams, settings.max_streams_per_token
+        )
+        if refused is not None:
+            raise TooManyStreams(refused, retry_after=5)
+        stream = Stream(settings.buffer_frames, frozenset(watch), holder)
         if self._since is None:
             self._since = _id_floor(self._clock.now().timestamp() - _ACCEPT_SKEW_S)
         self._streams.add(stream)
+        self._held[holder.token_id] += 1
         self._wake.set()  # watch its ids now, not at the next change
         return stream
 
     def close(self, stream: Stream) -> None:
-        self._streams.discard(stream)
+        if stream not in self._streams:
+            return
+        self._streams.remove(stream)
+        self._held[stream.holder.token_id] -= 1
+        if not self._held[stream.holder.token_id]:
+            del self._held[stream.holder.token_id]
         if not self._streams:
             self._wake.set()  # the loop drops the watches: the poller stops reading for us
 
