@@ -172,9 +172,20 @@ def build_router(max_wait: int) -> APIRouter:
 
     @router.get(
         "/invocations/{invocation_id}/logs",
-        responses={**_ERRORS, 200: {"content": {"text/plain": {}}, "description": "the job's output"}},
+        responses={
+            **_ERRORS,
+            200: {"content": {"text/plain": {}}, "description": "the job's output"},
+            404: {
+                "model": ErrorOut,
+                "description": "no such invocation, or the backend no longer has that attempt's output "
+                "(Kubernetes: its pod is gone; the message says why)",
+            },
+        },
         response_class=StreamingResponse,
         summary="The job's output (stdout and stderr)",
+        description="Each attempt of an invocation (`attempt` counts them: a preempted one, or one "
+        "whose node was lost, is requeued as the next) is a job of its own with an output of its "
+        "own: the current one's unless `attempt` asks for another.",
     )
     async def logs(
         request: Request,
@@ -182,10 +193,17 @@ def build_router(max_wait: int) -> APIRouter:
         follow: bool = Query(
             False,
             description="keep streaming until the invocation ends (waiting for a queued one to start, "
-            "at most the longest ?wait)",
+            "at most the longest ?wait); an earlier attempt is over and is read, not followed",
+        ),
+        attempt: WholeNumberOrNone = Query(
+            None,
+            ge=0,
+            description="which attempt's output: 0 for the first, up to the invocation's `attempt` "
+            "(the current one, the default). The local backend keeps every attempt's; Kubernetes "
+            "only while that attempt's pod exists (404 once it is gone)",
         ),
     ) -> StreamingResponse:
-        return await _logs(_runtime(request), invocation_id, follow)
+        return await _logs(_runtime(request), invocation_id, follow, attempt)
 
     return router
 
@@ -208,14 +226,25 @@ async def _cancel(rt: Runtime, invocation_id: str) -> Response:
     return _json(rt, inv, 200 if inv.state.terminal else 202)
 
 
-async def _logs(rt: Runtime, invocation_id: str, follow: bool) -> StreamingResponse:
+async def _logs(rt: Runtime, invocation_id: str, follow: bool, attempt: int | None) -> StreamingResponse:
     inv = await _get(rt, invocation_id)
-    if follow:
+    if attempt is not None and attempt > inv.attempt:
+        raise InvalidInput(
+            [
+                FieldProblem(
+                    "attempt",
+                    f"{inv.id} has had attempts 0 to {inv.attempt}; there is no attempt {attempt}",
+                    f"ask for one from 0 to {inv.attempt}, or leave attempt out for the current one",
+                )
+            ]
+        )
+    earlier = attempt is not None and attempt < inv.attempt  # over: read, never followed
+    if follow and not earlier:
         # A job that has not started has no output yet: wait (bounded) for it to start.
         inv = await _wait_for_end(rt, inv, rt.settings.api.max_wait_seconds, _started_or_ended)
     # An invocation already over has nothing left to follow: read what it wrote and stop.
-    following = follow and not inv.state.terminal
-    chunks = rt.backend.logs(inv, following)
+    following = follow and not earlier and not inv.state.terminal
+    chunks = rt.backend.logs(inv, following, attempt)
     if following:
         chunks = _until_ended(rt, inv, chunks)
     # Pull the first chunk before answering, so a failure there is still a proper error answer.
@@ -229,7 +258,7 @@ async def _logs(rt: Runtime, invocation_id: str, follow: bool) -> StreamingRespo
             yield first
         async for chunk in chunks:
             yield chunk
-        if follow:
+        if follow and not earlier:
             # The backend's output ends as the job exits, a moment before its end is
             # recorded: a follow ends when the invocation has, so the next read says so.
             await _wait_for_end(rt, inv, _FOLLOW_SETTLE_SECONDS, _ended)

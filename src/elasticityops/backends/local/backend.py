@@ -211,10 +211,14 @@ class LocalBackend:
                 self._launching.discard(key)
         return missing
 
-    async def logs(self, invocation: Invocation, follow: bool) -> AsyncIterator[bytes]:
-        """The job's stdout and stderr so far; with `follow`, then what it writes until it ends.
-        Nothing for an invocation not launched yet."""
-        run_dir = self._run_root / _key(invocation)
+    async def logs(
+        self, invocation: Invocation, follow: bool, attempt: int | None = None
+    ) -> AsyncIterator[bytes]:
+        """The stdout and stderr so far of the job of `attempt` (None: the current one), each
+        attempt's kept in its own run directory; with `follow`, then what it writes until it
+        ends. Nothing for an attempt not launched (yet, or ever: preempted while it waited)."""
+        wanted = invocation.attempt if attempt is None else attempt
+        run_dir = self._run_root / rundir.run_key(invocation.id, wanted)
         if not await asyncio.to_thread(run_dir.is_dir):
             return
         position = 0
