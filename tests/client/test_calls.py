@@ -149,6 +149,11 @@ def test_followed_logs_have_no_read_timeout_and_are_never_repeated() -> None:
     assert R.logs("inv-1").params == {}
 
 
+def test_logs_of_an_earlier_attempt_name_it() -> None:
+    assert R.logs("inv-1", attempt=0).params == {"attempt": "0"}
+    assert R.logs("inv-1", follow=True, attempt=2).params == {"follow": "true", "attempt": "2"}
+
+
 def test_delete_force_is_a_query_parameter_and_not_repeated() -> None:
     assert R.delete_function("hello").params == {}
     call = R.delete_function("hello", force=True)

@@ -568,6 +568,13 @@ def test_logs_stream_text_chunks(kind: str) -> None:
     assert rec.requests[0].url.params["follow"] == "true"
 
 
+def test_logs_of_an_earlier_attempt_ask_for_it(kind: str) -> None:
+    rec = Recorder(httpx.Response(200, content=b"first\n", headers={"Content-Type": "text/plain"}))
+    chunks = Sender(kind, rec).collect(lambda c: c.logs("inv-1", attempt=0))
+    assert "".join(chunks) == "first\n"
+    assert rec.requests[0].url.params["attempt"] == "0"
+
+
 def test_logs_of_an_unknown_invocation_raise_api_error(kind: str) -> None:
     body = {"error": {"code": "not_found", "message": "no invocation inv-9"}}
     rec = Recorder(httpx.Response(404, json=body))

@@ -462,7 +462,9 @@ class TailingBackend(ScriptedBackend):
         self.follows: list[bool] = []
         self.closed = 0
 
-    async def logs(self, invocation: Invocation, follow: bool) -> AsyncIterator[bytes]:
+    async def logs(
+        self, invocation: Invocation, follow: bool, attempt: int | None = None
+    ) -> AsyncIterator[bytes]:
         self.follows.append(follow)
         try:
             yield b"line 1\n"

@@ -42,6 +42,8 @@ class FakeBackend:
     async def adopt(self, active: Sequence[Invocation]) -> list[str]:
         return []
 
-    async def logs(self, invocation: Invocation, follow: bool) -> AsyncIterator[bytes]:
+    async def logs(
+        self, invocation: Invocation, follow: bool, attempt: int | None = None
+    ) -> AsyncIterator[bytes]:
         if False:  # an async generator that yields nothing
             yield b""

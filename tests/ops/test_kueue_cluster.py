@@ -14,6 +14,7 @@ import pytest
 
 from elasticityops.backends.kubernetes.blocking import BlockingKubeApi
 from elasticityops.backends.kubernetes.labels import (
+    ACCELERATOR_LABEL,
     QUEUE_NAME_LABEL,
     WORKLOAD_PRIORITY_LABEL,
 )

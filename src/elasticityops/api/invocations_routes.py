@@ -174,9 +174,20 @@ def build_router(max_wait: int) -> APIRouter:
 
     @router.get(
         "/invocations/{invocation_id}/logs",
-        responses={**_ERRORS, 200: {"content": {"text/plain": {}}, "description": "the job's output"}},
+        responses={
+            **_ERRORS,
+            200: {"content": {"text/plain": {}}, "description": "the job's output"},
+            404: {
+                "model": ErrorOut,
+                "description": "no such invocation, or the backend no longer has that attempt's output "
+                "(Kubernetes: its pod is gone; the message says why)",
+            },
+        },
         response_class=StreamingResponse,
         summary="The job's output (stdout and stderr)",
+        description="Each attempt of an invocation (`attempt` counts them: a preempted one, or one "
+        "whose node was lost, is requeued as the next) is a job of its own with an output of its "
+        "own: the current one's unless `attempt` asks for another.",
     )
     async def logs(
         request: Request,
@@ -184,10 +195,17 @@ def build_router(max_wait: int) -> APIRouter:
         follow: bool = Query(
             False,
             description="keep streaming until the invocation ends (waiting for a queued one to start, "
-            "at most the longest ?wait)",
+            "at most the longest ?wait); an earlier attempt is over and is read, not followed",
+        ),
+        attempt: WholeNumberOrNone = Query(
+            None,
+            ge=0,
+            description="which attempt's output: 0 for the first, up to the invocation's `attempt` "
+            "(the current one, the default). The local backend keeps every attempt's; Kubernetes "
+            "only while that attempt's pod exists (404 once it is gone)",
         ),
     ) -> StreamingResponse:
-        return await _logs(_runtime(request), invocation_id, follow, token_digest(request))
+        return await _logs(_runtime(request), invocation_id, follow, attempt, token_digest(request))
 
     return router
 
@@ -212,10 +230,23 @@ async def _cancel(rt: Runtime, invocation_id: str, digest: str) -> Response:
     return _json(rt, inv, 200 if inv.state.terminal else 202)
 
 
-async def _logs(rt: Runtime, invocation_id: str, follow: bool, digest: str) -> StreamingResponse:
+async def _logs(
+    rt: Runtime, invocation_id: str, follow: bool, attempt: int | None, digest: str
+) -> StreamingResponse:
     inv = await _get(rt, invocation_id)
-    if not follow:
-        chunks = rt.backend.logs(inv, False)
+    if attempt is not None and attempt > inv.attempt:
+        raise InvalidInput(
+            [
+                FieldProblem(
+                    "attempt",
+                    f"{inv.id} has had attempts 0 to {inv.attempt}; there is no attempt {attempt}",
+                    f"ask for one from 0 to {inv.attempt}, or leave attempt out for the current one",
+                )
+            ]
+        )
+    earlier = attempt is not None and attempt < inv.attempt  # over: read, never followed
+    if not follow or earlier:
+        chunks = rt.backend.logs(inv, False, attempt)
         return StreamingResponse(_output(await _first(chunks), chunks), media_type=_TEXT)
     # Held until the body ends (ReleasingResponse): the gateway stopping or the token going
     # ends the follow, its body complete.
@@ -226,7 +257,7 @@ async def _logs(rt: Runtime, invocation_id: str, follow: bool, digest: str) -> S
         hold.check_token()
         # An invocation already over has nothing left to follow: read what it wrote and stop.
         following = not inv.state.terminal and hold.reason is None
-        chunks = rt.backend.logs(inv, following)
+        chunks = rt.backend.logs(inv, following, attempt)
         if following:
             chunks = _until_ended(rt, inv, chunks, hold)
         first = await _first(chunks)

@@ -230,10 +230,19 @@ def status(invocation_id: IdArg, as_json: JsonFlag = False) -> None:
 def logs(
     invocation_id: IdArg,
     follow: Annotated[bool, typer.Option("--follow", "-f", help="Keep printing until it ends.")] = False,
+    attempt: Annotated[
+        int | None,
+        typer.Option(
+            "--attempt",
+            min=0,
+            help="An earlier attempt's output (0 the first; a preempted invocation runs again as "
+            "the next): the current one's by default.",
+        ),
+    ] = None,
 ) -> None:
     """Print an invocation's output (stdout and stderr of the job)."""
     with remote.connected() as client:
-        for chunk in client.logs(invocation_id, follow=follow):
+        for chunk in client.logs(invocation_id, follow=follow, attempt=attempt):
             sys.stdout.write(chunk)
             sys.stdout.flush()
 

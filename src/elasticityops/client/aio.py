@@ -114,9 +114,12 @@ class AsyncClient:
                 yield item
             call = next_page(call, page)
 
-    async def logs(self, invocation_id: str, *, follow: bool = False) -> AsyncIterator[str]:
-        """The invocation's output as text chunks; with `follow`, until it ends."""
-        call = self.ops.requests.logs(invocation_id, follow=follow)
+    async def logs(
+        self, invocation_id: str, *, follow: bool = False, attempt: int | None = None
+    ) -> AsyncIterator[str]:
+        """The invocation's output as text chunks; with `follow`, until it ends. `attempt`: an
+        earlier attempt's output (0 the first; the default is the current one's)."""
+        call = self.ops.requests.logs(invocation_id, follow=follow, attempt=attempt)
         try:
             response = await self._http.send(http_request(self._http, call), stream=True)
             try:

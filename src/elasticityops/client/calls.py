@@ -281,12 +281,16 @@ class Requests:
             decode=InvocationList.model_validate_json,
         )
 
-    def logs(self, invocation_id: str, *, follow: bool = False) -> Call[str]:
-        """The output as text; clients stream it (`answer` reads a whole body at once)."""
+    def logs(self, invocation_id: str, *, follow: bool = False, attempt: int | None = None) -> Call[str]:
+        """The output as text; clients stream it (`answer` reads a whole body at once). `attempt`:
+        an earlier attempt's (0 the first; the default is the current one's)."""
+        params = {"follow": "true"} if follow else {}
+        if attempt is not None:
+            params["attempt"] = str(attempt)
         return Call(
             "GET",
             f"/v1/invocations/{_quote(invocation_id)}/logs",
-            params={"follow": "true"} if follow else {},
+            params=params,
             # A half-read stream cannot be resumed without repeating output: no retries.
             repeatable=False,
             read_timeout_s=None if follow else 30.0,

@@ -128,9 +128,10 @@ class Client:
             yield from page.items
             call = next_page(call, page)
 
-    def logs(self, invocation_id: str, *, follow: bool = False) -> Iterator[str]:
-        """The invocation's output as text chunks; with `follow`, until it ends."""
-        call = self.ops.requests.logs(invocation_id, follow=follow)
+    def logs(self, invocation_id: str, *, follow: bool = False, attempt: int | None = None) -> Iterator[str]:
+        """The invocation's output as text chunks; with `follow`, until it ends. `attempt`: an
+        earlier attempt's output (0 the first; the default is the current one's)."""
+        call = self.ops.requests.logs(invocation_id, follow=follow, attempt=attempt)
         try:
             response = self._http.send(http_request(self._http, call), stream=True)
             try:

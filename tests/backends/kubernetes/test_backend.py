@@ -18,8 +18,11 @@ import pytest
 
 from elasticityops.backends.kubernetes.api import KubeApi
 from elasticityops.backends.kubernetes.backend import KubernetesBackend
+from elasticityops.backends.kubernetes.labels import ATTEMPT_LABEL
+from elasticityops.backends.kubernetes.manifests import job_name
 from elasticityops.backends.kubernetes.settings import KubernetesSettings
 from elasticityops.domain.clock import ManualClock
+from elasticityops.domain.errors import NotFound
 from elasticityops.domain.events import BackendEvent, Finished
 from elasticityops.domain.invocations import FailureReason, State, callback_token
 from elasticityops.domain.node_history import LastJob, NodeHistory, NodeHistoryWrite
@@ -304,6 +307,55 @@ async def test_logs_of_an_invocation_without_a_pod_are_empty() -> None:
         chunks = [c async for c in backend.logs(invocation(), follow=False)]
         await backend.stop()
     assert chunks == []
+
+
+def _attempt_pod(attempt: int, **fields: Any) -> dict[str, Any]:
+    """The pod of one attempt's Job: named and labelled by its attempt, made as it started."""
+    made = pod(node="n", phase="Succeeded", state={"terminated": {"exitCode": 0}}, **fields)
+    made["metadata"]["name"] = f"{job_name(INV, attempt)}-x7k2p"
+    made["metadata"]["labels"][ATTEMPT_LABEL] = str(attempt)
+    made["metadata"]["creationTimestamp"] = ts(100 * attempt)
+    return made
+
+
+async def test_logs_of_an_earlier_attempt_come_from_that_attempts_pod() -> None:
+    clock = ManualClock(T0)
+    pods = [_attempt_pod(0), _attempt_pod(1)]
+    routes = {
+        f"^GET {re.escape(PODS)}\\?labelSelector={re.escape(SELECTOR)},": [Reply(200, {"items": pods})],
+        f"^GET {PODS}/{pods[0]['metadata']['name']}/log": [Reply(200, lines=["first"])],
+        f"^GET {PODS}/{pods[1]['metadata']['name']}/log": [Reply(200, lines=["second"])],
+    }
+    second_attempt = replace(invocation(state=State.succeeded), attempt=1)
+    async with scripted([], _watching(**routes)) as srv:
+        backend = _backend(srv, clock)
+        await backend.start(Sink())
+        earlier = [c async for c in backend.logs(second_attempt, follow=False, attempt=0)]
+        current = [c async for c in backend.logs(second_attempt, follow=False)]
+        await backend.stop()
+    assert (b"".join(earlier), b"".join(current)) == (b'"first"\n', b'"second"\n')
+
+
+@pytest.mark.parametrize(
+    ("state", "attempt", "asked", "follow"),
+    [
+        pytest.param(State.running, 1, 0, True, id="an-earlier-attempt-is-never-followed"),
+        pytest.param(State.succeeded, 0, None, False, id="the-ended-current-one-past-its-ttl"),
+    ],
+)
+async def test_logs_of_an_attempt_whose_pod_is_gone_say_so(
+    state: State, attempt: int, asked: int | None, follow: bool
+) -> None:
+    clock = ManualClock(T0)
+    inv = invocation(state=state)
+    inv = replace(inv, attempt=attempt, timeline=replace(inv.timeline, started=T0))
+    async with scripted([], _watching()) as srv:
+        backend = _backend(srv, clock, ttl_after_finished_seconds=600)
+        await backend.start(Sink())
+        with pytest.raises(NotFound, match=r"no pod any more.*600 s.*EOPS_KUBE_TTL_AFTER_FINISHED_SECONDS"):
+            _ = [c async for c in backend.logs(inv, follow=follow, attempt=asked)]
+        await backend.stop()
+    assert not [s for s in srv.seen if "/log" in s.target]
 
 
 def _unwatched_routes(

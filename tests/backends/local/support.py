@@ -16,6 +16,7 @@ from typing import Any
 
 import psutil
 
+from elasticityops.backends.local.supervisor import MODULE as SUPERVISOR_MODULE
 from elasticityops.domain.clock import SystemClock
 from elasticityops.domain.events import BackendEvent, Finished
 from elasticityops.domain.functions import FunctionSpec, Priority
@@ -116,6 +117,15 @@ def wait_gone(pid: int, timeout: float = 30.0) -> bool:
             return True
         time.sleep(0.05)
     return process_gone(pid)
+
+
+def supervisor_of(run_dir: Path) -> psutil.Process:
+    """The supervisor process of the job in `run_dir`."""
+    for proc in psutil.process_iter(["cmdline"]):
+        cmdline = proc.info.get("cmdline") or []
+        if SUPERVISOR_MODULE in cmdline and str(run_dir) in cmdline:
+            return proc
+    raise AssertionError(f"no supervisor runs {run_dir}")
 
 
 @contextlib.contextmanager

@@ -280,6 +280,16 @@ def test_a_result_is_kept_whichever_way_the_job_ended() -> None:
         assert outcome_of(record, at=AT, result=b"{}").result == b"{}"
 
 
+def test_output_the_disk_refused_is_told_with_the_outcome() -> None:
+    record = {"exit_code": 0, "log_lost_bytes": 2048, "log_error": "No space left on device"}
+    end = outcome_of(record, at=AT, result=None, result_problem="too big")
+    assert (end.state, end.reason) == (State.succeeded, None)
+    assert end.message == (
+        "2048 bytes of its output are missing from its log (No space left on device, on its run "
+        "directory's disk); too big"
+    )
+
+
 def test_the_gateways_own_cuda_visible_devices_limits_the_gpus_offered() -> None:
     from elasticityops.backends.local.gpus import visible_gpus
 

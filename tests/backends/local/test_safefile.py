@@ -3,6 +3,7 @@ blocked by a FIFO, bounded while reading whatever size a file reports."""
 
 from __future__ import annotations
 
+import errno
 import os
 import stat
 import threading
@@ -11,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from elasticityops.backends.local import safefile
+from helpers.small_disk import fill, small_tmpfs
 
 
 def test_a_regular_file_is_read_up_to_the_limit(tmp_path: Path) -> None:
@@ -93,3 +95,40 @@ def test_writes_are_private_and_never_through_a_link(tmp_path: Path) -> None:
     (run / "log").symlink_to(victim)
     with pytest.raises(OSError, match="Too many levels of symbolic links"):
         safefile.open_append(run / "log")
+
+
+def test_a_record_goes_into_the_room_set_aside_for_it(tmp_path: Path) -> None:
+    room, path = tmp_path / ".exit.json.room", tmp_path / "exit.json"
+    safefile.write_atomic(room, bytes(64))
+    assert safefile.write_into_room(room, path, b'{"exit_code": 0}')
+    assert path.read_bytes() == b'{"exit_code": 0}'
+    assert not room.exists()
+    assert not safefile.write_into_room(room, path, b"{}"), "a room serves once"
+
+
+def test_a_room_too_small_a_link_or_a_hard_link_is_not_written(tmp_path: Path) -> None:
+    room, path = tmp_path / ".exit.json.room", tmp_path / "exit.json"
+    safefile.write_atomic(room, bytes(4))
+    assert not safefile.write_into_room(room, path, b'{"exit_code": 0}')
+    room.unlink()
+    victim = tmp_path / "victim"
+    victim.write_bytes(bytes(64))  # a file of the user's, the room's size
+    room.symlink_to(victim)
+    assert not safefile.write_into_room(room, path, b"{}")
+    room.unlink()
+    os.link(victim, room)
+    assert not safefile.write_into_room(room, path, b"{}")
+    assert victim.read_bytes() == bytes(64)
+    assert not path.exists()
+
+
+def test_a_write_the_full_disk_refuses_leaves_nothing_but_the_room_still_serves(tmp_path: Path) -> None:
+    with small_tmpfs(tmp_path / "disk", "1m") as disk:
+        room = disk / ".exit.json.room"
+        safefile.write_atomic(room, bytes(4096))
+        filler = fill(disk)
+        with pytest.raises(OSError, match=os.strerror(errno.ENOSPC)):
+            safefile.write_atomic(disk / "exit.json", b"x" * 8192)
+        assert sorted(p.name for p in disk.iterdir()) == sorted([room.name, filler.name])
+        assert safefile.write_into_room(room, disk / "exit.json", b'{"lost": true}')
+        assert (disk / "exit.json").read_bytes() == b'{"lost": true}'

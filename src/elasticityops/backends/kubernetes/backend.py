@@ -70,7 +70,9 @@ class KubernetesBackend:
         self._launcher = Launcher(settings, clock, self._workloads, followed, outlet)
         self._stopper = Stopper(clock, self._workloads, followed, outlet)
         self._tasks: list[asyncio.Task[None]] = []  # the watches and the sweep, while started
-        self._logs = PodLogs(clock, self._workloads, followed, lambda: bool(self._tasks))
+        self._logs = PodLogs(
+            clock, self._workloads, followed, lambda: bool(self._tasks), settings.ttl_after_finished_seconds
+        )
         self._counted_before: tuple[Counter[str], int, Counter[str], int] = (Counter(), 0, Counter(), 0)
 
     # -- lifecycle -------------------------------------------------------------------------
@@ -153,5 +155,5 @@ class KubernetesBackend:
         (409 on both), and this needs no right to read Secrets."""
         return self._followed.to_relaunch(active)
 
-    def logs(self, invocation: Invocation, follow: bool) -> AsyncIterator[bytes]:
-        return self._logs.logs(invocation, follow)
+    def logs(self, invocation: Invocation, follow: bool, attempt: int | None = None) -> AsyncIterator[bytes]:
+        return self._logs.logs(invocation, follow, attempt)

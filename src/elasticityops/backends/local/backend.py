@@ -13,7 +13,6 @@ import contextlib
 import logging
 import os
 import shutil
-import signal
 import subprocess
 import sys
 import time
@@ -23,7 +22,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from elasticityops.backends.local import rundir, safefile, tracking
+from elasticityops.backends.local import lost, rundir, safefile
 from elasticityops.backends.local.gpus import SlotDevice, detect_gpus, plan_slots, visible_gpus
 from elasticityops.backends.local.jobenv import job_env, resolve_argv, slot_node
 from elasticityops.backends.local.outcome import outcome_of, stamp
@@ -212,10 +211,14 @@ class LocalBackend:
                 self._launching.discard(key)
         return missing
 
-    async def logs(self, invocation: Invocation, follow: bool) -> AsyncIterator[bytes]:
-        """The job's stdout and stderr so far; with `follow`, then what it writes until it ends.
-        Nothing for an invocation not launched yet."""
-        run_dir = self._run_root / _key(invocation)
+    async def logs(
+        self, invocation: Invocation, follow: bool, attempt: int | None = None
+    ) -> AsyncIterator[bytes]:
+        """The stdout and stderr so far of the job of `attempt` (None: the current one), each
+        attempt's kept in its own run directory; with `follow`, then what it writes until it
+        ends. Nothing for an attempt not launched (yet, or ever: preempted while it waited)."""
+        wanted = invocation.attempt if attempt is None else attempt
+        run_dir = self._run_root / rundir.run_key(invocation.id, wanted)
         if not await asyncio.to_thread(run_dir.is_dir):
             return
         position = 0
@@ -275,41 +278,48 @@ class LocalBackend:
         delay: float,
         since: float,
     ) -> tuple[bool, subprocess.Popen[bytes] | None]:
-        """Create the run dir (the idempotency marker), write what the job needs, start its
+        """Create the run dir (the idempotency marker), write what the job needs and set aside
+        the room of its exit record (now, while there is room: see rundir.write_exit), start its
         supervisor. (False, None) when the run dir exists already."""
         inv_id = request.invocation.id
         try:
             safefile.make_private_dir(run_dir)
         except FileExistsError:
             return False, None
-        rundir.write_bytes_atomic(run_dir / rundir.PAYLOAD, request.payload)
-        env = job_env(
-            os.environ,
-            request.spec.env,
-            invocation_id=inv_id,
-            payload_path=str(run_dir / rundir.PAYLOAD),
-            result_path=str(run_dir / rundir.RESULT),
-            callback_url=request.callback_url,
-            callback_token=request.callback_token,
-            slots=devices,
-        )
-        rundir.write_json_atomic(
-            run_dir / rundir.LAUNCH,
-            {
-                "argv": resolve_argv(request.spec.command, sys.executable),
-                "env": env,
-                "cwd": self._workdir,
-                "timeout_s": request.spec.timeout_seconds,
-                "launched_at": since,  # timeout_seconds counts from here, the slot's wait included
-                "max_log_bytes": self.settings.max_log_bytes,
-                "cgroups": self.settings.cgroups,
-                "kill_grace_s": self.settings.kill_grace_s,
-                "provision_delay_s": delay,
-                "poll_interval_s": self.settings.poll_interval_s,
-                "slots": [d.index for d in devices],
-                "node": node,
-            },
-        )
+        try:
+            rundir.write_bytes_atomic(run_dir / rundir.PAYLOAD, request.payload)
+            env = job_env(
+                os.environ,
+                request.spec.env,
+                invocation_id=inv_id,
+                payload_path=str(run_dir / rundir.PAYLOAD),
+                result_path=str(run_dir / rundir.RESULT),
+                callback_url=request.callback_url,
+                callback_token=request.callback_token,
+                slots=devices,
+            )
+            rundir.write_json_atomic(
+                run_dir / rundir.LAUNCH,
+                {
+                    "argv": resolve_argv(request.spec.command, sys.executable),
+                    "env": env,
+                    "cwd": self._workdir,
+                    "timeout_s": request.spec.timeout_seconds,
+                    "launched_at": since,  # timeout_seconds counts from here, the slot's wait included
+                    "max_log_bytes": self.settings.max_log_bytes,
+                    "cgroups": self.settings.cgroups,
+                    "kill_grace_s": self.settings.kill_grace_s,
+                    "provision_delay_s": delay,
+                    "poll_interval_s": self.settings.poll_interval_s,
+                    "slots": [d.index for d in devices],
+                    "node": node,
+                },
+            )
+            rundir.reserve_exit_room(run_dir)
+        except OSError:
+            # Nothing runs (a full disk, say): what was written goes, so it takes no room.
+            shutil.rmtree(run_dir, ignore_errors=True)
+            raise
         # Locked before the supervisor exists and handed down to it: from here on a live
         # supervisor (or this launch) holds the lock, so a new gateway never mistakes a starting
         # job for an unstarted one.
@@ -328,9 +338,7 @@ class LocalBackend:
                     cwd=run_dir,
                 )
         except OSError as exc:
-            rundir.write_json_atomic(
-                run_dir / rundir.EXIT, {"launch_error": f"could not start the job's supervisor: {exc}"}
-            )
+            rundir.write_exit(run_dir, {"launch_error": f"could not start the job's supervisor: {exc}"})
             return True, None
         finally:
             os.close(lock_fd)
@@ -356,32 +364,59 @@ class LocalBackend:
     async def _follow(
         self, inv_id: str, run_dir: Path, node: str | None, proc: subprocess.Popen[bytes] | None
     ) -> None:
-        told = BackendEvent(inv_id, node=node)  # what has been reported so far
+        """Watch a job to its end and report it. Nothing makes a watch end with its job
+        unreported: a look the disk fails (full, failing) is made again at the next poll, and
+        anything else (a bug) stops the job and reports it `lost`. Either way its slots go back
+        and the launches waiting for them go on."""
         try:
-            while True:
-                # Every look at the run dir is off the event loop (disk reads, and the files are
-                # the job's to tamper with: see safefile).
-                seen, record = await asyncio.to_thread(self._look, run_dir, proc, told)
-                if record is not None:
-                    break
-                if seen != told:
-                    await self._emit(_news(told, seen))
-                    told = seen
-                await self.clock.sleep(self.settings.poll_interval_s)
-            result, problem = await asyncio.to_thread(
-                _read_result, run_dir / rundir.RESULT, self.settings.max_result_bytes
-            )
-            at = stamp(record, self.clock.now())
-            seen = replace(seen, finished=outcome_of(record, at=at, result=result, result_problem=problem))
-            # Free the slots before telling anyone, so the dispatcher sees the capacity (less
-            # what jobs held here in `_waiting` need: free_gpus() counts them).
+            await self._report_to_end(inv_id, run_dir, node, proc)
+        except Exception as exc:
+            log.exception("watching %s failed; its job is stopped and reported lost", inv_id)
+            with contextlib.suppress(OSError):
+                await asyncio.to_thread(lost.stop_unwatched, run_dir, proc)
             self._pool.release(inv_id, self.clock.monotonic())
-            self._watchers.pop(inv_id, None)
-            await self._emit(_news(told, seen))
-            await self._start_waiting()
+            message = f"the gateway's watch of the job failed ({exc!r}), so the job was stopped"
+            ended = Finished.failed(self.clock.now(), FailureReason.lost, message)
+            await self._emit(finished_event(inv_id, ended))
         finally:
+            # Whatever became of the bookkeeping (a second release frees nothing).
+            self._pool.release(inv_id, self.clock.monotonic())
             if self._watchers.get(inv_id) is asyncio.current_task():
                 del self._watchers[inv_id]
+        await self._start_waiting()
+
+    async def _report_to_end(
+        self, inv_id: str, run_dir: Path, node: str | None, proc: subprocess.Popen[bytes] | None
+    ) -> None:
+        told = BackendEvent(inv_id, node=node)  # what has been reported so far
+        refused = 0  # looks in a row that the disk failed
+        while True:
+            # Every look at the run dir is off the event loop (disk reads, and the files are
+            # the job's to tamper with: see safefile).
+            try:
+                seen, record = await asyncio.to_thread(self._look, run_dir, proc, told)
+                refused = 0
+            except OSError as exc:
+                refused += 1
+                if refused == 1 or refused % 100 == 0:
+                    log.warning("looking at %s failed (%d times in a row): %s", run_dir, refused, exc)
+                seen, record = told, None
+            if record is not None:
+                break
+            if seen != told:
+                await self._emit(_news(told, seen))
+                told = seen
+            await self.clock.sleep(self.settings.poll_interval_s)
+        result, problem = await asyncio.to_thread(
+            _read_result, run_dir / rundir.RESULT, self.settings.max_result_bytes
+        )
+        at = stamp(record, self.clock.now())
+        seen = replace(seen, finished=outcome_of(record, at=at, result=result, result_problem=problem))
+        # Free the slots before telling anyone, so the dispatcher sees the capacity (less
+        # what jobs held here in `_waiting` need: free_gpus() counts them).
+        self._pool.release(inv_id, self.clock.monotonic())
+        self._watchers.pop(inv_id, None)
+        await self._emit(_news(told, seen))
 
     def _look(
         self, run_dir: Path, proc: subprocess.Popen[bytes] | None, told: BackendEvent
@@ -392,7 +427,7 @@ class LocalBackend:
         user, could write one itself while it still runs."""
         record = None
         if not self._supervisor_alive(run_dir, proc):
-            record = rundir.read_json(run_dir / rundir.EXIT) or self._record_lost(run_dir)
+            record = rundir.read_json(run_dir / rundir.EXIT) or lost.record_lost(run_dir)
         # Whatever this look found goes out as one event (a short job's capacity, start and end
         # seen at once are one store write).
         seen = told
@@ -410,25 +445,6 @@ class LocalBackend:
         if proc is not None:
             return proc.poll() is None  # our own child: poll() also reaps it
         return rundir.supervisor_alive(run_dir)
-
-    def _record_lost(self, run_dir: Path) -> dict[str, object]:
-        """The supervisor is gone without saying how the job ended. Stop whatever is left of the
-        job and record it as lost: the job may have run, so it is never started again."""
-        started = rundir.read_json(run_dir / rundir.STARTED)
-        if started is not None and isinstance(started.get("pid"), int):
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(started["pid"], signal.SIGKILL)
-        cgroup = tracking.job_cgroup((started or {}).get("cgroup"), tracking.PREFIX + run_dir.name)
-        if cgroup is not None:
-            tracking.kill_cgroup(cgroup)  # what left the group (a daemon) goes too
-        tail = _read_tail(run_dir / rundir.SUPERVISOR_LOG, 500)
-        record: dict[str, object] = {
-            "lost": True,
-            "message": "the job's supervisor process died before recording how the job ended"
-            + (f": {tail}" if tail else ""),
-        }
-        rundir.write_json_atomic(run_dir / rundir.EXIT, record)
-        return record
 
     async def _start_waiting(self) -> None:
         while self._waiting:
@@ -487,10 +503,6 @@ def _log_look(run_dir: Path, position: int) -> tuple[bool, bytes]:
 
 def _read_from(path: Path, position: int) -> bytes:
     return safefile.read_chunk(path, position, _LOG_CHUNK)
-
-
-def _read_tail(path: Path, limit: int) -> str:
-    return safefile.read_tail(path, limit).decode("utf-8", errors="replace").strip()
 
 
 def _read_result(path: Path, limit: int) -> tuple[bytes | None, str]:

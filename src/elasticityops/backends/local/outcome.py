@@ -22,10 +22,20 @@ def outcome_of(
     record: dict[str, Any], *, at: datetime, result: bytes | None, result_problem: str = ""
 ) -> Finished:
     """The one outcome an `exit.json` record says (its supervisor wrote it, or the gateway when
-    the supervisor was lost), with the result file's problem appended to the message. Whatever
-    the job left as its result is kept, whichever way it ended."""
+    the supervisor was lost), with what its log is missing and the result file's problem
+    appended to the message. Whatever the job left as its result is kept, whichever way it
+    ended."""
     outcome = _outcome(record, at)
-    return replace(outcome, result=result, message=_told(outcome.message, result_problem))
+    message = _told(_told(outcome.message, _log_problem(record)), result_problem)
+    return replace(outcome, result=result, message=message)
+
+
+def _log_problem(record: dict[str, Any]) -> str:
+    lost = record.get("log_lost_bytes")
+    if not isinstance(lost, int) or lost <= 0:
+        return ""
+    why = str(record.get("log_error") or "the disk refused them")
+    return f"{lost} bytes of its output are missing from its log ({why}, on its run directory's disk)"
 
 
 def _told(message: str, problem: str) -> str:

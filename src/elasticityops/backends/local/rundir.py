@@ -12,6 +12,8 @@ Standard library only: the supervisor imports this and must start fast.
     capacity.json   the slot is provisioned (after the cold-start delay)
     started.json    the job's pid (= its process group) and start time
     exit.json       how it ended; written once, atomically, last
+    .exit.json.room the room exit.json takes, set aside at launch: a disk that fills up while
+                    the job runs (its own output, anything else) cannot refuse how it ended
 
 Creating the directory (mkdir, which fails if it exists) is the launch's idempotency marker.
 The job may change anything here (it runs as the same user): every read goes through safefile,
@@ -39,6 +41,8 @@ CAPACITY = "capacity.json"
 STARTED = "started.json"
 EXIT = "exit.json"
 SUPERVISOR_LOG = "supervisor.log"
+EXIT_ROOM = ".exit.json.room"
+EXIT_ROOM_BYTES = 16 * 1024  # an exit record is a few hundred bytes; a longer one is written anew
 ATTEMPT_SEPARATOR = "."  # ids are "inv-" and base32: never a "."
 
 
@@ -73,6 +77,21 @@ def write_json_atomic(path: Path, data: dict[str, Any]) -> None:
 def write_bytes_atomic(path: Path, data: bytes) -> None:
     """Mode 0600; never through a link the job left at the temporary name (see safefile)."""
     safefile.write_atomic(path, data)
+
+
+def reserve_exit_room(run_dir: Path) -> None:
+    """Set aside the room of the run's exit record while there is room (at launch, before the
+    job runs): see write_exit."""
+    safefile.write_atomic(run_dir / EXIT_ROOM, bytes(EXIT_ROOM_BYTES))
+
+
+def write_exit(run_dir: Path, record: dict[str, Any]) -> None:
+    """exit.json, atomically: into the room set aside at launch where there is one (so a full
+    disk cannot refuse it), else as a file of its own (a run dir from before rooms were set
+    aside, a record too long for its room, a room the job took away)."""
+    data = json.dumps(record).encode()
+    if not safefile.write_into_room(run_dir / EXIT_ROOM, run_dir / EXIT, data):
+        write_bytes_atomic(run_dir / EXIT, data)
 
 
 def read_json(path: Path) -> dict[str, Any] | None:

@@ -161,13 +161,46 @@ def write_atomic(path: Path, data: bytes) -> None:
         os.unlink(tmp)
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, FILE_MODE)
     try:
-        os.fchmod(fd, FILE_MODE)  # whatever the umask
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view) :]
+        try:
+            os.fchmod(fd, FILE_MODE)  # whatever the umask
+            _write_all(fd, data, 0)
+        finally:
+            os.close(fd)
+        os.replace(tmp, path)
+    except OSError:
+        # A full disk, say: what was written of it goes, so the failure takes no room.
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+
+
+def _write_all(fd: int, data: bytes, offset: int) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.pwrite(fd, view, offset + len(data) - len(view)) :]
+
+
+def write_into_room(room: Path, path: Path, data: bytes) -> bool:
+    """Write `data` into `room`, a file of zeros set aside earlier (its blocks are taken, so a
+    disk that filled up since cannot refuse the write), cut it to size and rename it to `path`.
+    False, with nothing done, when there is no such room or it is too small: write `path`
+    otherwise then. Never through a link, into anything but a regular file, nor into a file
+    with another name (a hard link the job made to a file of its user's)."""
+    flags = os.O_WRONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOCTTY
+    try:
+        fd = os.open(room, flags)
+    except OSError:
+        return False
+    try:
+        found = os.fstat(fd)
+        if not stat.S_ISREG(found.st_mode) or found.st_nlink != 1 or found.st_size < len(data):
+            return False
+        _write_all(fd, data, 0)
+        os.ftruncate(fd, len(data))
     finally:
         os.close(fd)
-    os.replace(tmp, path)
+    os.replace(room, path)
+    return True
 
 
 def open_append(path: Path) -> int:

@@ -36,18 +36,49 @@ _DRAIN_S = 2.0  # after the job is stopped: how long what is left in the pipe is
 
 class _CappedLog:
     """The job's output, appended to the run dir's log up to `limit` bytes; the rest dropped,
-    with a note when the cap is reached and one at the end saying how much."""
+    with a note when the cap is reached and one at the end saying how much.
+
+    What the disk refuses (full, or failing) is counted as lost instead of stopping the
+    supervisor: the job runs on, its output resumes behind a note of the gap once there is
+    room again, and its exit record says how much is missing (`lost`, `error`)."""
 
     def __init__(self, fd: int, limit: int) -> None:
         self.fd = fd
         self.limit = limit
         self.written = 0
         self.dropped = 0
+        self.lost = 0  # bytes the disk refused
+        self.gap = 0  # of those, lost since the last write that went through
+        self.error = ""  # why the disk refused them
+
+    def _append(self, data: bytes) -> int:
+        """Write all of `data`; how many bytes of it the disk refused."""
+        view = memoryview(data)
+        try:
+            while view:
+                view = view[os.write(self.fd, view) :]
+        except OSError as exc:
+            self.error = exc.strerror or str(exc)
+        return len(view)
+
+    def _lose(self, count: int) -> None:
+        self.lost += count
+        self.gap += count
 
     def _put(self, data: bytes) -> None:
-        view = memoryview(data)
-        while view:
-            view = view[os.write(self.fd, view) :]
+        if self.gap:
+            if self._append(self._gap_note()):
+                self._lose(len(data))  # still no room: the gap goes on
+                return
+            self.gap = 0
+        self._lose(self._append(data))
+
+    def _gap_note(self) -> bytes:
+        return f"\n[eops: {self.gap} bytes of output were lost here: {self.error}]\n".encode()
+
+    def _note(self, text: str) -> None:
+        """A line of eops's own; one the disk refuses is left out (it is no output)."""
+        self._append(text.encode())
 
     def write(self, data: bytes) -> None:
         room = self.limit - self.written
@@ -56,13 +87,14 @@ class _CappedLog:
             self.written += min(room, len(data))
         if len(data) > room:
             if self.dropped == 0:
-                note = f"\n[eops: the log reached its cap of {self.limit} bytes; the rest is dropped]\n"
-                self._put(note.encode())
+                self._note(f"\n[eops: the log reached its cap of {self.limit} bytes; the rest is dropped]\n")
             self.dropped += len(data) - max(room, 0)
 
     def close(self) -> None:
+        if self.gap:
+            self._append(self._gap_note())
         if self.dropped:
-            self._put(f"[eops: {self.dropped} bytes of output were dropped]\n".encode())
+            self._note(f"[eops: {self.dropped} bytes of output were dropped]\n")
         os.close(self.fd)
 
 
@@ -76,6 +108,8 @@ class _Supervisor:
         self.cgroup: Path | None = None
         self.pipe: int | None = None  # read end of the job's stdout and stderr; None at EOF
         self.log: _CappedLog | None = None
+        self.log_lost = (0, "")  # bytes of output the disk refused, and why (from the closed log)
+        self.unwritten: dict[str, dict[str, Any]] = {}  # records the disk refused: see milestone
         # timeout_seconds counts from the launch (the gateway wrote launched_at), so the wait for
         # the slot (its cold start) counts too, as a Kubernetes Job's activeDeadlineSeconds does.
         launched_at = launch.get("launched_at")
@@ -90,7 +124,9 @@ class _Supervisor:
         return self.stop_requested or safefile.exists(self.run_dir / rundir.CANCEL)
 
     def finish(self, **fields: Any) -> None:
-        record = {
+        """The exit record, into the room the gateway set aside for it at launch (rundir.write_exit):
+        a full disk cannot refuse it."""
+        record: dict[str, Any] = {
             "exit_code": None,
             "signal": None,
             "timed_out": False,
@@ -99,8 +135,26 @@ class _Supervisor:
             "lost": False,
             "at": time.time(),
         }
+        lost, error = self.log_lost
+        if lost:
+            record.update(log_lost_bytes=lost, log_error=error)
         record.update(fields)
-        rundir.write_json_atomic(self.run_dir / rundir.EXIT, record)
+        rundir.write_exit(self.run_dir, record)
+
+    def milestone(self, name: str, record: dict[str, Any]) -> None:
+        """A record the gateway reads as news (capacity, start). One the disk refuses is tried
+        again at each look (`write_unwritten`), in order, while the job goes on: news late
+        beats a supervisor stopped by a full disk, which would leave its job unwatched."""
+        self.unwritten[name] = record
+        self.write_unwritten()
+
+    def write_unwritten(self) -> None:
+        for name, record in list(self.unwritten.items()):
+            try:
+                rundir.write_json_atomic(self.run_dir / name, record)
+            except OSError:
+                return
+            del self.unwritten[name]
 
     def _ended_before_start(self) -> bool:
         """Cancelled or past its deadline while it waited for its (simulated) capacity: ended
@@ -113,22 +167,30 @@ class _Supervisor:
             return True
         return False
 
-    def run(self) -> None:
+    def _capacity_ready(self) -> bool:
+        """Wait out the slot's cold start; False when the job ended so, without starting."""
         delay = float(self.launch.get("provision_delay_s", 0.0))
         until = time.monotonic() + delay
         while time.monotonic() < until:
             if self._ended_before_start():
-                return
+                return False
             time.sleep(min(self.poll_s, max(0.0, until - time.monotonic())))
-        rundir.write_json_atomic(self.run_dir / rundir.CAPACITY, {"at": time.time()})
-        if self._ended_before_start():
+        self.milestone(rundir.CAPACITY, {"at": time.time()})
+        return not self._ended_before_start()
+
+    def run(self) -> None:
+        if not self._capacity_ready():
+            return
+        try:
+            log_fd = safefile.open_append(self.run_dir / rundir.LOG)
+        except OSError as exc:
+            self.finish(launch_error=f"could not create the job's log: {exc.strerror or exc}")
             return
         if self.launch.get("cgroups", True):
             self.cgroup = tracking.make_cgroup(tracking.PREFIX + self.run_dir.name)
         cgroup = self.cgroup
         if cgroup is None:
             tracking.become_subreaper()  # the process tree, then: orphans come back here
-        log_fd = safefile.open_append(self.run_dir / rundir.LOG)
         read_end, write_end = os.pipe()
         try:
             proc = subprocess.Popen(
@@ -160,8 +222,8 @@ class _Supervisor:
         os.set_blocking(read_end, False)
         self.pipe = read_end
         self.log = _CappedLog(log_fd, int(self.launch.get("max_log_bytes", 64 * 1024 * 1024)))
-        rundir.write_json_atomic(
-            self.run_dir / rundir.STARTED,
+        self.milestone(
+            rundir.STARTED,
             {
                 "pid": proc.pid,
                 "at": time.time(),
@@ -202,6 +264,7 @@ class _Supervisor:
                 return False
             self.pump(min(self.poll_s, left))
             tracking.reap_any(keep=proc.pid)
+            self.write_unwritten()
         return True
 
     def watch(self, proc: subprocess.Popen[bytes]) -> None:
@@ -253,6 +316,7 @@ class _Supervisor:
             self.pipe = None
         if self.log is not None:
             self.log.close()
+            self.log_lost = (self.log.lost, self.log.error)
             self.log = None
 
 

@@ -67,7 +67,11 @@ class Backend(Protocol):
         which the backend has no trace (never launched, or gone)."""
         ...
 
-    def logs(self, invocation: Invocation, follow: bool) -> AsyncIterator[bytes]: ...
+    def logs(self, invocation: Invocation, follow: bool, attempt: int | None = None) -> AsyncIterator[bytes]:
+        """The output of one attempt of the invocation (None: its current one); with `follow`,
+        and the current attempt, then what it writes until it ends. Nothing for an attempt that
+        has not run yet; NotFound for one whose output the backend no longer has."""
+        ...
 
 
 @dataclass(frozen=True)
