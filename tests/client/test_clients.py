@@ -28,7 +28,14 @@ from elasticityops.client import (
 )
 from elasticityops.domain.functions import FunctionSpec
 from elasticityops.domain.invocations import State
-from elasticityops.wire import FunctionList, FunctionOut, InvocationList, InvocationOut, TimelineOut
+from elasticityops.wire import (
+    FunctionDeployed,
+    FunctionList,
+    FunctionOut,
+    InvocationList,
+    InvocationOut,
+    TimelineOut,
+)
 
 T0 = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)
 FAST = RetryPolicy(attempts=3, first_delay_s=0.01, max_delay_s=0.05)
@@ -232,6 +239,7 @@ def test_defaults_without_environment(kind: str, monkeypatch: pytest.MonkeyPatch
 # --- every call shape -----------------------------------------------------------------------
 
 FN = function_out()
+DEPLOYED = FunctionDeployed(**dict(FN), changed=True)
 INV = invocation()
 PAGE = InvocationList(items=[INV], next_cursor="inv-1")
 
@@ -241,9 +249,9 @@ PAGE = InvocationList(items=[INV], next_cursor="inv-1")
     [
         pytest.param(
             lambda c: c.deploy_function({"name": "hello", "command": ["true"]}),
-            lambda: answer(FN, 201),
+            lambda: answer(DEPLOYED, 201),
             ("PUT", "/v1/functions/hello", {}),
-            FN,
+            DEPLOYED,
             id="deploy_function",
         ),
         pytest.param(

@@ -2,7 +2,7 @@
 
     from elasticityops.client import Client
     with Client() as eops:                       # EOPS_URL, EOPS_TOKEN from the environment
-        eops.deploy_function("examples/hello/function.yaml")
+        eops.deploy_function("examples/hello.yaml")  # its paths: from examples/ (workdir)
         inv = eops.invoke("hello", {"name": "Ada"}, wait=30)
         print(inv.state, inv.result)
 

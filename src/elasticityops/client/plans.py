@@ -36,7 +36,7 @@ from elasticityops.client.calls import (
 )
 from elasticityops.client.errors import ApiError, ConnectionFailed
 from elasticityops.domain.functions import FunctionSpec
-from elasticityops.wire import FunctionOut, InvocationOut
+from elasticityops.wire import FunctionDeployed, InvocationOut
 
 P = ParamSpec("P")
 T = TypeVar("T")
@@ -161,9 +161,11 @@ class Operations:
         """What a transport error of a stream (which is never retried) is raised as."""
         return ConnectionFailed(self.url, describe(exc))
 
-    def deploy_function(self, spec: FunctionSpec | Mapping[str, Any] | str | Path) -> Plan[FunctionOut]:
-        """Create or replace a function from a spec, a mapping or a YAML/JSON file path; the
-        spec is validated first, and an invalid one (InvalidSpec) sends nothing."""
+    def deploy_function(self, spec: FunctionSpec | Mapping[str, Any] | str | Path) -> Plan[FunctionDeployed]:
+        """Create or replace a function from a spec, a mapping or a YAML/JSON file path (its
+        relative paths are relative to its directory: `workdir`); the spec is validated first,
+        and an invalid one (InvalidSpec) sends nothing. `changed` is false when the same spec
+        was deployed already (its version stays)."""
         return self.run(self.requests.deploy_function(spec_from(spec)))
 
     def invoke(
