@@ -47,12 +47,13 @@ import psutil
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent / "tests"))  # the helpers that start a gateway and chromium
 
-from elasticityops.domain.functions import Priority, load_function_text  # noqa: E402
+from elasticityops.domain.functions import Priority  # noqa: E402
 from elasticityops.domain.invocations import State, new_invocation_id  # noqa: E402
 from elasticityops.domain.ports import Change, NewInvocation  # noqa: E402
 from elasticityops.store.sql import SqlStore  # noqa: E402
 from helpers.browser import chromium  # noqa: E402
-from helpers.server import REPO, RunningServer, start_server  # noqa: E402
+from helpers.examples import example_json, example_spec  # noqa: E402
+from helpers.server import RunningServer, start_server  # noqa: E402
 from machine_info import cpu_model  # noqa: E402
 
 RESULTS = HERE / "results"
@@ -63,7 +64,7 @@ async def fill(database: Path, count: int) -> None:
     store would hold them."""
     store = await SqlStore.open(f"sqlite:///{database}")
     try:
-        spec = load_function_text((REPO / "examples" / "hello.yaml").read_text(), source="hello.yaml")
+        spec = example_spec("hello")
         now = datetime.now(UTC)
         await store.put_function(spec, now)
         start = now - timedelta(days=1)
@@ -231,8 +232,7 @@ def side_by_side(
         os.sched_setaffinity(0, everything - {0})  # ... wrk, curl and chromium get the rest
     try:
         with gw.client() as http:
-            spec = (REPO / "examples" / "hello.yaml").read_bytes()
-            http.put("/v1/functions/hello", content=spec, headers={"Content-Type": "application/yaml"})
+            http.put("/v1/functions/hello", content=example_json("hello"))
         accept_burst(gw, 2, connections)  # warm up
         rates: dict[str, list[dict[str, float]]] = {"without": [], "with": []}
         frames: list[int] = []

@@ -68,6 +68,15 @@ class FunctionOut(BaseModel):
         )
 
 
+class FunctionDeployed(FunctionOut):
+    """The answer to a deploy (PUT /v1/functions/{name})."""
+
+    changed: bool = Field(
+        description="false: the spec sent is the one deployed already (compared as stored, "
+        "defaults filled in), whose version stays; true: a new function or a new version"
+    )
+
+
 class FunctionList(BaseModel):
     items: list[FunctionOut]
 

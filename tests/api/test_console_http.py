@@ -17,7 +17,8 @@ import httpx
 import orjson
 import pytest
 
-from helpers.server import REPO, RunningServer, running_server
+from helpers.examples import example_json
+from helpers.server import RunningServer, running_server
 
 MAX_STREAMS = 3
 
@@ -31,8 +32,7 @@ def console_gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Runnin
         env={"EOPS_CONSOLE_MAX_STREAMS": str(MAX_STREAMS), "EOPS_CONSOLE_HEARTBEAT_SECONDS": "1"},
     ) as gw:
         with gw.client() as http:
-            spec = (REPO / "examples" / "hello.yaml").read_bytes()
-            put = http.put("/v1/functions/hello", content=spec, headers={"Content-Type": "application/yaml"})
+            put = http.put("/v1/functions/hello", content=example_json("hello"))
             assert put.status_code in (200, 201), put.text
         yield gw
 
@@ -228,8 +228,7 @@ def test_capacity_counts_the_queue_its_head_and_the_budget_and_keeps_samples(tmp
         ) as gw,
         gw.client() as http,
     ):
-        spec = (REPO / "examples" / "hello.yaml").read_bytes()
-        http.put("/v1/functions/hello", content=spec, headers={"Content-Type": "application/yaml"})
+        http.put("/v1/functions/hello", content=example_json("hello"))
         ids = [http.post("/v1/functions/hello/invocations").json()["id"] for _ in range(3)]
         deadline = time.monotonic() + 20
         while True:

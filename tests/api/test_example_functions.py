@@ -1,8 +1,8 @@
 """`eops serve --example` outside the checkout: the checkout's example functions still run.
 
-Their commands name files relative to the checkout (`python examples/hello.py`); a gateway
-started in another directory found none of them (exit code 2, "can't open file") until the
-deploy made those arguments absolute."""
+Their commands name files beside their spec (`python hello.py`); a gateway started in another
+directory found none of them (exit code 2, "can't open file") until the deploy recorded the
+spec file's directory as their `workdir` (as `eops fn deploy` does)."""
 
 from __future__ import annotations
 
@@ -32,9 +32,9 @@ def test_examples_run_when_the_gateway_starts_outside_the_checkout(tmp_path: Pat
         srv.client() as http,
     ):
         hello = http.get("/v1/functions/hello").json()
-        script = hello["spec"]["command"][-1]
-        assert Path(script).is_absolute(), hello
-        assert Path(script).is_file()
+        script = Path(hello["spec"]["workdir"], hello["spec"]["command"][-1])
+        assert script.is_absolute(), hello
+        assert script.is_file()
         for name, payload in (("hello", {"name": "Ada"}), ("sleep", {"seconds": 0.1})):
             inv = http.post(f"/v1/functions/{name}/invocations", json=payload)
             assert inv.status_code == 202, inv.text

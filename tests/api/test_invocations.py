@@ -218,7 +218,9 @@ def test_redeploying_bumps_the_version_only_on_change(paused_gateway: RunningSer
         )
         assert same.status_code == 200
         assert same.json()["version"] == 1
-        assert changed.json()["version"] == 2
+        assert same.json()["changed"] is False, "the answer says nothing changed"
+        assert (changed.status_code, changed.json()["version"]) == (200, 2)
+        assert changed.json()["changed"] is True
         inv = client.post(f"/v1/functions/{name}/invocations", json={}).json()
         assert inv["priority"] == "high", "the new version is used at once"
 

@@ -23,8 +23,8 @@ class Result:
 
 @dataclass(frozen=True)
 class Eops:
-    """Runs `.venv/bin/eops ARGS` with EOPS_URL / EOPS_TOKEN pointed at `server`, if any, and
-    `extra` on top."""
+    """Runs `.venv/bin/eops ARGS` in `cwd` (the checkout unless given) with EOPS_URL / EOPS_TOKEN
+    pointed at `server`, if any, and `extra` on top."""
 
     server: RunningServer | None
     extra: Mapping[str, str] = field(default_factory=dict)
@@ -35,6 +35,7 @@ class Eops:
         env: Mapping[str, str] | None = None,
         drop: tuple[str, ...] = (),
         timeout: float = 180,
+        cwd: Path = REPO,
     ) -> Result:
         full = self.server.env() if self.server is not None else base_env()
         full.update(self.extra)
@@ -42,7 +43,7 @@ class Eops:
         for name in drop:
             full.pop(name, None)
         done = subprocess.run(
-            [EOPS, *args], capture_output=True, text=True, env=full, cwd=REPO, timeout=timeout, check=False
+            [EOPS, *args], capture_output=True, text=True, env=full, cwd=cwd, timeout=timeout, check=False
         )
         return Result(done.returncode, done.stdout, done.stderr)
 

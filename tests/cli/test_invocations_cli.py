@@ -17,6 +17,16 @@ from .runner import Eops, Writer
 
 HELLO = str(REPO / "examples" / "hello.yaml")
 
+# Forty lines of output, then what python says of a script it cannot find, and exit code 2.
+STDERR_THEN_EXIT_2 = (
+    "import sys\n"
+    "for i in range(40):\n"
+    "    print(f'step {i}', flush=True)\n"
+    "print(\"python: can't open file '/elsewhere/work.py': [Errno 2] No such file or directory\","
+    " file=sys.stderr)\n"
+    "sys.exit(2)"
+)
+
 
 def spec(name: str, code: str, timeout: int = 120) -> str:
     return json.dumps({"name": name, "command": ["python", "-c", code], "timeout_seconds": timeout})
@@ -33,6 +43,7 @@ def functions(server: RunningServer, tmp_path_factory: pytest.TempPathFactory) -
         "cli-sleep": root / "sleep.json",
         "cli-chatty": root / "chatty.json",
         "cli-noop": root / "noop.json",
+        "cli-stderr": root / "stderr.json",
     }
     files["cli-fail"].write_text(
         spec("cli-fail", "import sys; print('about to fail', flush=True); sys.exit(3)")
@@ -47,6 +58,7 @@ def functions(server: RunningServer, tmp_path_factory: pytest.TempPathFactory) -
         )
     )
     files["cli-noop"].write_text(spec("cli-noop", "pass"))
+    files["cli-stderr"].write_text(spec("cli-stderr", STDERR_THEN_EXIT_2))
     with Client(server.url, server.token) as client:
         for path in files.values():
             client.deploy_function(path)
@@ -99,6 +111,23 @@ def test_invoke_wait_failure_exit_1_with_reason(deployed: Eops) -> None:
     assert re.search(r"cli-fail\s+failed", result.stdout)
     assert "exit code 3" in result.stdout
     assert "failure reason: exit_code" in result.stdout
+
+
+def test_invoke_wait_failure_shows_the_end_of_its_output_and_how_to_read_all_of_it(
+    deployed: Eops,
+) -> None:
+    result = deployed("invoke", "cli-stderr", "--wait")
+    assert result.code == 1, result.output
+    found = re.search(r"(inv-[0-9a-z]+)\s+cli-stderr\s+failed", result.stdout)
+    assert found, result.stdout
+    inv_id = found.group(1)
+    for shown in (deployed("status", inv_id), result):
+        lines = shown.stdout.splitlines()
+        assert "exit code 2" in shown.stdout
+        assert any("can't open file '/elsewhere/work.py'" in line for line in lines), shown.stdout
+        assert any(line.strip() == "step 39" for line in lines), "the output's last lines are shown"
+        assert not any(line.strip() == "step 0" for line in lines), "only its last lines"
+        assert f"eops logs {inv_id}" in shown.stdout
 
 
 def test_status_of_a_failed_invocation_as_json(deployed: Eops, api: Client) -> None:

@@ -24,11 +24,19 @@ from elasticityops.client import (
     Operations,
     Requests,
     RetryPolicy,
+    WaitedInvocation,
     WaitPolicy,
 )
 from elasticityops.domain.functions import FunctionSpec
 from elasticityops.domain.invocations import State
-from elasticityops.wire import FunctionList, FunctionOut, InvocationList, InvocationOut, TimelineOut
+from elasticityops.wire import (
+    FunctionDeployed,
+    FunctionList,
+    FunctionOut,
+    InvocationList,
+    InvocationOut,
+    TimelineOut,
+)
 
 T0 = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)
 FAST = RetryPolicy(attempts=3, first_delay_s=0.01, max_delay_s=0.05)
@@ -232,6 +240,7 @@ def test_defaults_without_environment(kind: str, monkeypatch: pytest.MonkeyPatch
 # --- every call shape -----------------------------------------------------------------------
 
 FN = function_out()
+DEPLOYED = FunctionDeployed(**dict(FN), changed=True)
 INV = invocation()
 PAGE = InvocationList(items=[INV], next_cursor="inv-1")
 
@@ -241,9 +250,9 @@ PAGE = InvocationList(items=[INV], next_cursor="inv-1")
     [
         pytest.param(
             lambda c: c.deploy_function({"name": "hello", "command": ["true"]}),
-            lambda: answer(FN, 201),
+            lambda: answer(DEPLOYED, 201),
             ("PUT", "/v1/functions/hello", {}),
-            FN,
+            DEPLOYED,
             id="deploy_function",
         ),
         pytest.param(
@@ -271,7 +280,7 @@ PAGE = InvocationList(items=[INV], next_cursor="inv-1")
             lambda c: c.invoke("hello", [1]),
             lambda: answer(INV, 202),
             ("POST", "/v1/functions/hello/invocations", {}),
-            INV,
+            WaitedInvocation(**dict(INV), wait_expired=False),
             id="invoke",
         ),
         pytest.param(
@@ -478,6 +487,21 @@ def test_wait_returns_the_live_state_when_the_timeout_runs_out(kind: str) -> Non
     # Whole seconds held within the deadline, then looks a pause (0.25 s) apart for the last half second.
     assert gw.holds == [2, 0, 0, 0]
     assert send.time.now == pytest.approx(2.5)
+
+
+def test_a_wait_that_runs_out_says_so(kind: str) -> None:
+    """`invoke(..., wait=1)` on work that runs on: a live state and no result, and
+    `wait_expired` says the wait ran out (not that the invocation has none)."""
+    time = FakeTime()
+    gw = HoldingGateway([(0, State.running), (100, State.succeeded)], time)
+    send = Sender(kind, gw, time=time, wait_policy=WaitPolicy(long_poll_s=20))
+    inv = send(lambda c: c.invoke("hello", {}, wait=1))
+    assert (inv.state, inv.result, inv.wait_expired) == (State.running, None, True)
+    assert send(lambda c: c.wait("inv-1", timeout=2)).wait_expired is True
+    ended = send(lambda c: c.wait("inv-1", timeout=200))
+    assert (ended.state, ended.wait_expired) == (State.succeeded, False)
+    assert send(lambda c: c.invoke("hello", {}, wait=5)).wait_expired is False, "it ended within"
+    assert send(lambda c: c.invoke("hello", {})).wait_expired is False, "no wait was asked for"
 
 
 def test_wait_pauses_when_a_gateway_ignores_the_hold(kind: str) -> None:

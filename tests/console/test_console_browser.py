@@ -18,6 +18,7 @@ from playwright.sync_api import BrowserContext, Page, expect
 
 from elasticityops.domain.invocations import new_invocation_id
 from helpers.browser import chromium
+from helpers.examples import example_json
 from helpers.server import REPO, RunningServer, running_server
 
 # The screenshots in docs/console.md: rewritten by a run with EOPS_UPDATE_SCREENSHOTS=1, so that an
@@ -41,10 +42,7 @@ def gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningServer]
     ) as gw:
         with gw.client() as http:
             for name in ("hello", "sleep"):
-                spec = (REPO / "examples" / f"{name}.yaml").read_bytes()
-                put = http.put(
-                    f"/v1/functions/{name}", content=spec, headers={"Content-Type": "application/yaml"}
-                )
+                put = http.put(f"/v1/functions/{name}", content=example_json(name))
                 assert put.status_code in (200, 201), put.text
         yield gw
 

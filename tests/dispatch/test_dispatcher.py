@@ -18,10 +18,11 @@ from elasticityops.changes.hub import ChangeHub
 from elasticityops.dispatch.dispatcher import Dispatcher
 from elasticityops.dispatch.settings import DispatchSettings
 from elasticityops.domain.clock import SystemClock
-from elasticityops.domain.functions import FunctionSpec, GpuSpec, Priority, load_function_text
+from elasticityops.domain.functions import FunctionSpec, GpuSpec, Priority
 from elasticityops.domain.invocations import FailureReason, Invocation, State, new_invocation_id
 from elasticityops.domain.ports import Change, NewInvocation
 from elasticityops.store.sql import SqlStore
+from helpers.examples import example_spec
 
 REPO = Path(__file__).resolve().parents[2]
 SECRET = b"test-secret"
@@ -126,7 +127,7 @@ def run(tmp_path: Path, scenario: Callable[[], Coroutine[Any, Any, None]]) -> No
 def test_hello_example_succeeds_with_its_result_and_timeline(tmp_path: Path) -> None:
     async def scenario() -> None:
         async with gateway(tmp_path) as gw:
-            await gw.deploy(load_function_text((REPO / "examples" / "hello.yaml").read_text()))
+            await gw.deploy(example_spec("hello"))
             inv = await gw.ended(await gw.submit("hello", {"name": "Ada"}))
             assert inv.state is State.succeeded, inv.message
             assert inv.exit_code == 0
@@ -143,7 +144,7 @@ def test_hello_example_succeeds_with_its_result_and_timeline(tmp_path: Path) -> 
 def test_gpu_matmul_example_says_where_it_ran(tmp_path: Path) -> None:
     async def scenario() -> None:
         async with gateway(tmp_path) as gw:
-            await gw.deploy(load_function_text((REPO / "examples" / "gpu-matmul.yaml").read_text()))
+            await gw.deploy(example_spec("gpu-matmul"))
             inv = await gw.ended(await gw.submit("gpu-matmul", {"n": 128, "repeat": 2}))
             assert inv.state is State.succeeded, inv.message
             result = json.loads(inv.result or b"")

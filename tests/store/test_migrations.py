@@ -53,7 +53,7 @@ from elasticityops.domain.events import BackendEvent
 from elasticityops.domain.functions import FunctionSpec, Priority
 from elasticityops.domain.invocations import FailureReason, Note, State, new_invocation_id
 from elasticityops.domain.node_seconds import Phase, RunningTotal
-from elasticityops.domain.ports import Change, NewInvocation
+from elasticityops.domain.ports import Change, NewInvocation, SpecChange
 from elasticityops.domain.tokens import Scope
 from elasticityops.pricing.table import Capacity
 from elasticityops.store import migrate, tables
@@ -418,23 +418,23 @@ async def _new_writes_work(store: SqlStore) -> None:
     assert done is not None
     assert done.timeline.finished == T0 + timedelta(minutes=1)
     await store.record(BackendEvent(PENDING, node="gpu-node-8", capacity_ready=T0 + timedelta(seconds=30)))
-    record, created = await store.put_function(
+    record, outcome = await store.put_function(
         FunctionSpec.model_validate(
             {"name": "hello", "command": ["python", "-c", "pass"], "timeout_seconds": 60}
         ),
         T0 + timedelta(hours=1),
     )
-    assert not created
+    assert outcome is SpecChange.changed
     assert record.version == 2
     replaced = await store.get_function_version("hello", 1)
     assert replaced is not None
     assert replaced.timeout_seconds == 3600, "version 1 is kept as it was"
     assert await store.delete_function("hello", T0 + timedelta(hours=2))
-    record, created = await store.put_function(
+    record, outcome = await store.put_function(
         FunctionSpec.model_validate({"name": "hello", "command": ["python", "-c", "pass"]}),
         T0 + timedelta(hours=3),
     )
-    assert (created, record.version) == (True, 3), "a tombstoned name goes on counting"
+    assert (outcome, record.version) == (SpecChange.created, 3), "a tombstoned name goes on counting"
     with pytest.raises(Conflict):
         await store.create_api_token("again", "f" * 64, T0)
     await store.create_api_token("ci", "e" * 64, T0)

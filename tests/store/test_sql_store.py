@@ -18,7 +18,7 @@ from elasticityops.domain.events import BackendEvent, Finished
 from elasticityops.domain.functions import FunctionSpec, Priority
 from elasticityops.domain.gpus_held import by_version
 from elasticityops.domain.invocations import FailureReason, Note, State, new_invocation_id
-from elasticityops.domain.ports import Change, NewInvocation
+from elasticityops.domain.ports import Change, NewInvocation, SpecChange
 from elasticityops.domain.spillover import SPILLED, Spill
 from elasticityops.domain.tokens import Scope
 from elasticityops.store.sql import SqlStore
@@ -50,15 +50,15 @@ def new(
 
 def test_functions_are_created_replaced_listed_and_deleted(store: SqlStore, run: asyncio.Runner) -> None:
     async def body() -> None:
-        record, created = await store.put_function(spec(), T0)
-        assert created
+        record, outcome = await store.put_function(spec(), T0)
+        assert outcome is SpecChange.created
         assert record.version == 1
         assert record.created_at == T0
-        same, created = await store.put_function(spec(), T0 + timedelta(seconds=1))
-        assert not created
+        same, outcome = await store.put_function(spec(), T0 + timedelta(seconds=1))
+        assert outcome is SpecChange.unchanged
         assert same.version == 1, "an unchanged spec keeps its version"
-        changed, created = await store.put_function(spec(timeout_seconds=60), T0 + timedelta(seconds=2))
-        assert not created
+        changed, outcome = await store.put_function(spec(timeout_seconds=60), T0 + timedelta(seconds=2))
+        assert outcome is SpecChange.changed
         assert changed.version == 2
         assert changed.spec.timeout_seconds == 60
         await store.put_function(spec("another"), T0)
@@ -84,8 +84,8 @@ def test_every_version_is_kept_and_a_deleted_name_goes_on_counting(
         await store.put_function(spec(timeout_seconds=20), T0 + timedelta(seconds=1))
         assert await store.delete_function("hello", T0 + timedelta(seconds=2))
         assert await store.get_function("hello") is None
-        again, created = await store.put_function(spec(timeout_seconds=10), T0 + timedelta(seconds=3))
-        assert created, "deployed again after a delete: a new function to the user"
+        again, outcome = await store.put_function(spec(timeout_seconds=10), T0 + timedelta(seconds=3))
+        assert outcome is SpecChange.created, "deployed again after a delete: a new function to the user"
         assert again.version == 3, "never restarts at 1: version 1 names another spec"
         assert again.created_at == T0 + timedelta(seconds=3)
         kept = [await store.get_function_version("hello", n) for n in (1, 2, 3)]

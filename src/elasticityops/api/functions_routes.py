@@ -9,9 +9,9 @@ from elasticityops.api.runtime import Runtime
 from elasticityops.domain.errors import Conflict, NotFound
 from elasticityops.domain.functions import FunctionSpec, parse_function_spec
 from elasticityops.domain.invocations import FailureReason, State
-from elasticityops.domain.ports import Change
+from elasticityops.domain.ports import Change, SpecChange
 from elasticityops.domain.tokens import ApiToken, Scope
-from elasticityops.wire import ErrorOut, FunctionList, FunctionOut
+from elasticityops.wire import ErrorOut, FunctionDeployed, FunctionList, FunctionOut
 
 router = APIRouter(tags=["functions"])
 
@@ -40,21 +40,28 @@ def _runtime(request: Request) -> Runtime:
 
 @router.put(
     "/functions/{name}",
-    response_model=FunctionOut,
-    responses={**_ERRORS, 201: {"model": FunctionOut, "description": "created"}, 400: {"model": ErrorOut}},
+    response_model=FunctionDeployed,
+    responses={
+        **_ERRORS,
+        200: {"model": FunctionDeployed, "description": "replaced (`changed`), or the same spec again"},
+        201: {"model": FunctionDeployed, "description": "created"},
+        400: {"model": ErrorOut},
+    },
     openapi_extra=_SPEC_BODY,
     summary="Create or replace a function",
+    description="A spec that differs from the current one (as stored: defaults filled in) is its "
+    "next version; the same spec again changes nothing and keeps its version (`changed: false`).",
 )
-async def put_function(request: Request, response: Response, name: str = NamePath) -> FunctionOut:
+async def put_function(request: Request, response: Response, name: str = NamePath) -> FunctionDeployed:
     rt = _runtime(request)
     body = await read_body(request, rt.settings.api.max_payload_bytes)
     data = parse_json_or_yaml(body, request.headers.get("content-type", ""))
     spec = parse_function_spec(data, name=name)
-    record, created = await rt.store.put_function(spec, rt.clock.now())
+    record, outcome = await rt.store.put_function(spec, rt.clock.now())
     rt.functions.forget(name)
     rt.hub.work_available()  # a new version may change what can be admitted
-    response.status_code = 201 if created else 200
-    return FunctionOut.of(record)
+    response.status_code = 201 if outcome is SpecChange.created else 200
+    return FunctionDeployed(**dict(FunctionOut.of(record)), changed=outcome is not SpecChange.unchanged)
 
 
 @router.get("/functions", response_model=FunctionList, responses=_ERRORS, summary="List functions")

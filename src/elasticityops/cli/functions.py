@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
+from rich.markup import escape
 
 from elasticityops.cli import remote, render
 from elasticityops.client import spec_from
@@ -34,15 +35,29 @@ def deploy(
     """Create or replace the function declared in FILE.
 
     The file is validated here first, so a mistake is reported field by field (with the fix)
-    before anything is sent. Deploying the same spec twice changes nothing; a changed spec
-    gets a new version."""
+    before anything is sent. Its relative paths are relative to its directory: a spec with no
+    `workdir` whose command names a file or directory there runs there (the local backend);
+    a relative `workdir` is from there too. Deploying the same spec twice changes nothing and
+    says so; a changed spec gets a new version."""
     with remote.connected() as client:
         spec = spec_from(file)
         item = client.deploy_function(spec)
     if as_json:
         remote.print_json(item.model_dump_json())
         return
-    remote.out.print(f"deployed [bold]{item.spec.name}[/], version {item.version}")
+    name = escape(item.spec.name)
+    if item.changed:
+        remote.out.print(f"deployed [bold]{name}[/], version {item.version}")
+    else:
+        remote.out.print(f"[bold]{name}[/] unchanged, version {item.version}: this spec is deployed already")
+    remote.out.print(_where_it_runs(item.spec.workdir, file), markup=False, soft_wrap=True)
+
+
+def _where_it_runs(workdir: str | None, file: Path) -> str:
+    if workdir is None:
+        return "no workdir: the local backend runs it in the gateway's working directory"
+    whose = " (the spec file's directory)" if workdir == str(file.resolve().parent) else ""
+    return f"workdir {workdir}{whose}: the local backend runs the command there"
 
 
 def list_functions(as_json: JsonFlag = False) -> None:

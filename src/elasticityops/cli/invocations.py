@@ -15,7 +15,7 @@ import typer
 from rich.status import Status
 
 from elasticityops.cli import remote, render
-from elasticityops.client import Client, WaitPolicy
+from elasticityops.client import Client, ClientError, WaitPolicy
 from elasticityops.domain import invocation_annotations as hints
 from elasticityops.domain.errors import InvalidInput
 from elasticityops.domain.invocations import State
@@ -132,8 +132,8 @@ def invoke(
     """Invoke a function with a JSON payload.
 
     Without --wait it prints the new invocation's id at once (the function runs on). With
-    --wait it shows the state and the time waited until the invocation ends, then its status;
-    the exit code is 0 if it succeeded, 1 otherwise."""
+    --wait it shows the state and the time waited until the invocation ends, then its status
+    (for a failed one, the end of its output); the exit code is 0 if it succeeded, 1 otherwise."""
     payload = read_payload(data)
     annotations = read_annotations(annotation or [])
     # Long polls of a second: the end is seen at once and the progress line stays current.
@@ -147,7 +147,8 @@ def invoke(
                 remote.err.print(f"[dim]{inv.state.value}; follow it with `eops status {inv.id}`[/]")
             return
         final = _wait_with_progress(client, inv, timeout)
-    _show_final(final, as_json, timeout)
+        tail = [] if as_json else _failure_output(client, final)
+    _show_final(final, as_json, timeout, tail)
 
 
 def _wait_with_progress(client: Client, inv: InvocationOut, timeout: float | None) -> InvocationOut:
@@ -201,11 +202,28 @@ def _wait(
         raise typer.Exit(remote.EXIT_INTERRUPTED) from None
 
 
-def _show_final(inv: InvocationOut, as_json: bool, timeout: float | None) -> None:
+def _failure_output(client: Client, inv: InvocationOut) -> list[str]:
+    """The end of a failed (or timed out) invocation's output, where its error is; none when
+    it has none, or its log cannot be read (the status is shown all the same)."""
+    if inv.state not in (State.failed, State.timed_out):
+        return []
+    try:
+        return render.output_tail(client.logs(inv.id))
+    except ClientError:
+        return []
+
+
+def _show_detail(inv: InvocationOut, tail: list[str]) -> None:
+    remote.out.print(render.invocation_detail(inv, datetime.now(UTC)))
+    if tail:
+        remote.out.print(render.output_tail_text(inv.id, tail))
+
+
+def _show_final(inv: InvocationOut, as_json: bool, timeout: float | None, tail: list[str]) -> None:
     if as_json:
         remote.print_json(inv.model_dump_json())
     else:
-        remote.out.print(render.invocation_detail(inv, datetime.now(UTC)))
+        _show_detail(inv, tail)
     if not inv.state.terminal:
         remote.err.print(
             f"still {inv.state.value} after {timeout:g}s of waiting; it keeps going: `eops status {inv.id}`"
@@ -218,13 +236,14 @@ def _show_final(inv: InvocationOut, as_json: bool, timeout: float | None) -> Non
 
 def status(invocation_id: IdArg, as_json: JsonFlag = False) -> None:
     """Show an invocation: state, where its time went (queue, capacity, start, run), exit code,
-    failure reason, message and result."""
+    failure reason, message and result; for a failed one, the end of its output too."""
     with remote.connected() as client:
         inv = client.get_invocation(invocation_id)
+        tail = [] if as_json else _failure_output(client, inv)
     if as_json:
         remote.print_json(inv.model_dump_json())
     else:
-        remote.out.print(render.invocation_detail(inv, datetime.now(UTC)))
+        _show_detail(inv, tail)
 
 
 def logs(

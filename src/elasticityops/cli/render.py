@@ -5,6 +5,7 @@ renderables and strings from wire models; printing is the commands' job."""
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from datetime import datetime
 from typing import Any
 
@@ -39,6 +40,8 @@ PHASES = (
     ("run", "started", "finished", "running"),
 )
 BAR_WIDTH = 20  # the timeline table then fits 80 columns
+TAIL_LINES = 20  # of a failed invocation's output, under its status
+TAIL_CHARS = 16 * 1024  # the most of its output read for them, as the console keeps
 
 
 def state_text(state: State) -> Text:
@@ -209,6 +212,27 @@ def _how_it_stands(inv: InvocationOut) -> list[RenderableType]:
         where = f"queue position {inv.queue_position}"
         lines.append(Text.assemble((where, "bold cyan"), f": {inv.queue_reason}" if inv.queue_reason else ""))
     return lines
+
+
+def output_tail(chunks: Iterable[str], lines: int = TAIL_LINES, chars: int = TAIL_CHARS) -> list[str]:
+    """The last `lines` lines of an invocation's output (stdout and stderr, where a failure
+    says why), within its last `chars` characters, each made safe to print on a terminal."""
+    kept = ""
+    for chunk in chunks:
+        kept = (kept + chunk)[-chars:]
+    return [
+        "".join(c if c == "\t" or c.isprintable() else "\ufffd" for c in line)
+        for line in kept.splitlines()[-lines:]
+    ]
+
+
+def output_tail_text(invocation_id: str, tail: list[str]) -> RenderableType:
+    """The tail under its heading, then the command that prints all of it."""
+    return Group(
+        Text("\nthe end of its output (stdout and stderr):", style="bold"),
+        *(Text(f"  {line}") for line in tail),
+        Text(f"the whole log: eops logs {invocation_id}", style="dim"),
+    )
 
 
 def result_text(result: Any) -> str:

@@ -165,10 +165,7 @@ async def _prepare(settings: Settings, example: bool) -> tuple[str, bool, list[s
                         )
                     ]
                 )
-            # The examples' commands name files relative to the checkout (examples/hello.py): a
-            # local process finds them from any directory; a cluster's image has its own paths.
-            checkout = files[0].parent.parent if settings.backend == "local" else None
-            records = await deploy_files(store, files, clock, resolve_from=checkout)
+            records = await deploy_files(store, files, clock)
             deployed = [r.spec.name for r in records]
         return token, created, deployed
     finally:

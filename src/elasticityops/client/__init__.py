@@ -2,9 +2,9 @@
 
     from elasticityops.client import Client
     with Client() as eops:                       # EOPS_URL, EOPS_TOKEN from the environment
-        eops.deploy_function("examples/hello/function.yaml")
+        eops.deploy_function("examples/hello.yaml")  # its paths: from examples/ (workdir)
         inv = eops.invoke("hello", {"name": "Ada"}, wait=30)
-        print(inv.state, inv.result)
+        print(inv.state, inv.result)                 # inv.wait_expired: 30 s were not enough
 
 Each call is built once as a plain `Call` (calls.py: pure, no I/O: method, path, body and how
 its answer is read), and each client method is written once as a plan of Calls and pauses
@@ -34,7 +34,7 @@ from elasticityops.client.errors import (
     InvalidArgument,
     InvalidSpec,
 )
-from elasticityops.client.plans import Operations
+from elasticityops.client.plans import Operations, WaitedInvocation
 from elasticityops.client.sync import BlockingClock, BlockingSystemClock, Client
 
 __all__ = [
@@ -55,5 +55,6 @@ __all__ = [
     "Requests",
     "RetryPolicy",
     "WaitPolicy",
+    "WaitedInvocation",
     "spec_from",
 ]

@@ -17,10 +17,12 @@ from pydantic import ValidationError
 from elasticityops.client.errors import URL_ENV, ApiError, InvalidArgument, InvalidSpec, render_problem
 from elasticityops.domain import invocation_annotations
 from elasticityops.domain.errors import InvalidInput
-from elasticityops.domain.functions import FunctionSpec, load_function_text, parse_function_spec
+from elasticityops.domain.functions import FunctionSpec, parse_function_spec
+from elasticityops.domain.spec_files import load_spec_file
 from elasticityops.wire import (
     CostReportOut,
     ErrorOut,
+    FunctionDeployed,
     FunctionList,
     FunctionOut,
     HeadroomOut,
@@ -141,7 +143,8 @@ def json_bytes(value: Any) -> bytes:
 
 def spec_from(source: FunctionSpec | Mapping[str, Any] | str | Path) -> FunctionSpec:
     """A FunctionSpec from a spec, a mapping, or a YAML/JSON file path; validated locally so a
-    bad file is reported field by field before anything is sent."""
+    bad file is reported field by field before anything is sent. A file's relative paths are
+    relative to its directory (domain/spec_files.py: `workdir`)."""
     try:
         if isinstance(source, FunctionSpec):
             return source
@@ -168,7 +171,7 @@ def spec_from(source: FunctionSpec | Mapping[str, Any] | str | Path) -> Function
                     )
                 ]
             ) from None
-        return load_function_text(text, source=str(path))
+        return load_spec_file(text, path.resolve(), os.path.exists, source=str(path))
     except InvalidInput as exc:
         raise InvalidSpec(
             [ProblemOut(field=p.field, problem=p.problem, fix=p.fix) for p in exc.problems]
@@ -185,7 +188,7 @@ class Requests:
     """Builds each API call; no I/O. The clients' methods that make one call (plans.py) take
     these parameters and docs."""
 
-    def deploy_function(self, spec: FunctionSpec) -> Call[FunctionOut]:
+    def deploy_function(self, spec: FunctionSpec) -> Call[FunctionDeployed]:
         return Call(
             "PUT",
             f"/v1/functions/{_quote(spec.name)}",
@@ -193,7 +196,7 @@ class Requests:
             content=json_bytes(spec.model_dump(mode="json")),
             expect=(200, 201),
             repeatable=True,
-            decode=FunctionOut.model_validate_json,
+            decode=FunctionDeployed.model_validate_json,
         )
 
     def list_functions(self) -> Call[list[FunctionOut]]:

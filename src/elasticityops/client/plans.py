@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any, Concatenate, Generic, ParamSpec, TypeVar
 
 import httpx
+from pydantic import Field
 
 from elasticityops.client.calls import (
     Call,
@@ -36,10 +37,25 @@ from elasticityops.client.calls import (
 )
 from elasticityops.client.errors import ApiError, ConnectionFailed
 from elasticityops.domain.functions import FunctionSpec
-from elasticityops.wire import FunctionOut, InvocationOut
+from elasticityops.wire import FunctionDeployed, InvocationOut
 
 P = ParamSpec("P")
 T = TypeVar("T")
+
+
+class WaitedInvocation(InvocationOut):
+    """An invocation as `invoke(wait=...)` or `wait()` left it."""
+
+    wait_expired: bool = Field(
+        False,
+        description="true when the wait ran out before the invocation ended: `state` is its state "
+        "then (it runs on), and `result` is not there yet",
+    )
+
+    @classmethod
+    def after(cls, inv: InvocationOut, waited: bool) -> WaitedInvocation:
+        """`inv` as a wait (`waited`: one was asked for) left it."""
+        return cls(**dict(inv), wait_expired=waited and not inv.state.terminal)
 
 
 @dataclass(frozen=True)
@@ -161,9 +177,11 @@ class Operations:
         """What a transport error of a stream (which is never retried) is raised as."""
         return ConnectionFailed(self.url, describe(exc))
 
-    def deploy_function(self, spec: FunctionSpec | Mapping[str, Any] | str | Path) -> Plan[FunctionOut]:
-        """Create or replace a function from a spec, a mapping or a YAML/JSON file path; the
-        spec is validated first, and an invalid one (InvalidSpec) sends nothing."""
+    def deploy_function(self, spec: FunctionSpec | Mapping[str, Any] | str | Path) -> Plan[FunctionDeployed]:
+        """Create or replace a function from a spec, a mapping or a YAML/JSON file path (its
+        relative paths are relative to its directory: `workdir`); the spec is validated first,
+        and an invalid one (InvalidSpec) sends nothing. `changed` is false when the same spec
+        was deployed already (its version stays)."""
         return self.run(self.requests.deploy_function(spec_from(spec)))
 
     def invoke(
@@ -174,13 +192,13 @@ class Operations:
         wait: int | None = None,
         idempotency_key: str | None = None,
         annotations: Mapping[str, str] | None = None,
-    ) -> Plan[InvocationOut]:
+    ) -> Plan[WaitedInvocation]:
         """Start an invocation with a JSON payload (None: the job gets null). With `wait`
         (whole seconds, as the gateway takes them), return when it ends or after that long,
         whichever comes first: the answer is final if `.state.terminal`, else its state at
-        that moment. `annotations`: its own pod annotations, keys under `eops.dev/` (e.g.
-        `{"eops.dev/run-seconds": "12"}` on the dev cluster), over its function's; an invalid
-        one raises InvalidArgument before anything is sent."""
+        that moment, with `wait_expired` true. `annotations`: its own pod annotations, keys
+        under `eops.dev/` (e.g. `{"eops.dev/run-seconds": "12"}` on the dev cluster), over its
+        function's; an invalid one raises InvalidArgument before anything is sent."""
         began = self.now()
         hold = None
         if wait is not None and self.long_polls:
@@ -198,11 +216,9 @@ class Operations:
             inv = yield from self.run(
                 self.requests.invoke(name, payload, idempotency_key=idempotency_key, annotations=annotations)
             )
-        if wait is None or inv.state.terminal:
-            return inv
-        left = wait - (self.now() - began)
-        if left <= 0:
-            return inv
+        left = None if wait is None else wait - (self.now() - began)
+        if left is None or left <= 0 or inv.state.terminal:
+            return WaitedInvocation.after(inv, waited=wait is not None)
         return (yield from self.wait(inv.id, left))
 
     def wait(
@@ -211,10 +227,11 @@ class Operations:
         timeout: float | None = None,
         *,
         on_update: Callable[[InvocationOut], None] | None = None,
-    ) -> Plan[InvocationOut]:
+    ) -> Plan[WaitedInvocation]:
         """Wait until the invocation ends or `timeout` seconds pass (None: no limit), by long
-        polls; returns its last seen state, not terminal when the timeout ran out. `on_update`
-        sees every answer (the CLI's progress display: a short `long_poll_s` makes them often)."""
+        polls; returns its last seen state, not terminal when the timeout ran out (then
+        `wait_expired` is true). `on_update` sees every answer (the CLI's progress display: a
+        short `long_poll_s` makes them often)."""
         deadline = None if timeout is None else self.now() + timeout
         while True:
             began = self.now()
@@ -230,7 +247,7 @@ class Operations:
                 on_update(inv)
             now = self.now()
             if inv.state.terminal or (deadline is not None and now >= deadline):
-                return inv
+                return WaitedInvocation.after(inv, waited=True)
             pause = pause_after(self.wait_policy, hold, now - began, now, deadline)
             if pause:
                 yield Pause(pause)

@@ -4,6 +4,7 @@ field and the fix."""
 from __future__ import annotations
 
 import json
+import posixpath
 import re
 from collections.abc import Mapping, Sequence
 from enum import StrEnum
@@ -36,6 +37,7 @@ ANNOTATION_KEY_RE = re.compile(
     r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$"
 )
 MAX_NAME_LEN = 40
+MAX_PATH_LEN = 4096  # PATH_MAX on Linux
 MAX_GPUS_PER_JOB = 8
 MAX_RETRIES = 10
 KNOWN_GPU_TYPES = (
@@ -192,6 +194,15 @@ class FunctionSpec(_Strict):
         default_factory=dict,
         description="pod annotations (Kubernetes backend), e.g. for GKE features such as gcsfuse volumes",
     )
+    workdir: str | None = Field(
+        None,
+        max_length=MAX_PATH_LEN,
+        description="the directory the command runs in, an absolute path (local backend; the "
+        "Kubernetes backend runs it in the image's working directory). Deployed from a file "
+        "(eops fn deploy), a relative one is relative to the file's directory, and a spec without "
+        "one whose command names a file or directory beside the file gets that directory. "
+        "Unset: the gateway's working directory",
+    )
 
     @field_validator("name")
     @classmethod
@@ -211,6 +222,21 @@ class FunctionSpec(_Strict):
         if any(part == "" for part in value):
             raise ValueError("command has an empty argument; remove it")
         return value
+
+    @field_validator("workdir")
+    @classmethod
+    def _workdir(cls, value: str | None) -> str | None:
+        if value is None:
+            return None
+        if "\x00" in value:
+            raise ValueError("holds a NUL character; remove it")
+        if not posixpath.isabs(value):
+            raise ValueError(
+                f"{value!r} is not an absolute path; give one starting with / (in a spec file, "
+                "eops fn deploy makes a relative one absolute from the file's directory)"
+            )
+        # One spelling per directory, so that "/srv/fn/" deployed again is no new version.
+        return posixpath.normpath(value)
 
     @field_validator("annotations")
     @classmethod
@@ -406,7 +432,7 @@ def load_function_text(text: str, source: str = "spec") -> FunctionSpec:
 # Fields added after specs were first stored, with their defaults: left out of the canonical
 # JSON while at the default, so a spec that does not use them reads as the same text as before
 # and redeploying it unchanged after an upgrade is not a new version.
-_ADDED_LATER: dict[str, object] = {"preemptible": False, "retries": 0}
+_ADDED_LATER: dict[str, object] = {"preemptible": False, "retries": 0, "workdir": None}
 
 
 def spec_to_json(spec: FunctionSpec) -> str:

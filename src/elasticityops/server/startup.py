@@ -3,12 +3,13 @@ deployed."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from elasticityops.domain.clock import Clock
 from elasticityops.domain.errors import FieldProblem, InvalidInput
-from elasticityops.domain.functions import load_function_text
 from elasticityops.domain.ports import FunctionRecord
+from elasticityops.domain.spec_files import load_spec_file
 from elasticityops.pricing.table import capacity_of_backend
 from elasticityops.server.data_dir import prepare_data_dir, private_database_file, sqlite_path
 from elasticityops.settings import Settings
@@ -40,26 +41,12 @@ async def open_store(settings: Settings, *, create: bool = True) -> SqlStore:
     )
 
 
-async def deploy_files(
-    store: SqlStore, files: list[Path], clock: Clock, resolve_from: Path | None = None
-) -> list[FunctionRecord]:
-    """Deploy each spec file. `resolve_from`: a relative command argument naming a file under
-    that directory becomes its absolute path, so the checkout's examples (`python
-    examples/hello.py`) run whatever directory the gateway was started in."""
+async def deploy_files(store: SqlStore, files: list[Path], clock: Clock) -> list[FunctionRecord]:
+    """Deploy each spec file as `eops fn deploy` does (domain/spec_files.py: its relative paths
+    are from its directory), so either way the same file is the same spec and version."""
     records = []
     for file in files:
-        spec = load_function_text(file.read_text(), source=str(file))
-        if resolve_from is not None:
-            command = [_resolved(arg, resolve_from) for arg in spec.command]
-            if command != list(spec.command):
-                spec = spec.model_copy(update={"command": command})
+        spec = load_spec_file(file.read_text(encoding="utf-8"), file.resolve(), os.path.exists)
         record, _ = await store.put_function(spec, clock.now())
         records.append(record)
     return records
-
-
-def _resolved(arg: str, root: Path) -> str:
-    if not arg or Path(arg).is_absolute() or arg.startswith("-"):
-        return arg
-    candidate = root / arg
-    return str(candidate.resolve()) if candidate.is_file() else arg

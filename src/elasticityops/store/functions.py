@@ -8,7 +8,7 @@ from datetime import datetime
 from sqlalchemy import Connection, insert, select, update
 
 from elasticityops.domain.functions import FunctionSpec
-from elasticityops.domain.ports import FunctionRecord
+from elasticityops.domain.ports import FunctionRecord, SpecChange
 from elasticityops.store import rows
 from elasticityops.store.database import Database
 from elasticityops.store.tables import function_versions, functions, gateway_generations
@@ -19,12 +19,13 @@ _FUNCTIONS = "functions"
 class SqlFunctions(Database):
     """The FunctionStore of the port (domain/ports/store.py)."""
 
-    async def put_function(self, spec: FunctionSpec, at: datetime) -> tuple[FunctionRecord, bool]:
+    async def put_function(self, spec: FunctionSpec, at: datetime) -> tuple[FunctionRecord, SpecChange]:
         """A changed spec is a new version, kept in `function_versions` beside the ones before
-        it; a name deleted before goes on from its tombstone's version."""
+        it; a name deleted before goes on from its tombstone's version. Specs compare as their
+        canonical JSON (`spec_to_json`): the same spec again keeps its version."""
         text = rows.function_row(spec)
 
-        def run(conn: Connection) -> tuple[FunctionRecord, bool]:
+        def run(conn: Connection) -> tuple[FunctionRecord, SpecChange]:
             row = conn.execute(select(functions).where(functions.c.name == spec.name)).mappings().first()
             if row is None:
                 values = {
@@ -36,13 +37,13 @@ class SqlFunctions(Database):
                     "deleted_at": None,
                 }
                 conn.execute(insert(functions).values(**values))
-                created = True
+                outcome = SpecChange.created
             elif row["deleted_at"] is None and row["spec"] == text:
-                return rows.function_from_row(row), False
+                return rows.function_from_row(row), SpecChange.unchanged
             else:
-                created = row["deleted_at"] is not None
+                outcome = SpecChange.changed if row["deleted_at"] is None else SpecChange.created
                 values = {**row, "spec": text, "version": row["version"] + 1, "updated_at": at}
-                if created:
+                if outcome is SpecChange.created:
                     values.update(created_at=at, deleted_at=None)
                 conn.execute(update(functions).where(functions.c.name == spec.name).values(**values))
             conn.execute(
@@ -51,7 +52,7 @@ class SqlFunctions(Database):
                 )
             )
             _bump_functions_generation(conn)
-            return rows.function_from_row(values), created
+            return rows.function_from_row(values), outcome
 
         return await self._write(run)
 

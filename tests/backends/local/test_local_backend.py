@@ -116,6 +116,36 @@ def test_command_not_found_is_a_launch_error(tmp_path: Path) -> None:
     run_scenario(tmp_path, scenario)
 
 
+def test_the_job_runs_in_its_functions_workdir(tmp_path: Path) -> None:
+    record = tmp_path / "record.jsonl"
+    workdir = tmp_path / "fn dir"  # a space: the directory is passed as it is, never through a shell
+    workdir.mkdir()
+
+    async def scenario(backend: LocalBackend, events: Events) -> None:
+        req = request(spec(workdir=str(workdir)), {"record": str(record)})
+        await backend.launch(req)
+        assert (await events.finished(req.invocation.id)).exit_code == 0
+        (seen,) = [r for r in read_records(record) if r["event"] == "start"]
+        assert seen["cwd"] == str(workdir)
+
+    run_scenario(tmp_path, scenario)
+
+
+def test_a_workdir_that_is_not_there_is_a_launch_error_naming_it(tmp_path: Path) -> None:
+    gone = tmp_path / "moved-away"
+
+    async def scenario(backend: LocalBackend, events: Events) -> None:
+        req = request(spec(workdir=str(gone)))
+        await backend.launch(req)
+        done = await events.finished(req.invocation.id)
+        assert done.reason is FailureReason.launch_error
+        assert f"workdir {str(gone)!r} is not a directory" in done.message
+        assert "command not found" not in done.message
+        assert backend.free_gpus() == 2
+
+    run_scenario(tmp_path, scenario)
+
+
 def test_more_gpus_than_the_machine_has_is_refused(tmp_path: Path) -> None:
     async def scenario(backend: LocalBackend, events: Events) -> None:
         req = request(spec(gpu=GpuSpec(count=3)))

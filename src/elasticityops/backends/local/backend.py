@@ -303,7 +303,7 @@ class LocalBackend:
                 {
                     "argv": resolve_argv(request.spec.command, sys.executable),
                     "env": env,
-                    "cwd": self._workdir,
+                    "cwd": request.spec.workdir or self._workdir,
                     "timeout_s": request.spec.timeout_seconds,
                     "launched_at": since,  # timeout_seconds counts from here, the slot's wait included
                     "max_log_bytes": self.settings.max_log_bytes,

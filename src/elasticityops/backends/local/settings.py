@@ -63,6 +63,5 @@ class LocalBackendSettings:
     writable); False, or where it does not: by the supervisor's process tree (it is a child
     subreaper). See backends/local/tracking.py."""
     workdir: Path | None = None
-    """Working directory of the jobs. None: the gateway's working directory when the backend
-    is created, so relative paths in a `command` (e.g. `examples/hello.py`) resolve as they do
-    for the person who started `eops serve`."""
+    """Working directory of the jobs whose function has no `workdir` of its own. None: the
+    gateway's working directory when the backend is created."""

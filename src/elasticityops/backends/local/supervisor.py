@@ -209,7 +209,7 @@ class _Supervisor:
             os.close(log_fd)
             if cgroup is not None:
                 tracking.kill_cgroup(cgroup, reap=True)
-            self.finish(launch_error=_describe_launch_error(self.launch["argv"], exc))
+            self.finish(launch_error=_describe_launch_error(self.launch["argv"], self.launch["cwd"], exc))
             return
         finally:
             os.close(write_end)
@@ -325,7 +325,13 @@ def _signal_group(pgid: int, sig: signal.Signals) -> None:
         os.killpg(pgid, sig)
 
 
-def _describe_launch_error(argv: list[str], exc: OSError | subprocess.SubprocessError) -> str:
+def _describe_launch_error(argv: list[str], cwd: str, exc: OSError | subprocess.SubprocessError) -> str:
+    if isinstance(exc, OSError) and not os.path.isdir(cwd):
+        # Popen's error for a missing cwd reads like a missing program.
+        return (
+            f"workdir {cwd!r} is not a directory on the gateway's machine; create it, or deploy "
+            "the function again with `workdir` (or from its spec file) where its files are now"
+        )
     if isinstance(exc, FileNotFoundError):
         return (
             f"command not found: {argv[0]!r}; check `command` in the function spec "

@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
+from enum import StrEnum
 from typing import Protocol
 
 from elasticityops.domain.events import BackendEvent
@@ -25,6 +26,14 @@ class FunctionRecord:
     version: int  # increases on every PUT that changes the spec, across deletes of the name
     created_at: datetime
     updated_at: datetime
+
+
+class SpecChange(StrEnum):
+    """What a deploy did to its name's current spec."""
+
+    created = "created"  # a new name, or one deleted before: its next version
+    changed = "changed"  # another spec than the current one: the next version
+    unchanged = "unchanged"  # the current spec again (as stored text): its version stays
 
 
 @dataclass(frozen=True)
@@ -77,8 +86,8 @@ class Change:
 class FunctionStore(Protocol):
     """Function specs: the current version of each name, and every version kept."""
 
-    async def put_function(self, spec: FunctionSpec, at: datetime) -> tuple[FunctionRecord, bool]:
-        """Create or replace; returns (record, created)."""
+    async def put_function(self, spec: FunctionSpec, at: datetime) -> tuple[FunctionRecord, SpecChange]:
+        """Create or replace; returns the current record and what the deploy did."""
         ...
 
     async def get_function(self, name: str) -> FunctionRecord | None:
