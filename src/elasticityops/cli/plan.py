@@ -15,8 +15,8 @@ from rich.console import Console
 from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
-from typer.core import TyperGroup
 
+from elasticityops.cli.help_screen import App, Group
 from elasticityops.cli.knob_options import environ, knob_options
 from elasticityops.domain.errors import InvalidInput
 from elasticityops.knobs import load, spec, specs
@@ -44,7 +44,7 @@ console = Console()
 err_console = Console(stderr=True)
 
 
-class _RunByDefault(TyperGroup):
+class _RunByDefault(Group):
     """`eops plan --trace T ...` means `eops plan run --trace T ...`."""
 
     def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
@@ -53,7 +53,7 @@ class _RunByDefault(TyperGroup):
         return super().parse_args(ctx, args)
 
 
-app = typer.Typer(
+app = App(
     cls=_RunByDefault,
     help="Capacity planner: replay a trace through a model of GPU node provisioning "
     "(`eops plan --trace T --policy warm:50` runs it).",
@@ -64,7 +64,8 @@ app = typer.Typer(
 
 # ---- options: the knobs of planner/config.py and planner/settings.py, each declared once ---------
 Config = Annotated[
-    Path | None, typer.Option("--config", help="YAML file; every key is a flag name; flags win over it.")
+    Path | None,
+    typer.Option("--config", metavar="FILE", help="YAML file; every key is a flag name; flags win over it."),
 ]
 _COMMON = ("Trace and output", specs(CommonOptions))
 _CLUSTER = "Cluster model"
@@ -224,7 +225,8 @@ def run_cmd(
 @app.command("trace")
 @knob_options(("Trace shape", specs(SyntheticSpec)))
 def trace_cmd(
-    given: dict[str, Any], out: Annotated[Path, typer.Option("--out", help="CSV file to write.")]
+    given: dict[str, Any],
+    out: Annotated[Path, typer.Option("--out", metavar="FILE", help="CSV file to write.")],
 ) -> None:
     """Write a synthetic trace: a diurnal baseline of 60-180 concurrent jobs with bursts to 3,000-4,000."""
     from elasticityops.planner.synthetic import concurrency_profile, generate
