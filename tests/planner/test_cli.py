@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -237,6 +238,59 @@ def test_unsorted_trace_is_sorted_with_a_note(tmp_path: Path) -> None:
     result = runner.invoke(app, ["run", "--trace", str(path)])
     assert result.exit_code == 0, result.output
     assert "sorted it" in result.stderr
+
+
+def test_recommend_says_on_stderr_which_setting_it_simulates(small_trace: Path) -> None:
+    """Not a terminal (a log, a pipe): a line as each setting starts, so a search of minutes
+    shows where it is (issue 38); stdout keeps only the results."""
+    result = runner.invoke(app, ["recommend", "--trace", str(small_trace), "--windows", "600"])
+    assert result.exit_code == 0, result.output
+    found = re.search(r"\((\d+) settings run\)", result.stdout)
+    assert found, result.stdout
+    steps = re.findall(r"^simulating (\d+)/(\d+): (.+) \(\S+ so far\)$", result.stderr, re.M)
+    assert [int(k) for k, _, _ in steps] == list(range(1, int(found.group(1)) + 1)), result.stderr
+    assert steps[0][2] == "none sd=600s"  # the search starts without warm capacity
+    assert all(int(total) >= len(steps) for _, total, _ in steps)
+    assert "simulating" not in result.stdout
+
+
+def test_run_says_on_stderr_which_policy_it_simulates(small_trace: Path) -> None:
+    args = ["run", "--trace", str(small_trace), "--policy", "none", "--policy", "warm:5"]
+    result = runner.invoke(app, args)
+    assert result.exit_code == 0, result.output
+    steps = re.findall(r"^simulating (\d+/\d+: \S+) \(\S+ so far\)$", result.stderr, re.M)
+    assert steps == ["1/2: none", "2/2: warm:5"], result.stderr
+
+
+def test_recommend_table_shows_each_setting_whole_at_80_columns(small_trace: Path) -> None:
+    """80 columns is what a pipe gets: the setting is what the reader looks for (issue 38)."""
+    args = [
+        "recommend",
+        "--trace",
+        str(small_trace),
+        "--windows",
+        "300,600",
+        "--provision-delay",
+        "fixed:120",
+    ]
+    result = runner.invoke(app, args, env={"COLUMNS": "80"})
+    assert result.exit_code == 0, result.output
+    assert "…" not in result.stdout
+    rows = [line for line in result.stdout.splitlines() if line.startswith("│ ")]
+    settings = [line.split("│")[1].strip() for line in rows]
+    assert settings, result.stdout
+    assert all(re.fullmatch(r"(none|baseline:\d+|warm:\d+|predictive:\S+) sd=\d+s", s) for s in settings), (
+        rows
+    )
+
+
+def test_run_table_shows_each_policy_whole_at_80_columns(small_trace: Path) -> None:
+    policies = ["none", "warm:5", "predictive:10", "scheduled:08:00=5", "predictive-rate"]
+    args = ["run", "--trace", str(small_trace), *(a for p in policies for a in ("--policy", p))]
+    result = runner.invoke(app, args, env={"COLUMNS": "80"})
+    assert result.exit_code == 0, result.output
+    assert "…" not in result.stdout
+    assert max(len(line) for line in result.stdout.splitlines()) <= 80
 
 
 def test_bad_flag_type_is_a_usage_error() -> None:

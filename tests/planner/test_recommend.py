@@ -58,3 +58,21 @@ def test_recommend_meets_target_at_least_cost() -> None:
         below = [c for c in rec.evaluated if c.family == rec.best.family and c.size == rec.best.size - 1]
         assert below
         assert below[0].summary.time_to_start_s.p95 > 5.0
+
+
+def test_progress_names_each_setting_before_it_is_simulated() -> None:
+    """A search of minutes says what it simulates now, not what it finished (issue 38)."""
+    rng = np.random.default_rng(3)
+    arrivals = np.sort(rng.uniform(0, 3600, 300))
+    trace = Trace(arrivals, rng.exponential(300, 300))
+    calls: list[tuple[int, int, str]] = []
+    rec = recommend(
+        trace,
+        ClusterSettings(provision_delay=fixed(120.0)),
+        5.0,
+        windows=(300.0, 600.0),
+        progress=lambda done, total, what: calls.append((done, total, what)),
+    )
+    assert [what for _, _, what in calls] == [c.label for c in rec.evaluated]
+    assert [done for done, _, _ in calls] == list(range(len(rec.evaluated)))
+    assert all(total >= len(rec.evaluated) for _, total, _ in calls)

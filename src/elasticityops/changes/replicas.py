@@ -48,8 +48,7 @@ class ReplicaSettings:
         unit="seconds",
         ge=0,
         help="How often a replica on PostgreSQL measures its clock's offset to the database "
-        "server's, on which every replica stamps milestones (ha/shared_clock.py); 0: once, at "
-        "start.",
+        "server's, on which every replica stamps milestones; 0: once, at start.",
     )
     cancel_wait_s: float = knob(
         5.0,

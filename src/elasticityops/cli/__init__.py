@@ -1,1 +1,2 @@
-"""The `eops` command line. Each area registers its own Typer sub-app in `main.py`."""
+"""The `eops` command line. `main.py` names each command's module, imported when that command
+runs; `help_screen.py` draws every `--help`."""

@@ -8,24 +8,24 @@ from typing import Annotated
 import typer
 
 from elasticityops.cli import remote, render_cost
+from elasticityops.cli.help_screen import App
 
 Grouping = typer.Option(
     "--by",
+    metavar="GROUPING",
     help="Group by function, hour and/or capacity (spot, on-demand, local; repeat for more than one: "
     "--by function --by hour); none: one total.",
 )
 
-CsvFlag = typer.Option("--csv", help="Print CSV: a line per group, a column per phase.")
-JsonFlag = typer.Option("--json", help="Print JSON (the API's shape) for machines.")
-
-
-def register(app: typer.Typer) -> None:
-    app.command("cost", help=remote.help_of(cost, remote.ENV_HELP))(cost)
-
 
 def cost(
     since: Annotated[
-        str, typer.Option("--since", help="How far back: 90m, 24h, 7d, or an ISO 8601 time with its zone.")
+        str,
+        typer.Option(
+            "--since",
+            metavar="DURATION|TIME",
+            help="How far back: 90m, 24h, 7d, or an ISO 8601 time with its zone.",
+        ),
     ] = "24h",
     by: Annotated[list[str] | None, Grouping] = None,
     as_csv: Annotated[
@@ -48,3 +48,7 @@ def cost(
         remote.print_json(report.model_dump_json())
     else:
         remote.out.print(render_cost.cost_table(report))
+
+
+app = App()
+app.command("cost", help=remote.help_of(cost))(cost)

@@ -12,7 +12,9 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-app = typer.Typer(
+from elasticityops.cli.help_screen import App
+
+app = App(
     help="A local Kubernetes control plane (etcd, API server, controller-manager, scheduler) with "
     "simulated GKE GPU nodes (kwok) and upstream's cluster-autoscaler (its kwok provider).",
     no_args_is_help=True,
@@ -26,7 +28,10 @@ if TYPE_CHECKING:
 
 _DEFAULT_STATE = Path(os.environ.get("EOPS_DEV_CLUSTER_DIR", "~/.local/state/elasticityops/dev-cluster"))
 StateDir = typer.Option(
-    _DEFAULT_STATE, "--state-dir", help="Where the cluster keeps its state, logs and kubeconfig."
+    _DEFAULT_STATE,
+    "--state-dir",
+    metavar="DIR",
+    help="Where the cluster keeps its state, logs and kubeconfig.",
 )
 
 
@@ -102,37 +107,49 @@ def build(
 @app.command()
 def up(
     state_dir: Path = StateDir,
-    baseline: int = typer.Option(2, help="Nodes in the static T4 pool (no node group: never scaled)."),
+    baseline: int = typer.Option(
+        2, metavar="NODES", help="Nodes in the static T4 pool (no node group: never scaled)."
+    ),
     max_nodes: int = typer.Option(
-        100, help="GPU quota: at most this many nodes in all, the static pool included (--max-nodes-total)."
+        100,
+        metavar="NODES",
+        help="GPU quota: at most this many nodes in all, the static pool included (--max-nodes-total).",
     ),
     provision_delay: str = typer.Option(
         "fixed:60",
+        metavar="DISTRIBUTION",
         help="Seconds from a new node's creation to Ready (boot), a delay spec as in eops plan: "
         "fixed:60, uniform:40,80, lognormal:median=60,p95=120 or exponential:mean=60 (a bare number "
         "is refused: write fixed:60). Sampled per node.",
     ),
     driver_delay: str = typer.Option(
         "fixed:60",
+        metavar="DISTRIBUTION",
         help="Seconds from Ready to nvidia.com/gpu allocatable (GKE's driver install), a delay spec "
         "as for --provision-delay; the GPU is 0 until then.",
     ),
     stockout_zone: list[str] = typer.Option(
         [],
         "--stockout-zone",
+        metavar="ZONE[/GPU_TYPE]",
         help="A zone whose new nodes never become Ready (repeat for more), or ZONE/GPU_TYPE for "
         "one type's group there (us-central1-a/nvidia-tesla-t4): the autoscaler's own time-out "
         "and back-off move the work to another group.",
     ),
     scale_down_after: float = typer.Option(
-        600.0, help="Seconds a node must be unneeded before removal (--scale-down-unneeded-time)."
+        600.0,
+        metavar="SECONDS",
+        help="Seconds a node must be unneeded before removal (--scale-down-unneeded-time).",
     ),
-    scan_interval: float = typer.Option(10.0, help="Seconds between two autoscaler loops (--scan-interval)."),
+    scan_interval: float = typer.Option(
+        10.0, metavar="SECONDS", help="Seconds between two autoscaler loops (--scan-interval)."
+    ),
     autoscaling: bool = typer.Option(
         True, help="Run the cluster-autoscaler (--no-autoscaling: the static pool only)."
     ),
     max_node_provision_time: float = typer.Option(
         900.0,
+        metavar="SECONDS",
         help="Seconds a new node may take to register and turn Ready before the autoscaler gives "
         "it up and backs its group off (--max-node-provision-time and --max-node-startup-time).",
     ),
@@ -206,7 +223,7 @@ def status(
         metavar="SECONDS",
         help="Report pods bound to a Ready kwok-managed node and still Pending (no container "
         "started) for longer than this, counted from the later of binding and the node's "
-        "readiness (JSON key stuck_pods; issue 14).",
+        "readiness (JSON key stuck_pods).",
     ),
 ) -> None:
     """Show the cluster's processes, nodes, the simulated cloud, the autoscaler's own status and

@@ -9,10 +9,11 @@ import typer
 from rich.markup import escape
 
 from elasticityops.cli import remote, render
+from elasticityops.cli.help_screen import App
 from elasticityops.client import spec_from
 from elasticityops.wire import FunctionList
 
-app = typer.Typer(
+app = App(
     name="fn",
     help="Deploy, list, get and remove functions. " + remote.ENV_HELP,
     no_args_is_help=True,
@@ -106,4 +107,4 @@ for _name, _command in (
     ("get", get_function),
     ("rm", remove_function),
 ):
-    app.command(_name, help=remote.help_of(_command))(_command)
+    app.command(_name)(_command)

@@ -15,6 +15,7 @@ import typer
 from rich.status import Status
 
 from elasticityops.cli import remote, render
+from elasticityops.cli.help_screen import App
 from elasticityops.client import Client, ClientError, WaitPolicy
 from elasticityops.domain import invocation_annotations as hints
 from elasticityops.domain.errors import InvalidInput
@@ -28,19 +29,6 @@ IdArg = Annotated[
         metavar="ID", help="Invocation id (inv-...), as `eops invoke` printed it.", show_default=False
     ),
 ]
-
-
-def register(app: typer.Typer) -> None:
-    """Add this module's commands to the root `eops` app."""
-    for name, command in (
-        ("invoke", invoke),
-        ("status", status),
-        ("logs", logs),
-        ("cancel", cancel),
-        ("ls", list_invocations),
-        ("headroom", headroom),
-    ):
-        app.command(name, help=remote.help_of(command, remote.ENV_HELP))(command)
 
 
 def read_payload(data: str | None) -> bytes:
@@ -94,7 +82,10 @@ def invoke(
     data: Annotated[
         str | None,
         typer.Option(
-            "--data", "-d", help="Payload: JSON text, or @FILE to read it from a file. Default: none (null)."
+            "--data",
+            "-d",
+            metavar="JSON|@FILE",
+            help="Payload: JSON text, or @FILE to read it from a file. Default: none (null).",
         ),
     ] = None,
     wait: Annotated[
@@ -106,14 +97,17 @@ def invoke(
             "--timeout",
             "-t",
             min=0,
-            metavar="S",
-            help="Wait at most S seconds (implies --wait); it keeps running after.",
+            metavar="SECONDS",
+            help="Wait at most this long (implies --wait); it keeps running after.",
         ),
     ] = None,
     idempotency_key: Annotated[
         str | None,
         typer.Option(
-            "--idempotency-key", "-k", help="Same key, same function: the same invocation, not a new one."
+            "--idempotency-key",
+            "-k",
+            metavar="KEY",
+            help="Same key, same function: the same invocation, not a new one.",
         ),
     ] = None,
     annotation: Annotated[
@@ -288,14 +282,20 @@ def cancel(invocation_id: IdArg, as_json: JsonFlag = False) -> None:
 
 def list_invocations(
     function: Annotated[
-        str | None, typer.Option("--function", help="Only this function's invocations.")
+        str | None, typer.Option("--function", metavar="NAME", help="Only this function's invocations.")
     ] = None,
     state: Annotated[
         State | None,
-        typer.Option("--state", "-s", help="Only invocations in this state.", case_sensitive=False),
+        typer.Option(
+            "--state",
+            "-s",
+            help=f"Only invocations in this state: {', '.join(s.value for s in State)}.",
+            case_sensitive=False,
+        ),
     ] = None,
     limit: Annotated[
-        int, typer.Option("--limit", "-n", min=1, max=MAX_PAGE_SIZE, help="Show at most N (a page).")
+        int,
+        typer.Option("--limit", "-n", metavar="N", min=1, max=MAX_PAGE_SIZE, help="Show at most N (a page)."),
     ] = 20,
     cursor: Annotated[
         str | None, typer.Option("--cursor", help="Continue after a previous page (printed below it).")
@@ -341,3 +341,15 @@ def headroom(
         remote.print_json(status.model_dump_json())
         return
     remote.out.print(render.headroom_table(status))
+
+
+app = App()
+for _name, _command in (
+    ("invoke", invoke),
+    ("status", status),
+    ("logs", logs),
+    ("cancel", cancel),
+    ("ls", list_invocations),
+    ("headroom", headroom),
+):
+    app.command(_name, help=remote.help_of(_command))(_command)

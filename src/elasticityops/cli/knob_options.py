@@ -1,6 +1,6 @@
 """Typer options made from knob declarations (elasticityops/knobs.py): one option per knob, with
-its environment variable and default rendered by Typer itself (`[env var: EOPS_PORT]
-[default: 8080]`), its unit as the metavar, and its help escaped so Rich shows it as written.
+its environment variable and default (`--help` shows `[env var: EOPS_PORT]  [default: 8080]`,
+help_screen.py), its unit as the metavar, and its help escaped so Rich shows it as written.
 
 The decorated command receives `given`: knob name -> the value typed on the command line, raw.
 Conversion, and reading the environment variables, is the loader's (`knobs.load`), so a value is

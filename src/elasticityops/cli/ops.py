@@ -12,6 +12,7 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
+from elasticityops.cli.help_screen import App
 from elasticityops.cli.knob_options import environ, knob_options
 from elasticityops.domain.errors import InvalidInput
 from elasticityops.knobs import load, specs
@@ -58,5 +59,5 @@ def doctor(
     raise typer.Exit(exit_code(findings))
 
 
-def register(app: typer.Typer) -> None:
-    app.command("doctor")(doctor)
+app = App()
+app.command("doctor")(doctor)

@@ -5,7 +5,7 @@ Bad input prints one line naming the row, flag or key and exits 2."""
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
@@ -13,11 +13,11 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 from rich.console import Console
 from rich.markup import escape
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
-from typer.core import TyperGroup
 
+from elasticityops.cli.help_screen import App, Group
 from elasticityops.cli.knob_options import environ, knob_options
+from elasticityops.cli.progress import Steps
 from elasticityops.domain.errors import InvalidInput
 from elasticityops.knobs import load, spec, specs
 from elasticityops.planner.config import (
@@ -44,7 +44,7 @@ console = Console()
 err_console = Console(stderr=True)
 
 
-class _RunByDefault(TyperGroup):
+class _RunByDefault(Group):
     """`eops plan --trace T ...` means `eops plan run --trace T ...`."""
 
     def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
@@ -53,7 +53,7 @@ class _RunByDefault(TyperGroup):
         return super().parse_args(ctx, args)
 
 
-app = typer.Typer(
+app = App(
     cls=_RunByDefault,
     help="Capacity planner: replay a trace through a model of GPU node provisioning "
     "(`eops plan --trace T --policy warm:50` runs it).",
@@ -64,7 +64,8 @@ app = typer.Typer(
 
 # ---- options: the knobs of planner/config.py and planner/settings.py, each declared once ---------
 Config = Annotated[
-    Path | None, typer.Option("--config", help="YAML file; every key is a flag name; flags win over it.")
+    Path | None,
+    typer.Option("--config", metavar="FILE", help="YAML file; every key is a flag name; flags win over it."),
 ]
 _COMMON = ("Trace and output", specs(CommonOptions))
 _CLUSTER = "Cluster model"
@@ -119,10 +120,11 @@ def _load(common: CommonOptions) -> tuple[Trace, list[str]]:
 def _print_table(title: str, summaries: list[Summary]) -> None:
     from elasticityops.planner.report import table_rows
 
+    # At 80 columns (a pipe's width) a narrow column folds its policy's name: never cut with "…".
     table = Table(title=title, title_justify="left")
     table.add_column("metric")
     for s in summaries:
-        table.add_column(s.policy, justify="right")
+        table.add_column(s.policy, justify="right", overflow="fold")
     for label, cells in table_rows(summaries):
         table.add_row(label, *cells)
     console.print(table)
@@ -142,7 +144,11 @@ def _print_frontier(rec: Recommendation, target: float) -> None:
         "idle GPU-h",
         "peak nodes",
     ):
-        table.add_column(name, justify="left" if name == "setting" else "right")
+        # The setting is what the reader looks for: whole on one line, the numbers' headers wrap.
+        if name == "setting":
+            table.add_column(name, no_wrap=True)
+        else:
+            table.add_column(name, justify="right")
     for c in rec.frontier:
         s = c.summary
         style = "green" if c is rec.best else ("dim" if s.time_to_start_s.p95 > target else "")
@@ -157,27 +163,6 @@ def _print_frontier(rec: Recommendation, target: float) -> None:
             style=style,
         )
     console.print(table)
-
-
-def _progress() -> Progress:
-    return Progress(
-        TextColumn("{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        console=err_console,
-        transient=True,
-    )
-
-
-def _with_progress(total: int, label: str) -> tuple[Progress, Callable[[int, int, str], None]]:
-    bar = _progress()
-    task = bar.add_task(label, total=total)
-
-    def update(done: int, total_now: int, what: str) -> None:
-        bar.update(task, completed=done, total=max(total_now, done), description=f"{label} {what}")
-
-    return bar, update
 
 
 @app.command("run")
@@ -205,12 +190,10 @@ def run_cmd(
         choices = [parse_policy(p, settings, options.target_wait) for p in options.policy]
         loaded, notes = _load(common)
         outcomes = []
-        bar, update = _with_progress(len(choices), "simulating")
-        with bar:
+        with Steps(err_console, "simulating", len(choices)) as step:
             for k, choice in enumerate(choices):
-                update(k, len(choices), choice.name)
+                step(k, len(choices), choice.name)
                 outcomes.append(run_policy(loaded, settings, choice))
-            update(len(choices), len(choices), "done")
         _print_table(
             f"{len(loaded):,} requests over {loaded.span_s / 3600:,.1f} h, "
             f"${settings.node_price_per_hour:.2f}/node-hour",
@@ -224,7 +207,8 @@ def run_cmd(
 @app.command("trace")
 @knob_options(("Trace shape", specs(SyntheticSpec)))
 def trace_cmd(
-    given: dict[str, Any], out: Annotated[Path, typer.Option("--out", help="CSV file to write.")]
+    given: dict[str, Any],
+    out: Annotated[Path, typer.Option("--out", metavar="FILE", help="CSV file to write.")],
 ) -> None:
     """Write a synthetic trace: a diurnal baseline of 60-180 concurrent jobs with bursts to 3,000-4,000."""
     from elasticityops.planner.synthetic import concurrency_profile, generate
@@ -256,10 +240,9 @@ def recommend_cmd(given: dict[str, Any], config: Config = None) -> None:
         settings, common, options = read_inputs(given, config, RecommendOptions, SEARCHED)
         target = options.p95_wait
         loaded, notes = _load(common)
-        bar, update = _with_progress(1, "searching")
-        with bar:
+        with Steps(err_console, "simulating", 1) as step:
             rec = recommend(
-                loaded, settings, target, windows=options.windows, margin=options.margin, progress=update
+                loaded, settings, target, windows=options.windows, margin=options.margin, progress=step
             )
         _print_frontier(rec, target)
         if rec.best is not None:

@@ -15,6 +15,7 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from elasticityops.cli.help_screen import App
 from elasticityops.cli.knob_options import environ, knob_options
 from elasticityops.domain.errors import InvalidInput
 from elasticityops.knobs import specs
@@ -33,10 +34,6 @@ _HEADROOM_HELP = (
     "repeat to rehearse several, one after another. Each but none is passed to the gateway as "
     "`eops serve --headroom P`."
 )
-
-
-def register(app: typer.Typer) -> None:
-    app.command("rehearse")(rehearse)
 
 
 class _Bars:
@@ -156,3 +153,7 @@ def _run(prepared: Prepared) -> None:
         raise typer.Exit(130)
     if any(r.run.error for r in records):
         raise typer.Exit(1)
+
+
+app = App()
+app.command("rehearse")(rehearse)

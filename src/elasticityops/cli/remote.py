@@ -43,14 +43,9 @@ err = Console(stderr=True, highlight=False, soft_wrap=True)
 ENV_HELP = "The gateway is found through EOPS_URL (default http://127.0.0.1:8080), the token in EOPS_TOKEN."
 
 
-def help_of(command: Callable[..., object], suffix: str = "") -> str:
-    """A command's docstring as help text: paragraphs kept, each one's lines joined, so the
-    terminal wraps them rather than the source's line breaks."""
-    text = inspect.cleandoc(command.__doc__ or "")
-    paragraphs = [" ".join(block.split()) for block in text.split("\n\n")]
-    if suffix:
-        paragraphs.append(suffix)
-    return "\n\n".join(paragraphs)
+def help_of(command: Callable[..., object]) -> str:
+    """A client command's help: its docstring, then where it finds the gateway (ENV_HELP)."""
+    return f"{inspect.cleandoc(command.__doc__ or '')}\n\n{ENV_HELP}"
 
 
 def print_json(text: str) -> None:

@@ -14,6 +14,7 @@ import yaml
 from elasticityops.backends.kubernetes.deploy import DEPLOY_KUBERNETES, DeployOptions, build_deploy
 from elasticityops.backends.kubernetes.manifests import build_workload
 from elasticityops.backends.kubernetes.settings import KubernetesSettings
+from elasticityops.cli.help_screen import App
 from elasticityops.cli.knob_options import environ, knob_options
 from elasticityops.domain.clock import SystemClock
 from elasticityops.domain.errors import EopsError, FieldProblem, InvalidInput
@@ -21,7 +22,7 @@ from elasticityops.domain.functions import load_function_text
 from elasticityops.domain.invocations import Invocation, State, Timeline, new_invocation_id
 from elasticityops.knobs import load, spec, specs
 
-app = typer.Typer(help="Print Kubernetes manifests (YAML for kubectl apply).", no_args_is_help=True)
+app = App(help="Print Kubernetes manifests (YAML for kubectl apply).", no_args_is_help=True)
 
 
 def _fail(exc: EopsError) -> typer.Exit:
@@ -73,10 +74,11 @@ def job(
     given: dict[str, Any],
     function: Annotated[Path, typer.Argument(help="Function spec (YAML or JSON).")],
     invocation_id: Annotated[
-        str | None, typer.Option(help="Invocation id.", show_default="a new one")
+        str | None, typer.Option(metavar="ID", help="Invocation id.", show_default="a new one")
     ] = None,
     callback_url: Annotated[
-        str | None, typer.Option(help="Result callback URL given to the job.", show_default="none")
+        str | None,
+        typer.Option(metavar="URL", help="Result callback URL given to the job.", show_default="none"),
     ] = None,
 ) -> None:
     """Print the Job (with --kube-workload pod, the bare Pod) that one invocation of FUNCTION

@@ -53,7 +53,9 @@ def _emit(files: dict[str, str], out: Path | None, executable: tuple[str, ...] =
 _GKE = specs(GkeInputs)
 _ELASTICITY = specs(ElasticityInputs)
 _KUEUE = specs(KueueInputs)
-Out = Annotated[Path | None, typer.Option(help="Directory to write the files to.", show_default="stdout")]
+Out = Annotated[
+    Path | None, typer.Option(metavar="DIR", help="Directory to write the files to.", show_default="stdout")
+]
 
 
 @knob_options(("Sizing and machines", _GKE))
@@ -62,7 +64,9 @@ def gke(
     project: Annotated[str, typer.Option(help="GCP project id.")],
     region: Annotated[str, typer.Option(help="GCP region, e.g. us-central1.")],
     zones: Annotated[str, typer.Option(help="Zones with the GPU: a,b,c or full names.")],
-    peak: Annotated[int, typer.Option(help="The most GPU nodes (one GPU each) running at once.")],
+    peak: Annotated[
+        int, typer.Option(metavar="NODES", help="The most GPU nodes (one GPU each) running at once.")
+    ],
     out: Out = None,
 ) -> None:
     """A reviewed gcloud script and manifests for a GKE cluster sized for the peak."""
@@ -81,7 +85,7 @@ def gke(
 @knob_options(("Scaling and monitoring", _ELASTICITY))
 def elasticity(
     given: dict[str, Any],
-    deployment: Annotated[str, typer.Option(help="The GPU Deployment to scale.")],
+    deployment: Annotated[str, typer.Option(metavar="NAME", help="The GPU Deployment to scale.")],
     out: Out = None,
 ) -> None:
     """Device plugin, DCGM exporter, Prometheus Adapter rules, HPA and PDB for a GPU Deployment."""
@@ -119,7 +123,9 @@ def kueue(
 
 
 def chart(
-    out: Annotated[Path, typer.Option(help="The chart's directory.")] = Path("charts/elasticityops"),
+    out: Annotated[Path, typer.Option(metavar="DIR", help="The chart's directory.")] = Path(
+        "charts/elasticityops"
+    ),
     check: Annotated[
         bool, typer.Option(help="Write nothing; exit 1 if the directory is not what would be written.")
     ] = False,

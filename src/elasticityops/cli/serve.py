@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
 import typer
 
+from elasticityops.cli.help_screen import App
 from elasticityops.cli.knob_options import knob_options
 from elasticityops.cli.shown import shown
 from elasticityops.domain.clock import SystemClock
@@ -31,7 +32,7 @@ else:
 
 T = TypeVar("T")
 
-token_app = typer.Typer(help="API tokens for the HTTP API.", no_args_is_help=True)
+token_app = App(help="API tokens for the HTTP API.", no_args_is_help=True)
 
 # Help panels of `eops serve --help`, by the knob's group (its path without the field name).
 _PANELS = {
@@ -86,11 +87,6 @@ def _listen(host: str, port: int) -> socket.socket:
         )
         raise typer.Exit(1) from None
     return sock
-
-
-def register(app: typer.Typer) -> None:
-    app.command("serve")(serve)
-    app.add_typer(token_app, name="token")
 
 
 def _fail(exc: EopsError) -> None:
@@ -411,3 +407,8 @@ def token_revoke(
         )
         raise typer.Exit(1)
     typer.echo(f"revoked {token_id}", err=True)
+
+
+app = App()
+app.command("serve")(serve)
+app.add_typer(token_app, name="token")

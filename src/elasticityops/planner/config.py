@@ -62,8 +62,8 @@ class RunOptions:
         parse=_policies,
         shown="none",
         help="none | static | warm:K | scheduled:HH:MM=K,... | predictive[:W] (a pool for the "
-        "forecast load, steered on its late share) | predictive-rate[:W] (the rule before issue "
-        "15); repeat to compare.",
+        "forecast load, steered on its late share) | predictive-rate[:W] (the earlier rule, from "
+        "arrival and departure rates); repeat to compare.",
     )
     target_wait: float = knob(
         10.0,

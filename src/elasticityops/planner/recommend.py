@@ -21,6 +21,7 @@ from elasticityops.planner.synthetic import concurrency_profile
 from elasticityops.planner.trace import Trace
 
 Progress = Callable[[int, int, str], None]
+"""(settings simulated so far, at most this many in all, the setting simulated now)."""
 
 
 @dataclass(frozen=True)
@@ -69,7 +70,8 @@ def recommend(
 ) -> Recommendation:
     _, conc = concurrency_profile(trace)
     hi = max(1, min(int(conc.max()) if len(conc) else 1, settings.autoscaled_cap))
-    steps = 2 * (math.ceil(math.log2(hi + 1)) + 1) + 1
+    # Per family: 0, hi, then a bisection of at most ceil(log2(hi)) steps; then predictive.
+    steps = 2 * (2 + math.ceil(math.log2(hi))) + 1
     total = steps * len(windows)
     evaluated: list[Candidate] = []
 
@@ -79,12 +81,12 @@ def recommend(
             family
         ]
         choice: PolicyChoice = parse_policy(spec, base, target_p95_s)
-        outcome: RunOutcome = run_policy(trace, base, choice)
-        summary = replace(outcome.summary, policy=f"{outcome.summary.policy} sd={window:g}s")
-        cand = Candidate(family, size, window, summary)
-        evaluated.append(cand)
+        label = f"{choice.name} sd={window:g}s"
         if progress:
-            progress(len(evaluated), total, cand.label)
+            progress(len(evaluated), total, label)
+        outcome: RunOutcome = run_policy(trace, base, choice)
+        cand = Candidate(family, size, window, replace(outcome.summary, policy=label))
+        evaluated.append(cand)
         return cand
 
     def meets(c: Candidate) -> bool:

@@ -244,8 +244,7 @@ class ClusterSettings:
         unit="seconds",
         gt=0,
         help="The sizing function gets the mean run time of the requests that started within "
-        "this window, those still running counted by their time so far "
-        "(domain/headroom/run_times.py).",
+        "this window, those still running counted by their time so far.",
         panel=_SIMULATION,
     )
     run_time_min_ended: int = knob(

@@ -1,0 +1,60 @@
+"""Where a long planner run is, on stderr (`eops plan run` over several policies, `eops plan
+recommend`'s search): on a terminal a bar that names the setting being simulated, counts those
+done and shows the time so far; elsewhere (a log, a pipe) one line as each setting starts, so a
+log of a run that takes minutes says where it is. stdout keeps only the results."""
+
+from __future__ import annotations
+
+import time
+from types import TracebackType
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from elasticityops.cli.units import seconds
+
+
+class Steps:
+    """Call it with (settings done, settings in all, the one that starts now) before each
+    simulation; `total` may be an upper bound (a search that can stop early)."""
+
+    def __init__(self, console: Console, label: str, total: int) -> None:
+        self.console = console
+        self.label = label
+        self.started = time.monotonic()
+        self.bar: Progress | None = None
+        if console.is_terminal:
+            self.bar = Progress(
+                TextColumn("{task.description}"),
+                BarColumn(),
+                MofNCompleteColumn(),
+                TimeElapsedColumn(),
+                console=console,
+                transient=True,
+            )
+            self.task = self.bar.add_task(label, total=total)
+
+    def __enter__(self) -> Steps:
+        if self.bar is not None:
+            self.bar.start()
+        return self
+
+    def __exit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        if self.bar is not None:
+            self.bar.stop()
+
+    def __call__(self, done: int, total: int, what: str) -> None:
+        if self.bar is not None:
+            self.bar.update(
+                self.task, completed=done, total=max(total, done), description=f"{self.label} {what}"
+            )
+            return
+        so_far = seconds(time.monotonic() - self.started)
+        self.console.print(
+            f"{self.label} {done + 1}/{total}: {what} ({so_far} so far)",
+            markup=False,
+            highlight=False,
+            soft_wrap=True,
+        )
