@@ -12,13 +12,15 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from helpers.server import HOST, REPO, RunningServer, start_server
+from helpers.examples import example_json
+from helpers.server import HOST, RunningServer, start_server
 
 
 def _deploy_sleep(gw: RunningServer) -> None:
     with gw.client() as admin:
-        spec = (REPO / "examples" / "sleep.yaml").read_bytes()
-        put = admin.put("/v1/functions/sleep", content=spec, headers={"Content-Type": "application/yaml"})
+        put = admin.put(
+            "/v1/functions/sleep", content=example_json("sleep"), headers={"Content-Type": "application/json"}
+        )
         assert put.status_code in (200, 201), put.text
 
 

@@ -17,7 +17,8 @@ import httpx
 import pytest
 
 from elasticityops.api.auth import CACHE_SECONDS
-from helpers.server import EOPS, REPO, RunningServer, base_env, running_server
+from helpers.examples import example_json
+from helpers.server import EOPS, RunningServer, base_env, running_server
 
 MAX_STREAMS = 4
 PER_TOKEN = 2
@@ -40,8 +41,11 @@ def gw(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningServer]:
         },
     ) as server:
         with server.client() as admin:
-            spec = (REPO / "examples" / "sleep.yaml").read_bytes()
-            put = admin.put("/v1/functions/sleep", content=spec, headers={"Content-Type": "application/yaml"})
+            put = admin.put(
+                "/v1/functions/sleep",
+                content=example_json("sleep"),
+                headers={"Content-Type": "application/json"},
+            )
             assert put.status_code in (200, 201), put.text
         yield server
         # A job outlives its gateway (the next start adopts it): none is left to sleep on.

@@ -1,7 +1,7 @@
 """`eops render kueue` applied to the real Kueue (the `kueue` lane's cluster, with upstream's
-cluster-autoscaler and its ProvisioningRequest support): every object is admitted by Kueue's
-own webhooks, the queue and its admission check turn active, and a Job that names the queue
-waits for its quota and for capacity provisioned through a ProvisioningRequest, then runs."""
+cluster-autoscaler and its ProvisioningRequest CRD): every object is admitted by Kueue's own
+webhooks, the queue and its admission check turn active, and Jobs that name the queue run as
+its quota allows, with the flavor of their GPU type and their WorkloadPriorityClass."""
 
 from __future__ import annotations
 
@@ -21,6 +21,7 @@ from elasticityops.backends.kubernetes.labels import (
 from elasticityops.devcluster.workloads import gpu_job
 from elasticityops.domain.errors import Conflict, NotFound
 from elasticityops.ops.kueue import KueueInputs, kueue_manifests
+from elasticityops.ops.priorities import workload_priority_classes
 
 pytestmark = [pytest.mark.cluster, pytest.mark.cluster_lane("kueue")]
 
@@ -92,7 +93,14 @@ def _workload_of(api: BlockingKubeApi, ns: str, job: str) -> dict[str, Any] | No
     return None
 
 
-def test_the_rendered_queue_admits_a_job_once_its_capacity_is_provisioned(
+def _active(api: BlockingKubeApi, path: str) -> None:
+    def active() -> bool:
+        return _condition(api.get(path), "Active").get("status") == "True"
+
+    wait_for(active, 60, f"{path} active")
+
+
+def test_every_rendered_object_is_admitted_and_the_queue_and_its_check_turn_active(
     dev_cluster: Any, dev_namespace: str
 ) -> None:
     ns = dev_namespace
@@ -102,15 +110,22 @@ def test_the_rendered_queue_admits_a_job_once_its_capacity_is_provisioned(
         cluster_queue=ns,
         provisioning_class="best-effort-atomic-scale-up.autoscaling.x-k8s.io",
     )
-    manifests = kueue_manifests(inputs)
+    with dev_cluster.api() as api, _applied(api, kueue_manifests(inputs)):
+        # The ProvisioningRequest CRD is there (the autoscaler's): Kueue's check controller is up.
+        _active(api, f"{KUEUE}/admissionchecks/eops-provisioning")
+        _active(api, f"{KUEUE}/clusterqueues/{ns}")
+        local = api.get(f"{KUEUE}/namespaces/{ns}/localqueues/eops")
+        assert local["spec"]["clusterQueue"] == ns
+
+
+def test_the_rendered_quota_runs_one_job_and_holds_the_next(dev_cluster: Any, dev_namespace: str) -> None:
+    ns = dev_namespace
+    inputs = KueueInputs(
+        gpu_budget="nvidia-tesla-t4=1", namespace=ns, cluster_queue=ns, provisioning_class="none"
+    )
     jobs = f"/apis/batch/v1/namespaces/{ns}/jobs"
-    with dev_cluster.api() as api, _applied(api, manifests):
-        for path in (f"{KUEUE}/admissionchecks/eops-provisioning", f"{KUEUE}/clusterqueues/{ns}"):
-
-            def active(at: str = path) -> bool:
-                return _condition(api.get(at), "Active").get("status") == "True"
-
-            wait_for(active, 60, f"{path} active")
+    with dev_cluster.api() as api, _applied(api, kueue_manifests(inputs)):
+        _active(api, f"{KUEUE}/clusterqueues/{ns}")
         for name, seconds in (("first", 6), ("second", 1)):
             job = gpu_job(name, run_seconds=seconds)
             job["metadata"]["labels"] = {QUEUE_NAME_LABEL: "eops", WORKLOAD_PRIORITY_LABEL: "eops-normal"}
@@ -125,9 +140,10 @@ def test_the_rendered_queue_admits_a_job_once_its_capacity_is_provisioned(
             first = wait_for(first_admitted, 120, "the first admitted")
         except AssertionError as exc:
             raise AssertionError(f"{exc}; its Workload: {_workload_of(api, ns, 'first')}") from None
-        [state] = first["status"]["admissionChecks"]
-        assert (state["name"], state["state"]) == ("eops-provisioning", "Ready"), state
-        assert first["spec"]["priorityClassName"] == "eops-normal"
+        normal = next(c for c in workload_priority_classes() if c["metadata"]["name"] == "eops-normal")
+        assert first["spec"]["priority"] == normal["value"], "its WorkloadPriorityClass was found"
+        [assigned] = first["status"]["admission"]["podSetAssignments"]
+        assert assigned["flavors"]["nvidia.com/gpu"] == "nvidia-tesla-t4"
         second = _workload_of(api, ns, "second")
         assert second is not None
         assert _condition(second, "Admitted").get("status") != "True", "one T4 of quota: the second waits"

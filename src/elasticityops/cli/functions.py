@@ -36,10 +36,14 @@ def deploy(
     """Create or replace the function declared in FILE.
 
     The file is validated here first, so a mistake is reported field by field (with the fix)
-    before anything is sent. Its relative paths are relative to its directory: a spec with no
-    `workdir` whose command names a file or directory there runs there (the local backend);
-    a relative `workdir` is from there too. Deploying the same spec twice changes nothing and
-    says so; a changed spec gets a new version."""
+    before anything is sent.
+
+    Its relative paths are relative to its directory: a spec with no `workdir` whose command
+    names a file or directory there runs there (the local backend); a relative `workdir` is
+    from there too.
+
+    Deploying the same spec twice changes nothing and says so; a changed spec gets a new
+    version."""
     with remote.connected() as client:
         spec = spec_from(file)
         item = client.deploy_function(spec)
