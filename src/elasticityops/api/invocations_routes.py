@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import asyncio
 import re
 import time
-from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 from fastapi import APIRouter, Path, Query, Request, Response
@@ -18,9 +16,10 @@ from elasticityops.api.cost_routes import cost_of
 from elasticityops.api.encode import invocation_json, invocation_list_json
 from elasticityops.api.entropy import BufferedEntropy
 from elasticityops.api.errors import MalformedBody
-from elasticityops.api.held_open import Hold, ReleasingResponse
+from elasticityops.api.held_open import Hold
+from elasticityops.api.log_follow import logs_response
 from elasticityops.api.runtime import Runtime
-from elasticityops.changes.replicas import stamp
+from elasticityops.api.waiting import get_or_404, held_wait, wait_for_end
 from elasticityops.dispatch.queue_status import queue_status
 from elasticityops.domain import invocation_annotations as hints
 from elasticityops.domain.errors import (
@@ -28,7 +27,6 @@ from elasticityops.domain.errors import (
     FieldProblem,
     InvalidInput,
     NotFound,
-    TemporaryError,
     Unauthorized,
 )
 from elasticityops.domain.invocations import Invocation, State, check_callback_token, new_invocation_id
@@ -110,9 +108,9 @@ def build_router(max_wait: int) -> APIRouter:
         wait: WholeNumberOrNone = wait_query,  # type: ignore[assignment]
     ) -> Response:
         rt = _runtime(request)
-        inv = await _get(rt, invocation_id)
+        inv = await get_or_404(rt, invocation_id)
         if wait:
-            inv = await _held_wait(rt, token_digest(request), inv, wait)
+            inv = await held_wait(rt, token_digest(request), inv, wait)
         # Only here, for one invocation: a few grouped counts, too many to make for every list item.
         queue = await queue_status(inv, rt.store, rt.functions, rt.backend, rt.settings.dispatch)
         return _json(rt, inv, 200, queue=queue, cost=await cost_of(rt, inv))
@@ -205,7 +203,7 @@ def build_router(max_wait: int) -> APIRouter:
             "only while that attempt's pod exists (404 once it is gone)",
         ),
     ) -> StreamingResponse:
-        return await _logs(_runtime(request), invocation_id, follow, attempt, token_digest(request))
+        return await logs_response(_runtime(request), invocation_id, follow, attempt, token_digest(request))
 
     return router
 
@@ -224,126 +222,10 @@ async def _cancel(rt: Runtime, invocation_id: str, digest: str) -> Response:
         # Recorded for the replica whose dispatcher runs the job: wait (bounded) for it. The
         # cancel is done whatever happens to the token meanwhile: a let-go is the 202.
         async with Hold(rt.stopping, rt.tokens, digest) as hold:
-            inv = await _wait_for_end(rt, inv, rt.settings.replicas.cancel_wait_s, hold=hold)
+            inv = await wait_for_end(rt, inv, rt.settings.replicas.cancel_wait_s, hold=hold)
         if inv.state.terminal and inv.state is not State.cancelled:
             raise Conflict(f"invocation {inv.id} ended ({inv.state.value}) before the cancel reached its job")
     return _json(rt, inv, 200 if inv.state.terminal else 202)
-
-
-async def _logs(
-    rt: Runtime, invocation_id: str, follow: bool, attempt: int | None, digest: str
-) -> StreamingResponse:
-    inv = await _get(rt, invocation_id)
-    if attempt is not None and attempt > inv.attempt:
-        raise InvalidInput(
-            [
-                FieldProblem(
-                    "attempt",
-                    f"{inv.id} has had attempts 0 to {inv.attempt}; there is no attempt {attempt}",
-                    f"ask for one from 0 to {inv.attempt}, or leave attempt out for the current one",
-                )
-            ]
-        )
-    earlier = attempt is not None and attempt < inv.attempt  # over: read, never followed
-    if not follow or earlier:
-        chunks = rt.backend.logs(inv, False, attempt)
-        return StreamingResponse(_output(await _first(chunks), chunks), media_type=_TEXT)
-    # Held until the body ends (ReleasingResponse): the gateway stopping or the token going
-    # ends the follow, its body complete.
-    hold = Hold(rt.stopping, rt.tokens, digest)
-    try:
-        # A job that has not started has no output yet: wait (bounded) for it to start.
-        inv = await _wait_for_end(rt, inv, rt.settings.api.max_wait_seconds, _started_or_ended, hold)
-        hold.check_token()
-        # An invocation already over has nothing left to follow: read what it wrote and stop.
-        following = not inv.state.terminal and hold.reason is None
-        chunks = rt.backend.logs(inv, following, attempt)
-        if following:
-            chunks = _until_ended(rt, inv, chunks, hold)
-        first = await _first(chunks)
-    except BaseException:
-        hold.release()
-        raise
-
-    async def stream() -> AsyncIterator[bytes]:
-        async for chunk in _output(first, chunks):
-            yield chunk
-        # The backend's output ends as the job exits, a moment before its end is recorded: a
-        # follow ends when the invocation has, so the next read says so.
-        await _wait_for_end(rt, inv, _FOLLOW_SETTLE_SECONDS, _ended, hold)
-
-    return ReleasingResponse(stream(), hold.release, media_type=_TEXT)
-
-
-_TEXT = "text/plain; charset=utf-8"
-
-
-async def _first(chunks: AsyncIterator[bytes]) -> bytes:
-    """The first chunk, pulled before answering, so a failure there is still a proper error."""
-    try:
-        return await anext(chunks)
-    except StopAsyncIteration:
-        return b""
-
-
-async def _output(first: bytes, chunks: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
-    if first:
-        yield first
-    async for chunk in chunks:
-        yield chunk
-
-
-_FOLLOW_SETTLE_SECONDS = 10  # the longest a follow waits, after the output ends, for the end
-_FOLLOW_DRAIN_SECONDS = 2.0  # after the end, the longest a follow waits for more output
-_NO_DEADLINE_SECONDS = 366 * 86400.0
-
-
-async def _until_ended(
-    rt: Runtime, inv: Invocation, chunks: AsyncIterator[bytes], hold: Hold
-) -> AsyncIterator[bytes]:
-    """The backend's output until it ends, or until the invocation has ended and the output has
-    then been quiet for _FOLLOW_DRAIN_SECONDS, or at once when the hold lets go. A stream may
-    outlive its job: kwok's stand-in for a kubelet tails a log file for ever, and a proxy to a
-    node that is gone may never close; a follow must end with the invocation all the same."""
-    ended = asyncio.ensure_future(_ended_at_last(rt, inv))
-    pending: asyncio.Future[bytes] | None = None
-    try:
-        while True:
-            pending = asyncio.ensure_future(anext(chunks))
-            if not ended.done():
-                await asyncio.wait((pending, ended, hold.let_go), return_when=asyncio.FIRST_COMPLETED)
-            if hold.let_go.done():
-                return
-            if not pending.done():
-                # Over: what is left of its output comes now or not at all.
-                await asyncio.wait((pending,), timeout=_FOLLOW_DRAIN_SECONDS)
-                if not pending.done():
-                    return
-            nxt, pending = pending, None
-            try:
-                chunk = nxt.result()
-            except StopAsyncIteration:
-                return
-            yield chunk
-    finally:
-        ended.cancel()
-        if pending is not None and not pending.done():
-            pending.cancel()  # closes the backend's stream at its await
-            await asyncio.wait((pending,))
-        closing = getattr(chunks, "aclose", None)
-        if closing is not None:
-            await closing()
-
-
-async def _ended_at_last(rt: Runtime, inv: Invocation) -> None:
-    """Returns once the invocation has ended (or is gone). A store that is away meanwhile ends
-    nothing: the output keeps streaming, and the store is asked again."""
-    while True:
-        try:
-            await _wait_for_end(rt, inv, _NO_DEADLINE_SECONDS)
-            return
-        except TemporaryError as exc:
-            await asyncio.sleep(max(exc.retry_after, 0.5))
 
 
 def accept_route(max_wait: int) -> Route:
@@ -393,7 +275,7 @@ def accept_route(max_wait: int) -> Route:
             rt.hub.changed(inv.id)  # the console's live list (api/console/feed.py)
         headers = None if created else {"Idempotent-Replayed": "true"}
         if wait:
-            inv = await _held_wait(rt, digest, inv, wait)
+            inv = await held_wait(rt, digest, inv, wait)
         return _json(rt, inv, 200 if inv.state.terminal else 202, headers)
 
     return Route(ACCEPT_PATH, invoke, methods=["POST"], name="invoke")
@@ -569,7 +451,7 @@ def build_callback_router() -> APIRouter:
         # is ASCII; anything else is simply not it.)
         if not (token.isascii() and check_callback_token(rt.server_secret, invocation_id, token)):
             raise Unauthorized("the token is not this invocation's EOPS_CALLBACK_TOKEN")
-        inv = await _get(rt, invocation_id)
+        inv = await get_or_404(rt, invocation_id)
         if inv.state is State.queued:
             raise Conflict(f"invocation {invocation_id} has not started; a result can only come from its job")
         body = await read_body(request, rt.settings.api.max_payload_bytes)
@@ -593,56 +475,3 @@ def _payload_limit(rt: Runtime) -> tuple[int, str | None]:
     if carried is not None and carried < limit:
         return carried, f"the most a {rt.backend.name} launch can carry"
     return limit, None
-
-
-async def _get(rt: Runtime, invocation_id: str) -> Invocation:
-    inv = await rt.store.get_invocation(invocation_id)
-    if inv is None:
-        raise NotFound(f"no invocation {invocation_id!r}; list them with GET /v1/invocations (eops ls)")
-    return inv
-
-
-def _ended(inv: Invocation) -> bool:
-    return inv.state.terminal
-
-
-def _started_or_ended(inv: Invocation) -> bool:
-    return inv.state not in (State.queued, State.pending)
-
-
-async def _held_wait(rt: Runtime, digest: str, inv: Invocation, seconds: float) -> Invocation:
-    """`?wait`: the invocation once it has ended or the wait is over; at once, as it stands,
-    when the gateway begins to stop; 401 when the token goes meanwhile."""
-    async with Hold(rt.stopping, rt.tokens, digest) as hold:
-        inv = await _wait_for_end(rt, inv, seconds, hold=hold)
-        hold.check_token()
-    return inv
-
-
-async def _wait_for_end(
-    rt: Runtime,
-    inv: Invocation,
-    seconds: float,
-    done: Callable[[Invocation], bool] = _ended,
-    hold: Hold | None = None,
-) -> Invocation:
-    """Subscribe, re-read, then sleep until a change, the deadline or the hold's let-go (see
-    ChangeHub.watch). The invocation is read once more after a let-go: as it stands then."""
-    deadline = rt.clock.monotonic() + seconds
-    while not done(inv):
-        remaining = deadline - rt.clock.monotonic()
-        with rt.hub.watch(inv.id) as changed:
-            current = await rt.store.get_invocation(inv.id)
-            if current is None:
-                return inv
-            inv = current
-            changed.saw(stamp(inv))  # another replica's change is then noticed by the poller
-            if done(inv) or remaining <= 0 or (hold is not None and hold.let_go.done()):
-                return inv
-            woken = asyncio.ensure_future(changed.wait())
-            try:
-                waits = (woken,) if hold is None else (woken, hold.let_go)
-                await asyncio.wait(waits, timeout=remaining, return_when=asyncio.FIRST_COMPLETED)
-            finally:
-                woken.cancel()
-    return inv

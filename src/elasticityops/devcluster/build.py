@@ -378,29 +378,40 @@ HELM = "helm"
 HELM_PACKAGE = "helm.sh/helm/v3/cmd/helm"
 
 
+def _build_one(
+    name: str, module: Path, package: str, ldflags: tuple[str, ...], binary: Path, progress: ProgressFn
+) -> dict[str, float]:
+    """`go build` of one binary of a wrapper module (helm, Kueue): what its marker records of
+    the build's cost."""
+    bin_dir = binary.parent
+    bin_dir.mkdir(parents=True, exist_ok=True)
+    started, cpu_before = time.monotonic(), _children_cpu()
+    total = _count_in(module, [package], go_env())
+    args = ["-ldflags", " ".join(ldflags), package]
+    _go_build(
+        name, module, args, (binary.name,), True, bin_dir, bin_dir.parent / "build.log", progress, total
+    )
+    return {
+        "build_seconds": round(time.monotonic() - started, 1),
+        "build_cpu_seconds": round(_children_cpu() - cpu_before, 1),
+    }
+
+
+def _mark(marker: Path, version: str, cost: dict[str, float]) -> None:
+    built_at = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    marker.write_text(json.dumps({"version": version, **cost, "built_at": built_at}, indent=2))
+
+
 def ensure_helm(*, allow_build: bool = True, progress: ProgressFn = _noop) -> HelmBuild:
     """The helm CLI of the pinned version, built from the Go module proxy first if needed."""
     build = current_helm()
     if _reused(HELM, build, allow_build, progress, "helm not built"):
         return build
-    bin_dir = build.binary.parent
-    bin_dir.mkdir(parents=True, exist_ok=True)
-    log = build.root / "build.log"
-    started, cpu_before = time.monotonic(), _children_cpu()
-    env = go_env()
-    total = _count_in(HELM_MODULE, [HELM_PACKAGE], env)
-    args = ["-ldflags", " ".join(helm_ldflags(helm_client_go())), HELM_PACKAGE]
-    _go_build(HELM, HELM_MODULE, args, (HELM,), True, bin_dir, log, progress, total)
-    build.marker.write_text(
-        json.dumps(
-            {
-                "version": HELM_VERSION,
-                "build_seconds": round(time.monotonic() - started, 1),
-                "build_cpu_seconds": round(_children_cpu() - cpu_before, 1),
-                "built_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-            },
-            indent=2,
-        )
+    ldflags = helm_ldflags(helm_client_go())
+    _mark(
+        build.marker,
+        HELM_VERSION,
+        _build_one(HELM, HELM_MODULE, HELM_PACKAGE, ldflags, build.binary, progress),
     )
     return build
 
@@ -414,31 +425,14 @@ def ensure_kueue(*, allow_build: bool = True, progress: ProgressFn = _noop) -> K
     build = current_kueue()
     if _reused(KUEUE, build, allow_build, progress, "Kueue not built"):
         return build
-    bin_dir = build.binary.parent
-    bin_dir.mkdir(parents=True, exist_ok=True)
-    log = build.root / "build.log"
-    started, cpu_before = time.monotonic(), _children_cpu()
-    env = go_env()
-    total = _count_in(KUEUE_MODULE, [KUEUE_PACKAGE], env)
-    args = ["-ldflags", " ".join(kueue_ldflags()), KUEUE_PACKAGE]
-    _go_build(KUEUE, KUEUE_MODULE, args, (KUEUE,), True, bin_dir, log, progress, total)
+    cost = _build_one(KUEUE, KUEUE_MODULE, KUEUE_PACKAGE, kueue_ldflags(), build.binary, progress)
     module = Path(download_module(KUEUE_MODULE_PATH, KUEUE_VERSION, KUEUE_MODULE)["Dir"])
     shutil.rmtree(build.crd_dir, ignore_errors=True)
     shutil.copytree(module / KUEUE_CRD_DIR, build.crd_dir)
     for copied in build.crd_dir.rglob("*"):
         copied.chmod(0o755 if copied.is_dir() else 0o644)  # the module cache's copies are read-only
     build.webhooks.write_bytes((module / KUEUE_WEBHOOK_FILE).read_bytes())
-    build.marker.write_text(
-        json.dumps(
-            {
-                "version": KUEUE_VERSION,
-                "build_seconds": round(time.monotonic() - started, 1),
-                "build_cpu_seconds": round(_children_cpu() - cpu_before, 1),
-                "built_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-            },
-            indent=2,
-        )
-    )
+    _mark(build.marker, KUEUE_VERSION, cost)
     return build
 
 
