@@ -149,3 +149,43 @@ def test_the_rendered_quota_runs_one_job_and_holds_the_next(dev_cluster: Any, de
         assert _condition(second, "Admitted").get("status") != "True", "one T4 of quota: the second waits"
         assert wait_for(lambda: job_condition(api, ns, "first"), 120, "first to end") == "Complete"
         assert wait_for(lambda: job_condition(api, ns, "second"), 120, "second to end") == "Complete"
+
+
+def test_a_job_is_admitted_once_its_provisioning_request_is_provisioned(
+    dev_cluster: Any, dev_namespace: str
+) -> None:
+    ns = dev_namespace
+    inputs = KueueInputs(
+        gpu_budget="nvidia-tesla-t4=1",
+        namespace=ns,
+        cluster_queue=ns,
+        provisioning_class="best-effort-atomic-scale-up.autoscaling.x-k8s.io",
+    )
+    with dev_cluster.api() as api, _applied(api, kueue_manifests(inputs)):
+        _active(api, f"{KUEUE}/admissionchecks/eops-provisioning")
+        _active(api, f"{KUEUE}/clusterqueues/{ns}")
+        job = gpu_job("provisioned", run_seconds=2)
+        job["metadata"]["labels"] = {QUEUE_NAME_LABEL: "eops", WORKLOAD_PRIORITY_LABEL: "eops-normal"}
+        pod = job["spec"]["template"]["spec"]
+        pod["nodeSelector"] = {ACCELERATOR_LABEL: "nvidia-tesla-t4"}
+        # As the gateway's Jobs carry it (backends/kubernetes/manifests.py). The API server adds it
+        # to pods itself (ExtendedResourceToleration), but the autoscaler sizes a
+        # ProvisioningRequest from Kueue's PodTemplate, which no admission plugin touches: without
+        # it no GPU node fits, and the request stays "Capacity is not found".
+        pod["tolerations"] = [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]
+        api.create(f"/apis/batch/v1/namespaces/{ns}/jobs", job)
+
+        def admitted() -> dict[str, Any] | None:
+            workload = _workload_of(api, ns, "provisioned")
+            return workload if workload and _condition(workload, "Admitted").get("status") == "True" else None
+
+        try:
+            workload = wait_for(admitted, 180, "admitted through its ProvisioningRequest")
+        except AssertionError as exc:
+            status = (_workload_of(api, ns, "provisioned") or {}).get("status")
+            raise AssertionError(f"{exc}; its Workload's status: {status}") from None
+        [check] = workload["status"]["admissionChecks"]
+        assert (check["name"], check["state"]) == ("eops-provisioning", "Ready"), check
+        requests, _ = api.list(f"/apis/autoscaling.x-k8s.io/v1/namespaces/{ns}/provisioningrequests")
+        assert [_condition(r, "Provisioned").get("status") for r in requests] == ["True"]
+        assert wait_for(lambda: job_condition(api, ns, "provisioned"), 120, "the job to end") == "Complete"
