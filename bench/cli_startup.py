@@ -23,7 +23,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import re
 import signal
 import statistics
@@ -32,9 +31,8 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Any
 
-from machine_info import cpu_model, memory_gib
+from machine_info import machine
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
@@ -44,18 +42,6 @@ GOAL_S = 0.3
 FLAGS = ("--example", "--paused")
 _BANNER = re.compile(r"ElasticityOps gateway on (http://\S+) ")
 _TOKEN = re.compile(r"EOPS_TOKEN=(\S+)")
-
-
-def machine() -> dict[str, Any]:
-    gib = memory_gib()
-    return {
-        "nproc": os.cpu_count(),
-        "cpu": cpu_model() or platform.processor(),
-        "memory_gib": None if gib is None else round(gib, 1),
-        "loadavg_before": os.getloadavg(),
-        "python": platform.python_version(),
-        "kernel": platform.release(),
-    }
 
 
 def percentile(values: list[float], q: float) -> float:

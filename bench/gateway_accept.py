@@ -18,7 +18,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import re
 import shutil
 import signal
@@ -34,7 +33,7 @@ from typing import Any
 import httpx
 import psutil
 
-from machine_info import cpu_model, memory_gib
+from machine_info import machine
 
 HERE = Path(__file__).resolve().parent
 EOPS = str(Path(sys.executable).parent / "eops")
@@ -46,18 +45,6 @@ def free_port() -> int:
         sock.bind(("127.0.0.1", 0))
         port: int = sock.getsockname()[1]
         return port
-
-
-def machine() -> dict[str, Any]:
-    gib = memory_gib()
-    return {
-        "nproc": os.cpu_count(),
-        "cpu": cpu_model() or platform.processor(),
-        "memory_gib": None if gib is None else round(gib, 1),
-        "loadavg_before": os.getloadavg(),
-        "python": platform.python_version(),
-        "kernel": platform.release(),
-    }
 
 
 def wait_ready(url: str, proc: subprocess.Popen[bytes], check: str = "GET") -> None:
