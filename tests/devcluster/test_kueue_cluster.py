@@ -11,15 +11,12 @@ import pytest
 
 from elasticityops.backends.kubernetes.blocking import BlockingKubeApi
 from elasticityops.backends.kubernetes.labels import ACCELERATOR_LABEL, GPU_RESOURCE
-from elasticityops.devcluster.workloads import gpu_job
 from elasticityops.domain.errors import NotFound
+from helpers.kueue import KUEUE, condition, queued_job, workload_of
 
 from .helpers import job_condition, wait_for
 
 pytestmark = [pytest.mark.cluster, pytest.mark.cluster_lane("kueue")]
-
-KUEUE = "/apis/kueue.x-k8s.io/v1beta2"
-QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 
 
 @contextlib.contextmanager
@@ -68,31 +65,10 @@ def _team_queue(api: BlockingKubeApi, ns: str, gpus: int) -> Iterator[str]:
                 api.delete(path)
 
 
-def _queued_job(name: str, queue: str, run_seconds: float) -> dict[str, Any]:
-    job = gpu_job(name, run_seconds=run_seconds)
-    job["metadata"].setdefault("labels", {})[QUEUE_LABEL] = queue
-    return job
-
-
-def _workload_of(api: BlockingKubeApi, ns: str, job: str) -> dict[str, Any] | None:
-    items, _ = api.list(f"{KUEUE}/namespaces/{ns}/workloads")
-    for workload in items:
-        if any(o.get("name") == job for o in workload["metadata"].get("ownerReferences") or []):
-            return workload
-    return None
-
-
-def _condition(workload: dict[str, Any] | None, kind: str) -> dict[str, Any]:
-    for cond in ((workload or {}).get("status") or {}).get("conditions") or []:
-        if cond.get("type") == kind:
-            return dict(cond)
-    return {}
-
-
 def test_kueues_webhook_suspends_a_queued_job_as_it_is_created(dev_cluster: Any, dev_namespace: str) -> None:
     ns = dev_namespace
     with dev_cluster.api() as api, _team_queue(api, ns, gpus=1) as queue:
-        job = _queued_job("held", queue, run_seconds=1)
+        job = queued_job("held", queue, run_seconds=1)
         assert "suspend" not in job["spec"]
         created = api.create(f"/apis/batch/v1/namespaces/{ns}/jobs", job)
         # The answer to the create already carries what the mutating webhook set: the API server
@@ -107,17 +83,17 @@ def test_the_quota_runs_one_job_and_holds_the_next_until_it_ends(
     ns = dev_namespace
     jobs = f"/apis/batch/v1/namespaces/{ns}/jobs"
     with dev_cluster.api() as api, _team_queue(api, ns, gpus=1) as queue:
-        api.create(jobs, _queued_job("first", queue, run_seconds=8))
-        wait_for(lambda: _condition(_workload_of(api, ns, "first"), "Admitted").get("status") == "True", 60)
-        api.create(jobs, _queued_job("second", queue, run_seconds=1))
-        waiting = wait_for(lambda: _condition(_workload_of(api, ns, "second"), "QuotaReserved") or None, 60)
+        api.create(jobs, queued_job("first", queue, run_seconds=8))
+        wait_for(lambda: condition(workload_of(api, ns, "first"), "Admitted").get("status") == "True", 60)
+        api.create(jobs, queued_job("second", queue, run_seconds=1))
+        waiting = wait_for(lambda: condition(workload_of(api, ns, "second"), "QuotaReserved") or None, 60)
         assert waiting["status"] == "False"
         assert "insufficient" in waiting["message"].lower(), waiting["message"]
         assert api.get(f"{jobs}/second")["spec"]["suspend"] is True, "no pod while there is no quota"
         assert job_condition(api, ns, "first") is None, "the first one still runs"
         assert wait_for(lambda: job_condition(api, ns, "first"), timeout=60) == "Complete"
         assert wait_for(lambda: job_condition(api, ns, "second"), timeout=60) == "Complete"
-        admitted = _condition(_workload_of(api, ns, "second"), "Admitted")
+        admitted = condition(workload_of(api, ns, "second"), "Admitted")
         assert admitted["status"] == "True"
 
 
@@ -126,8 +102,8 @@ def test_a_workload_is_read_at_the_older_version_through_the_conversion_webhook(
 ) -> None:
     ns = dev_namespace
     with dev_cluster.api() as api, _team_queue(api, ns, gpus=1) as queue:
-        api.create(f"/apis/batch/v1/namespaces/{ns}/jobs", _queued_job("old", queue, run_seconds=1))
-        workload = wait_for(lambda: _workload_of(api, ns, "old"), timeout=60)
+        api.create(f"/apis/batch/v1/namespaces/{ns}/jobs", queued_job("old", queue, run_seconds=1))
+        workload = wait_for(lambda: workload_of(api, ns, "old"), timeout=60)
         name = workload["metadata"]["name"]
         # Stored as v1beta2; v1beta1 is served by converting through Kueue's /convert on 127.0.0.1.
         old = api.get(f"/apis/kueue.x-k8s.io/v1beta1/namespaces/{ns}/workloads/{name}")

@@ -13,19 +13,13 @@ from typing import Any, TypeVar
 import pytest
 
 from elasticityops.backends.kubernetes.blocking import BlockingKubeApi
-from elasticityops.backends.kubernetes.labels import (
-    ACCELERATOR_LABEL,
-    QUEUE_NAME_LABEL,
-    WORKLOAD_PRIORITY_LABEL,
-)
-from elasticityops.devcluster.workloads import gpu_job
 from elasticityops.domain.errors import Conflict, NotFound
 from elasticityops.ops.kueue import KueueInputs, kueue_manifests
 from elasticityops.ops.priorities import workload_priority_classes
+from helpers.kueue import KUEUE, admitted, condition, queued_job, workload_of
 
 pytestmark = [pytest.mark.cluster, pytest.mark.cluster_lane("kueue")]
 
-KUEUE = "/apis/kueue.x-k8s.io/v1beta2"
 T = TypeVar("T")
 _PLURAL = {
     "ResourceFlavor": "resourceflavors",
@@ -78,24 +72,9 @@ def job_condition(api: BlockingKubeApi, ns: str, job: str) -> str | None:
     return None
 
 
-def _condition(obj: dict[str, Any], kind: str) -> dict[str, Any]:
-    for cond in (obj.get("status") or {}).get("conditions") or []:
-        if cond.get("type") == kind:
-            return dict(cond)
-    return {}
-
-
-def _workload_of(api: BlockingKubeApi, ns: str, job: str) -> dict[str, Any] | None:
-    items, _ = api.list(f"{KUEUE}/namespaces/{ns}/workloads")
-    for workload in items:
-        if any(o.get("name") == job for o in workload["metadata"].get("ownerReferences") or []):
-            return workload
-    return None
-
-
 def _active(api: BlockingKubeApi, path: str) -> None:
     def active() -> bool:
-        return _condition(api.get(path), "Active").get("status") == "True"
+        return condition(api.get(path), "Active").get("status") == "True"
 
     wait_for(active, 60, f"{path} active")
 
@@ -127,26 +106,18 @@ def test_the_rendered_quota_runs_one_job_and_holds_the_next(dev_cluster: Any, de
     with dev_cluster.api() as api, _applied(api, kueue_manifests(inputs)):
         _active(api, f"{KUEUE}/clusterqueues/{ns}")
         for name, seconds in (("first", 6), ("second", 1)):
-            job = gpu_job(name, run_seconds=seconds)
-            job["metadata"]["labels"] = {QUEUE_NAME_LABEL: "eops", WORKLOAD_PRIORITY_LABEL: "eops-normal"}
-            job["spec"]["template"]["spec"]["nodeSelector"] = {ACCELERATOR_LABEL: "nvidia-tesla-t4"}
-            api.create(jobs, job)
-
-        def first_admitted() -> dict[str, Any] | None:
-            workload = _workload_of(api, ns, "first")
-            return workload if workload and _condition(workload, "Admitted").get("status") == "True" else None
-
+            api.create(jobs, queued_job(name, "eops", seconds, "eops-normal"))
         try:
-            first = wait_for(first_admitted, 120, "the first admitted")
+            first = wait_for(lambda: admitted(api, ns, "first"), 120, "the first admitted")
         except AssertionError as exc:
-            raise AssertionError(f"{exc}; its Workload: {_workload_of(api, ns, 'first')}") from None
+            raise AssertionError(f"{exc}; its Workload: {workload_of(api, ns, 'first')}") from None
         normal = next(c for c in workload_priority_classes() if c["metadata"]["name"] == "eops-normal")
         assert first["spec"]["priority"] == normal["value"], "its WorkloadPriorityClass was found"
         [assigned] = first["status"]["admission"]["podSetAssignments"]
         assert assigned["flavors"]["nvidia.com/gpu"] == "nvidia-tesla-t4"
-        second = _workload_of(api, ns, "second")
+        second = workload_of(api, ns, "second")
         assert second is not None
-        assert _condition(second, "Admitted").get("status") != "True", "one T4 of quota: the second waits"
+        assert condition(second, "Admitted").get("status") != "True", "one T4 of quota: the second waits"
         assert wait_for(lambda: job_condition(api, ns, "first"), 120, "first to end") == "Complete"
         assert wait_for(lambda: job_condition(api, ns, "second"), 120, "second to end") == "Complete"
 
@@ -164,10 +135,8 @@ def test_a_job_is_admitted_once_its_provisioning_request_is_provisioned(
     with dev_cluster.api() as api, _applied(api, kueue_manifests(inputs)):
         _active(api, f"{KUEUE}/admissionchecks/eops-provisioning")
         _active(api, f"{KUEUE}/clusterqueues/{ns}")
-        job = gpu_job("provisioned", run_seconds=2)
-        job["metadata"]["labels"] = {QUEUE_NAME_LABEL: "eops", WORKLOAD_PRIORITY_LABEL: "eops-normal"}
+        job = queued_job("provisioned", "eops", 2, "eops-normal")
         pod = job["spec"]["template"]["spec"]
-        pod["nodeSelector"] = {ACCELERATOR_LABEL: "nvidia-tesla-t4"}
         # As the gateway's Jobs carry it (backends/kubernetes/manifests.py). The API server adds it
         # to pods itself (ExtendedResourceToleration), but the autoscaler sizes a
         # ProvisioningRequest from Kueue's PodTemplate, which no admission plugin touches: without
@@ -175,17 +144,15 @@ def test_a_job_is_admitted_once_its_provisioning_request_is_provisioned(
         pod["tolerations"] = [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]
         api.create(f"/apis/batch/v1/namespaces/{ns}/jobs", job)
 
-        def admitted() -> dict[str, Any] | None:
-            workload = _workload_of(api, ns, "provisioned")
-            return workload if workload and _condition(workload, "Admitted").get("status") == "True" else None
-
         try:
-            workload = wait_for(admitted, 180, "admitted through its ProvisioningRequest")
+            workload = wait_for(
+                lambda: admitted(api, ns, "provisioned"), 180, "admitted through its ProvisioningRequest"
+            )
         except AssertionError as exc:
-            status = (_workload_of(api, ns, "provisioned") or {}).get("status")
+            status = (workload_of(api, ns, "provisioned") or {}).get("status")
             raise AssertionError(f"{exc}; its Workload's status: {status}") from None
         [check] = workload["status"]["admissionChecks"]
         assert (check["name"], check["state"]) == ("eops-provisioning", "Ready"), check
         requests, _ = api.list(f"/apis/autoscaling.x-k8s.io/v1/namespaces/{ns}/provisioningrequests")
-        assert [_condition(r, "Provisioned").get("status") for r in requests] == ["True"]
+        assert [condition(r, "Provisioned").get("status") for r in requests] == ["True"]
         assert wait_for(lambda: job_condition(api, ns, "provisioned"), 120, "the job to end") == "Complete"
