@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -108,7 +108,64 @@ def load_settings(env: Mapping[str, str] | None = None, given: Mapping[str, Any]
     election = election_problems(settings)
     if election:
         raise InvalidInput(election)
-    return settings
+    kueue = kueue_problems(settings)
+    if kueue:
+        raise InvalidInput(kueue)
+    return with_local_queue(settings)
+
+
+DEFAULT_LOCAL_QUEUE = "eops"  # `eops render kueue`'s default LocalQueue
+_ADMISSION = "--admission / EOPS_ADMISSION"
+
+
+def kueue_problems(settings: Settings) -> list[FieldProblem]:
+    """Why these settings cannot dispatch as they say through Kueue (none for gateway
+    admission, unless a LocalQueue is named without it)."""
+    kube = settings.kubernetes
+    if settings.dispatch.admission != "kueue":
+        if kube.local_queue is not None:
+            return [
+                FieldProblem(
+                    "--kube-local-queue / EOPS_KUBE_LOCAL_QUEUE",
+                    "names a Kueue LocalQueue, but the gateway admits by itself",
+                    "add --admission kueue, or drop --kube-local-queue",
+                )
+            ]
+        return []
+    problems = []
+    if settings.backend != "kubernetes":
+        problems.append(
+            FieldProblem(
+                _ADMISSION,
+                f"Kueue admits Kubernetes Jobs, and the {settings.backend} backend makes none",
+                "add --backend kubernetes, or use --admission gateway",
+            )
+        )
+    if settings.dispatch.gpu_budget is not None:
+        problems.append(
+            FieldProblem(
+                "--gpu-budget / EOPS_GPU_BUDGET",
+                "with --admission kueue the ClusterQueue's quota is the one GPU cap (one owner of "
+                "quota: Kueue)",
+                "drop --gpu-budget and set the quota with `eops render kueue --gpu-budget TYPE=N`",
+            )
+        )
+    if kube.workload != "job":
+        problems.append(
+            FieldProblem(
+                "--kube-workload / EOPS_KUBE_WORKLOAD",
+                "Kueue admits the gateway's Jobs; bare pods are not submitted to it",
+                "use --kube-workload job with --admission kueue",
+            )
+        )
+    return problems
+
+
+def with_local_queue(settings: Settings) -> Settings:
+    """Kueue admission submits to `DEFAULT_LOCAL_QUEUE` unless told another."""
+    if settings.dispatch.admission != "kueue" or settings.kubernetes.local_queue is not None:
+        return settings
+    return replace(settings, kubernetes=replace(settings.kubernetes, local_queue=DEFAULT_LOCAL_QUEUE))
 
 
 _LEADER_ELECT = "--leader-elect / EOPS_LEADER_ELECT"

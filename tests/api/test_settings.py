@@ -61,7 +61,12 @@ def test_every_knob_that_serve_reads_has_a_variable() -> None:
 
 # Leader election is refused where it cannot work (settings.election_problems): read it where it can.
 _WHERE_IT_WORKS = {
-    "EOPS_LEADER_ELECT": {"EOPS_BACKEND": "kubernetes", "EOPS_DATABASE_URL": "postgresql+psycopg://e@db/eops"}
+    "EOPS_LEADER_ELECT": {
+        "EOPS_BACKEND": "kubernetes",
+        "EOPS_DATABASE_URL": "postgresql+psycopg://e@db/eops",
+    },
+    "EOPS_ADMISSION": {"EOPS_BACKEND": "kubernetes"},
+    "EOPS_KUBE_LOCAL_QUEUE": {"EOPS_BACKEND": "kubernetes", "EOPS_ADMISSION": "kueue"},
 }
 
 
@@ -276,3 +281,43 @@ def test_token_create_takes_the_data_dir_and_database_flags() -> None:
 )
 def test_the_callback_url_is_a_url_for_every_host(host: str, url: str) -> None:
     assert load_settings(env={}, given={"host": host, "port": "9000"}).callback_base_url == url
+
+
+def test_kueue_admission_submits_to_the_default_local_queue_unless_told() -> None:
+    kueue = {"EOPS_BACKEND": "kubernetes", "EOPS_ADMISSION": "kueue"}
+    assert load_settings(env=kueue).kubernetes.local_queue == "eops"
+    assert load_settings(env={**kueue, "EOPS_KUBE_LOCAL_QUEUE": "team-a"}).kubernetes.local_queue == "team-a"
+    assert load_settings(env={}).kubernetes.local_queue is None
+
+
+@pytest.mark.parametrize(
+    ("env", "field", "fix"),
+    [
+        pytest.param(
+            {"EOPS_ADMISSION": "kueue"}, "--admission", "add --backend kubernetes", id="local-backend"
+        ),
+        pytest.param(
+            {"EOPS_BACKEND": "kubernetes", "EOPS_ADMISSION": "kueue", "EOPS_GPU_BUDGET": "nvidia-tesla-t4=3"},
+            "--gpu-budget",
+            "eops render kueue --gpu-budget",
+            id="two-owners-of-quota",
+        ),
+        pytest.param(
+            {"EOPS_BACKEND": "kubernetes", "EOPS_ADMISSION": "kueue", "EOPS_KUBE_WORKLOAD": "pod"},
+            "--kube-workload",
+            "--kube-workload job",
+            id="bare-pods",
+        ),
+        pytest.param(
+            {"EOPS_BACKEND": "kubernetes", "EOPS_KUBE_LOCAL_QUEUE": "team-a"},
+            "--kube-local-queue",
+            "add --admission kueue",
+            id="queue-without-kueue",
+        ),
+    ],
+)
+def test_kueue_admission_is_refused_where_it_cannot_work(env: dict[str, str], field: str, fix: str) -> None:
+    with pytest.raises(InvalidInput) as refused:
+        load_settings(env=env)
+    problems = refused.value.problems
+    assert any(p.field.startswith(field) and fix in p.fix for p in problems), problems

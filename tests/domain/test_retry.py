@@ -11,7 +11,7 @@ from elasticityops.domain.events import Finished
 from elasticityops.domain.functions import Priority
 from elasticityops.domain.invocations import FailureReason, Invocation, State, Timeline, advance
 from elasticityops.domain.preemption import PREEMPTED, end_of_preemption
-from elasticityops.domain.retry import NODE_LOST, end_of_lost_node
+from elasticityops.domain.retry import NODE_LOST, PREEMPTED_OUTSIDE, end_of_lost_node
 
 T0 = datetime(2026, 12, 2, 1, 0, tzinfo=UTC)
 AT = T0 + timedelta(seconds=30)
@@ -90,3 +90,39 @@ def test_preemption_and_a_lost_node_share_the_requeue() -> None:
 def test_a_lost_node_is_an_eviction() -> None:
     with pytest.raises(ValueError, match="a lost node is an eviction"):
         Finished.failed(AT, FailureReason.exit_code, "exit code 1", lost_node="n")
+
+
+KUEUE_SAID = (
+    "Kueue preempted it: Preempted: Preempted to accommodate a workload (UID: 1) due to prioritization"
+)
+
+
+@pytest.mark.parametrize(
+    ("retries", "to", "reason"),
+    [
+        pytest.param(1, State.queued, None, id="retry-left-requeues"),
+        pytest.param(0, State.failed, FailureReason.preempted, id="no-retries-fails-preempted"),
+    ],
+)
+def test_a_preemption_by_kueue_is_retried_as_the_gateways_own(
+    retries: int, to: State, reason: FailureReason | None
+) -> None:
+    """Kueue owns admission with --admission kueue: its preemption of a running attempt is
+    counted against the function's retries exactly as the gateway's own preemption is."""
+    by_kueue = Finished(
+        State.failed, AT, reason=FailureReason.preempted, message=KUEUE_SAID, preempted_by="Kueue"
+    )
+    change = end_of_lost_node(_running(), by_kueue, retries, AT)
+    assert change is not None
+    assert (change.to, change.reason, change.attempt) == (to, reason, 0)
+    assert change.note is not None
+    assert change.note.kind == PREEMPTED_OUTSIDE
+    assert change.message is not None
+    assert change.message.startswith(KUEUE_SAID)
+    # Being preempted by the gateway itself already: the gateway's preemption decides.
+    assert end_of_lost_node(replace(_running(), preempting_by="inv-h"), by_kueue, 1, AT) is None
+
+
+def test_a_preemption_from_outside_carries_reason_preempted() -> None:
+    with pytest.raises(ValueError, match="a preemption carries reason preempted"):
+        Finished(State.failed, AT, reason=FailureReason.evicted, message="x", preempted_by="Kueue")

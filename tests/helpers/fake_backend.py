@@ -9,6 +9,7 @@ from collections.abc import AsyncIterator, Sequence
 
 from elasticityops.domain.invocations import Invocation
 from elasticityops.domain.ports import EventSink, LaunchRequest
+from elasticityops.domain.queue import QueueStatus
 
 
 class FakeBackend:
@@ -23,6 +24,9 @@ class FakeBackend:
 
     def free_gpus(self) -> int | None:
         return None
+
+    def queue_status(self, invocation: Invocation) -> QueueStatus | None:
+        return None  # no queue but the gateway's
 
     def total_gpus(self) -> int | None:
         return None

@@ -3,7 +3,10 @@ that owns them, their conditions, and Jobs that name a LocalQueue."""
 
 from __future__ import annotations
 
-from typing import Any
+import contextlib
+import time
+from collections.abc import Callable, Iterator
+from typing import Any, TypeVar
 
 from elasticityops.backends.kubernetes.blocking import BlockingKubeApi
 from elasticityops.backends.kubernetes.labels import (
@@ -12,8 +15,10 @@ from elasticityops.backends.kubernetes.labels import (
     WORKLOAD_PRIORITY_LABEL,
 )
 from elasticityops.devcluster.workloads import gpu_job
+from elasticityops.domain.errors import Conflict, NotFound
 
 KUEUE = "/apis/kueue.x-k8s.io/v1beta2"
+T = TypeVar("T")
 
 
 def queued_job(
@@ -51,3 +56,61 @@ def admitted(api: BlockingKubeApi, ns: str, job: str) -> dict[str, Any] | None:
     """The Job's Workload once Kueue has admitted it, else None."""
     workload = workload_of(api, ns, job)
     return workload if condition(workload, "Admitted").get("status") == "True" else None
+
+
+_PLURAL = {
+    "ResourceFlavor": "resourceflavors",
+    "WorkloadPriorityClass": "workloadpriorityclasses",
+    "ProvisioningRequestConfig": "provisioningrequestconfigs",
+    "AdmissionCheck": "admissionchecks",
+    "ClusterQueue": "clusterqueues",
+    "LocalQueue": "localqueues",
+}
+
+
+def manifest_path(manifest: dict[str, Any]) -> str:
+    ns = manifest["metadata"].get("namespace")
+    where = f"{KUEUE}/namespaces/{ns}" if ns else KUEUE
+    return f"{where}/{_PLURAL[manifest['kind']]}"
+
+
+@contextlib.contextmanager
+def applied(api: BlockingKubeApi, manifests: list[dict[str, Any]]) -> Iterator[None]:
+    """Each object created as `kubectl apply` would (one named alike by an earlier test of this
+    lane is taken as it is), and the whole set removed afterwards, last first."""
+    for manifest in manifests:
+        with contextlib.suppress(Conflict):
+            api.create(manifest_path(manifest), manifest)
+    try:
+        yield
+    finally:
+        for manifest in reversed(manifests):
+            with contextlib.suppress(NotFound):
+                api.delete(f"{manifest_path(manifest)}/{manifest['metadata']['name']}")
+
+
+def wait_for(fn: Callable[[], T | None], timeout: float, what: str) -> T:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        found = fn()
+        if found:
+            return found
+        time.sleep(0.5)
+    raise AssertionError(f"timed out after {timeout:g} s waiting for {what}")
+
+
+def job_condition(api: BlockingKubeApi, ns: str, job: str) -> str | None:
+    """Complete or Failed once the Job controller has decided, else None."""
+    for cond in (api.get(f"/apis/batch/v1/namespaces/{ns}/jobs/{job}").get("status") or {}).get(
+        "conditions"
+    ) or []:
+        if cond["type"] in ("Complete", "Failed") and cond["status"] == "True":
+            return str(cond["type"])
+    return None
+
+
+def wait_active(api: BlockingKubeApi, path: str) -> None:
+    def active() -> bool:
+        return condition(api.get(path), "Active").get("status") == "True"
+
+    wait_for(active, 60, f"{path} active")

@@ -5,78 +5,25 @@ its quota allows, with the flavor of their GPU type and their WorkloadPriorityCl
 
 from __future__ import annotations
 
-import contextlib
-import time
-from collections.abc import Callable, Iterator
-from typing import Any, TypeVar
+from typing import Any
 
 import pytest
 
-from elasticityops.backends.kubernetes.blocking import BlockingKubeApi
-from elasticityops.domain.errors import Conflict, NotFound
 from elasticityops.ops.kueue import KueueInputs, kueue_manifests
 from elasticityops.ops.priorities import workload_priority_classes
-from helpers.kueue import KUEUE, admitted, condition, queued_job, workload_of
+from helpers.kueue import (
+    KUEUE,
+    admitted,
+    applied,
+    condition,
+    job_condition,
+    queued_job,
+    wait_active,
+    wait_for,
+    workload_of,
+)
 
 pytestmark = [pytest.mark.cluster, pytest.mark.cluster_lane("kueue")]
-
-T = TypeVar("T")
-_PLURAL = {
-    "ResourceFlavor": "resourceflavors",
-    "WorkloadPriorityClass": "workloadpriorityclasses",
-    "ProvisioningRequestConfig": "provisioningrequestconfigs",
-    "AdmissionCheck": "admissionchecks",
-    "ClusterQueue": "clusterqueues",
-    "LocalQueue": "localqueues",
-}
-
-
-def _path(manifest: dict[str, Any]) -> str:
-    ns = manifest["metadata"].get("namespace")
-    where = f"{KUEUE}/namespaces/{ns}" if ns else KUEUE
-    return f"{where}/{_PLURAL[manifest['kind']]}"
-
-
-@contextlib.contextmanager
-def _applied(api: BlockingKubeApi, manifests: list[dict[str, Any]]) -> Iterator[None]:
-    """Each object created as `kubectl apply` would (one named alike by an earlier test of this
-    lane is taken as it is), and the whole set removed afterwards, last first."""
-    for manifest in manifests:
-        with contextlib.suppress(Conflict):
-            api.create(_path(manifest), manifest)
-    try:
-        yield
-    finally:
-        for manifest in reversed(manifests):
-            with contextlib.suppress(NotFound):
-                api.delete(f"{_path(manifest)}/{manifest['metadata']['name']}")
-
-
-def wait_for(fn: Callable[[], T | None], timeout: float, what: str) -> T:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        found = fn()
-        if found:
-            return found
-        time.sleep(0.5)
-    raise AssertionError(f"timed out after {timeout:g} s waiting for {what}")
-
-
-def job_condition(api: BlockingKubeApi, ns: str, job: str) -> str | None:
-    """Complete or Failed once the Job controller has decided, else None."""
-    for cond in (api.get(f"/apis/batch/v1/namespaces/{ns}/jobs/{job}").get("status") or {}).get(
-        "conditions"
-    ) or []:
-        if cond["type"] in ("Complete", "Failed") and cond["status"] == "True":
-            return str(cond["type"])
-    return None
-
-
-def _active(api: BlockingKubeApi, path: str) -> None:
-    def active() -> bool:
-        return condition(api.get(path), "Active").get("status") == "True"
-
-    wait_for(active, 60, f"{path} active")
 
 
 def test_every_rendered_object_is_admitted_and_the_queue_and_its_check_turn_active(
@@ -89,10 +36,10 @@ def test_every_rendered_object_is_admitted_and_the_queue_and_its_check_turn_acti
         cluster_queue=ns,
         provisioning_class="best-effort-atomic-scale-up.autoscaling.x-k8s.io",
     )
-    with dev_cluster.api() as api, _applied(api, kueue_manifests(inputs)):
+    with dev_cluster.api() as api, applied(api, kueue_manifests(inputs)):
         # The ProvisioningRequest CRD is there (the autoscaler's): Kueue's check controller is up.
-        _active(api, f"{KUEUE}/admissionchecks/eops-provisioning")
-        _active(api, f"{KUEUE}/clusterqueues/{ns}")
+        wait_active(api, f"{KUEUE}/admissionchecks/eops-provisioning")
+        wait_active(api, f"{KUEUE}/clusterqueues/{ns}")
         local = api.get(f"{KUEUE}/namespaces/{ns}/localqueues/eops")
         assert local["spec"]["clusterQueue"] == ns
 
@@ -103,8 +50,8 @@ def test_the_rendered_quota_runs_one_job_and_holds_the_next(dev_cluster: Any, de
         gpu_budget="nvidia-tesla-t4=1", namespace=ns, cluster_queue=ns, provisioning_class="none"
     )
     jobs = f"/apis/batch/v1/namespaces/{ns}/jobs"
-    with dev_cluster.api() as api, _applied(api, kueue_manifests(inputs)):
-        _active(api, f"{KUEUE}/clusterqueues/{ns}")
+    with dev_cluster.api() as api, applied(api, kueue_manifests(inputs)):
+        wait_active(api, f"{KUEUE}/clusterqueues/{ns}")
         for name, seconds in (("first", 6), ("second", 1)):
             api.create(jobs, queued_job(name, "eops", seconds, "eops-normal"))
         try:
@@ -132,9 +79,9 @@ def test_a_job_is_admitted_once_its_provisioning_request_is_provisioned(
         cluster_queue=ns,
         provisioning_class="best-effort-atomic-scale-up.autoscaling.x-k8s.io",
     )
-    with dev_cluster.api() as api, _applied(api, kueue_manifests(inputs)):
-        _active(api, f"{KUEUE}/admissionchecks/eops-provisioning")
-        _active(api, f"{KUEUE}/clusterqueues/{ns}")
+    with dev_cluster.api() as api, applied(api, kueue_manifests(inputs)):
+        wait_active(api, f"{KUEUE}/admissionchecks/eops-provisioning")
+        wait_active(api, f"{KUEUE}/clusterqueues/{ns}")
         job = queued_job("provisioned", "eops", 2, "eops-normal")
         pod = job["spec"]["template"]["spec"]
         # As the gateway's Jobs carry it (backends/kubernetes/manifests.py). The API server adds it

@@ -70,6 +70,7 @@ class Dispatcher:
         self.hub = hub
         self.clock = clock
         self.settings = settings
+        self._kueue = settings.admission == "kueue"
         # The same cache the accept route reads (server/app.py hands both the one object).
         self.functions = functions or FunctionCache(store)
         self._loop_task = Background("dispatcher")
@@ -272,7 +273,9 @@ class Dispatcher:
                 for inv in plan.admit
             )
         )
-        if self._launching:  # a victim's GPU would go to nothing once the stop has begun
+        if self._launching and not self._kueue:
+            # A victim's GPU would go to nothing once the stop has begun; with Kueue admission,
+            # Kueue preempts (kueue_watching.py tells the gateway).
             await self.preempter.after_plan(plan, by_version(active), versions, freeing)
         return more and bool(plan.admit or plan.fail)
 
@@ -300,6 +303,11 @@ class Dispatcher:
             at=self.clock.now(),
             headroom=freeing,
         )
+        if self._kueue:
+            # Kueue owns quota and admission: each Job goes to its queue at once, up to the
+            # safety cap on Jobs in flight.
+            room = max(0, self.settings.kueue_max_jobs - sum(active.values()))
+            plan = replace(plan, admit=plan.admit[:room])
         return plan, versions
 
     async def _admit(self, inv: Invocation, spec: FunctionSpec, payload: bytes | None) -> None:

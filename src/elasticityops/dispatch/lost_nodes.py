@@ -20,7 +20,7 @@ async def end_lost_node(
     of none, or of an attempt that is not the current one, or the compare-and-set lost: then
     the event is recorded as any other (its fold leaves an ended or moved-on one alone)."""
     finished = event.finished
-    if finished is None or finished.lost_node is None:
+    if finished is None or (finished.lost_node is None and finished.preempted_by is None):
         return None
     inv = await store.get_invocation(event.invocation_id)
     if inv is None or (event.attempt is not None and event.attempt != inv.attempt):

@@ -18,8 +18,11 @@ async def queue_status(
     backend: Backend,
     settings: DispatchSettings,
 ) -> QueueStatus | None:
-    """Position and reason of a queued invocation; None for one not queued, or one whose spec
+    """Position and reason of a queued invocation (or, with Kueue admission, one whose Job waits
+    in Kueue's queue, as the backend sees it); None for one not waiting, or one whose spec
     version is not kept (admission fails it instead)."""
+    if inv.state is State.pending:
+        return backend.queue_status(inv)
     if inv.state is not State.queued:
         return None
     spec = await functions.version(inv.function, inv.spec_version)

@@ -39,6 +39,24 @@ class DispatchSettings:
         "GPU types together, or one per type, e.g. nvidia-tesla-t4=8,nvidia-l4=2 (a type not "
         "listed is not capped). Work beyond it waits in priority, then arrival, order.",
     )
+    admission: str = knob(
+        "gateway",
+        env="EOPS_ADMISSION",
+        choices=("gateway", "kueue"),
+        help="Who decides when an invocation starts: gateway (its GPU budget, priorities and "
+        "preemption) or kueue (kubernetes backend: each Job is created at once in "
+        "--kube-local-queue and Kueue admits it by its ClusterQueue's quota; docs/kueue.md).",
+    )
+    kueue_max_jobs: int = knob(
+        5000,
+        env="EOPS_KUEUE_MAX_JOBS",
+        unit="Jobs",
+        ge=1,
+        le=1_000_000,
+        help="With --admission kueue: most invocations with a Job at once (waiting in Kueue or "
+        "running), a safety cap on what the gateway hands the API server, not a quota (the "
+        "ClusterQueue's is).",
+    )
     paused: bool = knob(
         False,
         env="EOPS_DISPATCH_PAUSED",

@@ -44,6 +44,10 @@ class Finished:
     """The node that went away under the job (spot preemption, node deleted or shut down): an
     `evicted` end through no fault of its own, retried as its function's `retries` say
     (domain.retry). A process killed by a signal it did not ask for is no lost node."""
+    preempted_by: str | None = None
+    """What outside the gateway stopped the job for higher-priority work (Kueue, which owns
+    admission with `--admission kueue`): a `preempted` end through no fault of its own, retried
+    as its function's `retries` say, as the gateway's own preemption is."""
 
     def __post_init__(self) -> None:
         if not self.state.terminal:
@@ -57,6 +61,8 @@ class Finished:
             raise ValueError("a failure names its reason")
         if self.lost_node is not None and self.reason is not FailureReason.evicted:
             raise ValueError("a lost node is an eviction")
+        if self.preempted_by is not None and self.reason is not FailureReason.preempted:
+            raise ValueError("a preemption carries reason preempted")
 
     @classmethod
     def succeeded(cls, at: datetime, *, result: bytes | None = None, message: str = "") -> Finished:

@@ -13,6 +13,7 @@ from elasticityops.domain.invocations import ACTIVE_STATES, FailureReason, Invoc
 from elasticityops.domain.ports import Change
 
 NODE_LOST = "NodeLost"  # note kind of a lost node's outcome
+PREEMPTED_OUTSIDE = "PreemptedOutside"  # note kind of a preemption by Kueue
 
 
 def next_attempt_or_fail(
@@ -55,11 +56,24 @@ def next_attempt_or_fail(
 
 
 def end_of_lost_node(inv: Invocation, finished: Finished, retries: int, at: datetime) -> Change | None:
-    """What a job's end that says its node was lost (`finished.lost_node`) does to `inv`: its
-    next attempt while `retries` last, else failed `evicted` naming the node. None where the end
-    is no lost node, or is not about `inv` as it stands (ended, between attempts, being
-    preempted: the usual fold of the event decides those)."""
-    if finished.lost_node is None or inv.state not in ACTIVE_STATES or inv.preempting_by is not None:
+    """What a job's end that says its node was lost (`finished.lost_node`) or that something
+    outside the gateway preempted it (`finished.preempted_by`) does to `inv`: its next attempt
+    while `retries` last, else failed `evicted` naming the node (`preempted` naming who
+    preempted it). None where the end is neither, or is not about `inv` as it stands (ended,
+    between attempts, being preempted: the usual fold of the event decides those)."""
+    if inv.state not in ACTIVE_STATES or inv.preempting_by is not None:
+        return None
+    if finished.preempted_by is not None:
+        return next_attempt_or_fail(
+            inv,
+            retries,
+            at,
+            cause=finished.message or f"preempted by {finished.preempted_by}",
+            kind=PREEMPTED_OUTSIDE,
+            reason=FailureReason.preempted,
+            exit_code=finished.exit_code,
+        )
+    if finished.lost_node is None:
         return None
     cause = f"node lost: {finished.message}" if finished.message else f"node lost: {finished.lost_node}"
     return next_attempt_or_fail(

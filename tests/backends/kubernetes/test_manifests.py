@@ -295,3 +295,19 @@ def test_the_job_asks_for_the_type_the_invocation_was_admitted_on(
     assert _pod_spec(job)["nodeSelector"] == {"cloud.google.com/gke-accelerator": expected}
     for labels in (job["metadata"]["labels"], job["spec"]["template"]["metadata"]["labels"]):
         assert labels["elasticityops.dev/gpu-type"] == expected
+
+
+def test_with_kueue_admission_the_job_names_its_queue_and_priority_and_is_made_suspended() -> None:
+    """Kueue reads the queue and WorkloadPriorityClass from the Job's labels; the pod template
+    carries neither (a pod with a queue name is a workload of Kueue's pod integration)."""
+    kueue = replace(SETTINGS, local_queue="team-a")
+    job = build_job(spec(), invocation(priority=Priority.high), kueue)
+    labels = job["metadata"]["labels"]
+    assert labels["kueue.x-k8s.io/queue-name"] == "team-a"
+    assert labels["kueue.x-k8s.io/priority-class"] == "eops-high"
+    assert job["spec"]["suspend"] is True
+    template_labels = job["spec"]["template"]["metadata"]["labels"]
+    assert not any(key.startswith("kueue.x-k8s.io/") for key in template_labels)
+    plain = _job()
+    assert "suspend" not in plain["spec"]
+    assert not any(key.startswith("kueue.x-k8s.io/") for key in plain["metadata"]["labels"])

@@ -22,6 +22,7 @@ from collections.abc import AsyncIterator, Sequence
 from elasticityops.backends.kubernetes.api import KubeApi
 from elasticityops.backends.kubernetes.followed import Followed
 from elasticityops.backends.kubernetes.gpu_nodes import GpuNodes
+from elasticityops.backends.kubernetes.kueue_watching import KueueWatching
 from elasticityops.backends.kubernetes.launching import Launcher
 from elasticityops.backends.kubernetes.manifests import CALLBACK_TOKEN_BYTES, SECRET_DATA_LIMIT
 from elasticityops.backends.kubernetes.node_tracking import NodeTracking
@@ -34,8 +35,9 @@ from elasticityops.backends.kubernetes.sweep import Sweep
 from elasticityops.backends.kubernetes.watching import Watching
 from elasticityops.backends.kubernetes.workloads import Workloads
 from elasticityops.domain.clock import Clock, SystemClock
-from elasticityops.domain.invocations import Invocation
+from elasticityops.domain.invocations import Invocation, State
 from elasticityops.domain.ports import ClientCounters, EventSink, LaunchRequest, NodeHistorySource
+from elasticityops.domain.queue import QueueStatus
 
 
 class KubernetesBackend:
@@ -65,7 +67,14 @@ class KubernetesBackend:
             else NodeTracking(self.gpu_nodes, node_history, clock, followed, outlet)
         )
         self._reaper = Reaper(settings, self._workloads)
-        self._watching = Watching(clock, self._workloads, followed, outlet, self._nodes, self._reaper)
+        self._kueue = (
+            None
+            if settings.local_queue is None
+            else KueueWatching(settings.namespace, settings.instance, clock, followed, outlet)
+        )
+        self._watching = Watching(
+            clock, self._workloads, followed, outlet, self._nodes, self._reaper, self._kueue
+        )
         self._sweep = Sweep(settings, clock, followed, outlet, self._reaper)
         self._launcher = Launcher(settings, clock, self._workloads, followed, outlet)
         self._stopper = Stopper(clock, self._workloads, followed, outlet)
@@ -128,6 +137,13 @@ class KubernetesBackend:
 
     def total_gpus(self) -> int | None:
         return None
+
+    def queue_status(self, invocation: Invocation) -> QueueStatus | None:
+        """With Kueue admission, where a pending invocation's Workload waits for quota."""
+        if self._kueue is None or invocation.state is not State.pending:
+            return None
+        place = self._kueue.position(invocation.id)
+        return None if place is None else QueueStatus(*place)
 
     def max_payload_bytes(self) -> int:
         """The largest payload a launch can carry: it travels in a Secret beside the token."""

@@ -180,6 +180,8 @@ ROLE_RULES: list[KubeObject] = [
         "resources": ["capacitybuffers"],
         "verbs": ["create", "get", "list", "watch", "patch", "delete"],
     },
+    # --admission kueue: what Kueue does with each Job, read from its Workload (nothing written).
+    {"apiGroups": ["kueue.x-k8s.io"], "resources": ["workloads"], "verbs": ["get", "list", "watch"]},
 ]
 # The `pod` workload: the gateway makes and deletes each invocation's pod itself (no Job).
 BARE_POD_RULES: list[KubeObject] = [{"apiGroups": [""], "resources": ["pods"], "verbs": ["create", "delete"]}]

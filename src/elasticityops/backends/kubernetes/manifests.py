@@ -30,7 +30,9 @@ from elasticityops.backends.kubernetes.labels import (
     MANAGED_BY,
     MANAGED_BY_LABEL,
     PRIORITY_CLASSES,
+    QUEUE_NAME_LABEL,
     SAFE_TO_EVICT_ANNOTATION,
+    WORKLOAD_PRIORITY_LABEL,
 )
 from elasticityops.backends.kubernetes.machines import (
     MACHINES,
@@ -217,10 +219,13 @@ def build_job(
         "metadata": {
             "name": name,
             "namespace": settings.namespace,
-            "labels": labels,
+            "labels": {**labels, **kueue_labels(invocation, settings)},
             "annotations": {INVOCATION_ANNOTATION: invocation.id},
         },
         "spec": {
+            # Submitted to Kueue, a Job is created suspended (as Kueue's own webhook would make
+            # it): no pod starts before Kueue admits it, webhook or not.
+            **({"suspend": True} if settings.local_queue is not None else {}),
             "backoffLimit": 0,
             "completions": 1,
             "parallelism": 1,
@@ -244,6 +249,18 @@ def build_job(
                 "spec": pod_spec,
             },
         },
+    }
+
+
+def kueue_labels(invocation: Invocation, settings: KubernetesSettings) -> dict[str, str]:
+    """With Kueue admission, the LocalQueue the Job is submitted to and its priority as a
+    WorkloadPriorityClass (named as the PriorityClass of its level, `eops render kueue`). On the
+    Job only: a pod carrying them would be a workload of Kueue's pod integration of its own."""
+    if settings.local_queue is None:
+        return {}
+    return {
+        QUEUE_NAME_LABEL: settings.local_queue,
+        WORKLOAD_PRIORITY_LABEL: PRIORITY_CLASSES[invocation.priority],
     }
 
 

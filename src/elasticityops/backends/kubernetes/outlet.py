@@ -64,13 +64,13 @@ class Outlet:
         task.add_done_callback(self.chores.discard)
 
     def stop_job(self, invocation_id: str) -> None:
-        """Delete the Job (or bare pod) of the attempt followed, in the background."""
-        self.chore(self._delete_job(invocation_id))
+        """Delete the Job (or bare pod) of the attempt followed now, in the background (named
+        now: by the time the delete is sent, the next attempt may be followed)."""
+        self.chore(self._delete_job(invocation_id, self._followed.attempts.get(invocation_id, 0)))
 
-    async def _delete_job(self, invocation_id: str) -> None:
+    async def _delete_job(self, invocation_id: str, attempt: int) -> None:
         w = self._workloads
         try:
-            attempt = self._followed.attempts.get(invocation_id, 0)
             await w.api.delete(f"{w.workload_path}/{job_name(invocation_id, attempt)}", "Background")
         except (NotFound, EopsError) as exc:
             log.warning("could not delete the %s of %s: %s", w.kind, invocation_id, exc)

@@ -44,6 +44,13 @@ class KubernetesSettings:
         help="Name of this gateway, a label on every Job, so that two gateways sharing a namespace "
         "never adopt each other's Jobs.",
     )
+    local_queue: str | None = knob(
+        None,
+        env="EOPS_KUBE_LOCAL_QUEUE",
+        shown="eops, with --admission kueue",
+        help="With --admission kueue: the Kueue LocalQueue in --namespace every Job is submitted "
+        "to (kueue.x-k8s.io/queue-name); as `eops render kueue --local-queue` names it.",
+    )
     # Each invocation costs two writes (Job, Secret), so 500 allows ~250 Jobs/s after the burst; at
     # 200 it was what held a 1,000-invocation burst to 100 Jobs/s on the dev cluster
     # (bench/k8s_burst.py), and client-go's default of 5 would cap it at 2.5. The API server's

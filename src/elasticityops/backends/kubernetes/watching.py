@@ -12,6 +12,7 @@ from collections import Counter
 from elasticityops.backends.kubernetes.decode import decode_event, decode_job, decode_pod
 from elasticityops.backends.kubernetes.followed import Followed
 from elasticityops.backends.kubernetes.gpu_nodes import NODES_PATH
+from elasticityops.backends.kubernetes.kueue_watching import KueueWatching
 from elasticityops.backends.kubernetes.labels import ACCELERATOR_LABEL, ATTEMPT_LABEL
 from elasticityops.backends.kubernetes.node_tracking import NodeTracking
 from elasticityops.backends.kubernetes.objects import KubeObject, parse_time
@@ -49,6 +50,7 @@ class Watching:
         outlet: Outlet,
         nodes: NodeTracking | None,
         reaper: Reaper,
+        kueue: KueueWatching | None = None,
     ) -> None:
         self._clock = clock
         self._workloads = workloads
@@ -56,6 +58,7 @@ class Watching:
         self._outlet = outlet
         self._nodes = nodes
         self._reaper = reaper
+        self._kueue = kueue
         self.watches: list[KindWatch] = []
 
     async def start(self) -> None:
@@ -92,6 +95,12 @@ class Watching:
                 track_deletes=False,
                 list_everything=False,
                 decode=decode_event,
+            ),
+            # After the Jobs': a Workload's note is about a Job already followed.
+            *(
+                []
+                if self._kueue is None
+                else [KindWatch(api, self._kueue.path, {}, self._kueue.on_workload, self._clock)]
             ),
         ]
         for watch in self.watches:
@@ -140,9 +149,17 @@ class Watching:
             followed.attempts.pop(inv, None)
             return
         progress = progress._replace(job_seen=True)
-        if progress.pending_since is None and not progress.capacity_ready:
-            created = parse_time((job.get("metadata") or {}).get("creationTimestamp"))
-            progress = progress._replace(pending_since=created or now)
+        if (job.get("spec") or {}).get("suspend"):
+            # Held by Kueue (or suspended by anyone): waiting in a queue is no wait for a node,
+            # so the provisioning timeout counts from when it is let go.
+            progress = progress._replace(pending_since=None)
+        elif progress.pending_since is None and not progress.capacity_ready:
+            status = job.get("status") or {}
+            # A Job let go by Kueue starts then (startTime); one never held, when it was made.
+            begun = parse_time(status.get("startTime")) or parse_time(
+                (job.get("metadata") or {}).get("creationTimestamp")
+            )
+            progress = progress._replace(pending_since=begun or now)
         event, after = observe_job(job, progress, now)
         if event is not None and event.finished is not None and event.finished.state is State.succeeded:
             # Complete, but the pod's own end (with the termination message, the small result)

@@ -34,6 +34,7 @@ from elasticityops.domain.clock import Clock, SystemClock
 from elasticityops.domain.events import BackendEvent, Finished, finished_event, note_event
 from elasticityops.domain.invocations import FailureReason, Invocation
 from elasticityops.domain.ports import EventSink, LaunchRequest
+from elasticityops.domain.queue import QueueStatus
 
 log = logging.getLogger(__name__)
 
@@ -104,6 +105,9 @@ class LocalBackend:
     def free_gpus(self) -> int:
         waiting = sum(w.gpus for w in self._waiting)
         return max(0, self._pool.free() - waiting)
+
+    def queue_status(self, invocation: Invocation) -> QueueStatus | None:
+        return None  # no queue but the gateway's
 
     def total_gpus(self) -> int:
         return self._pool.total

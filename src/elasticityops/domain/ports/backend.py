@@ -10,6 +10,7 @@ from typing import Protocol, runtime_checkable
 from elasticityops.domain.events import BackendEvent
 from elasticityops.domain.functions import FunctionSpec
 from elasticityops.domain.invocations import Invocation
+from elasticityops.domain.queue import QueueStatus
 
 EventSink = Callable[[BackendEvent], Awaitable[None]]
 
@@ -41,6 +42,11 @@ class Backend(Protocol):
     def total_gpus(self) -> int | None:
         """The most GPUs it can ever offer at once; None when there is no fixed limit. The
         dispatcher fails an invocation needing more at once instead of queueing it forever."""
+        ...
+
+    def queue_status(self, invocation: Invocation) -> QueueStatus | None:
+        """Where an invocation the backend holds waits, and why, where a queue of the cluster's
+        own (Kueue) decides when it starts; None where it does not wait in one."""
         ...
 
     def max_payload_bytes(self) -> int | None:

@@ -1,0 +1,96 @@
+"""With Kueue admission, the watch of Kueue's Workloads in the gateway's namespace: each step
+Kueue takes with an invocation's Job becomes a note on its timeline (once: a Workload is updated
+far more often than what it says changes), a preemption by Kueue ends the attempt (its
+function's retries decide what follows, as for the gateway's own preemption) and deletes its Job
+(else Kueue would run the old attempt again), and the pending Workloads give queue positions."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from elasticityops.backends.kubernetes.followed import Followed
+from elasticityops.backends.kubernetes.kueue_workloads import (
+    KUEUE_API,
+    QUEUED,
+    WorkloadView,
+    queue_position,
+    read_workload,
+)
+from elasticityops.backends.kubernetes.objects import KubeObject
+from elasticityops.backends.kubernetes.outlet import Outlet
+from elasticityops.domain.clock import Clock
+from elasticityops.domain.events import BackendEvent, Finished, note_event
+from elasticityops.domain.invocations import FailureReason, State
+
+KUEUE = "Kueue"
+
+
+class KueueWatching:
+    def __init__(
+        self, namespace: str, instance: str, clock: Clock, followed: Followed, outlet: Outlet
+    ) -> None:
+        self.path = f"{KUEUE_API}/namespaces/{namespace}/workloads"
+        self._instance = instance
+        self._clock = clock
+        self._followed = followed
+        self._outlet = outlet
+        self._views: dict[str, WorkloadView] = {}  # by invocation: its current attempt's
+        self._told: dict[str, dict[str, str]] = {}  # by invocation: the last message of each kind
+
+    async def on_workload(self, kind: str, workload: KubeObject) -> None:
+        view = read_workload(workload, self._instance)
+        if view is None:
+            return
+        inv = view.invocation
+        if kind == "DELETED":
+            if (mine := self._views.get(inv)) is not None and mine.attempt <= view.attempt:
+                self._views.pop(inv, None)
+                self._told.pop(inv, None)
+            return
+        if not self._followed.current(inv, view.attempt):
+            return  # an older attempt's, while it goes
+        if (before := self._views.get(inv)) is not None and before.attempt != view.attempt:
+            self._told.pop(inv, None)
+        self._views[inv] = view
+        now = self._clock.now()
+        told = self._told.setdefault(inv, {})
+        for note_kind, message in view.notes:
+            if told.get(note_kind) != message:
+                told[note_kind] = message
+                await self._outlet.deliver(note_event(inv, now, note_kind, message))
+        await self._end_if_taken(view, now)
+
+    async def _end_if_taken(self, view: WorkloadView, now: datetime) -> None:
+        """Preempted by Kueue, or deactivated: the attempt ends here, and its Job goes."""
+        if view.preempted is None and view.deactivated is None:
+            return
+        inv = view.invocation
+        progress = self._followed.progress.get(inv)
+        if progress is None or progress.finished:
+            return
+        if view.preempted is not None:
+            ended = Finished(
+                State.failed,
+                now,
+                reason=FailureReason.preempted,
+                message=view.preempted,
+                exit_code=progress.exit_code,
+                preempted_by=KUEUE,
+            )
+        else:
+            ended = Finished.failed(now, FailureReason.no_capacity, str(view.deactivated))
+        self._followed.progress[inv] = progress._replace(finished=True)
+        self._outlet.stop_job(inv)
+        await self._outlet.deliver(BackendEvent(inv, finished=ended))
+
+    def position(self, invocation_id: str) -> tuple[int, str] | None:
+        """Its place among the pending Workloads of its LocalQueue, and the note that says why
+        it waits; None where it has no Workload waiting for quota."""
+        view = self._views.get(invocation_id)
+        if view is None:
+            return None
+        place = queue_position(view, self._views.values())
+        if place is None:
+            return None
+        said = self._told.get(invocation_id, {}).get(QUEUED)
+        return place, said or f"Kueue: waiting in LocalQueue {view.queue}"

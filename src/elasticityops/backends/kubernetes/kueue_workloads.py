@@ -1,0 +1,159 @@
+"""What Kueue's Workload of an invocation's Job says, read once (pure): whose it is, the notes
+that explain where it stands in Kueue (queued, quota reserved, admission checks, admitted,
+evicted), whether Kueue took a running attempt away, and where it waits in its queue.
+
+Kueue makes one Workload per Job and copies the Job's pod template into it, so the invocation
+and attempt labels of the template name whose it is. Messages are Kueue's own, after "Kueue:".
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from datetime import datetime
+
+from elasticityops.backends.kubernetes.labels import ATTEMPT_LABEL, INSTANCE_LABEL, INVOCATION_LABEL
+from elasticityops.backends.kubernetes.objects import KubeObject, parse_time
+
+KUEUE_API = "/apis/kueue.x-k8s.io/v1beta2"
+MESSAGE_LIMIT = 400  # Kueue's messages list every flavor it tried: enough to name the reason
+
+# Note kinds, one per thing Kueue does to a workload, so that a timeline names each step.
+QUEUED = "KueueQueued"
+QUOTA_RESERVED = "KueueQuotaReserved"
+ADMISSION_CHECK = "KueueAdmissionCheck"
+ADMITTED = "KueueAdmitted"
+EVICTED = "KueueEvicted"
+
+# Evictions after which Kueue runs the workload again by itself (its ProvisioningRequest's
+# capacity lost, an admission check to retry): the invocation keeps its attempt and waits.
+# A preemption takes the attempt away (the gateway's retries decide); a deactivated workload
+# never runs again.
+_PREEMPTED = "Preempted"
+_DEACTIVATED = "InactiveWorkload"
+
+
+@dataclass(frozen=True)
+class WorkloadView:
+    invocation: str
+    attempt: int
+    queue: str  # its LocalQueue
+    cluster_queue: str | None  # once Kueue reserved quota in one
+    notes: tuple[tuple[str, str], ...]  # (kind, message), in the order of the workload's life
+    pending: bool  # waiting for quota: counted in queue positions
+    priority: int
+    created: datetime | None
+    preempted: str | None  # Kueue preempted it: the message the invocation's end carries
+    deactivated: str | None  # Kueue will not run it again: why
+
+
+def read_workload(workload: KubeObject, instance: str) -> WorkloadView | None:
+    """The view of `workload`, or None where it is no workload of this gateway's Jobs."""
+    template = _first_template(workload)
+    labels = (template.get("metadata") or {}).get("labels") or {}
+    invocation = labels.get(INVOCATION_LABEL)
+    if not invocation or labels.get(INSTANCE_LABEL) != instance:
+        return None
+    try:
+        attempt = int(labels.get(ATTEMPT_LABEL) or 0)
+    except ValueError:
+        return None
+    spec = workload.get("spec") or {}
+    status = workload.get("status") or {}
+    queue = str(spec.get("queueName") or "")
+    admission = status.get("admission") or {}
+    cluster_queue = admission.get("clusterQueue")
+    conditions = {str(c.get("type")): c for c in status.get("conditions") or [] if isinstance(c, dict)}
+    notes = _notes(queue, cluster_queue, conditions, status.get("admissionChecks") or [], admission)
+    evicted = _true(conditions.get("Evicted"))
+    reason = str((conditions.get("Evicted") or {}).get("reason") or "")
+    said = _said(conditions.get("Evicted"))
+    inactive = spec.get("active") is False or (evicted and reason == _DEACTIVATED)
+    return WorkloadView(
+        invocation=invocation,
+        attempt=attempt,
+        queue=queue,
+        cluster_queue=cluster_queue,
+        notes=notes,
+        pending=not _true(conditions.get("QuotaReserved")) and not _true(conditions.get("Finished")),
+        priority=int(spec.get("priority") or 0),
+        created=parse_time((workload.get("metadata") or {}).get("creationTimestamp")),
+        preempted=f"Kueue preempted it: {said}" if evicted and reason == _PREEMPTED else None,
+        deactivated=f"Kueue deactivated its workload: {said}" if inactive else None,
+    )
+
+
+def _notes(
+    queue: str,
+    cluster_queue: str | None,
+    conditions: Mapping[str, KubeObject],
+    checks: Iterable[KubeObject],
+    admission: KubeObject,
+) -> tuple[tuple[str, str], ...]:
+    notes: list[tuple[str, str]] = []
+    reserved = conditions.get("QuotaReserved")
+    if _true(reserved):
+        flavors = _flavors(admission)
+        on = f" on {flavors}" if flavors else ""
+        notes.append((QUOTA_RESERVED, f"Kueue: quota reserved in ClusterQueue {cluster_queue}{on}"))
+    elif reserved is not None and not _true(conditions.get("Finished")):
+        notes.append((QUEUED, f"Kueue: waiting in LocalQueue {queue}: {_said(reserved)}"))
+    for check in checks:
+        if isinstance(check, dict) and check.get("state"):
+            name, state = check.get("name"), check.get("state")
+            message = _clip(str(check.get("message") or ""))
+            text = f"Kueue: admission check {name} {state}" + (f": {message}" if message else "")
+            notes.append((ADMISSION_CHECK, text))
+    if _true(conditions.get("Admitted")):
+        notes.append((ADMITTED, f"Kueue: admitted by ClusterQueue {cluster_queue}"))
+    if _true(conditions.get("Evicted")):
+        notes.append((EVICTED, f"Kueue: evicted: {_said(conditions.get('Evicted'))}"))
+    return tuple(notes)
+
+
+def _flavors(admission: KubeObject) -> str:
+    """The flavors Kueue assigned, e.g. "nvidia-tesla-t4"."""
+    names: list[str] = []
+    for pod_set in admission.get("podSetAssignments") or []:
+        for flavor in ((pod_set or {}).get("flavors") or {}).values():
+            if flavor not in names:
+                names.append(str(flavor))
+    return ", ".join(names)
+
+
+def _true(condition: KubeObject | None) -> bool:
+    return bool(condition) and (condition or {}).get("status") == "True"
+
+
+def _said(condition: KubeObject | None) -> str:
+    cond = condition or {}
+    reason, message = str(cond.get("reason") or ""), _clip(str(cond.get("message") or ""))
+    return f"{reason}: {message}" if reason and message else reason or message or "no reason given"
+
+
+def _clip(text: str) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= MESSAGE_LIMIT else text[: MESSAGE_LIMIT - 1] + "…"
+
+
+def _first_template(workload: KubeObject) -> KubeObject:
+    pod_sets = (workload.get("spec") or {}).get("podSets") or []
+    first = pod_sets[0] if pod_sets and isinstance(pod_sets[0], dict) else {}
+    return first.get("template") or {}
+
+
+def queue_position(mine: WorkloadView, seen: Iterable[WorkloadView]) -> int | None:
+    """1-based among the pending workloads of its LocalQueue that the gateway sees (its own, in
+    its namespace), in the order Kueue's BestEffortFIFO takes them: priority, then creation.
+    None once it is not pending. Workloads of other namespaces sharing the ClusterQueue are not
+    seen, so this is its place among the gateway's own, not in the whole ClusterQueue."""
+    if not mine.pending:
+        return None
+    key = _order(mine)
+    ahead = sum(1 for w in seen if w.pending and w.queue == mine.queue and _order(w) < key)
+    return 1 + ahead
+
+
+def _order(view: WorkloadView) -> tuple[int, float, str]:
+    created = view.created.timestamp() if view.created is not None else 0.0
+    return (-view.priority, created, view.invocation)

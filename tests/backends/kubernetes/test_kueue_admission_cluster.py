@@ -1,0 +1,124 @@
+"""`eops serve --backend kubernetes --admission kueue` against the real Kueue (the `kueue` lane's
+dev cluster) over HTTP: every invocation's Job goes to the LocalQueue at once and Kueue decides
+when it starts; the timeline names what Kueue does, queue positions come from its Workloads, and
+a preemption by Kueue is retried as the function's `retries` say, with one Job per attempt."""
+
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from elasticityops.backends.kubernetes.manifests import job_name
+from elasticityops.ops.kueue import KueueInputs, kueue_manifests
+from helpers.kueue import KUEUE, applied, wait_active, wait_for
+from helpers.server import RunningServer
+
+from .cluster_support import (
+    JobCounter,
+    deploy,
+    ensure_priority_classes,
+    invoke,
+    jobs_of,
+    k8s_gateway,
+    runs,
+    status,
+    wait_all_ended,
+)
+
+pytestmark = [pytest.mark.cluster, pytest.mark.cluster_lane("kueue"), pytest.mark.slow]
+
+KUEUE_ADMISSION = {"EOPS_ADMISSION": "kueue"}
+
+
+@pytest.fixture(scope="module")
+def cluster(dev_cluster: Any) -> Any:
+    ensure_priority_classes(dev_cluster)
+    return dev_cluster
+
+
+def _kinds(server: RunningServer, inv: str) -> list[str]:
+    return [note["kind"] for note in status(server, inv)["notes"]]
+
+
+def test_a_quota_of_three_runs_three_and_queues_two_with_kueues_reason(
+    cluster: Any, dev_namespace: str, tmp_path: Path
+) -> None:
+    ns = dev_namespace
+    inputs = KueueInputs(
+        gpu_budget="nvidia-tesla-t4=3", namespace=ns, cluster_queue=ns, provisioning_class="none"
+    )
+    with (
+        cluster.api() as api,
+        applied(api, kueue_manifests(inputs)),
+        k8s_gateway(cluster, ns, tmp_path, env=KUEUE_ADMISSION) as gw,
+        JobCounter(cluster, ns) as counter,
+    ):
+        wait_active(api, f"{KUEUE}/clusterqueues/{ns}")
+        deploy(gw, name="render", annotations=runs(20))
+        ids = [invoke(gw, "render") for _ in range(5)]
+        # Every Job is made at once, held by Kueue: none waits in the gateway's own queue.
+        wait_for(lambda: len(jobs_of(cluster, ns)) == 5, 60, "five Jobs")
+
+        def three_admitted() -> dict[str, list[str]] | None:
+            kinds = {inv: _kinds(gw, inv) for inv in ids}
+            admitted = [inv for inv, k in kinds.items() if "KueueAdmitted" in k]
+            waiting = [inv for inv, k in kinds.items() if "KueueQueued" in k and "KueueAdmitted" not in k]
+            return (
+                {"admitted": admitted, "waiting": waiting}
+                if len(admitted) == 3 and len(waiting) == 2
+                else None
+            )
+
+        split = wait_for(three_admitted, 90, "three admitted by Kueue and two waiting")
+        waiting = [status(gw, inv) for inv in split["waiting"]]
+        assert {w["state"] for w in waiting} == {"pending"}
+        assert sorted(w["queue_position"] for w in waiting) == [1, 2], waiting
+        for w in waiting:
+            said = next(n["message"] for n in w["notes"] if n["kind"] == "KueueQueued")
+            assert said.startswith("Kueue: waiting in LocalQueue eops:"), said
+            assert "quota" in said, said
+            assert w["queue_reason"] == said
+        wait_all_ended(gw, ids, 240, cluster, ns)
+        assert Counter(status(gw, inv)["state"] for inv in ids) == Counter(succeeded=5)
+        for inv in split["waiting"]:
+            kinds = _kinds(gw, inv)
+            assert kinds.index("KueueQueued") < kinds.index("KueueAdmitted"), kinds
+    assert set(counter.most.values()) == {1}, "one Job per invocation"
+
+
+def test_a_high_priority_invocation_preempts_a_low_one_through_kueue_which_is_retried(
+    cluster: Any, dev_namespace: str, tmp_path: Path
+) -> None:
+    ns = dev_namespace
+    inputs = KueueInputs(
+        gpu_budget="nvidia-tesla-t4=1", namespace=ns, cluster_queue=ns, provisioning_class="none"
+    )
+    with (
+        cluster.api() as api,
+        applied(api, kueue_manifests(inputs)),
+        k8s_gateway(cluster, ns, tmp_path, env=KUEUE_ADMISSION) as gw,
+    ):
+        wait_active(api, f"{KUEUE}/clusterqueues/{ns}")
+        deploy(gw, name="batch", priority="low", retries=1, annotations=runs(15))
+        deploy(gw, name="urgent", priority="high", annotations=runs(5))
+        low = invoke(gw, "batch")
+        wait_for(lambda: "KueueAdmitted" in _kinds(gw, low), 90, "the low one admitted")
+        high = invoke(gw, "urgent")
+
+        def requeued() -> dict[str, Any] | None:
+            now = status(gw, low)
+            return now if now["attempt"] == 1 else None
+
+        now = wait_for(requeued, 90, "the low one preempted by Kueue and requeued")
+        preempted = [n for n in now["notes"] if n["kind"] == "PreemptedOutside"]
+        assert preempted, now["notes"]
+        assert preempted[0]["message"].startswith("Kueue preempted it"), preempted
+        assert "requeued as attempt 1 (retry 1 of 1)" in preempted[0]["message"]
+        wait_all_ended(gw, [low, high], 240, cluster, ns)
+        assert status(gw, high)["state"] == "succeeded"
+        assert status(gw, low)["state"] == "succeeded"
+        names = sorted(j["metadata"]["name"] for j in jobs_of(cluster, ns, low))
+        assert names == [job_name(low, 1)], "the preempted attempt's Job was deleted, not run again"
