@@ -20,6 +20,11 @@ First an unreported warm-up (--warmup invocations through the ceiling loop), the
   EOPS_KUBE_WORKLOAD=pod): no Job controller between the create and the pod, which is what
   sets the pace once the controller-manager is throttled (--controller-qps 20
   --controller-burst 30, upstream's stock client rate).
+- eops-kueue: the same gateway with `--admission kueue` (issue 39): every Job goes to a LocalQueue
+  of the real Kueue (`--kueue`, implied by this phase), whose ClusterQueue `eops render kueue`
+  makes with a quota of --invocations T4s (so the quota holds nothing back: what is measured is
+  what passing through Kueue costs), no admission check; Kueue's manager's CPU is in
+  `phase_cpu_s`.
 For each: seconds from the first request to all Jobs (or bare pods) created, all pods created,
 all pods started (Running or
 done) and all pods succeeded; Jobs created per second. Pods run --run-seconds (kwok).
@@ -53,6 +58,7 @@ import psutil
 
 from elasticityops.backends.kubernetes.api import KubeApi
 from elasticityops.backends.kubernetes.deploy import priority_classes
+from elasticityops.backends.kubernetes.kueue_workloads import KUEUE_API
 from elasticityops.backends.kubernetes.manifests import build_job, build_payload_secret, build_workload
 from elasticityops.backends.kubernetes.settings import KubernetesSettings
 from elasticityops.backends.kubernetes.watch import KindWatch
@@ -61,9 +67,10 @@ from elasticityops.devcluster.cluster import DevCluster
 from elasticityops.devcluster.config import AutoscalerSettings, ClusterConfig
 from elasticityops.devcluster.stages import RUN_SECONDS_ANNOTATION
 from elasticityops.domain.clock import SystemClock
-from elasticityops.domain.errors import Conflict
+from elasticityops.domain.errors import Conflict, NotFound
 from elasticityops.domain.functions import FunctionSpec, Priority
 from elasticityops.domain.invocations import Invocation, State, Timeline, new_invocation_id
+from elasticityops.ops.kueue import KueueInputs, kueue_manifests
 from machine_info import cpu_model
 
 REPO = Path(__file__).resolve().parents[1]
@@ -300,6 +307,8 @@ async def run_eops(cluster: DevCluster, phase: Phase, ns: str, args: argparse.Na
     env.update({"PYTHONUNBUFFERED": "1", **{k: v for k, v in args.gateway_env}})
     if phase.name.endswith("-pods"):
         env["EOPS_KUBE_WORKLOAD"] = "pod"
+    if phase.name == "eops-kueue":
+        env["EOPS_ADMISSION"] = "kueue"
     log = (tmp / "gateway.log").open("wb")
     profile = ["-m", "cProfile", "-o", args.profile_gateway] if args.profile_gateway else []
     proc = psutil.Popen(
@@ -525,17 +534,60 @@ async def run_phase(
             thread = threading.Thread(target=run_naive_sync, args=(cluster, phase, ns, args))
             thread.start()
             await asyncio.to_thread(thread.join)
+        elif name == "eops-kueue":
+            with kueue_queue(cluster, ns, n):
+                await run_eops(cluster, phase, ns, args, tmp)
+                await wait_until(
+                    lambda: phase.t_succeeded is not None, args.timeout, f"{name}: all succeeded"
+                )
         else:
             await run_eops(cluster, phase, ns, args, tmp)
         await wait_until(lambda: phase.t_succeeded is not None, args.timeout, f"{name}: all succeeded")
     finally:
         done.set()
         await observer
+    spent = cpu_spent(phase.cpu_at_start, cpu_by_process())
+    phase.extra["phase_cpu_s"] = {k: round(v, 2) for k, v in sorted(spent.items()) if v >= 0.05}
     used = psutil.cpu_times()
     phase.extra["machine_cpu_s"] = round((used.user + used.system) - (cpu0.user + cpu0.system), 1)
     print(json.dumps(phase.summary()), flush=True)
     drop_namespace(cluster, ns, args.drain_timeout)
     return phase
+
+
+@contextlib.contextmanager
+def kueue_queue(cluster: DevCluster, ns: str, t4s: int) -> Any:
+    """`eops render kueue`'s objects for a queue of `t4s` T4s in `ns` (LocalQueue `eops`, no
+    admission check), until the ClusterQueue is active; removed afterwards, last first."""
+    inputs = KueueInputs(
+        gpu_budget=f"nvidia-tesla-t4={t4s}", namespace=ns, cluster_queue=ns, provisioning_class="none"
+    )
+    manifests = kueue_manifests(inputs)
+    with cluster.api() as api:
+        for manifest in manifests:
+            with contextlib.suppress(Conflict):  # cluster-scoped ones left by an earlier phase
+                api.create(_kueue_path(manifest), manifest)
+        deadline = time.monotonic() + 60
+        queue = f"{KUEUE_API}/clusterqueues/{ns}"
+        while not any(
+            c.get("type") == "Active" and c.get("status") == "True"
+            for c in (api.get(queue).get("status") or {}).get("conditions") or []
+        ):
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"ClusterQueue {ns} not active within 60 s")
+            time.sleep(0.5)
+        try:
+            yield
+        finally:
+            for manifest in reversed(manifests):
+                with contextlib.suppress(NotFound):
+                    api.delete(f"{_kueue_path(manifest)}/{manifest['metadata']['name']}")
+
+
+def _kueue_path(manifest: dict[str, Any]) -> str:
+    plural = manifest["kind"].lower() + ("es" if manifest["kind"].endswith("s") else "s")
+    ns = manifest["metadata"].get("namespace")
+    return f"{KUEUE_API}/namespaces/{ns}/{plural}" if ns else f"{KUEUE_API}/{plural}"
 
 
 def machine() -> str:
@@ -580,9 +632,17 @@ def main() -> int:
     ap.add_argument("--spy-seconds", type=int, default=8, help="how long --spy-gateway samples")
     ap.add_argument("--gateway-log", default="", help="keep a copy of the gateway's log here")
     ap.add_argument("--profile-gateway", default="", help="write a cProfile of the gateway here")
-    args = ap.parse_args()
 
-    tc = ensure_built(allow_build=False)
+    ap.add_argument(
+        "--kueue", action="store_true", help="run Kueue beside the cluster (implied by eops-kueue)"
+    )
+    args = ap.parse_args()
+    kueue = args.kueue or "eops-kueue" in args.phases.split(",")
+
+    tc = ensure_built(allow_build=False, kueue=kueue)
+    if kueue and tc.kueue is None:
+        print("Kueue is not built: run `eops dev-cluster build --kueue` first", file=sys.stderr)
+        return 2
     # The GPU nodes are the static pool: the burst measures the gateway, not node provisioning.
     knobs = dataclasses.replace(AutoscalerSettings.for_benchmarks(args.nodes), enabled=False)
     results: list[Phase] = []
@@ -593,6 +653,7 @@ def main() -> int:
                 state_dir=tmp / "cluster",
                 autoscaler=knobs,
                 node_heartbeat_seconds=100,
+                kueue=kueue,
                 controller_manager_qps=args.controller_qps,
                 controller_manager_burst=args.controller_burst,
             ),

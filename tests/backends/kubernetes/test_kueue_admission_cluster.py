@@ -5,13 +5,17 @@ a preemption by Kueue is retried as the function's `retries` say, with one Job p
 
 from __future__ import annotations
 
+import time
 from collections import Counter
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from elasticityops.backends.kubernetes.labels import COMPONENT_LABEL
 from elasticityops.backends.kubernetes.manifests import job_name
+from elasticityops.backends.kubernetes.warm_objects import WARM_COMPONENT
 from elasticityops.ops.kueue import KueueInputs, kueue_manifests
 from helpers.kueue import KUEUE, applied, wait_active, wait_for
 from helpers.server import RunningServer
@@ -122,3 +126,40 @@ def test_a_high_priority_invocation_preempts_a_low_one_through_kueue_which_is_re
         assert status(gw, low)["state"] == "succeeded"
         names = sorted(j["metadata"]["name"] for j in jobs_of(cluster, ns, low))
         assert names == [job_name(low, 1)], "the preempted attempt's Job was deleted, not run again"
+
+
+def test_a_job_kueue_admits_lands_on_a_warm_node(cluster: Any, dev_namespace: str, tmp_path: Path) -> None:
+    """Warm capacity is the gateway's, outside Kueue's quota: a placeholder holds a T4 node, and
+    the Job Kueue admits takes it (no wait for a 30 s boot)."""
+    ns = dev_namespace
+    inputs = KueueInputs(
+        gpu_budget="nvidia-tesla-t4=1", namespace=ns, cluster_queue=ns, provisioning_class="none"
+    )
+    env = {**KUEUE_ADMISSION, "EOPS_HEADROOM": "warm:1", "EOPS_HEADROOM_SYNC": "2"}
+    warm = f"{COMPONENT_LABEL}={WARM_COMPONENT}"
+
+    def placeholder_running() -> bool:
+        with cluster.api() as api:
+            pods, _ = api.list(f"/api/v1/namespaces/{ns}/pods", {"labelSelector": warm})
+        return any((p.get("status") or {}).get("phase") == "Running" for p in pods)
+
+    with (
+        cluster.knobs(provision_delay="fixed:30", driver_delay="fixed:0"),
+        cluster.api() as api,
+        applied(api, kueue_manifests(inputs)),
+        k8s_gateway(cluster, ns, tmp_path, env=env) as gw,
+    ):
+        wait_active(api, f"{KUEUE}/clusterqueues/{ns}")
+        deploy(gw, name="render", annotations=runs(5))
+        wait_for(placeholder_running, 240, "a warm placeholder running")
+        time.sleep(3)  # requests come to warm capacity, not at the second it turns ready
+        inv = invoke(gw, "render")
+        wait_all_ended(gw, [inv], 120, cluster, ns)
+        done = status(gw, inv)
+        assert done["state"] == "succeeded", done
+        kinds = [n["kind"] for n in done["notes"]]
+        assert "KueueAdmitted" in kinds, kinds
+        assert "WarmUnits" in kinds, kinds
+        timeline = done["timeline"]
+        waited = datetime.fromisoformat(timeline["started"]) - datetime.fromisoformat(timeline["accepted"])
+        assert waited.total_seconds() < 20, timeline
