@@ -120,6 +120,26 @@ def test_notes_are_kept_until_the_end() -> None:
     assert noted.state is State.queued
 
 
+def test_a_note_its_kind_said_last_is_kept_once() -> None:
+    """A relist after a restart tells a Workload's or pod's state again: the timeline keeps each
+    step once, and a step that changes (or comes back after another) is kept again."""
+    waiting = note_event("inv-1", AT, "KueueQueued", "Kueue: waiting: insufficient quota")
+    admitted = note_event("inv-1", LATER, "KueueAdmitted", "Kueue: admitted by ClusterQueue eops")
+    after = apply_event(
+        apply_event(inv(), waiting),
+        replace(waiting, note=Note(LATER, "KueueQueued", "Kueue: waiting: insufficient quota")),
+    )
+    assert [n.kind for n in after.notes] == ["KueueQueued"]
+    after = apply_event(apply_event(after, admitted), admitted)
+    assert [n.kind for n in after.notes] == ["KueueQueued", "KueueAdmitted"]
+    requeued = note_event("inv-1", LATER, "KueueQueued", "Kueue: waiting: the ClusterQueue is stopped")
+    assert [n.kind for n in apply_event(after, requeued).notes] == [
+        "KueueQueued",
+        "KueueAdmitted",
+        "KueueQueued",
+    ]
+
+
 @pytest.mark.parametrize(
     ("make", "words"),
     [

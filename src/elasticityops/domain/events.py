@@ -151,7 +151,8 @@ def apply_event(inv: Invocation, event: BackendEvent) -> Invocation:
         return inv  # ended, or between attempts: what a stopped job says is about the old one
     if event.attempt is not None and event.attempt != inv.attempt:
         return inv
-    after = _with_node(inv if event.note is None else add_note(inv, event.note), event)
+    noted = inv if event.note is None or _told_already(inv, event.note) else add_note(inv, event.note)
+    after = _with_node(noted, event)
     if event.capacity_ready is not None and after.state is State.pending:
         after = mark_capacity_ready(after, event.capacity_ready, event.node)
     if event.started is not None and after.state is State.pending:
@@ -174,6 +175,13 @@ def apply_event(inv: Invocation, event: BackendEvent) -> Invocation:
             node=event.node,
         )
     return after
+
+
+def _told_already(inv: Invocation, note: Note) -> bool:
+    """The latest note of its kind says the same: a watch's relist after a restart (or an
+    object updated with nothing new to say) tells it again, and the timeline keeps it once."""
+    latest = next((n for n in reversed(inv.notes) if n.kind == note.kind), None)
+    return latest is not None and latest.message == note.message
 
 
 def _with_node(inv: Invocation, event: BackendEvent) -> Invocation:
