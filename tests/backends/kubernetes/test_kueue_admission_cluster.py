@@ -28,6 +28,7 @@ from .cluster_support import (
     jobs_of,
     k8s_gateway,
     runs,
+    start_k8s_gateway,
     status,
     wait_all_ended,
 )
@@ -163,3 +164,36 @@ def test_a_job_kueue_admits_lands_on_a_warm_node(cluster: Any, dev_namespace: st
         timeline = done["timeline"]
         waited = datetime.fromisoformat(timeline["started"]) - datetime.fromisoformat(timeline["accepted"])
         assert waited.total_seconds() < 20, timeline
+
+
+def test_a_gateway_killed_while_kueue_holds_its_jobs_loses_and_doubles_nothing(
+    cluster: Any, dev_namespace: str, tmp_path: Path
+) -> None:
+    """Killed (no shutdown) with one invocation running and two waiting in Kueue's queue, then
+    started again on the same data dir: all three end once, one Job each, and the timeline
+    keeps each Kueue step once though the new gateway's watch tells every Workload again."""
+    ns = dev_namespace
+    inputs = KueueInputs(
+        gpu_budget="nvidia-tesla-t4=1", namespace=ns, cluster_queue=ns, provisioning_class="none"
+    )
+    with cluster.api() as api, applied(api, kueue_manifests(inputs)), JobCounter(cluster, ns) as counter:
+        wait_active(api, f"{KUEUE}/clusterqueues/{ns}")
+        gw = start_k8s_gateway(cluster, ns, tmp_path, env=KUEUE_ADMISSION)
+        try:
+            deploy(gw, name="render", annotations=runs(8))
+            ids = [invoke(gw, "render") for _ in range(3)]
+            wait_for(
+                lambda: sum("KueueQueued" in _kinds(gw, inv) for inv in ids) >= 2,
+                90,
+                "two invocations waiting in Kueue",
+            )
+            gw.kill()
+            gw = gw.again()
+            wait_all_ended(gw, ids, 240, cluster, ns)
+            assert Counter(status(gw, inv)["state"] for inv in ids) == Counter(succeeded=3)
+            for inv in ids:
+                kinds = _kinds(gw, inv)
+                assert kinds.count("KueueAdmitted") == 1, kinds
+        finally:
+            gw.stop()
+    assert set(counter.most.values()) == {1}, "one Job per invocation"
