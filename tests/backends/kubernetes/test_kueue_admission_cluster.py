@@ -197,3 +197,38 @@ def test_a_gateway_killed_while_kueue_holds_its_jobs_loses_and_doubles_nothing(
         finally:
             gw.stop()
     assert set(counter.most.values()) == {1}, "one Job per invocation"
+
+
+def test_capacity_provisioned_all_or_nothing_is_named_step_by_step(
+    cluster: Any, dev_namespace: str, tmp_path: Path
+) -> None:
+    """DWS-style: quota reserved, then the ProvisioningRequest admission check waits while
+    upstream's autoscaler provisions the capacity (best-effort-atomic-scale-up), turns Ready,
+    and Kueue admits; each step a note of the invocation's timeline, in that order."""
+    ns = dev_namespace
+    inputs = KueueInputs(
+        gpu_budget="nvidia-tesla-t4=1",
+        namespace=ns,
+        cluster_queue=ns,
+        provisioning_class="best-effort-atomic-scale-up.autoscaling.x-k8s.io",
+    )
+    with (
+        cluster.api() as api,
+        applied(api, kueue_manifests(inputs)),
+        k8s_gateway(cluster, ns, tmp_path, env=KUEUE_ADMISSION) as gw,
+    ):
+        wait_active(api, f"{KUEUE}/admissionchecks/eops-provisioning")
+        wait_active(api, f"{KUEUE}/clusterqueues/{ns}")
+        deploy(gw, name="render", annotations=runs(3))
+        inv = invoke(gw, "render")
+        wait_all_ended(gw, [inv], 240, cluster, ns)
+        done = status(gw, inv)
+        assert done["state"] == "succeeded", done
+        notes = [(n["kind"], n["message"]) for n in done["notes"] if n["kind"].startswith("Kueue")]
+        kinds = [kind for kind, _ in notes]
+        assert kinds.index("KueueQuotaReserved") < kinds.index("KueueAdmitted"), notes
+        checks = [message for kind, message in notes if kind == "KueueAdmissionCheck"]
+        assert checks, notes
+        assert all(m.startswith("Kueue: admission check eops-provisioning ") for m in checks), checks
+        assert "Ready" in checks[-1], checks
+        assert kinds.index("KueueAdmissionCheck") < kinds.index("KueueAdmitted"), notes
