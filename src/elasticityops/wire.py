@@ -204,12 +204,15 @@ class InvocationOut(BaseModel):
     queue_position: int | None = Field(
         None,
         description="while queued: 1-based place among the queued invocations for the same GPU "
-        "type, in admission order (priority, then acceptance); null otherwise, and in lists",
+        "type, in admission order (priority, then acceptance); with --admission kueue, while "
+        "pending in Kueue's queue: place among the pending Workloads of its LocalQueue "
+        "(priority, then creation; docs/kueue.md); null otherwise, and in lists",
     )
     queue_reason: str | None = Field(
         None,
         description="while queued: what it waits for (a full GPU budget, its function's "
-        "max_concurrency, the dispatcher); null otherwise, and in lists",
+        "max_concurrency, the dispatcher); in Kueue's queue, Kueue's own reason; null otherwise, "
+        "and in lists",
     )
     annotations: dict[str, str] = Field(
         default_factory=dict,
