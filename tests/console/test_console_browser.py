@@ -8,11 +8,12 @@ test output (`EOPS_CONSOLE_SHOTS`, docs/testing.md)."""
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import time
-from datetime import datetime, timedelta, timezone
 from collections.abc import Iterator
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 import httpx
@@ -178,12 +179,15 @@ def test_the_capacity_page_moves_when_a_burst_arrives(
     # and its y axis has a scale of round numbers, not one label.
     with gateway.client() as http:
         history = http.get("/v1/capacity").json()["history"]
-    covered = (datetime.fromisoformat(history[-1]["at"]) - datetime.fromisoformat(history[0]["at"])).total_seconds()
+    first, last = (datetime.fromisoformat(history[i]["at"]) for i in (0, -1))
+    covered = (last - first).total_seconds()
     title = page.locator("#h-history")
     expect(title).to_have_text(re.compile(r"^The last \d+(\.\d)? (s|min)$"))
-    assert abs(float(title.get_attribute("data-span-s") or 0) - covered) <= 12, (title.text_content(), covered)
+    shown = float(title.get_attribute("data-span-s") or 0)
+    assert abs(shown - covered) <= 12, (title.text_content(), covered)
     labels = page.locator("#capacity-chart .y-tick").all_text_contents()
-    assert len(labels) >= 3 and labels[0] == "0", labels
+    assert len(labels) >= 3, labels
+    assert labels[0] == "0", labels
     assert all(label.isdigit() for label in labels), labels
     expect(queue).to_have_attribute("data-queue", "0", timeout=60_000)
     points = page.locator("polyline.l-demand").get_attribute("points") or ""
@@ -343,7 +347,9 @@ def test_invoke_from_a_functions_view_and_follow_it(page: Page, gateway: Running
     expect(page).to_have_url(re.compile(r"#/functions/hello$"))
     expect(page.locator('nav a[data-page="functions"]')).to_have_attribute("aria-current", "page")
     payload = page.locator("#payload")
-    expect(payload).to_have_value("{}")  # an editable JSON body (the spec has no example input)
+    # Its example input (examples/hello.yaml's `example`), to edit.
+    expect(payload).to_have_attribute("data-from", "example")
+    assert json.loads(payload.input_value()) == {"name": "Ada"}
     # Not JSON: said on the page, and nothing is sent.
     sent: list[str] = []
     page.on("request", lambda r: sent.append(r.url) if r.method == "POST" else None)
@@ -351,7 +357,7 @@ def test_invoke_from_a_functions_view_and_follow_it(page: Page, gateway: Running
     page.locator("#invoke").click()
     expect(page.locator("#invoked .error")).to_contain_text("not JSON")
     assert sent == []
-    payload.fill('{"name": "Ada"}')
+    payload.fill('{"name": "Grace"}')
     page.locator("#invoke").click()  # the session cookie and the CSRF header, as cancel sends
     link = page.locator("#invoked a[data-id]")
     expect(link).to_be_visible(timeout=10_000)
@@ -361,7 +367,7 @@ def test_invoke_from_a_functions_view_and_follow_it(page: Page, gateway: Running
     link.click()
     expect(page.locator("h1")).to_have_text(invocation)
     expect(page.locator("dl.facts")).to_have_attribute("data-state", "succeeded", timeout=20_000)
-    expect(page.locator("pre.result")).to_contain_text("hello, Ada!")
+    expect(page.locator("pre.result")).to_contain_text("hello, Grace!")
 
 
 def test_a_functions_view_draws_its_invocations_failures_and_p95_over_time(
@@ -372,6 +378,9 @@ def test_a_functions_view_draws_its_invocations_failures_and_p95_over_time(
             assert http.post("/v1/functions/broken/invocations?wait=30").json()["state"] == "failed"
         listed = http.get("/v1/invocations", params={"function": "broken", "limit": 500}).json()["items"]
     page.goto(gateway.url + "/ui#/functions/broken")
+    # A spec without an example input: an empty object to edit.
+    expect(page.locator("#payload")).to_have_value("{}")
+    expect(page.locator("#payload")).to_have_attribute("data-from", "empty")
     series = page.locator("#series")
     expect(series).to_have_attribute("data-total", str(len(listed)), timeout=10_000)
 
@@ -428,7 +437,8 @@ def test_every_page_at_1400_and_420_px(page: Page, gateway: RunningServer, page_
                 assert overflow <= 0, f"{name} at {width} px scrolls {overflow} px sideways"
                 for link in page.locator("nav a").all():
                     box = link.bounding_box()
-                    assert box is not None and box["x"] >= 0 and box["x"] + box["width"] <= width, (name, box)
+                    assert box is not None, name
+                    assert 0 <= box["x"] <= box["x"] + box["width"] <= width, (name, box)
     finally:
         page.set_viewport_size({"width": 1280, "height": 800})
     assert sorted(p.name for p in page_shots.glob("*.png")) == sorted(
@@ -487,6 +497,15 @@ def test_the_pages_pure_helpers_agree_with_the_server(page: Page, gateway: Runni
                     group('b', '11', 5, 1)], 'capacity').map(r => [r.key, r.total, r.usd]),
                 slots: f.hourSlots('2026-01-01T10:30:00Z', '2026-01-01T12:10:00Z')
                     .map(t => new Date(t).toISOString()),
+                ticks: [f.ticks(7), f.ticks(1), f.ticks(0), f.ticks(23), f.ticks(0.3, 4, false)],
+                series: f.series([['failed', '10:01:00', 2], ['succeeded', '10:02:00', 4],
+                    ['queued', '10:07:00', null], ['timed_out', '09:59:59', 1]].map(([state, at, start]) =>
+                    ({state, timeline: {accepted: `2026-01-01T${at}Z`}, durations: {time_to_start: start}})),
+                    Date.parse('2026-01-01T10:00:00Z'), Date.parse('2026-01-01T10:10:00Z'), 5 * 60 * 1000)
+                    .map(b => [b.invocations, b.failures, b.p95Start]),
+                runs: [f.runs({command: ['python', 'w.py'], workdir: '/srv/fn', image: 'img:1'}, 'local'),
+                    f.runs({command: ['python', 'w.py'], image: 'img:1'}, 'local'),
+                    f.runs({command: ['python', 'w.py'], image: 'img:1'}, 'kubernetes')],
             };
         }""",
         ms,
@@ -499,6 +518,14 @@ def test_the_pages_pure_helpers_agree_with_the_server(page: Page, gateway: Runni
     assert got["stats"] == {"count": 4, "ended": 2, "successRate": 0.5, "p95Start": 3}
     assert got["byFunction"] == [["a", 0, 3, 3, 0.75], ["b", 3, 6, 9, 2.25]]
     assert got["byCapacity"] == [["on-demand", 3, 0.75], ["spot", 9, 2.25]]
+    assert got["ticks"] == [[0, 2, 4, 6, 8], [0, 1], [0, 1], [0, 10, 20, 30], [0, 0.1, 0.2, 0.3]]
+    # The one accepted before the range is left out; the queued one counts, with no start.
+    assert got["series"] == [[2, 1, 4], [1, 0, None]]
+    assert got["runs"] == [
+        "python w.py  (in /srv/fn)",
+        "python w.py  (in the gateway's working directory)",
+        "python w.py  (in image img:1)",
+    ]
     assert got["slots"] == [
         "2026-01-01T10:00:00.000Z",
         "2026-01-01T11:00:00.000Z",

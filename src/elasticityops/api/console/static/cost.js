@@ -3,18 +3,10 @@
 // by=capacity, and the same report as a CSV file (its capacity column included).
 // The report is admin-only: an invoke token's session is told so instead of a broken page.
 import { api, events } from "./api.js";
-import { widthOf } from "./chart.js";
+import { svg, widthOf, yAxis } from "./chart.js";
 import { COST_PHASES, costBy, el, hourSlots, scroll, seconds, usd, when } from "./format.js";
 
-const SVG = "http://www.w3.org/2000/svg";
 const RANGES = [["1h", "last hour"], ["24h", "last 24 hours"], ["7d", "last 7 days"]];
-
-function svg(tag, attrs, text) {
-  const node = document.createElementNS(SVG, tag);
-  for (const [k, v] of Object.entries(attrs)) node.setAttribute(k, v);
-  if (text !== undefined) node.textContent = text;
-  return node;
-}
 
 function query(since, extra = "") {
   return `/v1/cost?since=${encodeURIComponent(since)}&by=function&by=hour&by=capacity${extra}`;
@@ -32,13 +24,11 @@ function chart(report, width) {
   const hours = new Map(costBy(report.groups, "hour").map((h) => [Date.parse(h.key), h]));
   const most = Math.max(1, ...[...hours.values()].map((h) => h.total));
   const step = (width - left - right) / slots.length;
-  const y = (v) => (v / most) * (height - top - bottom);
   const root = svg("svg", { viewBox: `0 0 ${width} ${height}`, class: "chart", id: "cost-chart", role: "img",
     "aria-label": `node-seconds per hour by phase, ${slots.length} hours, the most ${seconds(most)} in one hour` });
-  root.append(svg("line", { x1: left, y1: height - bottom, x2: width - right, y2: height - bottom, class: "axis" }),
-    svg("text", { x: left - 6, y: top + 4, class: "tick", "text-anchor": "end" }, seconds(most)),
-    svg("text", { x: left - 6, y: height - bottom, class: "tick", "text-anchor": "end" }, "0"),
-    svg("text", { x: left, y: height - 8, class: "tick" }, when(slots[0])),
+  const axis = yAxis(root, { left, right: width - right, top, bottom: height - bottom }, most, seconds, false);
+  const y = (v) => height - bottom - axis(v);  // a height, not a position
+  root.append(svg("text", { x: left, y: height - 8, class: "tick" }, when(slots[0])),
     svg("text", { x: width - right, y: height - 8, class: "tick", "text-anchor": "end" },
       when(slots[slots.length - 1])));
   slots.forEach((t, i) => {

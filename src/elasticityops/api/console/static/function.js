@@ -1,5 +1,6 @@
-// One function: its spec, what the backend runs, an Invoke form (a JSON body, sent as the
-// console sends every change: the session cookie and the CSRF header), and its time series:
+// One function: its spec, what the backend runs, an Invoke form (a JSON body, its example
+// input to start from, sent as the console sends every change: the session cookie and the
+// CSRF header), and its time series:
 // invocations, failures and p95 time to start per bucket, counted from its latest invocations
 // (GET /v1/invocations?function=, a few pages at most; the page says what they cover).
 import { api, events } from "./api.js";
@@ -71,9 +72,10 @@ export function render(main, arg, { session }) {
       .flatMap(([k, v]) => [el("dt", { text: k }), el("dd", { text: v })]),
     el("dt", { text: "Spec" }), el("dd", {}, el("details", {}, el("summary", { text: "as deployed" }),
       el("pre", { class: "spec", text: JSON.stringify(spec, null, 2) }))));
-    if (!filled) {
+    if (!filled) {  // its example input (`example` in the spec), else an empty object to edit
       filled = true;
-      input.value = "{}";
+      input.value = spec.example === null || spec.example === undefined ? "{}" : JSON.stringify(spec.example, null, 2);
+      input.dataset.from = spec.example === null || spec.example === undefined ? "empty" : "example";
     }
   }
 
