@@ -341,7 +341,7 @@ def test_timestamps_carry_their_zone(browser: BrowserContext, gateway: RunningSe
     tab.close()
 
 
-def test_invoke_from_a_functions_view_and_follow_it(page: Page, gateway: RunningServer) -> None:
+def test_invoke_from_a_functions_view_and_follow_it(page: Page, gateway: RunningServer, shots: Path) -> None:
     page.goto(gateway.url + "/ui#/functions")
     page.locator('tr[data-function="hello"] th a').click()
     expect(page).to_have_url(re.compile(r"#/functions/hello$"))
@@ -368,6 +368,9 @@ def test_invoke_from_a_functions_view_and_follow_it(page: Page, gateway: Running
     expect(page.locator("h1")).to_have_text(invocation)
     expect(page.locator("dl.facts")).to_have_attribute("data-state", "succeeded", timeout=20_000)
     expect(page.locator("pre.result")).to_contain_text("hello, Grace!")
+    page.go_back()
+    expect(page.locator('svg[data-series="p95"] rect').first).to_be_attached(timeout=10_000)
+    page.screenshot(path=shots / "function.png", full_page=True)
 
 
 def test_a_functions_view_draws_its_invocations_failures_and_p95_over_time(

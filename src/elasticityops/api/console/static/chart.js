@@ -18,7 +18,7 @@ export function yAxis(root, box, top, label = String, whole = true) {
   const y = (v) => box.bottom - (v / most) * (box.bottom - box.top);
   for (const v of marks) {
     root.append(svg("line", { x1: box.left, y1: y(v), x2: box.right, y2: y(v), class: v === 0 ? "axis" : "grid" }),
-      svg("text", { x: box.left - 6, y: y(v) + 4, class: "tick y-tick", "text-anchor": "end" }, label(v)));
+      svg("text", { x: box.left - 6, y: y(v) + 4, class: "tick y-tick", "text-anchor": "end" }, v === 0 ? "0" : label(v)));
   }
   return y;
 }
