@@ -36,6 +36,7 @@ export function render(main, id) {
   let ticker = null;
   let reread = null;
   let logText = "";
+  let logRead = false;  // the whole log (an ended invocation's) has been read
   // The gateway's clock minus this browser's, from the instant the answer's cost was counted
   // to (`cost.as_of`): the timeline's phase under way and the cost's open phase both run to
   // the gateway's "now", so they read the same however far the two clocks are apart.
@@ -91,15 +92,16 @@ export function render(main, id) {
     result.dataset.outcome = has ? "result" : ended ? inv.state : "pending";
     const lines = [];
     if (ended && inv.state !== "succeeded") {
-      const reason = inv.failure_reason ? ` (${inv.failure_reason.replace("_", " ")})` : "";
-      lines.push(`${inv.state.replace("_", " ")}${reason}${inv.message ? `: ${inv.message}` : ""}`);
+      const reason = inv.failure_reason ? ` (${inv.failure_reason.replaceAll("_", " ")})` : "";
+      lines.push(`${inv.state.replaceAll("_", " ")}${reason}${inv.message ? `: ${inv.message}` : ""}`);
     }
     if (has) lines.push(preview(inv.result));
     else if (!ended) lines.push("(none yet: it has not ended)");
     else if (inv.state === "succeeded") lines.push("(it succeeded and handed back no result)");
     else if (inv.state !== "cancelled") {
       const tail = logText.trimEnd().split("\n").slice(-WHY_LINES).join("\n");
-      lines.push(tail ? `No result. The last lines of its output:\n${tail}` : "No result, and no output.");
+      lines.push(tail ? `No result. The last lines of its output:\n${tail}`
+        : logRead ? "No result, and no output." : "No result. (Reading its output…)");
     } else lines.push("No result.");
     result.textContent = lines.join("\n");
   }
@@ -145,9 +147,11 @@ export function render(main, id) {
           logs.scrollTop = logs.scrollHeight;
         }, aborter.signal);
       if (!logText) logs.textContent = "(no output)";
-      if (inv) drawResult();  // a failure's explanation quotes the output's end
     } catch (e) {
       if (e.name !== "AbortError") logs.textContent = `(logs: ${e.message})`;
+    } finally {
+      logRead = true;
+      if (inv) drawResult();  // a failure's explanation quotes the output's end
     }
   }
 
