@@ -1,6 +1,7 @@
 // Capacity: GPUs in use per type against the budget, the queue and its head, warm headroom,
-// GPU nodes by state, and the last hours as a chart; redrawn on changes (at most once a
-// second) and every few seconds for the chart's samples.
+// GPU nodes by state, and the samples this replica holds (up to keep_s) as a chart titled by
+// the span they cover; redrawn on changes (at most once a second) and every few seconds for
+// the chart's samples.
 import { api, events } from "./api.js";
 import { svg, widthOf, yAxis } from "./chart.js";
 import { clock, el, seconds, when } from "./format.js";

@@ -1,4 +1,5 @@
-// Pure helpers: no DOM, no fetch (tests/console/test_format.py runs them in the browser).
+// Helpers of every page: no fetch; all but el and scroll pure (test_console_browser.py's
+// test_the_pages_pure_helpers_agree_with_the_server runs them in the browser).
 export function el(tag, attrs = {}, ...children) {
   const node = document.createElement(tag);
   for (const [key, value] of Object.entries(attrs)) {
