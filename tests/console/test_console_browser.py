@@ -551,5 +551,9 @@ def test_an_invoke_session_is_told_the_cost_page_needs_an_admin_token(
     expect(page.locator("#cost-table")).to_have_count(0)
     page.locator('nav a[data-page="invocations"]').click()
     expect(page.locator("#list-status")).to_be_visible()  # the rest of the console still works
+    page.goto(gateway.url + "/ui#/functions/hello")  # an invoke token may invoke from the page
+    expect(page.locator("#payload")).to_have_attribute("data-from", "example")
+    page.locator("#invoke").click()
+    expect(page.locator("#invoked a[data-id]")).to_be_visible(timeout=10_000)
     page.locator("#logout").click()
     expect(page.locator("#token")).to_be_visible()
