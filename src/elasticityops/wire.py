@@ -113,6 +113,11 @@ class InvocationCostOut(BaseModel):
         False,
         description="an attempt is under way: counted up to now, and its idle time after is still to come",
     )
+    as_of: datetime | None = Field(
+        None,
+        description="the gateway's time the attempt under way was counted to: a page that shows "
+        "it growing (the console) counts on from here, by the gateway's clock",
+    )
 
 
 class CostGroupOut(BaseModel):
@@ -286,6 +291,7 @@ def cost_document(cost: InvocationCost) -> dict[str, Any]:
         "usd": cost.usd,
         "unpriced_node_seconds": cost.unpriced_seconds,
         "open": cost.open,
+        "as_of": cost.as_of,
     }
 
 

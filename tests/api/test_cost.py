@@ -71,6 +71,12 @@ def test_an_invocation_carries_its_slot_seconds_while_running_and_once_ended(gat
         time.sleep(0.3)
         later = client.get(f"/v1/invocations/{inv}").json()
         assert later["cost"]["node_seconds"]["run"] > running["cost"]["node_seconds"]["run"]
+        # `as_of`: the gateway's time the open run was counted to, so a page can count on from
+        # it by the gateway's clock (the console's timeline and cost read the same).
+        as_of = datetime.fromisoformat(later["cost"]["as_of"])
+        started = datetime.fromisoformat(later["timeline"]["started"])
+        run = later["cost"]["node_seconds"]["run"]
+        assert (as_of - started).total_seconds() == pytest.approx(run, abs=0.002)
 
         done = _until(client, inv, {"succeeded"})
         cost = done["cost"]

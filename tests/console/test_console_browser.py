@@ -1,15 +1,19 @@
 """The console in a real browser (Debian's chromium, headless, through Playwright) against a real
 gateway running real invocations on the local backend: log in with the keyboard, see an
-invocation appear and finish without a reload, open its timeline, watch the capacity page move
-when a burst arrives, read the functions page, log out. The screenshots these tests take are
-docs/console/*.png (docs/console.md)."""
+invocation appear and finish without a reload, open its timeline, see why one failed, watch the
+capacity page move when a burst arrives, read the functions page, invoke a function from its
+view and read its time series, every page at 1400 and 420 px wide, log out. The screenshots
+these tests take are docs/console/*.png (docs/console.md) and, for every page at both widths,
+test output (`EOPS_CONSOLE_SHOTS`, docs/testing.md)."""
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import time
 from collections.abc import Iterator
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 import httpx
@@ -25,11 +29,32 @@ from helpers.server import REPO, RunningServer, running_server
 # ordinary run (CI's) leaves the checkout as it found it.
 SHOTS = REPO / "docs" / "console"
 FIRST_LOAD_LIMIT = 300 * 1024
+# Every page at a desktop's and a phone's width: test output, in $EOPS_CONSOLE_SHOTS when set
+# (CI keeps that folder as an artifact), else in this run's pytest temporary directory.
+WIDTHS = (1400, 420)
+# A function that fails with a line on stderr: what its page must explain.
+FAILING = {
+    "name": "broken",
+    "command": ["python", "-c", "import sys; print('no such model: gpt-0', file=sys.stderr); sys.exit(3)"],
+    "gpu": {"type": "nvidia-tesla-t4", "count": 1},
+    "timeout_seconds": 60,
+}
+# A time with its zone, as the pages write every time: "2026-12-06 09:50:26 UTC" or "... GMT+5:30".
+ZONED = re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d (UTC|GMT[+-]\d{1,2}(:\d\d)?|[A-Z]{2,5})$")
 
 
 @pytest.fixture(scope="module")
 def shots(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return SHOTS if os.environ.get("EOPS_UPDATE_SCREENSHOTS") == "1" else tmp_path_factory.mktemp("shots")
+
+
+@pytest.fixture(scope="module")
+def page_shots(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    where = os.environ.get("EOPS_CONSOLE_SHOTS")
+    if not where:
+        return tmp_path_factory.mktemp("console-pages")
+    Path(where).mkdir(parents=True, exist_ok=True)
+    return Path(where)
 
 
 @pytest.fixture(scope="module")
@@ -44,6 +69,8 @@ def gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningServer]
             for name in ("hello", "sleep"):
                 put = http.put(f"/v1/functions/{name}", content=example_json(name))
                 assert put.status_code in (200, 201), put.text
+            put = http.put("/v1/functions/broken", json=FAILING)
+            assert put.status_code in (200, 201), put.text
         yield gw
 
 
@@ -140,8 +167,28 @@ def test_the_capacity_page_moves_when_a_burst_arrives(
     expect(page.locator("#gpus")).to_have_attribute("data-in-use", "2", timeout=10_000)
     expect(queue).to_have_attribute("data-queue", re.compile(r"^[2-6]$"), timeout=10_000)
     assert page.locator("#queue a").text_content() in burst, "the head of the queue is one of the burst"
+    # Its GPU type has no cap of its own (no --gpu-budget): drawn against the two slots, not
+    # an empty bar.
+    t4 = page.locator('#gpus [data-meter="nvidia-tesla-t4"]')
+    expect(t4).to_have_attribute("data-cap", "2")
+    expect(t4.locator(".value")).to_have_text("2 of 2 (no cap of its own)")
+    assert t4.locator(".bar").evaluate("b => b.getBoundingClientRect().width") > 0
     time.sleep(2.5)  # two samples of the burst in the chart
     page.screenshot(path=shots / "capacity.png")
+    # The chart is named for the span its samples cover (seconds here, at a sample a second),
+    # and its y axis has a scale of round numbers, not one label.
+    with gateway.client() as http:
+        history = http.get("/v1/capacity").json()["history"]
+    first, last = (datetime.fromisoformat(history[i]["at"]) for i in (0, -1))
+    covered = (last - first).total_seconds()
+    title = page.locator("#h-history")
+    expect(title).to_have_text(re.compile(r"^The last \d+(\.\d)? (s|min)$"))
+    shown = float(title.get_attribute("data-span-s") or 0)
+    assert abs(shown - covered) <= 12, (title.text_content(), covered)
+    labels = page.locator("#capacity-chart .y-tick").all_text_contents()
+    assert len(labels) >= 3, labels
+    assert labels[0] == "0", labels
+    assert all(label.isdigit() for label in labels), labels
     expect(queue).to_have_attribute("data-queue", "0", timeout=60_000)
     points = page.locator("polyline.l-demand").get_attribute("points") or ""
     # The page read the whole history once, then only what was new; the chart kept it all.
@@ -160,6 +207,12 @@ def test_the_functions_page_shows_success_rate_and_p95_time_to_start(
     expect(sleep_row).to_be_visible()
     expect(sleep_row.locator("td.stats")).to_contain_text("% of", timeout=10_000)
     expect(page.locator('tr[data-function="hello"]')).to_be_visible()
+    # What the local backend runs: the command in its directory, not the image it ignores.
+    runs = sleep_row.locator("td.runs summary")
+    expect(runs).to_contain_text("python sleep.py")
+    expect(runs).to_contain_text("examples")
+    expect(runs).not_to_contain_text("python:3.11-slim")
+    expect(page.locator("thead")).to_contain_text("Runs (local backend)")
     page.screenshot(path=shots / "functions.png")
 
 
@@ -222,6 +275,180 @@ def test_the_cost_csv_downloads_with_the_session_cookie(page: Page, gateway: Run
     assert {row[2] for row in sleep_rows} == {"local"}, "each row says what it was priced as"
 
 
+def test_a_failed_invocation_says_that_it_failed_and_why(page: Page, gateway: RunningServer) -> None:
+    invocation = _invoke(gateway, "broken")
+    page.goto(f"{gateway.url}/ui#/invocations/{invocation}")
+    expect(page.locator("dl.facts")).to_have_attribute("data-state", "failed", timeout=20_000)
+    result = page.locator("pre.result")
+    expect(result).to_have_attribute("data-outcome", "failed")
+    # The state, the reason, the message and the end of its output: never "(none yet)".
+    expect(result).to_contain_text("failed (exit code)")
+    expect(result).to_contain_text("no such model: gpt-0", timeout=10_000)
+    assert "none yet" not in (result.text_content() or "")
+    # It has no notes: no list, no heading (an empty list read as "1. none").
+    with gateway.client() as http:
+        assert http.get(f"/v1/invocations/{invocation}").json()["notes"] == []
+    expect(page.locator("#notes")).to_be_hidden()
+    expect(page.locator("#notes li")).to_have_count(0)
+    expect(page.get_by_role("heading", name="Notes")).to_be_hidden()
+
+
+def test_the_timeline_and_the_cost_count_a_running_phase_alike(
+    browser: BrowserContext, gateway: RunningServer
+) -> None:
+    """Seconds after the page's last read, with this browser's clock 7 minutes ahead of the
+    gateway's: the run phase of the timeline and of the cost block read the same (they were
+    61.0 s and 57.0 s: the cost stood at the last read while the timeline ran on the browser's
+    clock)."""
+    tab = browser.new_page()  # the session cookie is the context's: logged in already
+    tab.add_init_script("{ const real = Date.now; Date.now = () => real() + 7 * 60 * 1000; }")
+    invocation = _invoke(gateway, "sleep", {"seconds": 12})
+    tab.goto(f"{gateway.url}/ui#/invocations/{invocation}")
+    expect(tab.locator("dl.facts")).to_have_attribute("data-state", "running", timeout=15_000)
+    run = '.waterfall .phase[data-phase="run"]'
+    tab.wait_for_function(
+        "sel => parseFloat(document.querySelector(sel)?.dataset.seconds) >= 4", arg=run, timeout=15_000
+    )
+    timeline, cost = tab.evaluate(
+        """sel => [parseFloat(document.querySelector(sel).dataset.seconds),
+            parseFloat(document.querySelector('#cost dd[data-phase="run"]').dataset.seconds)]""",
+        run,
+    )
+    assert timeline < 12, f"the timeline ran on the browser's clock: {timeline} s"
+    assert cost == pytest.approx(timeline, abs=0.05), (timeline, cost)
+    with gateway.client() as http:
+        assert http.post(f"/v1/invocations/{invocation}/cancel").status_code in (200, 202)
+    tab.close()
+
+
+def test_timestamps_carry_their_zone(browser: BrowserContext, gateway: RunningServer) -> None:
+    """In the browser's zone, named: Asia/Kolkata (UTC+5:30) here, so the hour and the name
+    both move."""
+    tab = browser.new_page()
+    cdp = browser.new_cdp_session(tab)
+    cdp.send("Emulation.setTimezoneOverride", {"timezoneId": "Asia/Kolkata"})
+    invocation = _invoke(gateway, "hello")
+    tab.goto(f"{gateway.url}/ui#/invocations")
+    accepted = tab.locator(f'tr[data-id="{invocation}"] td').nth(3)
+    expect(accepted).to_have_text(ZONED, timeout=10_000)
+    with gateway.client() as http:
+        utc = datetime.fromisoformat(http.get(f"/v1/invocations/{invocation}").json()["timeline"]["accepted"])
+    local = utc.astimezone(timezone(timedelta(hours=5, minutes=30)))
+    assert accepted.text_content() == local.strftime("%Y-%m-%d %H:%M:%S GMT+5:30")
+    tab.goto(f"{gateway.url}/ui#/capacity")
+    expect(tab.locator("#history p.muted")).to_contain_text("GMT+5:30", timeout=10_000)
+    cdp.detach()
+    tab.close()
+
+
+def test_invoke_from_a_functions_view_and_follow_it(page: Page, gateway: RunningServer, shots: Path) -> None:
+    page.goto(gateway.url + "/ui#/functions")
+    page.locator('tr[data-function="hello"] th a').click()
+    expect(page).to_have_url(re.compile(r"#/functions/hello$"))
+    expect(page.locator('nav a[data-page="functions"]')).to_have_attribute("aria-current", "page")
+    payload = page.locator("#payload")
+    # Its example input (examples/hello.yaml's `example`), to edit.
+    expect(payload).to_have_attribute("data-from", "example")
+    assert json.loads(payload.input_value()) == {"name": "Ada"}
+    # Not JSON: said on the page, and nothing is sent.
+    sent: list[str] = []
+    page.on("request", lambda r: sent.append(r.url) if r.method == "POST" else None)
+    payload.fill('{"name": Ada}')
+    page.locator("#invoke").click()
+    expect(page.locator("#invoked .error")).to_contain_text("not JSON")
+    assert sent == []
+    payload.fill('{"name": "Grace"}')
+    page.locator("#invoke").click()  # the session cookie and the CSRF header, as cancel sends
+    link = page.locator("#invoked a[data-id]")
+    expect(link).to_be_visible(timeout=10_000)
+    invocation = link.get_attribute("data-id") or ""
+    with gateway.client() as http:
+        assert http.get(f"/v1/invocations/{invocation}").json()["function"] == "hello"
+    link.click()
+    expect(page.locator("h1")).to_have_text(invocation)
+    expect(page.locator("dl.facts")).to_have_attribute("data-state", "succeeded", timeout=20_000)
+    expect(page.locator("pre.result")).to_contain_text("hello, Grace!")
+    page.go_back()
+    expect(page.locator('svg[data-series="p95"] rect').first).to_be_attached(timeout=10_000)
+    page.screenshot(path=shots / "function.png", full_page=True)
+
+
+def test_a_functions_view_draws_its_invocations_failures_and_p95_over_time(
+    page: Page, gateway: RunningServer
+) -> None:
+    with gateway.client() as http:
+        for _ in range(2):
+            assert http.post("/v1/functions/broken/invocations?wait=30").json()["state"] == "failed"
+        listed = http.get("/v1/invocations", params={"function": "broken", "limit": 500}).json()["items"]
+    page.goto(gateway.url + "/ui#/functions/broken")
+    # A spec without an example input: an empty object to edit.
+    expect(page.locator("#payload")).to_have_value("{}")
+    expect(page.locator("#payload")).to_have_attribute("data-from", "empty")
+    series = page.locator("#series")
+    expect(series).to_have_attribute("data-total", str(len(listed)), timeout=10_000)
+
+    def summed(name: str) -> float:
+        values = page.locator(f'svg[data-series="{name}"] rect').evaluate_all(
+            "rs => rs.map(r => parseFloat(r.dataset.value))"
+        )
+        return float(sum(values))
+
+    assert summed("invocations") == len(listed)
+    assert summed("failures") == len([i for i in listed if i["state"] in ("failed", "timed_out")]) >= 2
+    p95 = page.locator('svg[data-series="p95"] rect')
+    expect(p95.first).to_be_attached()
+    assert page.locator('svg[data-series="invocations"] .y-tick').count() >= 2, "a y axis with a scale"
+    expect(page.locator("#series-covers")).to_contain_text("last hour in buckets of 5.0 min")
+    page.locator("#range").select_option("24h")
+    expect(page).to_have_url(re.compile(r"#/functions/broken\?range=24h$"))
+    expect(page.locator("#series-covers")).to_contain_text("last 24 hours in buckets of 60.0 min")
+    expect(page.locator('svg[data-series="invocations"] rect')).to_have_count(24)
+
+
+PAGES = ("invocations", "invocation", "capacity", "functions", "function", "cost")
+
+
+def test_every_page_at_1400_and_420_px(page: Page, gateway: RunningServer, page_shots: Path) -> None:
+    """A screenshot of each page at both widths (test output), and at 420 px nothing cut off:
+    the page never scrolls sideways (a wide table scrolls in its own box) and every page's
+    link is on screen."""
+    invocation = _invoke(gateway, "hello")
+    where = {
+        "invocations": "#/invocations",
+        "invocation": f"#/invocations/{invocation}",
+        "capacity": "#/capacity",
+        "functions": "#/functions",
+        "function": "#/functions/sleep",
+        "cost": "#/cost",
+    }
+    ready = {
+        "invocations": "#list-status",
+        "invocation": 'dl.facts[data-state="succeeded"]',
+        "capacity": "#capacity-chart",
+        "functions": 'tr[data-function="sleep"]',
+        "function": 'svg[data-series="p95"]',
+        "cost": "#cost-chart",
+    }
+    try:
+        for width in WIDTHS:
+            page.set_viewport_size({"width": width, "height": 900})
+            for name in PAGES:
+                page.goto(f"{gateway.url}/ui{where[name]}")
+                expect(page.locator(ready[name])).to_be_attached(timeout=20_000)
+                page.screenshot(path=page_shots / f"{name}-{width}.png", full_page=True)
+                overflow = page.evaluate("document.documentElement.scrollWidth - window.innerWidth")
+                assert overflow <= 0, f"{name} at {width} px scrolls {overflow} px sideways"
+                for link in page.locator("nav a").all():
+                    box = link.bounding_box()
+                    assert box is not None, name
+                    assert 0 <= box["x"] <= box["x"] + box["width"] <= width, (name, box)
+    finally:
+        page.set_viewport_size({"width": 1280, "height": 800})
+    assert sorted(p.name for p in page_shots.glob("*.png")) == sorted(
+        f"{name}-{width}.png" for name in PAGES for width in WIDTHS
+    )
+
+
 def test_keyboard_reaches_every_page_from_the_top(page: Page, gateway: RunningServer) -> None:
     page.goto(gateway.url + "/ui#/functions")
     expect(page.locator("h1")).to_have_text("Functions")
@@ -273,6 +500,15 @@ def test_the_pages_pure_helpers_agree_with_the_server(page: Page, gateway: Runni
                     group('b', '11', 5, 1)], 'capacity').map(r => [r.key, r.total, r.usd]),
                 slots: f.hourSlots('2026-01-01T10:30:00Z', '2026-01-01T12:10:00Z')
                     .map(t => new Date(t).toISOString()),
+                ticks: [f.ticks(7), f.ticks(1), f.ticks(0), f.ticks(23), f.ticks(0.3, 4, false)],
+                series: f.series([['failed', '10:01:00', 2], ['succeeded', '10:02:00', 4],
+                    ['queued', '10:07:00', null], ['timed_out', '09:59:59', 1]].map(([state, at, start]) =>
+                    ({state, timeline: {accepted: `2026-01-01T${at}Z`}, durations: {time_to_start: start}})),
+                    Date.parse('2026-01-01T10:00:00Z'), Date.parse('2026-01-01T10:10:00Z'), 5 * 60 * 1000)
+                    .map(b => [b.invocations, b.failures, b.p95Start]),
+                runs: [f.runs({command: ['python', 'w.py'], workdir: '/srv/fn', image: 'img:1'}, 'local'),
+                    f.runs({command: ['python', 'w.py'], image: 'img:1'}, 'local'),
+                    f.runs({command: ['python', 'w.py'], image: 'img:1'}, 'kubernetes')],
             };
         }""",
         ms,
@@ -285,6 +521,14 @@ def test_the_pages_pure_helpers_agree_with_the_server(page: Page, gateway: Runni
     assert got["stats"] == {"count": 4, "ended": 2, "successRate": 0.5, "p95Start": 3}
     assert got["byFunction"] == [["a", 0, 3, 3, 0.75], ["b", 3, 6, 9, 2.25]]
     assert got["byCapacity"] == [["on-demand", 3, 0.75], ["spot", 9, 2.25]]
+    assert got["ticks"] == [[0, 2, 4, 6, 8], [0, 1], [0, 1], [0, 10, 20, 30], [0, 0.1, 0.2, 0.3]]
+    # The one accepted before the range is left out; the queued one counts, with no start.
+    assert got["series"] == [[2, 1, 4], [1, 0, None]]
+    assert got["runs"] == [
+        "python w.py  (in /srv/fn)",
+        "python w.py  (in the gateway's working directory)",
+        "python w.py  (in image img:1)",
+    ]
     assert got["slots"] == [
         "2026-01-01T10:00:00.000Z",
         "2026-01-01T11:00:00.000Z",
@@ -307,5 +551,9 @@ def test_an_invoke_session_is_told_the_cost_page_needs_an_admin_token(
     expect(page.locator("#cost-table")).to_have_count(0)
     page.locator('nav a[data-page="invocations"]').click()
     expect(page.locator("#list-status")).to_be_visible()  # the rest of the console still works
+    page.goto(gateway.url + "/ui#/functions/hello")  # an invoke token may invoke from the page
+    expect(page.locator("#payload")).to_have_attribute("data-from", "example")
+    page.locator("#invoke").click()
+    expect(page.locator("#invoked a[data-id]")).to_be_visible(timeout=10_000)
     page.locator("#logout").click()
     expect(page.locator("#token")).to_be_visible()

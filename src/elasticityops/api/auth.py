@@ -240,18 +240,25 @@ async def require_api_token(
     for its token (api/console/session.py). The token's sha256 is kept on the request too
     (`token_digest`): what a request holds open ends with its token (api/held_open.py)."""
     runtime = request.app.state.runtime
-    checker: TokenChecker = runtime.tokens
     needed = needed_scope(request.method, getattr(request.scope.get("route"), "name", ""))
-    authorization = request.headers.get("authorization")
-    cookie = request.cookies.get(session.COOKIE)
-    if authorization is None and cookie:
-        token, digest = await session_token(request, runtime.server_secret, checker, cookie, needed)
-    else:
-        digest = header_digest(authorization)
-        token = await checker.require(digest, needed)
+    token, digest = await caller_token(request, runtime.server_secret, runtime.tokens, needed)
     request.state.api_token = token
     request.state.token_digest = digest
     return token
+
+
+async def caller_token(
+    request: Request, server_secret: bytes, checker: TokenChecker, needed: Scope
+) -> tuple[ApiToken, str]:
+    """The token a request comes with and its sha256: by its Authorization header, or, without
+    one, by the console's session cookie (and its CSRF header on what changes something). The
+    one rule for every /v1 route, the hand-written accept route included."""
+    authorization = request.headers.get("authorization")
+    cookie = request.cookies.get(session.COOKIE) if authorization is None else None
+    if cookie:
+        return await session_token(request, server_secret, checker, cookie, needed)
+    digest = header_digest(authorization)
+    return await checker.require(digest, needed), digest
 
 
 def token_digest(request: Request) -> str:

@@ -38,9 +38,10 @@ _CSV = "text/csv"
 async def cost_of(rt: Runtime, inv: Invocation) -> InvocationCost:
     stored = await rt.store.node_seconds_of(inv.id)
     times = live_attempt(inv)
-    live = [] if times is None else attempt_spans(times, rt.clock.now())
+    now = rt.clock.now()
+    live = [] if times is None else attempt_spans(times, now)
     capacity = inv.node_capacity or capacity_of_backend(rt.settings.backend)
-    return invocation_cost(stored, live, prices().per_hour(inv.gpu_type, capacity))
+    return invocation_cost(stored, live, prices().per_hour(inv.gpu_type, capacity), as_of=now)
 
 
 @router.get(

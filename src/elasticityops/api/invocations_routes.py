@@ -10,7 +10,7 @@ from fastapi import APIRouter, Path, Query, Request, Response
 from fastapi.responses import StreamingResponse
 from starlette.routing import Route
 
-from elasticityops.api.auth import header_digest, token_digest
+from elasticityops.api.auth import caller_token, token_digest
 from elasticityops.api.body import parse_json, read_body
 from elasticityops.api.cost_routes import cost_of
 from elasticityops.api.encode import invocation_json, invocation_list_json
@@ -35,6 +35,7 @@ from elasticityops.domain.numbers import WholeNumber, WholeNumberOrNone, whole_n
 from elasticityops.domain.ports import NewInvocation
 from elasticityops.domain.queue import QueueStatus
 from elasticityops.domain.results import as_stored
+from elasticityops.domain.tokens import Scope
 from elasticityops.pricing.table import capacity_of_backend
 from elasticityops.wire import MAX_PAGE_SIZE, ErrorOut, InvocationList, InvocationOut
 
@@ -242,8 +243,7 @@ def accept_route(max_wait: int) -> Route:
     async def invoke(request: Request) -> Response:
         started = time.perf_counter()
         rt = _runtime(request)
-        digest = header_digest(request.headers.get("authorization"))
-        await rt.tokens.require(digest)
+        _, digest = await caller_token(request, rt.server_secret, rt.tokens, Scope.invoke)
         name: str = request.path_params["name"]
         wait = _wait_param(request.query_params.get("wait"), max_wait)
         idempotency_key = _key_param(request.headers.get("idempotency-key"))
@@ -308,7 +308,9 @@ def accept_operation(max_wait: int) -> dict[str, Any]:
             "(header `Idempotent-Replayed: true`), with the annotations it was given then. "
             "`?annotation=KEY=VALUE` (repeatable) puts a pod annotation under `eops.dev/` on this "
             "invocation's pod, on top of its function's (the Kubernetes backend; the local "
-            "backend accepts and ignores them)."
+            "backend accepts and ignores them). Like every /v1 route it takes the console's "
+            "session cookie in place of the bearer token, with the `X-Eops-Csrf` header the "
+            "console sends (docs/console.md): the console's Invoke button."
         ),
         "operationId": "invoke_v1_functions__name__invocations_post",
         "security": [{"HTTPBearer": []}],

@@ -15,6 +15,7 @@ from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
+    JsonValue,
     StrictBool,
     StringConstraints,
     ValidationError,
@@ -40,6 +41,7 @@ MAX_NAME_LEN = 40
 MAX_PATH_LEN = 4096  # PATH_MAX on Linux
 MAX_GPUS_PER_JOB = 8
 MAX_RETRIES = 10
+MAX_EXAMPLE_BYTES = 16 * 1024  # what a form shows and a person edits, not a data set
 KNOWN_GPU_TYPES = (
     "nvidia-tesla-t4",
     "nvidia-l4",
@@ -203,6 +205,23 @@ class FunctionSpec(_Strict):
         "one whose command names a file or directory beside the file gets that directory. "
         "Unset: the gateway's working directory",
     )
+
+    example: JsonValue = Field(
+        None,
+        description="an example input: a JSON payload this function takes (the console's Invoke "
+        f"form starts from it), at most {MAX_EXAMPLE_BYTES // 1024} KiB as JSON; null: none",
+    )
+
+    @field_validator("example")
+    @classmethod
+    def _example(cls, value: JsonValue) -> JsonValue:
+        size = len(json.dumps(value, ensure_ascii=False).encode())
+        if size > MAX_EXAMPLE_BYTES:
+            raise ValueError(
+                f"is {size} bytes as JSON; keep an example input within {MAX_EXAMPLE_BYTES} bytes "
+                "(send larger payloads with eops invoke --data @FILE)"
+            )
+        return value
 
     @field_validator("name")
     @classmethod
@@ -432,7 +451,7 @@ def load_function_text(text: str, source: str = "spec") -> FunctionSpec:
 # Fields added after specs were first stored, with their defaults: left out of the canonical
 # JSON while at the default, so a spec that does not use them reads as the same text as before
 # and redeploying it unchanged after an upgrade is not a new version.
-_ADDED_LATER: dict[str, object] = {"preemptible": False, "retries": 0, "workdir": None}
+_ADDED_LATER: dict[str, object] = {"preemptible": False, "retries": 0, "workdir": None, "example": None}
 
 
 def spec_to_json(spec: FunctionSpec) -> str:

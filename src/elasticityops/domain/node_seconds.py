@@ -220,13 +220,17 @@ class InvocationCost(_SumsPhases):
 
     phases: Mapping[Phase, PhaseTotal]
     open: bool
+    as_of: datetime | None = None  # the "now" the attempt under way was counted to
 
 
 def invocation_cost(
-    stored: Mapping[Phase, PhaseTotal], live: Sequence[Span], usd_per_hour: float | None
+    stored: Mapping[Phase, PhaseTotal],
+    live: Sequence[Span],
+    usd_per_hour: float | None,
+    as_of: datetime | None = None,
 ) -> InvocationCost:
     """The ledger's totals and the live attempt's spans (priced at `usd_per_hour`; None: not
-    in the price table) as one cost, every phase present."""
+    in the price table; counted to `as_of`) as one cost, every phase present."""
     phases = {phase: stored.get(phase, PhaseTotal()) for phase in Phase}
     for span in live:
         was = phases[span.phase]
@@ -237,4 +241,4 @@ def invocation_cost(
         else:
             usd = span.seconds * usd_per_hour / 3600.0
             phases[span.phase] = PhaseTotal(was.seconds + span.seconds, was.usd + usd, was.unpriced_seconds)
-    return InvocationCost(phases=phases, open=bool(live))
+    return InvocationCost(phases=phases, open=bool(live), as_of=as_of)

@@ -48,6 +48,8 @@ def _answer(rt: Runtime, token: ApiToken, cookie: str) -> dict[str, object]:
         "token": {"id": token.id, "name": token.name, "scope": token.scope.value},
         "csrf": session.csrf_value(session.session_key(rt.server_secret), cookie),
         "role": rt.role,
+        # What runs a function: its command in its workdir (local) or its image (kubernetes).
+        "backend": rt.settings.backend,
     }
 
 

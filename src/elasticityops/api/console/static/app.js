@@ -8,6 +8,7 @@ const pages = {
   invocation: () => import("./invocation.js"),
   capacity: () => import("./capacity.js"),
   functions: () => import("./functions.js"),
+  function: () => import("./function.js"),
   cost: () => import("./cost.js"),
 };
 const main = document.getElementById("main");
@@ -17,6 +18,7 @@ let session = null;
 function route() {
   const [, page = "invocations", arg] = location.hash.split("/");
   if (page === "invocations" && arg) return ["invocation", decodeURIComponent(arg)];
+  if (page === "functions" && arg) return ["function", decodeURIComponent(arg)];
   return [page, arg ? decodeURIComponent(arg) : null];  // #/cost/7d: a page's own choice
 }
 
@@ -27,7 +29,7 @@ async function show() {
   const [page, arg] = route();
   const load = pages[page] || pages.invocations;
   for (const link of document.querySelectorAll("#nav a")) {
-    const current = link.dataset.page === (page === "invocation" ? "invocations" : page);
+    const current = link.dataset.page === ({ invocation: "invocations", function: "functions" }[page] || page);
     if (current) link.setAttribute("aria-current", "page");
     else link.removeAttribute("aria-current");
   }

@@ -1,40 +1,28 @@
 // Capacity: GPUs in use per type against the budget, the queue and its head, warm headroom,
-// GPU nodes by state, and the last hours as a chart; redrawn on changes (at most once a
-// second) and every few seconds for the chart's samples.
+// GPU nodes by state, and the samples this replica holds (up to keep_s) as a chart titled by
+// the span they cover; redrawn on changes (at most once a second) and every few seconds for
+// the chart's samples.
 import { api, events } from "./api.js";
-import { el, seconds, when } from "./format.js";
+import { svg, widthOf, yAxis } from "./chart.js";
+import { clock, el, seconds, when } from "./format.js";
 
-const SVG = "http://www.w3.org/2000/svg";
 const LINES = [["demand", "demand (GPUs in use + queued)"], ["nodes", "GPU nodes / slots"], ["headroom_held", "warm headroom held"]];
 
-function svg(tag, attrs) {
-  const node = document.createElementNS(SVG, tag);
-  for (const [k, v] of Object.entries(attrs)) node.setAttribute(k, v);
-  return node;
-}
-
-function chart(history) {
-  const width = 1000, height = 220, pad = 30;
-  const root = svg("svg", { viewBox: `0 0 ${width} ${height}`, class: "chart", role: "img",
-    "aria-label": `demand, nodes and headroom over the last ${history.length} samples` });
+function chart(history, width) {
+  const height = 220;
+  const box = { left: 44, right: width - 12, top: 12, bottom: height - 26 };
+  const root = svg("svg", { viewBox: `0 0 ${width} ${height}`, width, height, class: "chart", id: "capacity-chart",
+    role: "img", "aria-label": `demand, nodes and headroom over the last ${history.length} samples` });
   if (history.length < 2) {
-    const text = svg("text", { x: pad, y: height / 2 });
-    text.textContent = "Not enough samples yet.";
-    root.append(text);
+    root.append(svg("text", { x: box.left, y: height / 2 }, "Not enough samples yet."));
     return root;
   }
   const t0 = Date.parse(history[0].at), t1 = Date.parse(history[history.length - 1].at);
-  const top = Math.max(1, ...history.flatMap((s) => LINES.map(([k]) => s[k] ?? 0)));
-  const x = (s) => pad + ((Date.parse(s.at) - t0) / Math.max(1, t1 - t0)) * (width - 2 * pad);
-  const y = (v) => height - pad - (v / top) * (height - 2 * pad);
-  root.append(svg("line", { x1: pad, y1: height - pad, x2: width - pad, y2: height - pad, class: "axis" }));
-  for (const [text, at, anchor] of [[String(top), [2, pad - 8], "start"],
-    [new Date(t0).toLocaleTimeString(), [pad, height - 8], "start"],
-    [new Date(t1).toLocaleTimeString(), [width - pad, height - 8], "end"]]) {
-    const label = svg("text", { x: at[0], y: at[1], class: "tick", "text-anchor": anchor });
-    label.textContent = text;
-    root.append(label);
-  }
+  const y = yAxis(root, box, Math.max(1, ...history.flatMap((s) => LINES.map(([k]) => s[k] ?? 0))));
+  const x = (s) => box.left + ((Date.parse(s.at) - t0) / Math.max(1, t1 - t0)) * (box.right - box.left);
+  const at = t1 - t0 > 20 * 3600 * 1000 ? when : clock;  // past a day, the date too
+  root.append(svg("text", { x: box.left, y: height - 6, class: "tick", "text-anchor": "start" }, at(t0)),
+    svg("text", { x: box.right, y: height - 6, class: "tick", "text-anchor": "end" }, at(t1)));
   for (const [key] of LINES) {
     const points = history.filter((s) => s[key] !== null).map((s) => `${x(s).toFixed(1)},${y(s[key]).toFixed(1)}`);
     root.append(svg("polyline", { points: points.join(" "), class: `line l-${key}` }));
@@ -42,12 +30,17 @@ function chart(history) {
   return root;
 }
 
-function meter(label, used, cap) {
-  const pct = cap ? Math.min(100, (used / cap) * 100) : 0;
-  return el("div", { class: "meter" },
-    el("span", { class: "label", text: label }),
-    el("span", { class: "track" }, el("span", { class: "bar", style: { width: `${cap ? pct : 0}%` } })),
-    el("span", { class: "value", text: cap === null || cap === undefined ? `${used} (no cap)` : `${used} / ${cap}` }));
+// GPUs in use against a cap; a type without a cap of its own is drawn against `whole` (all
+// GPUs' cap: the budget's total or the backend's slots) and says so, or, with nothing to draw
+// it against, shows no bar at all (an empty bar read as "none in use").
+function meter(label, used, cap, whole = null) {
+  const against = cap ?? whole;
+  const text = cap !== null && cap !== undefined ? `${used} / ${cap}`
+    : against !== null && against !== undefined ? `${used} of ${against} (no cap of its own)` : `${used} in use (no cap)`;
+  const track = against ? el("span", { class: "track" }, el("span", { class: "bar",
+    style: { width: `${Math.min(100, (used / against) * 100)}%` } })) : el("span", { class: "no-track" });
+  return el("div", { class: "meter", "data-meter": label, "data-used": String(used), "data-cap": against ?? "" },
+    el("span", { class: "label", text: label }), track, el("span", { class: "value", text }));
 }
 
 export function render(main) {
@@ -65,7 +58,7 @@ export function render(main) {
       // Without a budget, a backend with a fixed number of GPUs (local slots) is the cap.
       meter(c.budget_total === null && c.total_gpus !== null ? "all (slots)" : "all types",
         c.in_use_total, c.budget_total ?? c.total_gpus),
-      ...types.map((t) => meter(t, c.in_use[t] || 0, c.budget_by_type[t])),
+      ...types.map((t) => meter(t, c.in_use[t] || 0, c.budget_by_type[t], c.budget_total ?? c.total_gpus)),
       el("p", { class: "muted", text: c.budget ? `budget ${c.budget}` : "no GPU budget set" }));
     gpus.dataset.inUse = String(c.in_use_total);
     const head = c.queue_head;
@@ -83,9 +76,17 @@ export function render(main) {
       c.nodes ? el("dl", { class: "facts" }, Object.entries(c.nodes).flatMap(([k, v]) =>
         [el("dt", { text: k.replace("_", " ") }), el("dd", { text: String(v) })]))
         : el("p", { text: c.total_gpus === null ? "no fixed number" : `${c.free_gpus} free of ${c.total_gpus}` }));
-    history.replaceChildren(el("h2", { id: "h-history", text: "Last hours" }), chart(c.history),
+    // Named for what it holds: the span of its samples (since this replica started, until
+    // it holds keep_s of them), not the hours it may hold one day.
+    const span = c.history.length > 1
+      ? (Date.parse(c.history[c.history.length - 1].at) - Date.parse(c.history[0].at)) / 1000 : 0;
+    const title = c.history.length > 1 ? `The last ${seconds(span)}` : "History";
+    history.replaceChildren(el("h2", { id: "h-history", "data-span-s": span.toFixed(0), text: title }),
+      chart(c.history, widthOf(history)),
       el("p", { class: "legend" }, LINES.map(([k, text]) => el("span", { class: `key l-${k}`, text }))),
-      el("p", { class: "muted", text: `a sample every ${seconds(c.sample_s)} (this replica's memory); now ${when(c.at)}` }));
+      el("p", { class: "muted", text: `${c.history.length ? `since ${when(c.history[0].at)}: ` : ""}a sample every ` +
+        `${seconds(c.sample_s)}, kept for ${seconds(c.keep_s)} in this replica's memory (a restart starts ` +
+        `afresh); now ${when(c.at)}` }));
   }
 
   // The whole history once, then only the samples after the last one held: a refresh every

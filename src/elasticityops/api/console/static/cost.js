@@ -3,17 +3,10 @@
 // by=capacity, and the same report as a CSV file (its capacity column included).
 // The report is admin-only: an invoke token's session is told so instead of a broken page.
 import { api, events } from "./api.js";
-import { COST_PHASES, costBy, el, hourSlots, seconds, usd, when } from "./format.js";
+import { svg, widthOf, yAxis } from "./chart.js";
+import { COST_PHASES, costBy, el, hourSlots, scroll, seconds, usd, when } from "./format.js";
 
-const SVG = "http://www.w3.org/2000/svg";
 const RANGES = [["1h", "last hour"], ["24h", "last 24 hours"], ["7d", "last 7 days"]];
-
-function svg(tag, attrs, text) {
-  const node = document.createElementNS(SVG, tag);
-  for (const [k, v] of Object.entries(attrs)) node.setAttribute(k, v);
-  if (text !== undefined) node.textContent = text;
-  return node;
-}
 
 function query(since, extra = "") {
   return `/v1/cost?since=${encodeURIComponent(since)}&by=function&by=hour&by=capacity${extra}`;
@@ -25,27 +18,24 @@ function needsAdmin(main, session) {
       `${session.token.scope}. Log in with an admin token (eops token create --scope admin) to see it.` }));
 }
 
-function chart(report) {
-  const width = 1200, height = 220, left = 60, right = 10, top = 16, bottom = 26;
-  // (main is ~1230 px wide at 1280 and .chart 220 px high: this shape fills it, text unscaled)
+function chart(report, width) {
+  const height = 220, left = 60, right = 10, top = 16, bottom = 26;  // drawn at its shown width: text unscaled
   const slots = hourSlots(report.since, report.until);
   const hours = new Map(costBy(report.groups, "hour").map((h) => [Date.parse(h.key), h]));
   const most = Math.max(1, ...[...hours.values()].map((h) => h.total));
   const step = (width - left - right) / slots.length;
-  const y = (v) => (v / most) * (height - top - bottom);
   const root = svg("svg", { viewBox: `0 0 ${width} ${height}`, class: "chart", id: "cost-chart", role: "img",
     "aria-label": `node-seconds per hour by phase, ${slots.length} hours, the most ${seconds(most)} in one hour` });
-  root.append(svg("line", { x1: left, y1: height - bottom, x2: width - right, y2: height - bottom, class: "axis" }),
-    svg("text", { x: left - 6, y: top + 4, class: "tick", "text-anchor": "end" }, seconds(most)),
-    svg("text", { x: left - 6, y: height - bottom, class: "tick", "text-anchor": "end" }, "0"),
-    svg("text", { x: left, y: height - 8, class: "tick" }, new Date(slots[0]).toLocaleString()),
+  const axis = yAxis(root, { left, right: width - right, top, bottom: height - bottom }, most, seconds, false);
+  const y = (v) => height - bottom - axis(v);  // a height, not a position
+  root.append(svg("text", { x: left, y: height - 8, class: "tick" }, when(slots[0])),
     svg("text", { x: width - right, y: height - 8, class: "tick", "text-anchor": "end" },
-      new Date(slots[slots.length - 1]).toLocaleString()));
+      when(slots[slots.length - 1])));
   slots.forEach((t, i) => {
     const h = hours.get(t);
     if (!h) return;
     const group = svg("g", { class: "hour", "data-hour": new Date(t).toISOString() });
-    group.append(svg("title", {}, `${new Date(t).toLocaleString()}: ${COST_PHASES
+    group.append(svg("title", {}, `${when(t)}: ${COST_PHASES
       .map(([p, name]) => `${name} ${seconds(h.node_seconds[p])}`).join(", ")}; ${usd(h.usd)}`));
     let base = height - bottom;
     for (const [p] of COST_PHASES) {
@@ -65,13 +55,13 @@ function chart(report) {
 function hourTable(report) {
   const rows = costBy(report.groups, "hour").filter((h) => h.total > 0);
   return el("details", { class: "hours" }, el("summary", { text: `Per hour as a table (${rows.length} ${rows.length === 1 ? "hour" : "hours"})` }),
-    el("table", { class: "list", id: "hour-table" },
+    scroll(el("table", { class: "list", id: "hour-table" },
       el("thead", {}, el("tr", {}, el("th", { scope: "col", text: "Hour" }),
         COST_PHASES.map(([, name]) => el("th", { scope: "col", class: "num", text: name })),
         el("th", { scope: "col", class: "num", text: "total" }), el("th", { scope: "col", class: "num", text: "cost" }))),
       el("tbody", {}, rows.map((h) => el("tr", {}, el("th", { scope: "row", text: when(h.key) }),
         COST_PHASES.map(([p]) => el("td", { class: "num", text: seconds(h.node_seconds[p]) })),
-        el("td", { class: "num", text: seconds(h.total) }), el("td", { class: "num", text: usd(h.usd) }))))));
+        el("td", { class: "num", text: seconds(h.total) }), el("td", { class: "num", text: usd(h.usd) })))))));
 }
 
 // What each key's rows are called: a function's name, or what its node time was priced as.
@@ -121,12 +111,13 @@ export function render(main, arg, { session }) {
     if (groups === shown) return;
     shown = groups;
     const open = body.querySelector("details.hours")?.open;
-    body.replaceChildren(el("h2", { text: "Per function (node-seconds)" }), table(report, "function"),
-      el("h2", { text: "Spot and on demand (node-seconds)" }), table(report, "capacity"),
-      el("h2", { text: "Per hour" }), chart(report),
+    const width = widthOf(body);
+    body.replaceChildren(el("h2", { text: "Per function (node-seconds)" }), scroll(table(report, "function")),
+      el("h2", { text: "Spot and on demand (node-seconds)" }), scroll(table(report, "capacity")),
+      el("h2", { text: "Per hour" }), chart(report, width),
       el("p", { class: "legend" }, COST_PHASES.map(([p, text]) => el("span", { class: `key k-${p}`, text }))),
       hourTable(report),
-      el("p", { class: "muted", text: `${new Date(hourSlots(report.since, report.until)[0]).toLocaleString()} ` +
+      el("p", { class: "muted", text: `${when(hourSlots(report.since, report.until)[0])} ` +
         `(the start of the range's first hour: the ledger's grain) to ${when(report.until)}; ` +
         "on the local backend these are GPU slot-seconds, priced as the node of their GPU type" }));
     if (open) body.querySelector("details.hours").open = true;

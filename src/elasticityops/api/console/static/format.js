@@ -1,4 +1,5 @@
-// Pure helpers: no DOM, no fetch (tests/console/test_format.py runs them in the browser).
+// Helpers of every page: no fetch; all but el and scroll pure (test_console_browser.py's
+// test_the_pages_pure_helpers_agree_with_the_server runs them in the browser).
 export function el(tag, attrs = {}, ...children) {
   const node = document.createElement(tag);
   for (const [key, value] of Object.entries(attrs)) {
@@ -15,6 +16,20 @@ export function el(tag, attrs = {}, ...children) {
   return node;
 }
 
+// A wide table in a box of its own that scrolls sideways: a narrow screen scrolls the table,
+// not the page (and never cuts it off).
+export function scroll(table) {
+  return el("div", { class: "scroll", tabindex: "0", role: "region", "aria-label": table.getAttribute("aria-label") || "table" }, table);
+}
+
+// What a backend runs for a spec: the local backend its command in its workdir (the image is
+// the Kubernetes backend's alone), the Kubernetes backend its command in its image.
+export function runs(spec, backend) {
+  const command = (spec.command || []).join(" ") || "–";
+  if (backend === "local") return `${command}  (in ${spec.workdir || "the gateway's working directory"})`;
+  return `${command}  (in image ${spec.image})`;
+}
+
 export function seconds(value) {
   if (value === null || value === undefined) return "–";
   if (value < 1) return `${Math.round(value * 1000)} ms`;
@@ -23,8 +38,61 @@ export function seconds(value) {
   return `${(value / 3600).toFixed(1)} h`;
 }
 
+// A time as "2026-12-06 09:50:26 UTC": the browser's zone, always named (a bare "9:50 AM"
+// is read in the reader's zone, which need not be the browser's nor the gateway's).
+const ZONE_PARTS = new Intl.DateTimeFormat("en-GB", {
+  year: "numeric", month: "2-digit", day: "2-digit", hour: "2-digit", minute: "2-digit",
+  second: "2-digit", hourCycle: "h23", timeZoneName: "short" });
+
+function zoned(ms) {
+  const p = Object.fromEntries(ZONE_PARTS.formatToParts(new Date(ms)).map((x) => [x.type, x.value]));
+  return { date: `${p.year}-${p.month}-${p.day}`, time: `${p.hour}:${p.minute}:${p.second}`, zone: p.timeZoneName };
+}
+
 export function when(iso) {
-  return iso ? new Date(iso).toLocaleString() : "–";
+  if (!iso) return "–";
+  const z = zoned(typeof iso === "number" ? iso : Date.parse(iso));
+  return `${z.date} ${z.time} ${z.zone}`;
+}
+
+// The time of day with its zone ("09:50:26 UTC"): a chart's axis within one day.
+export function clock(ms) {
+  const z = zoned(ms);
+  return `${z.time} ${z.zone}`;
+}
+
+// The browser's zone as the page names it ("UTC", "GMT+1"): what a datetime-local field means.
+export function zoneName() {
+  return zoned(Date.now()).zone;
+}
+
+// Round numbers for a chart's axis from 0 to at least `top`: steps of 1, 2 or 5 x 10^n, about
+// `count` of them; whole numbers only when `whole` (GPUs and invocations come in ones).
+export function ticks(top, count = 4, whole = true) {
+  const most = Math.max(top, whole ? 1 : Number.EPSILON);
+  const raw = most / count;
+  const power = 10 ** Math.floor(Math.log10(raw));
+  let step = [1, 2, 5, 10].map((m) => m * power).find((s) => s >= raw);
+  if (whole) step = Math.max(1, Math.round(step));
+  const out = [];
+  for (let v = 0; v < most + step - 1e-9; v += step) out.push(Number(v.toPrecision(12)));
+  return out;
+}
+
+// Invocations per time bucket, from a list of them (GET /v1/invocations items): how many were
+// accepted in each bucket, how many of those failed (failed or timed out), and the p95 time to
+// start of those that started. `since` and `step` in ms; buckets [since + i*step, + step).
+export function series(items, since, until, step) {
+  const n = Math.max(1, Math.ceil((until - since) / step));
+  const out = Array.from({ length: n }, (_, i) => ({ start: since + i * step, invocations: 0, failures: 0, starts: [] }));
+  for (const inv of items) {
+    const i = Math.floor((Date.parse(inv.timeline.accepted) - since) / step);
+    if (i < 0 || i >= n) continue;
+    out[i].invocations += 1;
+    if (inv.state === "failed" || inv.state === "timed_out") out[i].failures += 1;
+    if (inv.durations.time_to_start !== null) out[i].starts.push(inv.durations.time_to_start);
+  }
+  return out.map(({ starts, ...b }) => ({ ...b, p95Start: percentile(starts, 95) }));
 }
 
 export const TERMINAL = new Set(["succeeded", "failed", "cancelled", "timed_out"]);

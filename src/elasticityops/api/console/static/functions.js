@@ -1,17 +1,18 @@
-// Functions: each spec and version, with its recent success rate and p95 time to start,
-// counted from its latest invocations (one page of the list each, never all rows).
+// Functions: each spec and version, what the backend runs for it, and its recent success rate
+// and p95 time to start, counted from its latest invocations (one page of the list each, never
+// all rows). A name opens the function's own view (function.js): invoke it, its time series.
 import { api } from "./api.js";
-import { el, functionStats, seconds, when } from "./format.js";
+import { el, functionStats, runs, scroll, seconds, when } from "./format.js";
 
 const RECENT = 200;
 
-export function render(main) {
+export function render(main, _arg, { session }) {
   const body = el("tbody");
   const error = el("p", { class: "error", role: "alert" });
   main.append(el("h1", { text: "Functions" }), error,
-    el("table", { class: "list", "aria-label": "functions" },
-      el("thead", {}, el("tr", {}, ["Function", "Version", "GPU", "Priority", "Command / image", "Updated",
-        `Success (last ${RECENT})`, "p95 time to start"].map((h) => el("th", { scope: "col", text: h })))), body));
+    scroll(el("table", { class: "list", "aria-label": "functions" },
+      el("thead", {}, el("tr", {}, ["Function", "Version", "GPU", "Priority", `Runs (${session.backend} backend)`, "Updated",
+        `Success (last ${RECENT})`, "p95 time to start"].map((h) => el("th", { scope: "col", text: h })))), body)));
   const gone = new AbortController();
 
   async function load() {
@@ -27,9 +28,9 @@ export function render(main) {
         }).catch(() => { stats.textContent = "?"; });
       const gpu = spec.gpu ? `${spec.gpu.count ?? 1} × ${[].concat(spec.gpu.type).join(" | ")}` : "–";
       return el("tr", { "data-function": spec.name },
-        el("th", { scope: "row" }, el("a", { href: `#/invocations?function=${encodeURIComponent(spec.name)}`, text: spec.name })),
+        el("th", { scope: "row" }, el("a", { href: `#/functions/${encodeURIComponent(spec.name)}`, text: spec.name })),
         el("td", { text: String(version) }), el("td", { text: gpu }), el("td", { text: spec.priority ?? "–" }),
-        el("td", {}, el("details", {}, el("summary", {}, el("code", { text: spec.image || (spec.command || []).join(" ") || "–" })),
+        el("td", { class: "runs" }, el("details", {}, el("summary", {}, el("code", { text: runs(spec, session.backend) })),
           el("pre", { class: "spec", text: JSON.stringify(spec, null, 2) }))),
         el("td", { text: when(updated_at) }), stats, p95);
     }));

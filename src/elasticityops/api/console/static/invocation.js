@@ -1,29 +1,47 @@
 // One invocation: its timeline as a waterfall (queue, capacity, start, run), notes, exit code,
-// result preview, and its log tail, followed while it runs; live through the event stream.
+// result preview (or, once it ended without one, why), and its log tail, followed while it
+// runs; live through the event stream.
 import { api, events, stream } from "./api.js";
 import { COST_PHASES, TERMINAL, el, phases, preview, seconds, usd, when } from "./format.js";
 
 const LOG_TAIL = 16 * 1024;  // characters of output kept on the page
+const WHY_LINES = 12;  // lines of output a failure's explanation quotes
+const REREAD_MS = 10_000;  // an attempt under way: its cost in dollars read again this often
+
+// The phase of node time an attempt under way adds to (domain/node_seconds.py attempt_spans).
+function growing(timeline) {
+  if (timeline.started) return "run";
+  return timeline.capacity_ready ? "idle_before_start" : null;
+}
 
 export function render(main, id) {
   const heading = el("h1", { text: id });
   const summary = el("dl", { class: "facts" });
   const waterfall = el("div", { class: "waterfall", role: "img", "aria-label": "timeline" });
   const cost = el("dl", { class: "costs", id: "cost" });
-  const notes = el("ol", { class: "notes" });
+  const notes = el("ol", { class: "notes", id: "notes" });
+  const notesHeading = el("h2", { text: "Notes" });
   const result = el("pre", { class: "result", tabindex: "0", "aria-label": "result" });
   const logs = el("pre", { class: "logs", id: "logs", tabindex: "0", "aria-label": "log tail" });
   const cancel = el("button", { type: "button", id: "cancel", hidden: true, text: "Cancel" });
   const error = el("p", { class: "error", role: "alert" });
   main.append(el("p", {}, el("a", { href: "#/invocations", text: "← Invocations" })), heading, cancel, error,
     summary, el("h2", { text: "Timeline" }), waterfall,
-    el("h2", { text: "Cost (node-seconds)" }), cost, el("h2", { text: "Notes" }), notes,
+    el("h2", { text: "Cost (node-seconds)" }), cost, notesHeading, notes,
     el("h2", { text: "Result" }), result, el("h2", { text: "Log tail" }), logs);
 
   const aborter = new AbortController();
   let inv = null;
   let following = false;
   let ticker = null;
+  let reread = null;
+  let logText = "";
+  let logRead = false;  // the whole log (an ended invocation's) has been read
+  // The gateway's clock minus this browser's, from the instant the answer's cost was counted
+  // to (`cost.as_of`): the timeline's phase under way and the cost's open phase both run to
+  // the gateway's "now", so they read the same however far the two clocks are apart.
+  let skew = 0;
+  const now = () => Date.now() + skew;
 
   function fact(name, value) {
     return [el("dt", { text: name }), el("dd", { text: value ?? "–" })];
@@ -44,11 +62,12 @@ export function render(main, id) {
       ...(inv.queue_reason ? fact("Queue", `#${inv.queue_position}: ${inv.queue_reason}`) : []),
     );
     summary.dataset.state = inv.state;
-    const now = Date.now();
-    const spans = phases(inv.timeline, now);
-    const start = spans.length ? spans[0][1] : now;
+    const at = now();
+    const spans = phases(inv.timeline, at);
+    const start = spans.length ? spans[0][1] : at;
     const total = Math.max(1, Math.max(start, ...spans.map((s) => s[2])) - start);
-    waterfall.replaceChildren(...spans.map(([name, a, b]) => el("div", { class: "phase", "data-phase": name },
+    waterfall.replaceChildren(...spans.map(([name, a, b]) => el("div", { class: "phase", "data-phase": name,
+      "data-seconds": ((b - a) / 1000).toFixed(3) },
       el("span", { class: "label", text: name }),
       el("span", { class: "track" }, el("span", {
         class: `bar p-${name}`,
@@ -56,49 +75,83 @@ export function render(main, id) {
       })),
       el("span", { class: "value", text: seconds((b - a) / 1000) }))));
     waterfall.setAttribute("aria-label", `timeline: ${spans.map(([n, a, b]) => `${n} ${seconds((b - a) / 1000)}`).join(", ")}`);
-    drawCost(inv.cost, inv.node_capacity);
-    notes.replaceChildren(...(inv.notes.length ? inv.notes.map((n) => el("li", {},
-      el("time", { text: when(n.at) }), " ", el("strong", { text: n.kind }), ` ${n.message}`))
-      : [el("li", { class: "muted", text: "none" })]));
-    result.textContent = preview(inv.result) || "(none yet)";
+    drawCost(inv.cost, inv.node_capacity, at);
+    // No notes, no list (an empty one read as "1. none").
+    notesHeading.hidden = notes.hidden = !inv.notes.length;
+    notes.replaceChildren(...inv.notes.map((n) => el("li", {},
+      el("time", { datetime: n.at, text: when(n.at) }), " ", el("strong", { text: n.kind }), ` ${n.message}`)));
+    drawResult();
     cancel.hidden = TERMINAL.has(inv.state);
+  }
+
+  // The result; once it has ended without one, why: its state, failure reason, message and
+  // the last lines of its output (the log below has the rest).
+  function drawResult() {
+    const ended = TERMINAL.has(inv.state);
+    const has = inv.result !== null && inv.result !== undefined;
+    result.dataset.outcome = has ? "result" : ended ? inv.state : "pending";
+    const lines = [];
+    if (ended && inv.state !== "succeeded") {
+      const reason = inv.failure_reason ? ` (${inv.failure_reason.replaceAll("_", " ")})` : "";
+      lines.push(`${inv.state.replaceAll("_", " ")}${reason}${inv.message ? `: ${inv.message}` : ""}`);
+    }
+    if (has) lines.push(preview(inv.result));
+    else if (!ended) lines.push("(none yet: it has not ended)");
+    else if (inv.state === "succeeded") lines.push("(it succeeded and handed back no result)");
+    else if (inv.state !== "cancelled") {
+      const tail = logText.trimEnd().split("\n").slice(-WHY_LINES).join("\n");
+      lines.push(tail ? `No result. The last lines of its output:\n${tail}`
+        : logRead ? "No result, and no output." : "No result. (Reading its output…)");
+    } else lines.push("No result.");
+    result.textContent = lines.join("\n");
   }
 
   // The node time it caused by phase (GET /v1/invocations/{id} `cost`); phases of no time are
   // left out, so a run on a warm slot reads as one line. `capacity`: what its current (or last)
   // attempt's node is priced as (spot, on-demand, local), null while no node is known.
-  function drawCost(c, capacity) {
+  // While open, the phase under way grows from `as_of` to `at` as the timeline's does (the
+  // dollars are those of `as_of`, read again every 10 s).
+  function drawCost(c, capacity, at) {
     if (!c) { cost.replaceChildren(el("dd", { class: "muted", text: "not known" })); return; }
-    const spent = COST_PHASES.filter(([p]) => c.node_seconds[p] > 0);
+    const phase = c.open && c.as_of ? growing(inv.timeline) : null;
+    const more = phase ? Math.max(0, at - Date.parse(c.as_of)) / 1000 : 0;
+    const spent = Object.fromEntries(COST_PHASES.map(([p]) => [p, c.node_seconds[p] + (p === phase ? more : 0)]));
     cost.dataset.open = String(c.open);
-    cost.replaceChildren(...spent.flatMap(([p, name]) => [el("dt", { text: name }),
-      el("dd", { "data-phase": p, "data-seconds": c.node_seconds[p].toFixed(3), text: seconds(c.node_seconds[p]) })]),
-    ...fact("Total", `${seconds(c.total_node_seconds)}${c.open ? " so far (under way)" : ""}`),
+    cost.replaceChildren(...COST_PHASES.filter(([p]) => spent[p] > 0).flatMap(([p, name]) => [el("dt", { text: name }),
+      el("dd", { "data-phase": p, "data-seconds": spent[p].toFixed(3), text: seconds(spent[p]) })]),
+    ...fact("Total", `${seconds(c.total_node_seconds + more)}${c.open ? " so far (under way)" : ""}`),
     ...fact("Cost", c.unpriced_node_seconds ? `${usd(c.usd)} + ${seconds(c.unpriced_node_seconds)} unpriced` : usd(c.usd)),
     el("dt", { text: "Node priced as" }), el("dd", { "data-capacity": capacity ?? "", text: capacity ?? "–" }));
   }
 
   async function load() {
+    const asked = Date.now();
     inv = await api(`/v1/invocations/${encodeURIComponent(id)}`);
+    if (inv.cost?.as_of) skew = Date.parse(inv.cost.as_of) - (asked + Date.now()) / 2;
     draw();
     if (!following && inv.state !== "queued" && inv.state !== "pending") followLogs();
     clearInterval(ticker);
-    ticker = TERMINAL.has(inv.state) ? null : setInterval(draw, 500);  // bars under way grow
+    clearTimeout(reread);
+    const live = !TERMINAL.has(inv.state);
+    ticker = live ? setInterval(draw, 500) : null;  // bars under way grow
+    reread = live ? setTimeout(() => load().catch(() => null), REREAD_MS) : null;
   }
 
   async function followLogs() {
     following = true;
-    let text = "";
     try {
       await stream(`/v1/invocations/${encodeURIComponent(id)}/logs?follow=${TERMINAL.has(inv.state) ? "false" : "true"}`,
         (chunk) => {
-          text = (text + chunk).slice(-LOG_TAIL);
-          logs.textContent = text;
+          logText = (logText + chunk).slice(-LOG_TAIL);
+          logs.textContent = logText;
           logs.scrollTop = logs.scrollHeight;
         }, aborter.signal);
-      if (!text) logs.textContent = "(no output)";
+      if (!logText) logs.textContent = "(no output)";
     } catch (e) {
       if (e.name !== "AbortError") logs.textContent = `(logs: ${e.message})`;
+    } finally {
+      logRead = true;
+      if (inv) drawResult();  // a failure's explanation quotes the output's end
     }
   }
 
@@ -116,5 +169,5 @@ export function render(main, id) {
     if (changes === null || changes.some((c) => c.id === id)) load().catch((e) => { error.textContent = e.message; });
   });
   load().catch((e) => { error.textContent = e.message; if (e.status === 401) throw e; });
-  return () => { close(); aborter.abort(); clearInterval(ticker); };
+  return () => { close(); aborter.abort(); clearInterval(ticker); clearTimeout(reread); };
 }

@@ -1,7 +1,7 @@
 // The invocations list: filters (function, state, accepted before/after), pages from the
 // store by keyset (the API's cursor), rows kept live by the event stream without a reload.
 import { api, events } from "./api.js";
-import { STATES, cursorBefore, el, seconds, when } from "./format.js";
+import { STATES, cursorBefore, el, scroll, seconds, when, zoneName } from "./format.js";
 
 const PAGE = 50;
 const REFRESH_MS = 2000;  // bench/console_load.py: the browser's reads during a burst
@@ -24,7 +24,7 @@ export function render(main, _arg, { session }) {
   } },
   el("label", { for: "f-function", text: "Function" }), fn,
   el("label", { for: "f-state", text: "State" }), state,
-  el("label", { for: "f-after", text: "Accepted after" }), after,
+  el("label", { for: "f-after", text: `Accepted after (${zoneName()})` }), after,
   el("label", { for: "f-before", text: "before" }), before,
   el("button", { type: "submit", text: "Filter" }));
 
@@ -34,7 +34,7 @@ export function render(main, _arg, { session }) {
       .map((h) => el("th", { scope: "col", text: h })))), body);
   const more = el("button", { type: "button", id: "more", hidden: true, text: "Older…" });
   const status = el("p", { class: "muted", id: "list-status" });
-  main.append(el("h1", { text: "Invocations" }), form, status, table, more);
+  main.append(el("h1", { text: "Invocations" }), form, status, scroll(table), more);
 
   const afterMs = after.value ? Date.parse(after.value) : null;
   const firstCursor = before.value ? cursorBefore(Date.parse(before.value)) : null;
