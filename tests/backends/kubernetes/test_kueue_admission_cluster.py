@@ -11,6 +11,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 
 from elasticityops.backends.kubernetes.labels import COMPONENT_LABEL
@@ -18,6 +19,7 @@ from elasticityops.backends.kubernetes.manifests import job_name
 from elasticityops.backends.kubernetes.warm_objects import WARM_COMPONENT
 from elasticityops.ops.kueue import KueueInputs, kueue_manifests
 from helpers.kueue import KUEUE, applied, wait_active, wait_for
+from helpers.pg_cluster import PgCluster, create_database
 from helpers.server import RunningServer
 
 from .cluster_support import (
@@ -29,6 +31,7 @@ from .cluster_support import (
     k8s_gateway,
     runs,
     start_k8s_gateway,
+    start_replica,
     status,
     wait_all_ended,
 )
@@ -232,3 +235,51 @@ def test_capacity_provisioned_all_or_nothing_is_named_step_by_step(
         assert all(m.startswith("Kueue: admission check eops-provisioning ") for m in checks), checks
         assert "Ready" in checks[-1], checks
         assert kinds.index("KueueAdmissionCheck") < kinds.index("KueueAdmitted"), notes
+
+
+def test_a_leader_killed_while_kueue_holds_its_jobs_is_followed_by_one_that_doubles_nothing(
+    cluster: Any, dev_namespace: str, own_postgres: PgCluster, tmp_path: Path
+) -> None:
+    """Two replicas on one PostgreSQL with Kueue admission: the leader is killed with one
+    invocation running and two waiting in Kueue; the follower takes over, follows Kueue's
+    Workloads, and all three end once, one Job each."""
+    ns = dev_namespace
+    inputs = KueueInputs(
+        gpu_budget="nvidia-tesla-t4=1", namespace=ns, cluster_queue=ns, provisioning_class="none"
+    )
+    database = create_database(own_postgres, "eops_kueue_replicas")
+    replicas = [
+        start_replica(cluster, ns, tmp_path / name, database, name, **KUEUE_ADMISSION) for name in ("a", "b")
+    ]
+    try:
+        with cluster.api() as api, applied(api, kueue_manifests(inputs)), JobCounter(cluster, ns) as counter:
+            wait_active(api, f"{KUEUE}/clusterqueues/{ns}")
+            leader = wait_for(lambda: _leading(replicas), 30, "a leader")
+            follower = next(r for r in replicas if r is not leader)
+            deploy(follower, name="render", annotations=runs(8))
+            ids = [invoke(follower, "render") for _ in range(3)]
+            wait_for(
+                lambda: sum("KueueQueued" in _kinds(follower, inv) for inv in ids) >= 2,
+                90,
+                "two invocations waiting in Kueue",
+            )
+            leader.kill()
+            wait_for(lambda: _leading([follower]), 30, "the follower leading")
+            wait_all_ended(follower, ids, 240, cluster, ns)
+            assert Counter(status(follower, inv)["state"] for inv in ids) == Counter(succeeded=3)
+            assert all(status(follower, inv)["attempt"] == 0 for inv in ids)
+        assert set(counter.most.values()) == {1}, "one Job per invocation"
+    finally:
+        for replica in replicas:
+            replica.stop()
+
+
+def _leading(replicas: list[RunningServer]) -> RunningServer | None:
+    for replica in replicas:
+        try:
+            ready = httpx.get(f"{replica.url}/readyz", timeout=2)
+        except httpx.TransportError:
+            continue
+        if ready.status_code == 200 and ready.json().get("role") == "leader":
+            return replica
+    return None
