@@ -47,8 +47,11 @@ class KueueWatching:
                 self._views.pop(inv, None)
                 self._told.pop(inv, None)
             return
-        if not self._followed.current(inv, view.attempt):
-            return  # an older attempt's, while it goes
+        if inv not in self._followed.attempts or not self._followed.current(inv, view.attempt):
+            # Not followed: its Job is gone (a Workload outlives it while it is collected); the
+            # Jobs are listed before the Workloads, so every live one is followed by now. Or an
+            # older attempt's, while it goes.
+            return
         if (before := self._views.get(inv)) is not None and before.attempt != view.attempt:
             self._told.pop(inv, None)
         self._views[inv] = view
