@@ -49,6 +49,8 @@ def _sample(knob: Spec) -> tuple[str, Any]:
         return "nvidia-l4=3", GpuBudget(per_type=(("nvidia-l4", 3),))
     if knob.env == "EOPS_HEADROOM":  # a policy in the planner's syntax
         return "warm:2", "warm:2"
+    if knob.env == "EOPS_METRICS_TOKEN":  # a scrape token: 16 characters at least
+        return "scrape-token-0123456789", "scrape-token-0123456789"
     return "sample-text", "sample-text"
 
 

@@ -96,6 +96,7 @@ OPTIONS = [
             priority_classes=False,
             service_monitor=True,
             scrape_interval="15s",
+            metrics_token_secret=SecretKey("eops-scrape", "token"),
         ),
         id="every-value-set",
     ),
@@ -128,6 +129,10 @@ def test_helm_template_renders_what_render_deploy_renders(
         pytest.param(
             {"replicas": 3, "database": {"secretName": "eops-db"}, "serviceMonitor": {"enabled": True}},
             id="replicas-and-monitor",
+        ),
+        pytest.param(
+            {"serviceMonitor": {"enabled": True}, "metrics": {"tokenSecretName": "eops-scrape"}},
+            id="monitor-with-a-scrape-token",
         ),
     ],
 )
