@@ -42,11 +42,17 @@ class ApiSettings:
         env="EOPS_MAX_PAYLOAD_BYTES",
         unit="bytes",
         ge=1,
+        le=256 * MIB,
         shown=f"{MIB} (1 MiB)",
         help="Largest request body: invocation payloads, function specs and results.",
     )
     max_wait_seconds: int = knob(
-        900, env="EOPS_MAX_WAIT_SECONDS", unit="seconds", ge=0, help="Longest ?wait= a caller may ask for."
+        900,
+        env="EOPS_MAX_WAIT_SECONDS",
+        unit="seconds",
+        ge=0,
+        le=86_400,
+        help="Longest ?wait= a caller may ask for.",
     )
     public_url: str = knob(
         "",

@@ -124,6 +124,7 @@ class DeployOptions:
         1,
         unit="pods",
         ge=1,
+        le=100,
         help="Gateway pods. Above 1 they elect a leader through a Lease, share PostgreSQL "
         "(--database-url-secret) and have no SQLite volume.",
     )
