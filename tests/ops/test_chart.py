@@ -175,13 +175,14 @@ def test_a_gpu_budget_given_as_a_number_is_still_text(helm_binary: str, tmp_path
 def test_every_value_is_documented_with_its_flag() -> None:
     values = yaml.safe_load(chart.values_yaml())
     assert values == values_of(DeployOptions())
-    for line in ("--replicas; >=1", "--database-url-secret", "--priority-classes", "--service-monitor"):
+    for line in ("--replicas; 1 to 100", "--database-url-secret", "--priority-classes", "--service-monitor"):
         assert line in chart.values_yaml()
     schema = json.loads(chart.values_schema())
     assert schema["properties"]["replicas"] == {
         "type": "integer",
         "description": schema["properties"]["replicas"]["description"],
         "minimum": 1,
+        "maximum": 100,
     }
 
 
