@@ -80,7 +80,17 @@ def start_gateway(data_dir: Path) -> tuple[subprocess.Popen[bytes], str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("EOPS_")}
     with log.open("wb") as out:
         process = subprocess.Popen(
-            [str(EOPS), "serve", "--host", "127.0.0.1", "--port", "0", "--data-dir", str(data_dir), "--paused"],
+            [
+                str(EOPS),
+                "serve",
+                "--host",
+                "127.0.0.1",
+                "--port",
+                "0",
+                "--data-dir",
+                str(data_dir),
+                "--paused",
+            ],
             stdout=out,
             stderr=subprocess.STDOUT,
             env=env,
@@ -103,7 +113,9 @@ def start_gateway(data_dir: Path) -> tuple[subprocess.Popen[bytes], str, str]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--count", type=int, default=60, help="invocations, and the page size")
     parser.add_argument("--size", type=int, default=1024 * 1024, help="bytes of each result")
     parser.add_argument("--runs", type=int, default=20, help="timed list pages of each kind")
@@ -119,7 +131,9 @@ def main() -> None:
         answer_bytes = 0
         process, url, token = start_gateway(data_dir)
         try:
-            with httpx.Client(base_url=url, headers={"Authorization": f"Bearer {token}"}, timeout=120) as http:
+            with httpx.Client(
+                base_url=url, headers={"Authorization": f"Bearer {token}"}, timeout=120
+            ) as http:
                 for _ in range(args.runs):
                     store_s.append(asyncio.run(time_store(data_dir, args.count)))
                     started = time.perf_counter()
