@@ -109,3 +109,21 @@ def test_serve_refuses_a_short_scrape_token_before_it_starts(tmp_path: Path) -> 
     assert "--metrics-token" in done.stderr
     assert "16 to 4096 characters" in done.stderr
     assert "Traceback" not in done.stderr
+
+
+@pytest.mark.parametrize(
+    ("env", "warned"),
+    [
+        pytest.param({"EOPS_HOST": "0.0.0.0"}, True, id="wildcard-no-token"),
+        pytest.param(
+            {"EOPS_HOST": "0.0.0.0", "EOPS_METRICS_TOKEN": SCRAPE_TOKEN}, False, id="wildcard-token"
+        ),
+        pytest.param({"EOPS_HOST": "127.0.0.1"}, False, id="loopback"),
+    ],
+)
+def test_the_banner_says_when_metrics_are_open_beyond_loopback(env: dict[str, str], warned: bool) -> None:
+    from elasticityops.cli.serve import _banner
+
+    text = _banner(load_settings(env=env), "eops_x", created=True, deployed=[])
+    assert ("/metrics (cost by function) is open" in text) is warned
+    assert SCRAPE_TOKEN not in text
