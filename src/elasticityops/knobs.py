@@ -4,6 +4,10 @@ variable, flag, limits). Everything else is derived from that one declaration: r
 variables, typed conversion (pydantic, by the declared type), the limits check, the YAML keys of the
 planner's config file, and the CLI options with their help (cli/knob_options.py).
 
+Every numeric knob states its range, a bound below (`ge`/`gt`) and one above (`le`/`lt`), or
+choices: `specs()` refuses a declaration without one, so no value read from a variable, a flag or
+a file is unbounded (an absurd one, say a headroom of 10^20 units, once held a core for good).
+
 A dataclass field that holds another dataclass groups that one's knobs under its name
 (`Settings.store.read_threads` is the knob `store.read_threads`); a field made without `knob()` is
 no knob (wiring such as the server secret, or a tuning constant nobody sets)."""
@@ -147,15 +151,24 @@ class Spec:
         return str(self.default)
 
     @property
+    def is_numeric(self) -> bool:
+        return self.base in (int, float) and "parse" not in self.about
+
+    @property
     def limits(self) -> str:
-        """`>=1`, `1 to 65535`, `>0`, `one of: a, b`; empty when there are none."""
+        """`1 to 65535`, `>0, <=720`, `one of: a, b`; empty when there are none."""
         if "choices" in self.about:
             return "one of: " + ", ".join(self.about["choices"])
         about = self.about
         if "ge" in about and "le" in about:
-            return f"{about['ge']:g} to {about['le']:g}"
-        bounds = [(op, about.get(key)) for op, key in ((">=", "ge"), (">", "gt"), ("<=", "le"), ("<", "lt"))]
-        return ", ".join(f"{op}{bound:g}" for op, bound in bounds if bound is not None)
+            return f"{_number(about['ge'])} to {_number(about['le'])}"
+        bounds: list[tuple[str, float | None]] = [
+            (">=", about.get("ge")),
+            (">", about.get("gt")),
+            ("<=", about.get("le")),
+            ("<", about.get("lt")),
+        ]
+        return ", ".join(f"{op}{_number(bound)}" for op, bound in bounds if bound is not None)
 
     def expected(self) -> str:
         """What a good value is, in words: `a whole number 1 to 65535`, `one of: a, b`."""
@@ -218,6 +231,24 @@ class Spec:
         return f"use {self.expected()} (default: {self.default_text})"
 
 
+def _number(bound: float) -> str:
+    """A bound as written: 67108864, not 6.71089e+07; 0.5 as 0.5."""
+    return str(int(bound)) if float(bound).is_integer() else f"{bound:g}"
+
+
+def _ranged(knob_spec: Spec) -> Spec:
+    """`knob_spec`, unless it is a numeric knob declared without a range (a TypeError naming it)."""
+    about = knob_spec.about
+    below = "ge" in about or "gt" in about
+    above = "le" in about or "lt" in about
+    if knob_spec.is_numeric and "choices" not in about and not (below and above):
+        raise TypeError(
+            f"knob {knob_spec.path} ({knob_spec.flag}) is a number without a range: declare a bound "
+            "below (ge= or gt=) and one above (le= or lt=) in its knob()"
+        )
+    return knob_spec
+
+
 @cache
 def _adapter(kind: Any) -> Any:
     from pydantic import TypeAdapter
@@ -238,7 +269,7 @@ def _walk(cls: type, prefix: str, instance: Any) -> Iterable[Spec]:
     for f in fields(cls):
         default = _default(f) if instance is None else getattr(instance, f.name)
         if _META in f.metadata:
-            yield Spec(prefix + f.name, hints[f.name], default, f.metadata[_META])
+            yield _ranged(Spec(prefix + f.name, hints[f.name], default, f.metadata[_META]))
         elif is_dataclass(hints[f.name]) and default is not MISSING:
             yield from _walk(hints[f.name], f"{prefix}{f.name}.", default)
 

@@ -15,7 +15,7 @@ from elasticityops.domain.invocations import FailureReason, Invocation, State
 from elasticityops.domain.node_seconds import InvocationCost, Phase, PhaseTotal, priced_as
 from elasticityops.domain.ports import FunctionRecord
 from elasticityops.domain.queue import QueueStatus
-from elasticityops.domain.results import PREVIEW_CHARS, served, summary
+from elasticityops.domain.results import PREVIEW_CHARS, ResultSummary, served, summary
 from elasticityops.pricing.table import Capacity
 
 # The largest page of GET /v1/invocations, for the server and for the clients and CLI alike.
@@ -237,11 +237,13 @@ class InvocationOut(BaseModel):
         *,
         unnamed: Capacity = Capacity.on_demand,
         listed: bool = False,
+        brief: ResultSummary | None = None,
     ) -> InvocationOut:
         """`unnamed`: what a node that names no capacity is priced as (the backend's); `listed`:
-        as an item of a list, which carries the result's summary, not the result."""
+        as an item of a list, which carries the result's summary, not the result; `brief`: that
+        summary as the store read it for a list, else made from the result."""
         tl = inv.timeline
-        brief = summary(inv.result)
+        brief = brief or summary(inv.result)
         capacity = priced_as(inv, unnamed)
         return cls(
             id=inv.id,

@@ -49,6 +49,8 @@ def _sample(knob: Spec) -> tuple[str, Any]:
         return "nvidia-l4=3", GpuBudget(per_type=(("nvidia-l4", 3),))
     if knob.env == "EOPS_HEADROOM":  # a policy in the planner's syntax
         return "warm:2", "warm:2"
+    if knob.env == "EOPS_METRICS_TOKEN":  # a scrape token: 16 characters at least
+        return "scrape-token-0123456789", "scrape-token-0123456789"
     return "sample-text", "sample-text"
 
 
@@ -123,11 +125,11 @@ def test_a_wildcard_host_gives_jobs_a_reachable_callback_url() -> None:
     [
         ("EOPS_PORT", "eighty", "a whole number 0 to 65535 (default: 8080)"),
         ("EOPS_PORT", "70000", "a whole number 0 to 65535"),
-        ("EOPS_GPUS", "-1", "a whole number >=0"),
+        ("EOPS_GPUS", "-1", "a whole number 0 to 1024"),
         ("EOPS_GPUS", "1.5", "a whole number"),
-        ("EOPS_COLD_START_SECONDS", "nan", "a number >=0 (default: 0)"),
+        ("EOPS_COLD_START_SECONDS", "nan", "a number 0 to 3600 (default: 0)"),
         ("EOPS_DISPATCH_PAUSED", "maybe", "true or false"),
-        ("EOPS_KUBE_QPS", "0", "a number >0 (default: 500)"),
+        ("EOPS_KUBE_QPS", "0", "a number >0, <=100000 (default: 500)"),
         ("EOPS_LOG_LEVEL", "loud", "one of: critical, error, warning, info, debug"),
         ("EOPS_KUBE_IMAGE_PULL_POLICY", "Sometimes", "one of: Always, IfNotPresent, Never"),
     ],
@@ -211,8 +213,10 @@ def test_the_gpu_budget_is_one_number_or_one_per_gpu_type(raw: str, budget: GpuB
         ),
         pytest.param("nvidia-l4=two", "'two' for nvidia-l4 is not a whole number", id="not-a-number"),
         pytest.param("nvidia-l4=1.5", "'1.5' for nvidia-l4 is not a whole number", id="not-whole"),
-        pytest.param("nvidia-l4=-1", "'-1' for nvidia-l4 is not a whole number >=0", id="negative-per-type"),
-        pytest.param("-2", "'-2' is not a whole number >=0", id="negative-total"),
+        pytest.param(
+            "nvidia-l4=-1", "'-1' for nvidia-l4 is not a whole number 0 to 1000000", id="negative-per-type"
+        ),
+        pytest.param("-2", "'-2' is not a whole number 0 to 1000000", id="negative-total"),
         pytest.param("nvidia-l4=1,nvidia-l4=2", "nvidia-l4 is given twice", id="duplicate"),
         pytest.param("nvidia-l4=1,,nvidia-tesla-t4=2", "an empty item", id="empty-item"),
         pytest.param("nvidia-l4=1,", "an empty item", id="trailing-comma"),

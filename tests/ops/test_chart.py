@@ -96,6 +96,7 @@ OPTIONS = [
             priority_classes=False,
             service_monitor=True,
             scrape_interval="15s",
+            metrics_token_secret=SecretKey("eops-scrape", "token"),
         ),
         id="every-value-set",
     ),
@@ -128,6 +129,10 @@ def test_helm_template_renders_what_render_deploy_renders(
         pytest.param(
             {"replicas": 3, "database": {"secretName": "eops-db"}, "serviceMonitor": {"enabled": True}},
             id="replicas-and-monitor",
+        ),
+        pytest.param(
+            {"serviceMonitor": {"enabled": True}, "metrics": {"tokenSecretName": "eops-scrape"}},
+            id="monitor-with-a-scrape-token",
         ),
     ],
 )
@@ -170,13 +175,14 @@ def test_a_gpu_budget_given_as_a_number_is_still_text(helm_binary: str, tmp_path
 def test_every_value_is_documented_with_its_flag() -> None:
     values = yaml.safe_load(chart.values_yaml())
     assert values == values_of(DeployOptions())
-    for line in ("--replicas; >=1", "--database-url-secret", "--priority-classes", "--service-monitor"):
+    for line in ("--replicas; 1 to 100", "--database-url-secret", "--priority-classes", "--service-monitor"):
         assert line in chart.values_yaml()
     schema = json.loads(chart.values_schema())
     assert schema["properties"]["replicas"] == {
         "type": "integer",
         "description": schema["properties"]["replicas"]["description"],
         "minimum": 1,
+        "maximum": 100,
     }
 
 

@@ -28,6 +28,7 @@ from .promql import (
 
 DASHBOARD_PATH = REPO / "deploy" / "grafana" / "elasticityops.json"
 AUTOSCALER_PREFIX = "cluster_autoscaler_"
+SCRAPE_TOKEN = "dashboard-scrape-0123456789abcdef"
 
 
 @pytest.fixture(scope="module")
@@ -113,10 +114,15 @@ def test_every_gateway_metric_is_exported(dashboard: dict[str, Any], tmp_path: P
     # Warm capacity and a per-type budget, so that their labelled gauges have samples; one
     # invocation run to its end, so that the histograms have observations.
     args = ("--gpus", "2", "--example", "--headroom", "warm:1", "--gpu-budget", "nvidia-tesla-t4=2")
-    with running_server(tmp_path / "gw", *args) as gateway, gateway.client() as http:
+    # Scraped as Prometheus would scrape a gateway with a scrape token (the chart's ServiceMonitor
+    # with metrics.tokenSecretName): the dashboard reads the same series.
+    scrape = {"Authorization": f"Bearer {SCRAPE_TOKEN}"}
+    env = {"EOPS_METRICS_TOKEN": SCRAPE_TOKEN}
+    with running_server(tmp_path / "gw", *args, env=env) as gateway, gateway.client() as http:
         done = http.post("/v1/functions/hello/invocations", params={"wait": 30}, json={"name": "Ada"})
         assert done.json()["state"] == "succeeded", done.text
-        exposition = httpx.get(f"{gateway.url}/metrics", timeout=10).text
+        assert httpx.get(f"{gateway.url}/metrics", timeout=10).status_code == 401
+        exposition = httpx.get(f"{gateway.url}/metrics", headers=scrape, timeout=10).text
     exported = exported_series(exposition)
     assert wanted <= exported, f"not exported: {sorted(wanted - exported)}"
     # Every label a gateway query groups or matches by is on the samples of the series it reads.

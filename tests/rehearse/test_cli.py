@@ -63,7 +63,10 @@ def inputs(tmp_path: Path) -> dict[str, Path]:
             ["--headroom", "given twice"],
         ),
         (["--trace", "{trace}", "--out", "{file}"], ["--out", "is a file"]),
-        (["--trace", "{trace}", "--out", "{out}", "--max-in-flight", "0"], ["--max-in-flight", ">=1"]),
+        (
+            ["--trace", "{trace}", "--out", "{out}", "--max-in-flight", "0"],
+            ["--max-in-flight", "1 to 100000"],
+        ),
         (["--trace", "{trace}", "--out", "{out}", "--warmup", "12.5"], ["--warmup", "no request to measure"]),
     ],
     ids=[

@@ -763,3 +763,53 @@ def test_the_running_totals_are_split_by_capacity_from_the_ledger(
             {**row, "usd": pytest.approx(row["usd"])}
             for row in sorted(old_totals, key=lambda r: (r["function"], r["phase"]))
         ]
+
+
+def test_a_list_reads_each_results_head_written_at_0015(store_url: str, run: asyncio.Runner) -> None:
+    """0015: a row from 0014 with a 1 MiB result gets its head; a list then reads the head and the
+    result's length, never the result, and a row written without a head (by an earlier release,
+    meanwhile) is still summarised. On SQLite the large values end every row (reaching a column
+    after them walked their overflow pages: a list page of 60 such rows took 70 ms)."""
+    _migrate_to(store_url, "0014")
+    big = b'"' + b"\xc3\xa9" * 600_000 + b'"'  # 1.2 MB of JSON text, two bytes a character
+    with _engine(store_url) as engine, engine.begin() as conn:
+        # The columns the previous release had: those added since are nullable or defaulted.
+        old_table = _frozen_schema().tables["invocations"]
+        conn.execute(insert(old_table), [_old_invocation(SUCCEEDED, "succeeded", result=big)])
+    run.run(_close(open_store(store_url)))
+    assert _versions(store_url) == [HEAD]
+    assert _schema_differences(store_url, tables.metadata) == []
+    with _engine(store_url) as engine, engine.begin() as conn:
+        head = conn.execute(select(tables.invocations.c.result_head)).scalar()
+        assert head == big[:800]
+        # As a gateway of the release before writes a result: no head.
+        conn.execute(tables.invocations.update().values(result_head=None))
+        if engine.dialect.name == "sqlite":
+            order = [row[1] for row in conn.execute(text("PRAGMA table_info(invocations)"))]
+            assert order[-3:] == ["result_head", "result", "payload"], "a column was added after them"
+
+    async def listed() -> tuple[Any, Any]:
+        store = await open_store(store_url)
+        try:
+            page = await store.list_invocations(function=None, state=None, limit=10, cursor=None)
+            return page, await store.get_invocation(SUCCEEDED)
+        finally:
+            await store.close()
+
+    page, whole = run.run(listed())
+    [item] = page.items
+    assert item.result is None, "a list carries no result"
+    assert page.summaries[SUCCEEDED].bytes == len(big)
+    assert page.summaries[SUCCEEDED].preview == big.decode()[:200]
+    assert whole.result == big
+    _migrate_to(store_url, "0014", down=True)
+    assert "result_head" not in {c["name"] for c in _columns(store_url, "invocations")}
+
+
+async def _close(opening: Any) -> None:
+    await (await opening).close()
+
+
+def _columns(url: str, table: str) -> list[Any]:
+    with _engine(url) as engine:
+        return list(inspect(engine).get_columns(table))

@@ -6,6 +6,7 @@ to the same output."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import orjson
@@ -13,7 +14,7 @@ import orjson
 from elasticityops.domain.invocations import Invocation
 from elasticityops.domain.node_seconds import InvocationCost, priced_as
 from elasticityops.domain.queue import QueueStatus
-from elasticityops.domain.results import served, summary
+from elasticityops.domain.results import ResultSummary, served, summary
 from elasticityops.pricing.table import Capacity
 from elasticityops.wire import cost_document
 
@@ -27,13 +28,15 @@ def invocation_document(
     *,
     unnamed: Capacity = Capacity.on_demand,
     listed: bool = False,
+    brief: ResultSummary | None = None,
 ) -> dict[str, Any]:
     """`unnamed`: what a node that names no capacity is priced as (capacity_of_backend);
     `listed`: as a list's item, with the result's summary and not the result (a page of 500
-    results of 1 MiB would be half a gigabyte)."""
+    results of 1 MiB would be half a gigabyte); `brief`: that summary, as the store read it for
+    a list (a list's items carry no result), else made from the result."""
     tl = inv.timeline
     capacity = priced_as(inv, unnamed)
-    brief = summary(inv.result)
+    brief = brief or summary(inv.result)
     return {
         "id": inv.id,
         "function": inv.function,
@@ -80,11 +83,19 @@ def invocation_json(
 
 
 def invocation_list_json(
-    items: list[Invocation], next_cursor: str | None, *, unnamed: Capacity = Capacity.on_demand
+    items: list[Invocation],
+    next_cursor: str | None,
+    *,
+    unnamed: Capacity = Capacity.on_demand,
+    summaries: Mapping[str, ResultSummary] | None = None,
 ) -> bytes:
+    """A page: `summaries` by id, as the store read them (Page.summaries)."""
+    briefs = summaries or {}
     return orjson.dumps(
         {
-            "items": [invocation_document(i, unnamed=unnamed, listed=True) for i in items],
+            "items": [
+                invocation_document(i, unnamed=unnamed, listed=True, brief=briefs.get(i.id)) for i in items
+            ],
             "next_cursor": next_cursor,
         },
         option=_OPTIONS,

@@ -1,20 +1,25 @@
-"""/healthz, /readyz and /metrics: unauthenticated, for probes and Prometheus."""
+"""/healthz and /readyz: unauthenticated, for probes; /metrics, for Prometheus: open, or behind
+the scrape token `EOPS_METRICS_TOKEN` when one is set (it exports cost by function, which
+/v1/cost shows to admins only; docs/security.md)."""
 
 from __future__ import annotations
 
 import asyncio
+import hmac
 
 import orjson
 from fastapi import APIRouter, Request, Response
 from prometheus_client import CONTENT_TYPE_LATEST
 
+from elasticityops.api.auth import bearer_token, hash_token
 from elasticityops.api.errors import error_response
 from elasticityops.api.runtime import Runtime
 from elasticityops.catalog.gpus_in_use import gpus_in_use
 from elasticityops.domain.admission import gpus_free
 from elasticityops.domain.budget import room_by_type
-from elasticityops.domain.errors import EopsError
+from elasticityops.domain.errors import EopsError, Unauthorized
 from elasticityops.domain.ports import CountsClientFaults
+from elasticityops.domain.tokens import Scope
 from elasticityops.headroom.controller import status_rows
 from elasticityops.wire import ErrorOut
 
@@ -78,9 +83,46 @@ async def readyz(request: Request) -> Response:
     return Response(content=orjson.dumps(body), media_type="application/json")
 
 
-@router.get("/metrics", summary="Prometheus metrics", response_class=Response)
+_SCRAPE_NEEDS = (
+    "/metrics needs the scrape token: send 'Authorization: Bearer TOKEN' with the gateway's "
+    "EOPS_METRICS_TOKEN (Prometheus: the scrape config's authorization.credentials; the chart: "
+    "metrics.tokenSecret), or an admin API token"
+)
+
+
+async def _check_scraper(request: Request, rt: Runtime) -> None:
+    """Nothing without a scrape token; with one, the request carries it or an admin API token."""
+    expected = rt.settings.api.metrics_token
+    if not expected:
+        return
+    token = bearer_token(request.headers.get("authorization"))
+    if token is None:
+        raise Unauthorized(_SCRAPE_NEEDS)
+    if hmac.compare_digest(token, expected.encode()):
+        return
+    found = await rt.tokens.check_hash(hash_token(token))
+    if found is None or not found.scope.allows(Scope.admin):
+        raise Unauthorized(
+            f"the bearer token is neither the scrape token nor an admin token: {_SCRAPE_NEEDS}"
+        )
+
+
+_METRICS_DOC = (
+    "Prometheus' text format. Open unless the gateway has a scrape token (EOPS_METRICS_TOKEN): then "
+    "it answers 401 without 'Authorization: Bearer' and that token or an admin API token."
+)
+
+
+@router.get(
+    "/metrics",
+    summary="Prometheus metrics",
+    description=_METRICS_DOC,
+    response_class=Response,
+    responses={401: {"model": ErrorOut, "description": "a scrape token is set and was not sent"}},
+)
 async def metrics(request: Request) -> Response:
     rt = _runtime(request)
+    await _check_scraper(request, rt)
     counts = await rt.store.counts_by_state()
     # Counted per function (one GROUP BY), not read row by row: a scrape at the peak's 4,000
     # running invocations would otherwise decode all of them.

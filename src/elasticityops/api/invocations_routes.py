@@ -141,7 +141,10 @@ def build_router(max_wait: int) -> APIRouter:
         page = await rt.store.list_invocations(function=function, state=state, limit=limit, cursor=cursor)
         return Response(
             content=invocation_list_json(
-                page.items, page.next_cursor, unnamed=capacity_of_backend(rt.settings.backend)
+                page.items,
+                page.next_cursor,
+                unnamed=capacity_of_backend(rt.settings.backend),
+                summaries=page.summaries,
             ),
             media_type="application/json",
         )

@@ -1,12 +1,38 @@
-"""The API's own knobs: request bodies, waits, and the URL jobs call back on."""
+"""The API's own knobs: request bodies, waits, the URL jobs call back on, and the token that
+scrapes /metrics."""
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from elasticityops.knobs import knob
 
 MIB = 1024 * 1024
+METRICS_TOKEN_CHARS = (16, 4096)
+"""Shortest and longest scrape token: 16 characters of a bearer token's alphabet (RFC 6750) is
+96 bits at the least, and nothing longer fits one header line comfortably."""
+_TOKEN68 = re.compile(r"[A-Za-z0-9\-._~+/]+=*")
+
+
+def parse_metrics_token(raw: object) -> str:
+    """A scrape token as written (empty: none); a ValueError saying why when no bearer header
+    could carry it or it is too short to guess at."""
+    token = str(raw)
+    if token == "":
+        return ""
+    shortest, longest = METRICS_TOKEN_CHARS
+    if _TOKEN68.fullmatch(token) is None:
+        raise ValueError(
+            "a scrape token holds only letters, digits and -._~+/ (a bearer token's characters, "
+            "'=' at its end); make one with: openssl rand -hex 32"
+        )
+    if not shortest <= len(token) <= longest:
+        raise ValueError(
+            f"a scrape token is {shortest} to {longest} characters, not {len(token)}; make one "
+            "with: openssl rand -hex 32"
+        )
+    return token
 
 
 @dataclass(frozen=True)
@@ -16,11 +42,17 @@ class ApiSettings:
         env="EOPS_MAX_PAYLOAD_BYTES",
         unit="bytes",
         ge=1,
+        le=256 * MIB,
         shown=f"{MIB} (1 MiB)",
         help="Largest request body: invocation payloads, function specs and results.",
     )
     max_wait_seconds: int = knob(
-        900, env="EOPS_MAX_WAIT_SECONDS", unit="seconds", ge=0, help="Longest ?wait= a caller may ask for."
+        900,
+        env="EOPS_MAX_WAIT_SECONDS",
+        unit="seconds",
+        ge=0,
+        le=86_400,
+        help="Longest ?wait= a caller may ask for.",
     )
     public_url: str = knob(
         "",
@@ -28,4 +60,13 @@ class ApiSettings:
         unit="URL",
         shown="http://HOST:PORT, with 127.0.0.1 for a wildcard host",
         help="URL jobs use to reach this gateway (the result callback).",
+    )
+    metrics_token: str = knob(
+        "",
+        env="EOPS_METRICS_TOKEN",
+        metavar="TOKEN",
+        parse=parse_metrics_token,
+        shown="none: /metrics is open",
+        help="Bearer token /metrics asks for (Prometheus's scrape credential; an admin API token "
+        "works too); /metrics exports cost by function, which /v1/cost shows to admins only.",
     )

@@ -30,6 +30,7 @@ class ReplicaSettings:
         env="EOPS_CHANGE_POLL_SECONDS",
         unit="seconds",
         gt=0,
+        le=3600,
         help="While a ?wait, log follow or cancel waits here, how often one query reads the state "
         "of every invocation waited on, to see what another replica changed (the longest "
         "such a change takes to be noticed).",
@@ -39,6 +40,7 @@ class ReplicaSettings:
         env="EOPS_FUNCTIONS_CHECK_SECONDS",
         unit="seconds",
         ge=0,
+        le=3600,
         help="How long a cached function spec is trusted before one read of the functions' "
         "generation checks for a deploy or delete made by another replica; 0: every use.",
     )
@@ -47,6 +49,7 @@ class ReplicaSettings:
         env="EOPS_CLOCK_SYNC_SECONDS",
         unit="seconds",
         ge=0,
+        le=86_400,
         help="How often a replica on PostgreSQL measures its clock's offset to the database "
         "server's, on which every replica stamps milestones; 0: once, at start.",
     )
@@ -55,6 +58,7 @@ class ReplicaSettings:
         env="EOPS_CANCEL_WAIT_SECONDS",
         unit="seconds",
         ge=0,
+        le=3600,
         help="How long a cancel asked of a replica whose dispatcher does not run waits for the "
         "one that does to stop the job, before answering 202 with the request recorded.",
     )

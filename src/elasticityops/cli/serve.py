@@ -189,6 +189,9 @@ def _backend_problems(settings: Settings, given: dict[str, Any]) -> list[FieldPr
     return problems
 
 
+_LOOPBACK = ("127.0.0.1", "::1", "localhost")
+
+
 def _banner(settings: Settings, token: str, created: bool, deployed: list[str]) -> str:
     """Where the gateway listens and how to use it from the CLI."""
     shown_host = f"[{settings.host}]" if ":" in settings.host else settings.host
@@ -200,6 +203,11 @@ def _banner(settings: Settings, token: str, created: bool, deployed: list[str]) 
         f"  export EOPS_URL={settings.callback_base_url}",
         f"  export EOPS_TOKEN={token}",
     ]
+    if not settings.api.metrics_token and settings.host not in _LOOPBACK:
+        lines.append(
+            "  /metrics (cost by function) is open to whoever reaches this address: "
+            "set EOPS_METRICS_TOKEN (--metrics-token) to have it ask for a token"
+        )
     if deployed:
         first = "hello" if "hello" in deployed else deployed[0]
         lines.append(f"  deployed: {', '.join(deployed)} (try: eops invoke {first} --wait)")

@@ -21,6 +21,7 @@ class DispatchSettings:
         env="EOPS_DISPATCH_TICK_SECONDS",
         unit="seconds",
         gt=0,
+        le=3600,
         help="Longest pause between two admission passes when nothing wakes the dispatcher.",
     )
     batch_size: int = 256
@@ -69,6 +70,7 @@ class DispatchSettings:
         env="EOPS_SPILL_AFTER_SECONDS",
         unit="seconds",
         gt=0,
+        le=2_592_000,
         help="How long a pending invocation of a function that lists several GPU types waits "
         "for a node of one before it moves to the next (the cluster autoscaler's "
         "max-node-provision-time is 15 min); a stockout, quota or NotTriggerScaleUp note moves "

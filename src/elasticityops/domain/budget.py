@@ -11,7 +11,15 @@ from typing import Any
 
 from elasticityops.domain.functions import KNOWN_GPU_TYPES
 
-FORMS = "a whole number >=0 (all GPU types together) or TYPE=N,TYPE=N (e.g. nvidia-tesla-t4=8,nvidia-l4=2)"
+MAX_GPUS = 1_000_000
+"""The largest budget, in all or for one type: far above any fleet, and small enough that nothing
+sized by a budget (the headroom clamp's turns) can run for long."""
+
+
+FORMS = (
+    f"a whole number 0 to {MAX_GPUS} (all GPU types together) or TYPE=N,TYPE=N "
+    "(e.g. nvidia-tesla-t4=8,nvidia-l4=2)"
+)
 
 
 @dataclass(frozen=True)
@@ -65,10 +73,14 @@ def parse_gpu_budget(raw: Any) -> GpuBudget | None:
 
 
 def _count(number: str, text: str, kind: str | None = None) -> int:
-    """A whole number >= 0 (ASCII digits only: `int()` would take `٣` or `1_000`)."""
+    """A whole number 0 to MAX_GPUS (ASCII digits only: `int()` would take `٣` or `1_000`)."""
+    where = f" for {kind}" if kind else ""
     if not (number.isascii() and number.isdigit()):
-        where = f" for {kind}" if kind else ""
-        raise ValueError(f"invalid value {text!r}: {number!r}{where} is not a whole number >=0; use {FORMS}")
+        raise ValueError(
+            f"invalid value {text!r}: {number!r}{where} is not a whole number 0 to {MAX_GPUS}; use {FORMS}"
+        )
+    if len(number) > len(str(MAX_GPUS)) or int(number) > MAX_GPUS:
+        raise ValueError(f"invalid value {text!r}: {number}{where} is above {MAX_GPUS} GPUs; use {FORMS}")
     return int(number)
 
 

@@ -97,10 +97,20 @@ class ResultSummary:
     preview: str  # its first PREVIEW_CHARS characters, as stored (JSON text)
 
 
+PREVIEW_BYTES = 4 * PREVIEW_CHARS
+"""The head of a stored result a preview is made from: never more than 4 bytes a character, so
+this many always hold PREVIEW_CHARS of it. A list reads only this much of each result (and its
+size) from the store."""
+
+
 def summary(stored: bytes | None) -> ResultSummary | None:
     """What a list says of a result: its size and the start of its JSON text."""
     if stored is None:
         return None
-    # Never more than 4 bytes a character: the preview decodes a bounded head, whatever the size.
-    head = stored[: 4 * PREVIEW_CHARS].decode("utf-8", errors="replace")
-    return ResultSummary(len(stored), head[:PREVIEW_CHARS])
+    return summary_of(len(stored), stored[:PREVIEW_BYTES])
+
+
+def summary_of(size: int, head: bytes) -> ResultSummary:
+    """The summary of a stored result of `size` bytes that starts with `head` (its first
+    PREVIEW_BYTES, or all of it)."""
+    return ResultSummary(size, head[:PREVIEW_BYTES].decode("utf-8", errors="replace")[:PREVIEW_CHARS])

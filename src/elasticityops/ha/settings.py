@@ -47,6 +47,7 @@ class LeaderElectionSettings:
         env="EOPS_LEASE_DURATION",
         unit="seconds",
         ge=1,
+        le=3600,
         help="How long a follower waits, on its own clock, after it last saw the Lease change before "
         "it takes the lead.",
     )
@@ -55,6 +56,7 @@ class LeaderElectionSettings:
         env="EOPS_LEASE_RENEW_DEADLINE",
         unit="seconds",
         gt=0,
+        le=3600,
         help="The leader stops leading (dispatcher and headroom controller stopped) when it could not "
         "renew the Lease for this long; shorter than the lease duration.",
     )
@@ -63,6 +65,7 @@ class LeaderElectionSettings:
         env="EOPS_LEASE_RETRY_PERIOD",
         unit="seconds",
         gt=0,
+        le=3600,
         help="How often the leader renews the Lease and a follower looks at it.",
     )
 

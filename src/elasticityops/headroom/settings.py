@@ -98,6 +98,7 @@ class HeadroomSettings:
         env="EOPS_HEADROOM_TARGET_WAIT",
         unit="seconds",
         ge=0,
+        le=3600,
         help="Target p95 time-to-start of predictive (predictive:W overrides it).",
     )
     lead_time_s: float | None = knob(
@@ -105,6 +106,7 @@ class HeadroomSettings:
         env="EOPS_HEADROOM_LEAD_TIME",
         unit="seconds",
         ge=0,
+        le=86_400,
         shown="the planner's default cluster: 460",
         help="Seconds from asking for a node to its GPU being ready, which predictive sizes for "
         "until the cluster has provisioned a node (then it uses the measured time).",
@@ -114,6 +116,7 @@ class HeadroomSettings:
         env="EOPS_HEADROOM_REACTION",
         unit="seconds",
         ge=0,
+        le=86_400,
         help="The autoscaler's reaction to a pending pod (GPU-pod delay + a scan interval), added "
         "to the measured provisioning time to make the lead time.",
     )
@@ -122,6 +125,7 @@ class HeadroomSettings:
         env="EOPS_HEADROOM_SCALE_DOWN_AFTER",
         unit="seconds",
         gt=0,
+        le=604_800,
         help="The cluster's scale-down-unneeded-time: when an idle node goes (predictive counts "
         "idle nodes that outlast the lead time as supply).",
     )
@@ -130,6 +134,7 @@ class HeadroomSettings:
         env="EOPS_HEADROOM_SYNC",
         unit="seconds",
         gt=0,
+        le=3600,
         help="Longest pause between two sizings of the warm capacity (admissions and ends also wake it).",
     )
 

@@ -232,8 +232,9 @@ def _schema_of(value: Value) -> dict[str, Any]:
     schema: dict[str, Any] = {"type": _JSON_TYPES[type(_default(value))], "description": _about(value)}
     knob = _knob(value)
     if knob is not None:
-        if "ge" in knob.about:
-            schema["minimum"] = knob.about["ge"]
+        for bound, keyword in (("ge", "minimum"), ("le", "maximum")):
+            if bound in knob.about:
+                schema[keyword] = knob.about[bound]  # type: ignore[literal-required]
         if "choices" in knob.about:
             schema["enum"] = ([""] if knob.optional else []) + list(knob.about["choices"])
     schema.update(dict(value.schema))

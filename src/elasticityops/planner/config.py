@@ -20,14 +20,18 @@ from elasticityops.planner.settings import ClusterSettings
 T = TypeVar("T")
 
 
+_MOST_WINDOWS = 100
+_LONGEST_WINDOW_S = 604_800  # a week
+
+
 def _windows(raw: Any) -> tuple[float, ...]:
     items = raw if isinstance(raw, list | tuple) else str(raw).split(",")
     try:
         values = tuple(float(x) for x in items)
     except (TypeError, ValueError):
         raise ValueError(f"cannot parse {raw!r}; expected seconds like 300,600,1200") from None
-    if not values or any(not v >= 0 for v in values):
-        raise ValueError("need one or more windows >= 0 s")
+    if not 1 <= len(values) <= _MOST_WINDOWS or any(not 0 <= v <= _LONGEST_WINDOW_S for v in values):
+        raise ValueError(f"need 1 to {_MOST_WINDOWS} windows, each 0 to {_LONGEST_WINDOW_S} s")
     return values
 
 
@@ -69,14 +73,15 @@ class RunOptions:
         10.0,
         unit="seconds",
         ge=0,
+        le=86_400,
         help="p95 time-to-start target of `predictive` and `predictive-rate` without :W.",
     )
 
 
 @dataclass(frozen=True)
 class RecommendOptions:
-    p95_wait: float = knob(10.0, unit="seconds", ge=0, help="Target p95 time-to-start.")
-    margin: float = knob(0.2, unit="fraction", ge=0, help="GPU quota margin over the peak nodes.")
+    p95_wait: float = knob(10.0, unit="seconds", ge=0, le=86_400, help="Target p95 time-to-start.")
+    margin: float = knob(0.2, unit="fraction", ge=0, le=10, help="GPU quota margin over the peak nodes.")
     windows: tuple[float, ...] = knob(
         (300.0, 600.0, 1200.0),
         unit="seconds",
@@ -91,31 +96,48 @@ class SyntheticSpec:
     """What `eops plan trace` makes (planner/synthetic.py generates it): a diurnal baseline, the
     peak at `peak_hour` (0-24, trace time of day), and bursts."""
 
-    days: float = knob(30.0, unit="days", gt=0, help="Trace length.")
-    seed: int = knob(0, help="Random seed.")
-    baseline_min: float = knob(60.0, unit="jobs", ge=0, help="Concurrent jobs at the daily trough.")
-    baseline_max: float = knob(180.0, unit="jobs", ge=0, help="Concurrent jobs at the daily peak.")
+    days: float = knob(30.0, unit="days", gt=0, le=3650, help="Trace length.")
+    seed: int = knob(0, ge=0, le=4_294_967_295, help="Random seed.")
+    baseline_min: float = knob(
+        60.0, unit="jobs", ge=0, le=1_000_000, help="Concurrent jobs at the daily trough."
+    )
+    baseline_max: float = knob(
+        180.0, unit="jobs", ge=0, le=1_000_000, help="Concurrent jobs at the daily peak."
+    )
     peak_hour: float = 14.0
     mean_duration_s: float = knob(
         300.0,
         flag="mean-duration",
         unit="seconds",
         gt=0,
+        le=604_800,
         help="Mean baseline job length (lognormal, sigma 0.8).",
     )
-    bursts_per_day: float = knob(1.0, unit="per day", ge=0, help="Mean number of bursts (Poisson).")
+    bursts_per_day: float = knob(1.0, unit="per day", ge=0, le=1000, help="Mean number of bursts (Poisson).")
     burst_peak_min: float = knob(
-        3000.0, unit="jobs", ge=0, help="Lowest concurrency a burst reaches (uniform between min and max)."
+        3000.0,
+        unit="jobs",
+        ge=0,
+        le=1_000_000,
+        help="Lowest concurrency a burst reaches (uniform between min and max).",
     )
-    burst_peak_max: float = knob(4000.0, unit="jobs", ge=0, help="Highest concurrency a burst reaches.")
+    burst_peak_max: float = knob(
+        4000.0, unit="jobs", ge=0, le=1_000_000, help="Highest concurrency a burst reaches."
+    )
     burst_ramp_s: float = knob(
-        300.0, flag="burst-ramp", unit="seconds", gt=0, help="A burst's jobs arrive uniformly over this span."
+        300.0,
+        flag="burst-ramp",
+        unit="seconds",
+        gt=0,
+        le=86_400,
+        help="A burst's jobs arrive uniformly over this span.",
     )
     burst_duration_median_s: float = knob(
         1200.0,
         flag="burst-duration",
         unit="seconds",
         gt=0,
+        le=604_800,
         help="Median burst job length (lognormal, sigma 0.25).",
     )
 

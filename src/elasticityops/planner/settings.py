@@ -42,11 +42,18 @@ class ClusterSettings:
     """One node = one GPU = one request at a time (n1-standard-4 + one T4 by default)."""
 
     baseline: int = knob(
-        0, unit="nodes", ge=0, help="Fixed pool nodes, ready at t=0, never scaled down.", panel=_POOLS
+        0,
+        unit="nodes",
+        ge=0,
+        le=1_000_000,
+        help="Fixed pool nodes, ready at t=0, never scaled down.",
+        panel=_POOLS,
     )
     max_nodes: int = knob(
         DEFAULT_MAX_NODES,
         unit="nodes",
+        ge=0,
+        le=1_000_000,
         help="GPU quota / autoscaler max-nodes-total, baseline included (5,000: the largest cluster "
         "the autoscaler is supported for).",
         panel=_POOLS,
@@ -55,17 +62,24 @@ class ClusterSettings:
         5,
         unit="pools",
         ge=1,
+        le=1000,
         help="Auto-provisioned node pools (pool-zones) the autoscaler may grow.",
         panel=_POOLS,
     )
     pool_size_limit: int = knob(
-        1000, unit="nodes", ge=1, help="Nodes per auto-provisioned pool (GKE limit).", panel=_POOLS
+        1000,
+        unit="nodes",
+        ge=1,
+        le=1_000_000,
+        help="Nodes per auto-provisioned pool (GKE limit).",
+        panel=_POOLS,
     )
     scan_interval_s: float = knob(
         SCAN_INTERVAL_S,
         flag="scan-interval",
         unit="seconds",
         gt=0,
+        le=3600,
         help="Autoscaler loop period (CA scan-interval).",
         panel=_AUTOSCALER,
     )
@@ -74,6 +88,7 @@ class ClusterSettings:
         flag="gpu-scale-up-delay",
         unit="seconds",
         ge=0,
+        le=86_400,
         help="The autoscaler ignores unschedulable pods until the oldest is this old when any asks "
         "for a GPU (upstream; 2 s without GPUs).",
         panel=_AUTOSCALER,
@@ -93,6 +108,7 @@ class ClusterSettings:
         flag="max-provision-time",
         unit="seconds",
         gt=0,
+        le=86_400,
         help="A node not ready by then is given up and the pool backed off (max-node-provision-time).",
         panel=_AUTOSCALER,
     )
@@ -101,6 +117,7 @@ class ClusterSettings:
         flag="scale-down-after",
         unit="seconds",
         ge=0,
+        le=604_800,
         help="An empty node is removed after this long (scale-down-unneeded-time).",
         panel=_SCALE_DOWN,
     )
@@ -108,6 +125,7 @@ class ClusterSettings:
         10,
         unit="nodes",
         ge=1,
+        le=10_000,
         help="Most node deletions in flight at once (max-scale-down-parallelism / max-empty-bulk-delete).",
         panel=_SCALE_DOWN,
     )
@@ -116,6 +134,7 @@ class ClusterSettings:
         flag="node-delete-time",
         unit="seconds",
         ge=0,
+        le=86_400,
         help="How long one deletion is in flight (billed, unusable, holding a quota and a parallelism "
         "slot); 0: within the loop. No published figure; try 30-90 s.",
         panel=_SCALE_DOWN,
@@ -125,6 +144,7 @@ class ClusterSettings:
         flag="scale-down-delay-after-add",
         unit="seconds",
         ge=0,
+        le=604_800,
         help="No scale-down this long after any scale-up.",
         panel=_SCALE_DOWN,
     )
@@ -133,6 +153,7 @@ class ClusterSettings:
         flag="scale-down-delay-after-failure",
         unit="seconds",
         ge=0,
+        le=604_800,
         help="No scale-down this long after a failed scale-up.",
         panel=_SCALE_DOWN,
     )
@@ -149,17 +170,25 @@ class ClusterSettings:
         flag="backoff-initial",
         unit="seconds",
         ge=0,
+        le=86_400,
         help="First pool back-off after a failed scale-up; doubles up to --backoff-max.",
         panel=_FAILURES,
     )
     backoff_max_s: float = knob(
-        1800.0, flag="backoff-max", unit="seconds", ge=0, help="Longest back-off.", panel=_FAILURES
+        1800.0,
+        flag="backoff-max",
+        unit="seconds",
+        ge=0,
+        le=604_800,
+        help="Longest back-off.",
+        panel=_FAILURES,
     )
     backoff_reset_s: float = knob(
         10800.0,
         flag="backoff-reset",
         unit="seconds",
         ge=0,
+        le=604_800,
         help="A back-off is forgotten after this long.",
         panel=_FAILURES,
     )
@@ -168,6 +197,7 @@ class ClusterSettings:
         flag="preemption-rate",
         unit="per node-hour",
         ge=0,
+        le=3600,
         help="Spot preemptions; a preempted request restarts from the beginning on another node.",
         panel=_FAILURES,
     )
@@ -183,6 +213,7 @@ class ClusterSettings:
         flag="price",
         unit="USD/node-hour",
         ge=0,
+        le=10_000,
         shown="by --spot",
         help="Price of one node-hour; overrides --spot.",
         panel=_PRICES,
@@ -192,6 +223,7 @@ class ClusterSettings:
         flag="min-billed",
         unit="seconds",
         ge=0,
+        le=86_400,
         help="Per-second billing with this minimum per node.",
         panel=_PRICES,
     )
@@ -200,6 +232,7 @@ class ClusterSettings:
         flag="headroom-interval",
         unit="seconds",
         gt=0,
+        le=3600,
         help="How often the headroom controller re-sizes placeholders.",
         panel=_SIMULATION,
     )
@@ -208,6 +241,7 @@ class ClusterSettings:
         flag="rate-window",
         unit="seconds",
         gt=0,
+        le=604_800,
         help="Window of the recent arrival rate given to the sizing function.",
         panel=_SIMULATION,
     )
@@ -216,6 +250,7 @@ class ClusterSettings:
         flag="slow-window",
         unit="seconds",
         gt=0,
+        le=604_800,
         help="Window of the slow arrival rate and mean busy nodes given to the sizing function "
         "(predictive sizes on them; the recent rate only drives it in a burst).",
         panel=_SIMULATION,
@@ -225,6 +260,7 @@ class ClusterSettings:
         flag="trend-window",
         unit="seconds",
         gt=0,
+        le=2_419_200,
         help="The sizing function gets the arrival rate's trend from the rates over the last "
         "two windows of this length.",
         panel=_SIMULATION,
@@ -234,6 +270,7 @@ class ClusterSettings:
         flag="feedback-window",
         unit="seconds",
         gt=0,
+        le=2_592_000,
         help="The sizing function gets the share of the requests that arrived within this "
         "window and started later than the policy's target wait (predictive steers on it).",
         panel=_SIMULATION,
@@ -243,6 +280,7 @@ class ClusterSettings:
         flag="run-time-window",
         unit="seconds",
         gt=0,
+        le=2_592_000,
         help="The sizing function gets the mean run time of the requests that started within "
         "this window, those still running counted by their time so far.",
         panel=_SIMULATION,
@@ -252,6 +290,7 @@ class ClusterSettings:
         flag="run-time-min-ended",
         unit="requests",
         ge=1,
+        le=1_000_000,
         help="Ended requests in that window before the mean run time counts; until then "
         "predictive sizes as if none ended within the lead time.",
         panel=_SIMULATION,
@@ -261,6 +300,7 @@ class ClusterSettings:
         flag="horizon",
         unit="seconds",
         ge=0,
+        le=604_800,
         help="Simulate at least until this time from the trace start; 0: until the last request "
         "ends. Nodes are billed up to the end of the simulation.",
         panel=_SIMULATION,
@@ -270,10 +310,17 @@ class ClusterSettings:
         flag="timeline-step",
         unit="seconds",
         gt=0,
+        le=86_400,
         help="Sampling period of the demand/nodes timeline.",
         panel=_SIMULATION,
     )
-    seed: int = knob(0, help="Seeds provisioning delays, stockouts and preemptions.", panel=_SIMULATION)
+    seed: int = knob(
+        0,
+        ge=0,
+        le=4_294_967_295,
+        help="Seeds provisioning delays, stockouts and preemptions.",
+        panel=_SIMULATION,
+    )
 
     def __post_init__(self) -> None:
         found = problems(self, lambda k: k.flag)

@@ -49,6 +49,7 @@ class RehearseOptions:
         0.0,
         unit="seconds",
         ge=0,
+        le=86_400,
         help="Requests arriving this early in the trace are replayed but neither measured nor "
         "predicted, and GPU time counts from then on: the cluster fills up first, as a live "
         "one has.",
@@ -63,14 +64,17 @@ class RehearseOptions:
     namespace_prefix: str = knob(
         "rehearse", help="Start of each policy's namespace name (made for the run, deleted after it)."
     )
-    max_in_flight: int = knob(64, unit="requests", ge=1, help="Most invoke calls in flight at once.")
+    max_in_flight: int = knob(
+        64, unit="requests", ge=1, le=100_000, help="Most invoke calls in flight at once."
+    )
     sample_interval: float = knob(
-        5.0, unit="seconds", gt=0, help="How often the cluster's GPU nodes are listed during a run."
+        5.0, unit="seconds", gt=0, le=3600, help="How often the cluster's GPU nodes are listed during a run."
     )
     drain_timeout: float = knob(
         1800.0,
         unit="seconds",
         gt=0,
+        le=604_800,
         help="How long past the trace's last planned end (arrival + duration) to wait for every "
         "invocation to end; the rest count as not finished.",
     )
@@ -78,9 +82,10 @@ class RehearseOptions:
         1800.0,
         unit="seconds",
         ge=0,
+        le=604_800,
         help="Before each policy, wait this long at most for the cluster to scale back to its "
         "baseline GPU nodes, so no run inherits another's warm nodes (the summary says how long).",
     )
     ready_timeout: float = knob(
-        120.0, unit="seconds", gt=0, help="How long each gateway may take to start serving."
+        120.0, unit="seconds", gt=0, le=86_400, help="How long each gateway may take to start serving."
     )

@@ -12,9 +12,10 @@ from elasticityops.domain.errors import FieldProblem, InvalidInput
 from elasticityops.domain.functions import Priority
 from elasticityops.domain.invocations import ACTIVE_STATES, Invocation, State
 from elasticityops.domain.ports import Page
+from elasticityops.domain.results import summary_of
 from elasticityops.store import rows, selects
 from elasticityops.store.database import Database
-from elasticityops.store.selects import COLUMNS, id_batches
+from elasticityops.store.selects import COLUMNS, LIST_COLUMNS, id_batches
 from elasticityops.store.tables import invocations
 
 
@@ -56,17 +57,23 @@ class SqlInvocationReads(Database):
             raise InvalidInput([FieldProblem("limit", f"{limit} is below 1", "use 1 or more")])
 
         def run(conn: Connection) -> Page:
-            query = select(*COLUMNS).order_by(invocations.c.id.desc()).limit(limit + 1)
+            query = select(*LIST_COLUMNS).order_by(invocations.c.id.desc()).limit(limit + 1)
             if function is not None:
                 query = query.where(invocations.c.function == function)
             if state is not None:
                 query = query.where(invocations.c.state == state.value)
             if cursor is not None:
                 query = query.where(invocations.c.id < cursor)
-            items = [rows.invocation_from_row(r) for r in conn.execute(query).mappings()]
-            more = len(items) > limit
-            items = items[:limit]
-            return Page(items=items, next_cursor=items[-1].id if more else None)
+            found = list(conn.execute(query).mappings())
+            more = len(found) > limit
+            found = found[:limit]
+            items = [rows.invocation_from_row({**r, "result": None}) for r in found]
+            summaries = {
+                r["id"]: summary_of(r["result_bytes"], bytes(r["result_head_or_cut"]))
+                for r in found
+                if r["result_head_or_cut"] is not None
+            }
+            return Page(items=items, next_cursor=items[-1].id if more else None, summaries=summaries)
 
         return await self._read(run)
 

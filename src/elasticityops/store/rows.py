@@ -10,6 +10,7 @@ from typing import Any
 from elasticityops.domain.functions import FunctionSpec, Priority, spec_to_json
 from elasticityops.domain.invocations import FailureReason, Invocation, Note, State, Timeline
 from elasticityops.domain.ports import FunctionRecord, NewInvocation
+from elasticityops.domain.results import PREVIEW_BYTES
 from elasticityops.pricing.table import Capacity
 
 PRIORITY_BY_RANK = {p.rank: p for p in Priority}
@@ -138,9 +139,16 @@ def invocation_update(before: Invocation, after: Invocation) -> dict[str, Any]:
         "node_capacity": (_capacity(before.node_capacity), _capacity(after.node_capacity)),
     }
     out = {name: new for name, (old, new) in pairs.items() if old != new}
+    if "result" in out:
+        out["result_head"] = result_head(after.result)
     if before.notes != after.notes:
         out["notes"] = notes_to_json(after.notes)
     return out
+
+
+def result_head(result: bytes | None) -> bytes | None:
+    """What the result_head column holds for `result` (a list reads it, not the result)."""
+    return None if result is None else result[:PREVIEW_BYTES]
 
 
 def _capacity(capacity: Capacity | None) -> str | None:

@@ -20,11 +20,16 @@ class StoreSettings:
         help="SQLAlchemy URL of the database, e.g. postgresql+psycopg://user:pass@host/db.",
     )
     group_commit_max: int = knob(
-        512, env="EOPS_GROUP_COMMIT_MAX", unit="writes", ge=1, help="Most writes in one transaction."
+        512,
+        env="EOPS_GROUP_COMMIT_MAX",
+        unit="writes",
+        ge=1,
+        le=100_000,
+        help="Most writes in one transaction.",
     )
     # Each read is mostly Python work under the GIL, so more threads mainly contend with the event
     # loop: in a 1,000-invocation burst one thread gave 176 Jobs/s and 9.9 gateway CPU-s against
     # ~145 Jobs/s and 10.6-12 CPU-s with four (bench/k8s_burst.py).
     read_threads: int = knob(
-        1, env="EOPS_STORE_READ_THREADS", unit="threads", ge=1, help="Threads serving database reads."
+        1, env="EOPS_STORE_READ_THREADS", unit="threads", ge=1, le=256, help="Threads serving database reads."
     )

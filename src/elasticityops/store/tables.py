@@ -95,14 +95,11 @@ invocations = Table(
     # The GPU type it was admitted on; NULL while queued and in rows from before migration 0007.
     Column("gpu_type", String(64), nullable=True),
     Column("notes", Text, nullable=False, default="[]"),  # JSON list, bounded by add_note's limit
-    Column("result", LargeBinary, nullable=True),
     # Preemption: which attempt this is (each its own job), when it was last preempted, and
     # the invocation it is making way for while that is under way (the durable intent).
     Column("attempt", Integer, nullable=False, server_default="0"),
     Column("preempted_at", UtcDateTime, nullable=True),
     Column("preempting_by", String(40), nullable=True),
-    # Kept in the row but never selected by listings, which name their columns.
-    Column("payload", LargeBinary, nullable=False),
     # Its own pod annotations as a JSON object (bounded by domain.invocation_annotations);
     # NULL when it has none, as every row from before the column has.
     Column("annotations", Text, nullable=True),
@@ -116,6 +113,15 @@ invocations = Table(
     # What that node is priced as (pricing.table.Capacity: spot, on-demand), from its labels.
     # NULL: a local slot, a node not known, or a row from before migration 0012: the backend's.
     Column("node_capacity", String(16), nullable=True),
+    # The large values last (migration 0015 put them there on SQLite, which walks a large value's
+    # overflow pages to reach any column after it; a new column goes above, docs/migrations.md).
+    # The result's first PREVIEW_BYTES, written with it: a list reads this and the result's
+    # length, never the result. NULL with no result, and in rows an earlier release wrote (a list
+    # then cuts the head from the result).
+    Column("result_head", LargeBinary, nullable=True),
+    Column("result", LargeBinary, nullable=True),
+    # Kept in the row but never selected by listings, which name their columns.
+    Column("payload", LargeBinary, nullable=False),
     # NULL keys never collide (both databases treat NULLs as distinct in unique constraints).
     UniqueConstraint("function", "idempotency_key", name="uq_invocation_idempotency"),
     Index("ix_invocations_state_id", "state", "id"),

@@ -14,6 +14,7 @@ from elasticityops.domain.events import BackendEvent
 from elasticityops.domain.invocations import ACTIVE_STATES, Invocation, Note, State
 from elasticityops.domain.ports import Change
 from elasticityops.domain.spillover import Spill, moved
+from elasticityops.store import rows
 from elasticityops.store.compare_and_set import fold_many, preempting_many
 from elasticityops.store.database import Database, TransitionObserver
 from elasticityops.store.tables import invocations
@@ -77,7 +78,7 @@ class SqlTransitions(Database):
                     invocations.c.id == invocation_id,
                     invocations.c.state.in_([s.value for s in ACTIVE_STATES]),
                 )
-                .values(result=result)
+                .values(result=result, result_head=rows.result_head(result))
             )
             if stored.rowcount:
                 return None

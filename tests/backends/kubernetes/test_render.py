@@ -331,6 +331,24 @@ def test_render_deploy_replicas_from_the_command_line() -> None:
     assert "PodDisruptionBudget" in {o["kind"] for o in objects}
 
 
+def test_a_scrape_token_secret_reaches_the_gateway_and_the_service_monitor() -> None:
+    done = _eops("render", "deploy", "--service-monitor", "--metrics-token-secret", "eops-scrape")
+    assert done.returncode == 0, done.stderr
+    objects = list(yaml.safe_load_all(done.stdout))
+    env = {e["name"]: e for e in _pod(objects)["containers"][0]["env"]}
+    ref = {"name": "eops-scrape", "key": "metrics-token"}
+    assert env["EOPS_METRICS_TOKEN"]["valueFrom"]["secretKeyRef"] == ref
+    [endpoint] = _kind(objects, "ServiceMonitor")["spec"]["endpoints"]
+    assert endpoint["authorization"] == {"type": "Bearer", "credentials": ref}
+    plain = build_deploy(DeployOptions(service_monitor=True))
+    assert "EOPS_METRICS_TOKEN" not in {e["name"] for e in _pod(plain)["containers"][0]["env"]}
+    assert "authorization" not in _kind(plain, "ServiceMonitor")["spec"]["endpoints"][0]
+    bad = _eops("render", "deploy", "--metrics-token-secret", "Eops_Scrape")
+    assert bad.returncode == 2
+    assert "--metrics-token-secret" in bad.stderr
+    assert "not a Secret name" in bad.stderr
+
+
 def test_render_deploy_leaves_out_priority_classes_and_adds_a_service_monitor_when_asked() -> None:
     done = _eops(
         "render",

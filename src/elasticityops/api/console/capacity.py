@@ -44,6 +44,7 @@ class HistorySettings:
         env="EOPS_CONSOLE_SAMPLE_SECONDS",
         unit="seconds",
         gt=0,
+        le=3600,
         help="How often the console's capacity chart takes a sample (in this process's memory).",
     )
     keep_s: float = knob(

@@ -56,6 +56,7 @@ class FeedSettings:
         env="EOPS_CONSOLE_MAX_STREAMS",
         unit="streams",
         ge=0,
+        le=100_000,
         help="Most event streams (console pages) open at once on this replica, the last of them "
         "kept for admin tokens; one more is answered 503 with Retry-After.",
     )
@@ -64,6 +65,7 @@ class FeedSettings:
         env="EOPS_CONSOLE_MAX_STREAMS_PER_TOKEN",
         unit="streams",
         ge=1,
+        le=100_000,
         help="Most event streams one token (its console sessions included) holds open at once on "
         "this replica; one more is answered 503 with Retry-After.",
     )
@@ -72,6 +74,7 @@ class FeedSettings:
         env="EOPS_CONSOLE_STREAM_BUFFER",
         unit="frames",
         ge=1,
+        le=100_000,
         help="Frames one event stream holds for a reader that is behind; past that its buffer is "
         "dropped and the reader told to read the list again.",
     )
@@ -80,6 +83,7 @@ class FeedSettings:
         env="EOPS_CONSOLE_FLUSH_SECONDS",
         unit="seconds",
         gt=0,
+        le=60,
         help="Changes are gathered this long into one frame for all streams (one store read).",
     )
     heartbeat_s: float = knob(
@@ -87,6 +91,7 @@ class FeedSettings:
         env="EOPS_CONSOLE_HEARTBEAT_SECONDS",
         unit="seconds",
         gt=0,
+        le=3600,
         help="A quiet event stream sends a comment this often, so proxies keep it and a gone "
         "reader is noticed.",
     )

@@ -56,6 +56,9 @@ name, in the backend's namespace)."""
 DATABASE_URL_KEY = "database-url"
 """Key of the operator's Secret that holds the key of the callback tokens when replicas share
 it: a job's result callback reaches any replica, and each must accept its token."""
+METRICS_TOKEN_KEY = "metrics-token"
+"""Key of the operator's Secret that holds the gateway's scrape token (EOPS_METRICS_TOKEN), which
+the ServiceMonitor sends as its bearer token."""
 _SECRET_NAME = re.compile(r"^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$")  # a DNS subdomain
 _SECRET_KEY = re.compile(r"^[-._a-zA-Z0-9]{1,253}$")
 
@@ -71,7 +74,7 @@ class SecretKey:
         return f"{self.name}:{self.key}"
 
 
-def parse_secret_key(raw: Any) -> SecretKey | None:
+def parse_secret_key(raw: Any, default_key: str = DATABASE_URL_KEY) -> SecretKey | None:
     """`NAME[:KEY]` (key default `database-url`); a bad one raises ValueError saying why."""
     if isinstance(raw, SecretKey):
         return raw
@@ -89,7 +92,12 @@ def parse_secret_key(raw: Any) -> SecretKey | None:
             f"invalid value {text!r}: {key!r} is not a Secret key (letters, digits, '-', '_' and "
             "'.'); use NAME or NAME:KEY, e.g. eops-db:url"
         )
-    return SecretKey(name, key) if colon else SecretKey(name)
+    return SecretKey(name, key) if colon else SecretKey(name, default_key)
+
+
+def parse_metrics_secret(raw: Any) -> SecretKey | None:
+    """`NAME[:KEY]` of the scrape token's Secret (key default `metrics-token`)."""
+    return parse_secret_key(raw, METRICS_TOKEN_KEY)
 
 
 @dataclass(frozen=True)
@@ -116,6 +124,7 @@ class DeployOptions:
         1,
         unit="pods",
         ge=1,
+        le=100,
         help="Gateway pods. Above 1 they elect a leader through a Lease, share PostgreSQL "
         "(--database-url-secret) and have no SQLite volume.",
     )
@@ -150,6 +159,15 @@ class DeployOptions:
     )
     scrape_interval: str = knob(
         "30s", metavar="DURATION", help="How often the ServiceMonitor has the gateway scraped."
+    )
+    metrics_token_secret: SecretKey | None = knob(
+        None,
+        metavar="NAME[:KEY]",
+        parse=parse_metrics_secret,
+        shown="none: /metrics is open",
+        help=f"The operator's Secret (not rendered) whose KEY (default {METRICS_TOKEN_KEY}) holds the "
+        "scrape token: the gateway's EOPS_METRICS_TOKEN, which /metrics then asks for, and the "
+        "ServiceMonitor's bearer token.",
     )
 
     @property
@@ -262,6 +280,22 @@ MEMORY_LIMIT = Value("resources.limits.memory", lambda o: o.memory_limit, knob="
 PRIORITY_CLASSES_ON = Value("priorityClasses.create", lambda o: o.priority_classes, knob="priority-classes")
 SERVICE_MONITOR_ON = Value("serviceMonitor.enabled", lambda o: o.service_monitor, knob="service-monitor")
 SCRAPE_INTERVAL = Value("serviceMonitor.interval", lambda o: o.scrape_interval, knob="scrape-interval")
+METRICS_SECRET = Value(
+    "metrics.tokenSecretName",
+    lambda o: o.metrics_token_secret.name if o.metrics_token_secret is not None else "",
+    knob="metrics-token-secret",
+    about="The operator's Secret (not in the chart) that holds the scrape token: the gateway's "
+    "EOPS_METRICS_TOKEN, which /metrics then asks for, and the ServiceMonitor's bearer token; "
+    "empty: /metrics is open to whatever reaches the Service.",
+    schema=(("pattern", f"^({_SECRET_NAME.pattern[1:-1]})?$"),),
+)
+METRICS_KEY = Value(
+    "metrics.tokenSecretKey",
+    lambda o: o.metrics_token_secret.key if o.metrics_token_secret is not None else METRICS_TOKEN_KEY,
+    knob="metrics-token-secret",
+    about="The key of that Secret that holds the token.",
+    schema=(("pattern", _SECRET_KEY.pattern),),
+)
 
 HA = more_than(REPLICAS, 1)
 BARE_PODS = equals(WORKLOAD, "pod")
@@ -283,6 +317,8 @@ CHART_VALUES: tuple[Value, ...] = (
     PRIORITY_CLASSES_ON,
     SERVICE_MONITOR_ON,
     SCRAPE_INTERVAL,
+    METRICS_SECRET,
+    METRICS_KEY,
 )
 """The chart's values, in the order values.yaml lists them (every Value the template reads but
 the namespace)."""
@@ -386,6 +422,13 @@ def _deployment() -> Node:
                 "valueFrom": {"secretKeyRef": {"name": DATABASE_SECRET, "key": DATABASE_KEY}},
             },
         ),
+        When(
+            present(METRICS_SECRET),
+            {
+                "name": "EOPS_METRICS_TOKEN",
+                "valueFrom": {"secretKeyRef": {"name": METRICS_SECRET, "key": METRICS_KEY}},
+            },
+        ),
         When(HA, {"name": "EOPS_LEADER_ELECT", "value": "true"}),
         When(HA, {"name": "EOPS_LEADER_IDENTITY", "valueFrom": identity}),
     ]
@@ -461,7 +504,19 @@ def _service_monitor() -> Node:
         "metadata": _meta(APP, NAMESPACE),
         "spec": {
             "selector": {"matchLabels": {NAME_LABEL: APP}},
-            "endpoints": [{"port": "http", "path": "/metrics", "interval": SCRAPE_INTERVAL}],
+            "endpoints": [
+                {
+                    "port": "http",
+                    "path": "/metrics",
+                    "interval": SCRAPE_INTERVAL,
+                    # The Prometheus operator reads the Secret (in the ServiceMonitor's namespace)
+                    # and sends its key as the bearer token of each scrape.
+                    "authorization": When(
+                        present(METRICS_SECRET),
+                        {"type": "Bearer", "credentials": {"name": METRICS_SECRET, "key": METRICS_KEY}},
+                    ),
+                }
+            ],
         },
     }
 

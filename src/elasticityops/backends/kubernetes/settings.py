@@ -60,6 +60,7 @@ class KubernetesSettings:
         env="EOPS_KUBE_QPS",
         unit="requests/s",
         gt=0,
+        le=100_000,
         help="Client-side rate limit of API requests (token bucket refill).",
     )
     burst: int = knob(
@@ -67,6 +68,7 @@ class KubernetesSettings:
         env="EOPS_KUBE_BURST",
         unit="requests",
         ge=1,
+        le=1_000_000,
         help="Token bucket size: a burst of half as many invocations goes out unthrottled.",
     )
     concurrency: int = knob(
@@ -74,6 +76,7 @@ class KubernetesSettings:
         env="EOPS_KUBE_CONCURRENCY",
         unit="requests",
         ge=1,
+        le=10_000,
         help="Most API requests in flight at once; also the number of launch workers.",
     )
     max_retries: int = knob(
@@ -81,6 +84,7 @@ class KubernetesSettings:
         env="EOPS_KUBE_MAX_RETRIES",
         unit="retries",
         ge=0,
+        le=100,
         help="Retries of a request after 429, 5xx or a dropped connection.",
     )
     retry_base_seconds: float = knob(
@@ -88,16 +92,18 @@ class KubernetesSettings:
         env="EOPS_KUBE_RETRY_BASE_SECONDS",
         unit="seconds",
         ge=0,
+        le=3600,
         help="First back-off delay, doubled per retry with jitter.",
     )
     retry_cap_seconds: float = knob(
-        10.0, env="EOPS_KUBE_RETRY_CAP_SECONDS", unit="seconds", ge=0, help="Longest back-off delay."
+        10.0, env="EOPS_KUBE_RETRY_CAP_SECONDS", unit="seconds", ge=0, le=3600, help="Longest back-off delay."
     )
     request_timeout_seconds: float = knob(
         30.0,
         env="EOPS_KUBE_REQUEST_TIMEOUT_SECONDS",
         unit="seconds",
         gt=0,
+        le=3600,
         help="Timeout of one non-watch request.",
     )
     watch_timeout_seconds: int = knob(
@@ -105,6 +111,7 @@ class KubernetesSettings:
         env="EOPS_KUBE_WATCH_TIMEOUT_SECONDS",
         unit="seconds",
         ge=1,
+        le=86_400,
         help="Server-side timeout of one watch request; the watch resumes from its resourceVersion.",
     )
     provisioning_timeout_seconds: float = knob(
@@ -112,6 +119,7 @@ class KubernetesSettings:
         env="EOPS_KUBE_PROVISIONING_TIMEOUT_SECONDS",
         unit="seconds",
         gt=0,
+        le=604_800,
         help="How long a pod may wait for a node before the invocation fails as no_capacity "
         "(the cluster autoscaler's max-node-provision-time is 15 min).",
     )
@@ -120,6 +128,7 @@ class KubernetesSettings:
         env="EOPS_KUBE_TTL_AFTER_FINISHED_SECONDS",
         unit="seconds",
         ge=0,
+        le=31_536_000,
         help="ttlSecondsAfterFinished of every Job: long enough to read logs, short enough that "
         "finished Jobs do not pile up.",
     )
@@ -175,6 +184,7 @@ class KubernetesSettings:
         env="EOPS_KUBE_DAEMONSET_CPU_MILLIS",
         unit="millicores",
         ge=0,
+        le=1_000_000,
         help="CPU left on each node for GKE's daemonsets (kube-proxy, logging, device plugin) when "
         "a job's CPU request is sized to the machine.",
     )
@@ -183,5 +193,6 @@ class KubernetesSettings:
         env="EOPS_KUBE_DAEMONSET_MEMORY_MIB",
         unit="MiB",
         ge=0,
+        le=1_048_576,
         help="Memory left on each node for the daemonsets.",
     )

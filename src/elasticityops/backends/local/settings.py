@@ -21,6 +21,7 @@ class LocalBackendSettings:
         env="EOPS_GPUS",
         unit="slots",
         ge=0,
+        le=1024,
         shown=f"one per GPU nvidia-smi -L lists, else {DEFAULT_VIRTUAL_SLOTS} virtual",
         help="GPU slots of the local backend: N: the first N GPUs when the machine has at least N "
         "(and virtual is off), else N virtual slots; 0: as unset.",
@@ -32,6 +33,7 @@ class LocalBackendSettings:
         env="EOPS_COLD_START_SECONDS",
         unit="seconds",
         ge=0,
+        le=3600,
         help="Delay before a cold slot's first job starts (local backend), as a cluster node being "
         "created; 0: none.",
     )
@@ -40,6 +42,7 @@ class LocalBackendSettings:
         env="EOPS_IDLE_RELEASE_SECONDS",
         unit="seconds",
         ge=0,
+        le=2_592_000,
         shown="never",
         help="Idle time after which a warm slot is released and goes cold again (local backend); 0: never.",
     )
@@ -55,6 +58,7 @@ class LocalBackendSettings:
         env="EOPS_MAX_LOG_BYTES",
         unit="bytes",
         ge=1,
+        le=68_719_476_736,
         help="Largest log kept per invocation (local backend); the job's output past it is dropped, "
         "with a note in the log saying how much.",
     )

@@ -53,32 +53,82 @@ def clamp_to_budget(
     total_left = (
         None if budget is None or budget.total is None else max(0, budget.total - sum(in_use.values()))
     )
-    # A shape no cap bounds gets all it wants at once: the turns below are for splitting a cap,
-    # and each takes at least one GPU of one, so they are bounded by the budget, never by what
-    # a policy asks (warm:10^20 with no budget took one turn a unit, for ever, on the event loop).
+    # A shape no cap bounds gets all it wants at once: the turns below are for splitting a cap
+    # (warm:10^20 with no budget took one turn a unit, for ever, on the event loop).
     for shape in wanted:
         if shape.gpu_type not in type_left and total_left is None:
             held[shape] = max(0, wanted[shape])
     order = sorted(
         (s for s in wanted if wanted[s] > 0 and held[s] < wanted[s]), key=lambda s: (-wanted[s], s)
     )
-    progressed = True
-    while progressed:
-        progressed = False
-        for shape in order:
-            if held[shape] >= wanted[shape]:
-                continue
-            need = shape.gpu_count
-            room = type_left.get(shape.gpu_type)
-            if (room is not None and room < need) or (total_left is not None and total_left < need):
-                continue
-            held[shape] += 1
-            if room is not None:
-                type_left[shape.gpu_type] = room - need
-            if total_left is not None:
-                total_left -= need
-            progressed = True
+    room = _Room(type_left, total_left)
+    while True:
+        # Whole turns in which every shape still asking gets its unit come in one step: one turn
+        # a unit made a warm:100000 under a budget of a million take a second on the event loop.
+        turns, asking = _whole_turns(order, held, wanted, room)
+        if turns > 0:
+            for shape in asking:
+                room.give(held, shape, turns)
+            continue
+        # A cap that cannot give every shape still asking a unit: one turn, in order. Each such
+        # turn leaves less room than one unit of each shape asks, so these turns are bounded by
+        # the shapes and their GPU counts, never by the ask.
+        if not _one_turn(order, held, wanted, room):
+            break
     return held
+
+
+@dataclass
+class _Room:
+    """GPUs a budget still leaves for warm units: per capped type, and in all (None: no cap)."""
+
+    by_type: dict[str, int]
+    total: int | None
+
+    def fits(self, shape: WarmShape) -> bool:
+        left = self.by_type.get(shape.gpu_type)
+        need = shape.gpu_count
+        return (left is None or left >= need) and (self.total is None or self.total >= need)
+
+    def give(self, held: dict[WarmShape, int], shape: WarmShape, units: int) -> None:
+        """`units` more of `shape` held, their GPUs taken from the room."""
+        held[shape] += units
+        if shape.gpu_type in self.by_type:
+            self.by_type[shape.gpu_type] -= units * shape.gpu_count
+        if self.total is not None:
+            self.total -= units * shape.gpu_count
+
+
+def _one_turn(
+    order: list[WarmShape], held: dict[WarmShape, int], wanted: Mapping[WarmShape, int], room: _Room
+) -> bool:
+    """One unit to each shape still asking that fits, in order; whether any got one."""
+    progressed = False
+    for shape in order:
+        if held[shape] < wanted[shape] and room.fits(shape):
+            room.give(held, shape, 1)
+            progressed = True
+    return progressed
+
+
+def _whole_turns(
+    order: list[WarmShape], held: Mapping[WarmShape, int], wanted: Mapping[WarmShape, int], room: _Room
+) -> tuple[int, list[WarmShape]]:
+    """How many turns in a row give each shape still asking (and fitting) one unit without a cap
+    running short or a shape getting more than it asks, and those shapes."""
+    asking = [s for s in order if held[s] < wanted[s] and room.fits(s)]
+    if not asking:
+        return 0, []
+    turns = min(wanted[s] - held[s] for s in asking)
+    per_type: dict[str, int] = {}
+    for shape in asking:
+        per_type[shape.gpu_type] = per_type.get(shape.gpu_type, 0) + shape.gpu_count
+    for kind, need in per_type.items():
+        if kind in room.by_type:
+            turns = min(turns, room.by_type[kind] // need)
+    if room.total is not None:
+        turns = min(turns, room.total // sum(per_type.values()))
+    return turns, asking
 
 
 def gpus_by_type(units: Mapping[WarmShape, int]) -> dict[str, int]:

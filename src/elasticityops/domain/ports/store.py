@@ -16,6 +16,7 @@ from elasticityops.domain.functions import FunctionSpec
 from elasticityops.domain.invocations import FailureReason, Invocation, Note, State
 from elasticityops.domain.node_history import NodeHistory
 from elasticityops.domain.node_seconds import Charge, CostGroup, Phase, PhaseTotal, RunningTotal
+from elasticityops.domain.results import ResultSummary
 from elasticityops.domain.spillover import Spill
 from elasticityops.domain.tokens import ApiToken, Scope
 
@@ -61,8 +62,12 @@ class ClockReading:
 
 @dataclass(frozen=True)
 class Page:
+    """A page of a list: its invocations carry no result (`result` None); `summaries` holds the
+    summary of each one that has a result, by id, read without reading the result whole."""
+
     items: list[Invocation]
     next_cursor: str | None
+    summaries: Mapping[str, ResultSummary] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

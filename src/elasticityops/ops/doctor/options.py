@@ -34,6 +34,7 @@ class GatherOptions:
         None,
         unit="nodes",
         ge=1,
+        le=1_000_000,
         shown="no quota check",
         help="Planned peak of GPU nodes, to check GPU quota against.",
     )
@@ -51,7 +52,9 @@ class GatherOptions:
         help="What the gateway runs invocations as (eops serve --kube-workload): pod also needs the "
         "rights to create and delete pods.",
     )
-    timeout_s: float = knob(10.0, flag="timeout", unit="seconds", gt=0, help="Timeout of each API request.")
+    timeout_s: float = knob(
+        10.0, flag="timeout", unit="seconds", gt=0, le=3600, help="Timeout of each API request."
+    )
     extra_env: dict[str, str] = field(default_factory=dict)
 
     def client_settings(self) -> KubernetesSettings:

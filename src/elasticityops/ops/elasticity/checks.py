@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 
+from elasticityops import knobs
 from elasticityops.domain.errors import FieldProblem, InvalidInput
 from elasticityops.ops.elasticity.inputs import ElasticityInputs
 
@@ -43,49 +44,13 @@ def _name_problems(inputs: ElasticityInputs) -> list[FieldProblem]:
 
 
 def _scaling_problems(inputs: ElasticityInputs) -> list[FieldProblem]:
-    """Replicas, the target, the windows and the concurrency: what the HPA does with the metric."""
-    problems: list[FieldProblem] = []
-    if inputs.min_replicas < 1:
-        problems.append(
-            FieldProblem(
-                "min",
-                f"min replicas {inputs.min_replicas} < 1",
-                "an HPA on a Pods metric cannot scale from 0 (no pod, no metric): use --min 1 or more",
-            )
-        )
-    if inputs.max_replicas < max(inputs.min_replicas, 1):
+    """Replicas, the target, the windows and the concurrency: each within the range its knob
+    declares (elasticity/inputs.py), and max at least min."""
+    problems = knobs.problems(inputs, where=lambda knob: knob.name)
+    if inputs.max_replicas < inputs.min_replicas:
         problems.append(
             FieldProblem(
                 "max", f"max replicas {inputs.max_replicas} is below min {inputs.min_replicas}", "raise --max"
-            )
-        )
-    if not 1 <= inputs.target_util <= 100:
-        problems.append(
-            FieldProblem(
-                "target-util",
-                f"{inputs.target_util} is not a percentage in 1-100",
-                "70 leaves headroom for bursts",
-            )
-        )
-    problems += [
-        FieldProblem(
-            name,
-            f"{seconds} s is outside 0-{cap}",
-            "pass seconds, e.g. 60 for scale-up, 300 for scale-down",
-        )
-        for name, seconds, cap in (
-            ("scale-up-window", inputs.scale_up_window_s, 3600),
-            ("scale-down-window", inputs.scale_down_window_s, 3600),
-            ("grace-seconds", inputs.grace_period_s, 86_400),
-        )
-        if not 0 <= seconds <= cap
-    ]
-    if inputs.concurrency is not None and inputs.concurrency < 1:
-        problems.append(
-            FieldProblem(
-                "concurrency",
-                f"{inputs.concurrency} is not a request count",
-                "pass how many requests one pod serves at once, e.g. 1 or 16",
             )
         )
     return problems

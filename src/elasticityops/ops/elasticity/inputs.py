@@ -55,22 +55,36 @@ class ElasticityInputs:
 
     deployment: str
     namespace: str = knob("default", help="Namespace of the Deployment.")
-    min_replicas: int = knob(1, flag="min", unit="replicas", help="Minimum replicas, at least 1.")
-    max_replicas: int = knob(8, flag="max", unit="replicas", help="Maximum replicas.")
-    target_util: int = knob(70, unit="percent", help="Target average GPU utilisation per pod.")
+    min_replicas: int = knob(
+        1,
+        flag="min",
+        unit="replicas",
+        ge=1,
+        le=10_000,
+        help="Minimum replicas (an HPA on a Pods metric cannot scale from 0: no pod, no metric).",
+    )
+    max_replicas: int = knob(8, flag="max", unit="replicas", ge=1, le=10_000, help="Maximum replicas.")
+    target_util: int = knob(70, unit="percent", ge=1, le=100, help="Target average GPU utilisation per pod.")
     scale_up_window_s: int = knob(
-        60, flag="scale-up-window", unit="seconds", help="Scale-up stabilisation window."
+        60, flag="scale-up-window", unit="seconds", ge=0, le=3600, help="Scale-up stabilisation window."
     )
     scale_down_window_s: int = knob(
-        300, flag="scale-down-window", unit="seconds", help="Scale-down stabilisation window."
+        300, flag="scale-down-window", unit="seconds", ge=0, le=3600, help="Scale-down stabilisation window."
     )
     grace_period_s: int = knob(
-        120, flag="grace-seconds", unit="seconds", help="terminationGracePeriodSeconds of the Deployment."
+        120,
+        flag="grace-seconds",
+        unit="seconds",
+        ge=0,
+        le=86_400,
+        help="terminationGracePeriodSeconds of the Deployment.",
     )
     concurrency: int | None = knob(
         None,
         unit="requests",
         shown="not given",
+        ge=1,
+        le=100_000,
         help="Requests one pod serves at once (1: utilisation is the wrong signal).",
     )
     pod_selector: tuple[tuple[str, str], ...] = knob(
@@ -86,7 +100,7 @@ class ElasticityInputs:
     prometheus_url: str = knob(
         "http://prometheus-server.monitoring.svc", unit="URL", help="Prometheus URL for the adapter."
     )
-    prometheus_port: int = knob(80, help="Prometheus port for the adapter.")
+    prometheus_port: int = knob(80, ge=1, le=65_535, help="Prometheus port for the adapter.")
     gpu_node_label: tuple[str, str | None] = knob(
         (GPU_PRESENT_LABEL, "true"),
         metavar="LABEL",

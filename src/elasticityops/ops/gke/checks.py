@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 
+from elasticityops import knobs
 from elasticityops.domain.errors import FieldProblem, InvalidInput
 from elasticityops.ops.gke.inputs import GPU_SHAPES, REFUSED_MACHINE_TYPES, GkeInputs
 
@@ -63,39 +64,27 @@ def _where_problems(inputs: GkeInputs) -> list[FieldProblem]:
     return problems
 
 
+MAX_PEAK = 1_000_000
+
+
 def _size_problems(inputs: GkeInputs) -> list[FieldProblem]:
-    """The peak, the baseline within it, and the margin above it."""
-    problems: list[FieldProblem] = []
-    if inputs.peak < 1:
+    """The peak, the baseline within it, and the margin above it (baseline and margin within the
+    ranges their knobs declare, gke/inputs.py)."""
+    problems = knobs.problems(inputs, where=lambda knob: knob.name)
+    if not 1 <= inputs.peak <= MAX_PEAK:
         problems.append(
             FieldProblem(
                 "peak",
-                f"peak must be at least 1 GPU node, got {inputs.peak}",
+                f"peak must be 1 to {MAX_PEAK} GPU nodes, got {inputs.peak}",
                 "pass the most GPU nodes you expect at once, e.g. --peak 4000",
             )
         )
-    if inputs.baseline < 0:
-        problems.append(
-            FieldProblem(
-                "baseline",
-                f"baseline cannot be negative, got {inputs.baseline}",
-                "use 0 for no always-on pool",
-            )
-        )
-    elif inputs.baseline > inputs.peak >= 1:
+    elif inputs.baseline > inputs.peak:
         problems.append(
             FieldProblem(
                 "baseline",
                 f"baseline {inputs.baseline} is above the peak {inputs.peak}",
                 "the baseline is part of the peak: lower it or raise --peak",
-            )
-        )
-    if not 0 <= inputs.margin_pct <= 100:
-        problems.append(
-            FieldProblem(
-                "margin",
-                f"margin {inputs.margin_pct}% is outside 0-100",
-                "10 (the default) covers retries and nodes still draining",
             )
         )
     return problems

@@ -55,7 +55,9 @@ class GkeInputs:
     region: str
     zones: tuple[str, ...]
     peak: int
-    baseline: int = knob(60, unit="nodes", help="Always-on GPU nodes for usual traffic (part of the peak).")
+    baseline: int = knob(
+        60, unit="nodes", ge=0, le=1_000_000, help="Always-on GPU nodes for usual traffic (part of the peak)."
+    )
     spot: bool = knob(False, off=None, help="Prefer spot VMs, fall back to on-demand.")
     gpu_type: str = knob("nvidia-tesla-t4", help=f"GPU model: {', '.join(GPU_SHAPES)}.")
     machine_type: str | None = knob(
@@ -68,7 +70,12 @@ class GkeInputs:
     )
     cluster: str = knob("eops", help="Cluster name.")
     margin_pct: int = knob(
-        10, flag="margin", unit="percent", help="Margin above the peak for GPU limits and quota."
+        10,
+        flag="margin",
+        unit="percent",
+        ge=0,
+        le=100,
+        help="Margin above the peak for GPU limits and quota.",
     )
     preload_disk_image: str | None = knob(
         None, shown="none", help="Disk image with the function images, for a secondary boot disk."
