@@ -17,9 +17,11 @@ How the test reads a page (tests/helpers/doc_commands.py finds its commands):
   `eops serve` names): where a console block shows the output with such a value, the value this
   run printed in the same place (the n-th distinct one of its kind) stands for it in every later
   command; a value shown again later must be printed again in the same place. A README
-  placeholder `inv-...` or `tok-...` is the last id of that kind printed so far, as a reader
-  copies it.
-- **Exit status**: 0, or what the line's comment says (`# exit 2: why`).
+  placeholder `inv-...` or `tok-...` is the id of that kind in the latest output that named
+  exactly one (what `eops invoke` or `eops token create` printed), as a reader copies it: not
+  from a listing of several.
+- **Exit status**: 0, or what the line's comment says (`# exit 2: why`). A failure's message has
+  no ids or times in it, so one shown in a console block must be what the command prints.
 - **`$ cat FILE`** with its contents shown: the test writes FILE with them (the reader makes it).
 - **Not run, each with its reason**: `NOT_RUN`, `KUBERNETES_SECTION` and `OTHER_PROGRAMS`
   below; `test_what_is_not_run` lists every line they leave out.
@@ -27,6 +29,7 @@ How the test reads a page (tests/helpers/doc_commands.py finds its commands):
 
 from __future__ import annotations
 
+import difflib
 import re
 import shlex
 import subprocess
@@ -116,7 +119,7 @@ class Reader:
     env: dict[str, str] = field(default_factory=dict)
     variables: dict[str, str] = field(default_factory=dict)
     copied: dict[str, str] = field(default_factory=dict)  # the page's value -> this run's
-    last: dict[str, str] = field(default_factory=dict)  # kind -> the last value printed
+    last: dict[str, str] = field(default_factory=dict)  # kind -> the latest output's only one
     gateway: RunningServer | None = None
     transcript: list[str] = field(default_factory=list)
 
@@ -128,6 +131,8 @@ class Reader:
             expected = command.expected_exit if index == len(steps) - 1 else 0
             outputs.append(self._step(command, step, expected))
         self._learn(command, "".join(outputs))
+        if command.expected_exit and command.output:
+            _same_lines(command, "".join(outputs))
 
     def stop(self) -> None:
         if self.gateway is not None:
@@ -148,7 +153,8 @@ class Reader:
             (self.cwd / words[1]).write_text(command.output + "\n")
             return ""
         if not is_eops(words[0]):
-            return ""  # the set-up this suite has done (OTHER_PROGRAMS)
+            self.transcript.append(f"not run: {step}   ({command.where}: {OTHER_PROGRAMS[words[0]]})")
+            return ""
         if words[1:2] == ["serve"]:
             return self._serve(step, words[2:], prefix)
         started = time.monotonic()
@@ -212,8 +218,8 @@ class Reader:
     def _learn(self, command: DocCommand, output: str) -> None:
         for kind, pattern in COPIED.items():
             printed = _distinct(pattern.findall(output))
-            if printed:
-                self.last[kind] = printed[-1]
+            if len(printed) == 1:
+                self.last[kind] = printed[0]
             for place, shown in enumerate(_distinct(pattern.findall(command.output))):
                 assert place < len(printed), (
                     f"{command.where}: the page shows `{command.text}` printing the {kind} {shown}; "
@@ -224,6 +230,17 @@ class Reader:
                     f"{command.where}: the page shows `{command.text}` printing {shown} "
                     f"as its {kind} #{place + 1} (here {known}); this run printed {printed[place]}:\n{output}"
                 )
+
+
+def _same_lines(command: DocCommand, output: str) -> None:
+    """A failure's message has no ids or times in it: the page shows it as it is printed."""
+    shown, printed = _lines(command.output), _lines(output)
+    diff = "\n".join(difflib.unified_diff(shown, printed, "the page", "this run", lineterm=""))
+    assert shown == printed, f"{command.where}: `{command.text}` prints something else:\n{diff}"
+
+
+def _lines(text: str) -> list[str]:
+    return [line.rstrip() for line in text.strip("\n").splitlines()]
 
 
 def _distinct(values: list[str]) -> list[str]:
