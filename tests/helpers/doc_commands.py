@@ -37,6 +37,7 @@ class DocCommand:
     text: str
     comment: str = ""
     output: str = ""  # what a console block shows it print; "" in a bash block
+    block: int = 0  # which fenced block of the page (0: the first)
 
     @property
     def where(self) -> str:
@@ -86,6 +87,7 @@ def parse(markdown: str, doc: str) -> list[DocCommand]:
     lines = markdown.splitlines()
     kind: str | None = None  # the language of the fenced block we are in
     body: list[tuple[int, str]] = []
+    blocks = 0
     for number, line in enumerate(lines, start=1):
         fence = _FENCE.match(line)
         if fence is None:
@@ -96,14 +98,15 @@ def parse(markdown: str, doc: str) -> list[DocCommand]:
             kind, body = fence.group(1), []
             continue
         if kind in _SHELL_BLOCKS:
-            found.extend(_bash_block(body, doc))
+            found.extend(_bash_block(body, doc, blocks))
         elif kind == "console":
-            found.extend(_console_block(body, doc))
+            found.extend(_console_block(body, doc, blocks))
         kind = None
+        blocks += 1
     return found
 
 
-def _bash_block(body: list[tuple[int, str]], doc: str) -> list[DocCommand]:
+def _bash_block(body: list[tuple[int, str]], doc: str, block: int) -> list[DocCommand]:
     out: list[DocCommand] = []
     pending: list[str] = []
     start = 0
@@ -116,11 +119,11 @@ def _bash_block(body: list[tuple[int, str]], doc: str) -> list[DocCommand]:
         text, comment = strip_comment(" ".join([*pending, line]))
         pending = []
         if text:
-            out.append(DocCommand(doc, start, text, comment))
+            out.append(DocCommand(doc, start, text, comment, block=block))
     return out
 
 
-def _console_block(body: list[tuple[int, str]], doc: str) -> list[DocCommand]:
+def _console_block(body: list[tuple[int, str]], doc: str, block: int) -> list[DocCommand]:
     out: list[DocCommand] = []
     current: tuple[int, str, str] | None = None  # line, text, comment
     shown: list[str] = []
@@ -128,7 +131,7 @@ def _console_block(body: list[tuple[int, str]], doc: str) -> list[DocCommand]:
     def close() -> None:
         if current is not None:
             line, text, comment = current
-            out.append(DocCommand(doc, line, text, comment, "\n".join(shown).strip("\n")))
+            out.append(DocCommand(doc, line, text, comment, "\n".join(shown).strip("\n"), block))
 
     for number, line in body:
         if line.startswith("$ "):
