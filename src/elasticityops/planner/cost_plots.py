@@ -104,18 +104,18 @@ def figure_cost_by_hour(run: PlottedRun) -> Figure:
     p95, has_requests = p95_per_piece(run.arrival_s, run.waits, edges)
     fig = Figure(figsize=(8, 4.8))
     ax = fig.subplots()
-    starts_h = edges[:-1][has_requests] / 3600.0
+    per_unit, unit = (3600.0, "hours") if piece_s >= 3600 else (60.0, "minutes")
     points = ax.scatter(
         p95[has_requests],
         cost_per_hour[has_requests],
-        c=starts_h,
+        c=edges[:-1][has_requests] / per_unit,
         cmap="viridis",
         s=22,
         alpha=0.8,
         label=f"each {_piece_name(piece_s)} (its requests' p95, its nodes' cost)",
         zorder=3,
     )
-    fig.colorbar(points, ax=ax, label="hours since trace start")
+    fig.colorbar(points, ax=ax, label=f"{unit} since trace start")
     hours = s.horizon_hours or 1.0
     wait_axis(ax, max([*p95[has_requests], s.time_to_start_s.p95]))
     ax.set_ylim(0, max([*cost_per_hour, s.cost_usd / hours, 0.0]) * 1.2 or 1.0)
