@@ -81,13 +81,17 @@ def test_what_is_not_run() -> None:
     ), left_out
 
 
-@pytest.mark.slow
-@pytest.mark.parametrize("page", PAGES)
-def test_page_commands_run(page: str, tmp_path: Path) -> None:
+def _reader(tmp_path: Path) -> Reader:
     cwd = tmp_path / "checkout"
     cwd.mkdir()
     (cwd / "examples").symlink_to(REPO / "examples")
-    reader = Reader(cwd, tmp_path / "eops-data", OTHER_PROGRAMS)
+    return Reader(cwd, tmp_path / "eops-data", OTHER_PROGRAMS)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("page", PAGES)
+def test_page_commands_run(page: str, tmp_path: Path) -> None:
+    reader = _reader(tmp_path)
     ran = 0
     try:
         for command, reason in page_commands(page):
@@ -155,3 +159,30 @@ def test_a_failure_shown_without_its_exit_status_is_refused() -> None:
 def test_a_capture_runs_the_command_inside() -> None:
     assert program("""ID=$(eops invoke sleep --data '{"seconds": 600}')""") == "eops"
     assert program("EOPS_TOKEN= .venv/bin/eops fn ls") == ".venv/bin/eops"
+
+
+STALE = """
+```console
+$ eops serve --gpus 1 --example
+$ eops invoke hello --data '{"name": "Ada"}'
+inv-01m8mtp1bey8s59ba4t6rteb6r
+
+$ eops fn show hello
+```
+"""
+
+
+@pytest.mark.slow
+def test_a_page_naming_a_command_the_cli_lacks_fails(tmp_path: Path) -> None:
+    """The reader itself, on a page as the issue found docs/functions.md (`fn show`; it is
+    `fn get`): the page fails at that line, after the lines before it ran."""
+    reader = _reader(tmp_path)
+    *before, stale = parse(STALE, "page.md")
+    try:
+        for command in before:
+            reader.run(command)
+        with pytest.raises(AssertionError, match=r"page.md:7: `eops fn show hello` exited 2"):
+            reader.run(stale)
+    finally:
+        reader.stop()
+    assert reader.copied["inv-01m8mtp1bey8s59ba4t6rteb6r"] == reader.last["invocation id"]
