@@ -7,16 +7,16 @@ from pathlib import Path
 from typing import Any
 
 from elasticityops.planner.config import settings_dict
-from elasticityops.planner.plots import PlottedRun, plot_cost_vs_wait, plot_demand, plot_wait_cdf
+from elasticityops.planner.cost_plots import plot_cost_by_hour, plot_cost_vs_wait
+from elasticityops.planner.plots import PlottedRun, plot_demand, plot_wait_cdf
 from elasticityops.planner.recommend import Recommendation
 from elasticityops.planner.report import safe_name, write_html, write_invocations, write_json
 from elasticityops.planner.runner import RunOutcome
-from elasticityops.planner.summary import wait_times
 from elasticityops.planner.trace import Trace
 
 
 def _plotted(trace: Trace, outcomes: Sequence[RunOutcome]) -> list[PlottedRun]:
-    return [PlottedRun(o.summary, o.result.timeline, wait_times(trace, o.result)) for o in outcomes]
+    return [PlottedRun(o.summary, o.result, trace.arrival_s) for o in outcomes]
 
 
 def write_run(
@@ -45,10 +45,13 @@ def write_run(
             written.append(write_invocations(path, trace, o.result))
     if plots:
         runs_p = _plotted(trace, outcomes)
+        cost_path = out / "cost_vs_wait.png"
         images = [
             plot_demand(runs_p, out / "demand.png"),
             plot_wait_cdf(runs_p, out / "wait_cdf.png"),
-            plot_cost_vs_wait([o.summary for o in outcomes], out / "cost_vs_wait.png"),
+            plot_cost_by_hour(runs_p[0], cost_path)
+            if len(runs_p) == 1
+            else plot_cost_vs_wait([o.summary for o in outcomes], cost_path),
         ]
         written.extend(images)
         written.append(
@@ -98,6 +101,8 @@ def write_recommendation(
             out / "frontier.png",
             frontier=[c.summary for c in rec.frontier],
             target_p95_s=rec.target_p95_s,
+            recommended=rec.best.summary if rec.best else None,
+            closest=rec.closest.summary,
         )
         written.append(img)
         shown = list(rec.frontier) + ([rec.best] if rec.best and rec.best not in rec.frontier else [])

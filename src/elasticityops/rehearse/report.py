@@ -15,6 +15,7 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 import numpy as np
+from matplotlib.figure import Figure
 
 from elasticityops.planner.plots import finish_cdf
 from elasticityops.planner.report import safe_name, write_json
@@ -64,7 +65,8 @@ def write_predicted_series(path: Path, record: PolicyRecord) -> Path | None:
 
 def plot_wait_cdf(records: Sequence[PolicyRecord], path: Path, warmup_s: float = 0.0) -> Path:
     """The requests measured (after the warm-up), as the prediction's waits are."""
-    fig, ax = plt.subplots(figsize=(8, 4.8))
+    fig = Figure(figsize=(8, 4.8))  # finish_cdf saves it; outside pyplot, nothing to close
+    ax = fig.subplots()
     for k, rec in enumerate(records):
         colour = _COLOURS[k % len(_COLOURS)]
         waits = (i.wait_s for i in rec.invocations if i.arrival_s >= warmup_s)
