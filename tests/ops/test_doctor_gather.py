@@ -168,3 +168,143 @@ def test_an_unusable_kubeconfig_is_an_api_error_naming_it(tmp_path: Path) -> Non
     assert not snap.api_reachable
     assert snap.api_error.startswith("kubeconfig: cannot use the Kubernetes configuration")
     assert "certificate or key file" in snap.api_error
+
+
+KUEUE = "/apis/kueue.x-k8s.io/v1beta2"
+KUEUE_ROUTES = {
+    r"^GET /apis/kueue.x-k8s.io$": [
+        Reply(
+            200,
+            {
+                "kind": "APIGroup",
+                "versions": [{"groupVersion": "kueue.x-k8s.io/v1beta2", "version": "v1beta2"}],
+            },
+        )
+    ],
+    rf"^GET {KUEUE}$": [
+        Reply(
+            200,
+            {
+                "kind": "APIResourceList",
+                "resources": [{"name": "workloads"}, {"name": "workloads/status"}, {"name": "clusterqueues"}],
+            },
+        )
+    ],
+    rf"^GET {KUEUE}/namespaces/gpu/localqueues/team-a$": [
+        Reply(
+            200,
+            {
+                "metadata": {"name": "team-a", "namespace": "gpu"},
+                "spec": {"clusterQueue": "gpus"},
+                "status": {"conditions": [{"type": "Active", "status": "True", "reason": "Ready"}]},
+            },
+        )
+    ],
+    rf"^GET {KUEUE}/clusterqueues/gpus$": [
+        Reply(
+            200,
+            {
+                "metadata": {"name": "gpus"},
+                "spec": {
+                    "stopPolicy": "None",
+                    "admissionChecksStrategy": {
+                        "admissionChecks": [{"name": "eops-provisioning"}, {"name": "gone"}]
+                    },
+                    "resourceGroups": [
+                        {
+                            "coveredResources": ["nvidia.com/gpu", "cpu"],
+                            "flavors": [
+                                {
+                                    "name": "nvidia-tesla-t4",
+                                    "resources": [
+                                        {"name": "nvidia.com/gpu", "nominalQuota": 3},
+                                        {"name": "cpu", "nominalQuota": 12},
+                                    ],
+                                }
+                            ],
+                        }
+                    ],
+                },
+                "status": {
+                    "conditions": [
+                        {
+                            "type": "Active",
+                            "status": "False",
+                            "reason": "AdmissionCheckNotFound",
+                            "message": "references missing AdmissionCheck(s): [gone].",
+                        }
+                    ]
+                },
+            },
+        )
+    ],
+    rf"^GET {KUEUE}/admissionchecks/eops-provisioning$": [
+        Reply(
+            200,
+            {
+                "metadata": {"name": "eops-provisioning"},
+                "status": {"conditions": [{"type": "Active", "status": "True"}]},
+            },
+        )
+    ],
+    rf"^GET {KUEUE}/admissionchecks/gone$": [
+        Reply(404, {"kind": "Status", "reason": "NotFound", "message": "admissionchecks gone not found"})
+    ],
+    rf"^GET {KUEUE}/workloadpriorityclasses\?": [_forbidden("workloadpriorityclasses")],
+}
+
+
+def test_gather_reads_kueue_from_the_local_queue_down(tmp_path: Path) -> None:
+    routes = {k: list(v) for k, v in {**KUEUE_ROUTES, **ROUTES}.items()}
+    with scripted_in_thread([], routes) as srv:
+        kubeconfig = _kubeconfig(tmp_path / "kubeconfig", srv.url)
+        options = GatherOptions(kubeconfig=kubeconfig, namespace="gpu", local_queue="team-a", timeout_s=5)
+        snap = asyncio.run(gather(options))
+    k = snap.kueue
+    assert k is not None
+    assert (k.versions, k.resources) == (("v1beta2",), ("workloads", "clusterqueues"))
+    assert k.local_queue is not None
+    assert (k.local_queue.name, k.local_queue.cluster_queue) == ("team-a", "gpus")
+    assert k.cluster_queue is not None
+    assert k.cluster_queue.admission_checks == ("eops-provisioning", "gone")
+    assert k.cluster_queue.gpu_quota == {"nvidia-tesla-t4": "3"}
+    assert k.cluster_queue.stopped == ""
+    assert k.cluster_queue.active is not None
+    assert k.cluster_queue.active.reason == "AdmissionCheckNotFound"
+    checks = k.admission_checks
+    assert checks["gone"] is None
+    assert checks["eops-provisioning"] is not None
+    assert checks["eops-provisioning"].active is not None
+    # A Kueue object not there is absent, one not readable is a section's error.
+    assert "403 Forbidden workloadpriorityclasses is forbidden" in snap.unreadable["kueue-priorities"]
+    assert "kueue-admission-checks" not in snap.unreadable
+    # The rights to read Workloads were reviewed in the namespace, beside the rest.
+    reviews = [
+        json.loads(s.body)["spec"]["resourceAttributes"]
+        for s in srv.seen
+        if s.target.endswith("accessreviews")
+    ]
+    kueue = {(a["verb"], a["resource"], a["namespace"]) for a in reviews if a["group"] == "kueue.x-k8s.io"}
+    assert kueue == {("get", "workloads", "gpu"), ("list", "workloads", "gpu"), ("watch", "workloads", "gpu")}
+
+
+def test_gather_without_kueue_admission_asks_kueue_nothing(tmp_path: Path) -> None:
+    with scripted_in_thread([], {k: list(v) for k, v in ROUTES.items()}) as srv:
+        kubeconfig = _kubeconfig(tmp_path / "kubeconfig", srv.url)
+        snap = asyncio.run(gather(GatherOptions(kubeconfig=kubeconfig, namespace="gpu", timeout_s=5)))
+    assert snap.kueue is None
+    assert not [s for s in srv.seen if "kueue" in s.target or b"kueue" in s.body]
+
+
+def test_gather_finds_kueue_not_installed(tmp_path: Path) -> None:
+    gone = {
+        r"^GET /apis/kueue.x-k8s.io$": [
+            Reply(404, {"kind": "Status", "reason": "NotFound", "message": "404"})
+        ]
+    }
+    with scripted_in_thread([], {k: list(v) for k, v in {**gone, **ROUTES}.items()}) as srv:
+        kubeconfig = _kubeconfig(tmp_path / "kubeconfig", srv.url)
+        snap = asyncio.run(gather(GatherOptions(kubeconfig=kubeconfig, namespace="gpu", admission="kueue")))
+    assert snap.kueue is not None
+    assert (snap.kueue.local_queue_name, snap.kueue.versions, snap.kueue.local_queue) == ("eops", (), None)
+    assert "kueue-api" not in snap.unreadable

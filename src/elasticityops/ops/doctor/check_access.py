@@ -37,20 +37,28 @@ def _rules_to_access(rules: list[dict[str, Any]], namespaced: bool) -> tuple[Acc
     return tuple(found)
 
 
-# Exactly the Role and ClusterRole that `eops render deploy` grants the gateway: one source.
-REQUIRED_ACCESS: tuple[AccessRule, ...] = (
+KUEUE_GROUP = "kueue.x-k8s.io"
+# Exactly the Role and ClusterRole that `eops render deploy` grants the gateway: one source. The
+# Role's Kueue rule (reading Workloads) is needed only with --admission kueue, and reported by
+# the Kueue checks (check_kueue.py), so a cluster without Kueue is not asked about it.
+_GRANTED: tuple[AccessRule, ...] = (
     *_rules_to_access(ROLE_RULES, namespaced=True),
     *_rules_to_access(NODE_RULES, namespaced=False),
 )
+REQUIRED_ACCESS: tuple[AccessRule, ...] = tuple(r for r in _GRANTED if r.group != KUEUE_GROUP)
+KUEUE_ACCESS: tuple[AccessRule, ...] = tuple(r for r in _GRANTED if r.group == KUEUE_GROUP)
 BARE_POD_ACCESS: tuple[AccessRule, ...] = _rules_to_access(BARE_POD_RULES, namespaced=True)
 
 
-def required_access(workload: str) -> tuple[AccessRule, ...]:
-    """What the gateway needs with `workload` (job, or pod: it creates and deletes the pods too)."""
-    return (*REQUIRED_ACCESS, *BARE_POD_ACCESS) if workload == "pod" else REQUIRED_ACCESS
+def required_access(workload: str, kueue: bool = False) -> tuple[AccessRule, ...]:
+    """What the gateway needs with `workload` (job, or pod: it creates and deletes the pods too),
+    and with Kueue admission (`kueue`: it reads each Job's Workload)."""
+    bare = BARE_POD_ACCESS if workload == "pod" else ()
+    return (*REQUIRED_ACCESS, *bare, *(KUEUE_ACCESS if kueue else ()))
 
 
-def _grant_command(missing: list[AccessRule], namespace: str) -> str:
+def grant_command(missing: list[AccessRule], namespace: str) -> str:
+    """kubectl commands that grant `missing`, and how to bind them."""
     namespaced = [r for r in missing if r.namespaced]
     cluster = [r for r in missing if not r.namespaced]
     parts: list[str] = []
@@ -86,9 +94,10 @@ def check_permissions(s: ClusterSnapshot) -> list[Finding]:
                 "has it by default)",
             )
         ]
-    missing = [rule for rule in s.access if not rule.allowed]
+    access = [rule for rule in s.access if rule.group != KUEUE_GROUP]  # check_kueue's
+    missing = [rule for rule in access if not rule.allowed]
     who = f" for {s.identity}" if s.identity else ""
-    if not s.access:
+    if not access:
         return [
             Finding(
                 "permissions",
@@ -100,7 +109,7 @@ def check_permissions(s: ClusterSnapshot) -> list[Finding]:
     if missing:
         # The snapshot reviewed the bare-pod rights only where the gateway creates bare pods.
         bare = {r.label for r in BARE_POD_ACCESS}
-        made = "bare pod" if any(rule.label in bare for rule in s.access) else "Job"
+        made = "bare pod" if any(rule.label in bare for rule in access) else "Job"
         return [
             Finding(
                 "permissions",
@@ -108,13 +117,13 @@ def check_permissions(s: ClusterSnapshot) -> list[Finding]:
                 f"ElasticityOps cannot {names([r.label for r in missing], limit=8)} in namespace "
                 f"{s.namespace}{who}: it creates one {made} per request and watches its pods, events "
                 "and logs",
-                _grant_command(missing, s.namespace),
+                grant_command(missing, s.namespace),
             )
         ]
     return [
         Finding(
             "permissions",
             Status.passed,
-            f"all {len(s.access)} permissions ElasticityOps needs are granted in {s.namespace}{who}",
+            f"all {len(access)} permissions ElasticityOps needs are granted in {s.namespace}{who}",
         )
     ]

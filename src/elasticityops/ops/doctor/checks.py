@@ -14,6 +14,7 @@ from elasticityops.ops.doctor.check_access import (
     check_permissions,
     required_access,
 )
+from elasticityops.ops.doctor.check_kueue import check_kueue
 from elasticityops.ops.doctor.check_leader import check_leader
 from elasticityops.ops.doctor.check_metrics import CUSTOM_METRICS_SERVICE, check_custom_metrics, check_hpas
 from elasticityops.ops.doctor.check_nodes import (
@@ -57,6 +58,7 @@ CHECKS: tuple[Callable[[ClusterSnapshot], list[Finding]], ...] = (
     check_autoscaler_status,
     check_quota,
     check_leader,
+    check_kueue,
 )
 
 

@@ -24,10 +24,13 @@ from elasticityops.ops.doctor.snapshot import (
     AccessRule,
     ClusterSnapshot,
     CustomMetrics,
+    KueueObject,
+    KueueReading,
     LeaseInfo,
     PodLog,
     QuotaReading,
 )
+from elasticityops.ops.kueue import KUEUE_API
 
 MAX_PLUGIN_LOGS = 10
 MAX_PENDING_PODS = 200
@@ -46,6 +49,8 @@ PRIORITY_CLASSES = "/apis/scheduling.k8s.io/v1/priorityclasses"
 ACCESS_REVIEWS = "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews"
 SUBJECT_REVIEWS = "/apis/authentication.k8s.io/v1/selfsubjectreviews"
 AUTOSCALER_STATUS = "/api/v1/namespaces/kube-system/configmaps/cluster-autoscaler-status"
+KUEUE_GROUP = "/apis/kueue.x-k8s.io"
+KUEUE = f"/apis/{KUEUE_API}"
 
 
 def _error_text(error: BaseException) -> str:
@@ -84,7 +89,7 @@ class _Reader:
             return None
 
 
-async def _access(reader: _Reader, namespace: str, workload: str) -> tuple[AccessRule, ...]:
+async def _access(reader: _Reader, namespace: str, workload: str, kueue: bool) -> tuple[AccessRule, ...]:
     async def review(rule: AccessRule) -> AccessRule:
         attributes: dict[str, str] = {"verb": rule.verb, "group": rule.group, "resource": rule.resource}
         if rule.subresource:
@@ -104,7 +109,7 @@ async def _access(reader: _Reader, namespace: str, workload: str) -> tuple[Acces
             reason=str(status.get("reason") or status.get("evaluationError") or ""),
         )
 
-    return tuple(await asyncio.gather(*(review(rule) for rule in required_access(workload))))
+    return tuple(await asyncio.gather(*(review(rule) for rule in required_access(workload, kueue))))
 
 
 async def _identity(reader: _Reader) -> str:
@@ -228,6 +233,57 @@ async def _lease(reader: _Reader, namespace: str, name: str) -> LeaseInfo | None
     return LeaseInfo(record.holder, record.lease_duration_s, ago, record.transitions)
 
 
+async def _nothing() -> None:
+    return None
+
+
+async def _found(reader: _Reader, section: str, path: str) -> dict[str, Any] | None:
+    """The object at `path`; None when there is none, or (recorded) when it cannot be read."""
+    try:
+        return dict(await reader.api.get(path))
+    except NotFound:
+        return None
+    except (EopsError, OSError, ValueError) as error:
+        reader.unreadable[section] = _error_text(error)
+        return None
+
+
+async def _kueue(reader: _Reader, namespace: str, local_queue: str) -> KueueReading:
+    """Kueue's API and the objects between the gateway's Jobs and their admission, each read
+    only where what names it was found (the LocalQueue names the ClusterQueue, which names its
+    AdmissionChecks)."""
+    reading = KueueReading(local_queue)
+    group = await _found(reader, "kueue-api", KUEUE_GROUP)
+    versions = tuple(str(v.get("version", "")) for v in (group or {}).get("versions") or ())
+    if KUEUE.rpartition("/")[2] not in versions:
+        return replace(reading, versions=versions)
+    discovery = await _found(reader, "kueue-api", KUEUE)
+    resources = tuple(str(r.get("name", "")) for r in (discovery or {}).get("resources") or ())
+    reading = replace(reading, versions=versions, resources=tuple(r for r in resources if "/" not in r))
+    raw_local = await _found(
+        reader, "kueue-local-queue", f"{KUEUE}/namespaces/{namespace}/localqueues/{local_queue}"
+    )
+    classes = await reader.section("kueue-priorities", _list(reader, f"{KUEUE}/workloadpriorityclasses"))
+    reading = replace(
+        reading,
+        local_queue=parse.local_queue_info(raw_local) if raw_local else None,
+        priority_classes=tuple(parse.workload_priority_class_info(raw) for raw in classes or ()),
+    )
+    if reading.local_queue is None or not reading.local_queue.cluster_queue:
+        return reading
+    raw_cluster = await _found(
+        reader, "kueue-cluster-queue", f"{KUEUE}/clusterqueues/{reading.local_queue.cluster_queue}"
+    )
+    if raw_cluster is None:
+        return reading
+    cluster_queue = parse.cluster_queue_info(raw_cluster)
+    checks: dict[str, KueueObject | None] = {}
+    for name in cluster_queue.admission_checks:
+        raw_check = await _found(reader, "kueue-admission-checks", f"{KUEUE}/admissionchecks/{name}")
+        checks[name] = parse.admission_check_info(raw_check) if raw_check else None
+    return replace(reading, cluster_queue=cluster_queue, admission_checks=checks)
+
+
 async def gather(options: GatherOptions) -> ClusterSnapshot:
     settings = options.client_settings()
     try:
@@ -243,6 +299,7 @@ async def gather(options: GatherOptions) -> ClusterSnapshot:
             quota=await read_quota(options, ""),
         )
     namespace = options.namespace
+    queue = options.kueue_queue
     reader = _Reader(api)
     try:
         try:
@@ -267,8 +324,9 @@ async def gather(options: GatherOptions) -> ClusterSnapshot:
             pending,
             autoscaler,
             lease,
+            kueue,
         ) = await asyncio.gather(
-            reader.section("access", _access(reader, namespace, options.workload)),
+            reader.section("access", _access(reader, namespace, options.workload, queue is not None)),
             reader.section("identity", _identity(reader)),
             reader.section("nodes", _list(reader, NODES)),
             reader.section("daemonsets", _list(reader, DAEMONSETS, namespace="*")),
@@ -278,6 +336,7 @@ async def gather(options: GatherOptions) -> ClusterSnapshot:
             reader.section("pods", _pending(reader, namespace)),
             _autoscaler_status(reader),
             reader.section("lease", _lease(reader, namespace, options.lease_name)),
+            _kueue(reader, namespace, queue) if queue is not None else _nothing(),
         )
         plugins = [ds for ds in daemonsets or () if parse.is_device_plugin(ds)]
         logs = await reader.section("device-plugin-logs", _plugin_logs(reader, plugins)) if plugins else ()
@@ -320,6 +379,7 @@ async def gather(options: GatherOptions) -> ClusterSnapshot:
             gpu_type=options.gpu_type,
             lease_name=options.lease_name,
             lease=lease,
+            kueue=kueue,
             unreadable=dict(reader.unreadable),
         )
     finally:

@@ -10,6 +10,9 @@ from pathlib import Path
 from elasticityops.backends.kubernetes.settings import KubernetesSettings
 from elasticityops.knobs import knob
 from elasticityops.ops.gke.inputs import GPU_SHAPES
+from elasticityops.ops.kueue import KueueInputs
+
+DEFAULT_LOCAL_QUEUE = KueueInputs("").local_queue  # `eops render kueue`'s, and serve's default
 
 MAX_RETRIES = 2
 """Retries of a request after 429, 5xx or a dropped connection: a busy API server gets a second
@@ -52,10 +55,34 @@ class GatherOptions:
         help="What the gateway runs invocations as (eops serve --kube-workload): pod also needs the "
         "rights to create and delete pods.",
     )
+    # As `eops serve` reads them (the same flags and variables), so a doctor run beside the
+    # gateway, or with its flags, checks the Kueue set-up it dispatches through.
+    admission: str = knob(
+        "gateway",
+        env="EOPS_ADMISSION",
+        choices=("gateway", "kueue"),
+        help="Who admits the gateway's invocations (eops serve --admission): kueue also checks "
+        "Kueue's API, the LocalQueue, its ClusterQueue and admission checks, the "
+        "WorkloadPriorityClasses and the rights to read Workloads.",
+    )
+    local_queue: str | None = knob(
+        None,
+        env="EOPS_KUBE_LOCAL_QUEUE",
+        shown=f"{DEFAULT_LOCAL_QUEUE}, with --admission kueue",
+        help="The Kueue LocalQueue in --namespace the gateway submits to (eops serve "
+        "--kube-local-queue); naming one checks Kueue as --admission kueue does.",
+    )
     timeout_s: float = knob(
         10.0, flag="timeout", unit="seconds", gt=0, le=3600, help="Timeout of each API request."
     )
     extra_env: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def kueue_queue(self) -> str | None:
+        """The LocalQueue to check, None when the gateway admits by itself."""
+        if self.local_queue:
+            return self.local_queue
+        return DEFAULT_LOCAL_QUEUE if self.admission == "kueue" else None
 
     def client_settings(self) -> KubernetesSettings:
         return KubernetesSettings(

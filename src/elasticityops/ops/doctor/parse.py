@@ -16,6 +16,7 @@ from elasticityops.ops.doctor.snapshot import (
     EventInfo,
     HpaInfo,
     HpaMetric,
+    KueueObject,
     NodeInfo,
     PendingPod,
     PriorityClassInfo,
@@ -147,6 +148,50 @@ def priority_class_info(raw: Raw) -> PriorityClassInfo:
         name=str(raw.get("metadata", {}).get("name", "")),
         value=int(raw.get("value") or 0),
         preemption_policy=str(raw.get("preemptionPolicy") or "PreemptLowerPriority"),
+    )
+
+
+def _active(raw: Raw) -> Condition | None:
+    found = [c for c in _conditions((raw.get("status") or {}).get("conditions")) if c.type == "Active"]
+    return found[0] if found else None
+
+
+def local_queue_info(raw: Raw) -> KueueObject:
+    return KueueObject(
+        name=str(raw.get("metadata", {}).get("name", "")),
+        active=_active(raw),
+        cluster_queue=str((raw.get("spec") or {}).get("clusterQueue") or ""),
+    )
+
+
+def cluster_queue_info(raw: Raw) -> KueueObject:
+    """A v1beta2 ClusterQueue: its checks are `spec.admissionChecksStrategy.admissionChecks`."""
+    spec = raw.get("spec") or {}
+    checks = ((spec.get("admissionChecksStrategy") or {}).get("admissionChecks")) or []
+    quota = {
+        str(flavor.get("name", "")): str(resource.get("nominalQuota", ""))
+        for group in spec.get("resourceGroups") or []
+        for flavor in group.get("flavors") or []
+        for resource in flavor.get("resources") or []
+        if resource.get("name") == GPU_RESOURCE
+    }
+    stop = str(spec.get("stopPolicy") or "None")
+    return KueueObject(
+        name=str(raw.get("metadata", {}).get("name", "")),
+        active=_active(raw),
+        admission_checks=tuple(str(check.get("name", "")) for check in checks),
+        gpu_quota=quota,
+        stopped="" if stop == "None" else stop,
+    )
+
+
+def admission_check_info(raw: Raw) -> KueueObject:
+    return KueueObject(name=str(raw.get("metadata", {}).get("name", "")), active=_active(raw))
+
+
+def workload_priority_class_info(raw: Raw) -> PriorityClassInfo:
+    return PriorityClassInfo(
+        name=str(raw.get("metadata", {}).get("name", "")), value=int(raw.get("value") or 0)
     )
 
 

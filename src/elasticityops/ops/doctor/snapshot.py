@@ -173,6 +173,32 @@ class LeaseInfo:
 
 
 @dataclass(frozen=True)
+class KueueObject:
+    """A Kueue LocalQueue, ClusterQueue or AdmissionCheck, as far as the doctor needs it."""
+
+    name: str
+    active: Condition | None = None  # its Active condition; None: Kueue has reported none yet
+    cluster_queue: str = ""  # a LocalQueue's ClusterQueue
+    admission_checks: tuple[str, ...] = ()  # the AdmissionChecks a ClusterQueue names
+    gpu_quota: dict[str, str] = field(default_factory=dict)  # a ClusterQueue's GPUs per flavor
+    stopped: str = ""  # a ClusterQueue's stopPolicy, where it is not None
+
+
+@dataclass(frozen=True)
+class KueueReading:
+    """Kueue as the gateway's `--admission kueue` needs it. An object looked for and not there is
+    None; one that could not be read is None too, with a `kueue-*` entry in `unreadable`."""
+
+    local_queue_name: str
+    versions: tuple[str, ...] = ()  # kueue.x-k8s.io versions served; (): Kueue is not installed
+    resources: tuple[str, ...] = ()  # what kueue.x-k8s.io/v1beta2 serves (workloads, ...)
+    local_queue: KueueObject | None = None
+    cluster_queue: KueueObject | None = None
+    admission_checks: dict[str, KueueObject | None] = field(default_factory=dict)  # by name
+    priority_classes: tuple[PriorityClassInfo, ...] = ()  # the WorkloadPriorityClasses
+
+
+@dataclass(frozen=True)
 class ClusterSnapshot:
     api_reachable: bool
     api_error: str = ""
@@ -194,6 +220,7 @@ class ClusterSnapshot:
     gpu_type: str = "nvidia-tesla-t4"
     lease_name: str = "elasticityops"
     lease: LeaseInfo | None = None  # None: there is no such Lease (or it could not be read)
+    kueue: KueueReading | None = None  # None: the gateway admits by itself (no --admission kueue)
     unreadable: dict[str, str] = field(default_factory=dict)  # section -> error text
 
     @property

@@ -1,0 +1,320 @@
+"""The doctor's Kueue checks (`--admission kueue`) over hand-built snapshots: each fault between the
+gateway's Jobs and their admission is named, with its fix; a healthy set-up passes; without Kueue
+admission there is no Kueue finding. Table-driven: one row per fault."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import replace
+
+import pytest
+
+from elasticityops.ops.doctor.check_access import KUEUE_ACCESS
+from elasticityops.ops.doctor.checks import REQUIRED_ACCESS, Status, exit_code, required_access, run_checks
+from elasticityops.ops.doctor.options import GatherOptions
+from elasticityops.ops.doctor.snapshot import (
+    ClusterSnapshot,
+    Condition,
+    KueueObject,
+    KueueReading,
+    PriorityClassInfo,
+)
+from elasticityops.ops.priorities import workload_priority_classes
+
+from .test_doctor_checks import healthy
+
+ACTIVE = Condition("Active", "True", "Ready", "Can admit new workloads")
+RESOURCES = (
+    "workloads",
+    "workloads/status",
+    "clusterqueues",
+    "localqueues",
+    "admissionchecks",
+    "workloadpriorityclasses",
+)
+
+
+def kueue_healthy() -> ClusterSnapshot:
+    base = healthy()
+    return replace(
+        base,
+        access=(*base.access, *(replace(rule, allowed=True) for rule in KUEUE_ACCESS)),
+        kueue=KueueReading(
+            local_queue_name="eops",
+            versions=("v1beta2", "v1beta1"),
+            resources=RESOURCES,
+            local_queue=KueueObject("eops", ACTIVE, cluster_queue="team-a"),
+            cluster_queue=KueueObject(
+                "team-a",
+                ACTIVE,
+                admission_checks=("eops-provisioning",),
+                gpu_quota={"nvidia-tesla-t4": "3"},
+            ),
+            admission_checks={"eops-provisioning": KueueObject("eops-provisioning", ACTIVE)},
+            priority_classes=tuple(
+                PriorityClassInfo(m["metadata"]["name"], int(m["value"])) for m in workload_priority_classes()
+            ),
+        ),
+    )
+
+
+Mutation = Callable[[KueueReading], KueueReading]
+
+
+def inactive(reason: str, message: str) -> Condition:
+    return Condition("Active", "False", reason, message)
+
+
+def cluster_queue(k: KueueReading, **changes: object) -> KueueReading:
+    assert k.cluster_queue is not None
+    return replace(k, cluster_queue=replace(k.cluster_queue, **changes))  # type: ignore[arg-type]
+
+
+CASES: list[tuple[str, Mutation, str, Status, str, str]] = [
+    # (id, break it, check, status, in message, in fix)
+    (
+        "not-installed",
+        lambda k: replace(k, versions=(), resources=()),
+        "kueue-api",
+        Status.fail,
+        "Kueue is not installed",
+        "eops dev-cluster up --kueue",
+    ),
+    (
+        "old-kueue",
+        lambda k: replace(k, versions=("v1beta1",), resources=()),
+        "kueue-api",
+        Status.fail,
+        "not v1beta2",
+        "upgrade to Kueue v0.17",
+    ),
+    (
+        "crd-missing",
+        lambda k: replace(k, resources=tuple(r for r in RESOURCES if r != "workloads")),
+        "kueue-api",
+        Status.fail,
+        "does not serve workloads",
+        "apply Kueue's CRDs again",
+    ),
+    (
+        "no-local-queue",
+        lambda k: replace(k, local_queue=None, cluster_queue=None, admission_checks={}),
+        "kueue-local-queue",
+        Status.fail,
+        "no LocalQueue eops in namespace eops",
+        "eops render kueue --namespace eops --local-queue eops",
+    ),
+    (
+        "no-cluster-queue",
+        lambda k: replace(k, cluster_queue=None, admission_checks={}),
+        "kueue-cluster-queue",
+        Status.fail,
+        "ClusterQueue team-a, which LocalQueue eops submits to, does not exist",
+        "--cluster-queue team-a",
+    ),
+    (
+        "flavor-missing",
+        lambda k: cluster_queue(
+            k,
+            active=inactive(
+                "FlavorNotFound", "Can't admit new workloads: references missing ResourceFlavor(s)"
+            ),
+        ),
+        "kueue-cluster-queue",
+        Status.fail,
+        "not active (FlavorNotFound; Can't admit new workloads: references missing ResourceFlavor(s))",
+        "ResourceFlavors",
+    ),
+    (
+        "check-missing-reason",
+        lambda k: cluster_queue(
+            k, active=inactive("AdmissionCheckNotFound", "references missing AdmissionCheck(s)")
+        ),
+        "kueue-cluster-queue",
+        Status.fail,
+        "AdmissionCheckNotFound",
+        "--provisioning-class none",
+    ),
+    (
+        "not-reconciled",
+        lambda k: cluster_queue(k, active=None),
+        "kueue-cluster-queue",
+        Status.fail,
+        "is Kueue's controller running?",
+        "kubectl describe clusterqueue team-a",
+    ),
+    (
+        "stopped",
+        lambda k: cluster_queue(k, stopped="HoldAndDrain"),
+        "kueue-cluster-queue",
+        Status.fail,
+        "stopPolicy HoldAndDrain",
+        '"stopPolicy":"None"',
+    ),
+    (
+        "no-gpu-quota",
+        lambda k: cluster_queue(k, gpu_quota={}),
+        "kueue-cluster-queue",
+        Status.fail,
+        "no nvidia.com/gpu quota",
+        "eops render kueue",
+    ),
+    (
+        "admission-check-missing",
+        lambda k: replace(k, admission_checks={"eops-provisioning": None}),
+        "kueue-admission-checks",
+        Status.fail,
+        "AdmissionCheck eops-provisioning, which ClusterQueue team-a names, does not exist",
+        "ProvisioningRequestConfig",
+    ),
+    (
+        "admission-check-inactive",
+        lambda k: replace(
+            k,
+            admission_checks={
+                "eops-provisioning": KueueObject(
+                    "eops-provisioning", inactive("BadParametersRef", "missing ProvisioningRequestConfig")
+                )
+            },
+        ),
+        "kueue-admission-checks",
+        Status.fail,
+        "not active (BadParametersRef; missing ProvisioningRequestConfig)",
+        "kubectl describe admissioncheck eops-provisioning",
+    ),
+    (
+        "priority-missing",
+        lambda k: replace(k, priority_classes=tuple(p for p in k.priority_classes if p.name != "eops-high")),
+        "kueue-priorities",
+        Status.fail,
+        "missing: eops-high",
+        "eops render kueue",
+    ),
+    (
+        "priority-value",
+        lambda k: replace(k, priority_classes=tuple(replace(p, value=1) for p in k.priority_classes)),
+        "kueue-priorities",
+        Status.warn,
+        "eops-high is 1, expected 300",
+        "kubectl delete workloadpriorityclass",
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("name", "mutate", "check", "status", "in_message", "in_fix"), CASES, ids=[c[0] for c in CASES]
+)
+def test_each_kueue_fault_is_named_with_its_fix(
+    name: str, mutate: Mutation, check: str, status: Status, in_message: str, in_fix: str
+) -> None:
+    snapshot = kueue_healthy()
+    assert snapshot.kueue is not None
+    findings = run_checks(replace(snapshot, kueue=mutate(snapshot.kueue)))
+    matching = [f for f in findings if f.check == check and f.status is status and in_message in f.message]
+    seen = [(f.check, f.status.value, f.message) for f in findings]
+    assert matching, f"{name}: no {status.value} {check} finding with {in_message!r} in {seen}"
+    assert in_fix in matching[0].fix, matching[0].fix
+    assert exit_code(findings) == (1 if status is Status.fail else 0)
+
+
+def test_a_healthy_kueue_set_up_passes_every_kueue_check() -> None:
+    findings = run_checks(kueue_healthy())
+    kueue = [(f.check, f.status) for f in findings if f.check.startswith("kueue")]
+    assert kueue == [
+        ("kueue-api", Status.passed),
+        ("kueue-local-queue", Status.passed),
+        ("kueue-cluster-queue", Status.passed),
+        ("kueue-admission-checks", Status.passed),
+        ("kueue-priorities", Status.passed),
+        ("kueue-access", Status.passed),
+    ]
+    assert exit_code(findings) == 0
+    cq = next(f for f in findings if f.check == "kueue-cluster-queue")
+    assert "GPU quota: nvidia-tesla-t4 3" in cq.message
+
+
+def test_without_kueue_admission_there_is_no_kueue_finding() -> None:
+    assert not [f for f in run_checks(healthy()) if f.check.startswith("kueue")]
+
+
+def test_not_installed_skips_the_queue_checks_but_still_reviews_access() -> None:
+    snapshot = kueue_healthy()
+    assert snapshot.kueue is not None
+    findings = run_checks(replace(snapshot, kueue=replace(snapshot.kueue, versions=())))
+    assert [f.check for f in findings if f.check.startswith("kueue")] == ["kueue-api", "kueue-access"]
+
+
+def test_a_queue_missing_stops_the_checks_of_what_it_would_name() -> None:
+    snapshot = kueue_healthy()
+    assert snapshot.kueue is not None
+    broken = replace(snapshot.kueue, local_queue=None, cluster_queue=None, admission_checks={})
+    checks = [f.check for f in run_checks(replace(snapshot, kueue=broken))]
+    assert "kueue-cluster-queue" not in checks
+    assert "kueue-admission-checks" not in checks
+
+
+def test_no_admission_check_named_is_no_finding() -> None:
+    snapshot = kueue_healthy()
+    assert snapshot.kueue is not None
+    plain = cluster_queue(snapshot.kueue, admission_checks=())
+    findings = run_checks(replace(snapshot, kueue=replace(plain, admission_checks={})))
+    assert "kueue-admission-checks" not in [f.check for f in findings]
+
+
+def test_reading_workloads_denied_is_a_kueue_fault_with_the_grant() -> None:
+    snapshot = kueue_healthy()
+    denied = tuple(replace(r, allowed=r.group != "kueue.x-k8s.io") for r in snapshot.access)
+    findings = run_checks(
+        replace(snapshot, access=denied, identity="system:serviceaccount:eops:elasticityops")
+    )
+    [finding] = [f for f in findings if f.check == "kueue-access"]
+    assert finding.status is Status.fail
+    assert "cannot get workloads.kueue.x-k8s.io, list workloads.kueue.x-k8s.io" in finding.message
+    assert "--verb=get,list,watch --resource=workloads.kueue.x-k8s.io" in finding.fix
+    # The general permissions check is about the rest, and passes.
+    [general] = [f for f in findings if f.check == "permissions"]
+    assert general.status is Status.passed
+
+
+@pytest.mark.parametrize(
+    ("section", "check"),
+    [
+        ("kueue-api", "kueue-api"),
+        ("kueue-local-queue", "kueue-local-queue"),
+        ("kueue-cluster-queue", "kueue-cluster-queue"),
+        ("kueue-admission-checks", "kueue-admission-checks"),
+        ("kueue-priorities", "kueue-priorities"),
+    ],
+)
+def test_an_unreadable_kueue_object_is_a_warning_naming_the_error(section: str, check: str) -> None:
+    snapshot = kueue_healthy()
+    findings = run_checks(replace(snapshot, unreadable={section: "403 Forbidden: forbidden"}))
+    [finding] = [f for f in findings if f.check == check]
+    assert finding.status is Status.warn
+    assert "403 Forbidden" in finding.message
+
+
+def test_the_kueue_rights_are_reviewed_only_with_kueue_admission() -> None:
+    assert required_access("job") == REQUIRED_ACCESS
+    assert {(r.verb, r.resource, r.group) for r in required_access("job", kueue=True)} - {
+        (r.verb, r.resource, r.group) for r in REQUIRED_ACCESS
+    } == {
+        ("get", "workloads", "kueue.x-k8s.io"),
+        ("list", "workloads", "kueue.x-k8s.io"),
+        ("watch", "workloads", "kueue.x-k8s.io"),
+    }
+
+
+@pytest.mark.parametrize(
+    ("options", "queue"),
+    [
+        (GatherOptions(), None),
+        (GatherOptions(admission="kueue"), "eops"),
+        (GatherOptions(admission="kueue", local_queue="team-a"), "team-a"),
+        (GatherOptions(local_queue="team-a"), "team-a"),
+    ],
+)
+def test_the_queue_checked_is_the_one_serve_would_submit_to(
+    options: GatherOptions, queue: str | None
+) -> None:
+    assert options.kueue_queue == queue
