@@ -1,0 +1,70 @@
+"""`eops doctor --admission kueue`, run as a real process against the real Kueue (the `kueue` lane's
+cluster): with `eops render kueue` applied and active, every Kueue check passes; with the
+LocalQueue gone, the doctor names it and the command that makes it."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from elasticityops.ops.kueue import KueueInputs, kueue_manifests
+from helpers.kueue import KUEUE, applied, wait_active
+
+pytestmark = [pytest.mark.cluster, pytest.mark.cluster_lane("kueue")]
+
+KUEUE_CHECKS = (
+    "kueue-api",
+    "kueue-local-queue",
+    "kueue-cluster-queue",
+    "kueue-admission-checks",
+    "kueue-priorities",
+    "kueue-access",
+)
+
+
+def run_doctor(kubeconfig: Path, namespace: str) -> tuple[int, list[dict[str, str]]]:
+    argv = [sys.executable, "-m", "elasticityops.cli.main", "doctor", "--kubeconfig", str(kubeconfig)]
+    done = subprocess.run(
+        [*argv, "--namespace", namespace, "--admission", "kueue", "--json"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.stdout, done.stderr
+    findings: list[dict[str, str]] = json.loads(done.stdout)["findings"]
+    return done.returncode, findings
+
+
+def test_doctor_finds_the_rendered_kueue_healthy_then_names_the_missing_local_queue(
+    dev_cluster: Any, dev_namespace: str
+) -> None:
+    ns = dev_namespace
+    inputs = KueueInputs(
+        gpu_budget="nvidia-tesla-t4=2",
+        namespace=ns,
+        cluster_queue=ns,
+        provisioning_class="best-effort-atomic-scale-up.autoscaling.x-k8s.io",
+    )
+    with dev_cluster.api() as api, applied(api, kueue_manifests(inputs)):
+        wait_active(api, f"{KUEUE}/admissionchecks/eops-provisioning")
+        wait_active(api, f"{KUEUE}/clusterqueues/{ns}")
+        _, findings = run_doctor(dev_cluster.kubeconfig_path, ns)
+        kueue = [(f["check"], f["status"], f["message"]) for f in findings if f["check"].startswith("kueue")]
+        assert [(check, status) for check, status, _ in kueue] == [(c, "pass") for c in KUEUE_CHECKS], kueue
+        assert f"LocalQueue eops in namespace {ns} submits to ClusterQueue {ns}" in kueue[1][2]
+        assert "GPU quota: nvidia-tesla-t4 2" in kueue[2][2]
+        assert "eops-provisioning" in kueue[3][2]
+
+        api.delete(f"{KUEUE}/namespaces/{ns}/localqueues/eops")
+        code, findings = run_doctor(dev_cluster.kubeconfig_path, ns)
+        [missing] = [f for f in findings if f["check"] == "kueue-local-queue"]
+        assert missing["status"] == "fail"
+        assert f"no LocalQueue eops in namespace {ns}" in missing["message"]
+        assert f"eops render kueue --namespace {ns} --local-queue eops" in missing["fix"]
+        assert code == 1
