@@ -27,7 +27,7 @@ def doctor(
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")] = False,
 ) -> None:
     """Check a cluster for GPU elasticity: permissions, GPU nodes, device plugin, metrics, HPAs,
-    priorities, Pending pods, quota."""
+    priorities, Pending pods, quota; with --admission kueue, the Kueue set-up it dispatches through."""
     err = Console(stderr=True)
     try:
         options = load(GatherOptions(gcloud=shutil.which("gcloud")), environ(_DOCTOR), given)
