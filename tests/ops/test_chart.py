@@ -19,22 +19,27 @@ from elasticityops.backends.kubernetes.template import Condition, Value, When, e
 from elasticityops.cli.main import app
 from elasticityops.domain.budget import GpuBudget
 from elasticityops.ops import chart
+from elasticityops.ops.chart_kueue import QUEUE_VALUES, QueueValues
+from elasticityops.ops.kueue import KueueInputs, kueue_manifests
 from helpers.server import REPO
 
 CHART_DIR = REPO / "charts" / "elasticityops"
 
 
-def values_of(options: DeployOptions) -> dict[str, Any]:
+def values_of(options: DeployOptions, queues: QueueValues | None = None) -> dict[str, Any]:
     """The chart values under which the chart renders what `build_deploy(options)` does (but the
-    Namespace: the release's, `helm install -n`)."""
+    Namespace: the release's, `helm install -n`), and with `queues.create` what `eops render
+    kueue` does for `queues.inputs`."""
     values: dict[str, Any] = {}
-    for value in CHART_VALUES:
+    read: list[tuple[Value, Any]] = [(value, options) for value in CHART_VALUES]
+    read += [(value, queues or QueueValues()) for value in QUEUE_VALUES]
+    for value, source in read:
         assert value.path is not None
         *parents, leaf = value.path.split(".")
         branch = values
         for part in parents:
             branch = branch.setdefault(part, {})
-        branch[leaf] = value.of(options)
+        branch[leaf] = value.of(source)
     return values
 
 
@@ -107,6 +112,13 @@ OPTIONS = [
         id="replicas-with-a-budget",
     ),
     pytest.param(DeployOptions(kubernetes=KubernetesSettings(workload="pod")), id="bare-pods"),
+    pytest.param(DeployOptions(admission="kueue"), id="kueue"),
+    pytest.param(
+        DeployOptions(
+            admission="kueue", kubernetes=KubernetesSettings(namespace="gpu", local_queue="team-a")
+        ),
+        id="kueue-local-queue",
+    ),
 ]
 
 
@@ -134,6 +146,15 @@ def test_helm_template_renders_what_render_deploy_renders(
             {"serviceMonitor": {"enabled": True}, "metrics": {"tokenSecretName": "eops-scrape"}},
             id="monitor-with-a-scrape-token",
         ),
+        pytest.param(
+            {
+                "kueue": {
+                    "enabled": True,
+                    "queues": {"create": True, "gpuBudget": "nvidia-tesla-t4=8,nvidia-l4=2"},
+                }
+            },
+            id="kueue-with-queues",
+        ),
     ],
 )
 def test_helm_lint_passes(helm_binary: str, values: dict[str, Any], tmp_path: Path) -> None:
@@ -154,6 +175,41 @@ def test_helm_lint_passes(helm_binary: str, values: dict[str, Any], tmp_path: Pa
         pytest.param({"replica": 2}, "additional properties 'replica' not allowed", id="typo"),
         pytest.param({"kubernetes": {"gpuDriverVersion": "newest"}}, "value must be one of", id="bad-driver"),
         pytest.param({"database": {"secretName": "Eops_DB"}}, "/database/secretName", id="bad-secret-name"),
+        pytest.param(
+            {"kueue": {"enabled": True}, "gpuBudget": "8"},
+            "gpuBudget is not for kueue.enabled: the ClusterQueue's quota is the one GPU cap",
+            id="kueue-with-a-budget",
+        ),
+        pytest.param(
+            {"kueue": {"enabled": True}, "kubernetes": {"workload": "pod"}},
+            "kubernetes.workload pod is not for kueue.enabled",
+            id="kueue-with-bare-pods",
+        ),
+        pytest.param(
+            {"kueue": {"queues": {"create": True, "gpuBudget": "nvidia-tesla-t4=1"}}},
+            "set kueue.enabled=true too",
+            id="queues-without-kueue",
+        ),
+        pytest.param(
+            {"kueue": {"enabled": True, "queues": {"create": True}}},
+            "kueue.queues.gpuBudget is required with kueue.queues.create",
+            id="queues-without-a-budget",
+        ),
+        pytest.param(
+            {"kueue": {"enabled": True, "queues": {"create": True, "gpuBudget": "8"}}},
+            "/kueue/queues/gpuBudget",
+            id="queues-with-a-bare-number",
+        ),
+        pytest.param(
+            {"kueue": {"enabled": True, "queues": {"create": True, "gpuBudget": "nvidia-l4=1,nvidia-l4=2"}}},
+            "names a GPU type twice",
+            id="queues-with-a-type-twice",
+        ),
+        pytest.param(
+            {"kueue": {"queues": {"provisioningClass": "dws"}}},
+            "/kueue/queues/provisioningClass",
+            id="bad-provisioning-class",
+        ),
     ],
 )
 def test_the_chart_refuses_values_render_deploy_refuses(
@@ -172,11 +228,78 @@ def test_a_gpu_budget_given_as_a_number_is_still_text(helm_binary: str, tmp_path
     assert env["EOPS_GPU_BUDGET"] == "8"
 
 
+KUEUE_INPUTS = [
+    pytest.param(
+        KueueInputs(gpu_budget="nvidia-tesla-t4=8,nvidia-l4=2", namespace="gpu", local_queue="team-a"),
+        id="dws",
+    ),
+    pytest.param(
+        KueueInputs(
+            gpu_budget="nvidia-h100-80gb=16",
+            namespace="eops",
+            cluster_queue="research",
+            provisioning_class="best-effort-atomic-scale-up.autoscaling.x-k8s.io",
+        ),
+        id="upstream-class-unknown-machine",
+    ),
+    pytest.param(
+        KueueInputs(gpu_budget="nvidia-tesla-t4=3", namespace="elasticityops", provisioning_class="none"),
+        id="no-admission-check",
+    ),
+]
+
+
+@pytest.mark.parametrize("inputs", KUEUE_INPUTS)
+def test_the_kueue_toggle_renders_what_render_kueue_renders_and_sets_the_env(
+    helm_binary: str, inputs: KueueInputs, tmp_path: Path
+) -> None:
+    options = DeployOptions(
+        admission="kueue",
+        kubernetes=KubernetesSettings(namespace=inputs.namespace, local_queue=inputs.local_queue),
+    )
+    values = values_of(options, QueueValues(create=True, inputs=inputs))
+    done = _template(helm_binary, values, tmp_path, inputs.namespace)
+    assert done.returncode == 0, done.stderr
+    from_helm = [doc for doc in yaml.safe_load_all(done.stdout) if doc]
+    kueue = [doc for doc in from_helm if doc["apiVersion"].startswith("kueue.x-k8s.io/")]
+    assert _by_identity(kueue) == _by_identity(kueue_manifests(inputs))
+    assert len(kueue) == len(kueue_manifests(inputs))
+    # The rest is the gateway of `eops render deploy --admission kueue --kube-local-queue ...`.
+    gateway = [doc for doc in from_helm if doc not in kueue]
+    assert _by_identity(gateway) == _by_identity(
+        [o for o in build_deploy(options) if o["kind"] != "Namespace"]
+    )
+    [deployment] = [doc for doc in gateway if doc["kind"] == "Deployment"]
+    env = {e["name"]: e.get("value") for e in deployment["spec"]["template"]["spec"]["containers"][0]["env"]}
+    assert (env["EOPS_ADMISSION"], env["EOPS_KUBE_LOCAL_QUEUE"]) == ("kueue", inputs.local_queue)
+    assert "EOPS_GPU_BUDGET" not in env
+
+
+def test_without_the_toggle_the_chart_renders_no_kueue_object(helm_binary: str, tmp_path: Path) -> None:
+    enabled = values_of(DeployOptions(admission="kueue"))  # admission through Kueue, queues not made
+    for values in ({}, enabled):
+        done = _template(helm_binary, values, tmp_path, "elasticityops")
+        assert done.returncode == 0, done.stderr
+        docs = [doc for doc in yaml.safe_load_all(done.stdout) if doc]
+        assert docs
+        assert not [doc["kind"] for doc in docs if doc["apiVersion"].startswith("kueue.x-k8s.io/")]
+
+
 def test_every_value_is_documented_with_its_flag() -> None:
     values = yaml.safe_load(chart.values_yaml())
     assert values == values_of(DeployOptions())
-    for line in ("--replicas; 1 to 100", "--database-url-secret", "--priority-classes", "--service-monitor"):
+    for line in (
+        "--replicas; 1 to 100",
+        "--database-url-secret",
+        "--priority-classes",
+        "--service-monitor",
+        "--kube-local-queue",
+        "--provisioning-class",
+        "--cluster-queue",
+    ):
         assert line in chart.values_yaml()
+    # The Kueue objects' values are `eops render kueue`'s flags.
+    assert "(eops render kueue --cluster-queue)" in chart.readme()
     schema = json.loads(chart.values_schema())
     assert schema["properties"]["replicas"] == {
         "type": "integer",

@@ -23,8 +23,17 @@ from elasticityops.backends.kubernetes.deploy import (
     DeployOptions,
     deploy_template,
 )
-from elasticityops.backends.kubernetes.template import ABSENT, Node, Text, Value, When, values_in
+from elasticityops.backends.kubernetes.template import ABSENT, Each, Node, Text, Value, When, values_in
 from elasticityops.knobs import Spec, spec
+from elasticityops.ops.chart_kueue import (
+    PRELUDE_VALUES,
+    QUEUE_VALUES,
+    QueueValues,
+    queue_condition,
+    queue_prelude,
+    queue_template,
+)
+from elasticityops.ops.kueue import KueueInputs
 
 CHART = "elasticityops"
 Lines = list[str]
@@ -61,7 +70,7 @@ def _scalar(node: Node) -> str:
 
 
 def _inline(node: Node) -> bool:
-    return not isinstance(node, dict | list | When) or node in ({}, [])
+    return not isinstance(node, dict | list | When | Each) or node in ({}, [])
 
 
 def _directive(indent: int, words: str) -> str:
@@ -94,6 +103,12 @@ def _mapping(node: dict[str, Node], indent: int) -> Lines:
 def _item(item: Node, indent: int) -> Lines:
     if isinstance(item, When):
         return _branch(item, lambda chosen: _item(chosen, indent), indent)
+    if isinstance(item, Each):
+        return [
+            _directive(indent, f"range {item.header}"),
+            *_item(item.body, indent),
+            _directive(indent, "end"),
+        ]
     pad = " " * indent
     if _inline(item):
         return [f"{pad}- {_scalar(item)}"]
@@ -111,12 +126,15 @@ def _sequence(node: list[Node], indent: int) -> Lines:
 def _document(node: Node) -> Lines:
     if isinstance(node, When):
         return _branch(node, _document, 0)
+    if isinstance(node, Each):
+        # One document per entry: each repetition starts its own.
+        return [_directive(0, f"range {node.header}"), "---", *_document(node.body), _directive(0, "end")]
     return _mapping(node, 0)
 
 
 def _kind(node: Node) -> str:
-    while isinstance(node, When):
-        node = node.then
+    while isinstance(node, When | Each):
+        node = node.then if isinstance(node, When) else node.body
     return str(node["kind"])
 
 
@@ -150,25 +168,46 @@ def template_files() -> dict[str, str]:
             continue
         head = _refusals() if kind == "deployment" else []
         files[f"templates/{kind}.yaml"] = _HEADER + "\n".join([*head, body]) + "\n"
+    # The Kueue objects: one file, inside one `if`, since its documents share the variables
+    # that its prelude sets.
+    queues = [_directive(0, f"if {queue_condition()}"), *queue_prelude(), template_text(queue_template())]
+    header = (
+        "# Written by `eops render chart` from the objects of `eops render kueue`: edit\n"
+        "# src/elasticityops/ops/kueue.py (or ops/chart_kueue.py) and write the chart again, not this file.\n"
+    )
+    files["templates/kueue.yaml"] = header + "\n".join([*queues, _directive(0, "end")]) + "\n"
     return files
 
 
 def _check_values() -> None:
     """Every value the template reads is one the chart declares (and so documents)."""
-    read = {v.path for v in values_in(deploy_template()) if v.path is not None}
+    read = {v.path for v in values_in([*deploy_template(), *queue_template()]) if v.path is not None}
     for test, _ in CHART_REFUSES:
         read |= {v.path for v in test.values if v.path is not None}
-    declared = {v.path for v in CHART_VALUES if v.path is not None}
+    read |= {v.path for v in PRELUDE_VALUES if v.path is not None}
+    declared = {v.path for v in ALL_VALUES if v.path is not None}
     if read != declared:
         raise ValueError(f"chart values out of step with the template: {sorted(read ^ declared)}")
 
 
+ALL_VALUES: tuple[Value, ...] = (*CHART_VALUES, *QUEUE_VALUES)
+"""Every value of the chart: the deploy template's, then the Kueue objects'."""
+_QUEUE_PATHS = {v.path for v in QUEUE_VALUES}
+
+
+def _source(value: Value) -> tuple[Any, type, str]:
+    """The options a value reads, their dataclass and the command whose flags they are."""
+    if value.path in _QUEUE_PATHS:
+        return QueueValues(), KueueInputs, "eops render kueue"
+    return DeployOptions(), DeployOptions, "eops render deploy"
+
+
 def _knob(value: Value) -> Spec | None:
-    return spec(DeployOptions, value.knob) if value.knob else None
+    return spec(_source(value)[1], value.knob) if value.knob else None
 
 
 def _default(value: Value) -> Any:
-    return value.of(DeployOptions())
+    return value.of(_source(value)[0])
 
 
 def _about(value: Value) -> str:
@@ -177,7 +216,7 @@ def _about(value: Value) -> str:
     if knob is None:
         return said
     limits = f"; {knob.limits}" if knob.limits else ""
-    return f"{said} (eops render deploy {knob.flag}{limits})"
+    return f"{said} ({_source(value)[2]} {knob.flag}{limits})"
 
 
 def _nested(values: tuple[Value, ...]) -> dict[str, Any]:
@@ -222,7 +261,7 @@ def values_yaml() -> str:
         "# The objects are named elasticityops whatever the release is called: one release per\n"
         "# namespace; its namespace is the gateway's (EOPS_KUBE_NAMESPACE, where its Jobs run).\n"
     )
-    return _HEADER + intro + "\n" + "\n".join(_values_lines(_nested(CHART_VALUES), 0)) + "\n"
+    return _HEADER + intro + "\n" + "\n".join(_values_lines(_nested(ALL_VALUES), 0)) + "\n"
 
 
 _JSON_TYPES = {bool: "boolean", int: "integer", str: "string"}
@@ -253,7 +292,7 @@ def _schema_tree(tree: dict[str, Any]) -> dict[str, Any]:
 
 
 def values_schema() -> str:
-    root = _schema_tree(_nested(CHART_VALUES))
+    root = _schema_tree(_nested(ALL_VALUES))
     # Helm hands a subchart its parent's `global` values: allowed, never read.
     root["properties"]["global"] = {"type": "object"}
     schema = {
@@ -280,14 +319,15 @@ def chart_yaml() -> str:
 def readme() -> str:
     rows = [
         f"| `{value.path}` | `{json.dumps(_default(value))}` | {_about(value).replace('|', '/')} |"
-        for value in CHART_VALUES
+        for value in ALL_VALUES
     ]
     return (
         "<!-- Written by `eops render chart`; see docs/helm.md. -->\n"
         "# elasticityops chart\n\n"
         "The gateway (Deployment, Service, ServiceAccount, least-privilege RBAC, PriorityClasses,\n"
         "PodDisruptionBudget and ServiceMonitor where asked), made from the same template as\n"
-        "`eops render deploy`. Install with `helm install eops charts/elasticityops -n NAMESPACE\n"
+        "`eops render deploy`; with `kueue.queues.create`, the Kueue objects of `eops render kueue`\n"
+        "too (docs/kueue.md). Install with `helm install eops charts/elasticityops -n NAMESPACE\n"
         "--create-namespace`; docs/helm.md says more.\n\n"
         "| value | default | what it is |\n|---|---|---|\n" + "\n".join(rows) + "\n"
     )

@@ -112,9 +112,15 @@ def _flavor(gpu_type: str) -> Manifest:
     }
 
 
-def _quota(gpu_type: str, gpus: int) -> dict[str, Any]:
+def machine_per_gpu(gpu_type: str) -> tuple[int, int]:
+    """vCPUs and GB of memory that come with one GPU of `gpu_type`: its machine's, or 8 and 32
+    for a type without a known machine."""
     shape = GPU_SHAPES.get(gpu_type)
-    vcpus, memory_gb = (shape.vcpus, shape.memory_gb) if shape is not None else (8, 32)
+    return (shape.vcpus, shape.memory_gb) if shape is not None else (8, 32)
+
+
+def _quota(gpu_type: str, gpus: int) -> dict[str, Any]:
+    vcpus, memory_gb = machine_per_gpu(gpu_type)
     return {
         "name": gpu_type,
         "resources": [

@@ -86,6 +86,22 @@ def test_render_job_prints_the_job(function_file: Path) -> None:
             "--database-url-secret: invalid value 'Eops_DB'",
             id="bad-secret-name",
         ),
+        pytest.param(
+            ["render", "deploy", "--admission", "kueue", "--gpu-budget", "8"],
+            "--gpu-budget: with --admission kueue the ClusterQueue's quota is the one GPU cap",
+            id="kueue-with-a-budget",
+        ),
+        pytest.param(
+            ["render", "deploy", "--admission", "kueue", "--kube-workload", "pod"],
+            "--kube-workload: Kueue admits the gateway's Jobs",
+            id="kueue-with-bare-pods",
+        ),
+        pytest.param(
+            ["render", "deploy", "--kube-local-queue", "team-a"],
+            "--kube-local-queue: names a Kueue LocalQueue, but the gateway admits by itself; add "
+            "--admission kueue",
+            id="local-queue-without-kueue",
+        ),
     ],
 )
 def test_bad_input_names_the_field(argv: list[str], words: str) -> None:
@@ -93,6 +109,24 @@ def test_bad_input_names_the_field(argv: list[str], words: str) -> None:
     assert done.returncode == 2
     assert words in done.stderr
     assert "Traceback" not in done.stderr
+
+
+@pytest.mark.parametrize(
+    ("argv", "queue"),
+    [
+        (["--admission", "kueue"], "eops"),
+        (["--admission", "kueue", "--kube-local-queue", "team-a"], "team-a"),
+    ],
+)
+def test_render_deploy_with_kueue_admission_sets_the_gateways_env(argv: list[str], queue: str) -> None:
+    done = _eops("render", "deploy", *argv)
+    assert done.returncode == 0, done.stderr
+    [deployment] = [o for o in yaml.safe_load_all(done.stdout) if o["kind"] == "Deployment"]
+    env = {e["name"]: e.get("value") for e in deployment["spec"]["template"]["spec"]["containers"][0]["env"]}
+    assert (env["EOPS_ADMISSION"], env["EOPS_KUBE_LOCAL_QUEUE"]) == ("kueue", queue)
+    plain = _eops("render", "deploy")
+    assert "EOPS_ADMISSION" not in plain.stdout
+    assert "EOPS_KUBE_LOCAL_QUEUE" not in plain.stdout
 
 
 def test_bad_spec_names_its_fields(tmp_path: Path) -> None:

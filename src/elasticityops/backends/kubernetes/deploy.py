@@ -146,6 +146,12 @@ class DeployOptions:
     memory_limit: str = knob(
         "512Mi", metavar="QUANTITY", help="Memory the gateway's container may use before it is killed."
     )
+    admission: str = knob(
+        "gateway",
+        choices=("gateway", "kueue"),
+        help="The gateway's EOPS_ADMISSION: gateway (its own budget and preemption) or kueue (each Job "
+        "goes to --kube-local-queue at once and Kueue admits it; docs/kueue.md).",
+    )
     priority_classes: bool = knob(
         True,
         help="Render the PriorityClasses of the Jobs and placeholders (off where the cluster has them "
@@ -175,7 +181,13 @@ class DeployOptions:
         return self.replicas > 1
 
 
-DEPLOY_KUBERNETES = ("namespace", "kube-instance", "kube-gpu-driver-version", "kube-workload")
+DEPLOY_KUBERNETES = (
+    "namespace",
+    "kube-instance",
+    "kube-gpu-driver-version",
+    "kube-workload",
+    "kube-local-queue",
+)
 """The `kubernetes` knobs that `render deploy` takes (by name); build_deploy reads only these."""
 
 
@@ -220,8 +232,49 @@ LEASE_RULES: list[KubeObject] = [
 ]
 
 
+DEFAULT_LOCAL_QUEUE = "eops"
+"""The LocalQueue a gateway with Kueue admission submits to unless told another (`eops serve`'s
+and `eops render kueue`'s default)."""
+
+
+def _kueue_problems(options: DeployOptions) -> list[FieldProblem]:
+    """Where the gateway would refuse to start with Kueue admission (as `eops serve` does)."""
+    admission = spec(DeployOptions, "admission").flag
+    if options.admission != "kueue":
+        if options.kubernetes.local_queue is None:
+            return []
+        return [
+            FieldProblem(
+                spec(DeployOptions, "kube-local-queue").flag,
+                "names a Kueue LocalQueue, but the gateway admits by itself",
+                f"add {admission} kueue, or drop it",
+            )
+        ]
+    problems = []
+    if options.gpu_budget is not None:
+        problems.append(
+            FieldProblem(
+                spec(DeployOptions, "gpu-budget").flag,
+                f"with {admission} kueue the ClusterQueue's quota is the one GPU cap",
+                "drop it and set the quota with `eops render kueue --gpu-budget TYPE=N`",
+            )
+        )
+    if options.kubernetes.workload != "job":
+        problems.append(
+            FieldProblem(
+                spec(DeployOptions, "kube-workload").flag,
+                "Kueue admits the gateway's Jobs; bare pods are not submitted to it",
+                f"use job with {admission} kueue",
+            )
+        )
+    return problems
+
+
 def deploy_problems(options: DeployOptions) -> list[FieldProblem]:
     """What stops `options` from rendering a gateway that works."""
+    kueue = _kueue_problems(options)
+    if kueue:
+        return kueue
     if options.highly_available and options.database_url_secret is None:
         flag = spec(DeployOptions, "database-url-secret").flag
         replicas = spec(DeployOptions, "replicas").flag
@@ -296,9 +349,25 @@ METRICS_KEY = Value(
     about="The key of that Secret that holds the token.",
     schema=(("pattern", _SECRET_KEY.pattern),),
 )
+KUEUE_ON = Value(
+    "kueue.enabled",
+    lambda o: o.admission == "kueue",
+    about="Kueue admission (eops render deploy --admission kueue): the gateway's EOPS_ADMISSION is "
+    "kueue, each Job goes to kueue.localQueue at once and Kueue admits it (docs/kueue.md). Not "
+    "with gpuBudget (the ClusterQueue's quota is the cap) or kubernetes.workload pod.",
+)
+LOCAL_QUEUE = Value(
+    "kueue.localQueue",
+    lambda o: o.kubernetes.local_queue or DEFAULT_LOCAL_QUEUE,
+    knob="kube-local-queue",
+    about="The Kueue LocalQueue in the release's namespace the gateway submits its Jobs to "
+    "(EOPS_KUBE_LOCAL_QUEUE), with kueue.enabled.",
+    schema=(("pattern", "^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$"),),
+)
 
 HA = more_than(REPLICAS, 1)
 BARE_PODS = equals(WORKLOAD, "pod")
+KUEUE = present(KUEUE_ON)
 SINGLE = at_most(REPLICAS, 1)
 CHART_VALUES: tuple[Value, ...] = (
     IMAGE,
@@ -319,13 +388,15 @@ CHART_VALUES: tuple[Value, ...] = (
     SCRAPE_INTERVAL,
     METRICS_SECRET,
     METRICS_KEY,
+    KUEUE_ON,
+    LOCAL_QUEUE,
 )
 """The chart's values, in the order values.yaml lists them (every Value the template reads but
 the namespace)."""
 CHART_REFUSES: tuple[tuple[Condition, str], ...] = (
     (
         Condition(
-            lambda o: bool(deploy_problems(o)),
+            lambda o: o.highly_available and o.database_url_secret is None,
             f"and ({HA.helm}) (not {DATABASE_SECRET.expression})",
             (REPLICAS, DATABASE_SECRET),
         ),
@@ -333,6 +404,24 @@ CHART_REFUSES: tuple[tuple[Condition, str], ...] = (
         "file of one pod's volume; create a Secret with the PostgreSQL URL (kubectl create secret "
         f"generic eops-db --from-literal={DATABASE_URL_KEY}=postgresql+psycopg://USER:PASS@HOST/DB) "
         "and set database.secretName=eops-db, or replicas=1",
+    ),
+    (
+        Condition(
+            lambda o: o.admission == "kueue" and o.gpu_budget is not None,
+            f"and {KUEUE_ON.expression} {GPU_BUDGET.expression}",
+            (KUEUE_ON, GPU_BUDGET),
+        ),
+        "gpuBudget is not for kueue.enabled: the ClusterQueue's quota is the one GPU cap; drop "
+        "gpuBudget and set the quota with `eops render kueue --gpu-budget TYPE=N` (or kueue.queues)",
+    ),
+    (
+        Condition(
+            lambda o: o.admission == "kueue" and o.kubernetes.workload != "job",
+            f'and {KUEUE_ON.expression} (ne {WORKLOAD.expression} "job")',
+            (KUEUE_ON, WORKLOAD),
+        ),
+        "kubernetes.workload pod is not for kueue.enabled: Kueue admits the gateway's Jobs, bare "
+        "pods are not submitted to it; use kubernetes.workload job",
     ),
 )
 """What the chart refuses to install (Helm's `fail`): deploy_problems as chart conditions."""
@@ -415,6 +504,8 @@ def _deployment() -> Node:
         When(present(GPU_BUDGET), {"name": "EOPS_GPU_BUDGET", "value": GPU_BUDGET}),
         When(present(DRIVER), {"name": "EOPS_KUBE_GPU_DRIVER_VERSION", "value": DRIVER}),
         When(BARE_PODS, {"name": "EOPS_KUBE_WORKLOAD", "value": WORKLOAD}),
+        When(KUEUE, {"name": "EOPS_ADMISSION", "value": "kueue"}),
+        When(KUEUE, {"name": "EOPS_KUBE_LOCAL_QUEUE", "value": LOCAL_QUEUE}),
         When(
             present(DATABASE_SECRET),
             {

@@ -4,7 +4,8 @@ the Helm chart are made from (docs/helm.md, "One source").
 A template is plain data (dicts, lists, scalars) in which three kinds of node stand for what
 depends on the options: a `Value` (read from the options; in the chart, from `.Values`), a `Text`
 (strings and values joined) and a `When` (a part that is there only when a `Condition` holds, or
-another part when it does not). `evaluate(template, options)` is the renderer's back end: the
+another part when it does not); the chart alone also has `Each` (a part repeated per entry of a
+map it computes). `evaluate(template, options)` is the renderer's back end: the
 plain objects `kubectl apply` takes. The chart's back end (ops/chart.py) writes the same nodes as
 Go template text. Nothing here knows which options it reads: a node holds a function of them.
 """
@@ -105,10 +106,23 @@ class When:
     otherwise: Node = ABSENT
 
 
+@dataclass(frozen=True)
+class Each:
+    """A part repeated for each entry of a map the chart computes (Go's `range`, e.g.
+    `$type, $gpus := $quota`), where `body` reads the entry through Values whose `helm` is a
+    template variable. The chart's only: `eops render deploy` has none, and the chart's Kueue
+    objects, which have, are tested against `eops render kueue` itself."""
+
+    header: str
+    body: Node
+
+
 def evaluate(node: Node, options: Any) -> Any:
     """The plain data `node` stands for under `options`; ABSENT where a `When` leaves nothing."""
     if isinstance(node, When):
         return evaluate(node.then if node.test.holds(options) else node.otherwise, options)
+    if isinstance(node, Each):
+        raise TypeError(f"range {node.header} is the chart's only: no renderer evaluates it")
     if isinstance(node, Value):
         return node.of(options)
     if isinstance(node, Text):
@@ -138,6 +152,8 @@ def values_in(node: Node) -> Iterator[Value]:
         yield from node.test.values
         yield from values_in(node.then)
         yield from values_in(node.otherwise)
+    elif isinstance(node, Each):
+        yield from values_in(node.body)
     elif isinstance(node, dict):
         for value in node.values():
             yield from values_in(value)
