@@ -251,6 +251,11 @@ KUEUE_ROUTES = {
         Reply(404, {"kind": "Status", "reason": "NotFound", "message": "admissionchecks gone not found"})
     ],
     rf"^GET {KUEUE}/workloadpriorityclasses\?": [_forbidden("workloadpriorityclasses")],
+    r"^GET /api/v1/namespaces/gpu$": [
+        Reply(
+            200, {"metadata": {"name": "gpu", "labels": {"kubernetes.io/metadata.name": "gpu", "team": "a"}}}
+        )
+    ],
 }
 
 
@@ -269,6 +274,11 @@ def test_gather_reads_kueue_from_the_local_queue_down(tmp_path: Path) -> None:
     assert k.cluster_queue.admission_checks == ("eops-provisioning", "gone")
     assert k.cluster_queue.gpu_quota == {"nvidia-tesla-t4": "3"}
     assert k.cluster_queue.stopped == ""
+    assert k.cluster_queue.namespace_selector is None  # none given: Kueue's null, no namespace
+    assert (k.namespace_labels, k.namespace_labels_read) == (
+        {"kubernetes.io/metadata.name": "gpu", "team": "a"},
+        True,
+    )
     assert k.cluster_queue.active is not None
     assert k.cluster_queue.active.reason == "AdmissionCheckNotFound"
     checks = k.admission_checks

@@ -17,6 +17,7 @@ from elasticityops.ops.doctor.snapshot import (
     Condition,
     KueueObject,
     KueueReading,
+    LabelSelector,
     PriorityClassInfo,
 )
 from elasticityops.ops.priorities import workload_priority_classes
@@ -54,10 +55,12 @@ def kueue_healthy() -> ClusterSnapshot:
             priority_classes=tuple(
                 PriorityClassInfo(m["metadata"]["name"], int(m["value"])) for m in workload_priority_classes()
             ),
+            namespace_labels={NAME_LABEL: "eops", "team": "a"},
         ),
     )
 
 
+NAME_LABEL = "kubernetes.io/metadata.name"
 Mutation = Callable[[KueueReading], KueueReading]
 
 
@@ -158,6 +161,42 @@ CASES: list[tuple[str, Mutation, str, Status, str, str]] = [
         Status.fail,
         "no nvidia.com/gpu quota",
         "eops render kueue",
+    ),
+    (
+        "local-queue-stopped",
+        lambda k: replace(k, local_queue=replace(k.local_queue, stopped="Hold")) if k.local_queue else k,
+        "kueue-local-queue",
+        Status.fail,
+        "LocalQueue eops in namespace eops is stopped (stopPolicy Hold)",
+        "kubectl -n eops patch localqueue eops",
+    ),
+    (
+        "other-namespace",
+        lambda k: cluster_queue(k, namespace_selector=LabelSelector({NAME_LABEL: "team-b"})),
+        "kueue-cluster-queue",
+        Status.fail,
+        "does not select namespace eops (namespaceSelector kubernetes.io/metadata.name=team-b)",
+        "eops render kueue --namespace eops",
+    ),
+    (
+        "null-selector",
+        lambda k: cluster_queue(k, namespace_selector=None),
+        "kueue-cluster-queue",
+        Status.fail,
+        "null: it selects no namespace",
+        "widen its namespaceSelector",
+    ),
+    (
+        "selector-judged-by-name",
+        lambda k: replace(
+            cluster_queue(k, namespace_selector=LabelSelector({"team": "a"})),
+            namespace_labels={NAME_LABEL: "eops"},
+            namespace_labels_read=False,
+        ),
+        "kueue-cluster-queue",
+        Status.fail,
+        "its labels could not be read: judged by its name label",
+        "kubectl label namespace eops",
     ),
     (
         "admission-check-missing",
@@ -303,6 +342,27 @@ def test_the_kueue_rights_are_reviewed_only_with_kueue_admission() -> None:
         ("list", "workloads", "kueue.x-k8s.io"),
         ("watch", "workloads", "kueue.x-k8s.io"),
     }
+
+
+@pytest.mark.parametrize(
+    ("selector", "selects"),
+    [
+        (LabelSelector(), True),
+        (LabelSelector({"team": "a"}), True),
+        (LabelSelector({"team": "b"}), False),
+        (LabelSelector(match_expressions=(("team", "In", ("a", "b")),)), True),
+        (LabelSelector(match_expressions=(("team", "NotIn", ("a",)),)), False),
+        (LabelSelector(match_expressions=(("tier", "Exists", ()),)), False),
+        (LabelSelector(match_expressions=(("tier", "DoesNotExist", ()),)), True),
+        (LabelSelector({NAME_LABEL: "eops"}, (("team", "Exists", ()),)), True),
+    ],
+)
+def test_a_cluster_queue_selecting_the_namespace_passes(selector: LabelSelector, selects: bool) -> None:
+    snapshot = kueue_healthy()
+    assert snapshot.kueue is not None
+    findings = run_checks(replace(snapshot, kueue=cluster_queue(snapshot.kueue, namespace_selector=selector)))
+    [finding] = [f for f in findings if f.check == "kueue-cluster-queue"]
+    assert finding.status is (Status.passed if selects else Status.fail), finding.message
 
 
 @pytest.mark.parametrize(

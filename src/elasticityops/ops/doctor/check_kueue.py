@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from elasticityops.ops.doctor.check_access import KUEUE_ACCESS, KUEUE_GROUP, grant_command
 from elasticityops.ops.doctor.findings import Finding, Status, names
-from elasticityops.ops.doctor.snapshot import ClusterSnapshot, KueueObject, KueueReading
+from elasticityops.ops.doctor.snapshot import ClusterSnapshot, KueueObject, KueueReading, LabelSelector
 from elasticityops.ops.kueue import KUEUE_API
 from elasticityops.ops.priorities import workload_priority_classes
 
@@ -32,6 +32,9 @@ _INACTIVE_FIX = {
     "Terminating": "it is being deleted: apply it again once it is gone",
     "TopologyNotFound": "create the Topology its flavors name, or remove it from them",
 }
+
+
+_NO_STOP = """'{"spec":{"stopPolicy":"None"}}'"""
 
 
 def _render(s: ClusterSnapshot, k: KueueReading, *, cluster_queue: str = "") -> str:
@@ -58,6 +61,12 @@ def _why_inactive(obj: KueueObject) -> str:
         return "Kueue has not reported it active yet (is Kueue's controller running?)"
     detail = "; ".join(part for part in (obj.active.reason, obj.active.message) if part)
     return detail or f"Active is {obj.active.status}"
+
+
+def _selector_text(selector: LabelSelector) -> str:
+    parts = [f"{key}={value}" for key, value in selector.match_labels.items()]
+    parts += [f"{key} {op} ({','.join(values)})" for key, op, values in selector.match_expressions]
+    return ", ".join(parts) or "{}"
 
 
 def _is_active(obj: KueueObject) -> bool:
@@ -129,6 +138,15 @@ def check_local_queue(s: ClusterSnapshot, k: KueueReading) -> list[Finding]:
                 f"(kubectl -n {s.namespace} get localqueues)",
             )
         ]
+    if k.local_queue.stopped:
+        return [
+            Finding(
+                check,
+                Status.fail,
+                f"{where} is stopped (stopPolicy {k.local_queue.stopped}): Kueue admits nothing from it",
+                f"kubectl -n {s.namespace} patch localqueue {k.local_queue_name} --type merge -p {_NO_STOP}",
+            )
+        ]
     return [Finding(check, Status.passed, f"{where} submits to ClusterQueue {k.local_queue.cluster_queue}")]
 
 
@@ -181,6 +199,21 @@ def check_cluster_queue(s: ClusterSnapshot, k: KueueReading) -> list[Finding]:
                 "that asks for a GPU",
                 "give it a flavor per GPU type with nvidia.com/gpu quota: "
                 + _render(s, k, cluster_queue=name),
+            )
+        ]
+    selector = cq.namespace_selector
+    if selector is None or not selector.matches(k.namespace_labels):
+        shown = "null: it selects no namespace" if selector is None else _selector_text(selector)
+        known = "" if k.namespace_labels_read else " (its labels could not be read: judged by its name label)"
+        return [
+            Finding(
+                check,
+                Status.fail,
+                f"ClusterQueue {name} does not select namespace {s.namespace}{known} (namespaceSelector "
+                f"{shown}): Kueue leaves the gateway's Workloads inadmissible",
+                f"widen its namespaceSelector (`eops render kueue --namespace {s.namespace}` renders one "
+                f"that selects it), or label the namespace to match (kubectl label namespace {s.namespace} "
+                "KEY=VALUE)",
             )
         ]
     quota = ", ".join(f"{flavor} {gpus}" for flavor, gpus in sorted(cq.gpu_quota.items()))

@@ -277,6 +277,12 @@ async def _kueue(reader: _Reader, namespace: str, local_queue: str) -> KueueRead
     if raw_cluster is None:
         return reading
     cluster_queue = parse.cluster_queue_info(raw_cluster)
+    # Whether the ClusterQueue selects the namespace. Its name label is there on every namespace
+    # (the API server sets it), so a doctor that may not read namespaces still judges by it.
+    raw_namespace = await _found(reader, "kueue-namespace", f"/api/v1/namespaces/{namespace}")
+    name_label = {"kubernetes.io/metadata.name": namespace}
+    labels = (raw_namespace or {}).get("metadata", {}).get("labels") or name_label
+    reading = replace(reading, namespace_labels=dict(labels), namespace_labels_read=raw_namespace is not None)
     checks: dict[str, KueueObject | None] = {}
     for name in cluster_queue.admission_checks:
         raw_check = await _found(reader, "kueue-admission-checks", f"{KUEUE}/admissionchecks/{name}")

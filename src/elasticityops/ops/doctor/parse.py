@@ -17,6 +17,7 @@ from elasticityops.ops.doctor.snapshot import (
     HpaInfo,
     HpaMetric,
     KueueObject,
+    LabelSelector,
     NodeInfo,
     PendingPod,
     PriorityClassInfo,
@@ -156,11 +157,30 @@ def _active(raw: Raw) -> Condition | None:
     return found[0] if found else None
 
 
+def _stopped(spec: Raw) -> str:
+    stop = str(spec.get("stopPolicy") or "None")
+    return "" if stop == "None" else stop
+
+
+def label_selector(raw: Raw | None) -> LabelSelector | None:
+    """A label selector; None for a null one."""
+    if raw is None:
+        return None
+    expressions = tuple(
+        (str(e.get("key", "")), str(e.get("operator", "")), tuple(str(v) for v in e.get("values") or ()))
+        for e in raw.get("matchExpressions") or ()
+    )
+    labels = {str(k): str(v) for k, v in (raw.get("matchLabels") or {}).items()}
+    return LabelSelector(labels, expressions)
+
+
 def local_queue_info(raw: Raw) -> KueueObject:
+    spec = raw.get("spec") or {}
     return KueueObject(
         name=str(raw.get("metadata", {}).get("name", "")),
         active=_active(raw),
-        cluster_queue=str((raw.get("spec") or {}).get("clusterQueue") or ""),
+        cluster_queue=str(spec.get("clusterQueue") or ""),
+        stopped=_stopped(spec),
     )
 
 
@@ -175,13 +195,13 @@ def cluster_queue_info(raw: Raw) -> KueueObject:
         for resource in flavor.get("resources") or []
         if resource.get("name") == GPU_RESOURCE
     }
-    stop = str(spec.get("stopPolicy") or "None")
     return KueueObject(
         name=str(raw.get("metadata", {}).get("name", "")),
         active=_active(raw),
         admission_checks=tuple(str(check.get("name", "")) for check in checks),
         gpu_quota=quota,
-        stopped="" if stop == "None" else stop,
+        stopped=_stopped(spec),
+        namespace_selector=label_selector(spec.get("namespaceSelector")),
     )
 
 

@@ -173,6 +173,28 @@ class LeaseInfo:
 
 
 @dataclass(frozen=True)
+class LabelSelector:
+    """A label selector: `match_labels` and (key, operator, values) expressions, all to hold."""
+
+    match_labels: dict[str, str] = field(default_factory=dict)
+    match_expressions: tuple[tuple[str, str, tuple[str, ...]], ...] = ()
+
+    def matches(self, labels: dict[str, str]) -> bool:
+        if any(labels.get(key) != value for key, value in self.match_labels.items()):
+            return False
+        for key, operator, values in self.match_expressions:
+            held = {
+                "In": key in labels and labels[key] in values,
+                "NotIn": key not in labels or labels[key] not in values,
+                "Exists": key in labels,
+                "DoesNotExist": key not in labels,
+            }.get(operator, False)
+            if not held:
+                return False
+        return True
+
+
+@dataclass(frozen=True)
 class KueueObject:
     """A Kueue LocalQueue, ClusterQueue or AdmissionCheck, as far as the doctor needs it."""
 
@@ -181,7 +203,9 @@ class KueueObject:
     cluster_queue: str = ""  # a LocalQueue's ClusterQueue
     admission_checks: tuple[str, ...] = ()  # the AdmissionChecks a ClusterQueue names
     gpu_quota: dict[str, str] = field(default_factory=dict)  # a ClusterQueue's GPUs per flavor
-    stopped: str = ""  # a ClusterQueue's stopPolicy, where it is not None
+    stopped: str = ""  # a queue's stopPolicy, where it is not None
+    # A ClusterQueue's namespaceSelector; None: Kueue's null selector, which selects no namespace.
+    namespace_selector: LabelSelector | None = field(default_factory=LabelSelector)
 
 
 @dataclass(frozen=True)
@@ -196,6 +220,8 @@ class KueueReading:
     cluster_queue: KueueObject | None = None
     admission_checks: dict[str, KueueObject | None] = field(default_factory=dict)  # by name
     priority_classes: tuple[PriorityClassInfo, ...] = ()  # the WorkloadPriorityClasses
+    namespace_labels: dict[str, str] = field(default_factory=dict)  # of the gateway's namespace
+    namespace_labels_read: bool = True  # False: only its name label is known (not readable)
 
 
 @dataclass(frozen=True)
