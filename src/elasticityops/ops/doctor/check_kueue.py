@@ -1,7 +1,8 @@
 """Checks of the Kueue set-up a gateway with `--admission kueue` dispatches through (docs/kueue.md):
-Kueue's API is served, the LocalQueue its Jobs name exists, its ClusterQueue exists and is
-active, so is each AdmissionCheck that queue names, the WorkloadPriorityClasses the Jobs name
-exist, and the identity may read the Workloads the gateway follows.
+Kueue's API is served, the LocalQueue its Jobs name exists, its ClusterQueue exists, is active,
+has GPU quota and selects the namespace, each AdmissionCheck that queue names is active, the
+WorkloadPriorityClasses the Jobs name exist, and the identity may read the Workloads the gateway
+follows.
 
 A Job that Kueue cannot admit is not refused: it stays suspended, and its invocation waits in
 the gateway with no error anywhere but Kueue's objects. These checks say which object stops it.
@@ -12,7 +13,7 @@ from __future__ import annotations
 from elasticityops.ops.doctor.check_access import KUEUE_ACCESS, KUEUE_GROUP, grant_command
 from elasticityops.ops.doctor.findings import Finding, Status, names
 from elasticityops.ops.doctor.snapshot import ClusterSnapshot, KueueObject, KueueReading, LabelSelector
-from elasticityops.ops.kueue import KUEUE_API
+from elasticityops.ops.kueue import KUEUE_API, KueueInputs
 from elasticityops.ops.priorities import workload_priority_classes
 
 VERSION = KUEUE_API.rpartition("/")[2]  # v1beta2, what the gateway and `eops render kueue` use
@@ -35,10 +36,11 @@ _INACTIVE_FIX = {
 
 
 _NO_STOP = """'{"spec":{"stopPolicy":"None"}}'"""
+_DEFAULT_CLUSTER_QUEUE = KueueInputs("").cluster_queue
 
 
 def _render(s: ClusterSnapshot, k: KueueReading, *, cluster_queue: str = "") -> str:
-    queue = f" --cluster-queue {cluster_queue}" if cluster_queue and cluster_queue != "eops" else ""
+    queue = f" --cluster-queue {cluster_queue}" if cluster_queue not in ("", _DEFAULT_CLUSTER_QUEUE) else ""
     return (
         f"eops render kueue --namespace {s.namespace} --local-queue {k.local_queue_name}{queue} "
         "--gpu-budget TYPE=N | kubectl apply -f -"
