@@ -1,6 +1,7 @@
 """`eops doctor --admission kueue`, run as a real process against the real Kueue (the `kueue` lane's
 cluster): with `eops render kueue` applied and active, every Kueue check passes; with the
-LocalQueue gone, the doctor names it and the command that makes it."""
+LocalQueue gone, the doctor names it and the command that makes it; a ClusterQueue naming an
+AdmissionCheck that does not exist is named with Kueue's own reason, and so is the check."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from typing import Any
 import pytest
 
 from elasticityops.ops.kueue import KueueInputs, kueue_manifests
-from helpers.kueue import KUEUE, applied, wait_active
+from helpers.kueue import KUEUE, applied, condition, wait_active, wait_for
 
 pytestmark = [pytest.mark.cluster, pytest.mark.cluster_lane("kueue")]
 
@@ -27,10 +28,10 @@ KUEUE_CHECKS = (
 )
 
 
-def run_doctor(kubeconfig: Path, namespace: str) -> tuple[int, list[dict[str, str]]]:
+def run_doctor(kubeconfig: Path, namespace: str, *flags: str) -> tuple[int, list[dict[str, str]]]:
     argv = [sys.executable, "-m", "elasticityops.cli.main", "doctor", "--kubeconfig", str(kubeconfig)]
     done = subprocess.run(
-        [*argv, "--namespace", namespace, "--admission", "kueue", "--json"],
+        [*argv, "--namespace", namespace, *(flags or ("--admission", "kueue")), "--json"],
         capture_output=True,
         text=True,
         timeout=120,
@@ -68,3 +69,40 @@ def test_doctor_finds_the_rendered_kueue_healthy_then_names_the_missing_local_qu
         assert f"no LocalQueue eops in namespace {ns}" in missing["message"]
         assert f"eops render kueue --namespace {ns} --local-queue eops" in missing["fix"]
         assert code == 1
+
+
+def test_doctor_names_a_missing_admission_check_with_kueues_reason(
+    dev_cluster: Any, dev_namespace: str
+) -> None:
+    ns = dev_namespace
+    queue = f"{ns}-broken"
+    inputs = KueueInputs(
+        gpu_budget="nvidia-tesla-t4=1",
+        namespace=ns,
+        local_queue="broken",
+        cluster_queue=queue,
+        provisioning_class="none",
+    )
+    manifests = kueue_manifests(inputs)
+    [cluster_queue] = [m for m in manifests if m["kind"] == "ClusterQueue"]
+    cluster_queue["spec"]["admissionChecksStrategy"] = {"admissionChecks": [{"name": "no-such-check"}]}
+    with dev_cluster.api() as api, applied(api, manifests):
+
+        def inactive() -> dict[str, Any] | None:
+            active = condition(api.get(f"{KUEUE}/clusterqueues/{queue}"), "Active")
+            return active if active.get("status") == "False" else None
+
+        reason = wait_for(inactive, 60, f"ClusterQueue {queue} inactive")["reason"]
+        code, findings = run_doctor(dev_cluster.kubeconfig_path, ns, "--kube-local-queue", "broken")
+    by_check = {f["check"]: f for f in findings if f["check"].startswith("kueue")}
+    assert by_check["kueue-local-queue"]["status"] == "pass"
+    cq = by_check["kueue-cluster-queue"]
+    assert (cq["status"], reason) == ("fail", "AdmissionCheckNotFound")
+    assert f"ClusterQueue {queue} is not active (AdmissionCheckNotFound" in cq["message"]
+    assert "--provisioning-class none" in cq["fix"]
+    check = by_check["kueue-admission-checks"]
+    assert check["status"] == "fail"
+    assert (
+        f"AdmissionCheck no-such-check, which ClusterQueue {queue} names, does not exist" in check["message"]
+    )
+    assert code == 1
