@@ -77,6 +77,13 @@ def test_what_is_not_run() -> None:
             "eops invoke sleep --annotation eops.dev/run-seconds=90",
             "eops logs inv-... -f",
             'eops doctor --kubeconfig "$(eops dev-cluster kubeconfig)"',
+            "eops dev-cluster down && eops dev-cluster up --kueue --baseline 2",
+            "eops render kueue --gpu-budget nvidia-tesla-t4=1 --provisioning-class "
+            "best-effort-atomic-scale-up.autoscaling.x-k8s.io "
+            '| kubectl --kubeconfig "$(eops dev-cluster kubeconfig)" apply -f -',
+            'eops serve --backend kubernetes --kubeconfig "$(eops dev-cluster kubeconfig)" --admission kueue',
+            "eops invoke sleep --annotation eops.dev/run-seconds=60",
+            "eops status inv-...",
         ]
     ), left_out
 
@@ -139,7 +146,7 @@ eops = Client()
 def test_the_commands_of_a_page() -> None:
     found = parse(PAGE, "page.md")
     assert [(c.line, c.text, c.comment, c.expected_exit) for c in found] == [
-        (6, "eops serve --gpus 2    --example", "the gateway", 0),
+        (6, "eops serve --gpus 2 --example", "the gateway", 0),
         (8, "export EOPS_URL=http://127.0.0.1:8080 EOPS_TOKEN=...", "as printed", 0),
         (9, "eops plan trace --out t.csv && eops plan --trace t.csv", "", 0),
         (13, """eops invoke hello --data '{"name": "#1"}'""", "", 0),

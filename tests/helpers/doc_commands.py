@@ -113,10 +113,13 @@ def _bash_block(body: list[tuple[int, str]], doc: str, block: int) -> list[DocCo
     for number, line in body:
         if not pending:
             start = number
-        if line.rstrip().endswith("\\"):
-            pending.append(line.rstrip()[:-1])
+        # A continuation joins as the shell joins it: one space between the pieces, whatever
+        # the indentation of the next line.
+        piece = line.strip() if pending else line.rstrip()
+        if piece.endswith("\\"):
+            pending.append(piece[:-1].rstrip())
             continue
-        text, comment = strip_comment(" ".join([*pending, line]))
+        text, comment = strip_comment(" ".join([*pending, piece]))
         pending = []
         if text:
             out.append(DocCommand(doc, start, text, comment, block=block))

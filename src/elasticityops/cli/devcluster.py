@@ -201,6 +201,8 @@ def up(
         raise typer.Exit(1) from exc
     console.print(f"[green]dev cluster up[/] at {cluster.server}")
     console.print(f"export KUBECONFIG={cluster.kubeconfig_path}")
+    # The kubectl built with the control plane, for machines that have none of their own.
+    console.print(f"kubectl of the same version: {tc.binary('kubectl')}")
     console.print(f"stop it with: eops dev-cluster down --state-dir {cluster.state_dir}")
 
 

@@ -99,7 +99,13 @@ def _notes(
     elif reserved is not None and not _true(conditions.get("Finished")):
         notes.append((QUEUED, f"Kueue: waiting in LocalQueue {queue}: {_said(reserved)}"))
     for check in checks:
-        if isinstance(check, dict) and check.get("state"):
+        # Kueue lists every check as Pending from the start: a check says something once quota
+        # is reserved (it runs then), or when it retries or rejects.
+        if (
+            isinstance(check, dict)
+            and check.get("state")
+            and (_true(reserved) or check.get("state") != "Pending")
+        ):
             name, state = check.get("name"), check.get("state")
             message = _clip(str(check.get("message") or ""))
             text = f"Kueue: admission check {name} {state}" + (f": {message}" if message else "")
