@@ -20,11 +20,13 @@ FloatArray = npt.NDArray[np.float64]
 
 @dataclass(frozen=True)
 class Trace:
-    """Requests sorted by arrival. arrival_s, duration_s: seconds. function: label per request."""
+    """Requests sorted by arrival. arrival_s, duration_s: seconds. function, gpu_type: a label
+    per request (gpu_type is carried from an imported log to the file, not modelled)."""
 
     arrival_s: FloatArray
     duration_s: FloatArray
     function: tuple[str, ...] | None = None
+    gpu_type: tuple[str, ...] | None = None
 
     def __len__(self) -> int:
         return len(self.arrival_s)
@@ -123,9 +125,20 @@ def _column(values: list[str], name: str, path: Path) -> FloatArray:
 
 
 def write_trace(path: Path, trace: Trace, *, gpu_type: str = "nvidia-tesla-t4") -> None:
-    """Write `arrival_s,duration_s,function,gpu_type,priority` with millisecond precision."""
+    """Write `arrival_s,duration_s,function,gpu_type,priority` with millisecond precision; the
+    trace's own GPU types where it has them, else `gpu_type` for every row."""
     funcs = trace.function or ("default",) * len(trace)
+    gpus = trace.gpu_type or (gpu_type,) * len(trace)
     with path.open("w", encoding="utf-8", newline="") as out:
         out.write("arrival_s,duration_s,function,gpu_type,priority\n")
-        rows = zip(trace.arrival_s.tolist(), trace.duration_s.tolist(), funcs, strict=True)
-        out.writelines(f"{a:.3f},{d:.3f},{f},{gpu_type},0\n" for a, d, f in rows)
+        # labels repeat: each is made a CSV field once
+        fields = {label: _field(label) for label in {*funcs, *gpus}}
+        rows = zip(trace.arrival_s.tolist(), trace.duration_s.tolist(), funcs, gpus, strict=True)
+        out.writelines(f"{a:.3f},{d:.3f},{fields[f]},{fields[g]},0\n" for a, d, f, g in rows)
+
+
+def _field(text: str) -> str:
+    """A CSV field: quoted where a label from an imported log holds a comma, quote or newline."""
+    if any(c in text for c in ',"\r\n'):
+        return '"' + text.replace('"', '""') + '"'
+    return text
