@@ -236,7 +236,9 @@ def import_cmd(
     given: dict[str, Any],
     log: Annotated[
         Path,
-        typer.Argument(help="Request log: CSV with a header, or JSON lines.", show_default=False),
+        typer.Argument(
+            metavar="LOG", help="Request log: CSV with a header, or JSON lines.", show_default=False
+        ),
     ],
     out: Annotated[Path, typer.Option("--out", metavar="FILE", help="Trace CSV to write.")],
     keep: Annotated[
