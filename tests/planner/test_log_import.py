@@ -4,7 +4,7 @@ format, BOMs, filters, end-time columns, the errors, and the scaling of a window
 from __future__ import annotations
 
 import csv
-from datetime import timedelta, timezone
+from datetime import UTC, timedelta
 from pathlib import Path
 
 import numpy as np
@@ -60,7 +60,7 @@ def test_times_without_offset_are_in_the_given_zone() -> None:
 
 def test_zone_spellings() -> None:
     assert parse_zone("-0530").utcoffset(None) == -timedelta(hours=5, minutes=30)
-    assert parse_zone("utc") is timezone.utc
+    assert parse_zone("utc") is UTC
     with pytest.raises(PlannerInputError, match="--timezone: unknown zone 'Mars/Base'"):
         parse_zone("Mars/Base")
 
@@ -227,8 +227,10 @@ def test_superposing_keeps_each_copy_whole_and_inside_the_window() -> None:
     assert len(arrivals) == 24
     # every copy is the original shifted as a whole by one whole number of seconds within +-60 s
     early, late = arrivals[arrivals < 300], arrivals[arrivals >= 300]
-    assert len(early) == 16 and len(late) == 8
-    assert np.all((late >= 440) & (late <= 560)) and np.all(late == np.round(late))
+    assert len(early) == 16
+    assert len(late) == 8
+    assert np.all((late >= 440) & (late <= 560))
+    assert np.all(late == np.round(late))
     assert sorted(early.tolist()) == sorted([*(late - 400).tolist(), *(late - 390).tolist()])
 
 
