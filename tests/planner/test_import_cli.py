@@ -120,3 +120,20 @@ def test_import_help_names_every_flag() -> None:
     assert result.exit_code == 0
     for flag in ("--time-column", "--end-column", "--from", "--to", "--scale-to", "--scale-method", "--keep"):
         assert flag in result.output
+
+
+@pytest.mark.timeout(60)  # before: 1.7e9 s of 10 s loops under predictive, hours
+def test_run_on_an_epoch_timed_trace_with_a_bom_says_what_it_did(tmp_path: Path) -> None:
+    trace = tmp_path / "epoch.csv"
+    trace.write_text(
+        "\ufeffarrival_s,duration_s\n1733140800,30\n1733140900,60\n1733150000,10\n", encoding="utf-8"
+    )
+    out = tmp_path / "out"
+    result = runner.invoke(
+        app, ["run", "--trace", str(trace), "--policy", "predictive", "--out", str(out), "--no-plots"]
+    )
+    assert result.exit_code == 0, result.output
+    assert "3 requests over 2.6 h" in result.stdout
+    assert "counted from the first arrival (2024-12-02T12:00:00Z)" in " ".join(result.stderr.split())
+    notes = json.loads((out / "summary.json").read_text())["notes"]
+    assert any("epoch times" in n for n in notes)

@@ -116,6 +116,10 @@ def _load(common: CommonOptions) -> tuple[Trace, list[str]]:
             f"first at line {notes.first_unsorted_line}); sorted it"
         )
         err_console.print(f"[yellow]note:[/yellow] {messages[-1]}", highlight=False)
+    shifted = notes.shift_note()
+    if shifted:
+        messages.append(shifted)
+        err_console.print(f"[yellow]note:[/yellow] {escape(shifted)}", highlight=False)
     return trace, messages
 
 
