@@ -331,7 +331,13 @@ def recommend_cmd(given: dict[str, Any], config: Config = None) -> None:
         loaded, notes = _load(common)
         with Steps(err_console, "simulating", 1) as step:
             rec = recommend(
-                loaded, settings, target, windows=options.windows, margin=options.margin, progress=step
+                loaded,
+                settings,
+                target,
+                windows=options.windows,
+                margin=options.margin,
+                progress=step,
+                workers=options.workers,
             )
         _print_frontier(rec, target)
         if rec.best is not None:

@@ -84,6 +84,13 @@ class RecommendOptions:
         parse=_windows,
         help="Scale-down windows to try, comma-separated.",
     )
+    workers: int = knob(
+        0,
+        unit="processes",
+        ge=0,
+        shown="0, one per core",
+        help="Settings simulated at once, each in a process of its own; 1: one at a time, here.",
+    )
 
 
 @dataclass(frozen=True)

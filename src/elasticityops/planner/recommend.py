@@ -1,21 +1,31 @@
 """Search settings for the cheapest one that meets a p95 time-to-start target.
 
 Families searched for each scale-down window: a static baseline pool of B nodes, warm headroom
-of K placeholders, and predictive headroom at the target. B and K are found by bisection on the
-assumption that p95 wait falls as capacity grows (it does in this model up to sampling noise);
-every setting evaluated is kept, and the frontier is the set no other setting beats on both
-cost and p95 wait. The quota to request is the chosen setting's peak nodes plus a margin.
+of K placeholders, and predictive headroom at the target. For B and K the search finds the
+smallest size that meets the target on the assumption that p95 wait falls as capacity grows (it
+does in this model up to sampling noise): from a guess it walks with doubling steps until the
+target is bracketed, then bisects (planner/size_search.py). The first window's guess for B is a
+cheap pass over the trace (the offered concurrency that 95% of arrivals find; K starts at 1);
+the later windows start from the first window's answers, which a longer scale-down window moves
+by a few nodes at most, so they take a few settings each. `none` (B = K = 0) is run once per
+window for both families. Settings run in parallel processes (one per core by default), the
+independent ones together: every window's `none` and predictive, then the first window's two
+searches side by side, then the other windows' searches. Every setting evaluated is kept, and
+the frontier is the set no other setting beats on both cost and p95 wait. The quota to request
+is the chosen setting's peak nodes plus a margin.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from collections.abc import Callable, Generator, Sequence
+from dataclasses import dataclass
 
-from elasticityops.planner.policies import PolicyChoice, parse_policy
-from elasticityops.planner.runner import RunOutcome, run_policy
+import numpy as np
+
+from elasticityops.planner.parallel_runs import Setting, SettingRunner
 from elasticityops.planner.settings import ClusterSettings
+from elasticityops.planner.size_search import smallest_meeting
 from elasticityops.planner.summary import Summary
 from elasticityops.planner.synthetic import concurrency_profile
 from elasticityops.planner.trace import Trace
@@ -67,47 +77,50 @@ def recommend(
     windows: Sequence[float] = (300.0, 600.0, 1200.0),
     margin: float = 0.2,
     progress: Progress | None = None,
+    workers: int = 0,
 ) -> Recommendation:
+    """workers: simulations at once (0: one per CPU core this process may use)."""
     _, conc = concurrency_profile(trace)
     hi = max(1, min(int(conc.max()) if len(conc) else 1, settings.autoscaled_cap))
-    # Per family: 0, hi, then a bisection of at most ceil(log2(hi)) steps; then predictive.
-    steps = 2 * (2 + math.ceil(math.log2(hi))) + 1
+    # Per window: none, predictive, and per family at most two walks and a bisection over [0, hi].
+    steps = 2 + 2 * (3 * math.ceil(math.log2(hi + 1)) + 1)
     total = steps * len(windows)
     evaluated: list[Candidate] = []
+    found: dict[Setting, Candidate] = {}
 
-    def evaluate(family: str, size: int, window: float) -> Candidate:
-        base = replace(settings, scale_down_after_s=window, baseline=size if family == "baseline" else 0)
-        spec = {"baseline": "none", "warm": f"warm:{size}", "predictive": f"predictive:{target_p95_s:g}"}[
-            family
-        ]
-        choice: PolicyChoice = parse_policy(spec, base, target_p95_s)
-        label = f"{choice.name} sd={window:g}s"
-        if progress:
-            progress(len(evaluated), total, label)
-        outcome: RunOutcome = run_policy(trace, base, choice)
-        cand = Candidate(family, size, window, replace(outcome.summary, policy=label))
-        evaluated.append(cand)
-        return cand
+    with SettingRunner(trace, settings, target_p95_s, workers) as runner:
 
-    def meets(c: Candidate) -> bool:
-        return c.summary.time_to_start_s.p95 <= target_p95_s
+        def run(wanted: Sequence[Setting]) -> list[Candidate]:
+            """Simulate the settings not run yet, in parallel; their candidates in order."""
+            new = list(dict.fromkeys(w for w in wanted if w not in found))
+            for k, setting in enumerate(new):
+                if progress:
+                    progress(len(evaluated) + k, total, setting.label(settings, target_p95_s))
+            for setting, summary in zip(new, runner.summaries(new), strict=True):
+                cand = Candidate(setting.family, setting.size, setting.window, summary)
+                found[setting] = cand
+                evaluated.append(cand)
+            return [found[w] for w in wanted]
 
-    for window in windows:
-        for family in ("baseline", "warm"):
-            lo_c = evaluate(family, 0, window)
-            if meets(lo_c):
-                continue
-            hi_c = evaluate(family, hi, window)
-            if not meets(hi_c):
-                continue
-            lo, top = 0, hi
-            while top - lo > 1:
-                mid = (lo + top) // 2
-                if meets(evaluate(family, mid, window)):
-                    top = mid
-                else:
-                    lo = mid
-        evaluate("predictive", 0, window)
+        def meets(c: Candidate) -> bool:
+            return c.summary.time_to_start_s.p95 <= target_p95_s
+
+        firsts = run(
+            [Setting("baseline", 0, w) for w in windows] + [Setting("predictive", 0, w) for w in windows]
+        )
+        guesses = {"baseline": _baseline_guess(trace, hi), "warm": 1}
+        for group in ([windows[0]], windows[1:]):
+            searches = {
+                (family, w): smallest_meeting(guesses[family], hi)
+                for w in group
+                for family in ("baseline", "warm")
+                if not meets(firsts[windows.index(w)])
+            }
+            answers = _drive(searches, run, meets)
+            for family in ("baseline", "warm"):
+                answer = answers.get((family, windows[0]))
+                if answer is not None:
+                    guesses[family] = answer
     ok = [c for c in evaluated if meets(c)]
     best = min(ok, key=lambda c: c.summary.cost_usd) if ok else None
     closest = min(evaluated, key=lambda c: (c.summary.time_to_start_s.p95, c.summary.cost_usd))
@@ -128,3 +141,43 @@ def recommend(
         ),
         margin=margin,
     )
+
+
+Search = Generator[int, bool, "int | None"]
+
+
+def _drive(
+    searches: dict[tuple[str, float], Search],
+    run: Callable[[Sequence[Setting]], list[Candidate]],
+    meets: Callable[[Candidate], bool],
+) -> dict[tuple[str, float], int | None]:
+    """Run the size searches side by side: each round simulates the size every unfinished search
+    asks for next, together. Returns each search's smallest meeting size (None: none meets)."""
+    answers: dict[tuple[str, float], int | None] = {}
+    asked: dict[tuple[str, float], int] = {}
+    for key, search in searches.items():
+        try:
+            asked[key] = next(search)
+        except StopIteration as done:
+            answers[key] = done.value
+    while asked:
+        keys = list(asked)
+        results = run([Setting(family, asked[(family, w)], w) for family, w in keys])
+        for key, cand in zip(keys, results, strict=True):
+            try:
+                asked[key] = searches[key].send(meets(cand))
+            except StopIteration as done:
+                del asked[key]
+                answers[key] = done.value
+    return answers
+
+
+def _baseline_guess(trace: Trace, hi: int) -> int:
+    """The offered concurrency (requests running if each started on arrival) that 95% of arrivals
+    find at or below: a pool of that size serves them at once, the rest wait or are served by the
+    autoscaled nodes that earlier peaks left. A guess only: the search checks it."""
+    if not len(trace):
+        return 1
+    ends = np.sort(trace.arrival_s + trace.duration_s)
+    running = np.arange(1, len(trace) + 1) - np.searchsorted(ends, trace.arrival_s, side="right")
+    return int(min(hi, max(1.0, float(np.quantile(running, 0.95)))))

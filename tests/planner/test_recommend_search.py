@@ -1,0 +1,90 @@
+"""The recommend search cut short (planner/size_search.py, planner/recommend.py): it finds what
+trying every size finds, in fewer settings, in parallel or not."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import replace
+
+import numpy as np
+import pytest
+
+from elasticityops.planner.distributions import fixed
+from elasticityops.planner.parallel_runs import Setting, simulate_setting
+from elasticityops.planner.recommend import recommend
+from elasticityops.planner.settings import ClusterSettings
+from elasticityops.planner.size_search import smallest_meeting
+from elasticityops.planner.synthetic import concurrency_profile
+from elasticityops.planner.trace import Trace
+
+
+def search(guess: int, hi: int, answer: int | None) -> tuple[int | None, list[int]]:
+    """Drive the search against `size >= answer` (None: nothing meets); the sizes it tried."""
+    tried: list[int] = []
+    walk = smallest_meeting(guess, hi)
+    try:
+        size = next(walk)
+        while True:
+            tried.append(size)
+            size = walk.send(answer is not None and size >= answer)
+    except StopIteration as done:
+        return done.value, tried
+
+
+@pytest.mark.parametrize("hi", [1, 2, 3, 7, 64, 350, 5000])
+def test_finds_the_smallest_meeting_size_from_any_guess(hi: int) -> None:
+    answers: list[int | None] = [None, *range(1, min(hi, 40) + 1), hi // 2 or 1, hi]
+    guesses = [-3, 0, 1, 2, 5, hi // 3, hi - 1, hi, hi + 10]
+    for answer in answers:
+        for guess in guesses:
+            found, tried = search(guess, hi, answer)
+            assert found == answer, (guess, hi, answer, tried)
+            assert all(1 <= t <= hi for t in tried)
+            assert len(tried) == len(set(tried))
+            if answer is not None and answer > 1:
+                assert answer - 1 in tried  # the answer is shown tight: one less misses
+
+
+def test_a_good_guess_costs_two_trials_and_a_near_one_a_few() -> None:
+    assert search(40, 350, 40)[1] == [40, 39]
+    assert len(search(37, 350, 40)[1]) <= 5
+    assert len(search(45, 350, 40)[1]) <= 6
+    # bisection from [0, hi] would take 2 + log2(350) ~ 11
+    assert len(search(1, 350, 3)[1]) <= 4
+
+
+def small_trace() -> tuple[Trace, ClusterSettings]:
+    rng = np.random.default_rng(3)
+    arrivals = np.sort(rng.uniform(0, 6 * 3600, 1500))
+    return Trace(arrivals, rng.exponential(300, 1500)), ClusterSettings(provision_delay=fixed(120.0))
+
+
+def test_recommends_what_trying_every_setting_recommends() -> None:
+    trace, settings = small_trace()
+    target, windows = 5.0, (300.0, 600.0)
+    _, conc = concurrency_profile(trace)
+    hi = min(int(conc.max()), settings.autoscaled_cap)
+    every = [
+        Setting(family, size, w) for w in windows for family in ("baseline", "warm") for size in range(hi + 1)
+    ] + [Setting("predictive", 0, w) for w in windows]
+    summaries = [simulate_setting(trace, settings, target, s) for s in every]
+    meeting = [(s, m) for s, m in zip(every, summaries, strict=True) if m.time_to_start_s.p95 <= target]
+    best_setting, best = min(meeting, key=lambda sm: sm[1].cost_usd)
+
+    rec = recommend(trace, settings, target, windows=windows, workers=1)
+    assert rec.best is not None
+    assert (rec.best.label, rec.best.summary) == (best.policy, best)
+    assert rec.quota_gpus == math.ceil(best.peak_nodes * 1.2)
+    assert len(rec.evaluated) < len(every) / 4
+    assert best_setting.size > 0
+
+
+def test_parallel_workers_recommend_the_same_as_one() -> None:
+    trace, settings = small_trace()
+    one = recommend(trace, settings, 5.0, windows=(300.0, 1200.0), workers=1)
+    two = recommend(trace, settings, 5.0, windows=(300.0, 1200.0), workers=2)
+    assert one.best is not None
+    assert two.best is not None
+    assert [c.summary for c in two.evaluated] == [c.summary for c in one.evaluated]
+    assert two.best.summary == one.best.summary
+    assert replace(two, evaluated=(), frontier=()) == replace(one, evaluated=(), frontier=())
