@@ -53,7 +53,9 @@ def cpu_seconds() -> float:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--trace", type=Path, default=None, help="planner trace CSV (default: shared window)")
     parser.add_argument("--windows", default="300,600,1200")
     parser.add_argument("--p95-wait", type=float, default=10.0)
@@ -102,7 +104,8 @@ def main() -> None:
         "loadavg_after": os.getloadavg(),
     }
     print(
-        f"{args.label or 'run'}: {len(rec.evaluated)} settings simulated, wall {wall:.1f} s, CPU {cpu:.1f} s; "
+        f"{args.label or 'run'}: {len(rec.evaluated)} settings simulated, "
+        f"wall {wall:.1f} s, CPU {cpu:.1f} s; "
         f"recommended {figures['recommended']} (p95 {s.time_to_start_s.p95:.1f} s, ${s.cost_usd:,.0f}, "
         f"idle {s.idle_gpu_hours:,.0f} GPU-h, peak {s.peak_nodes:,})"
     )
