@@ -138,6 +138,9 @@ def simulate(  # noqa: C901
     seen_t: list[float] = []
     seen_busy = [0]
     run_times: RunCohort[int] = RunCohort(s.run_time_window_s, s.run_time_min_ended)
+    # Only a policy sized at run time reads the run-time cohort; for the fixed ones its three
+    # calls and one object per request were most of a run's cost over 385784e (BENCHMARKS.md).
+    track_runs = not constant
     # arrival times of the requests that started later than the policy's target wait (FIFO, so
     # in order): the controller's own measure of how it is doing
     waits = policy if isinstance(policy, WaitTargetHeadroom) else None  # the predictive rules
@@ -182,7 +185,8 @@ def simulate(  # noqa: C901
                 nd = node_of[r]
                 busy -= 1
                 done_t.append(te)
-                run_times.ended(r, te)
+                if track_runs:
+                    run_times.ended(r, te)
                 t = te
                 r = -1
             elif tm <= next_arr:
@@ -226,7 +230,8 @@ def simulate(  # noqa: C901
                     busy -= 1
                     busy_s -= end[r] - t
                     end[r] = -1.0
-                    run_times.dropped(r)
+                    if track_runs:
+                        run_times.dropped(r)
                     restarts[r] += 1
                     # r waits again, behind those already waiting; as nothing waits while a node
                     # is free, a free node means r restarts on it at once
@@ -289,7 +294,8 @@ def simulate(  # noqa: C901
             e = t + d
             end[r] = e
             push(ends, (e, r))
-            run_times.started(r, t)
+            if track_runs:
+                run_times.started(r, t)
 
         # ---- autoscaler loop at t_scan ---------------------------------------------------------
         t = t_scan
