@@ -100,6 +100,10 @@ def main() -> None:
         "cost_usd": round(s.cost_usd, 2),
         "idle_gpu_hours": round(s.idle_gpu_hours, 1),
         "peak_nodes": s.peak_nodes,
+        "evaluated": [
+            [c.label, round(c.summary.time_to_start_s.p95, 1), round(c.summary.cost_usd)]
+            for c in rec.evaluated
+        ],
         "machine": info,
         "loadavg_after": os.getloadavg(),
     }
