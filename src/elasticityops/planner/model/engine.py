@@ -138,8 +138,9 @@ def simulate(  # noqa: C901
     seen_t: list[float] = []
     seen_busy = [0]
     run_times: RunCohort[int] = RunCohort(s.run_time_window_s, s.run_time_min_ended)
-    # Only a policy sized at run time reads the run-time cohort; for the fixed ones its three
-    # calls and one object per request were most of a run's cost over 385784e (BENCHMARKS.md).
+    # Only a policy sized at run time reads the run-time cohort and the completion times; for
+    # the fixed ones the cohort's three calls and one object per request were most of a run's
+    # cost over 385784e (BENCHMARKS.md, planner).
     track_runs = not constant
     # arrival times of the requests that started later than the policy's target wait (FIFO, so
     # in order): the controller's own measure of how it is doing
@@ -184,8 +185,8 @@ def simulate(  # noqa: C901
                     continue
                 nd = node_of[r]
                 busy -= 1
-                done_t.append(te)
                 if track_runs:
+                    done_t.append(te)
                     run_times.ended(r, te)
                 t = te
                 r = -1
