@@ -17,40 +17,58 @@ from elasticityops.planner.size_search import smallest_meeting
 from elasticityops.planner.synthetic import concurrency_profile
 from elasticityops.planner.trace import Trace
 
+TARGET = 10.0
 
-def search(guess: int, hi: int, answer: int | None) -> tuple[int | None, list[int]]:
-    """Drive the search against `size >= answer` (None: nothing meets); the sizes it tried."""
+
+def search(
+    guess: int | None, hi: int, answer: int | None, curve: str = "linear"
+) -> tuple[int | None, list[int]]:
+    """Drive the search against a p95 that falls with size and meets the target from `answer`
+    on (None: never); the sizes it tried."""
+
+    def p95(size: int) -> float:
+        if answer is None:
+            return TARGET + 1 + (hi - size)
+        gap = answer - size  # > 0: misses
+        if curve == "steep":  # a knee: flat far below the answer, then a cliff
+            return TARGET + 30.0 if gap > 3 else TARGET + gap * 0.5 if gap > 0 else TARGET - 0.1
+        return TARGET + gap * 0.7 + (0.3 if gap > 0 else 0.0)
+
     tried: list[int] = []
-    walk = smallest_meeting(guess, hi)
+    walk = smallest_meeting(TARGET, hi, p95(0), guess)
     try:
         size = next(walk)
         while True:
             tried.append(size)
-            size = walk.send(answer is not None and size >= answer)
+            size = walk.send(p95(size))
     except StopIteration as done:
         return done.value, tried
 
 
+@pytest.mark.parametrize("curve", ["linear", "steep"])
 @pytest.mark.parametrize("hi", [1, 2, 3, 7, 64, 350, 5000])
-def test_finds_the_smallest_meeting_size_from_any_guess(hi: int) -> None:
+def test_finds_the_smallest_meeting_size_from_any_guess(hi: int, curve: str) -> None:
     answers: list[int | None] = [None, *range(1, min(hi, 40) + 1), hi // 2 or 1, hi]
-    guesses = [-3, 0, 1, 2, 5, hi // 3, hi - 1, hi, hi + 10]
+    guesses = [None, -3, 0, 1, 2, 5, hi // 3, hi - 1, hi, hi + 10]
     for answer in answers:
         for guess in guesses:
-            found, tried = search(guess, hi, answer)
+            found, tried = search(guess, hi, answer, curve)
             assert found == answer, (guess, hi, answer, tried)
             assert all(1 <= t <= hi for t in tried)
             assert len(tried) == len(set(tried))
             if answer is not None and answer > 1:
                 assert answer - 1 in tried  # the answer is shown tight: one less misses
+            # never more than twice a bisection of [0, hi] after its first trial (hi)
+            assert len(tried) <= 2 * (2 + math.ceil(math.log2(hi + 1))) + 2, (guess, answer, tried)
 
 
 def test_a_good_guess_costs_two_trials_and_a_near_one_a_few() -> None:
     assert search(40, 350, 40)[1] == [40, 39]
     assert len(search(37, 350, 40)[1]) <= 5
     assert len(search(45, 350, 40)[1]) <= 6
-    # bisection from [0, hi] would take 2 + log2(350) ~ 11
+    # bisection from [0, hi] would take 2 + log2(350) ~ 11; interpolation on a smooth p95, 3
     assert len(search(1, 350, 3)[1]) <= 4
+    assert len(search(None, 350, 259)[1]) <= 5
 
 
 def small_trace() -> tuple[Trace, ClusterSettings]:

@@ -3,16 +3,18 @@
 Families searched for each scale-down window: a static baseline pool of B nodes, warm headroom
 of K placeholders, and predictive headroom at the target. For B and K the search finds the
 smallest size that meets the target on the assumption that p95 wait falls as capacity grows (it
-does in this model up to sampling noise): from a guess it walks with doubling steps until the
-target is bracketed, then bisects (planner/size_search.py). The first window's guess for B is a
-cheap pass over the trace (the offered concurrency that 95% of arrivals find; K starts at 1);
-the later windows start from the first window's answers, which a longer scale-down window moves
-by a few nodes at most, so they take a few settings each. `none` (B = K = 0) is run once per
-window for both families. Settings run in parallel processes (one per core by default), the
-independent ones together: every window's `none` and predictive, then the first window's two
-searches side by side, then the other windows' searches. Every setting evaluated is kept, and
-the frontier is the set no other setting beats on both cost and p95 wait. The quota to request
-is the chosen setting's peak nodes plus a margin.
+does in this model up to sampling noise): it brackets the answer, then narrows the bracket by
+interpolating the p95 waits at its ends, halving where that does not halve it
+(planner/size_search.py). In the first window B is bracketed by 0 (`none`) and the largest
+size, K by a walk up from 1 in doubling steps (warm answers are small); the later windows walk
+from the first window's answers, which a longer scale-down window moves by a few nodes, so they
+take a few settings each. `none` (B = K = 0) is run once per window for both families.
+
+Settings run in parallel processes (one per core by default), the independent ones together:
+every window's `none` and predictive, then the first window's two searches side by side, then
+the other windows' searches. Every setting evaluated is kept, and the frontier is the set no
+other setting beats on both cost and p95 wait. The quota to request is the chosen setting's
+peak nodes plus a margin.
 """
 
 from __future__ import annotations
@@ -20,8 +22,6 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Generator, Sequence
 from dataclasses import dataclass
-
-import numpy as np
 
 from elasticityops.planner.parallel_runs import Setting, SettingRunner
 from elasticityops.planner.settings import ClusterSettings
@@ -102,26 +102,31 @@ def recommend(
                 evaluated.append(cand)
             return [found[w] for w in wanted]
 
+        def p95_of(c: Candidate) -> float:
+            return c.summary.time_to_start_s.p95
+
         def meets(c: Candidate) -> bool:
-            return c.summary.time_to_start_s.p95 <= target_p95_s
+            return p95_of(c) <= target_p95_s
 
         firsts = run(
             [Setting("baseline", 0, w) for w in windows] + [Setting("predictive", 0, w) for w in windows]
         )
-        guesses = {"baseline": _baseline_guess(trace, hi), "warm": 1}
+        # the first window: B from hi down by interpolation, K up from 1 (warm answers are
+        # small: a few warm nodes cover most arrivals); the other windows from its answers
+        guesses: dict[str, int | None] = {"baseline": None, "warm": 1}
         for group in ([windows[0]], windows[1:]):
             searches = {
-                (family, w): smallest_meeting(guesses[family], hi)
+                (family, w): smallest_meeting(target_p95_s, hi, p95_of(none), guesses[family])
                 for w in group
+                if not meets(none := firsts[windows.index(w)])
                 for family in ("baseline", "warm")
-                if not meets(firsts[windows.index(w)])
             }
-            answers = _drive(searches, run, meets)
+            answers = _drive(searches, run)
             for family in ("baseline", "warm"):
                 answer = answers.get((family, windows[0]))
                 if answer is not None:
                     guesses[family] = answer
-    ok = [c for c in evaluated if meets(c)]
+    ok = [c for c in evaluated if c.summary.time_to_start_s.p95 <= target_p95_s]
     best = min(ok, key=lambda c: c.summary.cost_usd) if ok else None
     closest = min(evaluated, key=lambda c: (c.summary.time_to_start_s.p95, c.summary.cost_usd))
     chosen = best or closest
@@ -143,41 +148,25 @@ def recommend(
     )
 
 
-Search = Generator[int, bool, "int | None"]
+Search = Generator[int, float, "int | None"]
 
 
 def _drive(
-    searches: dict[tuple[str, float], Search],
-    run: Callable[[Sequence[Setting]], list[Candidate]],
-    meets: Callable[[Candidate], bool],
+    searches: dict[tuple[str, float], Search], run: Callable[[Sequence[Setting]], list[Candidate]]
 ) -> dict[tuple[str, float], int | None]:
     """Run the size searches side by side: each round simulates the size every unfinished search
     asks for next, together. Returns each search's smallest meeting size (None: none meets)."""
     answers: dict[tuple[str, float], int | None] = {}
     asked: dict[tuple[str, float], int] = {}
     for key, search in searches.items():
-        try:
-            asked[key] = next(search)
-        except StopIteration as done:
-            answers[key] = done.value
+        asked[key] = next(search)  # a search always tries at least one size
     while asked:
         keys = list(asked)
         results = run([Setting(family, asked[(family, w)], w) for family, w in keys])
         for key, cand in zip(keys, results, strict=True):
             try:
-                asked[key] = searches[key].send(meets(cand))
+                asked[key] = searches[key].send(cand.summary.time_to_start_s.p95)
             except StopIteration as done:
                 del asked[key]
                 answers[key] = done.value
     return answers
-
-
-def _baseline_guess(trace: Trace, hi: int) -> int:
-    """The offered concurrency (requests running if each started on arrival) that 95% of arrivals
-    find at or below: a pool of that size serves them at once, the rest wait or are served by the
-    autoscaled nodes that earlier peaks left. A guess only: the search checks it."""
-    if not len(trace):
-        return 1
-    ends = np.sort(trace.arrival_s + trace.duration_s)
-    running = np.arange(1, len(trace) + 1) - np.searchsorted(ends, trace.arrival_s, side="right")
-    return int(min(hi, max(1.0, float(np.quantile(running, 0.95)))))
