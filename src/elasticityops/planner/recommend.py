@@ -87,6 +87,8 @@ def recommend(
     total = steps * len(windows)
     evaluated: list[Candidate] = []
     found: dict[Setting, Candidate] = {}
+    # every run bills a baseline node from 0 to at least the last request's end
+    pool_cost_per_node = settings.node_price_per_hour * _last_end_s(trace) / 3600.0
 
     with SettingRunner(trace, settings, target_p95_s, workers) as runner:
 
@@ -116,7 +118,13 @@ def recommend(
         guesses: dict[str, int | None] = {"baseline": None, "warm": 1}
         for group in ([windows[0]], windows[1:]):
             searches = {
-                (family, w): smallest_meeting(target_p95_s, hi, p95_of(none), guesses[family])
+                (family, w): _family_search(
+                    family,
+                    smallest_meeting(target_p95_s, hi, p95_of(none), guesses[family]),
+                    target_p95_s,
+                    hi,
+                    pool_cost_per_node,
+                )
                 for w in group
                 if not meets(none := firsts[windows.index(w)])
                 for family in ("baseline", "warm")
@@ -148,7 +156,52 @@ def recommend(
     )
 
 
-Search = Generator[int, float, "int | None"]
+Search = Generator[int, Candidate, "int | None"]
+# Sizes above the smallest that meets, tried in a row without a cheaper one, before a search
+# stops: cost is not monotone in the size (a few warm nodes more can cost less: fewer requests
+# start a node that then idles out its scale-down window; on the shared GenTD26 window warm:3
+# costs $3,266 and warm:1 $3,275), and what trying every size finds is the cheapest.
+CHEAPER_PATIENCE = 3
+
+
+def _family_search(
+    family: str,
+    search: Generator[int, float, int | None],
+    target: float,
+    hi: int,
+    pool_cost_per_node: float,
+) -> Search:
+    """The smallest size that meets (fed the p95 of each setting), then the sizes above it while
+    one of the last CHEAPER_PATIENCE was cheaper, or, for a baseline pool, until the pool's own
+    nodes cost more than the cheapest found. Returns the smallest meeting size."""
+    tried: dict[int, Candidate] = {}
+    size = next(search)
+    while True:
+        tried[size] = yield size
+        try:
+            size = search.send(tried[size].summary.time_to_start_s.p95)
+        except StopIteration as done:
+            answer: int | None = done.value
+            break
+    if answer is None:
+        return None
+    best = tried[answer].summary.cost_usd
+    misses = 0
+    size = answer
+    while misses < CHEAPER_PATIENCE and size < hi:
+        size += 1
+        if family == "baseline" and size * pool_cost_per_node >= best:
+            break
+        cand = tried.get(size) or (yield size)
+        if cand.summary.time_to_start_s.p95 <= target and cand.summary.cost_usd < best:
+            best, misses = cand.summary.cost_usd, 0
+        else:
+            misses += 1
+    return answer
+
+
+def _last_end_s(trace: Trace) -> float:
+    return float((trace.arrival_s + trace.duration_s).max()) if len(trace) else 0.0
 
 
 def _drive(
@@ -165,7 +218,7 @@ def _drive(
         results = run([Setting(family, asked[(family, w)], w) for family, w in keys])
         for key, cand in zip(keys, results, strict=True):
             try:
-                asked[key] = searches[key].send(cand.summary.time_to_start_s.p95)
+                asked[key] = searches[key].send(cand)
             except StopIteration as done:
                 del asked[key]
                 answers[key] = done.value
