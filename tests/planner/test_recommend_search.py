@@ -106,3 +106,45 @@ def test_parallel_workers_recommend_the_same_as_one() -> None:
     assert [c.summary for c in two.evaluated] == [c.summary for c in one.evaluated]
     assert two.best.summary == one.best.summary
     assert replace(two, evaluated=(), frontier=()) == replace(one, evaluated=(), frontier=())
+
+
+def drive(
+    family: str,
+    table: dict[int, tuple[float, float]],
+    hi: int,
+    pool_cost_per_node: float = 0.0,
+    guess: int = 1,
+) -> list[int]:
+    """Run one family's search against a table size -> (p95, cost); the sizes it asked for."""
+    from elasticityops.planner.recommend import Candidate, family_search
+
+    from .test_recommend import cand
+
+    asked: list[int] = []
+    walk = family_search(
+        family, smallest_meeting(TARGET, hi, table[0][0], guess), TARGET, hi, pool_cost_per_node
+    )
+    try:
+        size = next(walk)
+        while True:
+            asked.append(size)
+            p95, cost = table[size]
+            size = walk.send(Candidate(family, size, 300.0, cand(p95, cost).summary))
+    except StopIteration:
+        return asked
+
+
+def test_the_search_goes_on_above_the_smallest_meeting_size_to_a_cheaper_one() -> None:
+    # the shared GenTD26 window, scale-down 300 s: warm:1 meets, warm:3 is cheaper
+    table = {0: (32.6, 3404.25), 1: (7.0, 3275.24), 2: (7.0, 3283.99), 3: (7.0, 3266.24), 4: (6.0, 3272.0)}
+    table |= {k: (6.0 - k / 10, 3266.24 + 20 * (k - 4)) for k in range(5, 30)}
+    asked = drive("warm", table, 29)
+    assert 3 in asked  # a walk that stopped at the first size that costs more would miss it
+    assert asked[-3:] == [4, 5, 6]  # three in a row no cheaper than warm:3: stop
+
+
+def test_a_baseline_pool_stops_where_its_own_nodes_cost_more_than_the_cheapest() -> None:
+    table = {0: (30.0, 100.0)} | {b: (max(0.0, 30.0 - b), 10.0 * b + 5.0) for b in range(1, 60)}
+    # 20 meets at 205; 21 nodes alone cost 210: no need to try them
+    assert drive("baseline", table, 59, pool_cost_per_node=10.0, guess=20) == [20, 19]
+    assert drive("baseline", table, 59, pool_cost_per_node=0.0, guess=20) == [20, 19, 21, 22, 23]

@@ -118,7 +118,7 @@ def recommend(
         guesses: dict[str, int | None] = {"baseline": None, "warm": 1}
         for group in ([windows[0]], windows[1:]):
             searches = {
-                (family, w): _family_search(
+                (family, w): family_search(
                     family,
                     smallest_meeting(target_p95_s, hi, p95_of(none), guesses[family]),
                     target_p95_s,
@@ -164,7 +164,7 @@ Search = Generator[int, Candidate, "int | None"]
 CHEAPER_PATIENCE = 3
 
 
-def _family_search(
+def family_search(
     family: str,
     search: Generator[int, float, int | None],
     target: float,
