@@ -8,7 +8,9 @@ interpolating the p95 waits at its ends, halving where that does not halve it
 (planner/size_search.py). In the first window B is bracketed by 0 (`none`) and the largest
 size, K by a walk up from 1 in doubling steps (warm answers are small); the later windows walk
 from the first window's answers, which a longer scale-down window moves by a few nodes, so they
-take a few settings each. `none` (B = K = 0) is run once per window for both families.
+take a few settings each. Then, as cost is not monotone in the size, each search goes on above
+its answer while a cheaper setting turns up (CHEAPER_PATIENCE). `none` (B = K = 0) is run once
+per window for both families.
 
 Settings run in parallel processes (one per core by default), the independent ones together:
 every window's `none` and predictive, then the first window's two searches side by side, then
