@@ -3,8 +3,7 @@
 Families searched for each scale-down window: a static baseline pool of B nodes, warm headroom
 of K placeholders, and predictive headroom at the target. For B and K the search finds the
 smallest size that meets the target on the assumption that p95 wait falls as capacity grows (it
-does in this model up to sampling noise): it brackets the answer, then narrows the bracket by
-interpolating the p95 waits at its ends, halving where that does not halve it
+does in this model up to sampling noise): it brackets the answer, then bisects the bracket
 (planner/size_search.py). In the first window B is bracketed by 0 (`none`) and the largest
 size, K by a walk up from 1 in doubling steps (warm answers are small); the later windows walk
 from the first window's answers, which a longer scale-down window moves by a few nodes, so they
@@ -106,29 +105,26 @@ def recommend(
                 evaluated.append(cand)
             return [found[w] for w in wanted]
 
-        def p95_of(c: Candidate) -> float:
-            return c.summary.time_to_start_s.p95
-
         def meets(c: Candidate) -> bool:
-            return p95_of(c) <= target_p95_s
+            return c.summary.time_to_start_s.p95 <= target_p95_s
 
         firsts = run(
             [Setting("baseline", 0, w) for w in windows] + [Setting("predictive", 0, w) for w in windows]
         )
-        # the first window: B from hi down by interpolation, K up from 1 (warm answers are
-        # small: a few warm nodes cover most arrivals); the other windows from its answers
+        # the first window: B by bisection of [0, hi], K up from 1 (warm answers are small: a
+        # few warm nodes cover most arrivals); the other windows from its answers
         guesses: dict[str, int | None] = {"baseline": None, "warm": 1}
         for group in ([windows[0]], windows[1:]):
             searches = {
                 (family, w): family_search(
                     family,
-                    smallest_meeting(target_p95_s, hi, p95_of(none), guesses[family]),
+                    smallest_meeting(target_p95_s, hi, guesses[family]),
                     target_p95_s,
                     hi,
                     pool_cost_per_node,
                 )
                 for w in group
-                if not meets(none := firsts[windows.index(w)])
+                if not meets(firsts[windows.index(w)])
                 for family in ("baseline", "warm")
             }
             answers = _drive(searches, run)
