@@ -88,6 +88,7 @@ class RecommendOptions:
         0,
         unit="processes",
         ge=0,
+        le=1024,
         shown="0, one per core",
         help="Settings simulated at once, each in a process of its own; 1: one at a time, here.",
     )
@@ -184,6 +185,7 @@ class ImportOptions:
         None,
         unit="GPUs",
         gt=0,
+        le=1_000_000,
         shown="none, as logged",
         help="Target mean offered concurrency over the window (busy GPUs if every request started "
         "on arrival).",
@@ -199,10 +201,11 @@ class ImportOptions:
         flag="max-shift",
         unit="seconds",
         ge=0,
+        le=604_800,
         help="Each superposed copy is shifted by a whole number of seconds drawn uniformly from "
         "[-this, this].",
     )
-    seed: int = knob(0, help="Seeds the shifts and the thinning (numpy default_rng).")
+    seed: int = knob(0, ge=0, le=4_294_967_295, help="Seeds the shifts and the thinning (numpy default_rng).")
     format: str = knob(
         "auto",
         choices=("auto", "csv", "jsonl"),
