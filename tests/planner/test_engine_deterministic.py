@@ -203,3 +203,22 @@ def test_impossible_uniform_provisioning_is_refused() -> None:
 
     with pytest.raises(ModelStalledError, match="max-provision-time"):
         run([0.0], [1.0], provision_delay=parse_distribution("uniform:1000,1200"))
+
+
+@pytest.mark.timeout(20)  # before the idle skip: 3 years of 10 s loops, minutes
+def test_a_sparse_trace_costs_its_requests_not_its_span() -> None:
+    """Requests a year apart: each finds an empty cluster and waits the GPU delay plus the
+    provisioning time, and the simulation skips the idle loops between them (the timeline has
+    a few samples per request, not one a minute for three years)."""
+    year = 365 * 86_400.0
+    r = run([0.0, year, 2 * year, 3 * year + 0.5], [60.0] * 4, scale_down_after_s=600.0)
+    assert [s - a for s, a in zip(r.start_s, [0.0, year, 2 * year, 3 * year + 0.5], strict=True)] == [
+        30.0 + PROVISION_S
+    ] * 4
+    assert r.node_created_s == [30.0, year + 30.0, 2 * year + 30.0, 3 * year + 30.5]
+    assert len(r.timeline.t_s) < 4 * 30
+    # the idle state is sampled just before each arrival, so a plot shows it flat, not a ramp
+    before = [k for k, t in enumerate(r.timeline.t_s) if year - 10.0 <= t < year]
+    assert before
+    assert r.timeline.busy[before[-1]] == 0
+    assert r.timeline.ready[before[-1]] == 0

@@ -182,7 +182,7 @@ PINNED: dict[str, Figures] = {
         20452.75936731191,
     ),
     "spot-stockouts-timeouts-quota": (
-        "89dd38addc633f65ba9176b9ae4a3c7754684b62e39a1ae5cec63abcd5642070",
+        "8c541aaf5752248ca38cbf2afc25a2280bb66c4de40c4d6e3a28ace75ab1c004",
         243048.46132150092,
         296906.9913524236,
         198,

@@ -53,6 +53,36 @@ def test_bad_traces_name_the_line(tmp_path: Path, text: str, message: str) -> No
     assert message in str(info.value)
 
 
+def test_a_bom_before_the_header_is_skipped(tmp_path: Path) -> None:
+    """Spreadsheets save CSV with a UTF-8 BOM; it was read as part of the first name."""
+    trace, _ = load_trace(write(tmp_path, "\ufeffarrival_s,duration_s\n0,10\n2.5,5\n"))
+    assert trace.arrival_s.tolist() == [0.0, 2.5]
+
+
+def test_a_missing_column_shows_the_names_found_with_invisible_characters(tmp_path: Path) -> None:
+    with pytest.raises(PlannerInputError) as info:
+        load_trace(write(tmp_path, "arrival_s\u200b,duration_s\n0,10\n"))
+    assert "missing column(s) arrival_s; found 'arrival_s\\u200b', 'duration_s'" in str(info.value)
+
+
+def test_an_epoch_timed_trace_counts_from_its_first_arrival(tmp_path: Path) -> None:
+    trace, notes = load_trace(write(tmp_path, "arrival_s,duration_s\n1733140900,60\n1733140800.5,30\n"))
+    assert trace.arrival_s.tolist() == [0.0, 99.5]
+    assert trace.duration_s.tolist() == [30.0, 60.0]
+    assert notes.shifted_by_s == 1733140800.5
+    assert notes.unsorted_rows == 1
+    note = notes.shift_note()
+    assert note is not None
+    assert "epoch times" in note
+    assert "2024-12-02T12:00:00.500000Z" in note
+
+
+def test_a_late_but_not_epoch_start_is_kept(tmp_path: Path) -> None:
+    trace, notes = load_trace(write(tmp_path, "arrival_s,duration_s\n5000000,60\n"))
+    assert trace.arrival_s.tolist() == [5e6]
+    assert notes.shift_note() is None
+
+
 def test_unsorted_trace_is_sorted_and_reported(tmp_path: Path) -> None:
     path = write(tmp_path, "arrival_s,duration_s,function\n0,1,a\n5,2,b\n3,3,c\n9,4,d\n")
     trace, notes = load_trace(path)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+import keyword
 import os
 from collections.abc import Callable, Iterable, Sequence
 from typing import Annotated, Any
@@ -43,8 +44,9 @@ def _option(knob: Spec, panel: str | None) -> inspect.Parameter:
         help=escape(help_text),
         rich_help_panel=knob.about.get("panel", panel),
     )
+    name = knob.name.replace("-", "_")
     return inspect.Parameter(
-        knob.name.replace("-", "_"),
+        name + "_" if keyword.iskeyword(name) else name,  # `--from` is no Python name
         inspect.Parameter.KEYWORD_ONLY,
         default=default,
         annotation=Annotated[kind, option],

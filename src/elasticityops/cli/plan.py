@@ -1,5 +1,6 @@
-"""`eops plan`: replay traffic through the cluster model (run), make traces (trace), search for the
-cheapest setting meeting a wait target (recommend). `eops plan --trace T ...` is `eops plan run`.
+"""`eops plan`: replay traffic through the cluster model (run), make traces (trace) or import them
+from request logs (import), search for the cheapest setting meeting a wait target (recommend).
+`eops plan --trace T ...` is `eops plan run`.
 Bad input prints one line naming the row, flag or key and exits 2."""
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from elasticityops.knobs import load, spec, specs
 from elasticityops.planner.config import (
     SEARCHED,
     CommonOptions,
+    ImportOptions,
     RecommendOptions,
     RunOptions,
     SyntheticSpec,
@@ -114,6 +116,10 @@ def _load(common: CommonOptions) -> tuple[Trace, list[str]]:
             f"first at line {notes.first_unsorted_line}); sorted it"
         )
         err_console.print(f"[yellow]note:[/yellow] {messages[-1]}", highlight=False)
+    shifted = notes.shift_note()
+    if shifted:
+        messages.append(shifted)
+        err_console.print(f"[yellow]note:[/yellow] {escape(shifted)}", highlight=False)
     return trace, messages
 
 
@@ -228,6 +234,89 @@ def trace_cmd(
         )
 
 
+@app.command("import")
+@knob_options(("Import", specs(ImportOptions)))
+def import_cmd(
+    given: dict[str, Any],
+    log: Annotated[
+        Path,
+        typer.Argument(
+            metavar="LOG", help="Request log: CSV with a header, or JSON lines.", show_default=False
+        ),
+    ],
+    out: Annotated[Path, typer.Option("--out", metavar="FILE", help="Trace CSV to write.")],
+    keep: Annotated[
+        list[str],
+        typer.Option(
+            "--keep",
+            metavar="COLUMN=VALUE[,VALUE...]",
+            help="Import only rows whose COLUMN is one of the values; repeat for several columns.",
+        ),
+    ] = [],  # noqa: B006 (Typer passes a new list, never this one)
+) -> None:
+    """Make a trace from a request log with absolute times (ISO 8601 or epoch seconds), optionally
+    a window of it scaled to a target mean concurrency."""
+    from elasticityops.planner.log_import import (
+        LogColumns,
+        RowFilter,
+        TimeReading,
+        parse_time,
+        parse_zone,
+        read_log,
+    )
+    from elasticityops.planner.log_scaling import Scaling, to_trace
+    from elasticityops.planner.trace import write_trace
+
+    with _clean_errors():
+        options = load(ImportOptions(), environ(specs(ImportOptions)), given)
+        reading = TimeReading(parse_zone(options.timezone), options.epoch_unit)
+        bounds = []
+        for flag, text in (("--from", options.start), ("--to", options.end)):
+            try:
+                bounds.append(None if text is None else parse_time(text, reading))
+            except ValueError as exc:
+                raise PlannerInputError(f"{flag}: {text!r} {exc}") from None
+        columns = LogColumns(
+            time=options.time_column,
+            duration=options.duration_column,
+            end=options.end_column,
+            function=options.function_column,
+            gpu_type=options.gpu_type_column,
+        )
+        filters = [RowFilter.parse(k) for k in keep]
+        read = read_log(log, columns, reading=reading, keep=filters, fmt=options.format)
+        scaling = (
+            None
+            if options.scale_to is None
+            else Scaling(options.scale_to, options.scale_method, options.max_shift_s, options.seed)
+        )
+        made = to_trace(read, start_epoch_s=bounds[0], end_epoch_s=bounds[1], scaling=scaling)
+        try:
+            write_trace(out, made.trace)
+        except OSError as exc:
+            raise PlannerInputError(f"--out: cannot write {out}: {exc.strerror or exc}") from None
+        _report_import(log, out, read.rows_read, read.rows_dropped, made)
+
+
+def _report_import(log: Path, out: Path, rows: int, dropped: int, made: Any) -> None:
+    from datetime import UTC, datetime
+
+    start = datetime.fromtimestamp(made.start_epoch_s, UTC).isoformat().replace("+00:00", "Z")
+    kept = f" ({dropped:,} dropped by --keep)" if dropped else ""
+    console.print(
+        f"read {rows:,} rows of {log}{kept}; window from {start} (arrival_s 0), {made.span_s / 3600:,.1f} h"
+    )
+    how = ""
+    if made.copies > 1:
+        how = f", {made.copies} time-shifted copies superposed"
+    elif made.kept_share < 1.0:
+        how = f", thinned to {made.kept_share:.1%} of the requests"
+    console.print(
+        f"wrote {len(made.trace):,} requests to {out}: mean offered concurrency "
+        f"{made.mean_before:,.3g} GPUs as logged -> {made.mean_after:,.3g}{how}"
+    )
+
+
 @app.command("recommend")
 @knob_options(_COMMON, ("Recommend", specs(RecommendOptions)), (_CLUSTER, cluster_knobs(SEARCHED)))
 def recommend_cmd(given: dict[str, Any], config: Config = None) -> None:
@@ -242,7 +331,13 @@ def recommend_cmd(given: dict[str, Any], config: Config = None) -> None:
         loaded, notes = _load(common)
         with Steps(err_console, "simulating", 1) as step:
             rec = recommend(
-                loaded, settings, target, windows=options.windows, margin=options.margin, progress=step
+                loaded,
+                settings,
+                target,
+                windows=options.windows,
+                margin=options.margin,
+                progress=step,
+                workers=options.workers,
             )
         _print_frontier(rec, target)
         if rec.best is not None:

@@ -89,6 +89,14 @@ class RecommendOptions:
         parse=_windows,
         help="Scale-down windows to try, comma-separated.",
     )
+    workers: int = knob(
+        0,
+        unit="processes",
+        ge=0,
+        le=1024,
+        shown="0, one per core",
+        help="Settings simulated at once, each in a process of its own; 1: one at a time, here.",
+    )
 
 
 @dataclass(frozen=True)
@@ -149,6 +157,82 @@ class SyntheticSpec:
             raise PlannerInputError("--baseline-min must be <= --baseline-max")
         if self.burst_peak_min > self.burst_peak_max:
             raise PlannerInputError("--burst-peak-min must be <= --burst-peak-max")
+
+
+@dataclass(frozen=True)
+class ImportOptions:
+    """What `eops plan import` reads from a request log and how it makes the trace
+    (planner/log_import.py reads, planner/log_scaling.py windows and scales)."""
+
+    time_column: str = knob(
+        "timestamp",
+        metavar="NAME",
+        help="Column (CSV header name or JSON key) with each request's arrival: ISO 8601 in any "
+        "time zone, or epoch seconds.",
+    )
+    duration_column: str = knob(
+        "duration_s", metavar="NAME", help="Column with each request's run time in seconds."
+    )
+    end_column: str | None = knob(
+        None,
+        metavar="NAME",
+        shown="none",
+        help="Column with each request's end time (a time like --time-column); used instead of "
+        "--duration-column.",
+    )
+    function_column: str | None = knob(
+        None, metavar="NAME", shown="none", help="Column carried into the trace as `function`."
+    )
+    gpu_type_column: str | None = knob(
+        None, metavar="NAME", shown="none", help="Column carried into the trace as `gpu_type`."
+    )
+    timezone: str = knob(
+        "UTC",
+        metavar="ZONE",
+        help="Zone of times written without an offset: UTC, an offset like +08:00, or a name like "
+        "Asia/Shanghai.",
+    )
+    epoch_unit: str = knob("s", choices=("s", "ms", "us"), help="Unit of times written as numbers.")
+    start: str | None = knob(
+        None,
+        flag="from",
+        metavar="TIME",
+        shown="first arrival",
+        help="Window start (ISO 8601 or epoch seconds); arrival_s counts from here.",
+    )
+    end: str | None = knob(
+        None, flag="to", metavar="TIME", shown="last arrival", help="Window end (exclusive)."
+    )
+    scale_to: float | None = knob(
+        None,
+        unit="GPUs",
+        gt=0,
+        le=1_000_000,
+        shown="none, as logged",
+        help="Target mean offered concurrency over the window (busy GPUs if every request started "
+        "on arrival).",
+    )
+    scale_method: str = knob(
+        "auto",
+        choices=("auto", "superpose", "thin"),
+        help="superpose time-shifted copies of the log, or thin it; auto: superpose to scale up, "
+        "thin to scale down.",
+    )
+    max_shift_s: float = knob(
+        1800.0,
+        flag="max-shift",
+        unit="seconds",
+        ge=0,
+        le=604_800,
+        help="Each superposed copy is shifted by a whole number of seconds drawn uniformly from "
+        "[-this, this].",
+    )
+    seed: int = knob(0, ge=0, le=4_294_967_295, help="Seeds the shifts and the thinning (numpy default_rng).")
+    format: str = knob(
+        "auto",
+        choices=("auto", "csv", "jsonl"),
+        help="Log format; auto: JSON lines if the file starts with {, else CSV.",
+    )
 
 
 SEARCHED = ("baseline", "scale-down-after")

@@ -122,6 +122,9 @@ def read_trace(path: Path | None) -> tuple[Trace, list[str]]:
         notes.append(
             f"trace was not sorted by arrival_s ({loaded.unsorted_rows} rows out of order); sorted it"
         )
+    shifted = loaded.shift_note()
+    if shifted:
+        notes.append(shifted)
     if trace.function and len(set(trace.function)) > 1:
         notes.append(
             f"the trace names {len(set(trace.function))} functions; they are replayed as one T4 "

@@ -138,6 +138,10 @@ def simulate(  # noqa: C901
     seen_t: list[float] = []
     seen_busy = [0]
     run_times: RunCohort[int] = RunCohort(s.run_time_window_s, s.run_time_min_ended)
+    # Only a policy sized at run time reads the run-time cohort and the completion times; for
+    # the fixed ones the cohort's three calls and one object per request were most of a run's
+    # cost over 385784e (BENCHMARKS.md, planner).
+    track_runs = not constant
     # arrival times of the requests that started later than the policy's target wait (FIFO, so
     # in order): the controller's own measure of how it is doing
     waits = policy if isinstance(policy, WaitTargetHeadroom) else None  # the predictive rules
@@ -181,8 +185,9 @@ def simulate(  # noqa: C901
                     continue
                 nd = node_of[r]
                 busy -= 1
-                done_t.append(te)
-                run_times.ended(r, te)
+                if track_runs:
+                    done_t.append(te)
+                    run_times.ended(r, te)
                 t = te
                 r = -1
             elif tm <= next_arr:
@@ -226,7 +231,8 @@ def simulate(  # noqa: C901
                     busy -= 1
                     busy_s -= end[r] - t
                     end[r] = -1.0
-                    run_times.dropped(r)
+                    if track_runs:
+                        run_times.dropped(r)
                     restarts[r] += 1
                     # r waits again, behind those already waiting; as nothing waits while a node
                     # is free, a free node means r restarts on it at once
@@ -289,7 +295,8 @@ def simulate(  # noqa: C901
             e = t + d
             end[r] = e
             push(ends, (e, r))
-            run_times.started(r, t)
+            if track_runs:
+                run_times.started(r, t)
 
         # ---- autoscaler loop at t_scan ---------------------------------------------------------
         t = t_scan
@@ -400,6 +407,27 @@ def simulate(  # noqa: C901
         # turns unschedulable before (above); the immediate loop after a scale-up finds nothing
         # new here (one loop adds every node needed), so it is not modelled
         t_scan = t + scan
+        if (
+            constant
+            and head == len(pend)
+            and ph_head == len(ph_pend)
+            and len(warm) == target
+            and not (provisioning or empty or deleting)
+        ):
+            # Nothing waits, provisions or idles towards scale-down, and the headroom is fixed:
+            # the loops before the next event change nothing but the timeline, so go to the last
+            # one (which samples the idle state). A sparse trace then costs its requests, not its
+            # span: three requests a year apart would be three million loops.
+            t_scan = _last_loop_before(
+                t_scan,
+                scan,
+                min(
+                    next_arr,
+                    ends[0][0] if ends else _INF,
+                    misc[0][0] if misc else _INF,
+                    s.horizon_s if s.horizon_s > t else _INF,
+                ),
+            )
 
     horizon = max([s.horizon_s, *end]) if n else s.horizon_s
     return SimResult(
@@ -424,6 +452,14 @@ def simulate(  # noqa: C901
 
 # Helpers off the per-request path: each runs at most once per autoscaler loop or on a rare event
 # (a preemption), so calling them costs nothing measurable (BENCHMARKS.md, planner).
+
+
+def _last_loop_before(t_scan: float, scan: float, event: float) -> float:
+    """The last loop time of the grid t_scan + k * scan (k >= 0) before `event`."""
+    if event == _INF:
+        return t_scan
+    skip = math.ceil((event - t_scan) / scan) - 1
+    return t_scan + skip * scan if skip > 0 else t_scan
 
 
 def _refuse_hopeless(s: ClusterSettings) -> None:
