@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import pytest
 
@@ -13,8 +14,10 @@ from elasticityops.domain.headroom.sizing import (
     PredictiveHeadroom,
     ScheduledHeadroom,
     StaticBaseline,
+    WarmBounds,
     WarmHeadroom,
     erlang_pool,
+    nodes_needed,
     normal_ppf,
     poisson_quantile,
     size_headroom,
@@ -22,8 +25,14 @@ from elasticityops.domain.headroom.sizing import (
 
 
 def obs(rate: float = 0.0, tod: float = 0.0, departures: float = 0.0) -> HeadroomObservation:
+    """A long-watched cluster with 1,000 busy nodes, so that no bound of `WarmBounds` binds."""
     return HeadroomObservation(
-        now_s=0.0, time_of_day_s=tod, arrival_rate_per_s=rate, departure_rate_per_s=departures
+        now_s=0.0,
+        time_of_day_s=tod,
+        arrival_rate_per_s=rate,
+        departure_rate_per_s=departures,
+        busy_nodes=1000,
+        history_s=86400.0,
     )
 
 
@@ -122,6 +131,7 @@ def steady(
         "slow_window_s": 1800.0,
         "run_time_mean_s": run_s,
         "lead_time_s": 300.0,
+        "history_s": 7200.0,
     }
     values.update(fields)
     return HeadroomObservation(**values)  # type: ignore[arg-type]
@@ -159,15 +169,13 @@ def test_predictive_steady_load_holds_a_square_root_margin() -> None:
     # 120 erlangs: a pool of some sqrt(120) ~ 11 above the load, fewer than the old rule's ~40
     h = size_headroom(steady(), PREDICTIVE)
     assert 3 <= h <= 20
-    old = size_headroom(
-        HeadroomObservation(0.0, 0.0, arrival_rate_per_s=0.4, departure_rate_per_s=0.4),
-        ArrivalRateHeadroom(10.0, 460.0),
-    )
+    old = size_headroom(obs(rate=0.4, departures=0.4), ArrivalRateHeadroom(10.0, 460.0))
     assert h < old
 
 
 def test_predictive_is_monotone_in_the_arrival_rate() -> None:
-    sizes = [size_headroom(steady(rate=r, busy=100), PREDICTIVE) for r in (0.2, 0.3, 0.4, 0.5, 0.6)]
+    # 60 placeholders held already, so that the growth bound leaves room for 80 more
+    sizes = [size_headroom(steady(rate=r, busy=100, held=60), PREDICTIVE) for r in (0.2, 0.3, 0.4, 0.5, 0.6)]
     assert sizes == sorted(sizes)
     assert sizes[-1] > sizes[0] + 50
 
@@ -193,9 +201,14 @@ def test_predictive_counts_free_nodes_no_placeholder_holds() -> None:
     assert size_headroom(steady(provisioning_nodes=4, pending_requests=2), PREDICTIVE) == base - 2
 
 
-def test_predictive_never_negative_and_within_max_nodes() -> None:
-    assert size_headroom(steady(unheld=500), PREDICTIVE) == 0
+def test_predictive_never_below_the_floor_and_within_max_nodes() -> None:
+    floor = PREDICTIVE.bounds.floor
+    assert floor == 1
+    assert size_headroom(steady(unheld=500), PREDICTIVE) == floor
+    # a shape no request has reached lately holds none
     assert size_headroom(steady(busy=0, rate=0.0), PREDICTIVE) == 0
+    no_floor = PredictiveHeadroom(10.0, 460.0, bounds=WarmBounds(floor=0))
+    assert size_headroom(steady(unheld=500), no_floor) == 0
     capped = PredictiveHeadroom(target_wait_s=10.0, lead_time_s=460.0, max_nodes=25)
     assert size_headroom(steady(rate=10.0, busy=50), capped) == 25
 
@@ -203,9 +216,15 @@ def test_predictive_never_negative_and_within_max_nodes() -> None:
 def test_predictive_follows_a_burst_but_not_a_blip() -> None:
     base = size_headroom(steady(), PREDICTIVE)
     blip = size_headroom(steady(arrival_rate_per_s=0.7), PREDICTIVE)  # < 2x the slow rate
-    burst = size_headroom(steady(arrival_rate_per_s=10.0), PREDICTIVE)
     assert blip == base
-    assert burst > 2000
+    # A burst's forecast (10/s x 300 s = 3,000 erlangs) is far above the 120 busy: the order
+    # grows by the growth bound each sizing (half the busy and held per minute), up to the busy.
+    burst = steady(arrival_rate_per_s=10.0)
+    assert nodes_needed(burst, PREDICTIVE, 300.0) > 2000
+    assert size_headroom(burst, PREDICTIVE) == 60
+    assert size_headroom(replace(burst, since_last_s=10.0), PREDICTIVE) == 10
+    assert size_headroom(replace(burst, placeholders_pending=100, since_last_s=10.0), PREDICTIVE) == 119
+    assert size_headroom(replace(burst, placeholders_pending=200), PREDICTIVE) == 121
 
 
 def test_predictive_tightens_when_too_many_start_late_and_loosens_when_few_do() -> None:
@@ -218,7 +237,9 @@ def test_predictive_tightens_when_too_many_start_late_and_loosens_when_few_do() 
 
 def test_predictive_without_a_run_time_assumes_nothing_ends_within_the_lead() -> None:
     obs = steady(run_time_mean_s=None, busy_mean_slow=None, busy=10)
-    assert size_headroom(obs, PREDICTIVE) == poisson_quantile(0.4 * 300.0, 0.95)
+    assert nodes_needed(obs, PREDICTIVE, 300.0) == 10 + poisson_quantile(0.4 * 300.0, 0.95)
+    # ... which the bounds do not trust beyond the floor plus the busy
+    assert size_headroom(replace(obs, placeholders_pending=50), PREDICTIVE) == 1 + 10
 
 
 @pytest.mark.parametrize(
