@@ -21,6 +21,7 @@ from elasticityops.domain.headroom.sizing import (
     normal_ppf,
     poisson_quantile,
     size_headroom,
+    trend_for,
 )
 
 
@@ -204,11 +205,15 @@ def test_predictive_counts_free_nodes_no_placeholder_holds() -> None:
 def test_predictive_never_below_the_floor_and_within_max_nodes() -> None:
     floor = PREDICTIVE.bounds.floor
     assert floor == 1
-    assert size_headroom(steady(unheld=500), PREDICTIVE) == floor
+    # more busy than the forecast needs, nothing free: the floor
+    assert size_headroom(steady(busy=500), PREDICTIVE) == floor
+    # the floor is warm capacity: free nodes that outlast the lead time are part of it
+    assert size_headroom(steady(unheld=500), PREDICTIVE) == 0
+    assert size_headroom(steady(busy=500, unheld=1, scale_down_in_s=(100.0,)), PREDICTIVE) == floor
     # a shape no request has reached lately holds none
     assert size_headroom(steady(busy=0, rate=0.0), PREDICTIVE) == 0
     no_floor = PredictiveHeadroom(10.0, 460.0, bounds=WarmBounds(floor=0))
-    assert size_headroom(steady(unheld=500), no_floor) == 0
+    assert size_headroom(steady(busy=500), no_floor) == 0
     capped = PredictiveHeadroom(target_wait_s=10.0, lead_time_s=460.0, max_nodes=25)
     assert size_headroom(steady(rate=10.0, busy=50), capped) == 25
 
@@ -255,3 +260,28 @@ def test_predictive_without_a_run_time_assumes_nothing_ends_within_the_lead() ->
 def test_predictive_rejects_bad_parameters(kwargs: dict[str, float], match: str) -> None:
     with pytest.raises(ValueError, match=match):
         PredictiveHeadroom(10.0, 460.0, **kwargs)  # type: ignore[arg-type]
+
+
+def test_predictive_lets_go_on_a_fall_but_not_on_a_dip() -> None:
+    # 10/s of 30 s runs, 250 busy: the slow rate is the peak's of a quarter of an hour ago
+    peak = steady(rate=10.0, run_s=30.0, busy=250, held=60)
+    dip = size_headroom(replace(peak, arrival_rate_per_s=9.5), PREDICTIVE)  # 1.2 sd of a 60 s count
+    fall = size_headroom(replace(peak, arrival_rate_per_s=7.0), PREDICTIVE)  # 7 sd
+    assert dip == size_headroom(peak, PREDICTIVE)
+    assert fall < dip - 20
+
+
+def test_predictive_takes_the_trend_of_the_shortest_window_it_can_trust() -> None:
+    trends = ((1800.0, 0.002), (3600.0, 0.001), (7200.0, 0.0005))
+    # 30 s runs: the half-hour trend's noise is small beside the load's spread
+    assert trend_for(steady(arrival_trends=trends), 1360.0, 30.0, 0.25) == 0.002
+    # 300 s runs: it is not, the hour's is
+    assert trend_for(steady(arrival_trends=trends), 1360.0, 300.0, 0.25) == 0.001
+    # nothing trusted: the long one the observation names
+    assert (
+        trend_for(steady(arrival_trends=trends, arrival_trend_per_s2=0.0004), 1360.0, 50000.0, 0.25) == 0.0004
+    )
+    # a ramp of short runs is led by the short window's trend
+    ramp = steady(rate=4.0, run_s=25.0, busy=100, held=30, arrival_trends=((1800.0, 0.002), (7200.0, 0.0)))
+    flat = replace(ramp, arrival_trends=((1800.0, 0.0), (7200.0, 0.0)))
+    assert size_headroom(ramp, PREDICTIVE) > size_headroom(flat, PREDICTIVE) + 20

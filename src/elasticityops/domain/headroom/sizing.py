@@ -192,10 +192,12 @@ def warm_ceiling(obs: HeadroomObservation, bounds: WarmBounds) -> int:
     return min(proportion, held + step)
 
 
-def bound_warm_units(wanted: int, obs: HeadroomObservation, bounds: WarmBounds, max_nodes: int) -> int:
-    """`wanted` warm units as ordered: at least the floor (while the shape is in use), at most
-    `warm_ceiling` and the quota."""
-    floor = warm_floor(obs, bounds)
+def bound_warm_units(
+    wanted: int, obs: HeadroomObservation, bounds: WarmBounds, max_nodes: int, spare: int = 0
+) -> int:
+    """`wanted` warm units as ordered: at most `warm_ceiling` and the quota, and at least what
+    the floor (while the shape is in use) asks beyond the `spare` free capacity that lasts."""
+    floor = max(0, warm_floor(obs, bounds) - spare)
     return max(0, min(max_nodes, max(floor, min(wanted, warm_ceiling(obs, bounds)))))
 
 
@@ -310,8 +312,8 @@ def _predictive(obs: HeadroomObservation, policy: PredictiveHeadroom) -> int:
     if policy.target_wait_s >= lead:
         return 0  # a cold start meets the target
     pool = nodes_needed(obs, policy, lead)
-    have = obs.busy_nodes + unheld_supply(obs, lead)
-    return bound_warm_units(pool - have, obs, policy.bounds, policy.max_nodes)
+    spare = unheld_supply(obs, lead)
+    return bound_warm_units(pool - obs.busy_nodes - spare, obs, policy.bounds, policy.max_nodes, spare)
 
 
 def nodes_needed(obs: HeadroomObservation, policy: PredictiveHeadroom, lead_s: float) -> int:
