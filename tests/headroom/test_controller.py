@@ -243,3 +243,51 @@ def test_a_spilled_invocation_counts_under_the_type_it_runs_on(tmp_path: Path) -
             await store.close()
 
     asyncio.run(main())
+
+
+def test_a_gateway_started_into_a_burst_orders_in_proportion(tmp_path: Path) -> None:
+    """692 admissions in the controller's first minute (the real trace's peak, issue 42): the
+    estimate says thousands, the order stays at the floor while the windows are young, and then
+    within the floor plus the busy GPUs."""
+
+    async def main() -> None:
+        store = await _store(tmp_path, _spec("a"))
+        try:
+            capacity = Recording(lead_s=300.0)
+            clock = Clock()
+            controller = _controller(store, capacity, "predictive:10", clock=clock)
+            await controller.sync()
+            held: list[tuple[float, int, int]] = []  # (seconds, units held, busy)
+            waiting: list[tuple[int, datetime]] = []
+            running: list[tuple[int, datetime, datetime]] = []
+            n = 0
+            for second in range(1, 1201):
+                clock.t = T0 + timedelta(seconds=second)
+                per_s = 12 if second <= 60 else 5  # 692 in the first minute, then 5 a second
+                for _ in range(per_s if second != 60 else 692 - 59 * 12):
+                    waiting.append((n, clock.t))
+                    controller.seen(_inv(n, State.pending, clock.t))
+                    n += 1
+                if second >= 240:  # nodes come after 4 minutes: 40 a second start, each runs 30 s
+                    for i, accepted in waiting[:40]:
+                        running.append((i, accepted, clock.t))
+                        controller.seen(_inv(i, State.running, accepted, clock.t))
+                    del waiting[:40]
+                    while running and (clock.t - running[0][2]).total_seconds() >= 30:
+                        i, accepted, started = running.pop(0)
+                        controller.seen(_inv(i, State.succeeded, accepted, started, clock.t))
+                if second % 10 == 0:
+                    await controller.sync()
+                    held.append((second, capacity.objects[T4.key], controller.pools[T4].busy))
+            assert n >= 692 + 5 * 1140
+            floor = 1
+            assert all(units == floor for second, units, _ in held if second < 600), held[:60]
+            most_busy = 0
+            for _, units, busy in held:
+                most_busy = max(most_busy, busy)
+                assert units <= floor + most_busy
+            assert max(units for _, units, _ in held) < 200
+        finally:
+            await store.close()
+
+    asyncio.run(main())

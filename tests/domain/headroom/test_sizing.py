@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import pytest
 
@@ -13,17 +14,26 @@ from elasticityops.domain.headroom.sizing import (
     PredictiveHeadroom,
     ScheduledHeadroom,
     StaticBaseline,
+    WarmBounds,
     WarmHeadroom,
     erlang_pool,
+    nodes_needed,
     normal_ppf,
     poisson_quantile,
     size_headroom,
+    trend_for,
 )
 
 
 def obs(rate: float = 0.0, tod: float = 0.0, departures: float = 0.0) -> HeadroomObservation:
+    """A long-watched cluster with 1,000 busy nodes, so that no bound of `WarmBounds` binds."""
     return HeadroomObservation(
-        now_s=0.0, time_of_day_s=tod, arrival_rate_per_s=rate, departure_rate_per_s=departures
+        now_s=0.0,
+        time_of_day_s=tod,
+        arrival_rate_per_s=rate,
+        departure_rate_per_s=departures,
+        busy_nodes=1000,
+        history_s=86400.0,
     )
 
 
@@ -122,6 +132,7 @@ def steady(
         "slow_window_s": 1800.0,
         "run_time_mean_s": run_s,
         "lead_time_s": 300.0,
+        "history_s": 7200.0,
     }
     values.update(fields)
     return HeadroomObservation(**values)  # type: ignore[arg-type]
@@ -159,15 +170,13 @@ def test_predictive_steady_load_holds_a_square_root_margin() -> None:
     # 120 erlangs: a pool of some sqrt(120) ~ 11 above the load, fewer than the old rule's ~40
     h = size_headroom(steady(), PREDICTIVE)
     assert 3 <= h <= 20
-    old = size_headroom(
-        HeadroomObservation(0.0, 0.0, arrival_rate_per_s=0.4, departure_rate_per_s=0.4),
-        ArrivalRateHeadroom(10.0, 460.0),
-    )
+    old = size_headroom(obs(rate=0.4, departures=0.4), ArrivalRateHeadroom(10.0, 460.0))
     assert h < old
 
 
 def test_predictive_is_monotone_in_the_arrival_rate() -> None:
-    sizes = [size_headroom(steady(rate=r, busy=100), PREDICTIVE) for r in (0.2, 0.3, 0.4, 0.5, 0.6)]
+    # 60 placeholders held already, so that the growth bound leaves room for 80 more
+    sizes = [size_headroom(steady(rate=r, busy=100, held=60), PREDICTIVE) for r in (0.2, 0.3, 0.4, 0.5, 0.6)]
     assert sizes == sorted(sizes)
     assert sizes[-1] > sizes[0] + 50
 
@@ -193,9 +202,18 @@ def test_predictive_counts_free_nodes_no_placeholder_holds() -> None:
     assert size_headroom(steady(provisioning_nodes=4, pending_requests=2), PREDICTIVE) == base - 2
 
 
-def test_predictive_never_negative_and_within_max_nodes() -> None:
+def test_predictive_never_below_the_floor_and_within_max_nodes() -> None:
+    floor = PREDICTIVE.bounds.floor
+    assert floor == 1
+    # more busy than the forecast needs, nothing free: the floor
+    assert size_headroom(steady(busy=500), PREDICTIVE) == floor
+    # the floor is warm capacity: free nodes that outlast the lead time are part of it
     assert size_headroom(steady(unheld=500), PREDICTIVE) == 0
+    assert size_headroom(steady(busy=500, unheld=1, scale_down_in_s=(100.0,)), PREDICTIVE) == floor
+    # a shape no request has reached lately holds none
     assert size_headroom(steady(busy=0, rate=0.0), PREDICTIVE) == 0
+    no_floor = PredictiveHeadroom(10.0, 460.0, bounds=WarmBounds(floor=0))
+    assert size_headroom(steady(busy=500), no_floor) == 0
     capped = PredictiveHeadroom(target_wait_s=10.0, lead_time_s=460.0, max_nodes=25)
     assert size_headroom(steady(rate=10.0, busy=50), capped) == 25
 
@@ -203,9 +221,15 @@ def test_predictive_never_negative_and_within_max_nodes() -> None:
 def test_predictive_follows_a_burst_but_not_a_blip() -> None:
     base = size_headroom(steady(), PREDICTIVE)
     blip = size_headroom(steady(arrival_rate_per_s=0.7), PREDICTIVE)  # < 2x the slow rate
-    burst = size_headroom(steady(arrival_rate_per_s=10.0), PREDICTIVE)
     assert blip == base
-    assert burst > 2000
+    # A burst's forecast (10/s x 300 s = 3,000 erlangs) is far above the 120 busy: the order
+    # grows by the growth bound each sizing (half the busy and held per minute), up to the busy.
+    burst = steady(arrival_rate_per_s=10.0)
+    assert nodes_needed(burst, PREDICTIVE, 300.0) > 2000
+    assert size_headroom(burst, PREDICTIVE) == 60
+    assert size_headroom(replace(burst, since_last_s=10.0), PREDICTIVE) == 10
+    assert size_headroom(replace(burst, placeholders_pending=100, since_last_s=10.0), PREDICTIVE) == 119
+    assert size_headroom(replace(burst, placeholders_pending=200), PREDICTIVE) == 121
 
 
 def test_predictive_tightens_when_too_many_start_late_and_loosens_when_few_do() -> None:
@@ -218,7 +242,9 @@ def test_predictive_tightens_when_too_many_start_late_and_loosens_when_few_do() 
 
 def test_predictive_without_a_run_time_assumes_nothing_ends_within_the_lead() -> None:
     obs = steady(run_time_mean_s=None, busy_mean_slow=None, busy=10)
-    assert size_headroom(obs, PREDICTIVE) == poisson_quantile(0.4 * 300.0, 0.95)
+    assert nodes_needed(obs, PREDICTIVE, 300.0) == 10 + poisson_quantile(0.4 * 300.0, 0.95)
+    # ... which the bounds do not trust beyond the floor plus the busy
+    assert size_headroom(replace(obs, placeholders_pending=50), PREDICTIVE) == 1 + 10
 
 
 @pytest.mark.parametrize(
@@ -234,3 +260,28 @@ def test_predictive_without_a_run_time_assumes_nothing_ends_within_the_lead() ->
 def test_predictive_rejects_bad_parameters(kwargs: dict[str, float], match: str) -> None:
     with pytest.raises(ValueError, match=match):
         PredictiveHeadroom(10.0, 460.0, **kwargs)  # type: ignore[arg-type]
+
+
+def test_predictive_lets_go_on_a_fall_but_not_on_a_dip() -> None:
+    # 10/s of 30 s runs, 250 busy: the slow rate is the peak's of a quarter of an hour ago
+    peak = steady(rate=10.0, run_s=30.0, busy=250, held=60)
+    dip = size_headroom(replace(peak, arrival_rate_per_s=9.5), PREDICTIVE)  # 1.2 sd of a 60 s count
+    fall = size_headroom(replace(peak, arrival_rate_per_s=7.0), PREDICTIVE)  # 7 sd
+    assert dip == size_headroom(peak, PREDICTIVE)
+    assert fall < dip - 20
+
+
+def test_predictive_takes_the_trend_of_the_shortest_window_it_can_trust() -> None:
+    trends = ((1800.0, 0.002), (3600.0, 0.001), (7200.0, 0.0005))
+    # 30 s runs: the half-hour trend's noise is small beside the load's spread
+    assert trend_for(steady(arrival_trends=trends), 1360.0, 30.0, 0.25) == 0.002
+    # 300 s runs: it is not, the hour's is
+    assert trend_for(steady(arrival_trends=trends), 1360.0, 300.0, 0.25) == 0.001
+    # nothing trusted: the long one the observation names
+    assert (
+        trend_for(steady(arrival_trends=trends, arrival_trend_per_s2=0.0004), 1360.0, 50000.0, 0.25) == 0.0004
+    )
+    # a ramp of short runs is led by the short window's trend
+    ramp = steady(rate=4.0, run_s=25.0, busy=100, held=30, arrival_trends=((1800.0, 0.002), (7200.0, 0.0)))
+    flat = replace(ramp, arrival_trends=((1800.0, 0.0), (7200.0, 0.0)))
+    assert size_headroom(ramp, PREDICTIVE) > size_headroom(flat, PREDICTIVE) + 20

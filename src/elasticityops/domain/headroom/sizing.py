@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import math
 from bisect import bisect_right
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 SECONDS_PER_DAY = 86_400
 
@@ -27,6 +27,7 @@ class HeadroomObservation:
     now_s: seconds since the start of the trace (planner) or the Unix epoch (controller).
     time_of_day_s: seconds since local midnight, in [0, 86400); scheduled policies use it.
     arrival_rate_per_s: requests per second over the recent window (e.g. the last 60 s).
+    rate_window_s: the length of that recent window.
     departure_rate_per_s: requests finished per second over the same window (each frees a node).
     busy_nodes: nodes running a real request.
     free_nodes: ready nodes with no real request (empty or holding a placeholder).
@@ -41,6 +42,10 @@ class HeadroomObservation:
     slow_window_s: the length of that window (its rate is the rate half a window ago).
     arrival_trend_per_s2: how fast the arrival rate changes (requests per second, per second),
         e.g. from the rates over the last two hours; 0 when unknown.
+    arrival_trends: the same measured over shorter windows too: (window_s, trend) pairs, the
+        trend from the rates over the last two windows of that length (0 until two have
+        passed), shortest window first; the predictive rule picks the shortest it can trust
+        (`trend_for`). Empty: arrival_trend_per_s2 is the only one.
     run_time_mean_s: mean run time of a request, measured on those that started within a
         recent window (e.g. 2 h), those still running counted by their time so far
         (domain/headroom/run_times.py: the ended ones alone are the short ones in a young
@@ -63,6 +68,7 @@ class HeadroomObservation:
     time_of_day_s: float
     arrival_rate_per_s: float
     departure_rate_per_s: float = 0.0
+    rate_window_s: float = 60.0
     busy_nodes: int = 0
     free_nodes: int = 0
     pending_requests: int = 0
@@ -73,10 +79,13 @@ class HeadroomObservation:
     busy_mean_slow: float | None = None
     slow_window_s: float = 0.0
     arrival_trend_per_s2: float = 0.0
+    arrival_trends: tuple[tuple[float, float], ...] = ()
     run_time_mean_s: float | None = None
     late_share: float | None = None
     lead_time_s: float | None = None
     scale_down_in_s: tuple[float, ...] = ()
+    history_s: float | None = None
+    since_last_s: float | None = None
 
 
 @dataclass(frozen=True)
@@ -120,6 +129,79 @@ class ScheduledHeadroom:
 
 
 @dataclass(frozen=True)
+class WarmBounds:
+    """What a predictive rule may order, whatever it estimates: bounded by what was observed.
+
+    A rule's estimates (rates, trend, run time, lead time) can be wrong by any factor on a young
+    or unusual stream: 692 arrivals in a gateway's first minute, extrapolated over the lead time
+    with no request ended yet, asked for the whole quota. These bounds hold whatever the
+    estimate (`bound_warm_units`):
+
+    floor: warm units held at least while the shape is in use (a request busy, waiting, or
+        arrived within the slow window): the first request of a lull finds a node, and a
+        pending placeholder lets the autoscaler scale up for the requests that find none
+        without its 30 s GPU-pod delay, which upstream counts from the oldest pending pod.
+    busy_ratio: warm units never exceed floor + busy_ratio x the recent busy GPUs (the larger
+        of those busy now and the slow window's mean).
+    young_s, young_ratio: until the windows hold young_s of traffic, busy_ratio is young_ratio
+        (nothing from the first minutes is trusted further).
+    growth_per_min: per sizing, the units may grow above those held by at most
+        growth_per_min x (busy + held) x the minutes since the previous sizing (at most one),
+        and by the floor at least.
+    """
+
+    floor: int = 1
+    busy_ratio: float = 1.0
+    young_s: float = 600.0
+    young_ratio: float = 0.0
+    growth_per_min: float = 0.5
+
+    def __post_init__(self) -> None:
+        if self.floor < 0 or self.young_s < 0:
+            raise ValueError("floor and young_s must be >= 0")
+        if not (self.busy_ratio >= 0.0 and 0.0 <= self.young_ratio <= self.busy_ratio):
+            raise ValueError("busy_ratio must be >= 0 and young_ratio in [0, busy_ratio]")
+        if not self.growth_per_min > 0.0:
+            raise ValueError("growth_per_min must be > 0")
+
+
+def warm_floor(obs: HeadroomObservation, bounds: WarmBounds) -> int:
+    """The floor while the shape is in use (a request busy, waiting, or arrived within the slow
+    window); none for a shape no traffic has reached lately."""
+    active = (
+        obs.busy_nodes > 0
+        or obs.pending_requests > 0
+        or obs.arrival_rate_per_s > 0.0
+        or (obs.arrival_rate_slow_per_s or 0.0) > 0.0
+    )
+    return bounds.floor if active else 0
+
+
+def warm_ceiling(obs: HeadroomObservation, bounds: WarmBounds) -> int:
+    """The most warm units the observation allows: the floor plus a share of the recent busy
+    GPUs (a smaller one while the windows are young), and no more than the held units plus the
+    growth allowed since the previous sizing."""
+    floor = warm_floor(obs, bounds)
+    busy = max(obs.busy_nodes, obs.busy_mean_slow or 0.0, 0.0)
+    young = obs.history_s is None or obs.history_s < bounds.young_s
+    ratio = bounds.young_ratio if young else bounds.busy_ratio
+    proportion = floor + math.floor(ratio * busy)
+    held = max(0, obs.placeholders_running) + max(0, obs.placeholders_pending)
+    minutes = 1.0 if obs.since_last_s is None else min(1.0, max(0.0, obs.since_last_s) / 60.0)
+    step = max(floor, math.ceil(bounds.growth_per_min * (obs.busy_nodes + held) * minutes))
+    return min(proportion, held + step)
+
+
+def bound_warm_units(
+    wanted: int, obs: HeadroomObservation, bounds: WarmBounds, max_nodes: int, spare: int = 0
+) -> int:
+    """`wanted` warm units as ordered: at most `warm_ceiling` and the quota, and at least what
+    the floor (while the shape is in use) asks beyond the `spare` free capacity that lasts."""
+    floor = max(0, warm_floor(obs, bounds) - spare)
+    return max(0, min(max_nodes, max(floor, min(wanted, warm_ceiling(obs, bounds)))))
+
+
+@dataclass(frozen=True)
 class WaitTargetHeadroom:
     """What the predictive rules share: a wait target to meet, and the lead time to size for.
 
@@ -129,12 +211,14 @@ class WaitTargetHeadroom:
         + a scan interval + the node's provisioning time (a high percentile, e.g. 420 s).
     quantile: the share of requests that must start within target_wait_s (0.95 for p95).
     max_nodes: upper bound on the answer (quota guard).
+    bounds: what the answer may be at most, given what has been observed (`WarmBounds`).
     """
 
     target_wait_s: float
     lead_time_s: float
     quantile: float = 0.95
     max_nodes: int = 5000
+    bounds: WarmBounds = field(default_factory=WarmBounds)
 
     def __post_init__(self) -> None:
         if not 0.0 < self.quantile < 1.0:
@@ -151,6 +235,12 @@ class PredictiveHeadroom(WaitTargetHeadroom):
     surge_ratio: when the recent arrival rate exceeds the slow one by this factor, the recent one
         drives the forecast (a burst's onset); below it the slow rate does, as the recent one is
         mostly sampling noise at the normal load.
+    fall_z: when the recent rate is this many Poisson standard deviations (of its own window's
+        count) below the slow one, the load is falling and the recent one drives the forecast
+        too: the slow rate is the rate of a quarter of an hour ago, and after a peak it held
+        the peak's pool for that long.
+    trend_noise: the trend is taken over the shortest window whose noise, carried to the
+        forecast, is at most this share of the load's own Poisson spread (`trend_for`).
     slack: the pool is sized for slack x (1 - quantile) late requests in the Erlang C model, which
         counts as late some requests that nodes idling in their scale-down window above the
         pool serve at once (calibrated on the default synthetic trace, seed 0).
@@ -160,6 +250,8 @@ class PredictiveHeadroom(WaitTargetHeadroom):
     """
 
     surge_ratio: float = 2.0
+    fall_z: float = 3.0
+    trend_noise: float = 0.25
     slack: float = 2.5
     margin: float = 0.9
     gain: float = 2.0
@@ -168,6 +260,8 @@ class PredictiveHeadroom(WaitTargetHeadroom):
         super().__post_init__()
         if not self.surge_ratio >= 1.0:
             raise ValueError("surge_ratio must be >= 1")
+        if not (self.fall_z > 0.0 and self.trend_noise > 0.0):
+            raise ValueError("fall_z and trend_noise must be > 0")
         if not 0.0 < self.slack * (1.0 - self.quantile) < 1.0:
             raise ValueError("slack x (1 - quantile) must be in (0, 1)")
         if not (self.margin > 0.0 and self.gain >= 0.0):
@@ -178,7 +272,10 @@ class PredictiveHeadroom(WaitTargetHeadroom):
 class ArrivalRateHeadroom(WaitTargetHeadroom):
     """The predictive rule before issue 15, kept for comparison (`predictive-rate[:W]`): hold the
     `quantile` of Poisson(arrivals x lead) - Poisson(departures x lead) placeholders, from the
-    recent (60 s) rates, on top of whatever nodes are free. Fields of WaitTargetHeadroom."""
+    recent (60 s) rates, on top of whatever nodes are free. Fields of WaitTargetHeadroom; its
+    bounds have no floor (it held none), but the same ceiling: it runs live too."""
+
+    bounds: WarmBounds = field(default_factory=lambda: WarmBounds(floor=0))
 
 
 HeadroomPolicy = (
@@ -215,32 +312,53 @@ def _predictive(obs: HeadroomObservation, policy: PredictiveHeadroom) -> int:
     if policy.target_wait_s >= lead:
         return 0  # a cold start meets the target
     pool = nodes_needed(obs, policy, lead)
-    have = obs.busy_nodes + unheld_supply(obs, lead)
-    return max(0, min(policy.max_nodes, pool - have))
+    spare = unheld_supply(obs, lead)
+    return bound_warm_units(pool - obs.busy_nodes - spare, obs, policy.bounds, policy.max_nodes, spare)
 
 
 def nodes_needed(obs: HeadroomObservation, policy: PredictiveHeadroom, lead_s: float) -> int:
     """Nodes (busy or free) that serve the forecast load within the target wait at `quantile`.
 
-    The forecast load is an offered load of a = lambda S: the slow arrival rate carried one
-    lead time (and half a slow window) ahead along its trend, times the mean run time. Sized
-    as a pool of c servers with FIFO waiting (Erlang C), a request waits past the target w with
-    probability C(c, a) exp(-(c - a) w / S): when the pool is full, running requests end at
-    c / S per second, so a short queue clears within the target and a pool need not be so big
-    that no request ever queues. The pool is held steady at this size instead of chasing the
-    busy count, so that a blip of load does not order nodes that arrive after it has passed
-    and then sit out their scale-down window.
+    The forecast load is an offered load of a = lambda S: the arrival rate carried one lead
+    time ahead along its trend, times the mean run time. The rate is the slow window's, which
+    is the rate half a slow window ago and is carried that much further; or, at a burst's onset
+    or on a fall (`demand_rate`), the recent one, which is the rate now. Sized as a pool of c
+    servers with FIFO waiting (Erlang C), a request waits past the target w with probability
+    C(c, a) exp(-(c - a) w / S): when the pool is full, running requests end at c / S per
+    second, so a short queue clears within the target and a pool need not be so big that no
+    request ever queues. The pool is held steady at this size instead of chasing the busy
+    count, so that a blip of load does not order nodes that arrive after it has passed and
+    then sit out their scale-down window.
     Without a run-time estimate (no busy node or arrival seen yet), the load is the busy nodes
-    plus the arrivals over the lead time that nothing frees: Poisson(lambda L) at `quantile`.
+    plus the arrivals over the lead time that nothing frees: Poisson(lambda L) at `quantile`
+    (which the bounds trust no further than the floor plus the busy GPUs).
     """
-    rate = demand_rate(obs, policy.surge_ratio)
+    rate = demand_rate(obs, policy.surge_ratio, policy.fall_z)
     run_s = mean_run_time(obs)
     if run_s is None:
         return obs.busy_nodes + poisson_quantile(rate * lead_s, policy.quantile)
-    # the slow rate is the rate at the middle of its window; the load to serve is one lead ahead
-    ahead = rate + obs.arrival_trend_per_s2 * (obs.slow_window_s / 2.0 + lead_s)
+    slow = obs.arrival_rate_slow_per_s
+    back = obs.slow_window_s / 2.0 if slow is not None and rate == max(0.0, slow) else 0.0
+    horizon = back + lead_s
+    ahead = rate + trend_for(obs, horizon, run_s, policy.trend_noise) * horizon
     late = model_late_share(obs.late_share, policy)
     return erlang_pool(max(0.0, ahead) * run_s, policy.target_wait_s / run_s, late)
+
+
+def trend_for(obs: HeadroomObservation, horizon_s: float, run_s: float, noise: float) -> float:
+    """The arrival trend from the shortest window that can be trusted over `horizon_s`.
+
+    A trend over two windows of W carries the Poisson noise of their counts, sqrt(2 lambda / W)
+    on the rate difference, into the forecast as (horizon / W) of it; in nodes that is S times
+    as much, and the load's own spread is sqrt(lambda S). Their ratio, (horizon / W)
+    sqrt(2 S / W), does not depend on the rate: the trend of a window W is used when it is at
+    most `noise`. Short runs (a busy count that turns over in seconds) can follow the trend of
+    the last half-hours; long ones need hours, or the trend's noise orders nodes. A ramp of
+    real traffic (busy 41 -> 204 in an hour) is over before a two-hour trend sees it."""
+    for window, trend in obs.arrival_trends:
+        if window > 0.0 and (horizon_s / window) * math.sqrt(2.0 * run_s / window) <= noise:
+            return trend
+    return obs.arrival_trend_per_s2
 
 
 def model_late_share(measured: float | None, policy: PredictiveHeadroom) -> float:
@@ -281,13 +399,16 @@ def erlang_pool(load: float, wait_in_runs: float, late_share: float) -> int:
             return c
 
 
-def demand_rate(obs: HeadroomObservation, surge_ratio: float) -> float:
+def demand_rate(obs: HeadroomObservation, surge_ratio: float, fall_z: float = 3.0) -> float:
     """The arrival rate the forecast uses: the slow window's (a 60 s count at 0.4/s is +-16%
     noise, and sizing on it ratchets nodes up on every upward blip), unless the recent rate is
-    `surge_ratio` times that, which is a burst and no blip."""
+    `surge_ratio` times that, which is a burst and no blip, or `fall_z` standard deviations of
+    a count of the recent window under it, which is a fall."""
     recent = max(0.0, obs.arrival_rate_per_s)
     slow = obs.arrival_rate_slow_per_s
     if slow is None or recent > surge_ratio * slow:
+        return recent
+    if recent < slow - fall_z * math.sqrt(max(0.0, slow) / max(obs.rate_window_s, 1e-9)):
         return recent
     return max(0.0, slow)
 
@@ -326,7 +447,7 @@ def _arrival_rate(obs: HeadroomObservation, policy: ArrivalRateHeadroom) -> int:
     else:
         spread = normal_ppf(policy.quantile) * math.sqrt(arrivals + departures)
         need = max(0, math.ceil(arrivals - departures + spread + 0.5))
-    return min(policy.max_nodes, need)
+    return bound_warm_units(need, obs, policy.bounds, policy.max_nodes)
 
 
 def _scheduled(table: tuple[tuple[int, int], ...], time_of_day_s: float) -> int:

@@ -18,6 +18,10 @@ from dataclasses import dataclass
 from elasticityops.domain.headroom.run_times import RunCohort
 from elasticityops.domain.headroom.sizing import HeadroomObservation
 
+# The arrival trend is also measured over these shares of the trend window (the sizing picks
+# the shortest it can trust: sizing.py trend_for), as the planner's model does.
+TREND_SHARES = (0.25, 0.5, 1.0)
+
 
 @dataclass(frozen=True)
 class TrafficWindows:
@@ -111,6 +115,7 @@ class TrafficLog:
         """The observation at `now`; samples the busy count (for the slow window's mean)."""
         w = self.windows
         self._prune(now)
+        since_last = now - self._busy_t[-1] if self._busy_t else None
         self._busy_t.append(now)
         self._busy_sum.append(self._busy_sum[-1] + self.busy)
         age = max(now - self._born, 1e-9)
@@ -119,6 +124,7 @@ class TrafficLog:
             now_s=now,
             time_of_day_s=time_of_day_s,
             arrival_rate_per_s=self._rate(now, w.rate_s),
+            rate_window_s=w.rate_s,
             departure_rate_per_s=0.0,
             busy_nodes=self.busy,
             free_nodes=cluster.free_nodes,
@@ -129,18 +135,20 @@ class TrafficLog:
             arrival_rate_slow_per_s=self._rate(now, slow_span),
             busy_mean_slow=self._busy_mean_since(now - slow_span),
             slow_window_s=slow_span,
-            arrival_trend_per_s2=self._trend(now, age),
+            arrival_trend_per_s2=self._trend(now, age, w.trend_s),
+            arrival_trends=tuple((w.trend_s * f, self._trend(now, age, w.trend_s * f)) for f in TREND_SHARES),
             run_time_mean_s=self._runs.mean_s(now),
             late_share=self._late_share(now, min(w.feedback_s, age)),
             lead_time_s=cluster.lead_time_s,
             scale_down_in_s=cluster.scale_down_in_s,
+            history_s=now - self._born,
+            since_last_s=since_last,
         )
 
     def _rate(self, now: float, window: float) -> float:
         return (len(self._arrivals) - bisect_left(self._arrivals, now - window)) / window
 
-    def _trend(self, now: float, age: float) -> float:
-        window = self.windows.trend_s
+    def _trend(self, now: float, age: float, window: float) -> float:
         if age < 2.0 * window:
             return 0.0
         recent = self._rate(now, window)

@@ -52,6 +52,9 @@ _INF = math.inf
 _STALL_S = 400 * 86_400.0  # a model that runs this far past the last arrival is stuck
 _LEAD_SAMPLES = 100  # node provisioning times averaged into the measured lead time
 _COMPACT_AFTER = 65_536  # consumed entries at the front of a FIFO list before it is compacted
+# The arrival trend is also measured over these shares of the trend window (the sizing picks
+# the shortest it can trust: domain/headroom/sizing.py trend_for), the whole one last.
+_TREND_SHARES = (0.25, 0.5, 1.0)
 
 
 class ModelStalledError(RuntimeError):
@@ -129,6 +132,7 @@ def simulate(  # noqa: C901
     constant = isinstance(policy, NoHeadroom | StaticBaseline | WarmHeadroom)
     target = size_headroom(HeadroomObservation(0.0, 0.0, 0.0), policy) if constant else 0
     next_hr = 0.0
+    last_hr = -_INF  # the previous sizing's time
     rate_window = s.rate_window_s
     slow_window = s.slow_window_s
     trend_window = s.trend_window_s
@@ -311,6 +315,7 @@ def simulate(  # noqa: C901
                 now_s=t,
                 time_of_day_s=t % 86_400.0,
                 arrival_rate_per_s=_recent_rate(arr, i, t, rate_window),
+                rate_window_s=rate_window,
                 departure_rate_per_s=_recent_rate(done_t, len(done_t), t, rate_window),
                 busy_nodes=busy,
                 free_nodes=len(bfree) + len(empty) + len(warm),
@@ -323,6 +328,9 @@ def simulate(  # noqa: C901
                 busy_mean_slow=_mean_since(seen_t, seen_busy, t - slow_span),
                 slow_window_s=slow_span,
                 arrival_trend_per_s2=_rate_trend(arr, i, t, trend_window),
+                arrival_trends=tuple(
+                    (trend_window * f, _rate_trend(arr, i, t, trend_window * f)) for f in _TREND_SHARES
+                ),
                 # requests that came before any node could be ready are no measure of the sizing
                 late_share=_late_share(
                     arr, i, late_arr, pend_t, head, t, min(feedback_window, t - first_ready), late_after
@@ -332,7 +340,10 @@ def simulate(  # noqa: C901
                 run_time_mean_s=run_times.mean_s(t),
                 lead_time_s=lead_now,
                 scale_down_in_s=_leaving_within(empty, idle_since, window, t, lead_horizon),
+                history_s=t,
+                since_last_s=t - last_hr if last_hr > -_INF else None,
             )
+            last_hr = t
             target = size_headroom(obs, policy)
         held = len(warm) + len(ph_pend) - ph_head
         if target > held:
