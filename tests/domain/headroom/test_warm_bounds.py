@@ -9,11 +9,15 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from elasticityops.domain.headroom.sizing import (
+    UNBOUNDED_POOL,
     ArrivalRateHeadroom,
     HeadroomObservation,
     PredictiveHeadroom,
     WarmBounds,
+    erlang_pool,
+    mean_run_time,
     size_headroom,
+    unheld_supply,
 )
 from elasticityops.domain.headroom.traffic import ClusterPicture, TrafficLog, TrafficWindows
 
@@ -101,7 +105,7 @@ def test_what_is_ordered_stays_within_what_was_observed(
         assert wanted <= held + max(b.floor, grown)
         in_use = obs.busy_nodes or obs.pending_requests or obs.arrival_rate_slow_per_s
         lead = obs.lead_time_s if obs.lead_time_s is not None else policy.lead_time_s
-        spare = picture.free_nodes - picture.placeholders_running + picture.provisioning_nodes
+        spare = unheld_supply(obs, lead)  # free capacity that outlasts the lead time, as sized
         if in_use and target_s < lead and spare <= 0 and isinstance(policy, PredictiveHeadroom):
             assert wanted >= min(b.floor, policy.max_nodes)
         if not in_use:
@@ -137,3 +141,26 @@ def test_any_observation_orders_at_most_the_floor_plus_the_busy(
     policy = PredictiveHeadroom(target_wait_s=10.0, lead_time_s=460.0)
     young = history is None or history < policy.bounds.young_s
     assert size_headroom(obs, policy) <= 1 + (0 if young else busy)
+
+
+def test_a_rate_too_small_to_divide_by_orders_within_bounds_at_once() -> None:
+    """Found by the property above from a fresh database: a subnormal slow rate made the
+    Little's-law run time infinite, the load NaN, and the Erlang pool's loop never ended (on
+    the live controller, the event loop). Now it answers at once, within the bounds."""
+    obs = HeadroomObservation(
+        now_s=0.0,
+        time_of_day_s=0.0,
+        arrival_rate_per_s=2.2250738585072014e-308,
+        arrival_rate_slow_per_s=7.4e-309,
+        busy_nodes=295,
+        busy_mean_slow=295.0,
+        slow_window_s=1800.0,
+        arrival_trend_per_s2=-0.93,
+        run_time_mean_s=None,
+        placeholders_pending=2383,
+        history_s=None,
+    )
+    assert mean_run_time(obs) is None
+    assert 0 <= size_headroom(obs, PredictiveHeadroom(target_wait_s=10.0, lead_time_s=460.0)) <= 1
+    assert erlang_pool(math.nan, 0.0, 0.125) == 0
+    assert erlang_pool(math.inf, 0.0, 0.125) == UNBOUNDED_POOL

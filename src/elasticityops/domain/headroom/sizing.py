@@ -375,6 +375,10 @@ def model_late_share(measured: float | None, policy: PredictiveHeadroom) -> floa
     return min(0.5, base * 4.0, max(base / 4.0, base * scale))
 
 
+UNBOUNDED_POOL = 1 << 31
+"""`erlang_pool` of an infinite load: more than any quota, which the caller's bounds then cap."""
+
+
 def erlang_pool(load: float, wait_in_runs: float, late_share: float) -> int:
     """Smallest c servers of an M/M/c queue with offered load `load` (erlangs) for which
     P(wait > w) = ErlangC(c, load) exp(-(c - load) w) <= late_share, w in mean service times.
@@ -383,8 +387,10 @@ def erlang_pool(load: float, wait_in_runs: float, late_share: float) -> int:
     one pass up to the answer, which is near a + a few sqrt(a). Above 2,000 erlangs (bursts)
     the square-root rule a + z sqrt(a) stands in, as the exact pass would cost a few ms.
     """
-    if load <= 0.0:
+    if not load > 0.0:  # NaN too: the loop below would never end on it
         return 0
+    if math.isinf(load):
+        return UNBOUNDED_POOL
     if load > 2000.0:
         return math.ceil(load + normal_ppf(1.0 - late_share) * math.sqrt(load))
     blocking = 1.0
@@ -421,7 +427,9 @@ def mean_run_time(obs: HeadroomObservation) -> float | None:
     rate, busy = obs.arrival_rate_slow_per_s, obs.busy_mean_slow
     if rate is None or busy is None or rate <= 0.0 or busy <= 0.0:
         return None
-    return busy / rate
+    run_s = busy / rate
+    # A rate too small to divide by (a subnormal float) says no more than no rate at all.
+    return run_s if math.isfinite(run_s) else None
 
 
 def unheld_supply(obs: HeadroomObservation, lead_s: float) -> int:
