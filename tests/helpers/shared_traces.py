@@ -1,8 +1,10 @@
 """The real traces beside the project (`../shared/traces/`, README there), read in place and
-never copied in. From a git worktree the sibling `shared/` is the main checkout's."""
+never copied in. From a git worktree the sibling `shared/` is the main checkout's; EOPS_TRACES
+names another folder (as the benchmarks read it)."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -26,8 +28,10 @@ def _checkouts(root: Path) -> list[Path]:
 
 def shared_trace(name: str) -> Path:
     """The path of a shared trace; skips the test where the shared folder is not there."""
-    for checkout in _checkouts(ROOT):
-        path = checkout.parent / "shared" / "traces" / name
+    given = os.environ.get("EOPS_TRACES")
+    folders = [Path(given)] if given else [c.parent / "shared" / "traces" for c in _checkouts(ROOT)]
+    for folder in folders:
+        path = folder / name
         if path.is_file():
             return path
     pytest.skip(f"../shared/traces/{name} is not beside this checkout")

@@ -6,9 +6,7 @@ In the planner, on a synthetic start at a peak, on the real one (GenTD26, read f
 from __future__ import annotations
 
 import csv
-import os
 import random
-from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -19,10 +17,8 @@ from elasticityops.planner.distributions import parse_distribution
 from elasticityops.planner.model import SimResult, simulate
 from elasticityops.planner.policies import parse_policy
 from elasticityops.planner.settings import ClusterSettings
+from helpers.shared_traces import SCALED_GENTD26, shared_trace
 
-# the project's sibling shared/traces/, or where EOPS_TRACES says (a worktree elsewhere)
-TRACES = Path(os.environ.get("EOPS_TRACES") or Path(__file__).resolve().parents[3] / "shared" / "traces")
-REAL = TRACES / "gentd26_2024-12-02T12_2d_scaled100.csv"
 PEAK_AT_S = 41_341.0  # 692 arrivals in the minute from here (2024-12-02 23:29 on the trace's clock)
 FLOOR = WarmBounds().floor
 
@@ -41,7 +37,7 @@ def _synthetic_peak(seed: int = 0) -> tuple[list[float], list[float]]:
 def _real_peak(span_s: float = 3600.0) -> tuple[list[float], list[float]]:
     arrivals: list[float] = []
     durations: list[float] = []
-    with REAL.open(newline="") as f:
+    with shared_trace(SCALED_GENTD26).open(newline="") as f:
         for row in csv.DictReader(f):
             a = float(row["arrival_s"])
             if PEAK_AT_S <= a < PEAK_AT_S + span_s:
@@ -74,8 +70,6 @@ def _mean(values: list[int]) -> float:
 
 @pytest.mark.parametrize("source", ["synthetic", "real"])
 def test_a_trace_starting_at_a_peak_orders_in_proportion(source: str) -> None:
-    if source == "real" and not REAL.exists():
-        pytest.skip(f"{REAL} is not here (the shared traces, ../shared/traces/README.md)")
     trace = _synthetic_peak() if source == "synthetic" else _real_peak()
     assert sum(1 for a in trace[0] if a < 60.0) >= 690
     rule = _run(trace, "predictive:10")
