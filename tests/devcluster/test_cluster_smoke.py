@@ -16,13 +16,23 @@ from .helpers import job_condition, job_pods, phase_of, wait_for
 pytestmark = pytest.mark.cluster
 
 
+def phase(pod: dict[str, Any]) -> str | None:
+    phase_: str | None = pod["status"].get("phase")
+    return phase_
+
+
 def test_exit_code_fails_the_pod_and_the_job(dev_cluster: Any, dev_namespace: str) -> None:
     ns = dev_namespace
     with dev_cluster.api() as api:
         api.create(f"/apis/batch/v1/namespaces/{ns}/jobs", gpu_job("boom", run_seconds=1, exit_code=3))
+        # The pod is read as it fails: once it has, its node is empty, and the autoscaler may remove
+        # the node and the pod garbage collector the pod before the Job controller writes Failed.
+        pod = wait_for(
+            lambda: next((p for p in job_pods(api, ns, "boom") if phase(p) == "Failed"), None),
+            timeout=60,
+            what="the pod Failed",
+        )
         assert wait_for(lambda: job_condition(api, ns, "boom"), timeout=60) == "Failed"
-        pod = job_pods(api, ns, "boom")[0]
-        assert pod["status"]["phase"] == "Failed"
         term = pod["status"]["containerStatuses"][0]["state"]["terminated"]
         assert term["exitCode"] == 3
         assert term["reason"] == "Error"

@@ -144,6 +144,31 @@ async def test_a_graceful_stop_releases_and_the_follower_takes_over_at_its_next_
         assert leases.record.transitions == 1
 
 
+async def test_a_renewal_that_landed_unread_still_lets_a_graceful_stop_release() -> None:
+    clock, leases = ManualClock(), Leases()
+    duties_a = Duties(clock)
+    a = elector("a", Replica(leases), clock, duties_a)
+    async with running(a):
+        await until(clock, a.started_leading.wait())
+        assert leases.record is not None
+        # A renewal the stop cut short after the server wrote it: ours, at a version `a` never read.
+        leases.stored(leases.record)
+        assert await a.release()
+        assert leases.record.holder == ""
+        assert leases.record.lease_duration_s == 1
+
+
+async def test_a_release_leaves_a_lease_another_took_alone() -> None:
+    clock, leases = ManualClock(), Leases()
+    a = elector("a", Replica(leases), clock, Duties(clock))
+    async with running(a):
+        await until(clock, a.started_leading.wait())
+        assert leases.record is not None
+        leases.stored(replace(leases.record, holder="b"))
+        assert not await a.release()
+        assert leases.record.holder == "b"
+
+
 async def test_a_leader_that_cannot_renew_stops_before_the_lease_expires_for_the_others() -> None:
     clock, leases = ManualClock(), Leases()
     duties_a, duties_b = Duties(clock), Duties(clock)

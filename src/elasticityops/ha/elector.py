@@ -15,7 +15,7 @@ from typing import Any, Protocol
 
 from elasticityops.background import Background, cancelled_and_done
 from elasticityops.domain.clock import Clock
-from elasticityops.domain.errors import EopsError
+from elasticityops.domain.errors import Conflict, EopsError
 from elasticityops.domain.lease import (
     Create,
     LeaseRecord,
@@ -138,14 +138,32 @@ class LeaderElector:
         if self._observed is None or self._observed.record.holder != self.identity:
             return True
         record = released(self._observed.record, self._clock.now())
+        written: LeaseRecord | None
         try:
             written = await self.store.update(record)
+        except Conflict:
+            # A renewal cut short by the stop may have landed without its answer being read: the
+            # Lease is still ours at a newer resourceVersion. Read it, and release that.
+            written = await self._release_as_read()
         except Exception as exc:  # a release that fails leaves the lease to expire
             log.warning("leader election: could not release the lease: %s", exc)
+            return False
+        if written is None:
             return False
         self._observed = Observed(written, self._clock.monotonic())
         log.info("leader election: %s released the lease", self.identity)
         return True
+
+    async def _release_as_read(self) -> LeaseRecord | None:
+        try:
+            current = await self.store.get()
+            if current is None or current.holder != self.identity:
+                log.info("leader election: the lease is no longer %s's; nothing to release", self.identity)
+                return None
+            return await self.store.update(released(current, self._clock.now()))
+        except Exception as exc:
+            log.warning("leader election: could not release the lease: %s", exc)
+            return None
 
     # --- campaigning and leading --------------------------------------------------------------
 

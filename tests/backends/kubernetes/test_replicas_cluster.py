@@ -129,11 +129,13 @@ def test_the_follower_takes_over_a_killed_leader_and_every_invocation_ends_once(
         assert names == sorted(f"eops-{inv}" for inv in ids), "one Job each, none left over"
         print(f"lease taken {took:.1f}s and ready as leader {ready:.1f}s after the SIGKILL")
     finally:
-        for replica in replicas:
-            replica.stop()
+        codes = [replica.stop(timeout=60) for replica in replicas]
     with dev_cluster.api() as api:
         lease = api.get(f"/apis/coordination.k8s.io/v1/namespaces/{dev_namespace}/leases/elasticityops")
-    assert lease["spec"]["holderIdentity"] == "", "the last leader released the lease on SIGTERM"
+    election = [line for r in replicas for line in r.output().splitlines() if "leader election" in line]
+    assert lease["spec"]["holderIdentity"] == "", (
+        f"the last leader released the lease on SIGTERM (exit codes {codes}):\n" + "\n".join(election[-10:])
+    )
 
 
 def _wait_all(server: RunningServer, ids: list[str], timeout: float) -> dict[str, dict[str, Any]]:
