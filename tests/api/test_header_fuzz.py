@@ -139,7 +139,7 @@ def test_odd_headers_never_get_a_server_error(header_gateway: tuple[RunningServe
 
     @hypothesis.given(request=_requests(gw.token, targets))
     @hypothesis.settings(
-        max_examples=600,
+        max_examples=300,
         deadline=None,
         derandomize=True,
         database=None,
