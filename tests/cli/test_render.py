@@ -45,6 +45,53 @@ def test_a_waiting_invocation_counts_its_open_phase_up_to_now() -> None:
     ]
 
 
+def kueue_note(kind: str, seconds: float) -> NoteOut:
+    return NoteOut(at=at(seconds), kind=kind, message=kind)
+
+
+def test_through_kueue_the_wait_for_capacity_splits_at_kueues_admission() -> None:
+    notes = [
+        kueue_note("KueueQueued", 1.5),
+        kueue_note("KueueQuotaReserved", 9),
+        kueue_note("KueueAdmitted", 10),
+    ]
+    done = inv(
+        State.succeeded,
+        {"dispatched": 1, "capacity_ready": 31, "started": 33, "finished": 38},
+        notes=notes,
+    )
+    rows = render.phase_seconds(done, now=at(100))
+    assert [(phase, spent, going) for phase, _, spent, going in rows] == [
+        ("queue", 1.0, False),
+        ("kueue", 9.0, False),
+        ("capacity", 21.0, False),
+        ("start", 2.0, False),
+        ("run", 5.0, False),
+    ]
+
+
+def test_an_invocation_in_kueues_queue_says_so_and_counts_up() -> None:
+    waiting = inv(State.pending, {"dispatched": 2}, notes=[kueue_note("KueueQueued", 2.5)])
+    rows = render.phase_seconds(waiting, now=at(14.5))
+    assert [(phase, spent, going) for phase, _, spent, going in rows] == [
+        ("queue", 2.0, False),
+        ("kueue", 12.5, True),
+    ]
+    assert render.current_phase(waiting) == ("in Kueue's queue", at(2))
+    admitted = inv(
+        State.pending,
+        {"dispatched": 2},
+        notes=[kueue_note("KueueQueued", 2.5), kueue_note("KueueAdmitted", 8)],
+    )
+    assert render.current_phase(admitted) == ("waiting for a node", at(8))
+
+
+def test_an_earlier_attempts_admission_does_not_count_for_the_current_one() -> None:
+    notes = [kueue_note("KueueAdmitted", 3), kueue_note("KueueEvicted", 20), kueue_note("KueueQueued", 26)]
+    requeued = inv(State.pending, {"dispatched": 25}, notes=notes)
+    assert render.current_phase(requeued) == ("in Kueue's queue", at(25))
+
+
 def test_a_cancelled_queued_invocation_shows_no_open_phase() -> None:
     cancelled = inv(State.cancelled, {"finished": 3})
     assert render.phase_seconds(cancelled, now=at(10)) == []

@@ -17,6 +17,7 @@ from rich.text import Text
 
 from elasticityops.cli.render_cost import invocation_cost_text
 from elasticityops.cli.units import day_time, seconds
+from elasticityops.domain import kueue_notes
 from elasticityops.domain.invocations import State
 from elasticityops.wire import FunctionOut, HeadroomOut, InvocationOut
 
@@ -38,6 +39,15 @@ PHASES = (
     ("capacity", "dispatched", "capacity_ready", "waiting for a GPU (slot / node)"),
     ("start", "capacity_ready", "started", "starting the process / container"),
     ("run", "started", "finished", "running"),
+)
+# Through Kueue (`eops serve --admission kueue`) the wait after dispatch is two waits: in Kueue's
+# queue (quota, admission checks such as a ProvisioningRequest) until it admits the Job, then for
+# a node. Its admission note marks the line between them.
+KUEUE_PHASES = (
+    PHASES[0],
+    ("kueue", "dispatched", "kueue_admitted", "waiting in Kueue's queue (quota, admission checks)"),
+    ("capacity", "kueue_admitted", "capacity_ready", "waiting for a node"),
+    *PHASES[2:],
 )
 BAR_WIDTH = 20  # the timeline table then fits 80 columns
 TAIL_LINES = 20  # of a failed invocation's output, under its status
@@ -106,7 +116,13 @@ def phase_seconds(inv: InvocationOut, now: datetime) -> list[tuple[str, str, flo
     began and has not ended counts up to `now` while the invocation is live."""
     rows: list[tuple[str, str, float | None, bool]] = []
     marks: dict[str, datetime | None] = inv.timeline.model_dump()
-    for phase, start, end, what in PHASES:
+    phases: tuple[tuple[str, str, str, str], ...] = PHASES
+    admitted = kueue_admitted(inv)
+    # Without its admission note (an older gateway's timeline) a Kueue wait stays one phase.
+    if through_kueue(inv) and (admitted is not None or inv.timeline.capacity_ready is None):
+        phases = KUEUE_PHASES
+        marks["kueue_admitted"] = admitted
+    for phase, start, end, what in phases:
         began, ended = marks[start], marks[end]
         if ended is not None and began is not None:
             rows.append((phase, what, max(0.0, (ended - began).total_seconds()), False))
@@ -241,6 +257,22 @@ def result_text(result: Any) -> str:
     return json.dumps(result, indent=2, ensure_ascii=False)
 
 
+def through_kueue(inv: InvocationOut) -> bool:
+    """Whether Kueue admitted (or holds) this invocation's Job: its notes name Kueue's steps."""
+    return any(note.kind in kueue_notes.KINDS for note in inv.notes)
+
+
+def kueue_admitted(inv: InvocationOut) -> datetime | None:
+    """When Kueue admitted the current attempt's Job (its last admission since the dispatch)."""
+    dispatched = inv.timeline.dispatched
+    admitted = [
+        note.at
+        for note in inv.notes
+        if note.kind == kueue_notes.ADMITTED and (dispatched is None or note.at >= dispatched)
+    ]
+    return admitted[-1] if admitted else None
+
+
 def current_phase(inv: InvocationOut) -> tuple[str, datetime]:
     """The phase an invocation is in, by its timeline, and when that phase began."""
     t = inv.timeline
@@ -249,6 +281,11 @@ def current_phase(inv: InvocationOut) -> tuple[str, datetime]:
     if inv.state is State.pending:
         if t.capacity_ready is not None:
             return "starting", t.capacity_ready
+        if through_kueue(inv):
+            admitted = kueue_admitted(inv)
+            if admitted is None:
+                return "in Kueue's queue", t.dispatched or t.accepted
+            return "waiting for a node", admitted
         return "waiting for a GPU", t.dispatched or t.accepted
     if inv.state is State.running:
         return "running", t.started or t.accepted

@@ -8,15 +8,8 @@ from typing import Any
 
 import pytest
 
-from elasticityops.backends.kubernetes.kueue_workloads import (
-    ADMISSION_CHECK,
-    ADMITTED,
-    EVICTED,
-    QUEUED,
-    QUOTA_RESERVED,
-    queue_position,
-    read_workload,
-)
+from elasticityops.backends.kubernetes.kueue_workloads import queue_position, read_workload
+from elasticityops.domain.kueue_notes import ADMISSION_CHECK, ADMITTED, EVICTED, QUEUED, QUOTA_RESERVED
 
 INSUFFICIENT = (
     "couldn't assign flavors to pod set main: insufficient unused quota for nvidia.com/gpu in "

@@ -11,7 +11,6 @@ from datetime import datetime
 from elasticityops.backends.kubernetes.followed import Followed
 from elasticityops.backends.kubernetes.kueue_workloads import (
     KUEUE_API,
-    QUEUED,
     WorkloadView,
     queue_position,
     read_workload,
@@ -21,6 +20,7 @@ from elasticityops.backends.kubernetes.outlet import Outlet
 from elasticityops.domain.clock import Clock
 from elasticityops.domain.events import BackendEvent, Finished, note_event
 from elasticityops.domain.invocations import FailureReason, State
+from elasticityops.domain.kueue_notes import QUEUED
 
 KUEUE = "Kueue"
 

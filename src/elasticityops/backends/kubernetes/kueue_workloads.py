@@ -14,16 +14,11 @@ from datetime import datetime
 
 from elasticityops.backends.kubernetes.labels import ATTEMPT_LABEL, INSTANCE_LABEL, INVOCATION_LABEL
 from elasticityops.backends.kubernetes.objects import KubeObject, parse_time
+from elasticityops.domain.kueue_notes import ADMISSION_CHECK, ADMITTED, EVICTED, QUEUED, QUOTA_RESERVED
 
 KUEUE_API = "/apis/kueue.x-k8s.io/v1beta2"
 MESSAGE_LIMIT = 400  # Kueue's messages list every flavor it tried: enough to name the reason
 
-# Note kinds, one per thing Kueue does to a workload, so that a timeline names each step.
-QUEUED = "KueueQueued"
-QUOTA_RESERVED = "KueueQuotaReserved"
-ADMISSION_CHECK = "KueueAdmissionCheck"
-ADMITTED = "KueueAdmitted"
-EVICTED = "KueueEvicted"
 
 # Evictions after which Kueue runs the workload again by itself (its ProvisioningRequest's
 # capacity lost, an admission check to retry): the invocation keeps its attempt and waits.
