@@ -16,6 +16,7 @@ from elasticityops.backends.kubernetes.labels import (
 )
 from elasticityops.devcluster.workloads import gpu_job
 from elasticityops.domain.errors import Conflict, NotFound
+from elasticityops.ops.kueue import KueueInputs, kueue_manifests
 
 KUEUE = "/apis/kueue.x-k8s.io/v1beta2"
 T = TypeVar("T")
@@ -114,3 +115,20 @@ def wait_active(api: BlockingKubeApi, path: str) -> None:
         return condition(api.get(path), "Active").get("status") == "True"
 
     wait_for(active, 60, f"{path} active")
+
+
+@contextlib.contextmanager
+def kueue_queues(
+    api: BlockingKubeApi, ns: str, gpu_budget: str, provisioning_class: str = "none"
+) -> Iterator[KueueInputs]:
+    """`eops render kueue`'s objects for namespace `ns` (a ClusterQueue named after it, holding
+    `gpu_budget`), applied and Active (its admission check too, where capacity is provisioned),
+    removed afterwards."""
+    inputs = KueueInputs(
+        gpu_budget=gpu_budget, namespace=ns, cluster_queue=ns, provisioning_class=provisioning_class
+    )
+    with applied(api, kueue_manifests(inputs)):
+        if provisioning_class != "none":
+            wait_active(api, f"{KUEUE}/admissionchecks/eops-provisioning")
+        wait_active(api, f"{KUEUE}/clusterqueues/{ns}")
+        yield inputs

@@ -17,8 +17,7 @@ import pytest
 from elasticityops.backends.kubernetes.labels import COMPONENT_LABEL
 from elasticityops.backends.kubernetes.manifests import job_name
 from elasticityops.backends.kubernetes.warm_objects import WARM_COMPONENT
-from elasticityops.ops.kueue import KueueInputs, kueue_manifests
-from helpers.kueue import KUEUE, applied, wait_active, wait_for
+from helpers.kueue import kueue_queues, wait_for
 from helpers.pg_cluster import PgCluster, create_database
 from helpers.server import RunningServer
 
@@ -55,16 +54,13 @@ def test_a_quota_of_three_runs_three_and_queues_two_with_kueues_reason(
     cluster: Any, dev_namespace: str, tmp_path: Path
 ) -> None:
     ns = dev_namespace
-    inputs = KueueInputs(
-        gpu_budget="nvidia-tesla-t4=3", namespace=ns, cluster_queue=ns, provisioning_class="none"
-    )
+    budget = "nvidia-tesla-t4=3"
     with (
         cluster.api() as api,
-        applied(api, kueue_manifests(inputs)),
+        kueue_queues(api, ns, budget),
         k8s_gateway(cluster, ns, tmp_path, env=KUEUE_ADMISSION) as gw,
         JobCounter(cluster, ns) as counter,
     ):
-        wait_active(api, f"{KUEUE}/clusterqueues/{ns}")
         deploy(gw, name="render", annotations=runs(20))
         ids = [invoke(gw, "render") for _ in range(5)]
         # Every Job is made at once, held by Kueue: none waits in the gateway's own queue.
@@ -101,15 +97,12 @@ def test_a_high_priority_invocation_preempts_a_low_one_through_kueue_which_is_re
     cluster: Any, dev_namespace: str, tmp_path: Path
 ) -> None:
     ns = dev_namespace
-    inputs = KueueInputs(
-        gpu_budget="nvidia-tesla-t4=1", namespace=ns, cluster_queue=ns, provisioning_class="none"
-    )
+    budget = "nvidia-tesla-t4=1"
     with (
         cluster.api() as api,
-        applied(api, kueue_manifests(inputs)),
+        kueue_queues(api, ns, budget),
         k8s_gateway(cluster, ns, tmp_path, env=KUEUE_ADMISSION) as gw,
     ):
-        wait_active(api, f"{KUEUE}/clusterqueues/{ns}")
         deploy(gw, name="batch", priority="low", retries=1, annotations=runs(15))
         deploy(gw, name="urgent", priority="high", annotations=runs(5))
         low = invoke(gw, "batch")
@@ -136,9 +129,7 @@ def test_a_job_kueue_admits_lands_on_a_warm_node(cluster: Any, dev_namespace: st
     """Warm capacity is the gateway's, outside Kueue's quota: a placeholder holds a T4 node, and
     the Job Kueue admits takes it (no wait for a 30 s boot)."""
     ns = dev_namespace
-    inputs = KueueInputs(
-        gpu_budget="nvidia-tesla-t4=1", namespace=ns, cluster_queue=ns, provisioning_class="none"
-    )
+    budget = "nvidia-tesla-t4=1"
     env = {**KUEUE_ADMISSION, "EOPS_HEADROOM": "warm:1", "EOPS_HEADROOM_SYNC": "2"}
     warm = f"{COMPONENT_LABEL}={WARM_COMPONENT}"
 
@@ -150,10 +141,9 @@ def test_a_job_kueue_admits_lands_on_a_warm_node(cluster: Any, dev_namespace: st
     with (
         cluster.knobs(provision_delay="fixed:30", driver_delay="fixed:0"),
         cluster.api() as api,
-        applied(api, kueue_manifests(inputs)),
+        kueue_queues(api, ns, budget),
         k8s_gateway(cluster, ns, tmp_path, env=env) as gw,
     ):
-        wait_active(api, f"{KUEUE}/clusterqueues/{ns}")
         deploy(gw, name="render", annotations=runs(5))
         wait_for(placeholder_running, 240, "a warm placeholder running")
         time.sleep(3)  # requests come to warm capacity, not at the second it turns ready
@@ -176,11 +166,8 @@ def test_a_gateway_killed_while_kueue_holds_its_jobs_loses_and_doubles_nothing(
     started again on the same data dir: all three end once, one Job each, and the timeline
     keeps each Kueue step once though the new gateway's watch tells every Workload again."""
     ns = dev_namespace
-    inputs = KueueInputs(
-        gpu_budget="nvidia-tesla-t4=1", namespace=ns, cluster_queue=ns, provisioning_class="none"
-    )
-    with cluster.api() as api, applied(api, kueue_manifests(inputs)), JobCounter(cluster, ns) as counter:
-        wait_active(api, f"{KUEUE}/clusterqueues/{ns}")
+    budget = "nvidia-tesla-t4=1"
+    with cluster.api() as api, kueue_queues(api, ns, budget), JobCounter(cluster, ns) as counter:
         gw = start_k8s_gateway(cluster, ns, tmp_path, env=KUEUE_ADMISSION)
         try:
             deploy(gw, name="render", annotations=runs(8))
@@ -209,19 +196,13 @@ def test_capacity_provisioned_all_or_nothing_is_named_step_by_step(
     upstream's autoscaler provisions the capacity (best-effort-atomic-scale-up), turns Ready,
     and Kueue admits; each step a note of the invocation's timeline, in that order."""
     ns = dev_namespace
-    inputs = KueueInputs(
-        gpu_budget="nvidia-tesla-t4=1",
-        namespace=ns,
-        cluster_queue=ns,
-        provisioning_class="best-effort-atomic-scale-up.autoscaling.x-k8s.io",
-    )
+    budget = "nvidia-tesla-t4=1"
+    provisioning = "best-effort-atomic-scale-up.autoscaling.x-k8s.io"
     with (
         cluster.api() as api,
-        applied(api, kueue_manifests(inputs)),
+        kueue_queues(api, ns, budget, provisioning),
         k8s_gateway(cluster, ns, tmp_path, env=KUEUE_ADMISSION) as gw,
     ):
-        wait_active(api, f"{KUEUE}/admissionchecks/eops-provisioning")
-        wait_active(api, f"{KUEUE}/clusterqueues/{ns}")
         deploy(gw, name="render", annotations=runs(3))
         inv = invoke(gw, "render")
         wait_all_ended(gw, [inv], 240, cluster, ns)
@@ -244,16 +225,13 @@ def test_a_leader_killed_while_kueue_holds_its_jobs_is_followed_by_one_that_doub
     invocation running and two waiting in Kueue; the follower takes over, follows Kueue's
     Workloads, and all three end once, one Job each."""
     ns = dev_namespace
-    inputs = KueueInputs(
-        gpu_budget="nvidia-tesla-t4=1", namespace=ns, cluster_queue=ns, provisioning_class="none"
-    )
+    budget = "nvidia-tesla-t4=1"
     database = create_database(own_postgres, "eops_kueue_replicas")
     replicas = [
         start_replica(cluster, ns, tmp_path / name, database, name, **KUEUE_ADMISSION) for name in ("a", "b")
     ]
     try:
-        with cluster.api() as api, applied(api, kueue_manifests(inputs)), JobCounter(cluster, ns) as counter:
-            wait_active(api, f"{KUEUE}/clusterqueues/{ns}")
+        with cluster.api() as api, kueue_queues(api, ns, budget), JobCounter(cluster, ns) as counter:
             leader = wait_for(lambda: _leading(replicas), 30, "a leader")
             follower = next(r for r in replicas if r is not leader)
             deploy(follower, name="render", annotations=runs(8))
