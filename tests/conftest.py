@@ -4,10 +4,14 @@ PostgreSQL server for the session, started on first use, and a server of a test'
 
 from __future__ import annotations
 
+import functools
+import inspect
 import signal
-from collections.abc import Iterator
+from collections.abc import Callable, Coroutine, Iterator
 from types import FrameType
+from typing import Any
 
+import anyio
 import pytest
 
 from helpers.pg_cluster import PgCluster, pg_cluster
@@ -27,6 +31,29 @@ def pytest_configure(config: pytest.Config) -> None:
     signal.signal(signal.SIGTERM, _interrupt)
     if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
         signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
+# pytest-timeout's signal cannot end an async test that hangs: its exception is raised in an
+# event-loop callback, which asyncio catches and logs, and the loop goes on waiting. Each async
+# test is bounded on its own loop instead, so a hang fails with the stack it awaited on.
+ASYNC_TEST_LIMIT_S = 300
+
+
+def _bounded(test: Callable[..., Coroutine[Any, Any, None]]) -> Callable[..., Coroutine[Any, Any, None]]:
+    @functools.wraps(test)
+    async def bounded(*args: Any, **kwargs: Any) -> None:
+        with anyio.fail_after(ASYNC_TEST_LIMIT_S):
+            await test(*args, **kwargs)
+
+    return bounded
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        test = getattr(item, "obj", None)
+        # Hypothesis wraps its own tests (and anyio drives them through that wrapper).
+        if inspect.iscoroutinefunction(test) and not hasattr(test, "hypothesis"):
+            item.obj = _bounded(test)  # type: ignore[attr-defined]
 
 
 @pytest.fixture(scope="session")
