@@ -75,6 +75,38 @@ class FunctionDeployed(FunctionOut):
         description="false: the spec sent is the one deployed already (compared as stored, "
         "defaults filled in), whose version stays; true: a new function or a new version"
     )
+    webhook_secret: str | None = Field(
+        None,
+        description="the webhook signing secret (whsec_...), answered once: by the deploy that "
+        "first sets the webhook's URL or changes it; null otherwise (rotate it with POST "
+        "/v1/functions/{name}/webhook-secret:rotate)",
+    )
+
+
+class WebhookSecretOut(BaseModel):
+    """The answer to a rotation: the function's new signing secret, shown this once."""
+
+    function: str
+    webhook_secret: str = Field(description="whsec_ and the base64 of the key (Standard Webhooks)")
+
+
+class WebhookDeliveryOut(BaseModel):
+    """One webhook message of an invocation and how its delivery went."""
+
+    id: str = Field(description="the webhook-id header: the same on every attempt")
+    type: str = Field(description="invocation.started or invocation.completed")
+    url: str
+    created_at: datetime = Field(description="when its event happened")
+    attempts: int
+    last_status: int | None = Field(description="the receiver's last answer; null: none (no connection)")
+    last_error: str | None
+    delivered_at: datetime | None
+    failed_at: datetime | None = Field(description="set when its retry window ran out undelivered")
+    next_attempt_at: datetime | None = Field(description="null: nothing more to do")
+
+
+class WebhookDeliveryList(BaseModel):
+    items: list[WebhookDeliveryOut]
 
 
 class FunctionList(BaseModel):

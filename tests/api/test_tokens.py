@@ -258,8 +258,9 @@ def test_every_v1_route_has_a_decided_scope(gateway: RunningServer) -> None:
         ("DELETE", "/v1/tokens/{token_id}"),
         ("GET", "/v1/headroom"),  # an operator's view, not a caller's
         ("GET", "/v1/cost"),  # the cost report: an operator's view too
+        ("POST", "/v1/functions/{name}/webhook-secret:rotate"),  # a secret, shown once
     }
-    assert len(INVOKE_ROUTES) == 9
+    assert len(INVOKE_ROUTES) == 10
     assert needed_scope("GET", "some_new_route") is Scope.admin
 
 
