@@ -7,6 +7,10 @@ loopback)."""
 from __future__ import annotations
 
 import json
+import os
+import signal
+import subprocess
+import sys
 import time
 import uuid
 from collections.abc import Iterator
@@ -17,7 +21,7 @@ import httpx
 import pytest
 from standardwebhooks import Webhook, WebhookVerificationError
 
-from helpers.server import RunningServer, free_port, running_server, start_server
+from helpers.server import REPO, RunningServer, free_port, running_server, start_server
 from helpers.webhook_receiver import Receiver, running_receiver, start_receiver, wait_for
 
 # Fast retries, so that five failures take about a second; the defaults are 5 s and 1 h.
@@ -293,3 +297,51 @@ def test_the_spec_refuses_odd_webhook_fields(strict_gateway: RunningServer) -> N
             )
             assert response.status_code == 422, (hook, response.text)
             assert [p["field"] for p in response.json()["error"]["problems"]] == [field], json.dumps(hook)
+
+
+def _docs_receiver() -> str:
+    """The receiver of docs/functions.md, as the page shows it."""
+    text = (REPO / "docs" / "functions.md").read_text()
+    start = text.index("```python\nfrom http.server import BaseHTTPRequestHandler")
+    return text[start + len("```python\n") : text.index("```", start + 10)]
+
+
+def test_the_receiver_in_the_docs_verifies_and_prints_each_event(
+    hooked_gateway: RunningServer, tmp_path: Path
+) -> None:
+    port = free_port()
+    with hooked_gateway.client() as client:
+        name, secret = deploy(client, f"http://127.0.0.1:{port}/hook", events=["started", "completed"])
+        assert secret is not None
+        code = (
+            _docs_receiver()
+            .replace('"whsec_..."', repr(secret))
+            .replace('("", 8000)', f'("127.0.0.1", {port})')
+        )
+        script = tmp_path / "receiver.py"
+        script.write_text(code)
+        out = tmp_path / "receiver.out"
+        # Its stdout is what it prints of each event; http.server logs each request to stderr.
+        with out.open("wb") as sink, (tmp_path / "receiver.err").open("wb") as errors:
+            process = subprocess.Popen([sys.executable, "-u", str(script)], stdout=sink, stderr=errors)
+        try:
+            inv = invoke(client, name)
+            items = deliveries(client, inv, 2)
+            assert [i["last_status"] for i in items] == [204, 204], items
+            printed = out.read_text().splitlines()
+            assert len(printed) == 2, printed
+            assert printed[0] == f"invocation.started {inv} running", printed
+            assert printed[1] == f"invocation.completed {inv} succeeded"
+        finally:
+            os.kill(process.pid, signal.SIGTERM)
+            process.wait(10)
+
+
+def test_a_host_name_keeps_its_host_header(hooked_gateway: RunningServer, tmp_path: Path) -> None:
+    """The delivery connects to the address it checked, and still names the host it was given."""
+    with running_receiver(tmp_path / "got.jsonl", free_port()) as receiver, hooked_gateway.client() as client:
+        name, _ = deploy(client, f"http://localhost:{receiver.port}/hook")
+        invoke(client, name)
+        (request,) = wait_for(receiver, 1)
+        assert request["headers"]["host"] == f"localhost:{receiver.port}"
+        assert request["headers"]["user-agent"].startswith("ElasticityOps-Webhooks")

@@ -164,4 +164,11 @@ def test_messages_have_stable_ids_and_only_the_events_asked_for() -> None:
     ids = [m.webhook_id for m in messages_of(pending, done, both)]
     assert ids == ["inv-1.started.0", "inv-1.completed"]
     assert "result" not in json.loads(messages_of(pending, done, both)[1].body)["data"]
+    # Its start and end seen at once: the start still says how it was when it started.
+    started = json.loads(messages_of(pending, done, both)[0].body)["data"]
+    assert (started["state"], started["finished_at"], started["started_at"]) == (
+        "running",
+        None,
+        "2026-12-06T12:00:02Z",
+    )
     assert messages_of(pending, done, None) == ()

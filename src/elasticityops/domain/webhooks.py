@@ -70,6 +70,10 @@ def event_body(event: WebhookEvent, inv: Invocation, at: datetime, include_resul
         "started_at": _iso(tl.started),
         "finished_at": _iso(tl.finished),
     }
+    if event is WebhookEvent.started:
+        # The invocation as it was at its start, also when its start and end were seen at once
+        # (a job so short that it went from pending to its end).
+        data.update(state="running", exit_code=None, failure_reason=None, message="", finished_at=None)
     if include_result and event is WebhookEvent.completed:
         data["result"] = None if inv.result is None else orjson.Fragment(inv.result)
     return orjson.dumps({"type": event.message_type, "timestamp": _iso(at), "data": data})
