@@ -14,13 +14,14 @@ from standardwebhooks import Webhook
 from elasticityops.domain.functions import Priority
 from elasticityops.domain.invocations import Invocation, State, Timeline, advance
 from elasticityops.domain.webhook_addresses import address_refusal, url_problem
-from elasticityops.domain.webhook_delivery import AttemptResult, DeliveryState, RetryPolicy, after_attempt
+from elasticityops.domain.webhook_delivery import AttemptResult, DeliveryState, after_attempt
 from elasticityops.domain.webhook_signing import new_secret, signed_headers
 from elasticityops.domain.webhook_spec import WebhookEvent, WebhookSpec
 from elasticityops.domain.webhooks import events_of, messages_of
+from elasticityops.webhooks.settings import WebhookSettings
 
 T0 = datetime(2026, 12, 6, 12, 0, tzinfo=UTC)
-DEFAULTS = RetryPolicy(initial_s=5.0, max_s=3600.0, give_up_after_s=86_400.0)
+DEFAULTS = WebhookSettings().policy()  # the gateway's, as `eops serve` starts without flags
 
 
 def at(seconds: float) -> datetime:
