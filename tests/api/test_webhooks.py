@@ -19,6 +19,7 @@ from typing import Any
 
 import httpx
 import pytest
+from cloudevents.core.bindings.http import HTTPMessage, from_http_event
 from standardwebhooks import Webhook, WebhookVerificationError
 
 from helpers.server import REPO, RunningServer, free_port, running_server, start_server
@@ -345,3 +346,24 @@ def test_a_host_name_keeps_its_host_header(hooked_gateway: RunningServer, tmp_pa
         (request,) = wait_for(receiver, 1)
         assert request["headers"]["host"] == f"localhost:{receiver.port}"
         assert request["headers"]["user-agent"].startswith("ElasticityOps-Webhooks")
+
+
+def test_cloudevents_receivers_read_the_binary_mode_and_the_signature_still_holds(
+    hooked_gateway: RunningServer, tmp_path: Path
+) -> None:
+    with running_receiver(tmp_path / "got.jsonl", free_port()) as receiver, hooked_gateway.client() as client:
+        name, secret = deploy(client, receiver.url, format="cloudevents", include_result=True)
+        assert secret is not None
+        inv = invoke(client, name)
+        (request,) = wait_for(receiver, 1)
+        headers = {k.lower(): v for k, v in request["headers"].items()}
+        event = from_http_event(HTTPMessage(headers=headers, body=request["body"].encode()))
+        assert event.get_specversion() == "1.0"
+        assert event.get_type() == "dev.elasticityops.invocation.completed"
+        assert event.get_id() == f"{inv}.completed" == headers["webhook-id"]
+        assert event.get_source() == f"/v1/functions/{name}"
+        assert event.get_subject() == inv
+        data = event.get_data()
+        assert isinstance(data, dict)
+        assert (data["id"], data["state"], data["result"]) == (inv, "succeeded", {"answer": 42})
+        assert verified(secret, request) == data  # the body signed is the body sent

@@ -28,6 +28,13 @@ MESSAGE_TYPES = {
 }
 
 
+class WebhookFormat(StrEnum):
+    """How a message is laid out; both are signed as Standard Webhooks says."""
+
+    standard = "standard"  # Standard Webhooks' body: {type, timestamp, data}
+    cloudevents = "cloudevents"  # CloudEvents' HTTP binding, binary mode: ce-* headers, data as the body
+
+
 class WebhookSpec(BaseModel):
     """`webhook:` of a function spec, or one invocation's override of it."""
 
@@ -48,12 +55,18 @@ class WebhookSpec(BaseModel):
     include_result: StrictBool = Field(
         False, description="whether invocation.completed carries the invocation's result"
     )
+    format: WebhookFormat = Field(
+        WebhookFormat.standard,
+        description="standard: a JSON body {type, timestamp, data}; cloudevents: CloudEvents 1.0 "
+        "over HTTP in binary mode (ce-id, ce-type, ce-source, ce-subject, ce-time headers; the "
+        "data as the body). Both carry the webhook-* signature headers",
+    )
 
     @field_validator("url")
     @classmethod
     def _url(cls, value: str) -> str:
         # Literal private addresses are refused where the gateway's --webhook-allow-private is
-        # known (api/webhook_checks.py); here only what is never a webhook's URL.
+        # known (api/webhook_params.py); here only what is never a webhook's URL.
         problem = url_problem(value, allow_private=True)
         if problem is not None:
             raise ValueError(f"{problem[0]}; {problem[1]}")

@@ -6,14 +6,17 @@ event exists exactly when its state change does; the leader delivers it (webhook
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 import orjson
 
 from elasticityops.domain.invocations import Invocation
-from elasticityops.domain.webhook_spec import WebhookEvent, WebhookSpec
+from elasticityops.domain.webhook_spec import WebhookEvent, WebhookFormat, WebhookSpec
+
+# CloudEvents' `type` is reverse-DNS by convention; its `source` a URI reference of the producer.
+CLOUDEVENTS_TYPE_PREFIX = "dev.elasticityops."
 
 
 def webhook_id(invocation_id: str, event: WebhookEvent, attempt: int) -> str:
@@ -48,15 +51,17 @@ class OutboxMessage:
     url: str
     body: bytes
     created_at: datetime
+    headers: Mapping[str, str] = field(default_factory=dict)  # sent with it besides the signature's
 
 
 def _iso(at: datetime | None) -> str | None:
     return None if at is None else at.astimezone(UTC).isoformat().replace("+00:00", "Z")
 
 
-def event_body(event: WebhookEvent, inv: Invocation, at: datetime, include_result: bool) -> bytes:
-    """The JSON body, Standard Webhooks' shape: {type, timestamp, data}. The result is the
-    stored strict JSON, embedded as it is."""
+def event_data(event: WebhookEvent, inv: Invocation, include_result: bool) -> dict[str, object]:
+    """What a message says of its invocation. A start says how it was when it started, also
+    when its start and end were seen at once (a job so short that it went from pending to its
+    end); the result is the stored strict JSON, embedded as it is."""
     tl = inv.timeline
     data: dict[str, object] = {
         "id": inv.id,
@@ -71,12 +76,33 @@ def event_body(event: WebhookEvent, inv: Invocation, at: datetime, include_resul
         "finished_at": _iso(tl.finished),
     }
     if event is WebhookEvent.started:
-        # The invocation as it was at its start, also when its start and end were seen at once
-        # (a job so short that it went from pending to its end).
         data.update(state="running", exit_code=None, failure_reason=None, message="", finished_at=None)
     if include_result and event is WebhookEvent.completed:
         data["result"] = None if inv.result is None else orjson.Fragment(inv.result)
+    return data
+
+
+def event_body(event: WebhookEvent, inv: Invocation, at: datetime, include_result: bool) -> bytes:
+    """The JSON body, Standard Webhooks' shape: {type, timestamp, data}."""
+    data = event_data(event, inv, include_result)
     return orjson.dumps({"type": event.message_type, "timestamp": _iso(at), "data": data})
+
+
+def cloudevent(
+    event: WebhookEvent, inv: Invocation, at: datetime, include_result: bool, webhook_id: str
+) -> tuple[dict[str, str], bytes]:
+    """CloudEvents 1.0's HTTP binding in binary mode: the attributes as ce-* headers (its id the
+    webhook-id), the data as the body."""
+    headers = {
+        "ce-specversion": "1.0",
+        "ce-id": webhook_id,
+        "ce-source": f"/v1/functions/{inv.function}",
+        "ce-type": CLOUDEVENTS_TYPE_PREFIX + event.message_type,
+        "ce-subject": inv.id,
+        "ce-time": _iso(at) or "",
+        "content-type": "application/json",
+    }
+    return headers, orjson.dumps(event_data(event, inv, include_result))
 
 
 def messages_of(before: Invocation, after: Invocation, hook: WebhookSpec | None) -> Sequence[OutboxMessage]:
@@ -90,15 +116,22 @@ def messages_of(before: Invocation, after: Invocation, hook: WebhookSpec | None)
             continue
         milestone = after.timeline.started if event is WebhookEvent.started else after.timeline.finished
         when = milestone or after.timeline.accepted
+        message_id = webhook_id(after.id, event, after.attempt)
+        headers: dict[str, str] = {}
+        if hook.format is WebhookFormat.cloudevents:
+            headers, body = cloudevent(event, after, when, hook.include_result, message_id)
+        else:
+            body = event_body(event, after, when, hook.include_result)
         out.append(
             OutboxMessage(
-                webhook_id=webhook_id(after.id, event, after.attempt),
+                webhook_id=message_id,
                 subject=after.id,
                 function=after.function,
                 message_type=event.message_type,
                 url=hook.url,
-                body=event_body(event, after, when, hook.include_result),
+                body=body,
                 created_at=when,
+                headers=headers,
             )
         )
     return out

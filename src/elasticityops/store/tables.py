@@ -262,6 +262,8 @@ webhook_outbox = Table(
     Column("last_error", Text, nullable=True),
     Column("delivered_at", UtcDateTime, nullable=True),
     Column("failed_at", UtcDateTime, nullable=True),
+    # Headers sent besides the signature's, as a JSON object (CloudEvents' ce-*); NULL: none.
+    Column("headers", Text, nullable=True),
     Column("body", LargeBinary, nullable=False),
     Index("ix_webhook_outbox_subject_seq", "subject", "seq"),
     # The deliverer's look for due messages: only pending rows are in it.

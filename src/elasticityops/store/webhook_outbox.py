@@ -4,6 +4,7 @@ of the transition (so an event is in the outbox exactly when its state change is
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -62,6 +63,7 @@ def _message_row(message: OutboxMessage) -> dict[str, Any]:
         "created_at": message.created_at,
         "attempts": 0,
         "next_attempt_at": message.created_at,  # due at once
+        "headers": json.dumps(dict(message.headers)) if message.headers else None,
         "body": message.body,
     }
 
@@ -77,6 +79,7 @@ def delivery_from_row(row: Mapping[Any, Any]) -> Delivery:
             url=row["url"],
             body=bytes(row["body"]),
             created_at=row["created_at"],
+            headers=json.loads(row["headers"]) if row["headers"] else {},
         ),
         state=DeliveryState(
             attempts=row["attempts"],

@@ -124,5 +124,5 @@ class WebhookDeliverer:
             )
         assert self._sender is not None
         timestamp = int(self._clock.now().timestamp())
-        headers = signed_headers(secret, message.webhook_id, timestamp, message.body)
+        headers = {**message.headers, **signed_headers(secret, message.webhook_id, timestamp, message.body)}
         return await self._sender.send(message.url, message.body, headers)

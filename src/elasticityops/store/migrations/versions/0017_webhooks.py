@@ -48,6 +48,7 @@ def upgrade() -> None:
         sa.Column("last_error", sa.Text, nullable=True),
         sa.Column("delivered_at", sa.DateTime(timezone=True), nullable=True),
         sa.Column("failed_at", sa.DateTime(timezone=True), nullable=True),
+        sa.Column("headers", sa.Text, nullable=True),
         sa.Column("body", sa.LargeBinary, nullable=False),
     )
     op.create_index("ix_webhook_outbox_subject_seq", "webhook_outbox", ["subject", "seq"])
