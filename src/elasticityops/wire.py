@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
+from urllib.parse import urlsplit
 
 from pydantic import BaseModel, Field
 
@@ -39,6 +40,7 @@ class ErrorOut(BaseModel):
 
 
 ENV_HIDDEN = "(hidden: an admin token reads it)"
+WEBHOOK_PATH_HIDDEN = "/hidden-an-admin-token-reads-it"
 
 
 class FunctionOut(BaseModel):
@@ -52,19 +54,32 @@ class FunctionOut(BaseModel):
         f"each value reads {ENV_HIDDEN!r}; an admin token reads them",
     )
 
+    webhook_hidden: bool = Field(
+        False,
+        description="true when the caller's token may not read the webhook's URL (scope invoke): "
+        "a URL often carries its receiver's credential (a token in its path or query), so only "
+        f"its scheme and host are shown, with the path {WEBHOOK_PATH_HIDDEN!r}",
+    )
+
     @classmethod
     def of(cls, record: FunctionRecord, *, show_env: bool = True) -> FunctionOut:
-        """`show_env`: whether the caller may read env's values (the documented place for a
-        function's credentials: admin tokens only)."""
+        """`show_env`: whether the caller may read env's values and the webhook's URL (the
+        places for a function's credentials: admin tokens only)."""
         spec, hidden = record.spec, not show_env and bool(record.spec.env)
         if hidden:
             spec = spec.model_copy(update={"env": dict.fromkeys(spec.env, ENV_HIDDEN)})
+        hook_hidden = not show_env and spec.webhook is not None
+        if spec.webhook is not None and hook_hidden:
+            parts = urlsplit(spec.webhook.url)
+            shown = f"{parts.scheme}://{parts.netloc.rpartition('@')[2]}{WEBHOOK_PATH_HIDDEN}"
+            spec = spec.model_copy(update={"webhook": spec.webhook.model_copy(update={"url": shown})})
         return cls(
             spec=spec,
             version=record.version,
             created_at=record.created_at,
             updated_at=record.updated_at,
             env_hidden=hidden,
+            webhook_hidden=hook_hidden,
         )
 
 

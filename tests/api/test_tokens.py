@@ -13,7 +13,9 @@ import httpx
 import pytest
 
 from elasticityops.api.auth import CACHE_SECONDS, INVOKE_ROUTES, needed_scope
+from elasticityops.client import Client
 from elasticityops.domain.tokens import Scope
+from elasticityops.wire import WEBHOOK_PATH_HIDDEN
 from helpers.server import EOPS, RunningServer, base_env
 
 HELLO = {"name": "tokhello", "command": ["python", "-c", "print('hi')"], "timeout_seconds": 30}
@@ -296,3 +298,30 @@ def test_a_functions_env_values_are_read_by_admin_tokens_only(gateway: RunningSe
     [item] = [f for f in listed.json()["items"] if f["spec"]["name"] == name]
     assert item["env_hidden"] is True
     assert ran.json()["result"] == "s3cret-value"  # the job itself still gets it
+
+
+def test_a_webhooks_url_is_read_by_admin_tokens_only(gateway: RunningServer) -> None:
+    # A webhook URL often is its receiver's credential (a token in its path or query).
+    name = "hookfn-" + uuid.uuid4().hex[:8]
+    url = "https://hooks.example.com/services/T000/B000/s3cret-path?token=s3cret-query"
+    with gateway.client() as admin:
+        assert (
+            admin.put(
+                f"/v1/functions/{name}", json={"command": ["true"], "webhook": {"url": url}}
+            ).status_code
+            == 201
+        )
+        seen = admin.get(f"/v1/functions/{name}").json()
+        assert seen["spec"]["webhook"]["url"] == url
+        assert seen["webhook_hidden"] is False
+    token = _create(gateway, name="hook-reader", scope="invoke")["token"]
+    with gateway.client(token) as invoker:
+        one = invoker.get(f"/v1/functions/{name}")
+        listed = invoker.get("/v1/functions")
+    assert "s3cret" not in one.text
+    assert "s3cret" not in listed.text
+    assert one.json()["spec"]["webhook"]["url"] == "https://hooks.example.com" + WEBHOOK_PATH_HIDDEN
+    assert one.json()["webhook_hidden"] is True
+    # What the Python client reads back is still a spec (the URL shown is a valid one).
+    with Client(gateway.url, token) as client:
+        assert client.get_function(name).webhook_hidden is True
