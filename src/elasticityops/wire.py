@@ -43,6 +43,12 @@ ENV_HIDDEN = "(hidden: an admin token reads it)"
 WEBHOOK_PATH_HIDDEN = "/hidden-an-admin-token-reads-it"
 
 
+def hidden_webhook_url(url: str) -> str:
+    """A webhook URL as an invoke token reads it: its scheme and host, a path that says why."""
+    parts = urlsplit(url)
+    return f"{parts.scheme}://{parts.netloc.rpartition('@')[2]}{WEBHOOK_PATH_HIDDEN}"
+
+
 class FunctionOut(BaseModel):
     spec: FunctionSpec
     version: int
@@ -70,8 +76,7 @@ class FunctionOut(BaseModel):
             spec = spec.model_copy(update={"env": dict.fromkeys(spec.env, ENV_HIDDEN)})
         hook_hidden = not show_env and spec.webhook is not None
         if spec.webhook is not None and hook_hidden:
-            parts = urlsplit(spec.webhook.url)
-            shown = f"{parts.scheme}://{parts.netloc.rpartition('@')[2]}{WEBHOOK_PATH_HIDDEN}"
+            shown = hidden_webhook_url(spec.webhook.url)
             spec = spec.model_copy(update={"webhook": spec.webhook.model_copy(update={"url": shown})})
         return cls(
             spec=spec,

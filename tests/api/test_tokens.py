@@ -322,6 +322,15 @@ def test_a_webhooks_url_is_read_by_admin_tokens_only(gateway: RunningServer) -> 
     assert "s3cret" not in listed.text
     assert one.json()["spec"]["webhook"]["url"] == "https://hooks.example.com" + WEBHOOK_PATH_HIDDEN
     assert one.json()["webhook_hidden"] is True
+    # Nor through an invocation's deliveries.
+    with gateway.client() as admin:
+        inv = admin.post(f"/v1/functions/{name}/invocations").json()["id"]
+    with gateway.client(token) as invoker:
+        deadline = time.monotonic() + 30
+        while not (items := invoker.get(f"/v1/invocations/{inv}/webhooks").json()["items"]):
+            assert time.monotonic() < deadline, "its end made no webhook message"
+            time.sleep(0.1)
+    assert items[0]["url"] == "https://hooks.example.com" + WEBHOOK_PATH_HIDDEN
     # What the Python client reads back is still a spec (the URL shown is a valid one).
     with Client(gateway.url, token) as client:
         assert client.get_function(name).webhook_hidden is True

@@ -9,8 +9,15 @@ from elasticityops.api.runtime import Runtime
 from elasticityops.api.waiting import get_or_404
 from elasticityops.api.webhook_params import fresh_secret
 from elasticityops.domain.errors import NotFound
+from elasticityops.domain.tokens import ApiToken, Scope
 from elasticityops.domain.webhook_delivery import Delivery
-from elasticityops.wire import ErrorOut, WebhookDeliveryList, WebhookDeliveryOut, WebhookSecretOut
+from elasticityops.wire import (
+    ErrorOut,
+    WebhookDeliveryList,
+    WebhookDeliveryOut,
+    WebhookSecretOut,
+    hidden_webhook_url,
+)
 
 router = APIRouter(tags=["webhooks"])
 
@@ -58,15 +65,18 @@ async def invocation_webhooks(
     rt = _runtime(request)
     await get_or_404(rt, invocation_id)
     deliveries = await rt.store.webhook_deliveries(invocation_id)
-    return WebhookDeliveryList(items=[_out(d) for d in deliveries])
+    token: ApiToken = request.state.api_token
+    # As a function's read shows it (wire.FunctionOut): a URL is often its receiver's credential.
+    full = token.scope.allows(Scope.admin)
+    return WebhookDeliveryList(items=[_out(d, full) for d in deliveries])
 
 
-def _out(delivery: Delivery) -> WebhookDeliveryOut:
+def _out(delivery: Delivery, full_url: bool) -> WebhookDeliveryOut:
     message, state = delivery.message, delivery.state
     return WebhookDeliveryOut(
         id=message.webhook_id,
         type=message.message_type,
-        url=message.url,
+        url=message.url if full_url else hidden_webhook_url(message.url),
         created_at=message.created_at,
         attempts=state.attempts,
         last_status=state.last_status,
