@@ -144,6 +144,17 @@ def test_the_secret_is_shown_once_and_rotates(hooked_gateway: RunningServer, tmp
         assert new not in hooked_gateway.output()
 
 
+def test_a_name_deleted_and_deployed_again_gets_a_new_secret(hooked_gateway: RunningServer) -> None:
+    with hooked_gateway.client() as client:
+        name, secret = deploy(client, "https://example.com/hook")
+        assert secret is not None
+        spec = client.get(f"/v1/functions/{name}").json()["spec"]
+        assert client.delete(f"/v1/functions/{name}").status_code == 204
+        again = client.put(f"/v1/functions/{name}", json=spec)
+        assert again.status_code == 201, again.text
+        assert again.json()["webhook_secret"] not in (None, secret)
+
+
 def test_a_receiver_failing_five_times_gets_the_message_then_with_one_id(
     hooked_gateway: RunningServer, tmp_path: Path
 ) -> None:

@@ -132,6 +132,9 @@ async def delete_function(
             )
     await rt.store.delete_function(name, rt.clock.now())
     rt.functions.forget(name)
+    # The name deployed again with a webhook, even the same URL, gets a secret of its own (the
+    # old one stays for the messages still waiting).
+    await rt.store.issue_webhook_secret(name, None, fresh_secret(), rt.clock.now())
     if force:
         await _fail_queued(rt, name)
         for state in (State.pending, State.running):
