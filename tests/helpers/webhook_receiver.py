@@ -1,6 +1,7 @@
 """A webhook receiver for tests, run as a process of its own: it records every POST it gets
 (headers and body, one JSON line each, in the order they came) and answers 500 to the first
-`--fail-first` of them, 200 after. `Receiver` starts it on a port and stops it by its PID.
+`--fail-first` of them, `--answer` after (200; a 3xx comes with a Location). `Receiver` starts
+it on a port and stops it by its PID.
 
     with running_receiver(tmp_path / "got.jsonl", port, fail_first=5) as receiver:
         ... receiver.requests() ...
@@ -37,7 +38,7 @@ class Receiver:
         return f"http://127.0.0.1:{self.port}/hook"
 
     def requests(self) -> list[dict[str, Any]]:
-        """What it got so far: {"headers": {...}, "body": str, "status": int} each, in order."""
+        """What it got so far: {"headers": {...}, "body": str, "status": int, "path": str} each."""
         if not self.log.exists():
             return []
         return [json.loads(line) for line in self.log.read_text().splitlines() if line.strip()]
@@ -48,17 +49,9 @@ class Receiver:
         self.process.wait(10)
 
 
-def start_receiver(log: Path, port: int, *, fail_first: int = 0) -> Receiver:
-    command = [
-        sys.executable,
-        __file__,
-        "--log",
-        str(log),
-        "--port",
-        str(port),
-        "--fail-first",
-        str(fail_first),
-    ]
+def start_receiver(log: Path, port: int, *, fail_first: int = 0, answer: int = 200) -> Receiver:
+    command = [sys.executable, __file__, "--log", str(log), "--port", str(port)]
+    command += ["--fail-first", str(fail_first), "--answer", str(answer)]
     process = subprocess.Popen(command, stdin=subprocess.DEVNULL)
     receiver = Receiver(process, port, log)
     deadline = time.monotonic() + 20
@@ -74,8 +67,8 @@ def start_receiver(log: Path, port: int, *, fail_first: int = 0) -> Receiver:
 
 
 @contextmanager
-def running_receiver(log: Path, port: int, *, fail_first: int = 0) -> Iterator[Receiver]:
-    receiver = start_receiver(log, port, fail_first=fail_first)
+def running_receiver(log: Path, port: int, *, fail_first: int = 0, answer: int = 200) -> Iterator[Receiver]:
+    receiver = start_receiver(log, port, fail_first=fail_first, answer=answer)
     try:
         yield receiver
     finally:
@@ -96,7 +89,7 @@ def wait_for(
         time.sleep(0.05)
 
 
-def _serve(log: Path, port: int, fail_first: int) -> None:
+def _serve(log: Path, port: int, fail_first: int, answer: int) -> None:
     lock = threading.Lock()
     seen = [0]
 
@@ -109,11 +102,18 @@ def _serve(log: Path, port: int, fail_first: int) -> None:
             body = self.rfile.read(int(self.headers.get("content-length", "0")))
             with lock:
                 seen[0] += 1
-                status = 500 if seen[0] <= fail_first else 200
-                record = {"headers": dict(self.headers.items()), "body": body.decode(), "status": status}
+                status = 500 if seen[0] <= fail_first else answer
+                record = {
+                    "headers": dict(self.headers.items()),
+                    "body": body.decode(),
+                    "status": status,
+                    "path": self.path,
+                }
                 with log.open("a") as out:
                     out.write(json.dumps(record) + "\n")
             self.send_response(status)
+            if 300 <= status < 400:
+                self.send_header("location", f"http://127.0.0.1:{port}/elsewhere")
             self.send_header("content-length", "0")
             self.end_headers()
 
@@ -130,5 +130,6 @@ if __name__ == "__main__":
     parser.add_argument("--log", type=Path, required=True)
     parser.add_argument("--port", type=int, required=True)
     parser.add_argument("--fail-first", type=int, default=0)
+    parser.add_argument("--answer", type=int, default=200, help="the status after the failures")
     options = parser.parse_args()
-    _serve(options.log, options.port, options.fail_first)
+    _serve(options.log, options.port, options.fail_first, options.answer)

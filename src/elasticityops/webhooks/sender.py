@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import ipaddress
 import socket
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 
 import httpx
 
@@ -24,9 +24,16 @@ USER_AGENT = "ElasticityOps-Webhooks/1"
 _DEFAULT_PORTS = {"http": 80, "https": 443}
 
 
+# Host name and port to every address it resolves to, in order (the system's resolver by default).
+Resolver = Callable[[str, int], Awaitable[list[Address]]]
+
+
 class WebhookSender:
-    def __init__(self, *, allow_private: bool, timeout_s: float, concurrency: int) -> None:
+    def __init__(
+        self, *, allow_private: bool, timeout_s: float, concurrency: int, resolve: Resolver | None = None
+    ) -> None:
         self._allow_private = allow_private
+        self._resolve = resolve or system_resolve
         # No keep-alive: a pooled connection is keyed by the address, and one opened for a host
         # name (its TLS checked for that name) must not carry another name's request.
         self._client = httpx.AsyncClient(
@@ -46,7 +53,7 @@ class WebhookSender:
         parts, host = split
         port = parts.port or _DEFAULT_PORTS.get(parts.scheme.lower(), 443)
         try:
-            addresses = await _resolve(host, port)
+            addresses = await self._resolve(host, port)
         except OSError as exc:
             return AttemptResult(None, f"could not resolve {host}: {exc}")
         if not self._allow_private:
@@ -106,7 +113,7 @@ def _error_of(status: int) -> str | None:
     return f"answered {status}"
 
 
-async def _resolve(host: str, port: int) -> list[Address]:
+async def system_resolve(host: str, port: int) -> list[Address]:
     """Every address `host` resolves to, in the resolver's order, without repeats."""
     literal: Address | None
     try:
