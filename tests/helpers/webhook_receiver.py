@@ -49,9 +49,14 @@ class Receiver:
         self.process.wait(10)
 
 
-def start_receiver(log: Path, port: int, *, fail_first: int = 0, answer: int = 200) -> Receiver:
+def start_receiver(
+    log: Path, port: int, *, fail_first: int = 0, answer: int = 200, drip: tuple[int, float] | None = None
+) -> Receiver:
+    """`drip`: answer with a body that never ends, (bytes, seconds) at a time."""
     command = [sys.executable, __file__, "--log", str(log), "--port", str(port)]
     command += ["--fail-first", str(fail_first), "--answer", str(answer)]
+    if drip is not None:
+        command += ["--drip-bytes", str(drip[0]), "--drip-every", str(drip[1])]
     process = subprocess.Popen(command, stdin=subprocess.DEVNULL)
     receiver = Receiver(process, port, log)
     deadline = time.monotonic() + 20
@@ -67,8 +72,10 @@ def start_receiver(log: Path, port: int, *, fail_first: int = 0, answer: int = 2
 
 
 @contextmanager
-def running_receiver(log: Path, port: int, *, fail_first: int = 0, answer: int = 200) -> Iterator[Receiver]:
-    receiver = start_receiver(log, port, fail_first=fail_first, answer=answer)
+def running_receiver(
+    log: Path, port: int, *, fail_first: int = 0, answer: int = 200, drip: tuple[int, float] | None = None
+) -> Iterator[Receiver]:
+    receiver = start_receiver(log, port, fail_first=fail_first, answer=answer, drip=drip)
     try:
         yield receiver
     finally:
@@ -89,7 +96,7 @@ def wait_for(
         time.sleep(0.05)
 
 
-def _serve(log: Path, port: int, fail_first: int, answer: int) -> None:
+def _serve(log: Path, port: int, fail_first: int, answer: int, drip: tuple[int, float] | None) -> None:
     lock = threading.Lock()
     seen = [0]
 
@@ -114,8 +121,20 @@ def _serve(log: Path, port: int, fail_first: int, answer: int) -> None:
             self.send_response(status)
             if 300 <= status < 400:
                 self.send_header("location", f"http://127.0.0.1:{port}/elsewhere")
-            self.send_header("content-length", "0")
+            if drip is None:
+                self.send_header("content-length", "0")
+                self.end_headers()
+                return
+            # An answer that never ends, until the client hangs up.
+            self.send_header("content-length", str(1 << 40))
             self.end_headers()
+            try:
+                while True:
+                    self.wfile.write(b"x" * drip[0])
+                    self.wfile.flush()
+                    time.sleep(drip[1])
+            except OSError:
+                return
 
         def log_message(self, format: str, *args: Any) -> None:
             return
@@ -131,5 +150,8 @@ if __name__ == "__main__":
     parser.add_argument("--port", type=int, required=True)
     parser.add_argument("--fail-first", type=int, default=0)
     parser.add_argument("--answer", type=int, default=200, help="the status after the failures")
+    parser.add_argument("--drip-bytes", type=int, default=0, help="answer with a body that never ends")
+    parser.add_argument("--drip-every", type=float, default=0.05)
     options = parser.parse_args()
-    _serve(options.log, options.port, options.fail_first, options.answer)
+    drip = (options.drip_bytes, options.drip_every) if options.drip_bytes else None
+    _serve(options.log, options.port, options.fail_first, options.answer, drip)

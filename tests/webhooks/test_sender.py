@@ -8,10 +8,11 @@ from __future__ import annotations
 
 import asyncio
 import ipaddress
+import time
 from pathlib import Path
 
 from elasticityops.domain.webhook_addresses import Address
-from elasticityops.webhooks.sender import Resolver, WebhookSender
+from elasticityops.webhooks.sender import ATTEMPT_DEADLINE_FACTOR, Resolver, WebhookSender
 from helpers.server import free_port
 from helpers.webhook_receiver import running_receiver
 
@@ -84,3 +85,31 @@ def test_a_redirect_is_a_failure_and_is_not_followed(tmp_path: Path) -> None:
     assert status == 302
     assert error is not None
     assert "redirect" in error
+
+
+async def _timed_send(port: int, timeout_s: float) -> tuple[int | None, str | None, float]:
+    sender = WebhookSender(allow_private=True, timeout_s=timeout_s, concurrency=2)
+    started = time.monotonic()
+    try:
+        result = await sender.send(f"http://127.0.0.1:{port}/hook", b"{}", {})
+    finally:
+        await sender.close()
+    return result.status, result.error, time.monotonic() - started
+
+
+def test_an_answer_that_never_ends_is_read_no_further_than_the_bound(tmp_path: Path) -> None:
+    with running_receiver(tmp_path / "got.jsonl", free_port(), drip=(16384, 0.05)) as receiver:
+        status, error, took = asyncio.run(_timed_send(receiver.port, 5.0))
+    assert (status, error) == (200, None)
+    # MAX_RESPONSE_BYTES at 16 KiB per 0.05 s is about 0.2 s; the whole answer would be forever.
+    assert took < 3.0, took
+
+
+def test_an_attempt_ends_at_its_deadline_however_slowly_the_answer_drips(tmp_path: Path) -> None:
+    # Each byte comes well within the read timeout, so only the attempt's own deadline ends it.
+    with running_receiver(tmp_path / "got.jsonl", free_port(), drip=(64, 0.1)) as receiver:
+        status, error, took = asyncio.run(_timed_send(receiver.port, 0.5))
+    assert status is None
+    assert error is not None
+    assert "deadline" in error
+    assert took < 0.5 * ATTEMPT_DEADLINE_FACTOR + 1.0, took

@@ -21,6 +21,9 @@ from elasticityops.domain.webhook_delivery import AttemptResult
 
 MAX_RESPONSE_BYTES = 64 * 1024
 USER_AGENT = "ElasticityOps-Webhooks/1"
+# The timeouts bound each connect and each read; an answer that drips within them would hold its
+# slot for days: a whole attempt ends after this many times the timeout.
+ATTEMPT_DEADLINE_FACTOR = 3
 _DEFAULT_PORTS = {"http": 80, "https": 443}
 
 
@@ -34,6 +37,7 @@ class WebhookSender:
     ) -> None:
         self._allow_private = allow_private
         self._resolve = resolve or system_resolve
+        self._deadline_s = timeout_s * ATTEMPT_DEADLINE_FACTOR
         # No keep-alive: a pooled connection is keyed by the address, and one opened for a host
         # name (its TLS checked for that name) must not carry another name's request.
         self._client = httpx.AsyncClient(
@@ -92,15 +96,20 @@ class WebhookSender:
         extensions = {"sni_hostname": host} if target.scheme == "https" else {}
         request_headers = {**headers, "host": netloc.rpartition("@")[2], "user-agent": USER_AGENT}
         try:
-            async with self._client.stream(
-                "POST", target, content=body, headers=request_headers, extensions=extensions
-            ) as response:
+            async with (
+                asyncio.timeout(self._deadline_s),
+                self._client.stream(
+                    "POST", target, content=body, headers=request_headers, extensions=extensions
+                ) as response,
+            ):
                 read = 0
                 async for chunk in response.aiter_raw():
                     read += len(chunk)
                     if read >= MAX_RESPONSE_BYTES:
                         break
                 return AttemptResult(response.status_code, _error_of(response.status_code))
+        except TimeoutError:
+            return AttemptResult(None, f"the attempt passed its deadline of {self._deadline_s:g} s")
         except httpx.HTTPError as exc:
             return AttemptResult(None, f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__)
 
