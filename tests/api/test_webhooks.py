@@ -215,6 +215,7 @@ def test_a_receiver_down_across_a_gateway_restart_gets_the_message_once(tmp_path
             assert item["next_attempt_at"] is not None
             assert item["last_status"] is None
             assert item["last_error"]
+            assert "eops_webhooks_pending 1.0" in client.get("/metrics").text.splitlines()
     finally:
         first.kill()
     receiver: Receiver = start_receiver(tmp_path / "got.jsonl", port)
@@ -227,6 +228,7 @@ def test_a_receiver_down_across_a_gateway_restart_gets_the_message_once(tmp_path
             assert item["delivered_at"] is not None
             time.sleep(1.0)  # nothing more comes: delivered once
             assert len(receiver.requests()) == 1
+            assert "eops_webhooks_pending 0.0" in client.get("/metrics").text.splitlines()
     finally:
         second.stop()
         receiver.stop()
