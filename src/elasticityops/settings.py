@@ -26,6 +26,7 @@ from elasticityops.ha.settings import LeaderElectionSettings, timing_problems
 from elasticityops.headroom.settings import HeadroomSettings, over_budget
 from elasticityops.knobs import knob, knob_factory, load, spec
 from elasticityops.store.settings import StoreSettings
+from elasticityops.webhooks.settings import WebhookSettings
 
 
 @dataclass(frozen=True)
@@ -65,6 +66,7 @@ class Settings:
     session: SessionSettings = field(default_factory=SessionSettings)
     feed: FeedSettings = field(default_factory=FeedSettings)
     history: HistorySettings = field(default_factory=HistorySettings)
+    webhooks: WebhookSettings = field(default_factory=WebhookSettings)
 
     @property
     def database_url(self) -> str:

@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
+from urllib.parse import urlsplit
 
 from pydantic import BaseModel, Field
 
@@ -39,6 +40,13 @@ class ErrorOut(BaseModel):
 
 
 ENV_HIDDEN = "(hidden: an admin token reads it)"
+WEBHOOK_PATH_HIDDEN = "/hidden-an-admin-token-reads-it"
+
+
+def hidden_webhook_url(url: str) -> str:
+    """A webhook URL as an invoke token reads it: its scheme and host, a path that says why."""
+    parts = urlsplit(url)
+    return f"{parts.scheme}://{parts.netloc.rpartition('@')[2]}{WEBHOOK_PATH_HIDDEN}"
 
 
 class FunctionOut(BaseModel):
@@ -52,19 +60,31 @@ class FunctionOut(BaseModel):
         f"each value reads {ENV_HIDDEN!r}; an admin token reads them",
     )
 
+    webhook_hidden: bool = Field(
+        False,
+        description="true when the caller's token may not read the webhook's URL (scope invoke): "
+        "a URL often carries its receiver's credential (a token in its path or query), so only "
+        f"its scheme and host are shown, with the path {WEBHOOK_PATH_HIDDEN!r}",
+    )
+
     @classmethod
     def of(cls, record: FunctionRecord, *, show_env: bool = True) -> FunctionOut:
-        """`show_env`: whether the caller may read env's values (the documented place for a
-        function's credentials: admin tokens only)."""
+        """`show_env`: whether the caller may read env's values and the webhook's URL (the
+        places for a function's credentials: admin tokens only)."""
         spec, hidden = record.spec, not show_env and bool(record.spec.env)
         if hidden:
             spec = spec.model_copy(update={"env": dict.fromkeys(spec.env, ENV_HIDDEN)})
+        hook_hidden = not show_env and spec.webhook is not None
+        if spec.webhook is not None and hook_hidden:
+            shown = hidden_webhook_url(spec.webhook.url)
+            spec = spec.model_copy(update={"webhook": spec.webhook.model_copy(update={"url": shown})})
         return cls(
             spec=spec,
             version=record.version,
             created_at=record.created_at,
             updated_at=record.updated_at,
             env_hidden=hidden,
+            webhook_hidden=hook_hidden,
         )
 
 
@@ -75,6 +95,38 @@ class FunctionDeployed(FunctionOut):
         description="false: the spec sent is the one deployed already (compared as stored, "
         "defaults filled in), whose version stays; true: a new function or a new version"
     )
+    webhook_secret: str | None = Field(
+        None,
+        description="the webhook signing secret (whsec_...), answered once: by the deploy that "
+        "first sets the webhook's URL or changes it; null otherwise (rotate it with POST "
+        "/v1/functions/{name}/webhook-secret:rotate)",
+    )
+
+
+class WebhookSecretOut(BaseModel):
+    """The answer to a rotation: the function's new signing secret, shown this once."""
+
+    function: str
+    webhook_secret: str = Field(description="whsec_ and the base64 of the key (Standard Webhooks)")
+
+
+class WebhookDeliveryOut(BaseModel):
+    """One webhook message of an invocation and how its delivery went."""
+
+    id: str = Field(description="the webhook-id header: the same on every attempt")
+    type: str = Field(description="invocation.started or invocation.completed")
+    url: str
+    created_at: datetime = Field(description="when its event happened")
+    attempts: int
+    last_status: int | None = Field(description="the receiver's last answer; null: none (no connection)")
+    last_error: str | None
+    delivered_at: datetime | None
+    failed_at: datetime | None = Field(description="set when its retry window ran out undelivered")
+    next_attempt_at: datetime | None = Field(description="null: nothing more to do")
+
+
+class WebhookDeliveryList(BaseModel):
+    items: list[WebhookDeliveryOut]
 
 
 class FunctionList(BaseModel):

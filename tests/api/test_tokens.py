@@ -13,7 +13,9 @@ import httpx
 import pytest
 
 from elasticityops.api.auth import CACHE_SECONDS, INVOKE_ROUTES, needed_scope
+from elasticityops.client import Client
 from elasticityops.domain.tokens import Scope
+from elasticityops.wire import WEBHOOK_PATH_HIDDEN
 from helpers.server import EOPS, RunningServer, base_env
 
 HELLO = {"name": "tokhello", "command": ["python", "-c", "print('hi')"], "timeout_seconds": 30}
@@ -258,8 +260,9 @@ def test_every_v1_route_has_a_decided_scope(gateway: RunningServer) -> None:
         ("DELETE", "/v1/tokens/{token_id}"),
         ("GET", "/v1/headroom"),  # an operator's view, not a caller's
         ("GET", "/v1/cost"),  # the cost report: an operator's view too
+        ("POST", "/v1/functions/{name}/webhook-secret:rotate"),  # a secret, shown once
     }
-    assert len(INVOKE_ROUTES) == 9
+    assert len(INVOKE_ROUTES) == 10
     assert needed_scope("GET", "some_new_route") is Scope.admin
 
 
@@ -295,3 +298,39 @@ def test_a_functions_env_values_are_read_by_admin_tokens_only(gateway: RunningSe
     [item] = [f for f in listed.json()["items"] if f["spec"]["name"] == name]
     assert item["env_hidden"] is True
     assert ran.json()["result"] == "s3cret-value"  # the job itself still gets it
+
+
+def test_a_webhooks_url_is_read_by_admin_tokens_only(gateway: RunningServer) -> None:
+    # A webhook URL often is its receiver's credential (a token in its path or query).
+    name = "hookfn-" + uuid.uuid4().hex[:8]
+    url = "https://hooks.example.com/services/T000/B000/s3cret-path?token=s3cret-query"
+    with gateway.client() as admin:
+        assert (
+            admin.put(
+                f"/v1/functions/{name}", json={"command": ["true"], "webhook": {"url": url}}
+            ).status_code
+            == 201
+        )
+        seen = admin.get(f"/v1/functions/{name}").json()
+        assert seen["spec"]["webhook"]["url"] == url
+        assert seen["webhook_hidden"] is False
+    token = _create(gateway, name="hook-reader", scope="invoke")["token"]
+    with gateway.client(token) as invoker:
+        one = invoker.get(f"/v1/functions/{name}")
+        listed = invoker.get("/v1/functions")
+    assert "s3cret" not in one.text
+    assert "s3cret" not in listed.text
+    assert one.json()["spec"]["webhook"]["url"] == "https://hooks.example.com" + WEBHOOK_PATH_HIDDEN
+    assert one.json()["webhook_hidden"] is True
+    # Nor through an invocation's deliveries.
+    with gateway.client() as admin:
+        inv = admin.post(f"/v1/functions/{name}/invocations").json()["id"]
+    with gateway.client(token) as invoker:
+        deadline = time.monotonic() + 30
+        while not (items := invoker.get(f"/v1/invocations/{inv}/webhooks").json()["items"]):
+            assert time.monotonic() < deadline, "its end made no webhook message"
+            time.sleep(0.1)
+    assert items[0]["url"] == "https://hooks.example.com" + WEBHOOK_PATH_HIDDEN
+    # What the Python client reads back is still a spec (the URL shown is a valid one).
+    with Client(gateway.url, token) as client:
+        assert client.get_function(name).webhook_hidden is True

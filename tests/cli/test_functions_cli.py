@@ -123,3 +123,14 @@ def test_removing_a_busy_function_is_refused_unless_forced(eops: Eops, write: Wr
     assert forced.code == 0, forced.output
     state = json.loads(eops("status", inv_id, "--json").stdout)["state"]
     assert state in ("failed", "cancelled")
+
+
+def test_deploy_prints_the_webhook_secret_once(eops: Eops, write: Writer) -> None:
+    path = write("hooked.yaml", SPEC.format(name="fn-hooked") + "webhook: {url: https://example.com/hook}\n")
+    first = eops("fn", "deploy", str(path))
+    assert first.code == 0, first.output
+    secret = next(word for word in first.stdout.split() if word.startswith("whsec_"))
+    again = eops("fn", "deploy", str(path))
+    assert again.code == 0, again.output
+    assert "whsec_" not in again.stdout  # the same URL: not shown again
+    assert secret not in eops("fn", "get", "fn-hooked").stdout

@@ -464,6 +464,25 @@ def test_keyboard_reaches_every_page_from_the_top(page: Page, gateway: RunningSe
     expect(page.locator("h1")).to_have_text("Capacity")
 
 
+def test_the_invocation_page_shows_its_webhook_deliveries(page: Page, gateway: RunningServer) -> None:
+    # A host that never resolves: the delivery fails, and the page says so and when it is tried next.
+    with gateway.client() as http:
+        spec = {"command": ["true"], "webhook": {"url": "https://hook.invalid/eops"}}
+        assert http.put("/v1/functions/hooked", json=spec).status_code in (200, 201)
+    invocation = _invoke(gateway, "hooked")
+    page.goto(f"{gateway.url}/ui#/invocations/{invocation}")
+    row = page.locator(f'#webhooks tr[data-id="{invocation}.completed"]')
+    expect(row).to_be_visible(timeout=20_000)
+    expect(row.locator("td").nth(0)).to_have_text("invocation.completed")
+    expect(row.locator("td").nth(2)).to_contain_text("could not resolve hook.invalid", timeout=20_000)
+    expect(row).to_have_attribute("data-delivered", "false")
+    # An invocation without a webhook has no such section.
+    plain = _invoke(gateway, "broken")
+    page.goto(f"{gateway.url}/ui#/invocations/{plain}")
+    expect(page.locator("h1")).to_have_text(plain)
+    expect(page.locator("#webhooks")).to_be_hidden()
+
+
 def test_log_out_ends_the_session(page: Page, gateway: RunningServer) -> None:
     page.locator("#logout").click()
     expect(page.locator("#token")).to_be_visible()

@@ -18,12 +18,14 @@ import httpx
 import pytest
 
 from elasticityops.api.runtime import Runtime
-from elasticityops.domain.invocations import Invocation
+from elasticityops.domain.invocations import FailureReason, Invocation, State
 from elasticityops.domain.lease import LeaseRecord, released
-from elasticityops.domain.ports import EventSink, LaunchRequest
+from elasticityops.domain.ports import Change, EventSink, LaunchRequest
 from elasticityops.ha.settings import LeaderElectionSettings
 from helpers.fake_backend import FakeBackend
 from helpers.in_process import eventually, in_process_gateway, in_process_settings
+from helpers.server import free_port
+from helpers.webhook_receiver import running_receiver
 
 from .memory_leases import Leases, Replica
 
@@ -153,3 +155,31 @@ async def test_on_a_follower_headroom_names_the_leader_and_metrics_answer(tmp_pa
         assert metrics.status_code == 200
         held = [line for line in metrics.text.splitlines() if line.startswith("eops_headroom_held{")]
         assert held == [], "a follower holds no warm capacity"
+
+
+async def test_only_the_leader_delivers_webhooks_and_a_new_leader_delivers_what_waited(
+    tmp_path: Path,
+) -> None:
+    """The outbox is the database's: a follower writes events but sends none; the replica that
+    takes the lead reads them back and delivers them (a leader change loses none)."""
+    leases = Leases()
+    held_by("other", leases)
+    env = {"EOPS_WEBHOOK_ALLOW_PRIVATE": "true", "EOPS_WEBHOOK_POLL_SECONDS": "0.1"}
+    with running_receiver(tmp_path / "got.jsonl", free_port()) as receiver:
+        async with replica(tmp_path, leases, **env) as r:
+            await eventually(lambda: r.runtime.leader == "other", 2)
+            spec = {"command": ["true"], "webhook": {"url": receiver.url}}
+            deployed = await r.client.put("/v1/functions/hooked", json=spec)
+            assert deployed.status_code == 201, deployed.text
+            accepted = await r.client.post("/v1/functions/hooked/invocations", content=b"{}")
+            inv = accepted.json()["id"]
+            # Its end, as the leader's dispatcher (elsewhere) would write it: the event with it.
+            change = Change(id=inv, to=State.failed, at=_now(), reason=FailureReason.function_deleted)
+            assert await r.runtime.store.apply(change) is not None
+            await asyncio.sleep(0.5)
+            assert receiver.requests() == [], "a follower delivers nothing"
+            assert leases.record is not None
+            leases.stored(released(leases.record, _now()))
+            await eventually(lambda: len(receiver.requests()) == 1, 5)
+            (request,) = receiver.requests()
+            assert request["headers"]["webhook-id"] == f"{inv}.completed"

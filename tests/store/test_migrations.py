@@ -74,6 +74,9 @@ OUR_TABLES = {
     "node_seconds",
     "node_seconds_totals",
     "gpu_node_history",
+    "webhook_secrets",
+    "invocation_webhooks",
+    "webhook_outbox",
 }
 
 

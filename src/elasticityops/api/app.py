@@ -23,6 +23,7 @@ from elasticityops.api import (
     invocations_routes,
     openapi_links,
     tokens_routes,
+    webhooks_routes,
 )
 from elasticityops.api.auth import require_api_token
 from elasticityops.api.console import routes as console_routes
@@ -55,6 +56,7 @@ def create_app(settings: GatewaySettings, lifespan: Lifespan) -> FastAPI:
     v1.include_router(cost_routes.router)
     v1.include_router(capacity_routes.router)
     v1.include_router(events_routes.router)
+    v1.include_router(webhooks_routes.router)
     v1.include_router(invocations_routes.build_router(settings.api.max_wait_seconds))
     app.include_router(v1)
     app.include_router(invocations_routes.build_callback_router(), prefix="/v1")

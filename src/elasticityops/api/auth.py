@@ -221,6 +221,7 @@ INVOKE_ROUTES = frozenset(
         ("GET", "get_invocation"),  # GET /v1/invocations/{invocation_id}
         ("GET", "logs"),  # GET /v1/invocations/{invocation_id}/logs
         ("POST", "cancel"),  # POST /v1/invocations/{invocation_id}/cancel
+        ("GET", "invocation_webhooks"),  # GET /v1/invocations/{invocation_id}/webhooks
         ("GET", "events"),  # GET /v1/events (the console's live updates)
         ("GET", "get_capacity"),  # GET /v1/capacity
     }

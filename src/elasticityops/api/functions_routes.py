@@ -6,6 +6,7 @@ from fastapi import APIRouter, Path, Query, Request, Response
 
 from elasticityops.api.body import parse_json_or_yaml, read_body
 from elasticityops.api.runtime import Runtime
+from elasticityops.api.webhook_params import check_url, fresh_secret
 from elasticityops.domain.errors import Conflict, NotFound
 from elasticityops.domain.functions import FunctionSpec, parse_function_spec
 from elasticityops.domain.invocations import FailureReason, State
@@ -57,11 +58,19 @@ async def put_function(request: Request, response: Response, name: str = NamePat
     body = await read_body(request, rt.settings.api.max_payload_bytes)
     data = parse_json_or_yaml(body, request.headers.get("content-type", ""))
     spec = parse_function_spec(data, name=name)
+    url = None if spec.webhook is None else spec.webhook.url
+    if url is not None:
+        check_url(url, "webhook.url", allow_private=rt.settings.webhooks.allow_private)
     record, outcome = await rt.store.put_function(spec, rt.clock.now())
     rt.functions.forget(name)
     rt.hub.work_available()  # a new version may change what can be admitted
+    # After the spec is stored: a deploy that fails between the two stored the spec, and its
+    # retry (the same URL, not yet the secret's) issues the secret then.
+    secret = await rt.store.issue_webhook_secret(name, url, fresh_secret(), rt.clock.now())
     response.status_code = 201 if outcome is SpecChange.created else 200
-    return FunctionDeployed(**dict(FunctionOut.of(record)), changed=outcome is not SpecChange.unchanged)
+    return FunctionDeployed(
+        **dict(FunctionOut.of(record)), changed=outcome is not SpecChange.unchanged, webhook_secret=secret
+    )
 
 
 @router.get("/functions", response_model=FunctionList, responses=_ERRORS, summary="List functions")
@@ -123,6 +132,9 @@ async def delete_function(
             )
     await rt.store.delete_function(name, rt.clock.now())
     rt.functions.forget(name)
+    # The name deployed again with a webhook, even the same URL, gets a secret of its own (the
+    # old one stays for the messages still waiting).
+    await rt.store.issue_webhook_secret(name, None, fresh_secret(), rt.clock.now())
     if force:
         await _fail_queued(rt, name)
         for state in (State.pending, State.running):

@@ -132,6 +132,7 @@ async def metrics(request: Request) -> Response:
     pools = status_rows(rt.headroom.pools) if rt.headroom is not None else []
     client = rt.backend.client_counters() if isinstance(rt.backend, CountsClientFaults) else None
     rt.metrics.node_seconds.totals = await rt.store.node_seconds_totals()
+    rt.metrics.webhooks_pending.set(await rt.store.webhooks_pending())
     body = rt.metrics.render(
         counts, in_use, free, budget_free, pools, leader=rt.role == "leader", client=client
     )

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 import time
+from collections.abc import Mapping
 from typing import Any
 
 from fastapi import APIRouter, Path, Query, Request, Response
@@ -20,6 +21,8 @@ from elasticityops.api.held_open import Hold
 from elasticityops.api.log_follow import logs_response
 from elasticityops.api.runtime import Runtime
 from elasticityops.api.waiting import get_or_404, held_wait, wait_for_end
+from elasticityops.api.webhook_params import PARAMS as WEBHOOK_PARAMS
+from elasticityops.api.webhook_params import override as webhook_override
 from elasticityops.dispatch.queue_status import queue_status
 from elasticityops.domain import invocation_annotations as hints
 from elasticityops.domain.errors import (
@@ -36,6 +39,7 @@ from elasticityops.domain.ports import NewInvocation
 from elasticityops.domain.queue import QueueStatus
 from elasticityops.domain.results import as_stored
 from elasticityops.domain.tokens import Scope
+from elasticityops.domain.webhook_spec import WebhookSpec
 from elasticityops.pricing.table import capacity_of_backend
 from elasticityops.wire import MAX_PAGE_SIZE, ErrorOut, InvocationList, InvocationOut
 
@@ -254,6 +258,10 @@ def accept_route(max_wait: int) -> Route:
         record = await rt.functions.get(name)
         if record is None:
             raise NotFound(f"no function named {name!r}; deploy it first (eops fn deploy FILE)")
+        webhook = record.spec.webhook
+        # Three lookups in the query already parsed for ?wait: the hot path pays no more.
+        if any(p in request.query_params for p in WEBHOOK_PARAMS):
+            webhook = await _webhook_param(rt, name, webhook, request.query_params)
         body = await read_body(request, *_payload_limit(rt))
         if body.strip():
             parse_json(body)  # refuse what is not JSON; the job gets the bytes as sent
@@ -269,6 +277,7 @@ def accept_route(max_wait: int) -> Route:
             payload=body,
             idempotency_key=idempotency_key,
             annotations=annotations,
+            webhook=webhook,
         )
         inv, created = await rt.store.create_invocation(new)
         if created:
@@ -353,6 +362,29 @@ def accept_operation(max_wait: int) -> dict[str, Any]:
                 "example": [f"{hints.RUN_SECONDS}=12"],
             },
             {
+                "name": WEBHOOK_PARAMS[0],
+                "in": "query",
+                "required": False,
+                "description": "this invocation's webhook URL, in place of its function's (signed with "
+                "the function's secret, which must exist: docs/functions.md)",
+                "schema": {"type": "string", "maxLength": 2048},
+            },
+            {
+                "name": WEBHOOK_PARAMS[1],
+                "in": "query",
+                "required": False,
+                "description": "this invocation's webhook events, comma-separated: started, completed",
+                "schema": {"type": "string"},
+                "example": "started,completed",
+            },
+            {
+                "name": WEBHOOK_PARAMS[2],
+                "in": "query",
+                "required": False,
+                "description": "whether invocation.completed carries the result (true or false)",
+                "schema": {"type": "boolean"},
+            },
+            {
                 "name": "Idempotency-Key",
                 "in": "header",
                 "required": False,
@@ -368,6 +400,26 @@ def accept_operation(max_wait: int) -> dict[str, Any]:
             **errors,
         },
     }
+
+
+async def _webhook_param(
+    rt: Runtime, name: str, spec_hook: WebhookSpec | None, query: Mapping[str, str]
+) -> WebhookSpec | None:
+    """One invocation's webhook override; its messages are signed with the function's secret,
+    so the function must have one (a deploy with a webhook, or a rotation, makes it)."""
+    hook = webhook_override(query, spec_hook, allow_private=rt.settings.webhooks.allow_private)
+    if hook is not None and await rt.store.webhook_secret(name) is None:
+        raise InvalidInput(
+            [
+                FieldProblem(
+                    "webhook",
+                    f"function {name!r} has no webhook signing secret to sign this invocation's messages",
+                    f"make one with POST /v1/functions/{name}/webhook-secret:rotate (it is shown once), "
+                    "or deploy the function with a webhook",
+                )
+            ]
+        )
+    return hook
 
 
 def _wait_param(raw: str | None, max_wait: int) -> int:

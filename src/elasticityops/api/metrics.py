@@ -185,6 +185,18 @@ class Metrics:
             ["outcome"],
             registry=self.registry,
         )
+        self.webhook_deliveries = Counter(
+            "eops_webhook_deliveries",
+            "Webhook delivery attempts by outcome: delivered (2xx), retry (failed, tried again "
+            "after the back-off), failed (failed, and its retry window is over)",
+            ["outcome"],
+            registry=self.registry,
+        )
+        self.webhooks_pending = Gauge(
+            "eops_webhooks_pending",
+            "Webhook messages in the outbox not yet delivered nor failed",
+            registry=self.registry,
+        )
 
         self.commit_writes = Histogram(
             "eops_store_commit_writes",
@@ -192,6 +204,10 @@ class Metrics:
             buckets=_WRITES_BUCKETS,
             registry=self.registry,
         )
+
+    def on_webhook_outcome(self, outcome: str) -> None:
+        """Observer of webhook delivery attempts (webhooks/deliverer.py)."""
+        self.webhook_deliveries.labels(outcome=outcome).inc()
 
     def on_commit(self, writes: int) -> None:
         """Observer of store commits (SqlStore.observe_commits); runs on the writer thread."""

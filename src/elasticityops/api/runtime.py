@@ -26,10 +26,12 @@ from elasticityops.domain.ports import (
     LedgerStore,
     TokenStore,
     TransitionStore,
+    WebhookStore,
 )
 from elasticityops.ha.settings import LeaderElectionSettings
 from elasticityops.headroom.controller import HeadroomController
 from elasticityops.headroom.settings import HeadroomSettings
+from elasticityops.webhooks.settings import WebhookSettings
 
 
 class GatewaySettings(Protocol):
@@ -52,6 +54,8 @@ class GatewaySettings(Protocol):
     def session(self) -> SessionSettings: ...
     @property
     def feed(self) -> FeedSettings: ...
+    @property
+    def webhooks(self) -> WebhookSettings: ...
 
 
 class DispatcherControl(Protocol):
@@ -76,7 +80,14 @@ class Leadership(Protocol):
 
 
 class ApiStore(
-    FunctionStore, InvocationStore, TransitionStore, LedgerStore, TokenStore, Housekeeping, Protocol
+    FunctionStore,
+    InvocationStore,
+    TransitionStore,
+    LedgerStore,
+    TokenStore,
+    Housekeeping,
+    WebhookStore,
+    Protocol,
 ):
     """What the routes read and write (a cancel goes through the dispatcher)."""
 

@@ -56,6 +56,13 @@ def deploy(
     else:
         remote.out.print(f"[bold]{name}[/] unchanged, version {item.version}: this spec is deployed already")
     remote.out.print(_where_it_runs(item.spec.workdir, file), markup=False, soft_wrap=True)
+    if item.webhook_secret is not None:
+        # Shown this once (a new webhook URL): the receiver verifies deliveries with it.
+        remote.out.print(
+            f"webhook signing secret (shown once, keep it for your receiver): {item.webhook_secret}",
+            markup=False,
+            soft_wrap=True,
+        )
 
 
 def _where_it_runs(workdir: str | None, file: Path) -> str:

@@ -48,6 +48,7 @@ _PANELS = {
     "session": "Web console (/ui): sessions",
     "feed": "Web console (/ui): live event streams",
     "history": "Web console (/ui): capacity chart",
+    "webhooks": "Completion webhooks",
 }
 
 

@@ -25,6 +25,7 @@ from pydantic import (
 from elasticityops.domain import simulated_run
 from elasticityops.domain.errors import FieldProblem, InvalidInput
 from elasticityops.domain.numbers import WholeNumber
+from elasticityops.domain.webhook_spec import WebhookSpec
 
 # Deeper than any spec needs, and well inside Python's recursion limit, which YAML's composer
 # would otherwise hit (a RecursionError) on a deeply nested document.
@@ -211,6 +212,12 @@ class FunctionSpec(_Strict):
         description="an example input: a JSON payload this function takes (the console's Invoke "
         f"form starts from it), at most {MAX_EXAMPLE_BYTES // 1024} KiB as JSON; null: none",
     )
+    webhook: WebhookSpec | None = Field(
+        None,
+        description="where to POST signed events of this function's invocations (Standard "
+        "Webhooks): {url, events: [started, completed], include_result}; null: none. The deploy "
+        "that first sets or changes the URL answers the signing secret once (webhook_secret)",
+    )
 
     @field_validator("example")
     @classmethod
@@ -349,8 +356,16 @@ def _allowed_fields(model: type[BaseModel], parent: tuple[int | str, ...]) -> li
         field_info = _wire_fields(current).get(str(part))
         if field_info is None:
             return []
-        current = field_info.annotation
+        current = _model_of(field_info.annotation)
     return list(_wire_fields(current))
+
+
+def _model_of(annotation: Any) -> Any:
+    """The model in an optional field's annotation (`WebhookSpec | None`), else the annotation."""
+    for arg in getattr(annotation, "__args__", ()):
+        if isinstance(arg, type) and issubclass(arg, BaseModel):
+            return arg
+    return annotation
 
 
 def _wire_fields(model: Any) -> dict[str, Any]:
@@ -451,7 +466,13 @@ def load_function_text(text: str, source: str = "spec") -> FunctionSpec:
 # Fields added after specs were first stored, with their defaults: left out of the canonical
 # JSON while at the default, so a spec that does not use them reads as the same text as before
 # and redeploying it unchanged after an upgrade is not a new version.
-_ADDED_LATER: dict[str, object] = {"preemptible": False, "retries": 0, "workdir": None, "example": None}
+_ADDED_LATER: dict[str, object] = {
+    "preemptible": False,
+    "retries": 0,
+    "workdir": None,
+    "example": None,
+    "webhook": None,
+}
 
 
 def spec_to_json(spec: FunctionSpec) -> str:

@@ -33,6 +33,7 @@ from elasticityops.server.credentials import server_secret
 from elasticityops.server.startup import open_store
 from elasticityops.settings import Settings
 from elasticityops.store.sql import SqlStore
+from elasticityops.webhooks.deliverer import WebhookDeliverer
 
 
 def dispatch_settings(settings: Settings, secret: bytes) -> DispatchSettings:
@@ -76,6 +77,7 @@ async def _elected(
     settings: Settings,
     runtime: Runtime,
     dispatcher: Dispatcher,
+    deliverer: WebhookDeliverer,
     clock: Clock,
     lease_store: LeaseStore | None,
 ) -> AsyncIterator[LeaderElector]:
@@ -87,6 +89,7 @@ async def _elected(
 
     async def lead() -> None:
         await dispatcher.start()
+        await deliverer.start()
         if settings.headroom.enabled:
             runtime.headroom = await start_headroom(
                 settings, runtime.store, runtime.backend, clock, dispatcher, runtime.functions
@@ -97,6 +100,7 @@ async def _elected(
         if controller is not None:
             dispatcher.unwatch(controller.seen)
             await controller.stop()
+        await deliverer.stop()
         await dispatcher.stop()
 
     close: Callable[[], Awaitable[None]] = _nothing
@@ -145,18 +149,21 @@ async def _duties(
     settings: Settings,
     runtime: Runtime,
     dispatcher: Dispatcher,
+    deliverer: WebhookDeliverer,
     lease_store: LeaseStore | None,
     *,
     dispatch: bool,
 ) -> AsyncIterator[None]:
-    """The dispatcher and the headroom controller, run while the app serves: by the elected
-    leader with --leader-elect, else by this gateway (none with `dispatch=False`)."""
+    """The dispatcher, the webhook deliverer and the headroom controller, run while the app
+    serves: by the elected leader with --leader-elect, else by this gateway (none with
+    `dispatch=False`)."""
     if settings.leader.leader_elect:
-        async with _elected(settings, runtime, dispatcher, runtime.clock, lease_store):
+        async with _elected(settings, runtime, dispatcher, deliverer, runtime.clock, lease_store):
             yield
         return
     if dispatch:
         await dispatcher.start()
+        await deliverer.start()
         if settings.headroom.enabled:
             runtime.headroom = await start_headroom(
                 settings, runtime.store, runtime.backend, runtime.clock, dispatcher, runtime.functions
@@ -166,6 +173,7 @@ async def _duties(
     finally:
         if runtime.headroom is not None:
             await runtime.headroom.stop()
+        await deliverer.stop()
         await dispatcher.stop()
 
 
@@ -215,6 +223,8 @@ def build_app(
             dispatcher = Dispatcher(
                 store_, backend_, hub, the_clock, dispatch_settings(settings, secret), functions
             )
+            deliverer = WebhookDeliverer(store_, the_clock, settings.webhooks, metrics.on_webhook_outcome)
+            store_.observe_transitions(lambda _previous, _after: deliverer.wake())
             # A SQLite file has one gateway (lock_gateway): no other replica changes it.
             others_write = store_.dialect != "sqlite"
             feed = ConsoleFeed(
@@ -247,7 +257,7 @@ def build_app(
             feed.start()
             runtime.history.start(lambda: read_capacity(runtime), the_clock)
             try:
-                async with _duties(settings, runtime, dispatcher, lease_store, dispatch=dispatch):
+                async with _duties(settings, runtime, dispatcher, deliverer, lease_store, dispatch=dispatch):
                     if freeze_heap:
                         _freeze_startup_heap()
                     yield

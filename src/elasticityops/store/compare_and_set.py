@@ -15,7 +15,7 @@ from elasticityops.domain.changes import apply_change, preempting
 from elasticityops.domain.events import BackendEvent, apply_event
 from elasticityops.domain.invocations import Invocation, Note, State
 from elasticityops.domain.ports import Change
-from elasticityops.store import driver, node_history, rows
+from elasticityops.store import driver, node_history, rows, webhook_outbox
 from elasticityops.store import node_seconds as ledger
 from elasticityops.store.selects import COLUMNS, id_batches
 from elasticityops.store.tables import invocations
@@ -90,7 +90,8 @@ def fold_many(
     order: (state before, invocation after), None where `step` changed nothing. One SELECT
     reads the batch's rows, and the updates go out as few statements as their columns allow
     (see _write_updates). The node-seconds of the attempts the updates end go to the ledger in
-    the same transaction (`pricing`: the steps that can end an attempt pass it)."""
+    the same transaction (`pricing`: the steps that can end an attempt pass it), and so do the
+    webhook messages of the starts and ends among them (webhook_outbox.py)."""
     current = _read_current(conn, [invocation_id for invocation_id, _ in items])
     outcomes: list[tuple[State, Invocation] | None] = []
     updates: list[tuple[Invocation, Invocation]] = []
@@ -108,6 +109,7 @@ def fold_many(
         return [None] * len(outcomes)
     if pricing is not None:
         ledger.write(conn, ledger.ended_charges(updates), pricing)
+    webhook_outbox.write_events(conn, updates)
     return outcomes
 
 

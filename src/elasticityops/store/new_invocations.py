@@ -10,7 +10,7 @@ from sqlalchemy import Connection, Dialect, select
 
 from elasticityops.domain.invocations import Invocation
 from elasticityops.domain.ports import NewInvocation
-from elasticityops.store import driver, rows
+from elasticityops.store import driver, rows, webhook_outbox
 from elasticityops.store.database import Database
 from elasticityops.store.selects import COLUMNS
 from elasticityops.store.tables import invocations
@@ -30,6 +30,7 @@ def _create_many(conn: Connection, news: list[NewInvocation]) -> list[tuple[Invo
     results: list[tuple[Invocation, bool] | None] = [None] * len(news)
     seen: dict[tuple[str, str], Invocation] = {}
     to_insert: list[dict[str, Any]] = []
+    inserted: list[NewInvocation] = []
     for i, new in enumerate(news):
         if new.idempotency_key is not None:
             key = (new.function, new.idempotency_key)
@@ -55,9 +56,11 @@ def _create_many(conn: Connection, news: list[NewInvocation]) -> list[tuple[Invo
         if new.idempotency_key is not None:
             seen[(new.function, new.idempotency_key)] = invocation
         to_insert.append(rows.new_invocation_row(new))
+        inserted.append(new)
         results[i] = (invocation, True)
     if to_insert:
         _insert_rows(conn, to_insert)
+        webhook_outbox.write_subscriptions(conn, inserted)
     return [r for r in results if r is not None]
 
 

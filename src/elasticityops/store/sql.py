@@ -23,6 +23,7 @@ from elasticityops.store.new_invocations import SqlNewInvocations
 from elasticityops.store.settings import StoreSettings
 from elasticityops.store.tokens import SqlTokens
 from elasticityops.store.transitions import SqlTransitions
+from elasticityops.store.webhooks import SqlWebhooks
 
 
 class SqlStore(
@@ -34,6 +35,7 @@ class SqlStore(
     SqlCostLedger,
     SqlTokens,
     SqlHousekeeping,
+    SqlWebhooks,
     Store,
 ):
     """The Store of the port (domain/ports/store.py): its parts, on one Database. `Store` is

@@ -219,3 +219,58 @@ gpu_node_history = Table(
     Column("last_gpu_type", String(64), nullable=True),
     Column("last_ended_at", UtcDateTime, nullable=True),
 )
+
+# Completion webhooks (domain/webhooks.py). Each function's signing secret (`whsec_...`), with
+# the URL it was issued for: a deploy that sets another URL gets a new one ("": the spec has no
+# webhook now; the secret stays for messages still in the outbox).
+webhook_secrets = Table(
+    "webhook_secrets",
+    metadata,
+    Column("function", String(64), primary_key=True),
+    Column("secret", String(128), nullable=False),
+    Column("url", Text, nullable=False),
+    Column("created_at", UtcDateTime, nullable=False),
+)
+
+# The webhook an invocation was accepted with (its function's, or its own override), as the
+# JSON of a WebhookSpec; only invocations that have one have a row. Read by the transitions
+# that make events, in their transaction.
+invocation_webhooks = Table(
+    "invocation_webhooks",
+    metadata,
+    Column("invocation_id", String(40), primary_key=True),
+    Column("webhook", Text, nullable=False),
+)
+
+# The outbox: one row per event to deliver, written in the transaction of the transition that
+# makes it, delivered by the leader (webhooks/deliverer.py) in `seq` order per subject.
+# next_attempt_at NULL: nothing more to do (delivered_at or failed_at says which).
+_OUTBOX_PENDING = "next_attempt_at IS NOT NULL"
+webhook_outbox = Table(
+    "webhook_outbox",
+    metadata,
+    Column("seq", Integer, primary_key=True, autoincrement=True),
+    Column("webhook_id", String(128), nullable=False),  # stable across attempts: receivers dedupe on it
+    Column("subject", String(40), nullable=False),  # the invocation's id
+    Column("function", String(64), nullable=False),  # whose secret signs it
+    Column("message_type", String(64), nullable=False),
+    Column("url", Text, nullable=False),
+    Column("created_at", UtcDateTime, nullable=False),
+    Column("attempts", Integer, nullable=False, server_default="0"),
+    Column("next_attempt_at", UtcDateTime, nullable=True),
+    Column("last_status", Integer, nullable=True),
+    Column("last_error", Text, nullable=True),
+    Column("delivered_at", UtcDateTime, nullable=True),
+    Column("failed_at", UtcDateTime, nullable=True),
+    # Headers sent besides the signature's, as a JSON object (CloudEvents' ce-*); NULL: none.
+    Column("headers", Text, nullable=True),
+    Column("body", LargeBinary, nullable=False),
+    Index("ix_webhook_outbox_subject_seq", "subject", "seq"),
+    # The deliverer's look for due messages: only pending rows are in it.
+    Index(
+        "ix_webhook_outbox_pending",
+        "next_attempt_at",
+        sqlite_where=text(_OUTBOX_PENDING),
+        postgresql_where=text(_OUTBOX_PENDING),
+    ),
+)

@@ -28,6 +28,7 @@ from elasticityops.domain.ports.store import (
     Store,
     TokenStore,
     TransitionStore,
+    WebhookStore,
 )
 
 __all__ = [
@@ -52,4 +53,5 @@ __all__ = [
     "Store",
     "TokenStore",
     "TransitionStore",
+    "WebhookStore",
 ]

@@ -19,6 +19,8 @@ from elasticityops.domain.node_seconds import Charge, CostGroup, Phase, PhaseTot
 from elasticityops.domain.results import ResultSummary
 from elasticityops.domain.spillover import Spill
 from elasticityops.domain.tokens import ApiToken, Scope
+from elasticityops.domain.webhook_delivery import Delivery, DeliveryState
+from elasticityops.domain.webhook_spec import WebhookSpec
 
 
 @dataclass(frozen=True)
@@ -48,6 +50,8 @@ class NewInvocation:
     idempotency_key: str | None = None
     # Per-invocation pod annotations, `eops.dev/` keys only (domain/invocation_annotations.py).
     annotations: Mapping[str, str] = field(default_factory=dict)
+    # Where its events go: its function's webhook, or its own override; None: nowhere.
+    webhook: WebhookSpec | None = None
 
 
 @dataclass(frozen=True)
@@ -297,6 +301,40 @@ class Housekeeping(Protocol):
         ...
 
 
+class WebhookStore(Protocol):
+    """Completion webhooks: each function's signing secret and the outbox of events (written by
+    the transitions themselves, in their transaction)."""
+
+    async def issue_webhook_secret(
+        self, function: str, url: str | None, candidate: str, at: datetime
+    ) -> str | None:
+        """After a deploy: `candidate` becomes the function's secret when `url` is not the one
+        its secret was issued for (a first webhook, or another URL); returned then, else None.
+        `url` None: the spec has no webhook (the secret stays for messages in the outbox)."""
+        ...
+
+    async def rotate_webhook_secret(self, function: str, candidate: str, at: datetime) -> None:
+        """Make `candidate` the function's secret, from the next delivery attempt on."""
+        ...
+
+    async def webhook_secret(self, function: str) -> str | None: ...
+
+    async def due_webhooks(self, now: datetime, limit: int, busy: Sequence[int]) -> list[Delivery]:
+        """Pending messages due by `now`, each the earliest pending one of its subject (a later
+        message waits for the one before), oldest due first, none of the `busy` seqs."""
+        ...
+
+    async def record_webhook_attempt(self, seq: int, state: DeliveryState) -> None: ...
+
+    async def webhook_deliveries(self, invocation_id: str) -> list[Delivery]:
+        """Every message of one invocation, in order."""
+        ...
+
+    async def webhooks_pending(self) -> int:
+        """How many messages are waiting to be delivered (/metrics)."""
+        ...
+
+
 class Store(
     FunctionStore,
     InvocationStore,
@@ -306,6 +344,7 @@ class Store(
     NodeHistorySource,
     TokenStore,
     Housekeeping,
+    WebhookStore,
     Protocol,
 ):
     """Durable state, all of it: what the composition root opens and closes. Every write is

@@ -2,7 +2,7 @@
 // result preview (or, once it ended without one, why), and its log tail, followed while it
 // runs; live through the event stream.
 import { api, events, stream } from "./api.js";
-import { COST_PHASES, TERMINAL, el, phases, preview, seconds, usd, when } from "./format.js";
+import { COST_PHASES, TERMINAL, el, phases, preview, scroll, seconds, usd, when } from "./format.js";
 
 const LOG_TAIL = 16 * 1024;  // characters of output kept on the page
 const WHY_LINES = 12;  // lines of output a failure's explanation quotes
@@ -23,12 +23,21 @@ export function render(main, id) {
   const notesHeading = el("h2", { text: "Notes" });
   const result = el("pre", { class: "result", tabindex: "0", "aria-label": "result" });
   const logs = el("pre", { class: "logs", id: "logs", tabindex: "0", "aria-label": "log tail" });
+  // Its webhook messages and how their delivery went (GET /v1/invocations/{id}/webhooks); the
+  // section is left out for an invocation with none.
+  const hooksHeading = el("h2", { text: "Webhooks", hidden: true });
+  const hooksBody = el("tbody");
+  const hooks = el("table", { class: "list", id: "webhooks", "aria-label": "webhook deliveries" },
+    el("thead", {}, el("tr", {}, ["Event", "Attempts", "Last answer", "Delivered", "Next attempt"]
+      .map((h) => el("th", { scope: "col", text: h })))), hooksBody);
+  const hooksBox = scroll(hooks);
+  hooksBox.hidden = true;
   const cancel = el("button", { type: "button", id: "cancel", hidden: true, text: "Cancel" });
   const error = el("p", { class: "error", role: "alert" });
   main.append(el("p", {}, el("a", { href: "#/invocations", text: "← Invocations" })), heading, cancel, error,
     summary, el("h2", { text: "Timeline" }), waterfall,
     el("h2", { text: "Cost (node-seconds)" }), cost, notesHeading, notes,
-    el("h2", { text: "Result" }), result, el("h2", { text: "Log tail" }), logs);
+    el("h2", { text: "Result" }), result, hooksHeading, hooksBox, el("h2", { text: "Log tail" }), logs);
 
   const aborter = new AbortController();
   let inv = null;
@@ -129,12 +138,24 @@ export function render(main, id) {
     inv = await api(`/v1/invocations/${encodeURIComponent(id)}`);
     if (inv.cost?.as_of) skew = Date.parse(inv.cost.as_of) - (asked + Date.now()) / 2;
     draw();
+    loadWebhooks().catch(() => null);  // a view of its own: its failure leaves the page as it is
     if (!following && inv.state !== "queued" && inv.state !== "pending") followLogs();
     clearInterval(ticker);
     clearTimeout(reread);
     const live = !TERMINAL.has(inv.state);
     ticker = live ? setInterval(draw, 500) : null;  // bars under way grow
     reread = live ? setTimeout(() => load().catch(() => null), REREAD_MS) : null;
+  }
+
+  async function loadWebhooks() {
+    const { items } = await api(`/v1/invocations/${encodeURIComponent(id)}/webhooks`);
+    hooksHeading.hidden = hooksBox.hidden = !items.length;
+    hooksBody.replaceChildren(...items.map((m) => el("tr", { "data-id": m.id, "data-delivered": String(!!m.delivered_at) },
+      el("td", { text: m.type }),
+      el("td", { text: String(m.attempts) }),
+      el("td", { text: m.last_error || (m.last_status === null ? "–" : String(m.last_status)) }),
+      el("td", { text: m.delivered_at ? when(m.delivered_at) : m.failed_at ? `failed ${when(m.failed_at)}` : "–" }),
+      el("td", { text: m.next_attempt_at ? when(m.next_attempt_at) : "–" }))));
   }
 
   async function followLogs() {
