@@ -259,7 +259,7 @@ def test_every_v1_route_has_a_decided_scope(gateway: RunningServer) -> None:
         ("GET", "/v1/headroom"),  # an operator's view, not a caller's
         ("GET", "/v1/cost"),  # the cost report: an operator's view too
     }
-    assert len(INVOKE_ROUTES) == 9
+    assert len(INVOKE_ROUTES) == 13
     assert needed_scope("GET", "some_new_route") is Scope.admin
 
 
