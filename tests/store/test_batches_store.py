@@ -157,6 +157,14 @@ def test_the_queue_is_read_with_the_functions_taking_turns(store: SqlStore, run:
         await store.apply(Change(items[0].id, State.pending, T0, frozenset({State.queued})))
         assert [i.id for i in await store.queued(2)] == [ids_b[0], items[1].id]
         assert await store.queued_ahead(await _get(store, items[1].id)) == {("b", 1): 1}
+        # A function far ahead in running ones still fills the page once the others are read.
+        for single in singles:
+            await store.apply(Change(single.id, State.cancelled, T0, frozenset({State.queued})))
+        for item in items[1:40]:
+            await store.apply(Change(item.id, State.pending, T0, frozenset({State.queued})))
+        assert [i.id for i in await store.queued(5)] == [n.id for n in items[40:45]]
+        page = await store.queued(5, after=await _get(store, items[41].id))
+        assert [i.id for i in page] == [n.id for n in items[42:47]]
 
     run.run(body())
 
