@@ -42,6 +42,12 @@ def invocations_of(client: httpx.Client, name: str) -> list[dict[str, Any]]:
     return items
 
 
+def accepted_total(client: httpx.Client) -> float:
+    metrics = client.get("/metrics").text
+    [line] = [x for x in metrics.splitlines() if x.startswith("eops_invocations_accepted_total ")]
+    return float(line.split()[1])
+
+
 def wait_done(client: httpx.Client, batch_id: str, timeout: float = 120) -> dict[str, Any]:
     deadline = time.monotonic() + timeout
     while True:
@@ -152,8 +158,10 @@ def test_a_retried_batch_returns_the_same_ids_and_stores_nothing_more(paused_gat
     with paused_gateway.client() as client:
         name = deploy(client)
         key = {"Idempotency-Key": "nightly-" + uuid.uuid4().hex}
+        counted = accepted_total(client)
         first = client.post(batch_url(name), json={"inputs": [1, 2, 3]}, headers=key)
         again = client.post(batch_url(name), json={"inputs": [1, 2, 3]}, headers=key)
+        assert accepted_total(client) == counted + 3, "three accepted; the replay counts none"
         assert first.status_code == again.status_code == 202, again.text
         assert again.headers["Idempotent-Replayed"] == "true"
         assert again.json()["batch_id"] == first.json()["batch_id"]
