@@ -261,7 +261,8 @@ class InvocationOut(BaseModel):
     queue_position: int | None = Field(
         None,
         description="while queued: 1-based place among the queued invocations for the same GPU "
-        "type, in admission order (priority, then acceptance); with --admission kueue, while "
+        "type, in admission order (priority, then the functions' turns, then acceptance); with "
+        "--admission kueue, while "
         "pending in Kueue's queue: place among the pending Workloads of its LocalQueue "
         "(priority, then creation; docs/kueue.md); null otherwise, and in lists",
     )
@@ -278,6 +279,9 @@ class InvocationOut(BaseModel):
     )
     cost: InvocationCostOut | None = Field(
         None, description="the node-seconds it caused and their cost; null in lists (read one invocation)"
+    )
+    batch_id: str | None = Field(
+        None, description="the batch it was accepted in (POST .../invocations:batch); null: on its own"
     )
 
     @classmethod
@@ -331,6 +335,7 @@ class InvocationOut(BaseModel):
             queue_reason=None if queue is None else queue.reason,
             annotations=dict(inv.annotations),
             cost=None if cost is None else InvocationCostOut.model_validate(cost_document(cost)),
+            batch_id=inv.batch_id,
         )
 
 
@@ -352,6 +357,42 @@ def cost_document(cost: InvocationCost) -> dict[str, Any]:
 class InvocationList(BaseModel):
     items: list[InvocationOut]
     next_cursor: str | None = None
+
+
+class BatchIn(BaseModel):
+    """POST /v1/functions/{name}/invocations:batch (documentation: the route reads the body
+    itself, to name the index of a bad input)."""
+
+    inputs: list[Any] = Field(
+        description="one invocation per item, each what a single invocation's body would be (any "
+        "JSON document; null for none), each within the payload limit",
+        min_length=1,
+    )
+
+
+class BatchAccepted(BaseModel):
+    batch_id: str
+    function: str
+    count: int
+    invocation_ids: list[str] = Field(description="one per input, in input order")
+    created_at: datetime
+
+
+class BatchOut(BaseModel):
+    id: str
+    function: str
+    created_at: datetime
+    count: int = Field(description="how many invocations it holds (its inputs)")
+    idempotency_key: str | None = None
+    counts: dict[str, int] = Field(
+        description="how many of its invocations are in each state (every state named)"
+    )
+    ended: int = Field(description="how many have ended (succeeded, failed, cancelled, timed_out)")
+    done: bool = Field(description="true once every one of them has ended")
+    items: list[InvocationOut] = Field(
+        description="a page of its invocations in input order, as GET /v1/invocations lists them"
+    )
+    next_cursor: str | None = Field(None, description="pass as ?cursor= for the next page; null: the last")
 
 
 class HeadroomPoolOut(BaseModel):

@@ -38,6 +38,7 @@ CASES = [
         node="slot-1",
         notes=(Note(T0, "SlotWarming", "slot 1 warming"),),
         annotations={"eops.dev/run-seconds": "12", "eops.dev/exit-code": "3"},
+        batch_id="bat-01m95qcwmhyq030msfkwk5w1ze",
     ),
     Invocation("inv-c", "h", State.succeeded, Priority.low, Timeline(accepted=T0), result=b"plain text \xff"),
     Invocation(

@@ -226,3 +226,50 @@ def test_one_token_holds_at_most_its_share_of_the_streams(gw: RunningServer) -> 
         assert int(refused.headers["retry-after"]) >= 1
         with closing(gw.client(second)) as other:
             assert _open(other, stack).status_code == 200, "another token still gets a stream"
+
+
+def _sleeping_batch(gw: RunningServer, token: str) -> str:
+    with gw.client(token) as client:
+        accepted = client.post("/v1/functions/sleep/invocations:batch", json={"inputs": [{"seconds": 120}]})
+        assert accepted.status_code == 202, accepted.text
+        batch_id: str = accepted.json()["batch_id"]
+    return batch_id
+
+
+def _cancel_batch(gw: RunningServer, batch_id: str) -> None:
+    with gw.client() as admin:
+        assert admin.post(f"/v1/batches/{batch_id}:cancel").status_code == 200
+
+
+def test_a_revoked_tokens_batch_stream_ends(gw: RunningServer) -> None:
+    token, token_id = _token(gw)
+    batch_id = _sleeping_batch(gw, token)
+    try:
+        with gw.client(token) as client, client.stream("GET", f"/v1/batches/{batch_id}/events") as events:
+            assert events.status_code == 200
+            lines = events.iter_lines()
+            assert next(lines) == "retry: 2000"
+            _revoke(gw, token_id)
+            _read_to_the_end(lines)  # a keep-alive a second (EOPS_CONSOLE_HEARTBEAT_SECONDS)
+    finally:
+        _cancel_batch(gw, batch_id)
+
+
+def test_one_token_holds_at_most_its_share_of_the_batch_streams(gw: RunningServer) -> None:
+    first, _ = _token(gw)
+    second, _ = _token(gw)
+    batch_id = _sleeping_batch(gw, first)
+    _closed_streams_released()
+    url = f"/v1/batches/{batch_id}/events"
+    try:
+        with ExitStack() as stack:
+            greedy = stack.enter_context(gw.client(first))
+            opened = [stack.enter_context(greedy.stream("GET", url)) for _ in range(PER_TOKEN)]
+            assert [s.status_code for s in opened] == [200] * PER_TOKEN
+            refused = greedy.get(url)
+            assert refused.status_code == 503, refused.text
+            assert refused.json()["error"]["code"] == "too_many_streams"
+            with closing(gw.client(second)) as other, other.stream("GET", url) as theirs:
+                assert theirs.status_code == 200, "another token still gets a stream"
+    finally:
+        _cancel_batch(gw, batch_id)

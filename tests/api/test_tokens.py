@@ -262,7 +262,7 @@ def test_every_v1_route_has_a_decided_scope(gateway: RunningServer) -> None:
         ("GET", "/v1/cost"),  # the cost report: an operator's view too
         ("POST", "/v1/functions/{name}/webhook-secret:rotate"),  # a secret, shown once
     }
-    assert len(INVOKE_ROUTES) == 10
+    assert len(INVOKE_ROUTES) == 14
     assert needed_scope("GET", "some_new_route") is Scope.admin
 
 

@@ -17,10 +17,13 @@ import pytest
 
 from elasticityops.client import (
     ApiError,
+    AsyncBatch,
     AsyncClient,
+    Batch,
     Client,
     ConnectionFailed,
     InvalidSpec,
+    InvocationFailed,
     Operations,
     Requests,
     RetryPolicy,
@@ -169,7 +172,8 @@ def public_methods(cls: type) -> dict[str, Callable[..., Any]]:
 
 
 CLOSE = {Client: "close", AsyncClient: "aclose"}
-STREAMS = {"iter_invocations", "logs"}  # iterators: the only methods each client writes itself
+STREAMS = {"iter_invocations", "logs"}  # iterators: methods each client writes itself
+HANDLES = {"spawn_map"}  # the other: it returns a batch of each client's own kind (Batch, AsyncBatch)
 
 
 def test_both_clients_offer_the_same_methods_with_the_same_signatures() -> None:
@@ -181,7 +185,10 @@ def test_both_clients_offer_the_same_methods_with_the_same_signatures() -> None:
         assert s.parameters == a.parameters, name
         assert not inspect.iscoroutinefunction(sync[name]), name
         assert not inspect.isasyncgenfunction(sync[name]), name
-        if name in STREAMS:
+        if name in HANDLES:
+            assert inspect.iscoroutinefunction(aio[name]), name
+            assert (s.return_annotation, a.return_annotation) == (Batch, AsyncBatch), name
+        elif name in STREAMS:
             assert inspect.isasyncgenfunction(aio[name]), name
             assert typing.get_origin(s.return_annotation) is Iterator, name
             assert typing.get_origin(a.return_annotation) is AsyncIterator, name
@@ -194,7 +201,7 @@ def test_both_clients_offer_the_same_methods_with_the_same_signatures() -> None:
 
 def test_every_operation_is_a_method_of_both_clients_with_its_parameters() -> None:
     ops = set(public_methods(Operations)) - {"unreachable"}
-    assert ops == set(public_methods(Client)) - STREAMS - {"close"}
+    assert ops == set(public_methods(Client)) - STREAMS - HANDLES - {"close"}
     for name in ops:
         plan = inspect.signature(getattr(Operations, name), eval_str=True)
         for cls in (Client, AsyncClient):
@@ -611,3 +618,85 @@ def test_logs_cut_off_raise_connection_failed(kind: str) -> None:
     with pytest.raises(ConnectionFailed, match=r"gw\.test"):
         Sender(kind, rec).collect(lambda c: c.logs("inv-1", follow=True))
     assert len(rec.requests) == 1  # a stream is never repeated
+
+
+# --- map: batches, in input order -------------------------------------------------------------
+
+
+class FakeBatchGateway:
+    """Accepts batches of at most `most` inputs (422 over it, as the gateway answers), runs each
+    input at once: its result is twice its n, a negative n fails."""
+
+    def __init__(self, most: int = 1000) -> None:
+        self.most = most
+        self.batches: list[list[Any]] = []
+        self.keys: list[str] = []
+        self.payloads: dict[str, Any] = {}
+
+    def __call__(self, request: httpx.Request) -> httpx.Response:
+        path = request.url.path
+        if path.endswith("/invocations:batch"):
+            inputs = json.loads(request.content)["inputs"]
+            if len(inputs) > self.most:
+                problem = {
+                    "field": "inputs",
+                    "problem": f"holds {len(inputs)} inputs, over the most a batch may hold ({self.most})",
+                    "fix": "split them",
+                }
+                return httpx.Response(
+                    422, json={"error": {"code": "invalid_input", "message": "m", "problems": [problem]}}
+                )
+            self.batches.append(inputs)
+            self.keys.append(request.headers["Idempotency-Key"])
+            ids = [f"inv-{len(self.payloads) + i:06d}" for i in range(len(inputs))]
+            self.payloads.update(zip(ids, inputs, strict=True))
+            body = {
+                "batch_id": f"bat-{len(self.batches)}",
+                "function": "hello",
+                "count": len(ids),
+                "invocation_ids": ids,
+                "created_at": T0.isoformat(),
+            }
+            return httpx.Response(202, json=body)
+        invocation_id = path.rsplit("/", 1)[-1]
+        n = self.payloads[invocation_id]["n"]
+        inv = invocation(invocation_id, State.failed if n < 0 else State.succeeded)
+        inv = inv.model_copy(update={"result": None if n < 0 else n * 2, "message": "boom" if n < 0 else ""})
+        return answer(inv)
+
+
+def test_map_sends_batches_and_returns_results_in_input_order(kind: str) -> None:
+    gateway = FakeBatchGateway()
+    progress: list[tuple[int, int]] = []
+    inputs = [{"n": n} for n in range(25)]
+    results = Sender(kind, gateway)(
+        lambda c: c.map(
+            "hello", inputs, batch_size=10, max_in_flight=10, on_progress=lambda d, t: progress.append((d, t))
+        )
+    )
+    assert results == [n * 2 for n in range(25)]
+    assert [len(b) for b in gateway.batches] == [10, 5, 5, 5], "refilled once half a batch had room"
+    assert [x for b in gateway.batches for x in b] == inputs
+    assert len(set(gateway.keys)) == len(gateway.keys), "each batch its own idempotency key"
+    assert progress[-1] == (25, 25)
+    assert len(progress) == 25
+
+
+def test_map_halves_its_batches_for_a_gateway_that_takes_fewer(kind: str) -> None:
+    gateway = FakeBatchGateway(most=300)
+    inputs = [{"n": n} for n in range(1000)]
+    results = Sender(kind, gateway)(lambda c: c.map("hello", inputs))
+    assert results == [n * 2 for n in range(1000)]
+    assert max(len(b) for b in gateway.batches) <= 300
+
+
+def test_map_raises_a_failure_or_returns_it_in_its_place(kind: str) -> None:
+    inputs = [{"n": 1}, {"n": -1}, {"n": 3}]
+    with pytest.raises(InvocationFailed) as failed:
+        Sender(kind, FakeBatchGateway())(lambda c: c.map("hello", inputs))
+    assert failed.value.invocation.id == "inv-000001"
+    assert "boom" in str(failed.value)
+    results = Sender(kind, FakeBatchGateway())(lambda c: c.map("hello", inputs, return_exceptions=True))
+    assert results[0] == 2
+    assert results[2] == 6
+    assert isinstance(results[1], InvocationFailed)

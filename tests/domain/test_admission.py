@@ -278,3 +278,25 @@ def test_one_waiting_on_all_its_types_lets_other_types_through() -> None:
     decided = admission(snap([sq("a", gpus=2), sq("v", V100)], rooms={T4: 1, L4: 1, V100: 1}))
     assert (placed(snap([sq("a", gpus=2), sq("v", V100)], rooms={T4: 1, L4: 1, V100: 1}))) == [("v", V100)]
     assert decided.stopped is False
+
+
+def test_functions_of_one_priority_take_turns() -> None:
+    """A batch queued for one function holds back another function's next invocation by one
+    turn, not by the whole batch; each function keeps its own acceptance order."""
+    queued = [q(f"a{i}", "a") for i in range(300)] + [q("b0", "b"), q("c0", "c"), q("b1", "b")]
+    assert admit(snap(queued, free=4)) == ["a0", "b0", "c0", "a1"]
+    assert admit(snap(queued, free=6)) == ["a0", "b0", "c0", "a1", "b1", "a2"]
+
+
+def test_turns_are_within_a_priority_and_a_single_function_keeps_fifo() -> None:
+    queued = [q("a0", "a"), q("a1", "a"), q("l0", "l", prio=L), q("b0", "b"), q("h0", "h", prio=H)]
+    assert admit(snap(queued, free=5)) == ["h0", "a0", "b0", "a1", "l0"]
+    assert admit(snap([q("x"), q("y"), q("z")], free=2)) == ["x", "y"]
+
+
+def test_a_function_with_fewer_running_goes_first() -> None:
+    """The turn counts what each function has pending or running: another function's first
+    invocation goes before the next of a batch two of which run already."""
+    queued = [q(f"a{i}", "a") for i in range(2, 300)] + [q("b0", "b")]
+    assert admit(snap(queued, free=1, active={"a": 2})) == ["b0"]
+    assert admit(snap(queued, free=3, active={"a": 2, "b": 5})) == ["a2", "a3", "a4"]

@@ -12,6 +12,7 @@ from fastapi.openapi.utils import get_openapi
 
 from elasticityops import __version__
 from elasticityops.api import (
+    batch_routes,
     capacity_routes,
     cost_routes,
     docs,
@@ -58,6 +59,7 @@ def create_app(settings: GatewaySettings, lifespan: Lifespan) -> FastAPI:
     v1.include_router(events_routes.router)
     v1.include_router(webhooks_routes.router)
     v1.include_router(invocations_routes.build_router(settings.api.max_wait_seconds))
+    v1.include_router(batch_routes.build_router())
     app.include_router(v1)
     app.include_router(invocations_routes.build_callback_router(), prefix="/v1")
     app.include_router(health_routes.router)

@@ -224,6 +224,10 @@ INVOKE_ROUTES = frozenset(
         ("GET", "invocation_webhooks"),  # GET /v1/invocations/{invocation_id}/webhooks
         ("GET", "events"),  # GET /v1/events (the console's live updates)
         ("GET", "get_capacity"),  # GET /v1/capacity
+        ("POST", "invoke_batch"),  # POST /v1/functions/{name}/invocations:batch
+        ("GET", "get_batch"),  # GET /v1/batches/{batch_id}
+        ("GET", "batch_events"),  # GET /v1/batches/{batch_id}/events
+        ("POST", "cancel_batch"),  # POST /v1/batches/{batch_id}:cancel
     }
 )
 

@@ -69,6 +69,7 @@ def invocation_document(
         "queue_reason": None if queue is None else queue.reason,
         "annotations": dict(inv.annotations),
         "cost": None if cost is None else cost_document(cost),
+        "batch_id": inv.batch_id,
     }
 
 

@@ -139,10 +139,13 @@ def build_router(max_wait: int) -> APIRouter:
         state: State | None = Query(None, description="only those in this state"),
         limit: WholeNumber = Query(50, ge=1, le=MAX_PAGE_SIZE, description="page size"),
         cursor: str | None = Query(None, max_length=100, description="next_cursor of the previous page"),
+        batch: str | None = Query(None, max_length=100, description="only this batch's (bat-...)"),
     ) -> Response:
         rt = _runtime(request)
-        _check_cursor(cursor)
-        page = await rt.store.list_invocations(function=function, state=state, limit=limit, cursor=cursor)
+        check_cursor(cursor)
+        page = await rt.store.list_invocations(
+            function=function, state=state, limit=limit, cursor=cursor, batch=batch
+        )
         return Response(
             content=invocation_list_json(
                 page.items,
@@ -216,7 +219,7 @@ def build_router(max_wait: int) -> APIRouter:
     return router
 
 
-def _check_cursor(cursor: str | None) -> None:
+def check_cursor(cursor: str | None) -> None:
     if cursor is not None and not cursor.startswith(_ID_PREFIX):
         raise InvalidInput(
             [FieldProblem("cursor", f"{cursor!r} is not a cursor", "pass next_cursor from the previous page")]
@@ -253,16 +256,16 @@ def accept_route(max_wait: int) -> Route:
         _, digest = await caller_token(request, rt.server_secret, rt.tokens, Scope.invoke)
         name: str = request.path_params["name"]
         wait = _wait_param(request.query_params.get("wait"), max_wait)
-        idempotency_key = _key_param(request.headers.get("idempotency-key"))
-        annotations = _annotations_param(request.query_params.getlist(ANNOTATION_PARAM))
+        idempotency_key = key_param(request.headers.get("idempotency-key"))
+        annotations = annotations_param(request.query_params.getlist(ANNOTATION_PARAM))
         record = await rt.functions.get(name)
         if record is None:
             raise NotFound(f"no function named {name!r}; deploy it first (eops fn deploy FILE)")
         webhook = record.spec.webhook
         # Three lookups in the query already parsed for ?wait: the hot path pays no more.
         if any(p in request.query_params for p in WEBHOOK_PARAMS):
-            webhook = await _webhook_param(rt, name, webhook, request.query_params)
-        body = await read_body(request, *_payload_limit(rt))
+            webhook = await webhook_param(rt, name, webhook, request.query_params)
+        body = await read_body(request, *payload_limit(rt))
         if body.strip():
             parse_json(body)  # refuse what is not JSON; the job gets the bytes as sent
         else:
@@ -402,7 +405,7 @@ def accept_operation(max_wait: int) -> dict[str, Any]:
     }
 
 
-async def _webhook_param(
+async def webhook_param(
     rt: Runtime, name: str, spec_hook: WebhookSpec | None, query: Mapping[str, str]
 ) -> WebhookSpec | None:
     """One invocation's webhook override; its messages are signed with the function's secret,
@@ -438,13 +441,13 @@ def _wait_param(raw: str | None, max_wait: int) -> int:
     return value
 
 
-def _annotations_param(raw: list[str]) -> dict[str, str]:
+def annotations_param(raw: list[str]) -> dict[str, str]:
     if not raw:
         return {}  # the common case: nothing to parse or check
     return hints.parse_params(raw, ANNOTATION_PARAM)
 
 
-def _key_param(raw: str | None) -> str | None:
+def key_param(raw: str | None) -> str | None:
     """The key as the client sent it. Starlette hands header bytes over as Latin-1; a key sent
     as UTF-8 (what the Python client sends) is decoded as such, so it is stored and echoed as
     sent; bytes that are not UTF-8 are refused rather than stored as mojibake."""
@@ -524,7 +527,7 @@ def build_callback_router() -> APIRouter:
     return router
 
 
-def _payload_limit(rt: Runtime) -> tuple[int, str | None]:
+def payload_limit(rt: Runtime) -> tuple[int, str | None]:
     """The largest payload this gateway accepts, and why when the backend sets it: refused here,
     at once, rather than accepted and then failed at launch."""
     limit = rt.settings.api.max_payload_bytes

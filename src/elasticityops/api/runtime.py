@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from elasticityops.api.auth import TokenChecker
+from elasticityops.api.batch_streams import BatchStreams
 from elasticityops.api.console.capacity import CapacityHistory
 from elasticityops.api.console.feed import ConsoleFeed, FeedSettings
 from elasticityops.api.console.session import SessionSettings
@@ -20,6 +21,7 @@ from elasticityops.domain.clock import Clock
 from elasticityops.domain.invocations import Invocation
 from elasticityops.domain.ports import (
     Backend,
+    BatchStore,
     FunctionStore,
     Housekeeping,
     InvocationStore,
@@ -82,6 +84,7 @@ class Leadership(Protocol):
 class ApiStore(
     FunctionStore,
     InvocationStore,
+    BatchStore,
     TransitionStore,
     LedgerStore,
     TokenStore,
@@ -109,6 +112,8 @@ class Runtime:
     stopping: Stopping = field(default_factory=Stopping)
     """Set as the gateway begins to stop: what requests hold open lets go (api/held_open.py)."""
     headroom: HeadroomController | None = None
+    batch_streams: BatchStreams = field(default_factory=BatchStreams)
+    """The batch event streams open on this replica, by token (api/batch_events.py)."""
     election: Leadership | None = None
     """The leader elector with --leader-elect; None: this gateway is the only one, the leader."""
 

@@ -46,6 +46,24 @@ class ApiSettings:
         shown=f"{MIB} (1 MiB)",
         help="Largest request body: invocation payloads, function specs and results.",
     )
+    max_batch_inputs: int = knob(
+        1000,
+        env="EOPS_MAX_BATCH_INPUTS",
+        unit="inputs",
+        ge=1,
+        le=100_000,
+        help="Most inputs one batch (POST /v1/functions/NAME/invocations:batch) may carry; the "
+        "client's map splits larger ones into batches of this many.",
+    )
+    max_batch_bytes: int = knob(
+        64 * MIB,
+        env="EOPS_MAX_BATCH_BYTES",
+        unit="bytes",
+        ge=1,
+        le=1024 * MIB,
+        shown=f"{64 * MIB} (64 MiB)",
+        help="Largest batch request body; each input within it is held to the payload limit too.",
+    )
     max_wait_seconds: int = knob(
         900,
         env="EOPS_MAX_WAIT_SECONDS",

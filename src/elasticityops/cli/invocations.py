@@ -121,15 +121,47 @@ def invoke(
             "The Kubernetes backend sets them; the local backend ignores them.",
         ),
     ] = None,
+    batch: Annotated[
+        Path | None,
+        typer.Option(
+            "--batch",
+            "-b",
+            metavar="FILE",
+            help="Invoke it once per line of this JSON Lines file (one input a line), in batches, "
+            "and wait for all with a progress bar; one result line per input, in input order.",
+        ),
+    ] = None,
+    out: Annotated[
+        Path | None,
+        typer.Option(
+            "--out",
+            "-o",
+            metavar="FILE",
+            help='With --batch: write the results here (JSON Lines: {"input", "state", "result"} '
+            'or {"input", "id", "state", "error"}), not to stdout.',
+        ),
+    ] = None,
     as_json: JsonFlag = False,
 ) -> None:
-    """Invoke a function with a JSON payload.
+    """Invoke a function with a JSON payload, or once per input of a file (--batch).
 
     Without --wait it prints the new invocation's id at once (the function runs on). With
     --wait it shows the state and the time waited until the invocation ends, then its status
-    (for a failed one, the end of its output); the exit code is 0 if it succeeded, 1 otherwise."""
-    payload = read_payload(data)
+    (for a failed one, the end of its output); the exit code is 0 if it succeeded, 1 otherwise.
+    With --batch it always waits, and exits 0 only if every input's invocation succeeded."""
     annotations = read_annotations(annotation or [])
+    if batch is not None:
+        _refuse_with_batch(data=data, wait=wait or timeout is not None, key=idempotency_key, as_json=as_json)
+        from elasticityops.cli.batches import run_batch  # only what --batch needs
+
+        run_batch(name, batch, out, annotations)
+        return
+    if out is not None:
+        remote.bad_input(
+            "--out is for --batch",
+            [ProblemOut(field="--out", problem="given without --batch", fix="add --batch FILE")],
+        )
+    payload = read_payload(data)
     # Long polls of a second: the end is seen at once and the progress line stays current.
     with remote.connected(WaitPolicy(long_poll_s=1)) as client:
         inv = client.invoke(name, payload, idempotency_key=idempotency_key, annotations=annotations)
@@ -143,6 +175,33 @@ def invoke(
         final = _wait_with_progress(client, inv, timeout)
         tail = [] if as_json else _failure_output(client, final)
     _show_final(final, as_json, timeout, tail)
+
+
+def _refuse_with_batch(*, data: str | None, wait: bool, key: str | None, as_json: bool) -> None:
+    """What --batch does not combine with: its inputs are the file's lines, it always waits, it
+    sends an idempotency key of its own per batch, and writes JSON lines anyway."""
+    clash = [
+        flag
+        for flag, given in (
+            ("--data", data is not None),
+            ("--wait/--timeout", wait),
+            ("--idempotency-key", key),
+            ("--json", as_json),
+        )
+        if given
+    ]
+    if clash:
+        remote.bad_input(
+            "options that do not go with --batch",
+            [
+                ProblemOut(
+                    field=flag,
+                    problem="given with --batch",
+                    fix="drop it: --batch reads its inputs from the file, waits, writes JSON lines",
+                )
+                for flag in clash
+            ],
+        )
 
 
 def _wait_with_progress(client: Client, inv: InvocationOut, timeout: float | None) -> InvocationOut:
@@ -301,16 +360,23 @@ def list_invocations(
         str | None, typer.Option("--cursor", help="Continue after a previous page (printed below it).")
     ] = None,
     all_pages: Annotated[bool, typer.Option("--all", help="Fetch every page, not only the first.")] = False,
+    batch: Annotated[
+        str | None, typer.Option("--batch", metavar="ID", help="Only this batch's invocations (bat-...).")
+    ] = None,
     as_json: JsonFlag = False,
 ) -> None:
     """List invocations, newest first."""
     state_value = state.value if state is not None else None
     with remote.connected() as client:
         if all_pages:
-            items = list(client.iter_invocations(function=function, state=state_value, page_size=limit))
+            items = list(
+                client.iter_invocations(function=function, state=state_value, page_size=limit, batch=batch)
+            )
             page = InvocationList(items=items, next_cursor=None)
         else:
-            page = client.list_invocations(function=function, state=state_value, limit=limit, cursor=cursor)
+            page = client.list_invocations(
+                function=function, state=state_value, limit=limit, cursor=cursor, batch=batch
+            )
     if as_json:
         remote.print_json(page.model_dump_json())
         return
@@ -321,7 +387,12 @@ def list_invocations(
     if page.next_cursor:
         filters = "".join(
             f" {flag} {value}"
-            for flag, value in (("--function", function), ("--state", state_value), ("--limit", limit))
+            for flag, value in (
+                ("--function", function),
+                ("--state", state_value),
+                ("--batch", batch),
+                ("--limit", limit),
+            )
             if value is not None
         )
         remote.err.print(f"more: eops ls{filters} --cursor {page.next_cursor}", markup=False)

@@ -38,6 +38,7 @@ COMMANDS = {
     "logs": Area("invocations", _USE, "Print an invocation's output; --follow until it ends."),
     "cancel": Area("invocations", _USE, "Cancel an invocation, queued or running."),
     "ls": Area("invocations", _USE, "List invocations, newest first."),
+    "batch": Area("batches", _USE, "Show or cancel a batch of invocations.", whole=True),
     "fn": Area("functions", _USE, "Deploy, list, show and remove functions.", whole=True),
     "serve": Area("serve", _RUN, "Run the gateway and its dispatcher."),
     "token": Area("serve", _RUN, "Create, list and revoke API tokens."),

@@ -1,7 +1,7 @@
-"""Where a long planner run is, on stderr (`eops plan run` over several policies, `eops plan
-recommend`'s search): on a terminal a bar that names the setting being simulated, counts those
-done and shows the time so far; elsewhere (a log, a pipe) one line as each setting starts, so a
-log of a run that takes minutes says where it is. stdout keeps only the results."""
+"""Where a long run is, on stderr: a planner run (`eops plan run` over several policies, `eops
+plan recommend`'s search) and a batch (`eops invoke NAME --batch FILE`). On a terminal a bar that
+counts what is done and shows the time so far; elsewhere (a log, a pipe) a line now and then, so
+a log of a run that takes minutes says where it is. stdout keeps only the results."""
 
 from __future__ import annotations
 
@@ -58,3 +58,49 @@ class Steps:
             highlight=False,
             soft_wrap=True,
         )
+
+
+class Counted:
+    """Call it with (done, total) as each item ends (`Client.map`'s on_progress): a bar on a
+    terminal, else a line at each tenth of the way."""
+
+    def __init__(self, console: Console, label: str, total: int) -> None:
+        self.console = console
+        self.label = label
+        self.total = total
+        self.started = time.monotonic()
+        self.said = 0  # tenths said so far, off a terminal
+        self.bar: Progress | None = None
+        if console.is_terminal:
+            self.bar = Progress(
+                TextColumn("{task.description}"),
+                BarColumn(),
+                MofNCompleteColumn(),
+                TimeElapsedColumn(),
+                console=console,
+                transient=True,
+            )
+            self.task = self.bar.add_task(label, total=total)
+
+    def __enter__(self) -> Counted:
+        if self.bar is not None:
+            self.bar.start()
+        return self
+
+    def __exit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        if self.bar is not None:
+            self.bar.stop()
+
+    def __call__(self, done: int, total: int) -> None:
+        if self.bar is not None:
+            self.bar.update(self.task, completed=done, total=total)
+            return
+        tenths = done * 10 // max(total, 1)
+        if tenths > self.said:
+            self.said = tenths
+            so_far = seconds(time.monotonic() - self.started)
+            self.console.print(
+                f"{self.label}: {done}/{total} ended ({so_far} so far)", markup=False, highlight=False
+            )

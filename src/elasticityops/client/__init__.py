@@ -5,6 +5,7 @@
         eops.deploy_function("examples/hello.yaml")  # its paths: from examples/ (workdir)
         inv = eops.invoke("hello", {"name": "Ada"}, wait=30)
         print(inv.state, inv.result)                 # inv.wait_expired: 30 s were not enough
+        print(eops.map("hello", [{"name": "Ada"}, {"name": "Grace"}]))  # results, in input order
 
 Each call is built once as a plain `Call` (calls.py: pure, no I/O: method, path, body and how
 its answer is read), and each client method is written once as a plan of Calls and pauses
@@ -16,7 +17,7 @@ all) and `InvalidSpec` (a function file that fails validation before any request
 all under `ClientError`. httpx exceptions never leak.
 """
 
-from elasticityops.client.aio import AsyncClient
+from elasticityops.client.aio import AsyncBatch, AsyncClient
 from elasticityops.client.calls import (
     DEFAULT_URL,
     TOKEN_ENV,
@@ -33,16 +34,19 @@ from elasticityops.client.errors import (
     ConnectionFailed,
     InvalidArgument,
     InvalidSpec,
+    InvocationFailed,
 )
 from elasticityops.client.plans import Operations, WaitedInvocation
-from elasticityops.client.sync import BlockingClock, BlockingSystemClock, Client
+from elasticityops.client.sync import Batch, BlockingClock, BlockingSystemClock, Client
 
 __all__ = [
     "DEFAULT_URL",
     "TOKEN_ENV",
     "URL_ENV",
     "ApiError",
+    "AsyncBatch",
     "AsyncClient",
+    "Batch",
     "BlockingClock",
     "BlockingSystemClock",
     "Call",
@@ -51,6 +55,7 @@ __all__ = [
     "ConnectionFailed",
     "InvalidArgument",
     "InvalidSpec",
+    "InvocationFailed",
     "Operations",
     "Requests",
     "RetryPolicy",

@@ -5,7 +5,7 @@ plans.py), run over httpx.AsyncClient and an async clock; the one place it does 
 from __future__ import annotations
 
 import functools
-from collections.abc import AsyncIterator, Callable, Coroutine
+from collections.abc import AsyncIterator, Callable, Coroutine, Iterable, Mapping
 from typing import Any, Concatenate, ParamSpec, TypeVar
 
 import httpx
@@ -19,9 +19,18 @@ from elasticityops.client.calls import (
     http_request,
     next_page,
 )
-from elasticityops.client.plans import Operations, Outcome, Pause, Plan, Run, Step, method_signature
+from elasticityops.client.plans import (
+    Operations,
+    Outcome,
+    Pause,
+    Plan,
+    Progress,
+    Run,
+    Step,
+    method_signature,
+)
 from elasticityops.domain.clock import Clock, SystemClock
-from elasticityops.wire import InvocationList, InvocationOut
+from elasticityops.wire import BatchAccepted, BatchOut, InvocationList, InvocationOut
 
 P = ParamSpec("P")
 T = TypeVar("T")
@@ -92,6 +101,11 @@ class AsyncClient:
     get_function = _runs(Operations.get_function)
     delete_function = _runs(Operations.delete_function)
     invoke = _runs(Operations.invoke)
+    invoke_batch = _runs(Operations.invoke_batch)
+    get_batch = _runs(Operations.get_batch)
+    cancel_batch = _runs(Operations.cancel_batch)
+    map = _runs(Operations.map)
+    batch_results = _runs(Operations.batch_results)
     get_invocation = _runs(Operations.get_invocation)
     list_invocations = _runs(Operations.list_invocations)
     cancel = _runs(Operations.cancel)
@@ -101,12 +115,34 @@ class AsyncClient:
     cost_csv = _runs(Operations.cost_csv)
     health = _runs(Operations.health)
 
+    async def spawn_map(
+        self,
+        name: str,
+        inputs: Iterable[Any],
+        *,
+        idempotency_key: str | None = None,
+        annotations: Mapping[str, str] | None = None,
+    ) -> AsyncBatch:
+        """Invoke `name` once per input as one batch (at most the gateway's
+        EOPS_MAX_BATCH_INPUTS, 1,000 by default) and return at once: the batch, to read
+        (`status()`), wait for (`results()`) or cancel (`cancel()`) later."""
+        accepted = await self.invoke_batch(
+            name, list(inputs), idempotency_key=idempotency_key, annotations=annotations
+        )
+        return AsyncBatch(self, accepted)
+
     async def iter_invocations(
-        self, *, function: str | None = None, state: str | None = None, page_size: int = 100
+        self,
+        *,
+        function: str | None = None,
+        state: str | None = None,
+        page_size: int = 100,
+        batch: str | None = None,
     ) -> AsyncIterator[InvocationOut]:
-        """Every matching invocation, newest first as the server orders them, page by page."""
+        """Every matching invocation (`batch`: of that batch), newest first as the server orders
+        them, page by page."""
         call: Call[InvocationList] | None = self.ops.requests.list_invocations(
-            function=function, state=state, limit=page_size
+            function=function, state=state, limit=page_size, batch=batch
         )
         while call is not None:
             page = await self.run(call)
@@ -131,3 +167,29 @@ class AsyncClient:
                 await response.aclose()
         except httpx.TransportError as exc:
             raise self.ops.unreachable(exc) from None
+
+
+class AsyncBatch:
+    """A batch `spawn_map` started: its id, its function and its invocations' ids in input order."""
+
+    def __init__(self, client: AsyncClient, accepted: BatchAccepted) -> None:
+        self._client = client
+        self.id = accepted.batch_id
+        self.function = accepted.function
+        self.invocation_ids = list(accepted.invocation_ids)
+
+    async def status(self) -> BatchOut:
+        """How many of its invocations are in each state (and the first page of them)."""
+        return await self._client.get_batch(self.id)
+
+    async def results(
+        self, *, return_exceptions: bool = False, on_progress: Progress | None = None
+    ) -> list[Any]:
+        """Wait for every invocation; their results in input order, as `AsyncClient.map` gives them."""
+        return await self._client.batch_results(
+            self.invocation_ids, return_exceptions=return_exceptions, on_progress=on_progress
+        )
+
+    async def cancel(self) -> BatchOut:
+        """Cancel every invocation of it that has not ended."""
+        return await self._client.cancel_batch(self.id)

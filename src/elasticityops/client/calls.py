@@ -20,6 +20,8 @@ from elasticityops.domain.errors import InvalidInput
 from elasticityops.domain.functions import FunctionSpec, parse_function_spec
 from elasticityops.domain.spec_files import load_spec_file
 from elasticityops.wire import (
+    BatchAccepted,
+    BatchOut,
     CostReportOut,
     ErrorOut,
     FunctionDeployed,
@@ -250,6 +252,65 @@ class Requests:
             decode=InvocationOut.model_validate_json,
         )
 
+    def invoke_batch(
+        self,
+        name: str,
+        inputs: Sequence[Any],
+        *,
+        idempotency_key: str | None = None,
+        annotations: Mapping[str, str] | None = None,
+    ) -> Call[BatchAccepted]:
+        """One invocation per input (each sent as JSON, as `invoke`'s payload), accepted whole or
+        not at all, in one request: the batch id and the invocation ids in input order. At most
+        the gateway's EOPS_MAX_BATCH_INPUTS inputs (1,000 by default); `map` splits more.
+        `idempotency_key`: a retry returns the same batch (and makes the request safe to retry);
+        `annotations`: every invocation's own pod annotations, as `invoke`'s."""
+        headers = {"Content-Type": "application/json"}
+        if idempotency_key is not None:
+            headers["Idempotency-Key"] = header_text(idempotency_key, "idempotency key")
+        params: dict[str, str | list[str]] = {}
+        if annotations:
+            params["annotation"] = _annotation_params(annotations)
+        return Call(
+            "POST",
+            f"/v1/functions/{_quote(name)}/invocations:batch",
+            params=params,
+            headers=headers,
+            content=json_bytes({"inputs": list(inputs)}),
+            expect=(202,),
+            repeatable=idempotency_key is not None,
+            read_timeout_s=120.0,  # a thousand inputs stored in one transaction
+            decode=BatchAccepted.model_validate_json,
+        )
+
+    def get_batch(
+        self, batch_id: str, *, state: str | None = None, limit: int | None = None, cursor: str | None = None
+    ) -> Call[BatchOut]:
+        """A batch: how many of its invocations are in each state, and a page of them in input
+        order (`next_cursor` asks for the next)."""
+        params = {
+            key: str(value)
+            for key, value in (("state", state), ("limit", limit), ("cursor", cursor))
+            if value is not None
+        }
+        return Call(
+            "GET",
+            f"/v1/batches/{_quote(batch_id)}",
+            params=params,
+            repeatable=True,
+            decode=BatchOut.model_validate_json,
+        )
+
+    def cancel_batch(self, batch_id: str) -> Call[BatchOut]:
+        """Cancel every invocation of the batch that has not ended; the batch as it is then."""
+        return Call(
+            "POST",
+            f"/v1/batches/{_quote(batch_id)}:cancel",
+            repeatable=True,  # cancelling again is a no-op
+            read_timeout_s=120.0,
+            decode=BatchOut.model_validate_json,
+        )
+
     def get_invocation(self, invocation_id: str, *, wait: int | None = None) -> Call[InvocationOut]:
         """An invocation's state; with `wait`, the server holds the answer up to that many
         seconds until it ends."""
@@ -269,13 +330,18 @@ class Requests:
         state: str | None = None,
         limit: int | None = None,
         cursor: str | None = None,
+        batch: str | None = None,
     ) -> Call[InvocationList]:
-        """One page of invocations, newest first; its `next_cursor` asks for the next."""
-        params = {
-            key: str(value)
-            for key, value in (("function", function), ("state", state), ("limit", limit), ("cursor", cursor))
-            if value is not None
-        }
+        """One page of invocations, newest first; its `next_cursor` asks for the next. `batch`:
+        only that batch's."""
+        pairs = (
+            ("function", function),
+            ("state", state),
+            ("limit", limit),
+            ("cursor", cursor),
+            ("batch", batch),
+        )
+        params = {key: str(value) for key, value in pairs if value is not None}
         return Call(
             "GET",
             "/v1/invocations",

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from elasticityops.wire import ProblemOut
+from elasticityops.wire import InvocationOut, ProblemOut
 
 URL_ENV = "EOPS_URL"
 
@@ -60,6 +60,19 @@ class ApiError(ClientError):
 
     def __str__(self) -> str:
         return f"{self.status} {self.code}: {self.message}"
+
+
+class InvocationFailed(ClientError):
+    """An invocation of a `map` (or a batch's results) that did not succeed: failed, timed out
+    or cancelled. `invocation` is it as the gateway last answered, with its exit code, failure
+    reason and message."""
+
+    def __init__(self, invocation: InvocationOut) -> None:
+        why = invocation.failure_reason.value if invocation.failure_reason else invocation.state.value
+        code = "" if invocation.exit_code is None else f", exit code {invocation.exit_code}"
+        message = f": {invocation.message}" if invocation.message else ""
+        super().__init__(f"invocation {invocation.id} {invocation.state.value} ({why}{code}){message}")
+        self.invocation = invocation
 
 
 def render_problem(p: ProblemOut) -> str:

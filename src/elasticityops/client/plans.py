@@ -13,7 +13,8 @@ from __future__ import annotations
 import functools
 import inspect
 import typing
-from collections.abc import Callable, Generator, Mapping
+import uuid
+from collections.abc import Callable, Generator, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Concatenate, Generic, ParamSpec, TypeVar
@@ -35,12 +36,17 @@ from elasticityops.client.calls import (
     settings,
     spec_from,
 )
-from elasticityops.client.errors import ApiError, ConnectionFailed
+from elasticityops.client.errors import ApiError, ConnectionFailed, InvalidArgument, InvocationFailed
 from elasticityops.domain.functions import FunctionSpec
-from elasticityops.wire import FunctionDeployed, InvocationOut
+from elasticityops.wire import FunctionDeployed, InvocationOut, ProblemOut
 
 P = ParamSpec("P")
 T = TypeVar("T")
+
+# The gateway's default EOPS_MAX_BATCH_INPUTS: `map` sends batches of at most this many, and
+# halves them if a gateway set lower refuses one (nothing of a refused batch is stored).
+BATCH_SIZE = 1000
+Progress = Callable[[int, int], None]  # (ended so far, all of them)
 
 
 class WaitedInvocation(InvocationOut):
@@ -252,10 +258,85 @@ class Operations:
             if pause:
                 yield Pause(pause)
 
+    def map(
+        self,
+        name: str,
+        inputs: Iterable[Any],
+        *,
+        return_exceptions: bool = False,
+        max_in_flight: int = 1000,
+        batch_size: int = BATCH_SIZE,
+        on_progress: Progress | None = None,
+        annotations: Mapping[str, str] | None = None,
+    ) -> Plan[list[Any]]:
+        """Invoke `name` once per input and return the results in input order. Inputs go in
+        batches (POST .../invocations:batch) of at most `batch_size`, with at most
+        `max_in_flight` invocations accepted and not yet collected at a time; each batch is sent
+        with an idempotency key, so a dropped connection is retried without a second set. A
+        result is what the job handed back (JSON as written, else text; None without one). One
+        that did not succeed raises InvocationFailed (the rest run on), or, with
+        `return_exceptions`, takes its place in the list. `on_progress(ended, total)` is called
+        as each is collected."""
+        items = list(inputs)
+        if max_in_flight < 1 or batch_size < 1:
+            raise InvalidArgument(
+                [ProblemOut(field="max_in_flight, batch_size", problem="below 1", fix="use 1 or more")]
+            )
+        total = len(items)
+        ids: list[str] = []
+        results: list[Any] = []
+        key = f"map-{uuid.uuid4().hex}"
+        size = min(batch_size, max_in_flight)
+        sent = 0
+        while len(results) < total:
+            while len(ids) < total:
+                want = _next_batch(total - len(ids), len(ids) - len(results), size, max_in_flight)
+                if want == 0:
+                    break
+                chunk = items[len(ids) : len(ids) + want]
+                try:
+                    accepted = yield from self.run(
+                        self.requests.invoke_batch(
+                            name, chunk, idempotency_key=f"{key}.{sent}", annotations=annotations
+                        )
+                    )
+                except ApiError as exc:
+                    if len(chunk) > 1 and _over_batch_limit(exc):
+                        size = len(chunk) // 2
+                        continue
+                    raise
+                sent += 1
+                ids += accepted.invocation_ids
+            inv = yield from self.wait(ids[len(results)])
+            results.append(_outcome(inv, return_exceptions))
+            if on_progress is not None:
+                on_progress(len(results), total)
+        return results
+
+    def batch_results(
+        self,
+        invocation_ids: Sequence[str],
+        *,
+        return_exceptions: bool = False,
+        on_progress: Progress | None = None,
+    ) -> Plan[list[Any]]:
+        """Wait for each of these invocations (a batch's `invocation_ids`) to end, and return
+        their results in that order, as `map` does."""
+        results: list[Any] = []
+        for invocation_id in invocation_ids:
+            inv = yield from self.wait(invocation_id)
+            results.append(_outcome(inv, return_exceptions))
+            if on_progress is not None:
+                on_progress(len(results), len(invocation_ids))
+        return results
+
     # The methods that make one call: Requests' parameters and docs.
     list_functions = _sends(Requests.list_functions)
     get_function = _sends(Requests.get_function)
     delete_function = _sends(Requests.delete_function)
+    invoke_batch = _sends(Requests.invoke_batch)
+    get_batch = _sends(Requests.get_batch)
+    cancel_batch = _sends(Requests.cancel_batch)
     get_invocation = _sends(Requests.get_invocation)
     list_invocations = _sends(Requests.list_invocations)
     cancel = _sends(Requests.cancel)
@@ -263,3 +344,30 @@ class Operations:
     cost_report = _sends(Requests.cost_report)
     cost_csv = _sends(Requests.cost_csv)
     health = _sends(Requests.health)
+
+
+def _next_batch(left: int, in_flight: int, size: int, max_in_flight: int) -> int:
+    """How many inputs to send next: a whole batch when there is room for it (or nothing is in
+    flight), else what room there is once it is at least half a batch (no trickle of tiny
+    batches as results come in one by one), else none yet."""
+    room = max_in_flight - in_flight
+    target = min(size, left)
+    if room >= target or in_flight == 0:
+        return min(target, max(room, 1))
+    return room if room * 2 >= size else 0
+
+
+def _over_batch_limit(exc: ApiError) -> bool:
+    """The gateway refused a batch for holding more inputs than its EOPS_MAX_BATCH_INPUTS."""
+    return exc.status == 422 and any(
+        p.field == "inputs" and "over the most" in p.problem for p in exc.problems
+    )
+
+
+def _outcome(inv: InvocationOut, return_exceptions: bool) -> Any:
+    if inv.state.value == "succeeded":
+        return inv.result
+    failed = InvocationFailed(inv)
+    if return_exceptions:
+        return failed
+    raise failed

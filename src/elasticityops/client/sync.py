@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import functools
 import time
-from collections.abc import Callable, Iterator
-from typing import Concatenate, ParamSpec, Protocol, TypeVar
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from typing import Any, Concatenate, ParamSpec, Protocol, TypeVar
 
 import httpx
 
@@ -19,8 +19,17 @@ from elasticityops.client.calls import (
     http_request,
     next_page,
 )
-from elasticityops.client.plans import Operations, Outcome, Pause, Plan, Run, Step, method_signature
-from elasticityops.wire import InvocationList, InvocationOut
+from elasticityops.client.plans import (
+    Operations,
+    Outcome,
+    Pause,
+    Plan,
+    Progress,
+    Run,
+    Step,
+    method_signature,
+)
+from elasticityops.wire import BatchAccepted, BatchOut, InvocationList, InvocationOut
 
 P = ParamSpec("P")
 T = TypeVar("T")
@@ -107,6 +116,11 @@ class Client:
     get_function = _runs(Operations.get_function)
     delete_function = _runs(Operations.delete_function)
     invoke = _runs(Operations.invoke)
+    invoke_batch = _runs(Operations.invoke_batch)
+    get_batch = _runs(Operations.get_batch)
+    cancel_batch = _runs(Operations.cancel_batch)
+    map = _runs(Operations.map)
+    batch_results = _runs(Operations.batch_results)
     get_invocation = _runs(Operations.get_invocation)
     list_invocations = _runs(Operations.list_invocations)
     cancel = _runs(Operations.cancel)
@@ -116,12 +130,34 @@ class Client:
     cost_csv = _runs(Operations.cost_csv)
     health = _runs(Operations.health)
 
+    def spawn_map(
+        self,
+        name: str,
+        inputs: Iterable[Any],
+        *,
+        idempotency_key: str | None = None,
+        annotations: Mapping[str, str] | None = None,
+    ) -> Batch:
+        """Invoke `name` once per input as one batch (at most the gateway's
+        EOPS_MAX_BATCH_INPUTS, 1,000 by default) and return at once: the batch, to read
+        (`status()`), wait for (`results()`) or cancel (`cancel()`) later."""
+        accepted = self.invoke_batch(
+            name, list(inputs), idempotency_key=idempotency_key, annotations=annotations
+        )
+        return Batch(self, accepted)
+
     def iter_invocations(
-        self, *, function: str | None = None, state: str | None = None, page_size: int = 100
+        self,
+        *,
+        function: str | None = None,
+        state: str | None = None,
+        page_size: int = 100,
+        batch: str | None = None,
     ) -> Iterator[InvocationOut]:
-        """Every matching invocation, newest first as the server orders them, page by page."""
+        """Every matching invocation (`batch`: of that batch), newest first as the server orders
+        them, page by page."""
         call: Call[InvocationList] | None = self.ops.requests.list_invocations(
-            function=function, state=state, limit=page_size
+            function=function, state=state, limit=page_size, batch=batch
         )
         while call is not None:
             page = self.run(call)
@@ -142,3 +178,27 @@ class Client:
                 response.close()
         except httpx.TransportError as exc:
             raise self.ops.unreachable(exc) from None
+
+
+class Batch:
+    """A batch `spawn_map` started: its id, its function and its invocations' ids in input order."""
+
+    def __init__(self, client: Client, accepted: BatchAccepted) -> None:
+        self._client = client
+        self.id = accepted.batch_id
+        self.function = accepted.function
+        self.invocation_ids = list(accepted.invocation_ids)
+
+    def status(self) -> BatchOut:
+        """How many of its invocations are in each state (and the first page of them)."""
+        return self._client.get_batch(self.id)
+
+    def results(self, *, return_exceptions: bool = False, on_progress: Progress | None = None) -> list[Any]:
+        """Wait for every invocation; their results in input order, as `Client.map` gives them."""
+        return self._client.batch_results(
+            self.invocation_ids, return_exceptions=return_exceptions, on_progress=on_progress
+        )
+
+    def cancel(self) -> BatchOut:
+        """Cancel every invocation of it that has not ended."""
+        return self._client.cancel_batch(self.id)

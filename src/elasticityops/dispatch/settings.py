@@ -38,7 +38,8 @@ class DispatchSettings:
         shown="no cap: only the backend limits",
         help="Most GPUs in use at once, for any backend (a cluster's GPU quota): one number for all "
         "GPU types together, or one per type, e.g. nvidia-tesla-t4=8,nvidia-l4=2 (a type not "
-        "listed is not capped). Work beyond it waits in priority, then arrival, order.",
+        "listed is not capped). Work beyond it waits in admission order (priority, then the "
+        "functions' turns).",
     )
     admission: str = knob(
         "gateway",

@@ -1,7 +1,13 @@
 """Which queued invocations to admit now: a pure function over a snapshot.
 
-Order is priority first (high, normal, low), then acceptance time, so invocations beyond the free
-capacity wait in order. A function at its `max_concurrency` is skipped without blocking others.
+Order is priority first (high, normal, low); within a priority the functions take turns: a
+function's queued invocation's turn is how many of its function's invocations are pending or
+running, plus those of its queued ones (of its priority) accepted before it, and the lower turn
+goes first, the one accepted first among equal turns (`admission_order`). So the next invocation
+of a function with nothing running goes before the thousands a batch queued for another function
+that has some running: a batch does not hold back the functions of its priority beyond their
+share. With one function it is acceptance order. Invocations beyond the free capacity wait in
+that order. A function at its `max_concurrency` is skipped without blocking others.
 A GPU type whose budget is full blocks only invocations of that type: strict head-of-line order
 holds within a type (and within what all types share: the backend's slots, an overall budget).
 
@@ -61,10 +67,24 @@ def gpus_free(
     return min(limits) if limits else None
 
 
-def admission_order(queued: Sequence[QueuedItem]) -> list[QueuedItem]:
-    """Priority rank, then acceptance order (the order `queued` is in)."""
-    ordered = sorted(enumerate(queued), key=lambda p: (p[1].priority.rank, p[0]))
-    return [item for _, item in ordered]
+def admission_order(
+    queued: Sequence[QueuedItem], active: Mapping[str, int] | None = None
+) -> list[QueuedItem]:
+    """Priority rank, then the functions' turns, then acceptance order (the order `queued` is
+    in). An item's turn: its function's pending and running invocations (`active`, by function)
+    plus how many of its function's of its priority come before it in `queued`, which must hold
+    each function's earliest ones (a prefix of its queue), as the store reads them
+    (InvocationStore.queued)."""
+    running = active or {}
+    seen: dict[tuple[int, str], int] = {}
+    keyed = []
+    for position, item in enumerate(queued):
+        key = (item.priority.rank, item.function)
+        before = seen.get(key, 0)
+        seen[key] = before + 1
+        keyed.append(((item.priority.rank, running.get(item.function, 0) + before, position), item))
+    keyed.sort(key=lambda pair: pair[0])
+    return [item for _, item in keyed]
 
 
 @dataclass(frozen=True)
@@ -93,7 +113,7 @@ def admission(snapshot: AdmissionSnapshot) -> Admission:
     active = dict(snapshot.active_by_function)
     chosen: list[str] = []
     on_type: dict[str, str] = {}
-    for item in admission_order(snapshot.queued):
+    for item in admission_order(snapshot.queued, snapshot.active_by_function):
         if shared is not None and shared <= 0:
             return Admission(chosen, stopped=True, on_type=on_type)
         if active.get(item.function, 0) >= snapshot.max_concurrency.get(item.function, 1 << 30):

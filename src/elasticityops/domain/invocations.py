@@ -165,6 +165,8 @@ class Invocation:
     node_capacity: Capacity | None = None
     """What the current attempt's node is priced as (spot or on demand, from its labels). None:
     a local slot, or a node the backend knows nothing of: the backend's own (capacity_of_backend)."""
+    batch_id: str | None = None
+    """The batch it was accepted in (domain/batches.py); None: accepted on its own."""
 
 
 def advance(

@@ -71,7 +71,7 @@ def choose_victims(
     room = _Room(min(limits) if limits else None, dict(snapshot.type_room))
     active = dict(snapshot.active_by_function)
     taken = set(admitted)
-    queued = admission_order(snapshot.queued)
+    queued = admission_order(snapshot.queued, snapshot.active_by_function)
     for item in queued:
         if item.id in taken:
             room.add(item.gpu_type, -item.gpus)

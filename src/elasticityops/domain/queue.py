@@ -2,8 +2,8 @@
 
 The position is 1-based among the queued invocations that compete for the same GPU type (any of
 its types, for a function that lists several), in admission order (domain.admission: priority
-rank, then acceptance); the reason names the first limit that holds it back, in the order
-admission meets them."""
+rank, then the functions' turns, then acceptance); the reason names the first limit that holds
+it back, in the order admission meets them."""
 
 from __future__ import annotations
 

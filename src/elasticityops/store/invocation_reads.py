@@ -13,7 +13,7 @@ from elasticityops.domain.functions import Priority
 from elasticityops.domain.invocations import ACTIVE_STATES, Invocation, State
 from elasticityops.domain.ports import Page
 from elasticityops.domain.results import summary_of
-from elasticityops.store import rows, selects
+from elasticityops.store import fair_queue, rows, selects
 from elasticityops.store.database import Database
 from elasticityops.store.selects import COLUMNS, LIST_COLUMNS, id_batches
 from elasticityops.store.tables import invocations
@@ -50,20 +50,32 @@ class SqlInvocationReads(Database):
         return await self._read(run)
 
     async def list_invocations(
-        self, *, function: str | None, state: State | None, limit: int, cursor: str | None
+        self,
+        *,
+        function: str | None,
+        state: State | None,
+        limit: int,
+        cursor: str | None,
+        batch: str | None = None,
+        oldest_first: bool = False,
     ) -> Page:
-        """Newest first; `cursor` is the id of the last item of the previous page."""
+        """Newest first (`oldest_first`: a batch's in input order); `cursor` is the id of the
+        last item of the previous page."""
         if limit < 1:
             raise InvalidInput([FieldProblem("limit", f"{limit} is below 1", "use 1 or more")])
 
         def run(conn: Connection) -> Page:
-            query = select(*LIST_COLUMNS).order_by(invocations.c.id.desc()).limit(limit + 1)
+            c = invocations.c
+            order = c.id.asc() if oldest_first else c.id.desc()
+            query = select(*LIST_COLUMNS).order_by(order).limit(limit + 1)
             if function is not None:
-                query = query.where(invocations.c.function == function)
+                query = query.where(c.function == function)
             if state is not None:
-                query = query.where(invocations.c.state == state.value)
+                query = query.where(c.state == state.value)
+            if batch is not None:
+                query = query.where(c.batch_id == batch)
             if cursor is not None:
-                query = query.where(invocations.c.id < cursor)
+                query = query.where(c.id > cursor if oldest_first else c.id < cursor)
             found = list(conn.execute(query).mappings())
             more = len(found) > limit
             found = found[:limit]
@@ -79,18 +91,13 @@ class SqlInvocationReads(Database):
 
     async def queued(self, limit: int, after: Invocation | None = None) -> list[Invocation]:
         def run(conn: Connection) -> list[Invocation]:
-            c = invocations.c
             found: list[Invocation] = []
-            # One index range of (state, priority, id) per priority, highest first: the
-            # admission order, without sorting every queued row by a computed rank.
+            # Highest priority first; within one, the functions' turns (store/fair_queue.py).
             for priority in sorted(Priority, key=lambda p: p.rank):
                 if after is not None and priority.rank < after.priority.rank:
                     continue
-                where = [c.state == State.queued.value, c.priority == priority.value]
-                if after is not None and priority is after.priority:
-                    where.append(c.id > after.id)
-                query = select(*COLUMNS).where(*where).order_by(c.id).limit(limit - len(found))
-                found += [rows.invocation_from_row(r) for r in conn.execute(query).mappings()]
+                behind = after if after is not None and priority is after.priority else None
+                found += fair_queue.page(conn, priority, limit - len(found), behind)
                 if len(found) >= limit:
                     break
             return found
@@ -100,19 +107,15 @@ class SqlInvocationReads(Database):
     async def queued_ahead(self, invocation: Invocation) -> Mapping[tuple[str, int], int]:
         def run(conn: Connection) -> Mapping[tuple[str, int], int]:
             c = invocations.c
-            counts: dict[tuple[str, int], int] = {}
-            # One grouped count per index range of (state, priority, id): each higher priority
-            # whole, and this priority up to this id (ids are the acceptance order). One OR-ed
-            # query instead would let SQLite, without statistics, walk every queued row.
+            counts: dict[tuple[str, int], int] = dict(fair_queue.ahead_in_its_priority(conn, invocation))
+            # Each higher priority whole: one grouped count per index range of (state, priority,
+            # id). One OR-ed query instead would let SQLite, without statistics, walk every queued row.
             for priority in Priority:
-                if priority.rank > invocation.priority.rank:
+                if priority.rank >= invocation.priority.rank:
                     continue
-                where = [c.state == State.queued.value, c.priority == priority.value]
-                if priority is invocation.priority:
-                    where.append(c.id < invocation.id)
                 query = (
                     select(c.function, c.spec_version, func.count())
-                    .where(*where)
+                    .where(c.state == State.queued.value, c.priority == priority.value)
                     .group_by(c.function, c.spec_version)
                 )
                 for function, version, count in conn.execute(query):

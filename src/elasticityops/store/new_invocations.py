@@ -59,7 +59,7 @@ def _create_many(conn: Connection, news: list[NewInvocation]) -> list[tuple[Invo
         inserted.append(new)
         results[i] = (invocation, True)
     if to_insert:
-        _insert_rows(conn, to_insert)
+        insert_rows(conn, to_insert)
         webhook_outbox.write_subscriptions(conn, inserted)
     return [r for r in results if r is not None]
 
@@ -73,7 +73,7 @@ def _insert_plan(dialect: Dialect, columns: tuple[str, ...]) -> str:
     return f"INSERT INTO {invocations.name} ({', '.join(columns)}) VALUES ({marks})"
 
 
-def _insert_rows(conn: Connection, values: list[dict[str, Any]]) -> None:
+def insert_rows(conn: Connection, values: list[dict[str, Any]]) -> None:
     """`values`: rows.new_invocation_row's, all of the same columns in the same order."""
     columns = tuple(values[0])
     convert = driver.converter(conn.dialect, invocations.c.accepted_at)

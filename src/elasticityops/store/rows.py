@@ -80,11 +80,12 @@ def invocation_from_row(row: Mapping[Any, Any]) -> Invocation:
         node_since=row["node_since_at"],
         warm=bool(row["warm_pick"]),
         node_capacity=None if row["node_capacity"] is None else Capacity(row["node_capacity"]),
+        batch_id=row["batch_id"],
     )
 
 
 def new_invocation_row(new: NewInvocation) -> dict[str, Any]:
-    return {
+    row = {
         "id": new.id,
         "function": new.function,
         "spec_version": new.spec_version,
@@ -97,6 +98,9 @@ def new_invocation_row(new: NewInvocation) -> dict[str, Any]:
         "payload": new.payload,
         "annotations": annotations_to_json(new.annotations),
     }
+    if new.batch_id is not None:  # a single accept's INSERT names no column it leaves NULL
+        row["batch_id"] = new.batch_id
+    return row
 
 
 def invocation_of_new(new: NewInvocation) -> Invocation:
@@ -109,6 +113,7 @@ def invocation_of_new(new: NewInvocation) -> Invocation:
         idempotency_key=new.idempotency_key,
         spec_version=new.spec_version,
         annotations=dict(new.annotations),
+        batch_id=new.batch_id,
     )
 
 

@@ -13,6 +13,7 @@ from sqlalchemy.exc import SQLAlchemyError
 from elasticityops.domain.ports import Store
 from elasticityops.store import migrate
 from elasticityops.store import node_seconds as ledger
+from elasticityops.store.batches import SqlBatches
 from elasticityops.store.cancels import SqlCancels
 from elasticityops.store.cost_ledger import SqlCostLedger
 from elasticityops.store.database import make_engine, translate
@@ -29,6 +30,7 @@ from elasticityops.store.webhooks import SqlWebhooks
 class SqlStore(
     SqlFunctions,
     SqlNewInvocations,
+    SqlBatches,
     SqlInvocationReads,
     SqlTransitions,
     SqlCancels,

@@ -48,6 +48,8 @@ class UtcDateTime(TypeDecorator[datetime]):
 metadata = MetaData()
 
 _CANCEL_REQUESTED = "cancel_requested_at IS NOT NULL"
+_IN_A_BATCH = "batch_id IS NOT NULL"
+_QUEUED = "state = 'queued'"
 
 functions = Table(
     "functions",
@@ -113,6 +115,9 @@ invocations = Table(
     # What that node is priced as (pricing.table.Capacity: spot, on-demand), from its labels.
     # NULL: a local slot, a node not known, or a row from before migration 0012: the backend's.
     Column("node_capacity", String(16), nullable=True),
+    # The batch it was accepted in (batches.id); NULL: accepted on its own, as every row from
+    # before migration 0016.
+    Column("batch_id", String(40), nullable=True),
     # The large values last (migration 0015 put them there on SQLite, which walks a large value's
     # overflow pages to reach any column after it; a new column goes above, docs/migrations.md).
     # The result's first PREVIEW_BYTES, written with it: a list reads this and the result's
@@ -137,6 +142,39 @@ invocations = Table(
         sqlite_where=text(_CANCEL_REQUESTED),
         postgresql_where=text(_CANCEL_REQUESTED),
     ),
+    # The queue in admission order (store/fair_queue.py): the functions' turns within a
+    # priority are counted over it. Partial: only queued rows have an entry.
+    Index(
+        "ix_invocations_queued_priority_function_id",
+        "priority",
+        "function",
+        "id",
+        sqlite_where=text(_QUEUED),
+        postgresql_where=text(_QUEUED),
+    ),
+    # A batch's invocations, in input order (their ids). Partial, as the one above: a single
+    # accept adds no entry to it.
+    Index(
+        "ix_invocations_batch_id_id",
+        "batch_id",
+        "id",
+        sqlite_where=text(_IN_A_BATCH),
+        postgresql_where=text(_IN_A_BATCH),
+    ),
+)
+
+# Batches of invocations accepted in one request (domain/batches.py): each invocation of one
+# names it (invocations.batch_id). The idempotency key is the batch's own; each of its
+# invocations carries one derived from it (`KEY#i`).
+batches = Table(
+    "batches",
+    metadata,
+    Column("id", String(40), primary_key=True),
+    Column("function", String(64), nullable=False),
+    Column("created_at", UtcDateTime, nullable=False),
+    Column("count", Integer, nullable=False),
+    Column("idempotency_key", String(256), nullable=True),
+    UniqueConstraint("function", "idempotency_key", name="uq_batch_idempotency"),
 )
 
 api_tokens = Table(

@@ -12,6 +12,7 @@ from elasticityops.domain.ports.backend import (
     LaunchRequest,
 )
 from elasticityops.domain.ports.store import (
+    BatchStore,
     CancelStore,
     Change,
     ClockReading,
@@ -33,6 +34,7 @@ from elasticityops.domain.ports.store import (
 
 __all__ = [
     "Backend",
+    "BatchStore",
     "CancelStore",
     "Change",
     "ClientCounters",

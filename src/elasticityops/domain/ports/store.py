@@ -11,6 +11,7 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Protocol
 
+from elasticityops.domain.batches import Batch, BatchStatus
 from elasticityops.domain.events import BackendEvent
 from elasticityops.domain.functions import FunctionSpec
 from elasticityops.domain.invocations import FailureReason, Invocation, Note, State
@@ -52,6 +53,7 @@ class NewInvocation:
     annotations: Mapping[str, str] = field(default_factory=dict)
     # Where its events go: its function's webhook, or its own override; None: nowhere.
     webhook: WebhookSpec | None = None
+    batch_id: str | None = None  # the batch it comes in (domain/batches.py); None: on its own
 
 
 @dataclass(frozen=True)
@@ -135,11 +137,22 @@ class InvocationStore(Protocol):
     async def get_payload(self, invocation_id: str) -> bytes | None: ...
 
     async def list_invocations(
-        self, *, function: str | None, state: State | None, limit: int, cursor: str | None
-    ) -> Page: ...
+        self,
+        *,
+        function: str | None,
+        state: State | None,
+        limit: int,
+        cursor: str | None,
+        batch: str | None = None,
+        oldest_first: bool = False,
+    ) -> Page:
+        """Newest first, or with `oldest_first` in acceptance order (a batch's: input order);
+        `batch`: only that batch's."""
+        ...
 
     async def queued(self, limit: int, after: Invocation | None = None) -> list[Invocation]:
-        """Queued invocations in admission order: priority (high first), then acceptance. With
+        """Queued invocations in admission order: priority (high first), then the functions'
+        turns (domain/admission.py), then acceptance. With
         `after`, those behind it in that order (the next page)."""
         ...
 
@@ -335,9 +348,35 @@ class WebhookStore(Protocol):
         ...
 
 
+class BatchStore(Protocol):
+    """Batches of invocations accepted in one request (domain/batches.py)."""
+
+    async def create_batch(
+        self, batch: Batch, items: Sequence[NewInvocation]
+    ) -> tuple[Batch, list[Invocation], bool]:
+        """Store the batch and its invocations (each `queued`, naming the batch) in one
+        transaction; returns (batch, invocations in input order, created). With an idempotency
+        key already used for the same function, the batch it made and its invocations, and
+        created=False: nothing new is stored."""
+        ...
+
+    async def get_batch(self, batch_id: str) -> BatchStatus | None:
+        """The batch and how many of its invocations are in each state; None: no such batch."""
+        ...
+
+    async def batch_states(self, batch_id: str) -> list[tuple[str, State]]:
+        """Each of its invocations' id and state, in input order."""
+        ...
+
+    async def ended_among(self, invocation_ids: Sequence[str]) -> list[Invocation]:
+        """Those of these invocations that have ended, without their results (as a list's)."""
+        ...
+
+
 class Store(
     FunctionStore,
     InvocationStore,
+    BatchStore,
     TransitionStore,
     CancelStore,
     LedgerStore,

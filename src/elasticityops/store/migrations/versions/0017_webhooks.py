@@ -13,7 +13,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision: str = "0017"
-down_revision: str | None = "0015"
+down_revision: str | None = "0016"
 branch_labels: str | None = None
 depends_on: str | None = None
 
