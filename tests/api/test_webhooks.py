@@ -197,6 +197,36 @@ def test_an_invocation_overrides_the_webhook(hooked_gateway: RunningServer, tmp_
         assert bad.json()["error"]["problems"][0]["field"] == "webhook_events"
 
 
+def test_a_batch_tells_each_end_and_then_its_own_once(hooked_gateway: RunningServer, tmp_path: Path) -> None:
+    with (
+        running_receiver(tmp_path / "spec.jsonl", free_port()) as by_spec,
+        running_receiver(tmp_path / "batch.jsonl", free_port()) as by_batch,
+        hooked_gateway.client() as client,
+    ):
+        name, secret = deploy(client, by_spec.url, events=["completed", "batch.completed"])
+        assert secret is not None
+        accepted = client.post(f"/v1/functions/{name}/invocations:batch", json={"inputs": [1, 2, 3]})
+        assert accepted.status_code == 202, accepted.text
+        batch, ids = accepted.json()["batch_id"], accepted.json()["invocation_ids"]
+        events = [verified(secret, r) for r in wait_for(by_spec, 4)]
+        assert sorted(e["data"]["id"] for e in events if e["type"] == "invocation.completed") == sorted(ids)
+        ends = [e for e in events if e["type"] == "batch.completed"]
+        assert len(ends) == 1, events
+        assert ends[0]["data"]["id"] == batch
+        assert ends[0]["data"]["counts"] == {"succeeded": 3}
+        # A batch's override applies to each of its invocations, and to its own event.
+        params = {"webhook": by_batch.url, "webhook_events": "batch.completed"}
+        again = client.post(f"/v1/functions/{name}/invocations:batch", params=params, json={"inputs": [4, 5]})
+        assert again.status_code == 202, again.text
+        only = [verified(secret, r) for r in wait_for(by_batch, 1)]
+        assert [(e["type"], e["data"]["id"], e["data"]["count"]) for e in only] == [
+            ("batch.completed", again.json()["batch_id"], 2)
+        ]
+        time.sleep(1)  # nothing more comes: one message per batch, none per invocation
+        assert len(by_batch.requests()) == 1
+        assert len(by_spec.requests()) == 4
+
+
 def test_a_receiver_down_across_a_gateway_restart_gets_the_message_once(tmp_path: Path) -> None:
     port = free_port()
     url = f"http://127.0.0.1:{port}/hook"

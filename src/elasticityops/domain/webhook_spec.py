@@ -12,10 +12,11 @@ from elasticityops.domain.webhook_addresses import MAX_URL_CHARS, url_problem
 
 
 class WebhookEvent(StrEnum):
-    """What a webhook may ask for. A batch's own event joins this list (and `MESSAGE_TYPES`)."""
+    """What a webhook may ask for."""
 
     started = "started"  # the invocation's job started (each attempt's)
     completed = "completed"  # it ended: succeeded, failed, cancelled or timed_out
+    batch_completed = "batch.completed"  # the last invocation of its batch ended (once per batch)
 
     @property
     def message_type(self) -> str:
@@ -25,6 +26,7 @@ class WebhookEvent(StrEnum):
 MESSAGE_TYPES = {
     WebhookEvent.started: "invocation.started",
     WebhookEvent.completed: "invocation.completed",
+    WebhookEvent.batch_completed: "batch.completed",
 }
 
 
@@ -50,7 +52,7 @@ class WebhookSpec(BaseModel):
         default_factory=lambda: [WebhookEvent.completed],
         min_length=1,
         strict=False,
-        description="which events: started, completed (default: [completed])",
+        description="which events: started, completed, batch.completed (default: [completed])",
     )
     include_result: StrictBool = Field(
         False, description="whether invocation.completed carries the invocation's result"

@@ -135,3 +135,54 @@ def messages_of(before: Invocation, after: Invocation, hook: WebhookSpec | None)
             )
         )
     return out
+
+
+def batch_webhook_id(batch_id: str) -> str:
+    return f"{batch_id}.completed"
+
+
+def batch_message(
+    batch_id: str,
+    function: str,
+    counts: Mapping[str, int],
+    at: datetime,
+    hook: WebhookSpec | None,
+) -> OutboxMessage | None:
+    """`batch.completed`, made by the change that ended the last invocation of a batch, for the
+    webhook its invocations have (they share one: the request's). Its subject is the batch, so
+    it never waits behind, nor holds up, an invocation's own messages."""
+    if hook is None or not hook.wants(WebhookEvent.batch_completed):
+        return None
+    event = WebhookEvent.batch_completed
+    message_id = batch_webhook_id(batch_id)
+    data: dict[str, object] = {
+        "id": batch_id,
+        "function": function,
+        "count": sum(counts.values()),
+        "counts": dict(sorted(counts.items())),
+        "finished_at": _iso(at),
+    }
+    headers: dict[str, str] = {}
+    if hook.format is WebhookFormat.cloudevents:
+        headers = {
+            "ce-specversion": "1.0",
+            "ce-id": message_id,
+            "ce-source": f"/v1/functions/{function}",
+            "ce-type": CLOUDEVENTS_TYPE_PREFIX + event.message_type,
+            "ce-subject": batch_id,
+            "ce-time": _iso(at) or "",
+            "content-type": "application/json",
+        }
+        body = orjson.dumps(data)
+    else:
+        body = orjson.dumps({"type": event.message_type, "timestamp": _iso(at), "data": data})
+    return OutboxMessage(
+        webhook_id=message_id,
+        subject=batch_id,
+        function=function,
+        message_type=event.message_type,
+        url=hook.url,
+        body=body,
+        created_at=at,
+        headers=headers,
+    )

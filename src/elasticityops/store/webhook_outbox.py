@@ -8,15 +8,21 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from sqlalchemy import Connection, insert, select
+from sqlalchemy import Connection, func, insert, select
 
-from elasticityops.domain.invocations import Invocation
+from elasticityops.domain.invocations import Invocation, State
 from elasticityops.domain.ports import NewInvocation
 from elasticityops.domain.webhook_delivery import Delivery, DeliveryState
-from elasticityops.domain.webhook_spec import WebhookSpec
-from elasticityops.domain.webhooks import OutboxMessage, events_of, messages_of
+from elasticityops.domain.webhook_spec import WebhookEvent, WebhookSpec
+from elasticityops.domain.webhooks import (
+    OutboxMessage,
+    batch_message,
+    batch_webhook_id,
+    events_of,
+    messages_of,
+)
 from elasticityops.store.selects import id_batches
-from elasticityops.store.tables import invocation_webhooks, webhook_outbox
+from elasticityops.store.tables import invocation_webhooks, invocations, webhook_outbox
 
 
 def write_subscriptions(conn: Connection, news: Sequence[NewInvocation]) -> None:
@@ -40,8 +46,52 @@ def write_events(conn: Connection, updates: Sequence[tuple[Invocation, Invocatio
     if not hooks:
         return
     messages = [m for before, after in eventful for m in messages_of(before, after, hooks.get(after.id))]
+    messages += _batches_completed(conn, eventful, hooks)
     if messages:
         conn.execute(insert(webhook_outbox), [_message_row(m) for m in messages])
+
+
+def _batches_completed(
+    conn: Connection, eventful: Sequence[tuple[Invocation, Invocation]], hooks: Mapping[str, WebhookSpec]
+) -> list[OutboxMessage]:
+    """`batch.completed` for each batch whose last live invocation this change ended. The
+    writer runs one transaction at a time and this one has written its updates already, so the
+    count is of the batch as committed with them; the message's stable id keeps it to one."""
+    ending: dict[str, Invocation] = {}
+    for before, after in eventful:
+        hook = hooks.get(after.id)
+        if (
+            after.batch_id is not None
+            and after.state.terminal
+            and not before.state.terminal
+            and hook is not None
+            and hook.wants(WebhookEvent.batch_completed)
+        ):
+            ending[after.batch_id] = after
+    made: list[OutboxMessage] = []
+    c = invocations.c
+    for batch_id, last in ending.items():
+        counts = {
+            str(state): n
+            for state, n in conn.execute(
+                select(c.state, func.count()).where(c.batch_id == batch_id).group_by(c.state)
+            )
+        }
+        if any(not State(state).terminal for state in counts):
+            continue
+        already = conn.execute(  # the batch is the message's subject: indexed
+            select(webhook_outbox.c.seq).where(
+                webhook_outbox.c.subject == batch_id,
+                webhook_outbox.c.webhook_id == batch_webhook_id(batch_id),
+            )
+        ).first()
+        if already is not None:
+            continue
+        at = last.timeline.finished or last.timeline.accepted
+        message = batch_message(batch_id, last.function, counts, at, hooks[last.id])
+        if message is not None:
+            made.append(message)
+    return made
 
 
 def _webhooks_of(conn: Connection, ids: Sequence[str]) -> dict[str, WebhookSpec]:
