@@ -405,7 +405,74 @@ def test_a_functions_view_draws_its_invocations_failures_and_p95_over_time(
     expect(page.locator('svg[data-series="invocations"] rect')).to_have_count(24)
 
 
-PAGES = ("invocations", "invocation", "capacity", "functions", "function", "cost")
+def test_a_batchs_page_follows_it_to_the_end_and_links_its_invocations(
+    page: Page, gateway: RunningServer, shots: Path
+) -> None:
+    """Four 2 s jobs on two GPUs: the page opens before the second pair can have ended, its
+    counts move to all succeeded without a reload, and it links each invocation's page, which
+    links back. Its idempotency key, free text a client chose, is shown as text."""
+    hostile = '<img src=x onerror="window.pwned=1">'
+    with gateway.client() as http:
+        answer = http.post(
+            "/v1/functions/sleep/invocations:batch",
+            json={"inputs": [{"seconds": 2}] * 4},
+            headers={"Idempotency-Key": hostile},
+        )
+        assert answer.status_code == 202, answer.text
+    batch, ids = answer.json()["batch_id"], answer.json()["invocation_ids"]
+    page.goto(f"{gateway.url}/ui#/batches/{batch}")
+    page.evaluate("window.sameDocument = true")
+    expect(page.locator("h1")).to_have_text(batch)
+    expect(page.locator('nav a[data-page="invocations"]')).to_have_attribute("aria-current", "page")
+    progress = page.locator("#batch-progress-text")
+    expect(progress).to_have_attribute("data-ended", re.compile(r"^[0-3]$"))
+    expect(page.locator("#cancel")).to_be_visible()
+    expect(page.locator("#batch-counts [data-state=succeeded]")).to_have_attribute(
+        "data-count", "4", timeout=30_000
+    )
+    expect(progress).to_have_text("4 of 4")
+    expect(page.locator("#batch-counts [data-state]")).to_have_count(1)
+    expect(page.locator("#batch-facts")).to_have_attribute("data-done", "true")
+    expect(page.locator("#cancel")).to_be_hidden()
+    expect(page.locator("#batch-facts dd").filter(has_text="onerror")).to_have_text(hostile)
+    rows = page.locator("tbody tr")
+    assert rows.evaluate_all("rs => rs.map(r => r.dataset.id)") == ids  # input order
+    expect(page.locator('tbody tr[data-state="succeeded"]')).to_have_count(4)
+    assert page.evaluate("window.sameDocument") is True
+    assert page.evaluate("window.pwned") is None
+    page.screenshot(path=shots / "batch.png", full_page=True)
+    page.locator(f'tr[data-id="{ids[2]}"] a').click()
+    expect(page.locator("h1")).to_have_text(ids[2])
+    page.locator("#batch-link").click()
+    expect(page.locator("h1")).to_have_text(batch)
+    # The invocations list filters by batch and links each row's batch.
+    page.goto(f"{gateway.url}/ui#/invocations?batch={batch}")
+    expect(page.locator("#f-batch")).to_have_value(batch)
+    expect(page.locator("tbody tr")).to_have_count(4)
+    expect(page.locator(f'tbody a.batch[href="#/batches/{batch}"]')).to_have_count(4)
+
+
+def test_a_batch_is_cancelled_from_its_page_after_a_confirm(page: Page, gateway: RunningServer) -> None:
+    with gateway.client() as http:
+        answer = http.post("/v1/functions/sleep/invocations:batch", json={"inputs": [{"seconds": 30}] * 3})
+        assert answer.status_code == 202, answer.text
+    batch = answer.json()["batch_id"]
+    page.goto(f"{gateway.url}/ui#/batches/{batch}")
+    page.locator("#cancel").click()
+    expect(page.locator("#cancel-question")).to_contain_text("Cancel the 3 invocations")
+    page.locator("#cancel-keep").click()  # the first answer keeps them
+    expect(page.locator("#cancel-box")).to_be_hidden()
+    page.locator("#cancel").click()
+    page.locator("#cancel-confirm").click()  # the session cookie and the CSRF header
+    expect(page.locator("#batch-counts [data-state=cancelled]")).to_have_attribute(
+        "data-count", "3", timeout=20_000
+    )
+    expect(page.locator("#cancel")).to_be_hidden()
+    with gateway.client() as http:
+        assert http.get(f"/v1/batches/{batch}").json()["counts"]["cancelled"] == 3
+
+
+PAGES = ("invocations", "invocation", "batch", "capacity", "functions", "function", "cost")
 
 
 def test_every_page_at_1400_and_420_px(page: Page, gateway: RunningServer, page_shots: Path) -> None:
@@ -413,9 +480,14 @@ def test_every_page_at_1400_and_420_px(page: Page, gateway: RunningServer, page_
     the page never scrolls sideways (a wide table scrolls in its own box) and every page's
     link is on screen."""
     invocation = _invoke(gateway, "hello")
+    with gateway.client() as http:
+        batch = http.post("/v1/functions/hello/invocations:batch", json={"inputs": [{}] * 3}).json()[
+            "batch_id"
+        ]
     where = {
         "invocations": "#/invocations",
         "invocation": f"#/invocations/{invocation}",
+        "batch": f"#/batches/{batch}",
         "capacity": "#/capacity",
         "functions": "#/functions",
         "function": "#/functions/sleep",
@@ -424,6 +496,7 @@ def test_every_page_at_1400_and_420_px(page: Page, gateway: RunningServer, page_
     ready = {
         "invocations": "#list-status",
         "invocation": 'dl.facts[data-state="succeeded"]',
+        "batch": '#batch-facts[data-done="true"]',
         "capacity": "#capacity-chart",
         "functions": 'tr[data-function="sleep"]',
         "function": 'svg[data-series="p95"]',

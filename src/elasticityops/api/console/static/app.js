@@ -9,6 +9,7 @@ const pages = {
   capacity: () => import("./capacity.js"),
   functions: () => import("./functions.js"),
   function: () => import("./function.js"),
+  batch: () => import("./batch.js"),
   cost: () => import("./cost.js"),
 };
 const main = document.getElementById("main");
@@ -19,6 +20,7 @@ function route() {
   const [, page = "invocations", arg] = location.hash.split("/");
   if (page === "invocations" && arg) return ["invocation", decodeURIComponent(arg)];
   if (page === "functions" && arg) return ["function", decodeURIComponent(arg)];
+  if (page === "batches" && arg) return ["batch", decodeURIComponent(arg)];
   return [page, arg ? decodeURIComponent(arg) : null];  // #/cost/7d: a page's own choice
 }
 
@@ -29,7 +31,7 @@ async function show() {
   const [page, arg] = route();
   const load = pages[page] || pages.invocations;
   for (const link of document.querySelectorAll("#nav a")) {
-    const current = link.dataset.page === ({ invocation: "invocations", function: "functions" }[page] || page);
+    const current = link.dataset.page === ({ invocation: "invocations", batch: "invocations", function: "functions" }[page] || page);
     if (current) link.setAttribute("aria-current", "page");
     else link.removeAttribute("aria-current");
   }

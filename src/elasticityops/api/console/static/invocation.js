@@ -61,6 +61,8 @@ export function render(main, id) {
       ...fact("Function", `${inv.function} (version ${inv.spec_version})`),
       ...fact("State", inv.state),
       ...fact("Attempt", String(inv.attempt)),
+      ...(inv.batch_id ? [el("dt", { text: "Batch" }), el("dd", {}, el("a", { id: "batch-link",
+        href: `#/batches/${encodeURIComponent(inv.batch_id)}`, text: inv.batch_id }))] : []),
       ...fact("Accepted", when(inv.timeline.accepted)),
       ...fact("Time to start", seconds(inv.durations.time_to_start)),
       ...fact("Exit code", inv.exit_code === null ? null : String(inv.exit_code)),

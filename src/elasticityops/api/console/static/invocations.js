@@ -1,4 +1,4 @@
-// The invocations list: filters (function, state, accepted before/after), pages from the
+// The invocations list: filters (function, state, batch, accepted before/after), pages from the
 // store by keyset (the API's cursor), rows kept live by the event stream without a reload.
 import { api, events } from "./api.js";
 import { STATES, cursorBefore, el, scroll, seconds, when, zoneName } from "./format.js";
@@ -12,25 +12,28 @@ export function render(main, _arg, { session }) {
   const state = el("select", { id: "f-state", name: "state" },
     el("option", { value: "", text: "any" }),
     STATES.map((s) => el("option", { value: s, text: s, selected: params.get("state") === s })));
+  const batch = el("input", { id: "f-batch", name: "batch", value: params.get("batch") || "", placeholder: "any",
+    spellcheck: "false" });
   const before = el("input", { id: "f-before", name: "before", type: "datetime-local", value: params.get("before") || "" });
   const after = el("input", { id: "f-after", name: "after", type: "datetime-local", value: params.get("after") || "" });
   const form = el("form", { class: "filters", onsubmit: (e) => {
     e.preventDefault();
     const q = new URLSearchParams();
-    for (const [k, input] of [["function", fn], ["state", state], ["before", before], ["after", after]]) {
+    for (const [k, input] of [["function", fn], ["state", state], ["batch", batch], ["before", before], ["after", after]]) {
       if (input.value) q.set(k, input.value);
     }
     location.hash = `#/invocations?${q}`;
   } },
   el("label", { for: "f-function", text: "Function" }), fn,
   el("label", { for: "f-state", text: "State" }), state,
+  el("label", { for: "f-batch", text: "Batch" }), batch,
   el("label", { for: "f-after", text: `Accepted after (${zoneName()})` }), after,
   el("label", { for: "f-before", text: "before" }), before,
   el("button", { type: "submit", text: "Filter" }));
 
   const body = el("tbody");
   const table = el("table", { class: "list", "aria-label": "invocations" },
-    el("thead", {}, el("tr", {}, ["Invocation", "Function", "State", "Accepted", "Time to start", "Total"]
+    el("thead", {}, el("tr", {}, ["Invocation", "Function", "State", "Accepted", "Time to start", "Total", "Batch"]
       .map((h) => el("th", { scope: "col", text: h })))), body);
   const more = el("button", { type: "button", id: "more", hidden: true, text: "Older…" });
   const status = el("p", { class: "muted", id: "list-status" });
@@ -50,6 +53,7 @@ export function render(main, _arg, { session }) {
     const q = new URLSearchParams({ limit: String(PAGE) });
     if (fn.value) q.set("function", fn.value);
     if (state.value) q.set("state", state.value);
+    if (batch.value) q.set("batch", batch.value.trim());
     if (cursor) q.set("cursor", cursor);
     return `/v1/invocations?${q}`;
   }
@@ -61,7 +65,9 @@ export function render(main, _arg, { session }) {
       el("td", {}, el("span", { class: `state s-${inv.state}`, text: inv.state })),
       el("td", { text: when(inv.timeline.accepted) }),
       el("td", { text: seconds(inv.durations.time_to_start) }),
-      el("td", { text: seconds(inv.durations.total) }));
+      el("td", { text: seconds(inv.durations.total) }),
+      el("td", {}, inv.batch_id ? el("a", { href: `#/batches/${encodeURIComponent(inv.batch_id)}`, class: "batch",
+        text: inv.batch_id }) : "–"));
   }
 
   async function load() {
