@@ -470,6 +470,9 @@ def test_a_batch_is_cancelled_from_its_page_after_a_confirm(page: Page, gateway:
     expect(page.locator("#cancel")).to_be_hidden()
     with gateway.client() as http:
         assert http.get(f"/v1/batches/{batch}").json()["counts"]["cancelled"] == 3
+    # One that is not there: the page says so, naming the id.
+    page.goto(f"{gateway.url}/ui#/batches/bat-nope")
+    expect(page.locator("main .error")).to_contain_text("no batch 'bat-nope'")
 
 
 PAGES = ("invocations", "invocation", "batch", "capacity", "functions", "function", "cost")
