@@ -135,9 +135,10 @@ async def test_cancels_racing_the_leaders_admission_all_end_cancelled_and_stop_e
             answer = await b.http.post(f"/v1/invocations/{inv_id}/cancel")
             return inv_id, answer.status_code, answer.json()["state"]
 
-        # Spread over a few of the leader's 0.2 s ticks: the early ones are cancelled while
-        # queued, the ones it admitted meanwhile through a request it carries out.
-        results = await asyncio.gather(*(invoke_and_cancel(0.1 * i) for i in range(10)))
+        # Spread over many of the leader's 0.2 s ticks (wide enough for a loaded machine, where
+        # a tick comes late): the early ones are cancelled while queued, the ones it admitted
+        # meanwhile through a request it carries out.
+        results = await asyncio.gather(*(invoke_and_cancel(0.3 * i) for i in range(10)))
         assert [(code, state) for _, code, state in results] == [(200, "cancelled")] * 10
         ended = [await a.state_of(inv_id) for inv_id, _, _ in results]
         admitted = [inv for inv in ended if inv.timeline.dispatched is not None]
