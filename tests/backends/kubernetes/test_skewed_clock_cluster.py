@@ -116,7 +116,12 @@ def test_a_leader_with_a_skewed_clock_keeps_leadership_single_and_timelines_on_o
 ) -> None:
     ensure_priority_classes(dev_cluster)
     database = create_database(own_postgres, "eops_skew")
-    skewed = start_replica(dev_cluster, dev_namespace, tmp_path / "a", database, "gw-skewed", **_faketime())
+    # Leadership must never move here, so a lease that a loaded machine's slow renewal does not
+    # lose (the suite's short REPLICA_LEASE steps a leader down after 2 s without a renewal).
+    steady = {"EOPS_LEASE_DURATION": "15", "EOPS_LEASE_RENEW_DEADLINE": "10", "EOPS_LEASE_RETRY_PERIOD": "1"}
+    skewed = start_replica(
+        dev_cluster, dev_namespace, tmp_path / "a", database, "gw-skewed", **_faketime(), **steady
+    )
     replicas = {"gw-skewed": skewed}
     try:
         deadline = time.monotonic() + 15
@@ -124,7 +129,7 @@ def test_a_leader_with_a_skewed_clock_keeps_leadership_single_and_timelines_on_o
             assert time.monotonic() < deadline, skewed.output()[-3000:]
             time.sleep(0.1)
         replicas["gw-true"] = true = start_replica(
-            dev_cluster, dev_namespace, tmp_path / "b", database, "gw-true"
+            dev_cluster, dev_namespace, tmp_path / "b", database, "gw-true", **steady
         )
         assert _role(true) == "follower"
         before = _lease(dev_cluster, dev_namespace)
