@@ -244,6 +244,7 @@ def test_every_v1_route_has_a_decided_scope(gateway: RunningServer) -> None:
                     path.replace("{name}", "nosuchfn")
                     .replace("{invocation_id}", "inv-0000000000000000000000000")
                     .replace("{token_id}", "tok-000000000000")
+                    .replace("{batch_id}", "bat-0000000000000000000000000")
                 )
                 # The event stream never ends by itself: its status is the answer.
                 with invoker.stream(method.upper(), concrete, params={"wait": 0}, json={}) as answer:

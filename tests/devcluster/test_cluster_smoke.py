@@ -29,7 +29,7 @@ def test_exit_code_fails_the_pod_and_the_job(dev_cluster: Any, dev_namespace: st
         # the node and the pod garbage collector the pod before the Job controller writes Failed.
         pod = wait_for(
             lambda: next((p for p in job_pods(api, ns, "boom") if phase(p) == "Failed"), None),
-            timeout=60,
+            timeout=180,  # a scale-up first, on a loaded machine
             what="the pod Failed",
         )
         assert wait_for(lambda: job_condition(api, ns, "boom"), timeout=60) == "Failed"
