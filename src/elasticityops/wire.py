@@ -283,6 +283,12 @@ class InvocationOut(BaseModel):
     batch_id: str | None = Field(
         None, description="the batch it was accepted in (POST .../invocations:batch); null: on its own"
     )
+    cluster: str | None = Field(
+        None,
+        description="where several clusters run the work (Kueue's MultiKueue, docs/multi-cluster.md): "
+        "the worker cluster that admitted its current (or last) attempt; null with one cluster, "
+        "and until a worker admits it",
+    )
 
     @classmethod
     def of(
@@ -336,6 +342,7 @@ class InvocationOut(BaseModel):
             annotations=dict(inv.annotations),
             cost=None if cost is None else InvocationCostOut.model_validate(cost_document(cost)),
             batch_id=inv.batch_id,
+            cluster=inv.cluster,
         )
 
 

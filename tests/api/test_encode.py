@@ -59,6 +59,7 @@ CASES = [
         node="gke-pool-spot-1",
         gpu_type="nvidia-tesla-t4",
         node_capacity=Capacity.spot,
+        cluster="worker-2",
     ),
 ]
 

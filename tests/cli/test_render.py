@@ -233,3 +233,14 @@ def test_the_node_time_says_what_its_node_is_priced_as() -> None:
     console = Console(width=200, record=True, color_system=None)
     console.print(render.invocation_detail(unknown, now=at(62)))
     assert "node priced" not in console.export_text(), "no node known: nothing said"
+
+
+def test_the_worker_cluster_is_named_beside_the_node() -> None:
+    there = inv(State.running, {"dispatched": 1, "started": 2}, node="gpu-node-1", cluster="worker-2")
+    console = Console(width=200, record=True, color_system=None)
+    console.print(render.invocation_detail(there, now=at(5)))
+    assert "on gpu-node-1, in cluster worker-2" in console.export_text()
+    alone = there.model_copy(update={"cluster": None})
+    console = Console(width=200, record=True, color_system=None)
+    console.print(render.invocation_detail(alone, now=at(5)))
+    assert "cluster" not in console.export_text()

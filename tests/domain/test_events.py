@@ -220,3 +220,16 @@ def test_its_nodes_capacity_comes_with_the_placement_and_goes_with_the_attempt()
     assert relisted.node_capacity is Capacity.spot, "the first word stands"
     requeued = advance(placed, State.queued, LATER)
     assert requeued.node_capacity is None, "the next attempt's node says its own"
+
+
+def test_the_worker_cluster_is_recorded_the_latest_word_stands_and_it_goes_with_the_attempt() -> None:
+    note = Note(at=AT, kind="KueueDispatched", message="Kueue: MultiKueue runs it in cluster worker-1")
+    there = apply_event(inv(), BackendEvent("inv-1", note=note, cluster="worker-1"))
+    assert there.cluster == "worker-1"
+    assert there.notes[-1] == note
+    # Evicted on its worker and admitted by another in the same attempt: it runs there now.
+    moved = apply_event(there, BackendEvent("inv-1", cluster="worker-2"))
+    assert moved.cluster == "worker-2"
+    assert apply_event(moved, BackendEvent("inv-1", node="n1")).cluster == "worker-2"
+    requeued = advance(moved, State.queued, LATER)
+    assert requeued.cluster is None, "the next attempt's cluster says its own"

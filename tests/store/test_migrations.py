@@ -819,6 +819,25 @@ def _columns(url: str, table: str) -> list[Any]:
         return list(inspect(engine).get_columns(table))
 
 
+def test_rows_from_0017_run_in_no_named_cluster_after_0018(store_url: str, run: asyncio.Runner) -> None:
+    """0018: invocations.cluster (MultiKueue's worker); a row written before names none, and on
+    SQLite the new column goes before the large values (the table is rebuilt)."""
+    _migrate_to(store_url, "0017")
+    with _engine(store_url) as engine, engine.begin() as conn:
+        old_table = _frozen_schema().tables["invocations"]
+        conn.execute(insert(old_table), [_old_invocation(SUCCEEDED, "succeeded", result=b"{}")])
+    run.run(_close(open_store(store_url)))
+    assert _versions(store_url) == [HEAD]
+    with _engine(store_url) as engine, engine.begin() as conn:
+        assert conn.execute(select(tables.invocations.c.cluster)).scalar_one() is None
+        assert conn.execute(select(tables.invocations.c.result)).scalar_one() == b"{}"
+        if engine.dialect.name == "sqlite":
+            order = [row[1] for row in conn.execute(text("PRAGMA table_info(invocations)"))]
+            assert order[-4:] == ["cluster", "result_head", "result", "payload"]
+    _migrate_to(store_url, "0017", down=True)
+    assert "cluster" not in {c["name"] for c in _columns(store_url, "invocations")}
+
+
 def test_rows_from_0015_are_in_no_batch_after_0016(store_url: str, run: asyncio.Runner) -> None:
     """0016: the batches table and invocations.batch_id; a row written before is in no batch, and
     on SQLite the new column goes before the large values (the table is rebuilt)."""
@@ -833,7 +852,8 @@ def test_rows_from_0015_are_in_no_batch_after_0016(store_url: str, run: asyncio.
         assert conn.execute(select(tables.invocations.c.batch_id)).scalar_one() is None
         if engine.dialect.name == "sqlite":
             order = [row[1] for row in conn.execute(text("PRAGMA table_info(invocations)"))]
-            assert order[-4:] == ["batch_id", "result_head", "result", "payload"]
+            assert order[-3:] == ["result_head", "result", "payload"]
+            assert "batch_id" in order[:-3]
     _migrate_to(store_url, "0015", down=True)
     assert "batch_id" not in {c["name"] for c in _columns(store_url, "invocations")}
     assert "batches" not in _table_names(store_url)

@@ -343,3 +343,25 @@ def test_the_report_says_how_much_was_spot(store_url: str, run: asyncio.Runner) 
             await cluster.close()
 
     run.run(body())
+
+
+def test_the_worker_cluster_is_kept_in_the_row_and_read_by_lists(
+    store: SqlStore, run: asyncio.Runner
+) -> None:
+    async def body() -> None:
+        inv = await admitted(store)
+        await store.record(BackendEvent(inv, cluster="worker-1"))
+        stored = await store.get_invocation(inv)
+        assert stored is not None
+        assert stored.cluster == "worker-1"
+        await store.record(BackendEvent(inv, cluster="worker-2"))
+        await store.record(BackendEvent(inv, node="n1", capacity_ready=at(0)))
+        await store.record(BackendEvent(inv, finished=Finished.succeeded(at(60))))
+        ended = await store.get_invocation(inv)
+        assert ended is not None
+        assert (ended.state, ended.cluster) == (State.succeeded, "worker-2")
+        page = await store.list_invocations(function=None, state=None, limit=10, cursor=None)
+        [listed] = [i for i in page.items if i.id == inv]
+        assert listed.cluster == "worker-2", "lists read it too"
+
+    run.run(body())

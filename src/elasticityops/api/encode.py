@@ -70,6 +70,7 @@ def invocation_document(
         "annotations": dict(inv.annotations),
         "cost": None if cost is None else cost_document(cost),
         "batch_id": inv.batch_id,
+        "cluster": inv.cluster,
     }
 
 

@@ -197,7 +197,7 @@ def invocation_detail(inv: InvocationOut, now: datetime) -> RenderableType:
 
 
 def _facts(inv: InvocationOut) -> list[str]:
-    """The one dim line under the head: priority, GPU, attempt, node, exit code, key."""
+    """The one dim line under the head: priority, GPU, attempt, node, cluster, exit code, key."""
     facts = [f"priority {inv.priority}"]
     if inv.gpu_type:
         facts.append(inv.gpu_type)
@@ -207,6 +207,8 @@ def _facts(inv: InvocationOut) -> list[str]:
         facts.append(f"being preempted for {inv.preempting_by}")
     if inv.node:
         facts.append(f"on {inv.node}")
+    if inv.cluster:
+        facts.append(f"in cluster {inv.cluster}")
     if inv.exit_code is not None:
         facts.append(f"exit code {inv.exit_code}")
     if inv.idempotency_key:

@@ -107,6 +107,7 @@ class BackendEvent:
     node_since: datetime | None = None  # with the placement: see Invocation.node_since
     warm: bool | None = None  # with the placement: it landed on capacity that was there already
     node_capacity: Capacity | None = None  # with the placement: its node's (spot, on demand)
+    cluster: str | None = None  # the worker cluster that admitted it (MultiKueue), when known
     charges: tuple[Charge, ...] = ()
     """Node time the observation closed that no transition of the invocation ends (its node's
     idle time after it, warm capacity no one used): written to the ledger as they are. An
@@ -193,4 +194,8 @@ def _with_node(inv: Invocation, event: BackendEvent) -> Invocation:
         after = replace(after, node_since=event.node_since, warm=bool(event.warm))
     if event.node_capacity is not None and after.node_capacity is None:
         after = replace(after, node_capacity=event.node_capacity)
+    if event.cluster is not None and after.cluster != event.cluster:
+        # The latest word stands: a worker that evicts it hands it back to MultiKueue, which may
+        # run the same attempt in another cluster.
+        after = replace(after, cluster=event.cluster)
     return after

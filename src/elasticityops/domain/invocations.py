@@ -167,6 +167,9 @@ class Invocation:
     a local slot, or a node the backend knows nothing of: the backend's own (capacity_of_backend)."""
     batch_id: str | None = None
     """The batch it was accepted in (domain/batches.py); None: accepted on its own."""
+    cluster: str | None = None
+    """The cluster its current attempt runs in where several run the work (Kueue's MultiKueue:
+    the worker that admitted it); None with one cluster, and until a worker admits it."""
 
 
 def advance(
@@ -205,6 +208,7 @@ def advance(
             node_since=None,
             warm=False,
             node_capacity=None,
+            cluster=None,
         )
     if to is State.pending:
         tl = replace(tl, dispatched=tl.dispatched or _not_before(at, tl))

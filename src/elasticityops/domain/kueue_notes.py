@@ -9,4 +9,6 @@ QUOTA_RESERVED = "KueueQuotaReserved"
 ADMISSION_CHECK = "KueueAdmissionCheck"
 ADMITTED = "KueueAdmitted"
 EVICTED = "KueueEvicted"
-KINDS = frozenset({QUEUED, QUOTA_RESERVED, ADMISSION_CHECK, ADMITTED, EVICTED})
+# MultiKueue: the worker cluster that admitted it (the manager's Workload's status.clusterName).
+DISPATCHED = "KueueDispatched"
+KINDS = frozenset({QUEUED, QUOTA_RESERVED, ADMISSION_CHECK, ADMITTED, EVICTED, DISPATCHED})

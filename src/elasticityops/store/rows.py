@@ -81,6 +81,7 @@ def invocation_from_row(row: Mapping[Any, Any]) -> Invocation:
         warm=bool(row["warm_pick"]),
         node_capacity=None if row["node_capacity"] is None else Capacity(row["node_capacity"]),
         batch_id=row["batch_id"],
+        cluster=row["cluster"],
     )
 
 
@@ -142,6 +143,7 @@ def invocation_update(before: Invocation, after: Invocation) -> dict[str, Any]:
         "node_since_at": (before.node_since, after.node_since),
         "warm_pick": (int(before.warm), int(after.warm)),
         "node_capacity": (_capacity(before.node_capacity), _capacity(after.node_capacity)),
+        "cluster": (before.cluster, after.cluster),
     }
     out = {name: new for name, (old, new) in pairs.items() if old != new}
     if "result" in out:

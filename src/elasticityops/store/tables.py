@@ -118,6 +118,9 @@ invocations = Table(
     # The batch it was accepted in (batches.id); NULL: accepted on its own, as every row from
     # before migration 0016.
     Column("batch_id", String(40), nullable=True),
+    # The worker cluster its current attempt runs in (MultiKueue); NULL with one cluster, and in
+    # rows from before migration 0018.
+    Column("cluster", String(256), nullable=True),
     # The large values last (migration 0015 put them there on SQLite, which walks a large value's
     # overflow pages to reach any column after it; a new column goes above, docs/migrations.md).
     # The result's first PREVIEW_BYTES, written with it: a list reads this and the result's

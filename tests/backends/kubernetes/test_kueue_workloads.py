@@ -9,7 +9,14 @@ from typing import Any
 import pytest
 
 from elasticityops.backends.kubernetes.kueue_workloads import queue_position, read_workload
-from elasticityops.domain.kueue_notes import ADMISSION_CHECK, ADMITTED, EVICTED, QUEUED, QUOTA_RESERVED
+from elasticityops.domain.kueue_notes import (
+    ADMISSION_CHECK,
+    ADMITTED,
+    DISPATCHED,
+    EVICTED,
+    QUEUED,
+    QUOTA_RESERVED,
+)
 
 INSUFFICIENT = (
     "couldn't assign flavors to pod set main: insufficient unused quota for nvidia.com/gpu in "
@@ -137,3 +144,36 @@ def test_queue_positions_follow_priority_then_creation_among_the_pending() -> No
     assert len(seen) == 4
     positions = {v.invocation: queue_position(v, seen) for v in seen}
     assert positions == {"inv-high": 1, "inv-old": 2, "inv-new": 3, "inv-run": None}
+
+
+def test_a_workload_multikueue_dispatched_names_the_worker_cluster() -> None:
+    # The manager's Workload as Kueue v0.17.0's MultiKueue leaves it once a worker reserved
+    # quota (workload.go: "The workload got reservation on ...", status.clusterName set).
+    workload = _workload(
+        conditions=[_cond("QuotaReserved", "True"), _cond("Admitted", "True")],
+        checks=[
+            {"name": "multikueue", "state": "Ready", "message": 'The workload got reservation on "worker-2"'}
+        ],
+        admitted_to="eops",
+    )
+    workload["status"]["clusterName"] = "worker-2"
+    view = read_workload(workload, "gw1")
+    assert view is not None
+    assert view.cluster == "worker-2"
+    assert (DISPATCHED, "Kueue: MultiKueue runs it in cluster worker-2") in view.notes
+    # Only nominated, not yet admitted anywhere: no cluster yet.
+    workload["status"].pop("clusterName")
+    workload["status"]["nominatedClusterNames"] = ["worker-1", "worker-2"]
+    view = read_workload(workload, "gw1")
+    assert view is not None
+    assert view.cluster is None
+    assert all(kind != DISPATCHED for kind, _ in view.notes)
+
+
+@pytest.mark.parametrize("name", ["", "Worker\x1b[2J", "a" * 300, "../etc", 7])
+def test_a_cluster_name_that_is_no_object_name_is_not_taken(name: object) -> None:
+    workload = _workload(conditions=[_cond("QuotaReserved", "True")], admitted_to="eops")
+    workload["status"]["clusterName"] = name
+    view = read_workload(workload, "gw1")
+    assert view is not None
+    assert view.cluster is None

@@ -6,6 +6,7 @@ function's retries decide what follows, as for the gateway's own preemption) and
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import datetime
 
 from elasticityops.backends.kubernetes.followed import Followed
@@ -20,7 +21,7 @@ from elasticityops.backends.kubernetes.outlet import Outlet
 from elasticityops.domain.clock import Clock
 from elasticityops.domain.events import BackendEvent, Finished, note_event
 from elasticityops.domain.invocations import FailureReason, State
-from elasticityops.domain.kueue_notes import QUEUED
+from elasticityops.domain.kueue_notes import DISPATCHED, QUEUED
 
 KUEUE = "Kueue"
 
@@ -60,7 +61,10 @@ class KueueWatching:
         for note_kind, message in view.notes:
             if told.get(note_kind) != message:
                 told[note_kind] = message
-                await self._outlet.deliver(note_event(inv, now, note_kind, message))
+                event = note_event(inv, now, note_kind, message)
+                if note_kind == DISPATCHED:  # the record of where it ran outlives Kueue's copy
+                    event = replace(event, cluster=view.cluster)
+                await self._outlet.deliver(event)
         await self._end_if_taken(view, now)
 
     async def _end_if_taken(self, view: WorkloadView, now: datetime) -> None:

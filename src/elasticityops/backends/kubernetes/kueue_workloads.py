@@ -8,17 +8,27 @@ and attempt labels of the template name whose it is. Messages are Kueue's own, a
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 
 from elasticityops.backends.kubernetes.labels import ATTEMPT_LABEL, INSTANCE_LABEL, INVOCATION_LABEL
 from elasticityops.backends.kubernetes.objects import KubeObject, parse_time
-from elasticityops.domain.kueue_notes import ADMISSION_CHECK, ADMITTED, EVICTED, QUEUED, QUOTA_RESERVED
+from elasticityops.domain.kueue_notes import (
+    ADMISSION_CHECK,
+    ADMITTED,
+    DISPATCHED,
+    EVICTED,
+    QUEUED,
+    QUOTA_RESERVED,
+)
 
 KUEUE_API = "/apis/kueue.x-k8s.io/v1beta2"
 MESSAGE_LIMIT = 400  # Kueue's messages list every flavor it tried: enough to name the reason
 
+
+_CLUSTER_NAME = re.compile(r"[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?")
 
 # Evictions after which Kueue runs the workload again by itself (its ProvisioningRequest's
 # capacity lost, an admission check to retry): the invocation keeps its attempt and waits.
@@ -40,6 +50,7 @@ class WorkloadView:
     created: datetime | None
     preempted: str | None  # Kueue preempted it: the message the invocation's end carries
     deactivated: str | None  # Kueue will not run it again: why
+    cluster: str | None = None  # MultiKueue: the worker cluster that admitted it
 
 
 def read_workload(workload: KubeObject, instance: str) -> WorkloadView | None:
@@ -60,6 +71,9 @@ def read_workload(workload: KubeObject, instance: str) -> WorkloadView | None:
     cluster_queue = admission.get("clusterQueue")
     conditions = {str(c.get("type")): c for c in status.get("conditions") or [] if isinstance(c, dict)}
     notes = _notes(queue, cluster_queue, conditions, status.get("admissionChecks") or [], admission)
+    cluster = _cluster_name(status)
+    if cluster is not None:
+        notes = (*notes, (DISPATCHED, f"Kueue: MultiKueue runs it in cluster {cluster}"))
     evicted = _true(conditions.get("Evicted"))
     reason = str((conditions.get("Evicted") or {}).get("reason") or "")
     said = _said(conditions.get("Evicted"))
@@ -75,6 +89,7 @@ def read_workload(workload: KubeObject, instance: str) -> WorkloadView | None:
         created=parse_time((workload.get("metadata") or {}).get("creationTimestamp")),
         preempted=f"Kueue preempted it: {said}" if evicted and reason == _PREEMPTED else None,
         deactivated=f"Kueue deactivated its workload: {said}" if inactive else None,
+        cluster=cluster,
     )
 
 
@@ -110,6 +125,15 @@ def _notes(
     if _true(conditions.get("Evicted")):
         notes.append((EVICTED, f"Kueue: evicted: {_said(conditions.get('Evicted'))}"))
     return tuple(notes)
+
+
+def _cluster_name(status: KubeObject) -> str | None:
+    """The worker cluster MultiKueue runs it in; None with one cluster, or before one admits it.
+    A name is a Kubernetes object's (a MultiKueueCluster's): one that is not is not shown."""
+    name = status.get("clusterName")
+    if not isinstance(name, str) or not _CLUSTER_NAME.fullmatch(name):
+        return None
+    return name
 
 
 def _flavors(admission: KubeObject) -> str:

@@ -69,6 +69,7 @@ export function render(main, id) {
       ...fact("Failure", inv.failure_reason),
       ...fact("Message", inv.message || null),
       ...fact("Node", inv.node),
+      ...(inv.cluster ? fact("Cluster", inv.cluster) : []),  // several clusters only (MultiKueue)
       ...fact("GPU type", inv.gpu_type),
       ...(inv.queue_reason ? fact("Queue", `#${inv.queue_position}: ${inv.queue_reason}`) : []),
     );
