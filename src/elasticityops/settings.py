@@ -18,6 +18,8 @@ from elasticityops.api.console.feed import FeedSettings
 from elasticityops.api.console.session import SessionSettings
 from elasticityops.api.settings import ApiSettings
 from elasticityops.backends.kubernetes.settings import KubernetesSettings
+from elasticityops.backends.kubernetes.worker_clusters import FLAG as WORKERS_FLAG
+from elasticityops.backends.kubernetes.worker_clusters import parse_workers, unreadable
 from elasticityops.backends.local.settings import LocalBackendSettings
 from elasticityops.changes.replicas import ReplicaSettings
 from elasticityops.dispatch.settings import DispatchSettings
@@ -125,6 +127,14 @@ def kueue_problems(settings: Settings) -> list[FieldProblem]:
     admission, unless a LocalQueue is named without it)."""
     kube = settings.kubernetes
     if settings.dispatch.admission != "kueue":
+        if kube.workers:
+            return [
+                FieldProblem(
+                    WORKERS_FLAG,
+                    "names MultiKueue's worker clusters, but the gateway admits by itself",
+                    "add --admission kueue (the manager cluster's Kueue dispatches to the workers)",
+                )
+            ]
         if kube.local_queue is not None:
             return [
                 FieldProblem(
@@ -160,7 +170,8 @@ def kueue_problems(settings: Settings) -> list[FieldProblem]:
                 "use --kube-workload job with --admission kueue",
             )
         )
-    return problems
+    workers, wrong = parse_workers(kube.workers)
+    return problems + wrong + unreadable(workers)
 
 
 def with_local_queue(settings: Settings) -> Settings:

@@ -49,6 +49,8 @@ def _sample(knob: Spec) -> tuple[str, Any]:
         return "nvidia-l4=3", GpuBudget(per_type=(("nvidia-l4", 3),))
     if knob.env == "EOPS_HEADROOM":  # a policy in the planner's syntax
         return "warm:2", "warm:2"
+    if knob.env == "EOPS_KUBE_WORKERS":  # MultiKueue's workers: NAME=KUBECONFIG, a readable file
+        return f"worker-1={__file__}", f"worker-1={__file__}"
     if knob.env == "EOPS_METRICS_TOKEN":  # a scrape token: 16 characters at least
         return "scrape-token-0123456789", "scrape-token-0123456789"
     return "sample-text", "sample-text"
@@ -69,6 +71,7 @@ _WHERE_IT_WORKS = {
     },
     "EOPS_ADMISSION": {"EOPS_BACKEND": "kubernetes"},
     "EOPS_KUBE_LOCAL_QUEUE": {"EOPS_BACKEND": "kubernetes", "EOPS_ADMISSION": "kueue"},
+    "EOPS_KUBE_WORKERS": {"EOPS_BACKEND": "kubernetes", "EOPS_ADMISSION": "kueue"},
 }
 
 
@@ -317,6 +320,28 @@ def test_kueue_admission_submits_to_the_default_local_queue_unless_told() -> Non
             "--kube-local-queue",
             "add --admission kueue",
             id="queue-without-kueue",
+        ),
+        pytest.param(
+            {"EOPS_BACKEND": "kubernetes", "EOPS_KUBE_WORKERS": f"worker-1={__file__}"},
+            "--kube-workers",
+            "add --admission kueue",
+            id="workers-without-kueue",
+        ),
+        pytest.param(
+            {"EOPS_BACKEND": "kubernetes", "EOPS_ADMISSION": "kueue", "EOPS_KUBE_WORKERS": "worker-1"},
+            "--kube-workers",
+            "worker-1=/etc/eops/worker-1.kubeconfig",
+            id="worker-without-kubeconfig",
+        ),
+        pytest.param(
+            {
+                "EOPS_BACKEND": "kubernetes",
+                "EOPS_ADMISSION": "kueue",
+                "EOPS_KUBE_WORKERS": "worker-1=/nonexistent/worker-1.kubeconfig",
+            },
+            "--kube-workers",
+            "a readable kubeconfig",
+            id="worker-kubeconfig-missing",
         ),
     ],
 )

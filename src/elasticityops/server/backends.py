@@ -5,15 +5,23 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from dataclasses import replace
+from typing import Protocol
 
 from elasticityops.domain.clock import Clock
 from elasticityops.domain.errors import FieldProblem, InvalidInput
-from elasticityops.domain.ports import Backend, NodeHistorySource
+from elasticityops.domain.invocations import callback_token
+from elasticityops.domain.ports import Backend, NodeHistorySource, PayloadSource
 from elasticityops.ha.elector import LeaseStore
 from elasticityops.headroom.controller import WarmUnits
 from elasticityops.settings import Settings
 
-BackendFactory = Callable[[Settings, Clock, NodeHistorySource], Backend]
+
+class BackendStore(NodeHistorySource, PayloadSource, Protocol):
+    """What a backend reads of the store: its GPU node records, and payloads (a Secret made
+    again where MultiKueue runs the Job)."""
+
+
+BackendFactory = Callable[[Settings, Clock, BackendStore], Backend]
 
 _FACTORIES: dict[str, BackendFactory] = {}
 
@@ -26,7 +34,7 @@ def names() -> list[str]:
     return sorted(_FACTORIES)
 
 
-def build_backend(settings: Settings, clock: Clock, store: NodeHistorySource) -> Backend:
+def build_backend(settings: Settings, clock: Clock, store: BackendStore) -> Backend:
     """The backend of `settings`; `store`: where a backend keeps what must outlive it (the
     Kubernetes backend's GPU node records)."""
     factory = _FACTORIES.get(settings.backend)
@@ -43,7 +51,7 @@ def build_backend(settings: Settings, clock: Clock, store: NodeHistorySource) ->
     return factory(settings, clock, store)
 
 
-def _local(settings: Settings, clock: Clock, store: NodeHistorySource) -> Backend:
+def _local(settings: Settings, clock: Clock, store: BackendStore) -> Backend:
     # Imported on use: the local backend pulls in process handling the API does not need.
     from elasticityops.backends.local.backend import LocalBackend
 
@@ -53,12 +61,23 @@ def _local(settings: Settings, clock: Clock, store: NodeHistorySource) -> Backen
 register("local", _local)
 
 
-def _kubernetes(settings: Settings, clock: Clock, store: NodeHistorySource) -> Backend:
+def _kubernetes(settings: Settings, clock: Clock, store: BackendStore) -> Backend:
     # Issue 4: one GPU Job per invocation. Imported on use (the HTTP client and lightkube).
     from elasticityops.backends.kubernetes.backend import KubernetesBackend
 
+    secret = settings.dispatch.server_secret
+
+    async def launch_material(invocation_id: str) -> tuple[bytes, str]:
+        return (await store.get_payload(invocation_id) or b""), callback_token(secret, invocation_id)
+
     watch_nodes = settings.headroom.enabled or settings.kubernetes.node_costs == "watch"
-    return KubernetesBackend(settings.kubernetes, clock, watch_gpu_nodes=watch_nodes, node_history=store)
+    return KubernetesBackend(
+        settings.kubernetes,
+        clock,
+        watch_gpu_nodes=watch_nodes,
+        node_history=store,
+        launch_material=launch_material,
+    )
 
 
 register("kubernetes", _kubernetes)

@@ -33,6 +33,7 @@ from elasticityops.backends.kubernetes.settings import KubernetesSettings
 from elasticityops.backends.kubernetes.stopping import Stopper
 from elasticityops.backends.kubernetes.sweep import Sweep
 from elasticityops.backends.kubernetes.watching import Watching
+from elasticityops.backends.kubernetes.worker_secrets import LaunchMaterial, WorkerSecrets
 from elasticityops.backends.kubernetes.workloads import Workloads
 from elasticityops.domain.clock import Clock, SystemClock
 from elasticityops.domain.invocations import Invocation, State
@@ -51,7 +52,10 @@ class KubernetesBackend:
         *,
         watch_gpu_nodes: bool = False,
         node_history: NodeHistorySource | None = None,
+        launch_material: LaunchMaterial | None = None,
     ) -> None:
+        """`launch_material`: an invocation's payload and callback token again, for the payload
+        Secret MultiKueue does not copy to the worker that runs its Job (worker_secrets.py)."""
         self.settings = settings
         clock = clock or SystemClock()
         self._workloads = Workloads(settings, clock, api)
@@ -67,10 +71,18 @@ class KubernetesBackend:
             else NodeTracking(self.gpu_nodes, node_history, clock, followed, outlet)
         )
         self._reaper = Reaper(settings, self._workloads)
+        self._worker_secrets = WorkerSecrets(settings, clock, self._workloads, outlet, launch_material)
         self._kueue = (
             None
             if settings.local_queue is None
-            else KueueWatching(settings.namespace, settings.instance, clock, followed, outlet)
+            else KueueWatching(
+                settings.namespace,
+                settings.instance,
+                clock,
+                followed,
+                outlet,
+                self._worker_secrets.place,
+            )
         )
         self._watching = Watching(
             clock, self._workloads, followed, outlet, self._nodes, self._reaper, self._kueue
@@ -94,8 +106,8 @@ class KubernetesBackend:
         """Since this backend was made: a stop (a leader stepping down) closes the client and
         its watches, so what they counted is kept here first and the counters never go back."""
         errors, retries, restarts, refreshes = self._counted_before
-        api = self._workloads.connected
-        if api is not None:
+        connected = self._workloads.connected
+        for api in [*([] if connected is None else [connected]), *self._workloads.connected_workers]:
             errors, retries = errors + api.errors, retries + api.retries
             refreshes += api.credential_refreshes
         restarts = restarts.copy()

@@ -6,6 +6,7 @@ function's retries decide what follows, as for the gateway's own preemption) and
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import replace
 from datetime import datetime
 
@@ -28,13 +29,21 @@ KUEUE = "Kueue"
 
 class KueueWatching:
     def __init__(
-        self, namespace: str, instance: str, clock: Clock, followed: Followed, outlet: Outlet
+        self,
+        namespace: str,
+        instance: str,
+        clock: Clock,
+        followed: Followed,
+        outlet: Outlet,
+        dispatched: Callable[[str, int, str], None] | None = None,
     ) -> None:
         self.path = f"{KUEUE_API}/namespaces/{namespace}/workloads"
         self._instance = instance
         self._clock = clock
         self._followed = followed
         self._outlet = outlet
+        # MultiKueue named the worker that runs (invocation, attempt): its payload goes there.
+        self._dispatched = dispatched
         self._views: dict[str, WorkloadView] = {}  # by invocation: its current attempt's
         self._told: dict[str, dict[str, str]] = {}  # by invocation: the last message of each kind
 
@@ -62,8 +71,11 @@ class KueueWatching:
             if told.get(note_kind) != message:
                 told[note_kind] = message
                 event = note_event(inv, now, note_kind, message)
-                if note_kind == DISPATCHED:  # the record of where it ran outlives Kueue's copy
+                if note_kind == DISPATCHED and view.cluster is not None:
+                    # The record of where it ran outlives MultiKueue's copy in the worker.
                     event = replace(event, cluster=view.cluster)
+                    if self._dispatched is not None:
+                        self._dispatched(inv, view.attempt, view.cluster)
                 await self._outlet.deliver(event)
         await self._end_if_taken(view, now)
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable
 
+from elasticityops.backends.kubernetes.api import KubeApi
 from elasticityops.backends.kubernetes.followed import Followed
 from elasticityops.backends.kubernetes.labels import INVOCATION_LABEL
 from elasticityops.backends.kubernetes.manifests import CONTAINER_NAME
@@ -49,7 +50,9 @@ class PodLogs:
         NotFound for one whose pod is gone (see _gone)."""
         wanted = invocation.attempt if attempt is None else attempt
         follow = follow and wanted == invocation.attempt  # an earlier attempt is over
-        pod = await self._wait_for_pod(invocation.id, wanted, follow)
+        # MultiKueue runs it in a worker: its pod is there (the cluster is the current attempt's).
+        api = self._workloads.api_for(invocation.cluster if wanted == invocation.attempt else None)
+        pod = await self._wait_for_pod(api, invocation.id, wanted, follow)
         if pod is None:
             if _gone(invocation, wanted):
                 raise NotFound(
@@ -62,12 +65,10 @@ class PodLogs:
         params: dict[str, str | int] = {"container": CONTAINER_NAME}
         if follow:
             params["follow"] = "true"
-        async for chunk in self._workloads.api.stream(
-            f"{self._workloads.pods_path}/{pod}/log", params, follow
-        ):
+        async for chunk in api.stream(f"{self._workloads.pods_path}/{pod}/log", params, follow):
             yield chunk
 
-    async def _wait_for_pod(self, invocation_id: str, attempt: int, follow: bool) -> str | None:
+    async def _wait_for_pod(self, api: KubeApi, invocation_id: str, attempt: int, follow: bool) -> str | None:
         """The name of the newest pod of the invocation's `attempt`; with follow, once its
         container has started (there is nothing to follow before). None when it has no pod
         (not yet, or any more).
@@ -79,7 +80,7 @@ class PodLogs:
         w = self._workloads
         selector = {"labelSelector": f"{w.selector},{INVOCATION_LABEL}={invocation_id}"}
         while True:
-            listed, _ = await w.api.list(w.pods_path, selector)
+            listed, _ = await api.list(w.pods_path, selector)
             pods = [pod for pod in listed if attempt_of(pod) == attempt]
             if pods:
                 pods.sort(key=lambda p: (p.get("metadata") or {}).get("creationTimestamp", ""))

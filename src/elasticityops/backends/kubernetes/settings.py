@@ -51,6 +51,15 @@ class KubernetesSettings:
         help="With --admission kueue: the Kueue LocalQueue in --namespace every Job is submitted "
         "to (kueue.x-k8s.io/queue-name); as `eops render kueue --local-queue` names it.",
     )
+    workers: str | None = knob(
+        None,
+        env="EOPS_KUBE_WORKERS",
+        unit="NAME=KUBECONFIG,...",
+        shown="none: one cluster",
+        help="With --admission kueue on a MultiKueue manager: each worker cluster (named as its "
+        "MultiKueueCluster), where the gateway puts payloads and reads pods and logs "
+        "(docs/multi-cluster.md).",
+    )
     # Each invocation costs two writes (Job, Secret), so 500 allows ~250 Jobs/s after the burst; at
     # 200 it was what held a 1,000-invocation burst to 100 Jobs/s on the dev cluster
     # (bench/k8s_burst.py), and client-go's default of 5 would cap it at 2.5. The API server's

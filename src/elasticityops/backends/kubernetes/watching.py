@@ -96,6 +96,7 @@ class Watching:
                 list_everything=False,
                 decode=decode_event,
             ),
+            *self._worker_watches(by_label),
             # After the Jobs': a Workload's note is about a Job already followed.
             *(
                 []
@@ -107,6 +108,30 @@ class Watching:
             await watch.relist()
             if self._nodes is not None and watch.path == NODES_PATH:
                 await self._nodes.listed()
+
+    def _worker_watches(self, by_label: dict[str, str]) -> list[KindWatch]:
+        """MultiKueue's workers: the pods of the Jobs it runs there, and their Events (the
+        worker's scheduler and autoscaler explain the wait there). The manager has no pods of
+        ours; its Jobs' status is the workers' mirrored."""
+        w = self._workloads
+        watches = []
+        for name in w.workers:
+            api = w.worker_api(name)
+            assert api is not None  # a configured worker
+            watches += [
+                KindWatch(api, w.pods_path, by_label, self.on_worker_pod, self._clock, decode=decode_pod),
+                KindWatch(
+                    api,
+                    w.events_path,
+                    {"fieldSelector": events_field_selector()},
+                    self.on_event,
+                    self._clock,
+                    track_deletes=False,
+                    list_everything=False,
+                    decode=decode_event,
+                ),
+            ]
+        return watches
 
     def run(self) -> list[asyncio.Task[None]]:
         """The watches, from where their first lists left off."""
@@ -180,6 +205,14 @@ class Watching:
         await self._outlet.deliver(event)
 
     async def on_pod(self, kind: str, pod: KubeObject) -> None:
+        await self._on_pod(kind, pod, self._nodes)
+
+    async def on_worker_pod(self, kind: str, pod: KubeObject) -> None:
+        """A pod in one of MultiKueue's workers: what it says of its invocation, as of a pod
+        here; its node is the worker's, which this gateway's GPU node watch does not see."""
+        await self._on_pod(kind, pod, None)
+
+    async def _on_pod(self, kind: str, pod: KubeObject, nodes: NodeTracking | None) -> None:
         followed = self._followed
         bare = self._workloads.bare_pods
         named = self._whose(pod)
@@ -207,8 +240,8 @@ class Watching:
         now = self._clock.now()
         event, followed.progress[inv] = observe_pod(pod, before, now)
         extra = None
-        if self._nodes is not None:
-            event, extra = await self._nodes.on_pod(kind, inv, pod, event)
+        if nodes is not None:
+            event, extra = await nodes.on_pod(kind, inv, pod, event)
         await self._outlet.deliver(event)
         await self._outlet.deliver(extra)
         if bare and kind == "DELETED":

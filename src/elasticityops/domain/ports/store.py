@@ -260,6 +260,12 @@ class LedgerStore(Protocol):
         ...
 
 
+class PayloadSource(Protocol):
+    """Where a backend reads an invocation's payload again (the Store)."""
+
+    async def get_payload(self, invocation_id: str) -> bytes | None: ...
+
+
 class NodeHistorySource(Protocol):
     """Where the GPU node watch reads the nodes' records at its start (the Store)."""
 
