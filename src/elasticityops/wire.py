@@ -180,6 +180,10 @@ class CostGroupOut(BaseModel):
         description="what the node time was priced as: spot, on-demand, or local (a local GPU slot, "
         "priced as the on-demand node of its GPU type)",
     )
+    cluster: str | None = Field(
+        None,
+        description="MultiKueue's worker cluster that ran it (null: one cluster, or warm capacity)",
+    )
     node_seconds: dict[str, float] = Field(description=_PHASES_HELP)
     total_node_seconds: float
     usd: float
@@ -189,7 +193,9 @@ class CostGroupOut(BaseModel):
 class CostReportOut(BaseModel):
     since: datetime
     until: datetime
-    by: list[str] = Field(description="the grouping: any of function, hour and capacity, or none (one total)")
+    by: list[str] = Field(
+        description="the grouping: any of function, hour, capacity and cluster, or none (one total)"
+    )
     groups: list[CostGroupOut]
     total_node_seconds: float
     usd: float

@@ -140,6 +140,14 @@ def test_the_report_sums_by_function_and_hour_as_json_and_csv(gateway: RunningSe
         assert {r["capacity"] for r in csv.DictReader(io.StringIO(as_csv.text))} == {"local"}
         assert as_csv.headers["content-disposition"].endswith('-capacity.csv"')
 
+        # One cluster (no MultiKueue): every group's cluster is null, and says so in the CSV.
+        by_cluster = client.get("/v1/cost", params=[("since", "1h"), ("by", "cluster"), ("by", "function")])
+        assert by_cluster.json()["by"] == ["function", "cluster"]
+        [alone] = [g for g in by_cluster.json()["groups"] if g["function"] == name]
+        assert alone["cluster"] is None
+        as_csv = client.get("/v1/cost", params={"since": "1h", "by": "cluster", "format": "csv"})
+        assert as_csv.text.splitlines()[0].startswith("cluster,provisioning_s,"), as_csv.text
+
 
 @pytest.mark.parametrize(
     ("params", "field"),

@@ -68,7 +68,7 @@ def test_cost_refuses_a_bad_grouping_naming_it(eops: Eops) -> None:
     refused = eops("cost", "--by", "node")
     assert refused.code != 0
     assert "by" in refused.output
-    assert "function, hour and/or capacity" in refused.output
+    assert "function, hour, capacity and/or cluster" in refused.output
 
 
 def test_cost_by_capacity_says_what_the_node_time_was_priced_as(eops: Eops, ended: str) -> None:

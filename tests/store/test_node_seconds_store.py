@@ -365,3 +365,23 @@ def test_the_worker_cluster_is_kept_in_the_row_and_read_by_lists(
         assert listed.cluster == "worker-2", "lists read it too"
 
     run.run(body())
+
+
+def test_the_report_groups_the_node_time_by_the_worker_cluster_that_ran_it(
+    store: SqlStore, run: asyncio.Runner
+) -> None:
+    async def body() -> None:
+        for cluster in ("worker-1", "worker-2", "worker-2"):
+            inv = await admitted(store)
+            await store.record(BackendEvent(inv, cluster=cluster))
+            await store.record(BackendEvent(inv, node="n1", capacity_ready=at(0), node_since=at(0)))
+            await store.record(BackendEvent(inv, started=at(10)))
+            await store.record(BackendEvent(inv, finished=Finished.succeeded(at(3610))))
+        warm = warm_unused_span(at(0), at(1800))
+        assert warm is not None
+        await store.charge([Charge("node/s9", 0, "", T4, (warm,))])
+        since, until = T0 - timedelta(hours=1), T0 + timedelta(hours=3)
+        by_cluster = {g.cluster: round(g.seconds) for g in await store.cost_report(since, until, ["cluster"])}
+        assert by_cluster == {"worker-1": 3610, "worker-2": 7220, None: 1800}, "warm capacity: no cluster"
+
+    run.run(body())

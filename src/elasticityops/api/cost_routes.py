@@ -52,13 +52,15 @@ async def cost_of(rt: Runtime, inv: Invocation) -> InvocationCost:
         401: {"model": ErrorOut, "description": "missing or wrong token"},
         422: {"model": ErrorOut, "description": "invalid input; each problem names the field and the fix"},
     },
-    summary="Node-seconds and cost by phase, per function, hour and/or capacity",
+    summary="Node-seconds and cost by phase, per function, hour, capacity and/or cluster",
 )
 async def cost_report(
     request: Request,
     since: str = Query("24h", max_length=40, description="how far back: 90m, 24h, 7d, or an ISO 8601 time"),
     by: list[str] = Query(
-        [], description="group by function, hour and/or capacity (repeat for more than one); none: one total"
+        [],
+        description="group by function, hour, capacity and/or cluster (repeat for more than one); "
+        "none: one total",
     ),
     format: str | None = Query(None, description="csv for CSV (or send Accept: text/csv)"),
 ) -> Response:
@@ -115,7 +117,7 @@ def _by(raw: list[str]) -> tuple[str, ...]:
     names = [part.strip() for item in raw for part in item.split(",") if part.strip()]
     bad = [n for n in names if n not in GROUPINGS]
     if bad:
-        fix = "pass function, hour and/or capacity"
+        fix = "pass function, hour, capacity and/or cluster"
         raise InvalidInput([FieldProblem("by", f"{bad[0]!r} is not a grouping", fix)])
     return tuple(name for name in GROUPINGS if name in names)  # one order, whatever was asked
 
@@ -125,6 +127,7 @@ def _group_out(group: CostGroup) -> CostGroupOut:
         function=group.function,
         hour=group.hour,
         capacity=None if group.capacity is None else group.capacity.value,
+        cluster=group.cluster,
         node_seconds=phases_document(group.phases),
         total_node_seconds=group.seconds,
         usd=group.usd,
@@ -151,6 +154,7 @@ def report_csv(groups: list[CostGroup], keys: tuple[str, ...]) -> str:
             "function": group.function,
             "hour": None if group.hour is None else group.hour.isoformat(),
             "capacity": None if group.capacity is None else group.capacity.value,
+            "cluster": group.cluster,
         }
         seconds = phases_document(group.phases)
         writer.writerow(

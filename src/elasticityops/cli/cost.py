@@ -13,8 +13,8 @@ from elasticityops.cli.help_screen import App
 Grouping = typer.Option(
     "--by",
     metavar="GROUPING",
-    help="Group by function, hour and/or capacity (spot, on-demand, local; repeat for more than one: "
-    "--by function --by hour); none: one total.",
+    help="Group by function, hour, capacity (spot, on-demand, local) and/or cluster (MultiKueue's "
+    "workers; repeat for more than one: --by function --by hour); none: one total.",
 )
 
 

@@ -55,7 +55,7 @@ def cost_table(report: CostReportOut) -> RenderableType:
     if not report.groups:
         return Group(head, Text("no node time recorded in this range", style="dim"))
     table = Table(box=None, header_style="bold", pad_edge=False)
-    keys: list[str] = [k for k in ("function", "hour", "capacity") if k in report.by]
+    keys: list[str] = [k for k in ("function", "hour", "capacity", "cluster") if k in report.by]
     for key in keys:
         table.add_column(key.upper(), no_wrap=True)
     for phase in Phase:
@@ -75,6 +75,8 @@ def _keys(group: CostGroupOut, keys: list[str]) -> list[str]:
             cells.append(group.function or "(warm, unused)")
         elif key == "capacity":
             cells.append(group.capacity or "-")
+        elif key == "cluster":
+            cells.append(group.cluster or "-")
         else:
             cells.append("-" if group.hour is None else day_time(group.hour)[:-3])
     return cells

@@ -383,7 +383,7 @@ class Requests:
 
     def cost_report(self, *, since: str = "24h", by: Sequence[str] = ()) -> Call[CostReportOut]:
         """Node-seconds and their cost by phase since `since` (90m, 24h, 7d or an ISO time),
-        grouped `by` any of function, hour and capacity (none: one total)."""
+        grouped `by` any of function, hour, capacity and cluster (none: one total)."""
         return Call(
             "GET",
             "/v1/cost",

@@ -25,7 +25,7 @@ from elasticityops.pricing.table import Capacity
 
 # What a cost report may group by (any of them, or none: one total). `capacity`: what the node
 # time was priced as (spot, on-demand, local), so a report says how much of it was spot.
-GROUPINGS = ("function", "hour", "capacity")
+GROUPINGS = ("function", "hour", "capacity", "cluster")
 
 
 class Phase(StrEnum):
@@ -126,6 +126,7 @@ class Charge:
     gpu_type: str | None
     spans: Sequence[Span]
     capacity: Capacity | None = None
+    cluster: str | None = None  # MultiKueue's worker that ran the attempt; None: one cluster
 
 
 @dataclass(frozen=True)
@@ -166,13 +167,14 @@ class _SumsPhases:
 
 @dataclass(frozen=True)
 class CostGroup(_SumsPhases):
-    """One line of the report: its keys (function, hour, capacity: those it is grouped by) and
+    """One line of the report: its keys (function, hour, capacity, cluster: those it is grouped by) and
     each phase's totals."""
 
     function: str | None
     hour: datetime | None
     phases: Mapping[Phase, PhaseTotal]
     capacity: Capacity | None = None
+    cluster: str | None = None
 
 
 def ended_attempt(before: Invocation, after: Invocation) -> AttemptTimes | None:

@@ -58,6 +58,7 @@ def charge_of(inv: Invocation, times: AttemptTimes, now: datetime) -> Charge:
         gpu_type=inv.gpu_type,
         spans=attempt_spans(times, now),
         capacity=times.capacity,
+        cluster=inv.cluster,
     )
 
 
@@ -79,6 +80,7 @@ def write(conn: Connection, charges: Sequence[Charge], pricing: Pricing) -> None
                         "function": charge.function,
                         "gpu_type": charge.gpu_type,
                         "capacity": capacity.value,
+                        "cluster": charge.cluster,
                         "seconds": seconds,
                         "usd": usd,
                     }
@@ -148,8 +150,8 @@ def of_invocation(conn: Connection, invocation_id: str) -> dict[Phase, PhaseTota
 
 
 def report(conn: Connection, since: datetime, until: datetime, by: Sequence[str]) -> list[CostGroup]:
-    """Totals per group (by any of function, hour and capacity, or none) of the hours in [since, until):
-    hours are the ledger's grain, so `since` counts from the start of its hour."""
+    """Totals per group (by any of function, hour, capacity and cluster, or none) of the hours in
+    [since, until): hours are the ledger's grain, so `since` counts from the start of its hour."""
     unknown = set(by) - set(GROUPINGS)
     if unknown:
         raise ValueError(f"no grouping {sorted(unknown)}; the report groups by {GROUPINGS}")
@@ -175,6 +177,7 @@ def report(conn: Connection, since: datetime, until: datetime, by: Sequence[str]
                 hour=named.get("hour"),
                 phases=phases,
                 capacity=None if capacity is None else Capacity(capacity),
+                cluster=named.get("cluster"),
             )
         )
     return out

@@ -224,6 +224,9 @@ node_seconds = Table(
     Column("function", String(64), nullable=False),
     Column("gpu_type", String(64), nullable=True),
     Column("capacity", String(16), nullable=False),  # pricing.table.Capacity
+    # MultiKueue's worker cluster that ran the attempt (invocations.cluster); NULL: one cluster,
+    # warm capacity, and rows from before migration 0018.
+    Column("cluster", String(256), nullable=True),
     Column("seconds", Float, nullable=False),
     Column("usd", Float, nullable=True),  # NULL: its price is not in the table
     # The report reads a time range, by function or by hour.

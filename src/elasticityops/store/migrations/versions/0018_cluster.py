@@ -1,8 +1,9 @@
 """Several clusters (issue 40, MultiKueue): `invocations.cluster`, the worker cluster that runs the
 current attempt, recorded while it runs (MultiKueue deletes the worker's copy when the work
 ends, so the gateway's record is what the timeline, cost and console show afterwards). NULL with
-one cluster. On SQLite the table is rebuilt to keep the large values last (docs/migrations.md,
-migration 0015); PostgreSQL adds the column in place.
+one cluster. And `node_seconds.cluster`, the same for each ledger row of an attempt, so the cost
+report groups by cluster. On SQLite the invocations table is rebuilt to keep the large values
+last (docs/migrations.md, migration 0015); PostgreSQL adds the column in place.
 
 Revision ID: 0018
 Revises: 0017
@@ -60,8 +61,11 @@ def upgrade() -> None:
         partial_reordering=[_LARGE_LAST] if sqlite else None,
     ) as batch:
         batch.add_column(sa.Column("cluster", sa.String(256), nullable=True))
+    op.add_column("node_seconds", sa.Column("cluster", sa.String(256), nullable=True))
 
 
 def downgrade() -> None:
+    with op.batch_alter_table("node_seconds") as batch:
+        batch.drop_column("cluster")
     with op.batch_alter_table("invocations") as batch:
         batch.drop_column("cluster")
