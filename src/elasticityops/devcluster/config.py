@@ -7,6 +7,7 @@ from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
+from elasticityops.devcluster.kueue_setup import MultiKueueManager
 from elasticityops.devcluster.kwok_provider import L4_TYPE, T4_TYPE
 from elasticityops.devcluster.node_stages import DEFAULT_HEARTBEAT_SECONDS
 from elasticityops.devcluster.nodes import ZONES
@@ -138,6 +139,11 @@ class ClusterConfig:
     startup_timeout: float = 120.0  # s each component gets to become ready
     kueue: bool = False
     """Run Kueue's manager (built by `eops dev-cluster build --kueue`) beside the control plane."""
+    nodes: bool = True
+    """False: a control plane without nodes (no scheduler, kwok, simulated cloud or autoscaler),
+    as a MultiKueue manager cluster, which only dispatches, needs."""
+    multikueue: MultiKueueManager | None = None
+    """With `kueue`: this cluster's Kueue is a MultiKueue manager, with these timings."""
     apf_enabled: bool = True  # API priority and fairness; off lifts the inflight limits too
     job_workers: int = 5  # --concurrent-job-syncs; upstream's 5 keeps Job throughput realistic
     etcd_compaction_s: int = 300
