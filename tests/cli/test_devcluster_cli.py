@@ -56,15 +56,15 @@ def _refused(result: Result, *names: str) -> None:
     ("args", "names"),
     [
         (("up", "--workers", "3"), ("--workers", "add --multikueue")),
-        (("up", "--multikueue", "--workers", "9"), ("--workers 9", "1 to 8")),
+        (("up", "--multikueue", "--workers", "9"), ("--workers 9", "1 to 4")),
         (
             ("stockout", "--cluster", "worker-1", "--zone", "us-central1-a", "--all"),
             ("--zone or --all", "both given"),
         ),
         (("stockout", "--cluster", "worker-1"), ("--zone or --all", "neither given")),
         (
-            ("stockout", "--cluster", "worker-1", "--zone", "europe-west4-a"),
-            ("--zone europe-west4-a", "us-central1-a"),
+            ("up", "--multikueue", "--stockout-zone", "asia-east1-a"),
+            ("--stockout-zone asia-east1-a", "us-east4-a"),
         ),
         (("stockout", "--cluster", "manager", "--all"), ("--cluster manager", "name a worker")),
         (
@@ -107,16 +107,22 @@ def test_up_offers_a_multikueue_set() -> None:
     assert "--workers" in result.stdout
 
 
-def test_stockout_adds_and_takes_away_zones() -> None:
+def test_stockout_adds_and_takes_away_zones_of_the_clusters_region() -> None:
     from elasticityops.cli.devcluster_set import stockout_zones
-    from elasticityops.devcluster.nodes import ZONES
+    from elasticityops.devcluster.nodes import zones_of
 
-    a, b = ZONES[0], ZONES[1]
-    assert stockout_zones((a,), [b, a], every=False, off=False) == (a, b)
-    assert stockout_zones((a, b), [a], every=False, off=True) == (b,)
-    assert stockout_zones((a,), [], every=True, off=False) == ZONES
-    assert stockout_zones(ZONES, [], every=True, off=True) == ()
-    assert stockout_zones((), [f"{a}/nvidia-l4"], every=False, off=False) == (f"{a}/nvidia-l4",)
+    zones = zones_of("us-east4")
+    a, b = zones[0], zones[1]
+    assert stockout_zones((a,), [b, a], every=False, off=False, region="us-east4") == (a, b)
+    assert stockout_zones((a, b), [a], every=False, off=True, region="us-east4") == (b,)
+    assert stockout_zones((a,), [], every=True, off=False, region="us-east4") == zones
+    assert stockout_zones(zones, [], every=True, off=True, region="us-east4") == ()
+    l4 = f"{a}/nvidia-l4"
+    assert stockout_zones((), [l4], every=False, off=False, region="us-east4") == (l4,)
+    with pytest.raises(
+        ValueError, match="--zone us-central1-a: no such zone in this cluster's region us-east4"
+    ):
+        stockout_zones((), ["us-central1-a"], every=False, off=False, region="us-east4")
 
 
 def test_the_sets_queues_hold_each_workers_quota_and_the_managers_their_sum() -> None:

@@ -104,6 +104,9 @@ def test_a_job_on_the_manager_runs_on_a_worker_that_its_workload_names(clusters:
     with clusters.cluster(worker).api() as api:
         nodes, _ = api.list("/api/v1/nodes")
     assert set(ran_on[worker]) <= {n["metadata"]["name"] for n in nodes}
+    # Each worker is a region of its own: the nodes it ran on are there.
+    region = {"worker-1": "us-central1", "worker-2": "us-east4"}[worker]
+    assert {n["metadata"]["labels"]["topology.kubernetes.io/region"] for n in nodes} == {region}
 
 
 def test_with_a_worker_stopped_the_next_job_runs_on_the_other(clusters: ClusterSet) -> None:
@@ -119,6 +122,7 @@ def test_with_a_worker_stopped_the_next_job_runs_on_the_other(clusters: ClusterS
         status = _eops(clusters, "status")
         assert status.code == 1, "a stopped cluster is a process not running"
         assert "MultiKueue: inactive" in status.stdout
+        assert "region us-east4" in status.stdout
         worker, ran_on = _run_on_the_manager(clusters)
         assert worker == "worker-2"
         assert list(ran_on) == ["worker-2"]
@@ -135,3 +139,23 @@ def test_with_a_worker_stopped_the_next_job_runs_on_the_other(clusters: ClusterS
     kubeconfig = _eops(clusters, "kubeconfig", "--cluster", "worker-1")
     assert kubeconfig.code == 0, kubeconfig.output
     assert Path(kubeconfig.stdout.strip()) == clusters.root / "worker-1" / "kubeconfig"
+
+
+def test_a_workers_zones_stock_out_and_back_live(clusters: ClusterSet) -> None:
+    worker = clusters.cluster("worker-2")
+
+    def stocked_out() -> list[str]:
+        return list(worker.cloud_status()["settings"]["stockout_zones"])
+
+    wrong = _eops(clusters, "stockout", "--cluster", "worker-2", "--zone", "us-central1-a")
+    assert wrong.code == 2, wrong.output
+    assert "region us-east4" in wrong.stderr, "worker-2's zones are its region's"
+    out = _eops(clusters, "stockout", "--cluster", "worker-2", "--all")
+    assert out.code == 0, out.output
+    # The running cloud re-reads its knobs every second.
+    wait_for(
+        lambda: stocked_out() == ["us-east4-a", "us-east4-b", "us-east4-c"], timeout=10, what="the stockout"
+    )
+    back = _eops(clusters, "stockout", "--cluster", "worker-2", "--all", "--off")
+    assert back.code == 0, back.output
+    wait_for(lambda: not stocked_out(), timeout=10, what="the zones back")

@@ -186,14 +186,16 @@ def up(
         None,
         "--workers",
         metavar="N",
-        help=f"With --multikueue: how many worker clusters (default {DEFAULT_WORKERS}, at most 8).",
+        help=f"With --multikueue: how many worker clusters (default {DEFAULT_WORKERS}, at most 4), each in "
+        "a region of its own (us-central1, us-east4, europe-west4, us-west1: --stockout-zone names "
+        "any of their zones).",
     ),
 ) -> None:
     """Build if needed, then start the cluster (or, --multikueue, the set) and print how to use it."""
     from elasticityops.devcluster.cluster import DevCluster
     from elasticityops.devcluster.config import AutoscalerSettings, ClusterConfig
     from elasticityops.devcluster.errors import DevClusterError
-    from elasticityops.devcluster.multikueue import check_workers
+    from elasticityops.devcluster.multikueue import check_workers, worker_settings
 
     if workers is not None and not multikueue:
         usage_error("up", "--workers: only a MultiKueue set has workers; add --multikueue")
@@ -214,10 +216,13 @@ def up(
             scan_interval=scan_interval,
             max_node_provision_time=max_node_provision_time,
             balance_zones=balance_zones,
-        ).validated()
+        )
+        if multikueue:  # each worker in a region of its own, with the stocked-out zones there
+            worker_settings(settings, DEFAULT_WORKERS if workers is None else workers)
+        else:
+            settings = settings.validated()
     except ValueError as exc:
-        console.print(f"[red]dev-cluster up:[/] {exc}")
-        raise typer.Exit(2) from exc
+        usage_error("up", str(exc))
     try:
         tc = _build_with_progress("required" if autoscaling else "if-found", kueue=kueue or multikueue)
         cfg = ClusterConfig(state_dir=state_dir.expanduser(), autoscaler=settings, kueue=kueue or multikueue)

@@ -130,26 +130,35 @@ def kubeconfig(state_dir: Path, cluster: str | None) -> None:
     typer.echo(str(path))
 
 
-def stockout_zones(current: tuple[str, ...], zones: list[str], every: bool, off: bool) -> tuple[str, ...]:
-    """The stocked-out zones after `stockout`: `zones` (or, `every`, every zone) added, or with
-    `off` taken away. ValueError naming the flag for a zone the dev cluster has not."""
-    from elasticityops.devcluster.config import GPU_TYPES
-    from elasticityops.devcluster.nodes import ZONES
-
+def check_stockout_flags(zones: list[str], every: bool) -> None:
+    """ValueError naming the flags unless exactly one of --zone and --all is given."""
     if every == bool(zones):
         given = "both given" if every else "neither given"
         raise ValueError(
             f"--zone or --all ({given}): name zones with --zone ZONE (repeatable) or all with --all"
         )
+
+
+def stockout_zones(
+    current: tuple[str, ...], zones: list[str], every: bool, off: bool, region: str
+) -> tuple[str, ...]:
+    """The stocked-out zones of a cluster in `region` after `stockout`: `zones` (or, `every`,
+    every zone of the region) added, or with `off` taken away. ValueError naming the flag for a
+    zone the cluster has not."""
+    from elasticityops.devcluster.config import GPU_TYPES
+    from elasticityops.devcluster.nodes import zones_of
+
+    check_stockout_flags(zones, every)
+    here = zones_of(region)
     for entry in zones:
         zone, slash, kind = entry.partition("/")
-        if zone not in ZONES or (slash and kind not in GPU_TYPES):
+        if zone not in here or (slash and kind not in GPU_TYPES):
             raise ValueError(
-                f"--zone {entry}: no such zone here; use ZONE or ZONE/GPU_TYPE with ZONE one of "
-                f"{', '.join(ZONES)} and GPU_TYPE one of {', '.join(GPU_TYPES)}"
+                f"--zone {entry}: no such zone in this cluster's region {region}; use ZONE or "
+                f"ZONE/GPU_TYPE with ZONE one of {', '.join(here)} and GPU_TYPE one of {', '.join(GPU_TYPES)}"
             )
     if every:
-        return () if off else ZONES
+        return () if off else here
     if off:
         return tuple(z for z in current if z not in zones)
     return (*current, *(z for z in zones if z not in current))
@@ -159,7 +168,7 @@ def stockout(state_dir: Path, cluster: str | None, zones: list[str], every: bool
     from elasticityops.devcluster.multikueue import MANAGER
 
     try:
-        chosen = stockout_zones((), zones, every, off)  # the flags, before any cluster is looked for
+        check_stockout_flags(zones, every)  # the flags, before any cluster is looked for
     except ValueError as exc:
         usage_error("stockout", str(exc))
     if cluster == MANAGER:
@@ -170,8 +179,11 @@ def stockout(state_dir: Path, cluster: str | None, zones: list[str], every: bool
             f"[red]dev-cluster stockout:[/] the simulated cloud of {running.state_dir} is not running"
         )
         raise typer.Exit(1)
-    before = running.autoscaler_settings.stockout_zones
-    chosen = stockout_zones(before, zones, every, off)
+    settings = running.autoscaler_settings
+    try:
+        chosen = stockout_zones(settings.stockout_zones, zones, every, off, settings.region)
+    except ValueError as exc:
+        usage_error("stockout", str(exc))
     after = running.configure_cloud(stockout_zones=chosen).stockout_zones
     name = cluster or str(running.state_dir)
     typer.echo(f"{name}: stocked out: {', '.join(after) or 'none'}")
@@ -204,6 +216,7 @@ def _member(cluster: DevCluster) -> dict[str, Any]:
         "server": cluster.server,
         "processes": cluster.processes_alive(),
         "nodes": cloud.get("nodes"),
+        "region": (cloud.get("settings") or {}).get("region"),
         "stockout_zones": (cloud.get("settings") or {}).get("stockout_zones"),
     }
 
@@ -216,6 +229,7 @@ def _status_line(name: str, member: dict[str, Any], active: bool | None) -> str:
         line += f" (down: {', '.join(down)})"
     nodes = member["nodes"]
     if nodes:
+        line += f"  region {member['region']}"
         line += f"  nodes: {nodes.get('baseline', 0)} baseline, {nodes.get('autoscaled', 0)} autoscaled"
         line += f"  stocked out: {', '.join(member['stockout_zones'] or []) or 'none'}"
     if active is not None:

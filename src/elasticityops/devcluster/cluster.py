@@ -254,7 +254,9 @@ def up(cfg: ClusterConfig, tc: Toolchain, step: StepFn = _quiet) -> ClusterState
                     assert tc.autoscaler is not None
                     step("autoscaler CRDs and kwok provider config")
                     install_crds(api, tc.autoscaler.crd_dir, cfg.startup_timeout)
-                    install_kwok_provider_config(api, components.AUTOSCALER_NAMESPACE, settings.max_nodes)
+                    install_kwok_provider_config(
+                        api, components.AUTOSCALER_NAMESPACE, settings.max_nodes, settings.region
+                    )
                     launch(
                         "cluster-autoscaler",
                         components.cluster_autoscaler(tc.autoscaler, lay, ports, cfg, settings),

@@ -74,9 +74,11 @@ def up_set(
     step: StepFn = _quiet,
 ) -> ClusterSet:
     """Start a manager and `workers` workers under `root` (which must hold nothing running);
-    `worker` is every worker's ClusterConfig but its state directory and Kueue, which are set."""
+    `worker` is every worker's ClusterConfig but its state directory, region (each worker has
+    its own, multikueue.WORKER_REGIONS; `worker`'s stocked-out zones go to the worker whose
+    region has them) and Kueue, which are set."""
     root = root.resolve()
-    multikueue.check_workers(workers)
+    multikueue.worker_settings(worker.autoscaler, workers)  # refused before anything starts
     _check_free(root)
     root.mkdir(parents=True, exist_ok=True)
     began = time.monotonic()
@@ -84,8 +86,15 @@ def up_set(
     record.write(root)
     try:
         kubeconfigs = {}
-        for name in record.worker_names:
-            cfg = replace(worker, state_dir=member_dir(root, name), kueue=True, nodes=True, multikueue=None)
+        for name, settings in multikueue.worker_settings(worker.autoscaler, workers).items():
+            cfg = replace(
+                worker,
+                state_dir=member_dir(root, name),
+                autoscaler=settings,
+                kueue=True,
+                nodes=True,
+                multikueue=None,
+            )
             cluster = DevCluster.start(cfg, tc, _prefixed(step, name))
             step(f"{name}: Kueue's queue objects")
             _install(cluster, objects.worker, cfg.startup_timeout)

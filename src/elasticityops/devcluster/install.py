@@ -110,11 +110,11 @@ def install_kueue(api: BlockingKubeApi, build: KueueBuild, ports: KueuePorts, ti
     return pki
 
 
-def install_kwok_provider_config(api: BlockingKubeApi, namespace: str, max_nodes: int) -> None:
+def install_kwok_provider_config(api: BlockingKubeApi, namespace: str, max_nodes: int, region: str) -> None:
     # Copies of a template start NotReady as of now (the cluster's start), as a kubelet's
     # first status would be dated at registration.
     now = dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-    for cm in configmaps(namespace, max_nodes, now):
+    for cm in configmaps(namespace, max_nodes, now, region):
         _create(api, f"/api/v1/namespaces/{namespace}/configmaps", cm)
 
 

@@ -18,19 +18,22 @@ import base64
 import copy
 import json
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 import yaml
 
+from elasticityops.devcluster.config import AutoscalerSettings
 from elasticityops.devcluster.kueue_setup import NAMESPACE
+from elasticityops.devcluster.nodes import REGION_ZONES, zones_of
 
 Manifest = dict[str, Any]
 KUEUE_API = "kueue.x-k8s.io/v1beta2"
 MANAGER = "manager"
 WORKER_PREFIX = "worker-"
-MAX_WORKERS = 8  # three clusters already take most of a 2-core machine
+WORKER_REGIONS = tuple(REGION_ZONES)  # worker-1 in the first, worker-2 in the second, ...
+MAX_WORKERS = len(WORKER_REGIONS)  # a region each; three clusters already fill 2 cores
 CONTROLLER = "kueue.x-k8s.io/multikueue"
 CHECK_NAME = "eops-multikueue"
 CONFIG_NAME = "eops"
@@ -47,6 +50,34 @@ def check_workers(count: int) -> int:
     if not 1 <= count <= MAX_WORKERS:
         raise ValueError(f"--workers {count}: a set has 1 to {MAX_WORKERS} workers")
     return count
+
+
+def worker_region(index: int) -> str:
+    """The region of the set's `index`-th worker (from 1): every worker has one of its own."""
+    return WORKER_REGIONS[index - 1]
+
+
+def worker_settings(settings: AutoscalerSettings, workers: int) -> dict[str, AutoscalerSettings]:
+    """Each worker's cloud: `settings` in the worker's own region, with the stocked-out zones of
+    `settings` that are in that region. ValueError naming `--stockout-zone` for a zone no
+    worker has (or a GPU type no group has)."""
+    regions = {worker_name(i): worker_region(i) for i in range(1, check_workers(workers) + 1)}
+    stockouts: dict[str, list[str]] = {w: [] for w in regions}
+    for entry in settings.stockout_zones:
+        zone = entry.partition("/")[0]
+        owner = next((w for w, region in regions.items() if zone in zones_of(region)), None)
+        if owner is None:
+            where = "; ".join(f"{w}: {', '.join(zones_of(r))}" for w, r in regions.items())
+            raise ValueError(f"--stockout-zone {entry}: no worker of the set has zone {zone!r} ({where})")
+        stockouts[owner].append(entry)
+    out = {}
+    for worker, region in regions.items():
+        mine = replace(settings, region=region, stockout_zones=tuple(stockouts[worker]))
+        try:
+            out[worker] = mine.validated()
+        except ValueError as exc:
+            raise ValueError(f"--stockout-zone: {exc}") from None
+    return out
 
 
 def secret_name(worker: str) -> str:
