@@ -140,3 +140,12 @@ def test_the_sets_queues_hold_each_workers_quota_and_the_managers_their_sum() ->
     for manifests in (objects.worker, objects.manager):
         [local] = [m for m in manifests if m["kind"] == "LocalQueue"]
         assert local["metadata"] == {"name": "eops", "namespace": "default"}
+
+
+def test_one_cluster_is_not_started_where_a_set_is_recorded(tmp_path: Path) -> None:
+    # `down` there would stop the set's clusters and leave this one running.
+    root = _a_set(tmp_path / "set")
+    result = Eops(None)("dev-cluster", "up", "--no-autoscaling", "--state-dir", str(root))
+    assert result.code == 1, result.output
+    assert "a MultiKueue set is recorded in" in result.output
+    assert not (root / "state.json").exists()

@@ -41,6 +41,7 @@ from elasticityops.devcluster.install import (
     install_priority_classes,
 )
 from elasticityops.devcluster.kueue_setup import KueuePorts, manager_config
+from elasticityops.devcluster.multikueue import read_record
 from elasticityops.devcluster.nodes import ROLE_AUTOSCALED, ROLE_BASELINE, ROLE_LABEL, node_ready
 from elasticityops.devcluster.paths import KueueBuild, Toolchain
 from elasticityops.devcluster.procs import ProcessRecord
@@ -127,6 +128,10 @@ def _prepared(cfg: ClusterConfig, tc: Toolchain, lay: Layout) -> AutoscalerSetti
     old = load_state(lay.root)
     if old is not None and any(procs.is_alive(p) for p in old.processes):
         raise DevClusterError(f"a dev cluster is already running in {lay.root}; run `eops dev-cluster down`")
+    if read_record(lay.root) is not None:  # `down` would stop the set's clusters, not this one
+        raise DevClusterError(
+            f"a MultiKueue set is recorded in {lay.root}; run `eops dev-cluster down` first"
+        )
     settings = cfg.autoscaler.validated()
     if settings.enabled and cfg.nodes and tc.autoscaler is None:
         raise DevClusterError(
