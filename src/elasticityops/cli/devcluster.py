@@ -12,6 +12,17 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from elasticityops.cli.devcluster_set import (
+    DEFAULT_WORKERS,
+    cluster_option,
+    set_status,
+    up_set,
+    usage_error,
+)
+from elasticityops.cli.devcluster_set import kubeconfig as set_kubeconfig
+from elasticityops.cli.devcluster_set import start as start_cluster
+from elasticityops.cli.devcluster_set import stockout as stock_out
+from elasticityops.cli.devcluster_set import stop as stop_cluster
 from elasticityops.cli.help_screen import App
 
 app = App(
@@ -164,12 +175,35 @@ def up(
         help="Run Kueue (the cluster's own job queueing, built from the Go module proxy) beside "
         "the control plane, its webhooks on 127.0.0.1.",
     ),
+    multikueue: bool = typer.Option(
+        False,
+        "--multikueue",
+        help="Start a MultiKueue set instead of one cluster (implies --kueue): a manager control "
+        "plane without nodes whose Kueue dispatches each Job to a worker, and --workers dev "
+        "clusters (the flags above apply to each worker), one sub-directory of --state-dir each.",
+    ),
+    workers: int | None = typer.Option(
+        None,
+        "--workers",
+        metavar="N",
+        help=f"With --multikueue: how many worker clusters (default {DEFAULT_WORKERS}, at most 4), each in "
+        "a region of its own (us-central1, us-east4, europe-west4, us-west1: --stockout-zone names "
+        "any of their zones).",
+    ),
 ) -> None:
-    """Build if needed, then start the cluster and print how to use it."""
+    """Build if needed, then start the cluster (or, --multikueue, the set) and print how to use it."""
     from elasticityops.devcluster.cluster import DevCluster
     from elasticityops.devcluster.config import AutoscalerSettings, ClusterConfig
     from elasticityops.devcluster.errors import DevClusterError
+    from elasticityops.devcluster.multikueue import check_workers, worker_settings
 
+    if workers is not None and not multikueue:
+        usage_error("up", "--workers: only a MultiKueue set has workers; add --multikueue")
+    if multikueue:
+        try:
+            check_workers(DEFAULT_WORKERS if workers is None else workers)
+        except ValueError as exc:
+            usage_error("up", str(exc))
     try:
         settings = AutoscalerSettings(
             enabled=autoscaling,
@@ -182,13 +216,19 @@ def up(
             scan_interval=scan_interval,
             max_node_provision_time=max_node_provision_time,
             balance_zones=balance_zones,
-        ).validated()
+        )
+        if multikueue:  # each worker in a region of its own, with the stocked-out zones there
+            worker_settings(settings, DEFAULT_WORKERS if workers is None else workers)
+        else:
+            settings = settings.validated()
     except ValueError as exc:
-        console.print(f"[red]dev-cluster up:[/] {exc}")
-        raise typer.Exit(2) from exc
+        usage_error("up", str(exc))
     try:
-        tc = _build_with_progress("required" if autoscaling else "if-found", kueue=kueue)
-        cfg = ClusterConfig(state_dir=state_dir.expanduser(), autoscaler=settings, kueue=kueue)
+        tc = _build_with_progress("required" if autoscaling else "if-found", kueue=kueue or multikueue)
+        cfg = ClusterConfig(state_dir=state_dir.expanduser(), autoscaler=settings, kueue=kueue or multikueue)
+        if multikueue:
+            up_set(cfg, DEFAULT_WORKERS if workers is None else workers, tc)
+            return
         with console.status("starting") as status:
 
             def step(name: str) -> None:
@@ -208,9 +248,16 @@ def up(
 
 @app.command()
 def down(state_dir: Path = StateDir) -> None:
-    """Stop every process of the cluster by PID; nothing is left running."""
+    """Stop every process of the cluster (or of each cluster of a MultiKueue set) by PID;
+    nothing is left running."""
     from elasticityops.devcluster.cluster import down as stop
+    from elasticityops.devcluster.cluster_set import down_set
 
+    by_cluster = down_set(state_dir.expanduser())
+    if by_cluster:
+        for name, stopped_there in by_cluster.items():
+            console.print(f"{name}: stopped {', '.join(stopped_there) or 'nothing was running'}")
+        return
     stopped = stop(state_dir.expanduser())
     console.print(f"stopped: {', '.join(stopped) or 'nothing was running'}")
 
@@ -229,10 +276,15 @@ def status(
     ),
 ) -> None:
     """Show the cluster's processes, nodes, the simulated cloud, the autoscaler's own status and
-    stuck pods."""
+    stuck pods; of a MultiKueue set, each cluster's processes and nodes and whether the manager's
+    Kueue reaches each worker."""
     from elasticityops.devcluster.cluster import DevCluster
     from elasticityops.devcluster.errors import DevClusterError
+    from elasticityops.devcluster.multikueue import read_record
 
+    if read_record(state_dir.expanduser().resolve()) is not None:
+        set_status(state_dir, as_json)
+        return
     try:
         cluster = DevCluster.attach(state_dir.expanduser())
     except DevClusterError as exc:
@@ -314,14 +366,21 @@ def _print_stuck(stuck: list[dict[str, object]] | str, after: float) -> None:
 
 
 @app.command()
-def kubeconfig(state_dir: Path = StateDir) -> None:
+def kubeconfig(
+    state_dir: Path = StateDir,
+    cluster: str | None = cluster_option("the cluster whose kubeconfig to print"),
+) -> None:
     """Print the path of the cluster's kubeconfig (use: export KUBECONFIG=$(eops dev-cluster kubeconfig)).
     Exits 1 when no cluster is running there: a kubeconfig left by `down` points at nothing."""
     from elasticityops.devcluster.cluster import DevCluster
     from elasticityops.devcluster.components import Layout
     from elasticityops.devcluster.errors import DevClusterError
+    from elasticityops.devcluster.multikueue import read_record
 
     root = state_dir.expanduser().resolve()
+    if cluster is not None or read_record(root) is not None:
+        set_kubeconfig(state_dir, cluster)
+        return
     path = Layout(root).kubeconfig
     try:
         running = DevCluster.attach(root).processes_alive().get("kube-apiserver", False)
@@ -333,3 +392,46 @@ def kubeconfig(state_dir: Path = StateDir) -> None:
         typer.echo(f"no dev cluster is running in {root}{stale}; {hint}", err=True)
         raise typer.Exit(1)
     typer.echo(str(path))
+
+
+@app.command()
+def stockout(
+    state_dir: Path = StateDir,
+    cluster: str | None = cluster_option("the worker whose zones to stock out"),
+    zone: list[str] = typer.Option(
+        [],
+        "--zone",
+        metavar="ZONE[/GPU_TYPE]",
+        help="A zone whose new nodes never become Ready (repeat for more), or ZONE/GPU_TYPE for one "
+        "type's group there, as `up --stockout-zone`.",
+    ),
+    every: bool = typer.Option(False, "--all", help="Every zone of the cluster (instead of --zone)."),
+    off: bool = typer.Option(False, "--off", help="Give the zones their capacity back instead."),
+) -> None:
+    """Stock a running cluster's zones out (or, --off, back in) live: the simulated cloud applies it
+    within a second; nodes already Ready stay."""
+    stock_out(state_dir, cluster, zone, every, off)
+
+
+@app.command()
+def stop(
+    state_dir: Path = StateDir,
+    cluster: str = typer.Option(
+        ..., "--cluster", metavar="NAME", help="The set's cluster to stop (worker-1, ..., or manager)."
+    ),
+) -> None:
+    """Stop one cluster of a MultiKueue set by PID, as if its machines went away; its ports,
+    certificates and etcd data stay for `start`."""
+    stop_cluster(state_dir, cluster)
+
+
+@app.command()
+def start(
+    state_dir: Path = StateDir,
+    cluster: str = typer.Option(
+        ..., "--cluster", metavar="NAME", help="The set's cluster to start again (worker-1, ..., or manager)."
+    ),
+) -> None:
+    """Start a cluster of a MultiKueue set that `stop` stopped, with the same ports, certificates
+    and etcd data; returns once each of its processes is ready."""
+    start_cluster(state_dir, cluster)

@@ -34,7 +34,7 @@ from elasticityops.devcluster.nodes import (
     ROLE_AUTOSCALED,
     ROLE_BASELINE,
     ROLE_LABEL,
-    ZONES,
+    baseline_zone,
     gpu_node,
     node_ready,
 )
@@ -136,7 +136,7 @@ class CloudLoop:
             body = gpu_node(
                 name,
                 pool=BASELINE_POOL,
-                zone=ZONES[index % len(ZONES)],
+                zone=baseline_zone(index, self.settings.region),
                 role=ROLE_BASELINE,
                 now=now,
                 kubelet_port=self.kubelet_port,

@@ -41,6 +41,7 @@ from elasticityops.devcluster.install import (
     install_priority_classes,
 )
 from elasticityops.devcluster.kueue_setup import KueuePorts, manager_config
+from elasticityops.devcluster.multikueue import read_record
 from elasticityops.devcluster.nodes import ROLE_AUTOSCALED, ROLE_BASELINE, ROLE_LABEL, node_ready
 from elasticityops.devcluster.paths import KueueBuild, Toolchain
 from elasticityops.devcluster.procs import ProcessRecord
@@ -127,8 +128,12 @@ def _prepared(cfg: ClusterConfig, tc: Toolchain, lay: Layout) -> AutoscalerSetti
     old = load_state(lay.root)
     if old is not None and any(procs.is_alive(p) for p in old.processes):
         raise DevClusterError(f"a dev cluster is already running in {lay.root}; run `eops dev-cluster down`")
+    if read_record(lay.root) is not None:  # `down` would stop the set's clusters, not this one
+        raise DevClusterError(
+            f"a MultiKueue set is recorded in {lay.root}; run `eops dev-cluster down` first"
+        )
     settings = cfg.autoscaler.validated()
-    if settings.enabled and tc.autoscaler is None:
+    if settings.enabled and cfg.nodes and tc.autoscaler is None:
         raise DevClusterError(
             "the cluster-autoscaler is not built: run `eops dev-cluster build --require-autoscaler` "
             "(or start with --no-autoscaling for the static pool only)"
@@ -157,12 +162,13 @@ def _free_ports(kueue: bool) -> Ports:
 
 
 def _install_kueue(
-    api: BlockingKubeApi, build: KueueBuild, lay: Layout, ports: Ports, timeout: float
+    api: BlockingKubeApi, build: KueueBuild, lay: Layout, ports: Ports, cfg: ClusterConfig
 ) -> None:
     """Kueue's configuration written, and what its manager needs before it starts installed."""
     kueue_ports = KueuePorts(ports.kueue_webhook, ports.kueue_health, ports.kueue_metrics)
     lay.kueue.mkdir()
-    config = manager_config(kueue_ports, str(lay.kueue / "certs"))
+    config = manager_config(kueue_ports, str(lay.kueue / "certs"), cfg.multikueue)
+    timeout = cfg.startup_timeout
     (lay.kueue / "config.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
     pki = install_kueue(api, build, kueue_ports, timeout)
     # Where a pod would have the Secret mounted: the rotator waits for the files, then the
@@ -231,28 +237,31 @@ def up(cfg: ClusterConfig, tc: Toolchain, step: StepFn = _quiet) -> ClusterState
                 components.kube_controller_manager(tc, lay, ports, cfg),
                 answers_200(f"https://127.0.0.1:{ports.controller_manager}", "/healthz", unverified_tls()),
             )
-            launch(
-                "kube-scheduler",
-                components.kube_scheduler(tc, lay, ports, cfg),
-                answers_200(f"https://127.0.0.1:{ports.scheduler}", "/healthz", unverified_tls()),
-            )
-            launch(
-                "kwok",
-                components.kwok(tc, lay, cfg),
-                answers_200(f"https://127.0.0.1:{ports.kwok}", "/healthz", unverified_tls()),
-            )
-            launch("cloud", components.cloud(lay, server, ports.kwok), lay.cloud_status.is_file)
+            if cfg.nodes:
+                launch(
+                    "kube-scheduler",
+                    components.kube_scheduler(tc, lay, ports, cfg),
+                    answers_200(f"https://127.0.0.1:{ports.scheduler}", "/healthz", unverified_tls()),
+                )
+                launch(
+                    "kwok",
+                    components.kwok(tc, lay, cfg),
+                    answers_200(f"https://127.0.0.1:{ports.kwok}", "/healthz", unverified_tls()),
+                )
+                launch("cloud", components.cloud(lay, server, ports.kwok), lay.cloud_status.is_file)
             api = clients.enter_context(admin_api(creds))
             try:
                 _wait_default_serviceaccount(api, cfg.startup_timeout)
                 step("priority classes and the gateway's namespace")
                 install_priority_classes(api)
                 install_namespace(api, KubernetesSettings().namespace)
-                if settings.enabled:
+                if settings.enabled and cfg.nodes:
                     assert tc.autoscaler is not None
                     step("autoscaler CRDs and kwok provider config")
                     install_crds(api, tc.autoscaler.crd_dir, cfg.startup_timeout)
-                    install_kwok_provider_config(api, components.AUTOSCALER_NAMESPACE, settings.max_nodes)
+                    install_kwok_provider_config(
+                        api, components.AUTOSCALER_NAMESPACE, settings.max_nodes, settings.region
+                    )
                     launch(
                         "cluster-autoscaler",
                         components.cluster_autoscaler(tc.autoscaler, lay, ports, cfg, settings),
@@ -261,19 +270,20 @@ def up(cfg: ClusterConfig, tc: Toolchain, step: StepFn = _quiet) -> ClusterState
                     )
                 if tc.kueue is not None and cfg.kueue:
                     step("Kueue: its CRDs, webhooks and certificate")
-                    _install_kueue(api, tc.kueue, lay, ports, cfg.startup_timeout)
+                    _install_kueue(api, tc.kueue, lay, ports, cfg)
                     launch(
                         "kueue",
                         components.kueue(tc.kueue, lay),
                         answers_200(f"http://127.0.0.1:{ports.kueue_health}", "/readyz"),
                     )
-                step(f"baseline nodes ({settings.baseline})")
-                wait_for_nodes(
-                    api,
-                    ROLE_BASELINE,
-                    settings.baseline,
-                    timeout=cfg.startup_timeout + settings.baseline / 20,
-                )
+                if cfg.nodes:
+                    step(f"baseline nodes ({settings.baseline})")
+                    wait_for_nodes(
+                        api,
+                        ROLE_BASELINE,
+                        settings.baseline,
+                        timeout=cfg.startup_timeout + settings.baseline / 20,
+                    )
             except EopsError as exc:  # the API server failed us: part of the start that failed
                 raise StartupError(f"the cluster did not come up: {exc}") from None
     except BaseException:
@@ -518,6 +528,67 @@ class DevCluster:
         _save(self.layout, self.state)
         _wait(fresh, ready, timeout)
         return time.monotonic() - stopped
+
+    def stop_processes(self) -> list[str]:
+        """Stop every process by PID (reverse start order) and keep the rest: state, ports,
+        certificates, etcd's data; `start_processes` brings the same cluster back. As a cluster
+        whose machines are all switched off: clients get connections refused. Returns the names
+        stopped."""
+        stopped = []
+        for rec in reversed(self.state.processes):
+            if procs.is_alive(rec):
+                procs.stop(rec)
+                stopped.append(rec.name)
+        return stopped
+
+    def start_processes(self, timeout: float = 120.0) -> list[str]:
+        """Start again, in their order, with the same command lines, every process that
+        `stop_processes` stopped, each waited for as at `up`. Raises DevClusterError when one is
+        still running (a half-stopped cluster is not restarted piecemeal)."""
+        running = [rec.name for rec in self.state.processes if procs.is_alive(rec)]
+        if running:
+            raise DevClusterError(
+                f"{', '.join(running)} still running in {self.state_dir}: stop the cluster first"
+            )
+        started = []
+        with contextlib.ExitStack() as clients:
+            for rec in self.state.processes:
+                env = (
+                    components.cluster_autoscaler_env(self.layout)
+                    if rec.name == "cluster-autoscaler"
+                    else None
+                )
+                fresh = procs.start(rec.name, list(rec.argv), Path(rec.log), env)
+                self.state = replace(
+                    self.state, processes=tuple(fresh if p is rec else p for p in self.state.processes)
+                )
+                _save(self.layout, self.state)
+                probe = self._readiness(rec.name, clients)
+                _wait(fresh, probe, timeout)
+                started.append(rec.name)
+        return started
+
+    def _readiness(self, name: str, clients: contextlib.ExitStack) -> Callable[[], bool]:
+        """What says the component `name` is ready again, as `up` waits for it."""
+        ports = self.state.ports
+        checks: dict[str, tuple[str, str, ssl.SSLContext | None]] = {
+            "etcd": (f"http://127.0.0.1:{ports.etcd_client}", "/health", None),
+            "kube-apiserver": (self.server, "/readyz", self.credentials.ssl_context()),
+            "kube-controller-manager": (
+                f"https://127.0.0.1:{ports.controller_manager}",
+                "/healthz",
+                unverified_tls(),
+            ),
+            "kube-scheduler": (f"https://127.0.0.1:{ports.scheduler}", "/healthz", unverified_tls()),
+            "kwok": (f"https://127.0.0.1:{ports.kwok}", "/healthz", unverified_tls()),
+            "cluster-autoscaler": (f"http://127.0.0.1:{ports.autoscaler_metrics}", "/health-check", None),
+            "kueue": (f"http://127.0.0.1:{ports.kueue_health}", "/readyz", None),
+        }
+        if name not in checks:  # the simulated cloud: it writes its status every second
+            return self.layout.cloud_status.is_file
+        base, path, tls = checks[name]
+        probe = clients.enter_context(probe_api(base, tls))
+        return lambda: probe.ok(path)
 
     def processes_alive(self) -> dict[str, bool]:
         return {p.name: procs.is_alive(p) for p in self.state.processes}

@@ -7,9 +7,10 @@ from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
+from elasticityops.devcluster.kueue_setup import MultiKueueManager
 from elasticityops.devcluster.kwok_provider import L4_TYPE, T4_TYPE
 from elasticityops.devcluster.node_stages import DEFAULT_HEARTBEAT_SECONDS
-from elasticityops.devcluster.nodes import ZONES
+from elasticityops.devcluster.nodes import REGION, zones_of
 from elasticityops.planner.distributions import parse_distribution
 
 GPU_TYPES = (T4_TYPE, L4_TYPE)  # those the dev cluster's node groups offer
@@ -50,6 +51,9 @@ class AutoscalerSettings:
     # s of binpacking per node group in one scale-up (upstream's 10 s): its estimate stops
     # there, which on two busy cores is about 1,000 nodes of one-GPU pods
     max_binpacking_s: float = 10.0
+    # The region of every node (nodes.REGION_ZONES): its zones are the node groups', the static
+    # pool's and those stockout_zones may name. Fixed at `up` (the kwok provider's groups).
+    region: str = REGION
 
     def validated(self) -> AutoscalerSettings:
         parse_distribution(self.provision_delay, "--provision-delay")
@@ -64,10 +68,11 @@ class AutoscalerSettings:
             raise ValueError("max_nodes_per_scaleup must be >= 1")
         if self.max_binpacking_s <= 0:
             raise ValueError("max_binpacking_s must be > 0")
+        zones = zones_of(self.region)
         for entry in self.stockout_zones:
             zone, slash, kind = entry.partition("/")
-            if zone not in ZONES:
-                raise ValueError(f"stockout_zones: unknown zone {zone!r}; zones are {', '.join(ZONES)}")
+            if zone not in zones:
+                raise ValueError(f"stockout_zones: unknown zone {zone!r}; zones are {', '.join(zones)}")
             if slash and kind not in GPU_TYPES:
                 raise ValueError(
                     f"stockout_zones: {entry!r} names GPU type {kind!r}, which the dev cluster has "
@@ -138,6 +143,11 @@ class ClusterConfig:
     startup_timeout: float = 120.0  # s each component gets to become ready
     kueue: bool = False
     """Run Kueue's manager (built by `eops dev-cluster build --kueue`) beside the control plane."""
+    nodes: bool = True
+    """False: a control plane without nodes (no scheduler, kwok, simulated cloud or autoscaler),
+    as a MultiKueue manager cluster, which only dispatches, needs."""
+    multikueue: MultiKueueManager | None = None
+    """With `kueue`: this cluster's Kueue is a MultiKueue manager, with these timings."""
     apf_enabled: bool = True  # API priority and fairness; off lifts the inflight limits too
     job_workers: int = 5  # --concurrent-job-syncs; upstream's 5 keeps Job throughput realistic
     etcd_compaction_s: int = 300

@@ -20,7 +20,7 @@ from elasticityops.devcluster.errors import StartupError
 from elasticityops.devcluster.kueue_setup import KueuePorts
 from elasticityops.devcluster.kwok_provider import configmaps
 from elasticityops.devcluster.paths import KueueBuild
-from elasticityops.domain.errors import Conflict
+from elasticityops.domain.errors import Conflict, EopsError
 
 CRD_PATH = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
 
@@ -110,9 +110,52 @@ def install_kueue(api: BlockingKubeApi, build: KueueBuild, ports: KueuePorts, ti
     return pki
 
 
-def install_kwok_provider_config(api: BlockingKubeApi, namespace: str, max_nodes: int) -> None:
+def install_kwok_provider_config(api: BlockingKubeApi, namespace: str, max_nodes: int, region: str) -> None:
     # Copies of a template start NotReady as of now (the cluster's start), as a kubelet's
     # first status would be dated at registration.
     now = dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-    for cm in configmaps(namespace, max_nodes, now):
+    for cm in configmaps(namespace, max_nodes, now, region):
         _create(api, f"/api/v1/namespaces/{namespace}/configmaps", cm)
+
+
+_KUEUE_PLURALS = {
+    "ResourceFlavor": "resourceflavors",
+    "WorkloadPriorityClass": "workloadpriorityclasses",
+    "ProvisioningRequestConfig": "provisioningrequestconfigs",
+    "AdmissionCheck": "admissionchecks",
+    "ClusterQueue": "clusterqueues",
+    "LocalQueue": "localqueues",
+    "MultiKueueCluster": "multikueueclusters",
+    "MultiKueueConfig": "multikueueconfigs",
+}
+
+
+def object_path(manifest: dict[str, Any]) -> str:
+    """The collection `manifest` is created in: a core Secret, or one of Kueue's kinds."""
+    kind, ns = manifest["kind"], manifest["metadata"].get("namespace")
+    if kind == "Secret":
+        return f"/api/v1/namespaces/{ns}/secrets"
+    if kind not in _KUEUE_PLURALS:
+        raise ValueError(f"no collection known for kind {kind}")
+    group = f"/apis/{manifest['apiVersion']}"
+    where = f"{group}/namespaces/{ns}" if ns else group
+    return f"{where}/{_KUEUE_PLURALS[kind]}"
+
+
+def install_objects(api: BlockingKubeApi, manifests: list[dict[str, Any]], timeout: float) -> None:
+    """Create each object in order (one that exists is kept). Kueue's validating webhooks see
+    its kinds: in the first seconds after its /readyz a create can still fail on the webhook's
+    connection, so a failed create is tried again until `timeout`."""
+    for manifest in manifests:
+        path = object_path(manifest)
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                _create(api, path, manifest)
+                break
+            except EopsError as exc:
+                if time.monotonic() > deadline:
+                    raise StartupError(
+                        f"{manifest['kind']} {manifest['metadata']['name']} not created: {exc}"
+                    ) from None
+                time.sleep(1.0)

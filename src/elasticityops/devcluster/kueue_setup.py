@@ -47,8 +47,39 @@ class KueuePorts:
     metrics: int
 
 
-def manager_config(ports: KueuePorts, cert_dir: str) -> Manifest:
-    """Kueue's Configuration (config.kueue.x-k8s.io/v1beta2) for a manager out of the cluster."""
+@dataclass(frozen=True)
+class MultiKueueManager:
+    """The `multiKueue` section of a MultiKueue manager's Configuration.
+
+    Kueue's clients to the workers are NOT configured here: v0.17.0 builds each from the worker's
+    kubeconfig alone (pkg/controller/admissionchecks/multikueue/multikueuecluster.go,
+    newClientWithWatch: `clientcmd.RESTConfigFromKubeConfig`, no QPS or Burst set), so they keep
+    client-go's 5 QPS, burst 10 (kueue#14973); `clientConnection` paces only its own cluster's
+    client (cmd/kueue/main.go)."""
+
+    origin: str = "eops-dev"  # the label value that marks what this manager made on a worker
+    # s a workload stays dispatched to a worker Kueue lost the connection to (upstream's 15 min)
+    worker_lost_timeout_s: float = 900.0
+    gc_interval_s: float = 60.0  # s between two sweeps for orphans on the workers (upstream's 1 min)
+
+    def to_config(self) -> Manifest:
+        return {
+            "origin": self.origin,
+            "workerLostTimeout": f"{self.worker_lost_timeout_s:g}s",
+            "gcInterval": f"{self.gc_interval_s:g}s",
+        }
+
+
+def manager_config(ports: KueuePorts, cert_dir: str, multikueue: MultiKueueManager | None = None) -> Manifest:
+    """Kueue's Configuration (config.kueue.x-k8s.io/v1beta2) for a manager out of the cluster;
+    with `multikueue`, one that dispatches to worker clusters."""
+    config = _config(ports, cert_dir)
+    if multikueue is not None:
+        config["multiKueue"] = multikueue.to_config()
+    return config
+
+
+def _config(ports: KueuePorts, cert_dir: str) -> Manifest:
     return {
         "apiVersion": "config.kueue.x-k8s.io/v1beta2",
         "kind": "Configuration",

@@ -17,16 +17,16 @@ import yaml
 from elasticityops.backends.kubernetes.labels import ACCELERATOR_LABEL, GPU_RESOURCE, HOSTNAME_LABEL
 from elasticityops.devcluster.nodes import (
     POOL_LABEL,
+    REGION,
     ROLE_AUTOSCALED,
-    ZONES,
     gpu_node,
+    zones_of,
 )
 
 PROVIDER_CONFIG = "kwok-provider-config"
 TEMPLATES_CONFIG = "kwok-provider-templates"
 T4_TYPE = "nvidia-tesla-t4"
 L4_TYPE = "nvidia-l4"
-L4_ZONE = ZONES[0]
 # A NAP pool holds at most 1,000 nodes per zone on GKE (../shared/notes/gke-gpu-facts.md).
 POOL_SIZE_LIMIT = 1000
 NOT_READY_TAINT = {"key": "node.kubernetes.io/not-ready", "effect": "NoSchedule"}
@@ -47,12 +47,17 @@ def t4_group(zone: str) -> str:
     return f"nap-t4-{zone}"
 
 
-def l4_group() -> str:
-    return f"nap-l4-{L4_ZONE}"
+def l4_zone(region: str = REGION) -> str:
+    """The one zone of the region with an L4 group (its first)."""
+    return zones_of(region)[0]
 
 
-def group_names() -> tuple[str, ...]:
-    return (*(t4_group(z) for z in ZONES), l4_group())
+def l4_group(region: str = REGION) -> str:
+    return f"nap-l4-{l4_zone(region)}"
+
+
+def group_names(region: str = REGION) -> tuple[str, ...]:
+    return (*(t4_group(z) for z in zones_of(region)), l4_group(region))
 
 
 def provider_config() -> dict[str, Any]:
@@ -99,12 +104,14 @@ def _template(name: str, zone: str, group_max: int, registered_at: str) -> dict[
     return node
 
 
-def templates(max_nodes: int, registered_at: str = "2026-01-01T00:00:00Z") -> list[dict[str, Any]]:
-    """One template Node per group; each group may grow to max_nodes (the quota caps the sum).
-    `registered_at` dates the NotReady condition every copy starts with (RFC 3339)."""
+def templates(
+    max_nodes: int, registered_at: str = "2026-01-01T00:00:00Z", region: str = REGION
+) -> list[dict[str, Any]]:
+    """One template Node per group of `region`; each group may grow to max_nodes (the quota caps
+    the sum). `registered_at` dates the NotReady condition every copy starts with (RFC 3339)."""
     group_max = max(min(max_nodes, POOL_SIZE_LIMIT), 0)
-    nodes = [_template(t4_group(z), z, group_max, registered_at) for z in ZONES]
-    l4 = _template(l4_group(), L4_ZONE, group_max, registered_at)
+    nodes = [_template(t4_group(z), z, group_max, registered_at) for z in zones_of(region)]
+    l4 = _template(l4_group(region), l4_zone(region), group_max, registered_at)
     labels = l4["metadata"]["labels"]
     labels[ACCELERATOR_LABEL] = L4_TYPE
     labels["node.kubernetes.io/instance-type"] = "g2-standard-8"
@@ -114,7 +121,7 @@ def templates(max_nodes: int, registered_at: str = "2026-01-01T00:00:00Z") -> li
 
 
 def configmaps(
-    namespace: str, max_nodes: int, registered_at: str = "2026-01-01T00:00:00Z"
+    namespace: str, max_nodes: int, registered_at: str = "2026-01-01T00:00:00Z", region: str = REGION
 ) -> list[dict[str, Any]]:
     def cm(name: str, key: str, doc: Any) -> dict[str, Any]:
         return {
@@ -124,5 +131,5 @@ def configmaps(
             "data": {key: yaml.safe_dump(doc, sort_keys=False)},
         }
 
-    node_list = {"apiVersion": "v1", "kind": "List", "items": templates(max_nodes, registered_at)}
+    node_list = {"apiVersion": "v1", "kind": "List", "items": templates(max_nodes, registered_at, region)}
     return [cm(PROVIDER_CONFIG, "config", provider_config()), cm(TEMPLATES_CONFIG, "templates", node_list)]

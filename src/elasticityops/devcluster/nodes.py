@@ -24,7 +24,29 @@ ROLE_BASELINE = "baseline"
 ROLE_AUTOSCALED = "autoscaled"
 POOL_LABEL = "cloud.google.com/gke-nodepool"
 REGION = "us-central1"
-ZONES: tuple[str, ...] = ("us-central1-a", "us-central1-b", "us-central1-c", "us-central1-f")
+# Regions a dev cluster's nodes can be in, with their zones as GCP names them: each worker of a
+# MultiKueue set is a region of its own (multikueue.WORKER_REGIONS). One cluster is in REGION.
+REGION_ZONES: dict[str, tuple[str, ...]] = {
+    "us-central1": ("us-central1-a", "us-central1-b", "us-central1-c", "us-central1-f"),
+    "us-east4": ("us-east4-a", "us-east4-b", "us-east4-c"),
+    "europe-west4": ("europe-west4-a", "europe-west4-b", "europe-west4-c"),
+    "us-west1": ("us-west1-a", "us-west1-b"),
+}
+ZONES: tuple[str, ...] = REGION_ZONES[REGION]
+
+
+def zones_of(region: str) -> tuple[str, ...]:
+    """The zones of `region` (ValueError naming the regions there are for another)."""
+    if region not in REGION_ZONES:
+        raise ValueError(f"region {region!r}: the dev cluster has {', '.join(REGION_ZONES)}")
+    return REGION_ZONES[region]
+
+
+def region_of(zone: str) -> str:
+    """us-central1 for us-central1-a: GCP's zone names are the region's and a letter."""
+    return zone.rsplit("-", 1)[0]
+
+
 BASELINE_POOL = "baseline-t4"
 
 GPU_TAINT = {"key": GPU_RESOURCE, "value": "present", "effect": "NoSchedule"}
@@ -108,7 +130,7 @@ def _manifest(name: str, *, pool: str, zone: str, role: str) -> dict[str, Any]:
                 GKE_GPU_LABEL: "true",
                 POOL_LABEL: pool,
                 ZONE_LABEL: zone,
-                "topology.kubernetes.io/region": REGION,
+                "topology.kubernetes.io/region": region_of(zone),
                 "node.kubernetes.io/instance-type": "n1-standard-4",
                 ROLE_LABEL: role,
             },
@@ -141,9 +163,15 @@ def baseline_node_name(index: int) -> str:
     return f"gke-eops-{BASELINE_POOL}-{index:05d}"
 
 
-def baseline_nodes(count: int, start: int = 0) -> list[dict[str, Any]]:
-    """`count` static-pool nodes, spread round-robin over the zones."""
+def baseline_zone(index: int, region: str = REGION) -> str:
+    """The zone of the static pool's node `index`: round-robin over the region's zones."""
+    zones = zones_of(region)
+    return zones[index % len(zones)]
+
+
+def baseline_nodes(count: int, start: int = 0, region: str = REGION) -> list[dict[str, Any]]:
+    """`count` static-pool nodes, spread round-robin over the region's zones."""
     return [
-        gpu_node(baseline_node_name(i), pool=BASELINE_POOL, zone=ZONES[i % len(ZONES)], role=ROLE_BASELINE)
+        gpu_node(baseline_node_name(i), pool=BASELINE_POOL, zone=baseline_zone(i, region), role=ROLE_BASELINE)
         for i in range(start, start + count)
     ]
