@@ -14,6 +14,7 @@ from typing import Any
 import anyio
 import pytest
 
+from helpers.multikueue import multikueue_set  # noqa: F401  (a fixture)
 from helpers.pg_cluster import PgCluster, pg_cluster
 
 pytest_plugins = ["elasticityops.devcluster.pytest_plugin", "pytester"]

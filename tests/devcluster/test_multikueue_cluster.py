@@ -2,22 +2,19 @@
 as a manager dispatches a batch/v1 Job to one of two worker dev clusters, mirrors its status
 back, and stops sending work to a worker whose API server is gone until it is back.
 
-The module starts its own set (a manager and two workers) and stops every process by PID at its
-end; it has a lane of its own so that a parallel run gives it a worker process to itself."""
+The set (a manager and two workers) is the session's (tests/helpers/multikueue.py), shared with
+the gateway's tests on it; its lane gives it a worker process to itself in a parallel run."""
 
 from __future__ import annotations
 
-import atexit
-import os
 import secrets
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from cli.runner import Eops
-from elasticityops.devcluster.cluster_set import ClusterSet, cluster_states, down_set, up_set
+from elasticityops.devcluster.cluster_set import ClusterSet, cluster_states
 from helpers.kueue import queued_job, workload_of
 
 from .helpers import job_condition, wait_for
@@ -28,29 +25,10 @@ NS = "default"
 JOBS = f"/apis/batch/v1/namespaces/{NS}/jobs"
 
 
-@pytest.fixture(scope="module")
-def clusters(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ClusterSet]:
-    from elasticityops.cli.devcluster_set import set_objects
-    from elasticityops.devcluster.build import ensure_built
-    from elasticityops.devcluster.config import ClusterConfig
-    from elasticityops.devcluster.errors import DevClusterError
-    from elasticityops.devcluster.pytest_plugin import TEST_KNOBS
-
-    root = tmp_path_factory.mktemp("multikueue")
-    allow_build = os.environ.get("EOPS_DEV_CLUSTER_BUILD", "") == "1"
-    # Stop by PID even if the session dies before this fixture's teardown.
-    atexit.register(down_set, root)
-    try:
-        tc = ensure_built(allow_build=allow_build, autoscaler="required", kueue=True)
-        cfg = ClusterConfig(state_dir=root, autoscaler=TEST_KNOBS)
-        started = up_set(root, cfg, 2, set_objects(2, TEST_KNOBS.max_nodes), tc)
-    except DevClusterError as exc:
-        pytest.fail(f"the MultiKueue set did not start: {exc}", pytrace=False)
-    try:
-        yield started
-    finally:
-        down_set(root)
-        atexit.unregister(down_set)
+@pytest.fixture
+def clusters(multikueue_set: ClusterSet) -> ClusterSet:
+    """The session's set (tests/helpers/multikueue.py), shared with the gateway's tests on it."""
+    return multikueue_set
 
 
 def _eops(clusters: ClusterSet, *args: str) -> Any:

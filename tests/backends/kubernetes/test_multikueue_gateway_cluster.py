@@ -1,0 +1,106 @@
+"""`eops serve --admission kueue --kube-workers ...` on a MultiKueue manager (the set of
+`eops dev-cluster up --multikueue`, the real Kueue v0.17.0): the gateway submits to the manager
+only, MultiKueue runs each Job in a worker, and the gateway still follows every invocation to its
+end there: the worker that ran it (timeline, record, cost), the payload Secret MultiKueue does
+not copy (put in that worker, owned by its Job), the pod's progress and logs, and cancel."""
+
+from __future__ import annotations
+
+import base64
+import json
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+import pytest
+
+from elasticityops.backends.kubernetes.manifests import PAYLOAD_KEY, job_name
+from elasticityops.devcluster.cluster_set import ClusterSet
+from elasticityops.devcluster.stages import SIMULATED_OUTPUT
+from elasticityops.domain.errors import NotFound
+from elasticityops.domain.kueue_notes import DISPATCHED
+from helpers.server import RunningServer
+
+from .cluster_support import deploy, invoke, runs, start_k8s_gateway, status, wait_state
+
+pytestmark = [pytest.mark.cluster, pytest.mark.slow, pytest.mark.cluster_lane("multikueue")]
+
+NS = "default"  # where the set's LocalQueue `eops` is, on the manager and every worker
+
+
+@pytest.fixture(scope="module")
+def gateway(multikueue_set: ClusterSet, tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningServer]:
+    workers = ",".join(
+        f"{name}={multikueue_set.cluster(name).kubeconfig_path}"
+        for name in multikueue_set.record.worker_names
+    )
+    env = {"EOPS_ADMISSION": "kueue", "EOPS_KUBE_WORKERS": workers}
+    server = start_k8s_gateway(multikueue_set.manager, NS, tmp_path_factory.mktemp("gw"), env=env)
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+def _worker_object(clusters: ClusterSet, worker: str, path: str) -> dict[str, Any] | None:
+    with clusters.cluster(worker).api() as api:
+        try:
+            return api.get(path)
+        except NotFound:
+            return None
+
+
+def test_an_invocation_runs_in_a_worker_and_the_gateway_follows_it_to_its_end(
+    multikueue_set: ClusterSet, gateway: RunningServer
+) -> None:
+    deploy(gateway, name="far", annotations=runs(8))
+    payload = {"region": "anywhere", "n": 7}
+    inv = invoke(gateway, "far", payload)
+    running = wait_state(gateway, inv, {"running"}, timeout=150)
+    worker = running["cluster"]
+    assert worker in multikueue_set.record.worker_names, running
+    dispatched = [n["message"] for n in running["notes"] if n["kind"] == DISPATCHED]
+    assert dispatched == [f"Kueue: MultiKueue runs it in cluster {worker}"], running["notes"]
+    assert running["node"], "the worker's pod told the gateway its node"
+
+    # The payload Secret is in the worker, owned by MultiKueue's copy of the Job.
+    name = job_name(inv)
+    worker_job = _worker_object(multikueue_set, worker, f"/apis/batch/v1/namespaces/{NS}/jobs/{name}")
+    assert worker_job is not None
+    secret = _worker_object(multikueue_set, worker, f"/api/v1/namespaces/{NS}/secrets/{name}")
+    assert secret is not None, "the pod's payload Secret in the worker that runs it"
+    assert [o["uid"] for o in secret["metadata"]["ownerReferences"]] == [worker_job["metadata"]["uid"]]
+    assert json.loads(base64.b64decode(secret["data"][PAYLOAD_KEY])) == payload
+
+    logs = httpx.get(f"{gateway.url}/v1/invocations/{inv}/logs", headers=gateway.auth, timeout=30)
+    assert (logs.status_code, logs.text) == (200, "".join(f"{line}\n" for line in SIMULATED_OUTPUT))
+
+    done = wait_state(gateway, inv, {"succeeded", "failed"}, timeout=120)
+    assert (done["state"], done["exit_code"], done["cluster"]) == ("succeeded", 0, worker)
+    cost = httpx.get(
+        f"{gateway.url}/v1/cost", params={"since": "1h", "by": "cluster"}, headers=gateway.auth, timeout=30
+    ).json()
+    by_cluster = {g["cluster"]: g["total_node_seconds"] for g in cost["groups"]}
+    assert by_cluster.get(worker, 0) > 0, cost
+
+
+def test_a_cancel_takes_the_work_out_of_its_worker(
+    multikueue_set: ClusterSet, gateway: RunningServer
+) -> None:
+    deploy(gateway, name="long", annotations=runs(300))
+    inv = invoke(gateway, "long")
+    worker = wait_state(gateway, inv, {"running"}, timeout=150)["cluster"]
+    name = job_name(inv)
+    assert _worker_object(multikueue_set, worker, f"/apis/batch/v1/namespaces/{NS}/jobs/{name}") is not None
+    answer = httpx.post(f"{gateway.url}/v1/invocations/{inv}/cancel", headers=gateway.auth, timeout=30)
+    assert answer.status_code == 200, answer.text
+    assert status(gateway, inv)["state"] == "cancelled"
+    deadline = time.monotonic() + 90
+    while time.monotonic() < deadline:
+        if _worker_object(multikueue_set, worker, f"/apis/batch/v1/namespaces/{NS}/jobs/{name}") is None:
+            break
+        time.sleep(1)
+    assert _worker_object(multikueue_set, worker, f"/apis/batch/v1/namespaces/{NS}/jobs/{name}") is None, (
+        "MultiKueue removes the worker's copy once the manager's Job is gone"
+    )
