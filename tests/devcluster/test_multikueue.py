@@ -135,8 +135,10 @@ def test_kueue_as_a_manager_gets_the_multikueue_section() -> None:
 
 
 def test_the_manager_cluster_has_no_nodes_and_runs_kueue_as_a_manager(tmp_path: Path) -> None:
-    worker = ClusterConfig(state_dir=tmp_path, autoscaler=AutoscalerSettings(baseline=2), api_qps=123)
+    settings = AutoscalerSettings(baseline=2, stockout_zones=("us-east4-a",))  # worker-2's zone
+    worker = ClusterConfig(state_dir=tmp_path, autoscaler=settings, api_qps=123)
     cfg = manager_config(worker, tmp_path, MultiKueueManager())
+    assert cfg.autoscaler.validated().stockout_zones == (), "the workers' stockouts are theirs"
     assert cfg.state_dir == tmp_path / "manager"
     assert (cfg.nodes, cfg.kueue, cfg.multikueue) == (False, True, MultiKueueManager())
     assert not cfg.autoscaler.enabled
@@ -170,3 +172,42 @@ def test_each_object_is_created_in_its_collection(manifest: dict[str, object], p
 def test_an_object_of_an_unknown_kind_is_refused() -> None:
     with pytest.raises(ValueError, match="Deployment"):
         object_path({"kind": "Deployment", "apiVersion": "apps/v1", "metadata": {"name": "d"}})
+
+
+def test_each_worker_is_a_region_of_its_own_with_the_stockouts_there() -> None:
+    settings = AutoscalerSettings(max_nodes=7, stockout_zones=("us-east4-b", "us-central1-a/nvidia-l4"))
+    workers = multikueue.worker_settings(settings, 2)
+    assert {w: s.region for w, s in workers.items()} == {"worker-1": "us-central1", "worker-2": "us-east4"}
+    assert workers["worker-1"].stockout_zones == ("us-central1-a/nvidia-l4",)
+    assert workers["worker-2"].stockout_zones == ("us-east4-b",)
+    assert {s.max_nodes for s in workers.values()} == {7}, "the other cloud flags apply to each worker"
+
+
+def test_a_stockout_zone_no_worker_has_is_refused_naming_theirs() -> None:
+    settings = AutoscalerSettings(stockout_zones=("europe-west4-a",))
+    with pytest.raises(ValueError, match=r"--stockout-zone europe-west4-a: no worker .*worker-2: us-east4-a"):
+        multikueue.worker_settings(settings, 2)
+    assert multikueue.worker_settings(settings, 3)["worker-3"].stockout_zones == ("europe-west4-a",)
+
+
+def test_a_workers_node_groups_and_static_pool_are_in_its_region() -> None:
+    from elasticityops.devcluster.kwok_provider import group_names, templates
+    from elasticityops.devcluster.nodes import baseline_nodes, zones_of
+
+    zones = zones_of("europe-west4")
+    assert group_names("europe-west4") == (*(f"nap-t4-{z}" for z in zones), f"nap-l4-{zones[0]}")
+    labels = [n["metadata"]["labels"] for n in templates(5, region="europe-west4")]
+    labels += [n["metadata"]["labels"] for n in baseline_nodes(4, region="europe-west4")]
+    assert {x["topology.kubernetes.io/region"] for x in labels} == {"europe-west4"}
+    assert {x["topology.kubernetes.io/zone"] for x in labels} == set(zones)
+    with pytest.raises(ValueError, match="region 'mars-1'"):
+        zones_of("mars-1")
+
+
+def test_a_cluster_knows_its_region_after_a_restart_of_its_cloud(tmp_path: Path) -> None:
+    # The simulated cloud reads its knobs from autoscaler.json: the region goes with them.
+    path = tmp_path / "autoscaler.json"
+    AutoscalerSettings(region="us-west1", stockout_zones=("us-west1-b",)).write(path)
+    assert AutoscalerSettings.read(path).region == "us-west1"
+    with pytest.raises(ValueError, match="unknown zone 'us-central1-a'; zones are us-west1-a, us-west1-b"):
+        AutoscalerSettings(region="us-west1", stockout_zones=("us-central1-a",)).validated()

@@ -256,7 +256,9 @@ def down(state_dir: Path = StateDir) -> None:
     by_cluster = down_set(state_dir.expanduser())
     if by_cluster:
         for name, stopped_there in by_cluster.items():
-            console.print(f"{name}: stopped {', '.join(stopped_there) or 'nothing was running'}")
+            console.print(
+                f"{name}: stopped {', '.join(stopped_there) or 'nothing was running'}", soft_wrap=True
+            )
         return
     stopped = stop(state_dir.expanduser())
     console.print(f"stopped: {', '.join(stopped) or 'nothing was running'}")

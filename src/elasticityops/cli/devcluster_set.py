@@ -108,13 +108,17 @@ def up_set(cfg: ClusterConfig, workers: int, tc: Toolchain) -> None:
             console.print(f"[red]dev-cluster up failed:[/] {exc}")
             raise typer.Exit(1) from exc
     console.print(
-        f"[green]MultiKueue set up[/] in {clusters.record.up_seconds:.0f} s: {', '.join(clusters.names)}"
+        f"[green]MultiKueue set up[/] in {clusters.record.up_seconds:.0f} s: {', '.join(clusters.names)}",
+        soft_wrap=True,  # paths stay whole on one line, to be copied
     )
     for name, cluster in clusters.each().items():
-        console.print(f"  {name:<9} {cluster.server}  kubeconfig {cluster.kubeconfig_path}")
+        console.print(f"  {name:<9} {cluster.server}  kubeconfig {cluster.kubeconfig_path}", soft_wrap=True)
     manager = clusters.manager.kubeconfig_path
-    console.print(f"submit to the manager: export KUBECONFIG={manager} (LocalQueue eops in {SET_NAMESPACE})")
-    console.print(f"stop it with: eops dev-cluster down --state-dir {clusters.root}")
+    console.print(
+        f"submit to the manager: export KUBECONFIG={manager} (LocalQueue eops in {SET_NAMESPACE})",
+        soft_wrap=True,
+    )
+    console.print(f"stop it with: eops dev-cluster down --state-dir {clusters.root}", soft_wrap=True)
 
 
 def kubeconfig(state_dir: Path, cluster: str | None) -> None:

@@ -50,7 +50,8 @@ def manager_config(worker: ClusterConfig, root: Path, timings: MultiKueueManager
         nodes=False,
         kueue=True,
         multikueue=timings,
-        autoscaler=replace(worker.autoscaler, enabled=False, baseline=0),
+        # No nodes, no cloud: none of the workers' stocked-out zones is the manager's.
+        autoscaler=replace(worker.autoscaler, enabled=False, baseline=0, stockout_zones=()),
     )
 
 
