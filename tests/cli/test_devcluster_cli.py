@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from cli.runner import Eops, Result
 
@@ -125,6 +126,20 @@ def test_stockout_adds_and_takes_away_zones_of_the_clusters_region() -> None:
         stockout_zones((), ["us-central1-a"], every=False, off=False, region="us-east4")
 
 
+def _embedded_kubeconfig() -> str:
+    return yaml.safe_dump(
+        {
+            "clusters": [
+                {
+                    "name": "w",
+                    "cluster": {"server": "https://127.0.0.1:1", "certificate-authority-data": "Q0E="},
+                }
+            ],
+            "users": [{"name": "w", "user": {"client-certificate-data": "Qw==", "client-key-data": "Sw=="}}],
+        }
+    )
+
+
 def test_the_sets_queues_hold_each_workers_quota_and_the_managers_their_sum() -> None:
     from elasticityops.cli.devcluster_set import set_objects
 
@@ -135,9 +150,10 @@ def test_the_sets_queues_hold_each_workers_quota_and_the_managers_their_sum() ->
         flavors = queue["spec"]["resourceGroups"][0]["flavors"]
         return {f["name"]: f["resources"][0]["nominalQuota"] for f in flavors}
 
+    manager = objects.manager({"worker-1": _embedded_kubeconfig()})
     assert gpus(objects.worker) == {"nvidia-l4": 10, "nvidia-tesla-t4": 10}
-    assert gpus(objects.manager) == {"nvidia-l4": 30, "nvidia-tesla-t4": 30}
-    for manifests in (objects.worker, objects.manager):
+    assert gpus(manager) == {"nvidia-l4": 30, "nvidia-tesla-t4": 30}
+    for manifests in (objects.worker, manager):
         [local] = [m for m in manifests if m["kind"] == "LocalQueue"]
         assert local["metadata"] == {"name": "eops", "namespace": "default"}
 

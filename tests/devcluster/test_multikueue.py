@@ -1,37 +1,19 @@
 """The pure parts of a MultiKueue set (devcluster/multikueue.py, cluster_set.py): names, the set's
-record, the objects the manager and the workers get, and Kueue's configuration as a manager."""
+record, and Kueue's configuration as a manager (the objects: tests/ops/test_render_kueue_multikueue.py)."""
 
 from __future__ import annotations
 
-import base64
 from pathlib import Path
-from typing import Any
 
 import pytest
-import yaml
 
 from elasticityops.devcluster import kueue_setup, multikueue
-from elasticityops.devcluster.certs import generate_pki, write_kubeconfig
 from elasticityops.devcluster.cluster_set import manager_config
 from elasticityops.devcluster.config import AutoscalerSettings, ClusterConfig
 from elasticityops.devcluster.install import object_path
 from elasticityops.devcluster.kueue_setup import KueuePorts, MultiKueueManager
-from elasticityops.devcluster.multikueue import SetRecord, manager_objects, read_record
-from elasticityops.ops.kueue import NO_PROVISIONING, KueueInputs, kueue_manifests
-
-
-def _queue_objects() -> list[dict[str, Any]]:
-    inputs = KueueInputs(
-        gpu_budget="nvidia-tesla-t4=4", namespace="default", provisioning_class=NO_PROVISIONING
-    )
-    return kueue_manifests(inputs)
-
-
-def _kubeconfig(tmp_path: Path, name: str) -> str:
-    pki = generate_pki(tmp_path / name)
-    path = tmp_path / f"{name}.kubeconfig"
-    write_kubeconfig(path, "https://127.0.0.1:6443", pki)
-    return path.read_text()
+from elasticityops.devcluster.multikueue import SetRecord, read_record
+from elasticityops.ops.kueue_multikueue import multikueue_cluster, multikueue_config
 
 
 def test_a_set_is_a_manager_and_numbered_workers() -> None:
@@ -61,71 +43,6 @@ def test_the_record_reads_back_what_was_written(tmp_path: Path) -> None:
     assert read_record(tmp_path) == SetRecord(workers=2, started_at=12.5, up_seconds=80.0)
 
 
-def test_each_worker_kubeconfig_is_a_secret_in_kueues_namespace(tmp_path: Path) -> None:
-    text = _kubeconfig(tmp_path, "w1")
-    secret = multikueue.kubeconfig_secret("worker-1", text)
-    assert secret["metadata"] == {"name": "multikueue-worker-1", "namespace": kueue_setup.NAMESPACE}
-    # The key MultiKueue reads (kueue.MultiKueueConfigSecretKey), the kubeconfig as written.
-    assert base64.b64decode(secret["data"]["kubeconfig"]).decode() == text
-
-
-def test_a_kubeconfig_that_points_at_files_is_refused_as_kueue_would(tmp_path: Path) -> None:
-    doc = yaml.safe_load(_kubeconfig(tmp_path, "w1"))
-    doc["clusters"][0]["cluster"] = {"server": "https://127.0.0.1:1", "certificate-authority": "/ca.crt"}
-    with pytest.raises(ValueError, match="certificate-authority-data"):
-        multikueue.kubeconfig_secret("worker-1", yaml.safe_dump(doc))
-    doc = yaml.safe_load(_kubeconfig(tmp_path, "w2"))
-    doc["users"][0]["user"] = {"tokenFile": "/token"}
-    with pytest.raises(ValueError, match="no file paths"):
-        multikueue.kubeconfig_secret("worker-2", yaml.safe_dump(doc))
-
-
-def test_the_manager_dispatches_its_queue_through_multikueue(tmp_path: Path) -> None:
-    configs = {"worker-1": _kubeconfig(tmp_path, "w1"), "worker-2": _kubeconfig(tmp_path, "w2")}
-    objects = manager_objects(_queue_objects(), configs)
-    kinds = [o["kind"] for o in objects]
-    # Each before what names it: Secrets, clusters, their config, the check, then the queues.
-    assert kinds[:6] == [
-        "Secret",
-        "Secret",
-        "MultiKueueCluster",
-        "MultiKueueCluster",
-        "MultiKueueConfig",
-        "AdmissionCheck",
-    ]
-    clusters = [o for o in objects if o["kind"] == "MultiKueueCluster"]
-    assert [c["spec"]["clusterSource"]["kubeConfig"] for c in clusters] == [
-        {"location": "multikueue-worker-1", "locationType": "Secret"},
-        {"location": "multikueue-worker-2", "locationType": "Secret"},
-    ]
-    [config] = [o for o in objects if o["kind"] == "MultiKueueConfig"]
-    assert config["spec"]["clusters"] == ["worker-1", "worker-2"]
-    [check] = [o for o in objects if o["kind"] == "AdmissionCheck"]
-    assert check["spec"]["controllerName"] == "kueue.x-k8s.io/multikueue"
-    assert check["spec"]["parameters"]["name"] == config["metadata"]["name"]
-    [queue] = [o for o in objects if o["kind"] == "ClusterQueue"]
-    assert queue["spec"]["admissionChecksStrategy"] == {
-        "admissionChecks": [{"name": check["metadata"]["name"]}]
-    }
-    [local] = [o for o in objects if o["kind"] == "LocalQueue"]
-    assert local["metadata"] == {"name": "eops", "namespace": "default"}
-
-
-def test_the_workers_queue_objects_are_left_as_rendered(tmp_path: Path) -> None:
-    rendered = _queue_objects()
-    manager_objects(rendered, {"worker-1": _kubeconfig(tmp_path, "w1")})
-    [queue] = [o for o in rendered if o["kind"] == "ClusterQueue"]
-    assert "admissionChecksStrategy" not in queue["spec"], "the workers' copy gets no MultiKueue check"
-
-
-def test_a_manager_needs_workers_and_a_cluster_queue(tmp_path: Path) -> None:
-    with pytest.raises(ValueError, match="at least one worker"):
-        manager_objects(_queue_objects(), {})
-    without_queue = [o for o in _queue_objects() if o["kind"] != "ClusterQueue"]
-    with pytest.raises(ValueError, match="no ClusterQueue"):
-        manager_objects(without_queue, {"worker-1": _kubeconfig(tmp_path, "w1")})
-
-
 def test_kueue_as_a_manager_gets_the_multikueue_section() -> None:
     ports = KueuePorts(webhook=1, health=2, metrics=3)
     assert "multiKueue" not in kueue_setup.manager_config(ports, "/certs")
@@ -153,8 +70,8 @@ def test_the_manager_cluster_has_no_nodes_and_runs_kueue_as_a_manager(tmp_path: 
             {"kind": "Secret", "apiVersion": "v1", "metadata": {"name": "s", "namespace": "ns"}},
             "/api/v1/namespaces/ns/secrets",
         ),
-        (multikueue.multikueue_cluster("worker-1"), "/apis/kueue.x-k8s.io/v1beta2/multikueueclusters"),
-        (multikueue.multikueue_config(("worker-1",)), "/apis/kueue.x-k8s.io/v1beta2/multikueueconfigs"),
+        (multikueue_cluster("worker-1"), "/apis/kueue.x-k8s.io/v1beta2/multikueueclusters"),
+        (multikueue_config(("worker-1",)), "/apis/kueue.x-k8s.io/v1beta2/multikueueconfigs"),
         (
             {
                 "kind": "LocalQueue",

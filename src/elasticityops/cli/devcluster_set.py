@@ -79,6 +79,7 @@ def set_objects(workers: int, max_nodes: int) -> SetObjects:
     from elasticityops.devcluster.cluster_set import SetObjects
     from elasticityops.devcluster.config import GPU_TYPES
     from elasticityops.ops.kueue import NO_PROVISIONING, KueueInputs, kueue_manifests
+    from elasticityops.ops.kueue_multikueue import manager_objects
 
     def objects(gpus: int) -> list[dict[str, object]]:
         budget = ",".join(f"{kind}={max(gpus, 1)}" for kind in GPU_TYPES)
@@ -86,7 +87,10 @@ def set_objects(workers: int, max_nodes: int) -> SetObjects:
             KueueInputs(gpu_budget=budget, namespace=SET_NAMESPACE, provisioning_class=NO_PROVISIONING)
         )
 
-    return SetObjects(worker=objects(max_nodes), manager=objects(max_nodes * workers))
+    def manager(kubeconfigs: dict[str, str]) -> list[dict[str, object]]:
+        return manager_objects(objects(max_nodes * workers), kubeconfigs)
+
+    return SetObjects(worker=objects(max_nodes), manager=manager)
 
 
 def up_set(cfg: ClusterConfig, workers: int, tc: Toolchain) -> None:

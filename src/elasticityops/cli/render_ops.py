@@ -10,8 +10,9 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
+from elasticityops.backends.kubernetes.worker_clusters import parse_workers, unreadable
 from elasticityops.cli.knob_options import environ, knob_options
-from elasticityops.domain.errors import InvalidInput
+from elasticityops.domain.errors import FieldProblem, InvalidInput
 from elasticityops.knobs import load, specs
 from elasticityops.ops.chart import differences, render_chart
 from elasticityops.ops.elasticity.inputs import ElasticityInputs
@@ -19,6 +20,7 @@ from elasticityops.ops.elasticity.render import render_elasticity
 from elasticityops.ops.gke.inputs import GkeInputs, expand_zones
 from elasticityops.ops.gke.render import render_gke
 from elasticityops.ops.kueue import KueueInputs, render_kueue
+from elasticityops.ops.kueue_multikueue import render_manager
 
 _err = Console(stderr=True)
 
@@ -108,18 +110,48 @@ def kueue(
             help="GPU quota per type, in eops serve's syntax: TYPE=N[,TYPE=N] (e.g. nvidia-tesla-t4=8).",
         ),
     ],
+    multikueue: Annotated[
+        str | None,
+        typer.Option(
+            metavar="WORKER=KUBECONFIG,...",
+            help="Render a MultiKueue manager's objects instead: each worker's kubeconfig Secret, "
+            "MultiKueueCluster and config, and the queue gated by MultiKueue's check (no capacity "
+            "check: that is each worker's own, rendered without this flag). docs/multi-cluster.md.",
+        ),
+    ] = None,
     out: Out = None,
 ) -> None:
     """ResourceFlavors, a ClusterQueue holding the GPU quota, the LocalQueue, WorkloadPriorityClasses
-    and the ProvisioningRequest admission check, for `kubectl apply -f -`."""
+    and the ProvisioningRequest admission check, for `kubectl apply -f -`; with --multikueue, a
+    MultiKueue manager's."""
     try:
-        rendered = render_kueue(load(KueueInputs(gpu_budget=gpu_budget), environ(_KUEUE), given))
+        inputs = load(KueueInputs(gpu_budget=gpu_budget), environ(_KUEUE), given)
+        rendered = render_kueue(inputs) if multikueue is None else _manager(inputs, multikueue, given)
     except InvalidInput as error:
         raise _fail(error) from None
     if out is None:
-        typer.echo(rendered["kueue.yaml"].rstrip("\n"))
+        [text] = rendered.values()
+        typer.echo(text.rstrip("\n"))
         return
     _emit(rendered, out)
+
+
+def _manager(inputs: KueueInputs, workers: str, given: dict[str, Any]) -> dict[str, str]:
+    """A MultiKueue manager's objects, the workers' kubeconfigs read from their files."""
+    named, problems = parse_workers(workers, flag="multikueue")
+    problems += unreadable(named, flag="multikueue")
+    if "provisioning-class" in given:
+        problems.append(
+            FieldProblem(
+                "provisioning-class",
+                "a capacity check belongs on the workers, where the nodes are",
+                "drop it with --multikueue; render each worker's queue with it, without --multikueue",
+            )
+        )
+    if problems:
+        raise InvalidInput(problems)
+    kubeconfigs = {name: Path(path).read_text(errors="replace") for name, path in named.items()}
+    return render_manager(inputs, kubeconfigs)
 
 
 def chart(

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -34,12 +35,12 @@ def _quiet(_: str) -> None:
 
 @dataclass(frozen=True)
 class SetObjects:
-    """The Kueue objects of the set (what `eops render kueue` renders, composed by the caller):
-    `worker`'s on every worker as they are; `manager`'s with MultiKueue's check on its
-    ClusterQueue (multikueue.manager_objects)."""
+    """The Kueue objects of the set (what `eops render kueue [--multikueue]` renders, composed by
+    the caller): `worker`'s on every worker as they are; the manager's made of the workers'
+    kubeconfigs (name to text) once they exist."""
 
     worker: list[Manifest]
-    manager: list[Manifest]
+    manager: Callable[[dict[str, str]], list[Manifest]]
 
 
 def manager_config(worker: ClusterConfig, root: Path, timings: MultiKueueManager) -> ClusterConfig:
@@ -103,7 +104,11 @@ def up_set(
         cfg = manager_config(worker, root, timings or MultiKueueManager())
         manager = DevCluster.start(cfg, tc, _prefixed(step, MANAGER))
         step(f"{MANAGER}: MultiKueue's objects")
-        _install(manager, multikueue.manager_objects(objects.manager, kubeconfigs), cfg.startup_timeout)
+        try:
+            manager_objects = objects.manager(kubeconfigs)
+        except ValueError as exc:
+            raise StartupError(f"{MANAGER}: {exc}") from None
+        _install(manager, manager_objects, cfg.startup_timeout)
         step(f"{MANAGER}: MultiKueue connects to {', '.join(record.worker_names)}")
         wait_connected(manager, record.worker_names, True, cfg.startup_timeout)
     except BaseException:

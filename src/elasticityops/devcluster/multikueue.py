@@ -1,12 +1,12 @@
-"""Several dev clusters as one MultiKueue set (pure: names, the set's record and the objects each
-cluster gets; cluster_set.py starts them).
+"""Several dev clusters as one MultiKueue set (pure: names, regions and the set's record;
+cluster_set.py starts them, with the objects `eops render kueue [--multikueue]` renders, which
+the CLI composes: ops/kueue_multikueue.py).
 
 A set is a manager, a control plane whose Kueue dispatches (no nodes), and workers, each a dev
 cluster of its own with Kueue, named `manager`, `worker-1`, `worker-2`, ... Each keeps its state
 in a sub-directory of the set's state directory named after it, beside `set.json`.
 
-The manager holds, in Kueue's namespace, a Secret per worker with that worker's kubeconfig (its
-certificates embedded, as Kueue requires without the MultiKueueAllowInsecureKubeconfigs gate), a
+The manager holds, in Kueue's namespace, a Secret per worker with that worker's kubeconfig, a
 MultiKueueCluster per worker naming its Secret, one MultiKueueConfig naming them all and the
 AdmissionCheck of MultiKueue's controller on the ClusterQueue: a Job created in its LocalQueue
 gets `spec.managedBy: kueue.x-k8s.io/multikueue` from Kueue's webhook and runs on a worker.
@@ -14,29 +14,20 @@ gets `spec.managedBy: kueue.x-k8s.io/multikueue` from Kueue's webhook and runs o
 
 from __future__ import annotations
 
-import base64
-import copy
 import json
 import re
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from elasticityops.devcluster.config import AutoscalerSettings
-from elasticityops.devcluster.kueue_setup import NAMESPACE
 from elasticityops.devcluster.nodes import REGION_ZONES, zones_of
 
 Manifest = dict[str, Any]
-KUEUE_API = "kueue.x-k8s.io/v1beta2"
 MANAGER = "manager"
 WORKER_PREFIX = "worker-"
 WORKER_REGIONS = tuple(REGION_ZONES)  # worker-1 in the first, worker-2 in the second, ...
 MAX_WORKERS = len(WORKER_REGIONS)  # a region each; three clusters already fill 2 cores
-CONTROLLER = "kueue.x-k8s.io/multikueue"
-CHECK_NAME = "eops-multikueue"
-CONFIG_NAME = "eops"
 SET_FILE = "set.json"
 _WORKER = re.compile(r"worker-([1-9][0-9]*)")
 
@@ -78,11 +69,6 @@ def worker_settings(settings: AutoscalerSettings, workers: int) -> dict[str, Aut
         except ValueError as exc:
             raise ValueError(f"--stockout-zone: {exc}") from None
     return out
-
-
-def secret_name(worker: str) -> str:
-    """The Secret in Kueue's namespace on the manager holding `worker`'s kubeconfig."""
-    return f"multikueue-{worker}"
 
 
 @dataclass(frozen=True)
@@ -147,89 +133,6 @@ def read_record(root: Path) -> SetRecord | None:
 def member_dir(root: Path, name: str) -> Path:
     """Where the set's cluster `name` keeps its state."""
     return root / name
-
-
-def kubeconfig_secret(worker: str, kubeconfig: str) -> Manifest:
-    """The Secret MultiKueue reads `worker`'s kubeconfig from (key `kubeconfig`). Refuses one
-    that points at files: Kueue would refuse it too (multikueuecluster.go, validateKubeconfig:
-    certificate-authority file paths and tokenFile are not allowed)."""
-    doc = yaml.safe_load(kubeconfig) or {}
-    for entry in doc.get("clusters") or []:
-        if "certificate-authority-data" not in (entry.get("cluster") or {}):
-            raise ValueError(f"{worker}'s kubeconfig: embed the CA (certificate-authority-data)")
-    for entry in doc.get("users") or []:
-        user = entry.get("user") or {}
-        if "tokenFile" in user or "client-certificate" in user or "client-key" in user:
-            raise ValueError(f"{worker}'s kubeconfig: embed the credentials, no file paths")
-    return {
-        "apiVersion": "v1",
-        "kind": "Secret",
-        "metadata": {"name": secret_name(worker), "namespace": NAMESPACE},
-        "type": "Opaque",
-        "data": {"kubeconfig": base64.b64encode(kubeconfig.encode()).decode()},
-    }
-
-
-def multikueue_cluster(worker: str) -> Manifest:
-    return {
-        "apiVersion": KUEUE_API,
-        "kind": "MultiKueueCluster",
-        "metadata": {"name": worker},
-        "spec": {
-            "clusterSource": {"kubeConfig": {"location": secret_name(worker), "locationType": "Secret"}}
-        },
-    }
-
-
-def multikueue_config(workers: tuple[str, ...]) -> Manifest:
-    return {
-        "apiVersion": KUEUE_API,
-        "kind": "MultiKueueConfig",
-        "metadata": {"name": CONFIG_NAME},
-        "spec": {"clusters": list(workers)},
-    }
-
-
-def admission_check() -> Manifest:
-    return {
-        "apiVersion": KUEUE_API,
-        "kind": "AdmissionCheck",
-        "metadata": {"name": CHECK_NAME},
-        "spec": {
-            "controllerName": CONTROLLER,
-            "parameters": {"apiGroup": "kueue.x-k8s.io", "kind": "MultiKueueConfig", "name": CONFIG_NAME},
-        },
-    }
-
-
-def _through_multikueue(obj: Manifest) -> Manifest:
-    """A ClusterQueue whose only admission check is MultiKueue's: on the manager a workload is
-    admitted once a worker has reserved its quota (capacity checks belong on the workers)."""
-    if obj.get("kind") != "ClusterQueue":
-        return obj
-    queue = copy.deepcopy(obj)
-    queue["spec"]["admissionChecksStrategy"] = {"admissionChecks": [{"name": CHECK_NAME}]}
-    return queue
-
-
-def manager_objects(queue_objects: list[Manifest], kubeconfigs: dict[str, str]) -> list[Manifest]:
-    """Everything the manager gets, in an order that creates each object before what names it:
-    a Secret and a MultiKueueCluster per worker (`kubeconfigs`: worker name to its kubeconfig's
-    text), the MultiKueueConfig, the AdmissionCheck, then `queue_objects` (what `eops render
-    kueue` renders: flavors, priority classes, ClusterQueue, LocalQueue) with every ClusterQueue
-    gated by MultiKueue's check."""
-    workers = tuple(kubeconfigs)
-    if not workers:
-        raise ValueError("a MultiKueue manager needs at least one worker")
-    if not any(o.get("kind") == "ClusterQueue" for o in queue_objects):
-        raise ValueError("the manager's queue objects have no ClusterQueue to put MultiKueue's check on")
-    return [
-        *(kubeconfig_secret(w, kubeconfigs[w]) for w in workers),
-        *(multikueue_cluster(w) for w in workers),
-        multikueue_config(workers),
-        admission_check(),
-        *(_through_multikueue(o) for o in queue_objects),
-    ]
 
 
 def condition_true(obj: Manifest, kind: str) -> bool:

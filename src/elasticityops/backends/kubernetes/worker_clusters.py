@@ -15,8 +15,8 @@ FLAG = "--kube-workers / EOPS_KUBE_WORKERS"
 _NAME = re.compile(r"[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?")
 
 
-def parse_workers(text: str | None) -> tuple[dict[str, str], list[FieldProblem]]:
-    """`NAME=KUBECONFIG,...` as {name: kubeconfig path}, and what is wrong with it."""
+def parse_workers(text: str | None, flag: str = FLAG) -> tuple[dict[str, str], list[FieldProblem]]:
+    """`NAME=KUBECONFIG,...` as {name: kubeconfig path}, and what is wrong with it (named `flag`)."""
     if text is None or not text.strip():
         return {}, []
     workers: dict[str, str] = {}
@@ -27,25 +27,25 @@ def parse_workers(text: str | None) -> tuple[dict[str, str], list[FieldProblem]]
         if not eq or not name or not path:
             problems.append(
                 FieldProblem(
-                    FLAG, f"{item!r} is not NAME=KUBECONFIG", "e.g. worker-1=/etc/eops/worker-1.kubeconfig"
+                    flag, f"{item!r} is not NAME=KUBECONFIG", "e.g. worker-1=/etc/eops/worker-1.kubeconfig"
                 )
             )
         elif not _NAME.fullmatch(name):
             problems.append(
                 FieldProblem(
-                    FLAG,
+                    flag,
                     f"{name!r} is not a MultiKueueCluster name",
                     "use the worker's MultiKueueCluster name: lower-case letters, digits, '-' and '.'",
                 )
             )
         elif name in workers:
-            problems.append(FieldProblem(FLAG, f"{name} is named twice", "name each worker once"))
+            problems.append(FieldProblem(flag, f"{name} is named twice", "name each worker once"))
         else:
             workers[name] = path
     return workers, problems
 
 
-def unreadable(workers: Mapping[str, str]) -> list[FieldProblem]:
+def unreadable(workers: Mapping[str, str], flag: str = FLAG) -> list[FieldProblem]:
     """The kubeconfigs that cannot be read, each named with its worker."""
     problems = []
     for name, path in workers.items():
@@ -55,7 +55,7 @@ def unreadable(workers: Mapping[str, str]) -> list[FieldProblem]:
         except OSError as exc:
             problems.append(
                 FieldProblem(
-                    FLAG,
+                    flag,
                     f"the kubeconfig of {name}, {path}, cannot be read ({exc.strerror or exc})",
                     "give the path of a readable kubeconfig of that worker cluster",
                 )
