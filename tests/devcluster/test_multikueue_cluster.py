@@ -7,7 +7,10 @@ the gateway's tests on it; its lane gives it a worker process to itself in a par
 
 from __future__ import annotations
 
+import json
 import secrets
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -74,8 +77,29 @@ def _run_on_the_manager(clusters: ClusterSet) -> tuple[str, dict[str, list[str]]
     return str(workload["status"].get("clusterName")), ran_on
 
 
+def _doctor(clusters: ClusterSet) -> list[dict[str, str]]:
+    """`eops doctor --admission kueue` on the manager, as a process: its findings."""
+    argv = [sys.executable, "-m", "elasticityops.cli.main", "doctor", "--admission", "kueue"]
+    kubeconfig = str(clusters.manager.kubeconfig_path)
+    done = subprocess.run(
+        [*argv, "--kubeconfig", kubeconfig, "--namespace", NS, "--kube-local-queue", "eops", "--json"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.stdout, done.stderr
+    findings: list[dict[str, str]] = json.loads(done.stdout)["findings"]
+    return findings
+
+
 def test_a_job_on_the_manager_runs_on_a_worker_that_its_workload_names(clusters: ClusterSet) -> None:
     assert cluster_states(clusters.manager) == {"worker-1": True, "worker-2": True}
+    [connected] = [f for f in _doctor(clusters) if f["check"] == "kueue-multikueue"]
+    assert (connected["status"], connected["message"]) == (
+        "pass",
+        "MultiKueue connected to worker cluster(s) worker-1, worker-2",
+    )
     worker, ran_on = _run_on_the_manager(clusters)
     assert worker in ("worker-1", "worker-2")
     assert list(ran_on) == [worker], f"pods seen on {ran_on}, the Workload names {worker}"
@@ -100,6 +124,9 @@ def test_with_a_worker_stopped_the_next_job_runs_on_the_other(clusters: ClusterS
         status = _eops(clusters, "status")
         assert status.code == 1, "a stopped cluster is a process not running"
         assert "MultiKueue: inactive" in status.stdout
+        [lost] = [f for f in _doctor(clusters) if f["check"] == "kueue-multikueue"]
+        assert lost["status"] == "fail", lost
+        assert "worker cluster worker-1 is not connected" in lost["message"]
         assert "region us-east4" in status.stdout
         worker, ran_on = _run_on_the_manager(clusters)
         assert worker == "worker-2"

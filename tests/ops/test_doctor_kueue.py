@@ -237,7 +237,59 @@ CASES: list[tuple[str, Mutation, str, Status, str, str]] = [
         "eops-high is 1, expected 300",
         "kubectl delete workloadpriorityclass",
     ),
+    (
+        "multikueue-worker-lost",
+        lambda k: multikueue(
+            k, {"worker-1": inactive("ClientConnectionFailed", "dial tcp 10.0.0.7:443: connection refused")}
+        ),
+        "kueue-multikueue",
+        Status.fail,
+        "worker cluster worker-1 is not connected (ClientConnectionFailed; dial tcp",
+        "kubectl describe multikueuecluster worker-1",
+    ),
+    (
+        "multikueue-worker-missing",
+        lambda k: replace(multikueue(k, {}), multikueue_clusters={"worker-2": None}),
+        "kueue-multikueue",
+        Status.fail,
+        "MultiKueueCluster worker-2, which MultiKueueConfig eops names, does not exist",
+        "eops render kueue --multikueue worker-2=KUBECONFIG",
+    ),
+    (
+        "multikueue-no-workers",
+        lambda k: multikueue(k, {}),
+        "kueue-multikueue",
+        Status.fail,
+        "names no worker cluster",
+        "spec.clusters",
+    ),
 ]
+
+
+def multikueue(k: KueueReading, inactive_workers: dict[str, Condition]) -> KueueReading:
+    """`k` as a MultiKueue manager's queue whose workers are worker-1 and worker-2 (connected
+    unless `inactive_workers` says otherwise), or none when `inactive_workers` is empty and
+    no worker is connected."""
+    workers = {
+        name: KueueObject(name, inactive_workers.get(name, ACTIVE))
+        for name in (("worker-1", "worker-2") if inactive_workers else ())
+    }
+    check = KueueObject("eops-multikueue", ACTIVE, controller="kueue.x-k8s.io/multikueue", parameters="eops")
+    return replace(
+        cluster_queue(k, admission_checks=("eops-multikueue",)),
+        admission_checks={"eops-multikueue": check},
+        multikueue_config="eops",
+        multikueue_clusters=workers,
+    )
+
+
+def test_a_multikueue_manager_connected_to_its_workers_passes() -> None:
+    snapshot = kueue_healthy()
+    assert snapshot.kueue is not None
+    findings = run_checks(replace(snapshot, kueue=multikueue(snapshot.kueue, {"worker-9": ACTIVE})))
+    [found] = [f for f in findings if f.check == "kueue-multikueue"]
+    assert found.status is Status.passed
+    assert found.message == "MultiKueue connected to worker cluster(s) worker-1, worker-2"
 
 
 @pytest.mark.parametrize(
@@ -323,6 +375,7 @@ def test_reading_workloads_denied_is_a_kueue_fault_with_the_grant() -> None:
         ("kueue-cluster-queue", "kueue-cluster-queue"),
         ("kueue-admission-checks", "kueue-admission-checks"),
         ("kueue-priorities", "kueue-priorities"),
+        ("kueue-multikueue", "kueue-multikueue"),
     ],
 )
 def test_an_unreadable_kueue_object_is_a_warning_naming_the_error(section: str, check: str) -> None:

@@ -269,6 +269,54 @@ def check_admission_checks(s: ClusterSnapshot, k: KueueReading) -> list[Finding]
     return findings
 
 
+def check_multikueue(s: ClusterSnapshot, k: KueueReading) -> list[Finding]:
+    """With MultiKueue's check on the queue: is the manager's Kueue connected to each worker it
+    dispatches to? A worker it is not connected to gets no work (docs/multi-cluster.md)."""
+    check = "kueue-multikueue"
+    if "kueue-multikueue" in s.unreadable:
+        return _unreadable(
+            s, "kueue-multikueue", check, "the MultiKueue config and clusters", "get multikueueclusters"
+        )
+    if not k.multikueue_config:
+        return []
+    findings: list[Finding] = []
+    if not k.multikueue_clusters:
+        findings.append(
+            Finding(
+                check,
+                Status.fail,
+                f"MultiKueueConfig {k.multikueue_config} names no worker cluster: nothing is dispatched",
+                "name the workers in its spec.clusters (eops render kueue --multikueue W=KUBECONFIG,...)",
+            )
+        )
+    for name, cluster in k.multikueue_clusters.items():
+        if cluster is None:
+            findings.append(
+                Finding(
+                    check,
+                    Status.fail,
+                    f"MultiKueueCluster {name}, which MultiKueueConfig {k.multikueue_config} names, "
+                    "does not exist",
+                    f"eops render kueue --multikueue {name}=KUBECONFIG,... | kubectl apply -f -",
+                )
+            )
+        elif not _is_active(cluster):
+            findings.append(
+                Finding(
+                    check,
+                    Status.fail,
+                    f"worker cluster {name} is not connected ({_why_inactive(cluster)}): Kueue sends it no "
+                    "work, and the status of what runs there does not reach the manager",
+                    f"check that the manager reaches {name}'s API server and that the kubeconfig in its "
+                    f"Secret in kueue-system is current (kubectl describe multikueuecluster {name})",
+                )
+            )
+    if not findings:
+        workers = ", ".join(k.multikueue_clusters)
+        findings.append(Finding(check, Status.passed, f"MultiKueue connected to worker cluster(s) {workers}"))
+    return findings
+
+
 def check_workload_priorities(s: ClusterSnapshot, k: KueueReading) -> list[Finding]:
     check = "kueue-priorities"
     if "kueue-priorities" in s.unreadable:
@@ -347,6 +395,12 @@ def check_kueue(s: ClusterSnapshot) -> list[Finding]:
     findings = check_kueue_api(s, k)
     if findings[0].status is not Status.passed:
         return findings + check_kueue_access(s)  # no queue can be there to check
-    for part in (check_local_queue, check_cluster_queue, check_admission_checks, check_workload_priorities):
+    for part in (
+        check_local_queue,
+        check_cluster_queue,
+        check_admission_checks,
+        check_multikueue,
+        check_workload_priorities,
+    ):
         findings.extend(part(s, k))
     return findings + check_kueue_access(s)

@@ -31,6 +31,7 @@ from elasticityops.ops.doctor.snapshot import (
     QuotaReading,
 )
 from elasticityops.ops.kueue import KUEUE_API
+from elasticityops.ops.kueue_multikueue import CONTROLLER as MULTIKUEUE
 
 MAX_PLUGIN_LOGS = 10
 MAX_PENDING_PODS = 200
@@ -287,7 +288,25 @@ async def _kueue(reader: _Reader, namespace: str, local_queue: str) -> KueueRead
     for name in cluster_queue.admission_checks:
         raw_check = await _found(reader, "kueue-admission-checks", f"{KUEUE}/admissionchecks/{name}")
         checks[name] = parse.admission_check_info(raw_check) if raw_check else None
-    return replace(reading, cluster_queue=cluster_queue, admission_checks=checks)
+    reading = replace(reading, cluster_queue=cluster_queue, admission_checks=checks)
+    return await _multikueue(reader, reading)
+
+
+async def _multikueue(reader: _Reader, reading: KueueReading) -> KueueReading:
+    """The worker clusters a MultiKueue check of the queue dispatches to, each with its Active
+    condition (whether the manager's Kueue is connected to it)."""
+    check = next((c for c in reading.admission_checks.values() if c and c.controller == MULTIKUEUE), None)
+    if check is None or not check.parameters:
+        return reading
+    config = await _found(reader, "kueue-multikueue", f"{KUEUE}/multikueueconfigs/{check.parameters}")
+    names = [str(n) for n in ((config or {}).get("spec") or {}).get("clusters") or ()]
+    clusters: dict[str, KueueObject | None] = {}
+    for name in names:
+        raw = await _found(reader, "kueue-multikueue", f"{KUEUE}/multikueueclusters/{name}")
+        clusters[name] = parse.multikueue_cluster_info(raw) if raw else None
+    return replace(
+        reading, multikueue_config=check.parameters if config else "", multikueue_clusters=clusters
+    )
 
 
 async def gather(options: GatherOptions) -> ClusterSnapshot:

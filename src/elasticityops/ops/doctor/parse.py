@@ -206,6 +206,16 @@ def cluster_queue_info(raw: Raw) -> KueueObject:
 
 
 def admission_check_info(raw: Raw) -> KueueObject:
+    spec = raw.get("spec") or {}
+    return KueueObject(
+        name=str(raw.get("metadata", {}).get("name", "")),
+        active=_active(raw),
+        controller=str(spec.get("controllerName") or ""),
+        parameters=str((spec.get("parameters") or {}).get("name") or ""),
+    )
+
+
+def multikueue_cluster_info(raw: Raw) -> KueueObject:
     return KueueObject(name=str(raw.get("metadata", {}).get("name", "")), active=_active(raw))
 
 

@@ -206,6 +206,8 @@ class KueueObject:
     stopped: str = ""  # a queue's stopPolicy, where it is not None
     # A ClusterQueue's namespaceSelector; None: Kueue's null selector, which selects no namespace.
     namespace_selector: LabelSelector | None = field(default_factory=LabelSelector)
+    controller: str = ""  # an AdmissionCheck's controllerName
+    parameters: str = ""  # the name of an AdmissionCheck's parameters object (its config)
 
 
 @dataclass(frozen=True)
@@ -222,6 +224,10 @@ class KueueReading:
     priority_classes: tuple[PriorityClassInfo, ...] = ()  # the WorkloadPriorityClasses
     namespace_labels: dict[str, str] = field(default_factory=dict)  # of the gateway's namespace
     namespace_labels_read: bool = True  # False: only its name label is known (not readable)
+    # MultiKueue (docs/multi-cluster.md): each worker cluster the MultiKueueConfig of a MultiKueue
+    # AdmissionCheck names, by name, with its Active condition; None: no such MultiKueueCluster.
+    multikueue_clusters: dict[str, KueueObject | None] = field(default_factory=dict)
+    multikueue_config: str = ""  # the MultiKueueConfig read; "" where the queue has no MultiKueue check
 
 
 @dataclass(frozen=True)
