@@ -270,7 +270,7 @@ def multikueue(k: KueueReading, inactive_workers: dict[str, Condition]) -> Kueue
     """`k` as a MultiKueue manager's queue whose workers are worker-1 and worker-2 (connected
     unless `inactive_workers` says otherwise), or none when `inactive_workers` is empty and
     no worker is connected."""
-    workers = {
+    workers: dict[str, KueueObject | None] = {
         name: KueueObject(name, inactive_workers.get(name, ACTIVE))
         for name in (("worker-1", "worker-2") if inactive_workers else ())
     }
