@@ -11,4 +11,7 @@ ADMITTED = "KueueAdmitted"
 EVICTED = "KueueEvicted"
 # MultiKueue: the worker cluster that admitted it (the manager's Workload's status.clusterName).
 DISPATCHED = "KueueDispatched"
-KINDS = frozenset({QUEUED, QUOTA_RESERVED, ADMISSION_CHECK, ADMITTED, EVICTED, DISPATCHED})
+# MultiKueue: what the Kueue of one worker said of its copy of the Workload ("worker-1: Kueue:
+# ..."), one kind for every step there, so that a worker's steps never read as the manager's.
+IN_WORKER = "KueueInWorker"
+KINDS = frozenset({QUEUED, QUOTA_RESERVED, ADMISSION_CHECK, ADMITTED, EVICTED, DISPATCHED, IN_WORKER})

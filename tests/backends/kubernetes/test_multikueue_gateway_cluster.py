@@ -19,13 +19,14 @@ from elasticityops.backends.kubernetes.manifests import PAYLOAD_KEY, job_name
 from elasticityops.devcluster.cluster_set import ClusterSet
 from elasticityops.devcluster.stages import SIMULATED_OUTPUT
 from elasticityops.domain.errors import NotFound
-from elasticityops.domain.kueue_notes import DISPATCHED
+from elasticityops.domain.kueue_notes import DISPATCHED, IN_WORKER
 from helpers.server import RunningServer
 
 from .cluster_support import deploy, invoke, runs, start_k8s_gateway, status, wait_state
 
 pytestmark = [pytest.mark.cluster, pytest.mark.slow, pytest.mark.cluster_lane("multikueue")]
 
+KUEUE = "/apis/kueue.x-k8s.io/v1beta2"
 NS = "default"  # where the set's LocalQueue `eops` is, on the manager and every worker
 
 
@@ -104,3 +105,42 @@ def test_a_cancel_takes_the_work_out_of_its_worker(
     assert _worker_object(multikueue_set, worker, f"/apis/batch/v1/namespaces/{NS}/jobs/{name}") is None, (
         "MultiKueue removes the worker's copy once the manager's Job is gone"
     )
+
+
+def _hold(clusters: ClusterSet, worker: str, hold: bool) -> None:
+    """Stop (or let go again) the worker's ClusterQueue: Kueue admits nothing there meanwhile."""
+    with clusters.cluster(worker).api() as api:
+        api.patch(f"{KUEUE}/clusterqueues/eops", {"spec": {"stopPolicy": "Hold" if hold else "None"}})
+
+
+def test_why_the_work_went_where_it_did_is_in_its_timeline(
+    multikueue_set: ClusterSet, gateway: RunningServer
+) -> None:
+    """Each worker's Kueue says why it did not take the work (its copy of the Workload, which
+    MultiKueue deletes once another worker has it): the timeline keeps it, naming the worker."""
+    deploy(gateway, name="placed", annotations=runs(2))
+    workers = multikueue_set.record.worker_names
+    try:
+        for worker in workers:
+            _hold(multikueue_set, worker, True)
+        inv = invoke(gateway, "placed")
+        waiting = {
+            f"{w}: Kueue: waiting in LocalQueue eops: Inadmissible: ClusterQueue eops is inactive"
+            for w in workers
+        }
+
+        def told() -> set[str]:
+            return {n["message"] for n in status(gateway, inv)["notes"] if n["kind"] == IN_WORKER}
+
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and not waiting <= told():
+            time.sleep(0.5)
+        assert waiting <= told(), told()
+        _hold(multikueue_set, "worker-2", False)
+        done = wait_state(gateway, inv, {"succeeded", "failed"}, timeout=120)
+    finally:
+        for worker in workers:
+            _hold(multikueue_set, worker, False)
+    assert (done["state"], done["cluster"]) == ("succeeded", "worker-2")
+    kinds = [n["kind"] for n in done["notes"]]
+    assert kinds.index(IN_WORKER) < kinds.index(DISPATCHED), "why it waited, then where it went"

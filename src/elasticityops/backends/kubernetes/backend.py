@@ -84,8 +84,19 @@ class KubernetesBackend:
                 self._worker_secrets.place,
             )
         )
+        # MultiKueue's workers' Kueue: why each did or did not take the work (notes only).
+        worker_kueue = (
+            {}
+            if self._kueue is None
+            else {
+                name: KueueWatching(
+                    settings.namespace, settings.instance, clock, followed, outlet, worker=name
+                )
+                for name in self._workloads.workers
+            }
+        )
         self._watching = Watching(
-            clock, self._workloads, followed, outlet, self._nodes, self._reaper, self._kueue
+            clock, self._workloads, followed, outlet, self._nodes, self._reaper, self._kueue, worker_kueue
         )
         self._sweep = Sweep(settings, clock, followed, outlet, self._reaper)
         self._launcher = Launcher(settings, clock, self._workloads, followed, outlet)

@@ -22,7 +22,7 @@ from elasticityops.backends.kubernetes.outlet import Outlet
 from elasticityops.domain.clock import Clock
 from elasticityops.domain.events import BackendEvent, Finished, note_event
 from elasticityops.domain.invocations import FailureReason, State
-from elasticityops.domain.kueue_notes import DISPATCHED, QUEUED
+from elasticityops.domain.kueue_notes import DISPATCHED, IN_WORKER, QUEUED
 
 KUEUE = "Kueue"
 
@@ -36,7 +36,11 @@ class KueueWatching:
         followed: Followed,
         outlet: Outlet,
         dispatched: Callable[[str, int, str], None] | None = None,
+        worker: str | None = None,
     ) -> None:
+        """`worker`: the watch of that MultiKueue worker's Workloads, which only tells what its
+        Kueue says (IN_WORKER notes: why the work went to another worker, or waited); the
+        manager's Workloads decide the rest."""
         self.path = f"{KUEUE_API}/namespaces/{namespace}/workloads"
         self._instance = instance
         self._clock = clock
@@ -44,6 +48,7 @@ class KueueWatching:
         self._outlet = outlet
         # MultiKueue named the worker that runs (invocation, attempt): its payload goes there.
         self._dispatched = dispatched
+        self._worker = worker
         self._views: dict[str, WorkloadView] = {}  # by invocation: its current attempt's
         self._told: dict[str, dict[str, str]] = {}  # by invocation: the last message of each kind
 
@@ -67,17 +72,24 @@ class KueueWatching:
         self._views[inv] = view
         now = self._clock.now()
         told = self._told.setdefault(inv, {})
-        for note_kind, message in view.notes:
-            if told.get(note_kind) != message:
-                told[note_kind] = message
-                event = note_event(inv, now, note_kind, message)
-                if note_kind == DISPATCHED and view.cluster is not None:
-                    # The record of where it ran outlives MultiKueue's copy in the worker.
-                    event = replace(event, cluster=view.cluster)
-                    if self._dispatched is not None:
-                        self._dispatched(inv, view.attempt, view.cluster)
-                await self._outlet.deliver(event)
+        fresh = [(k, m) for k, m in view.notes if told.get(k) != m]
+        told.update(fresh)
+        if self._worker is not None:
+            for _, message in fresh:
+                await self._outlet.deliver(note_event(inv, now, IN_WORKER, f"{self._worker}: {message}"))
+            return
+        for note_kind, message in fresh:
+            await self._outlet.deliver(self._manager_note(view, now, note_kind, message))
         await self._end_if_taken(view, now)
+
+    def _manager_note(self, view: WorkloadView, now: datetime, kind: str, message: str) -> BackendEvent:
+        event = note_event(view.invocation, now, kind, message)
+        if kind == DISPATCHED and view.cluster is not None:
+            # The record of where it ran outlives MultiKueue's copy in the worker.
+            event = replace(event, cluster=view.cluster)
+            if self._dispatched is not None:
+                self._dispatched(view.invocation, view.attempt, view.cluster)
+        return event
 
     async def _end_if_taken(self, view: WorkloadView, now: datetime) -> None:
         """Preempted by Kueue, or deactivated: the attempt ends here, and its Job goes."""

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 from collections import Counter
+from collections.abc import Mapping
 
 from elasticityops.backends.kubernetes.decode import decode_event, decode_job, decode_pod
 from elasticityops.backends.kubernetes.followed import Followed
@@ -51,6 +52,7 @@ class Watching:
         nodes: NodeTracking | None,
         reaper: Reaper,
         kueue: KueueWatching | None = None,
+        worker_kueue: Mapping[str, KueueWatching] | None = None,
     ) -> None:
         self._clock = clock
         self._workloads = workloads
@@ -59,6 +61,7 @@ class Watching:
         self._nodes = nodes
         self._reaper = reaper
         self._kueue = kueue
+        self._worker_kueue = dict(worker_kueue or {})  # by MultiKueue worker: its Workloads' watch
         self.watches: list[KindWatch] = []
 
     async def start(self) -> None:
@@ -110,9 +113,10 @@ class Watching:
                 await self._nodes.listed()
 
     def _worker_watches(self, by_label: dict[str, str]) -> list[KindWatch]:
-        """MultiKueue's workers: the pods of the Jobs it runs there, and their Events (the
-        worker's scheduler and autoscaler explain the wait there). The manager has no pods of
-        ours; its Jobs' status is the workers' mirrored."""
+        """MultiKueue's workers: the pods of the Jobs it runs there, their Events (the worker's
+        scheduler and autoscaler explain the wait there) and the workers' copies of the Workloads
+        (each worker's Kueue says why it did or did not take the work). The manager has no pods
+        of ours; its Jobs' status is the workers' mirrored."""
         w = self._workloads
         watches = []
         for name in w.workers:
@@ -131,6 +135,8 @@ class Watching:
                     decode=decode_event,
                 ),
             ]
+            if (kueue := self._worker_kueue.get(name)) is not None:
+                watches.append(KindWatch(api, kueue.path, {}, kueue.on_workload, self._clock))
         return watches
 
     def run(self) -> list[asyncio.Task[None]]:
