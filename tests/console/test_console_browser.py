@@ -239,6 +239,7 @@ def test_the_cost_page_shows_each_functions_node_seconds_and_an_hourly_chart(
                 .reduce((s, td) => s + parseFloat(td.dataset.seconds), 0))"""
     )
     assert totals[0] == pytest.approx(totals[1], abs=0.01), "the same node time, split two ways"
+    expect(page.locator("#cluster-table")).to_have_count(0)  # one cluster: nothing to split
     page.screenshot(path=shots / "cost.png", full_page=True)
     # Another run moves the numbers without a reload (the page reads again on the event stream).
     hello_run = '#cost-table tr[data-function="hello"] td[data-phase="run"]'
@@ -260,16 +261,72 @@ def test_the_cost_page_shows_each_functions_node_seconds_and_an_hourly_chart(
     expect(page.locator("#csv")).to_have_attribute("href", re.compile(r"since=1h.*format=csv"))
 
 
+def test_the_cost_page_splits_the_node_time_by_cluster_where_several_ran_it(
+    page: Page, gateway: RunningServer
+) -> None:
+    """The gateway of this module runs one cluster; what a MultiKueue manager's gateway answers
+    (GET /v1/cost?by=cluster, tests/api/test_cost.py and the multikueue lane) is given to the page
+    as it would come, to see the page draw it."""
+
+    def group(cluster: str | None, run: float) -> dict[str, object]:
+        phases = {
+            "provisioning": 0.0,
+            "idle_before_start": 0.0,
+            "run": run,
+            "idle_after": 0.0,
+            "warm_unused": 0.0,
+        }
+        return {
+            "function": "hello",
+            "hour": "2026-12-06T10:00:00Z",
+            "capacity": "on-demand",
+            "cluster": cluster,
+            "node_seconds": phases,
+            "total_node_seconds": run,
+            "usd": run * 0.00015,
+            "unpriced_node_seconds": 0.0,
+        }
+
+    groups = [group("worker-1", 30.0), group("worker-2", 50.0), group(None, 5.0)]
+    report = {
+        "since": "2026-12-06T09:30:00Z",
+        "until": "2026-12-06T10:30:00Z",
+        "by": ["function", "hour", "capacity", "cluster"],
+        "groups": groups,
+        "total_node_seconds": 85.0,
+        "usd": 85 * 0.00015,
+        "unpriced_node_seconds": 0.0,
+    }
+    cost = re.compile(r"/v1/cost\?")
+    page.route(cost, lambda route: route.fulfill(json=report))
+    try:
+        page.goto(gateway.url + "/ui#/")  # from another page, so that the cost page reads anew
+        page.goto(gateway.url + "/ui#/cost/7d")
+        rows = page.locator("#cluster-table tbody tr")
+        expect(rows).to_have_count(3)
+        for cluster, run in (("worker-1", "30.000"), ("worker-2", "50.000")):
+            cell = page.locator(f'#cluster-table tr[data-cluster="{cluster}"] td[data-phase="run"]')
+            expect(cell).to_have_attribute("data-seconds", run)
+        expect(page.locator('#cluster-table tr[data-cluster=""] th')).to_have_text(
+            "(none: warm capacity, or one cluster)"
+        )
+    finally:
+        page.unroute(cost)
+        page.goto(gateway.url + "/ui#/")
+
+
 def test_the_cost_csv_downloads_with_the_session_cookie(page: Page, gateway: RunningServer) -> None:
     page.goto(gateway.url + "/ui#/cost/24h")
     with page.expect_download() as download:
         page.locator("#csv").click()
     saved = download.value
     assert re.fullmatch(
-        r"eops-cost-\d{8}T\d{4}Z-\d{8}T\d{4}Z-function-hour-capacity\.csv", saved.suggested_filename
+        r"eops-cost-\d{8}T\d{4}Z-\d{8}T\d{4}Z-function-hour-capacity-cluster\.csv", saved.suggested_filename
     )
     header, *rows = Path(saved.path()).read_text().splitlines()
-    assert header.startswith("function,hour,capacity,provisioning_s,idle_before_start_s,run_s,"), header
+    assert header.startswith("function,hour,capacity,cluster,provisioning_s,idle_before_start_s,run_s,"), (
+        header
+    )
     sleep_rows = [row.split(",") for row in rows if row.startswith("sleep,")]
     assert sleep_rows, rows
     assert {row[2] for row in sleep_rows} == {"local"}, "each row says what it was priced as"

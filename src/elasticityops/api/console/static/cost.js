@@ -1,6 +1,7 @@
-// Cost: node-seconds by phase per function and per capacity (spot, on-demand, local: tables) and
-// per hour (a stacked chart) over a chosen range, from one GET /v1/cost?by=function&by=hour&
-// by=capacity, and the same report as a CSV file (its capacity column included).
+// Cost: node-seconds by phase per function, per capacity (spot, on-demand, local) and, where
+// MultiKueue runs the work in several clusters, per cluster (tables), and per hour (a stacked
+// chart) over a chosen range, from one GET /v1/cost?by=function&by=hour&by=capacity&by=cluster,
+// and the same report as a CSV file (its capacity and cluster columns included).
 // The report is admin-only: an invoke token's session is told so instead of a broken page.
 import { api, events } from "./api.js";
 import { svg, widthOf, yAxis } from "./chart.js";
@@ -9,7 +10,7 @@ import { COST_PHASES, costBy, el, hourSlots, scroll, seconds, usd, when } from "
 const RANGES = [["1h", "last hour"], ["24h", "last 24 hours"], ["7d", "last 7 days"]];
 
 function query(since, extra = "") {
-  return `/v1/cost?since=${encodeURIComponent(since)}&by=function&by=hour&by=capacity${extra}`;
+  return `/v1/cost?since=${encodeURIComponent(since)}&by=function&by=hour&by=capacity&by=cluster${extra}`;
 }
 
 function needsAdmin(main, session) {
@@ -69,6 +70,7 @@ const KEYS = {
   function: { id: "cost-table", heading: "Function", name: (k) => k || "(warm capacity, no function)" },
   capacity: { id: "capacity-table", heading: "Priced as",
     name: (k) => (k === "local" ? "local (GPU slots, priced as on-demand)" : k) },
+  cluster: { id: "cluster-table", heading: "Cluster", name: (k) => k || "(none: warm capacity, or one cluster)" },
 };
 
 function table(report, key) {
@@ -114,6 +116,9 @@ export function render(main, arg, { session }) {
     const width = widthOf(body);
     body.replaceChildren(el("h2", { text: "Per function (node-seconds)" }), scroll(table(report, "function")),
       el("h2", { text: "Spot and on demand (node-seconds)" }), scroll(table(report, "capacity")),
+      // Only where the work ran in several clusters (MultiKueue): one cluster has nothing to split.
+      ...(report.groups.some((g) => g.cluster) ? [el("h2", { text: "Per cluster (node-seconds)" }),
+        scroll(table(report, "cluster"))] : []),
       el("h2", { text: "Per hour" }), chart(report, width),
       el("p", { class: "legend" }, COST_PHASES.map(([p, text]) => el("span", { class: `key k-${p}`, text }))),
       hourTable(report),

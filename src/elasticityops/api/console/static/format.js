@@ -158,8 +158,8 @@ export function preview(result, limit = 2000) {
 export const COST_PHASES = [["provisioning", "provisioning"], ["idle_before_start", "idle before start"],
   ["run", "run"], ["idle_after", "idle after"], ["warm_unused", "warm, not used"]];
 
-// GET /v1/cost's groups (by function, hour and capacity) summed over one key ("function",
-// "hour" or "capacity"):
+// GET /v1/cost's groups (by function, hour, capacity and cluster) summed over one key
+// ("function", "hour", "capacity" or "cluster"):
 // [{key, node_seconds: {phase: s}, total, usd, unpriced}] in the key's order.
 export function costBy(groups, key) {
   const out = new Map();
