@@ -1,25 +1,17 @@
 """`eops` as a user runs it: by default a real subprocess; `in_process=True` runs the same entry
-point (`elasticityops.cli.main:main`, the console script's target) inside this pytest, with the
-environment, working directory, argv and standard streams a subprocess would get.
-
-In-process is for tests of what a command does and says (about 0.2 s a call instead of 0.7-1.2 s
-of interpreter start and imports; most of tests/cli's time went to those). Each command family
-keeps tests on a real process too (`eops_process` in conftest.py), for what only a process
-shows: the interpreter's start, its exit status, its streams as the operating system sees them."""
+point inside this pytest (tests/helpers/eops_in_process.py), for tests of what a command does
+and says. Each command family keeps tests on a real process too (`eops_process` and
+`server_less_process` in conftest.py; tests/api/test_tokens.py for `eops token`), for what only a
+process shows: the interpreter's start, its exit status, its streams as the OS sees them."""
 
 from __future__ import annotations
 
-import os
 import subprocess
-import sys
-from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from typer.testing import CliRunner
-
-from elasticityops.cli.main import main
+from helpers.eops_in_process import run_eops
 from helpers.server import EOPS, REPO, RunningServer, base_env
 
 
@@ -58,50 +50,11 @@ class Eops:
         for name in drop:
             full.pop(name, None)
         if self.in_process:
-            return _in_process(list(args), full, cwd)
+            return Result(*run_eops(list(args), full, cwd))
         done = subprocess.run(
             [EOPS, *args], capture_output=True, text=True, env=full, cwd=cwd, timeout=timeout, check=False
         )
         return Result(done.returncode, done.stdout, done.stderr)
-
-
-def _in_process(args: list[str], env: dict[str, str], cwd: Path) -> Result:
-    # os.environ becomes exactly `env` for the call (what a subprocess would have had), and
-    # is put back after it, as are the working directory and argv.
-    overrides: dict[str, str | None] = {name: None for name in os.environ if name not in env}
-    overrides.update(env)
-    with _argv_and_cwd(["eops", *args], cwd), CliRunner().isolation(env=overrides) as (out, err, _):
-        try:
-            main()
-            code = 0
-        except SystemExit as exited:
-            code = _exit_status(exited.code)
-        sys.stdout.flush()
-        sys.stderr.flush()
-        return Result(code, out.getvalue().decode(), err.getvalue().decode())
-
-
-def _exit_status(code: object) -> int:
-    """The status `sys.exit(code)` gives a process: None is 0, a message is 1 (the message on
-    stderr, as the interpreter prints it)."""
-    if code is None:
-        return 0
-    if isinstance(code, int):
-        return code
-    print(code, file=sys.stderr)
-    return 1
-
-
-@contextmanager
-def _argv_and_cwd(argv: list[str], cwd: Path) -> Iterator[None]:
-    old_argv, old_cwd = sys.argv, os.getcwd()
-    sys.argv = argv
-    os.chdir(cwd)
-    try:
-        yield
-    finally:
-        sys.argv = old_argv
-        os.chdir(old_cwd)
 
 
 @dataclass(frozen=True)
