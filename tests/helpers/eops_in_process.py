@@ -5,7 +5,9 @@ streams a subprocess would get, each put back after the call.
 About 0.2 s a call instead of the 0.7-1.2 s of a new interpreter's start and imports, which is
 where most of the time of the tests running many `eops` commands went. What only a real process
 shows (the interpreter's start, the exit status the OS sees, the streams' ends) stays covered by
-the tests that run `eops` as one (tests/cli/runner.py says which)."""
+the tests that run `eops` as one (tests/cli/runner.py says which). What a CLI module reads once,
+at its import (a rich Console's width from COLUMNS), is what the first call that imported it had:
+a test that depends on such a setting passes it on every call, or runs a real process."""
 
 from __future__ import annotations
 
