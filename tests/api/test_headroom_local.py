@@ -14,7 +14,7 @@ from typing import Any
 import httpx
 import pytest
 
-from helpers.server import EOPS, base_env, running_server
+from helpers.server import EOPS, RunningServer, base_env, running_server
 
 pytestmark = pytest.mark.slow
 
@@ -112,8 +112,10 @@ def test_bad_headroom_settings_are_refused_at_start(tmp_path: Path, args: tuple[
     assert "Traceback" not in done.stderr
 
 
-def test_without_headroom_the_status_says_none(tmp_path: Path) -> None:
-    with running_server(tmp_path / "data", "--gpus", "1") as gw, gw.client() as client:
+def test_without_headroom_the_status_says_none(gateway: RunningServer) -> None:
+    # The session's gateway (tests/api/conftest.py) was started without --headroom, and no
+    # test can change that after its start: no gateway of this test's own is needed.
+    with gateway.client() as client:
         assert client.get("/v1/headroom").json() == {
             "policy": "none",
             "mechanism": None,

@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import json
-import subprocess
 import time
 import uuid
 from typing import Any
@@ -12,11 +11,12 @@ from typing import Any
 import httpx
 import pytest
 
+from cli.runner import Eops, Result
 from elasticityops.api.auth import CACHE_SECONDS, INVOKE_ROUTES, needed_scope
 from elasticityops.client import Client
 from elasticityops.domain.tokens import Scope
 from elasticityops.wire import WEBHOOK_PATH_HIDDEN
-from helpers.server import EOPS, RunningServer, base_env
+from helpers.server import RunningServer
 
 HELLO = {"name": "tokhello", "command": ["python", "-c", "print('hi')"], "timeout_seconds": 30}
 
@@ -29,14 +29,12 @@ def _create(gateway: RunningServer, **body: Any) -> dict[str, Any]:
     return created
 
 
-def _cli(gateway: RunningServer, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [EOPS, "token", *args, "--data-dir", str(gateway.data_dir)],
-        capture_output=True,
-        text=True,
-        env=base_env(),
-        timeout=60,
-    )
+def _cli(gateway: RunningServer, *args: str, in_process: bool = True) -> Result:
+    """`eops token ARGS --data-dir` on the gateway's data dir; in this process unless told
+    (tests/cli/runner.py): test_the_cli_creates_lists_and_revokes_tokens runs each on a real
+    process, as a user does."""
+    eops = Eops(None, in_process=in_process)
+    return eops("token", *args, "--data-dir", str(gateway.data_dir), timeout=60)
 
 
 def test_a_created_token_has_an_id_a_scope_and_is_shown_once(gateway: RunningServer) -> None:
@@ -149,7 +147,7 @@ def test_a_name_that_cannot_be_shown_is_refused_naming_the_character(
     assert problem["field"] == "name"
     assert "cannot be shown" in problem["problem"]
     done = _cli(gateway, "create", "--name", name)
-    assert done.returncode == 2, done.stderr
+    assert done.code == 2, done.stderr
     assert "cannot be shown" in done.stderr
     assert "Traceback" not in done.stderr
 
@@ -169,15 +167,18 @@ def test_token_ls_escapes_a_name_stored_before_names_were_checked(gateway: Runni
 
     asyncio.run(older_row())
     listed = _cli(gateway, "ls")
-    assert listed.returncode == 0, listed.stderr
+    assert listed.code == 0, listed.stderr
     assert "\x1b" not in listed.stdout
     assert "old\\x1b[31mred\\nFAKE ROW" in listed.stdout
     assert not any(line.startswith("FAKE ROW") for line in listed.stdout.splitlines())
 
 
 def test_the_cli_creates_lists_and_revokes_tokens(gateway: RunningServer) -> None:
-    done = _cli(gateway, "create", "--name", "from-cli", "--scope", "invoke", "--expires-in", "30d")
-    assert done.returncode == 0, done.stderr
+    def cli(*args: str) -> Result:
+        return _cli(gateway, *args, in_process=False)
+
+    done = cli("create", "--name", "from-cli", "--scope", "invoke", "--expires-in", "30d")
+    assert done.code == 0, done.stderr
     token = done.stdout.strip()
     assert token.startswith("eops_")
     assert "\n" not in token
@@ -186,44 +187,44 @@ def test_the_cli_creates_lists_and_revokes_tokens(gateway: RunningServer) -> Non
     assert "scope invoke" in done.stderr
     assert "shown once" in done.stderr
 
-    listed = _cli(gateway, "ls", "--json")
-    assert listed.returncode == 0, listed.stderr
+    listed = cli("ls", "--json")
+    assert listed.code == 0, listed.stderr
     rows = {row["id"]: row for row in json.loads(listed.stdout)}
     assert rows[token_id]["name"] == "from-cli"
     assert rows[token_id]["scope"] == "invoke"
     assert rows[token_id]["expires_at"] is not None
     assert any(row["name"] == "admin" and row["scope"] == "admin" for row in rows.values())
-    table = _cli(gateway, "ls")
+    table = cli("ls")
     assert token_id in table.stdout
     assert "from-cli" in table.stdout
     assert token not in table.stdout
 
     with gateway.client(token) as client:
         assert client.get("/v1/functions").status_code == 200  # cached by the gateway now
-        revoked = _cli(gateway, "revoke", token_id)
-        assert revoked.returncode == 0, revoked.stderr
+        revoked = cli("revoke", token_id)
+        assert revoked.code == 0, revoked.stderr
         # Another process revoked it: this gateway notices within its cache's lifetime.
         deadline = time.monotonic() + CACHE_SECONDS + 5
         while client.get("/v1/functions").status_code == 200:
             assert time.monotonic() < deadline, "a token revoked by the CLI was still trusted"
             time.sleep(0.2)
         assert client.get("/v1/functions").status_code == 401
-    again = _cli(gateway, "revoke", token_id)
-    assert again.returncode == 1
+    again = cli("revoke", token_id)
+    assert again.code == 1
     assert "no token" in again.stderr
 
 
 @pytest.mark.parametrize("bad", ["30", "thirty days", "0d", "5y", "\uff11d"])
 def test_the_cli_refuses_a_bad_expiry(gateway: RunningServer, bad: str) -> None:
     done = _cli(gateway, "create", "--expires-in", bad)
-    assert done.returncode == 2
+    assert done.code == 2
     assert "--expires-in" in done.stderr
     assert "Traceback" not in done.stderr
 
 
 def test_the_cli_default_scope_is_invoke(gateway: RunningServer) -> None:
     done = _cli(gateway, "create")
-    assert done.returncode == 0, done.stderr
+    assert done.code == 0, done.stderr
     with gateway.client(done.stdout.strip()) as client:
         assert client.get("/v1/functions").status_code == 200
         assert client.put("/v1/functions/tokhello", json=HELLO).status_code == 403

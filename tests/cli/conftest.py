@@ -1,5 +1,7 @@
-"""Fixtures: one real `eops serve` for all of tests/cli, and `eops` itself run as a
-subprocess against it (or against nothing)."""
+"""Fixtures: one real `eops serve` for all of tests/cli, and `eops` itself run against it (or
+against nothing): in this process (`eops`, `server_less`), or as a real subprocess
+(`eops_process`, `server_less_process`), which each command family keeps some tests on
+(runner.py says why both)."""
 
 from __future__ import annotations
 
@@ -26,13 +28,27 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningServer]:
 
 @pytest.fixture
 def eops(server: RunningServer) -> Eops:
+    return Eops(server, in_process=True)
+
+
+@pytest.fixture
+def eops_process(server: RunningServer) -> Eops:
     return Eops(server)
+
+
+def _nowhere() -> dict[str, str]:
+    return {"EOPS_URL": f"http://127.0.0.1:{free_port()}", "EOPS_TOKEN": "unused"}
 
 
 @pytest.fixture
 def server_less() -> Eops:
     """`eops` pointed at a port where nothing listens."""
-    return Eops(None, {"EOPS_URL": f"http://127.0.0.1:{free_port()}", "EOPS_TOKEN": "unused"})
+    return Eops(None, _nowhere(), in_process=True)
+
+
+@pytest.fixture
+def server_less_process() -> Eops:
+    return Eops(None, _nowhere())
 
 
 @pytest.fixture

@@ -31,8 +31,9 @@ def functions(server: RunningServer) -> None:
 
 
 def test_a_batch_file_runs_once_per_line_with_results_in_input_order(
-    eops: Eops, functions: None, write: Writer
+    eops_process: Eops, functions: None, write: Writer
 ) -> None:
+    eops = eops_process  # the batch family's real-process test (runner.py)
     inputs = write("in.jsonl", "\n".join(json.dumps({"n": n}) for n in (4, 1, 3)) + "\n\n")
     out = inputs.with_name("out.jsonl")
     result = eops("invoke", "cli-double", "--batch", str(inputs), "--out", str(out))

@@ -12,7 +12,8 @@ from cli.runner import Eops, Result
 
 
 def test_kubeconfig_of_a_stopped_cluster_exits_1_and_prints_no_path(tmp_path: Path) -> None:
-    # What `eops dev-cluster down` leaves: the kubeconfig, and no recorded processes.
+    # What `eops dev-cluster down` leaves: the kubeconfig, and no recorded processes. A real
+    # process (the family's one, runner.py): what $(eops dev-cluster kubeconfig) would capture.
     (tmp_path / "kubeconfig").write_text("apiVersion: v1\\nkind: Config\\n")
     result = Eops(None)("dev-cluster", "kubeconfig", "--state-dir", str(tmp_path))
     assert result.code == 1, result.output
@@ -22,14 +23,14 @@ def test_kubeconfig_of_a_stopped_cluster_exits_1_and_prints_no_path(tmp_path: Pa
 
 
 def test_kubeconfig_of_an_empty_state_dir_exits_1(tmp_path: Path) -> None:
-    result = Eops(None)("dev-cluster", "kubeconfig", "--state-dir", str(tmp_path))
+    result = Eops(None, in_process=True)("dev-cluster", "kubeconfig", "--state-dir", str(tmp_path))
     assert result.code == 1, result.output
     assert result.stdout == ""
     assert "eops dev-cluster up" in result.stderr
 
 
 def test_up_offers_gke_balanced_scale_ups() -> None:
-    result = Eops(None)("dev-cluster", "up", "--help")
+    result = Eops(None, in_process=True)("dev-cluster", "up", "--help")
     assert result.code == 0, result.output
     assert "--balance-zones" in result.stdout
     assert "BALANCED" in result.stdout

@@ -18,7 +18,8 @@ from elasticityops.wire import MAX_PAGE_SIZE
 from .runner import Eops, Writer
 
 
-def test_connection_refused_names_the_url_and_how_to_start_the_server(server_less: Eops) -> None:
+def test_connection_refused_names_the_url_and_how_to_start_the_server(server_less_process: Eops) -> None:
+    server_less = server_less_process  # a real process: its one line, and no traceback, at exit
     result = server_less("fn", "ls")
     assert result.code == 1
     url = server_less.extra["EOPS_URL"]
@@ -168,14 +169,16 @@ def test_ls_limit_is_the_servers_page_size(server_less: Eops) -> None:
 
 def test_token_create_refuses_a_data_dir_without_a_database(tmp_path: Path) -> None:
     typo = tmp_path / "typo"
-    result = Eops(None)("token", "create", "--data-dir", str(typo))
+    # In-process: tests/api/test_tokens.py runs `eops token` as a real process.
+    token = Eops(None, in_process=True)
+    result = token("token", "create", "--data-dir", str(typo))
     assert result.code == 2, result.output
     assert f"there is no database at {typo / 'eops.db'}" in result.stderr
     assert not typo.exists(), "nothing was made"
-    made = Eops(None)("token", "create", "--data-dir", str(typo), "--create")
+    made = token("token", "create", "--data-dir", str(typo), "--create")
     assert made.code == 0, made.output
     assert made.stdout.startswith("eops_")
-    again = Eops(None)("token", "create", "--data-dir", str(typo))
+    again = token("token", "create", "--data-dir", str(typo))
     assert again.code == 0, again.output
 
 

@@ -39,10 +39,12 @@ def run(eops: Eops, name: str, payload: str) -> dict[str, object]:
 
 
 def test_a_spec_deployed_from_another_directory_runs_its_relative_script_there(
-    eops: Eops, tmp_path: Path
+    eops_process: Eops, tmp_path: Path
 ) -> None:
     """`cd ~/myfn && eops fn deploy fn.yaml` with `command: ["python", "work.py"]`: the gateway
-    runs in the checkout, yet the job runs in ~/myfn, where work.py and factor.txt are."""
+    runs in the checkout, yet the job runs in ~/myfn, where work.py and factor.txt are. A real
+    process started in ~/myfn: the working directory is the point."""
+    eops = eops_process
     myfn = function_dir(tmp_path / "myfn", factor=2)
     (myfn / "fn.yaml").write_text('name: wd-double\ncommand: ["python", "work.py"]\ntimeout_seconds: 60\n')
 
@@ -106,13 +108,13 @@ def test_the_example_deployed_by_serve_then_by_fn_deploy_stays_version_1(tmp_pat
     """`eops serve --example` then `eops fn deploy examples/hello.yaml`, alternating: one spec,
     version 1 throughout, and the CLI says it was unchanged."""
     with running_server(tmp_path / "data", "--gpus", "1", "--example") as first:
-        eops = Eops(first)
+        eops = Eops(first, in_process=True)
         again = eops("fn", "deploy", "examples/hello.yaml")
         assert again.code == 0, again.output
         assert "hello unchanged, version 1" in again.stdout
     second = first.again()  # --example deploys the examples once more
     try:
-        eops = Eops(second)
+        eops = Eops(second, in_process=True)
         answer = json.loads(eops("fn", "deploy", "examples/hello.yaml", "--json").stdout)
         assert (answer["version"], answer["changed"]) == (1, False)
         assert answer["spec"]["workdir"] == str(REPO / "examples")

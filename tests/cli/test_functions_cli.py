@@ -17,7 +17,8 @@ timeout_seconds: 60
 """
 
 
-def test_deploy_ls_get_rm(eops: Eops, write: Writer) -> None:
+def test_deploy_ls_get_rm(eops_process: Eops, write: Writer) -> None:
+    eops = eops_process  # the fn family's real-process test (runner.py)
     path = write("fn.yaml", SPEC.format(name="fn-life"))
 
     deployed = eops("fn", "deploy", str(path))

@@ -71,6 +71,13 @@ def deployed(eops: Eops, functions: dict[str, str]) -> Eops:
     return eops
 
 
+@pytest.fixture
+def deployed_process(eops_process: Eops, functions: dict[str, str]) -> Eops:
+    """`eops` as a real subprocess, with the functions above deployed: the tests of invoke
+    --wait, logs -f, cancel and status that run on a real process (runner.py)."""
+    return eops_process
+
+
 def test_invoke_without_wait_prints_only_the_id(deployed: Eops, api: Client) -> None:
     result = deployed("invoke", "hello", "--data", '{"name": "Ada"}')
     assert result.code == 0, result.output
@@ -80,7 +87,8 @@ def test_invoke_without_wait_prints_only_the_id(deployed: Eops, api: Client) -> 
     assert api.wait(inv_id, timeout=120).result["greeting"] == "hello, Ada!"
 
 
-def test_invoke_wait_success_shows_result_and_timeline_exit_0(deployed: Eops) -> None:
+def test_invoke_wait_success_shows_result_and_timeline_exit_0(deployed_process: Eops) -> None:
+    deployed = deployed_process
     result = deployed("invoke", "hello", "--data", '{"name": "Ada"}', "--wait")
     assert result.code == 0, result.output
     out = result.stdout
@@ -150,7 +158,8 @@ def test_wait_timeout_leaves_it_running_exit_1(deployed: Eops, api: Client) -> N
     api.cancel(inv["id"])
 
 
-def test_logs_after_the_end_and_followed(deployed: Eops, api: Client) -> None:
+def test_logs_after_the_end_and_followed(deployed_process: Eops, api: Client) -> None:
+    deployed = deployed_process
     inv_id = deployed("invoke", "cli-chatty").stdout.strip()
     followed = deployed("logs", inv_id, "-f")  # returns when the invocation ends
     assert followed.code == 0, followed.output
@@ -161,7 +170,8 @@ def test_logs_after_the_end_and_followed(deployed: Eops, api: Client) -> None:
     assert again.stdout == followed.stdout
 
 
-def test_cancel_a_running_invocation(deployed: Eops, api: Client) -> None:
+def test_cancel_a_running_invocation(deployed_process: Eops, api: Client) -> None:
+    deployed = deployed_process
     inv_id = deployed("invoke", "cli-sleep").stdout.strip()
     wait_for_state(api, inv_id, State.running)
 

@@ -9,7 +9,10 @@ written, in order: what tests/test_docs_commands.py runs for README.md and docs/
   gateway; a later `serve` line stops it first, as a reader presses Ctrl-C in its terminal. Its
   printed URL and admin token are `EOPS_URL` and `EOPS_TOKEN` from then on, as both pages say to
   set them ("as printed"); an `export EOPS_URL=... EOPS_TOKEN=...` line sets those same values.
-- **`eops` or `.venv/bin/eops`**: this virtualenv's `eops`. `A && B` runs A, then B.
+- **`eops` or `.venv/bin/eops`**: this virtualenv's `eops`: `eops` (the command on PATH) its entry
+  point run in this pytest (tests/helpers/eops_in_process.py: the same environment, working
+  directory and streams, without a new interpreter's second of start-up each), `.venv/bin/eops`
+  (a path to the script) a process of that file, as the page names it. `A && B` runs A, then B.
   `VAR=value eops ...` sets VAR for that command; `NAME=$(eops ...)` keeps its stdout as `$NAME`.
 - **Values copied from an output** (`inv-...`, `tok-...` ids, `eops_...` tokens, the data dir
   `eops serve` names): where a console block shows the output with such a value, the value this
@@ -36,6 +39,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from helpers.doc_commands import ASSIGNMENT, CAPTURE, DocCommand, is_eops, split_outside_quotes
+from helpers.eops_in_process import run_eops
 from helpers.server import EOPS, RunningServer, base_env, start_server
 
 COMMAND_TIMEOUT = 60.0
@@ -100,24 +104,28 @@ class Reader:
         if words[1:2] == ["serve"]:
             return self._serve(step, words[2:], prefix)
         started = time.monotonic()
-        done = subprocess.run(
-            [EOPS, *words[1:]],
-            capture_output=True,
-            text=True,
-            env={**base_env(), "EOPS_DATA_DIR": str(self.data_dir), **self.env, **prefix},
-            cwd=self.cwd,
-            timeout=COMMAND_TIMEOUT,
-            check=False,
-        )
-        output = done.stdout + done.stderr
+        env = {**base_env(), "EOPS_DATA_DIR": str(self.data_dir), **self.env, **prefix}
+        if words[0] == "eops":
+            code, stdout, stderr = run_eops(words[1:], env, self.cwd)
+        else:
+            done = subprocess.run(
+                [EOPS, *words[1:]],
+                capture_output=True,
+                text=True,
+                env=env,
+                cwd=self.cwd,
+                timeout=COMMAND_TIMEOUT,
+                check=False,
+            )
+            code, stdout, stderr = done.returncode, done.stdout, done.stderr
+        output = stdout + stderr
         took = time.monotonic() - started
-        self.transcript.append(f"$ {step}   ({command.where}, exit {done.returncode}, {took:.1f}s)\n{output}")
-        assert done.returncode == expected, (
-            f"{command.where}: `{command.text}` exited {done.returncode}, the page expects {expected}:\n"
-            f"{output}"
+        self.transcript.append(f"$ {step}   ({command.where}, exit {code}, {took:.1f}s)\n{output}")
+        assert code == expected, (
+            f"{command.where}: `{command.text}` exited {code}, the page expects {expected}:\n{output}"
         )
         if capture:
-            self.variables[capture.group(1)] = done.stdout.strip()
+            self.variables[capture.group(1)] = stdout.strip()
         return output
 
     def _serve(self, step: str, args: list[str], prefix: dict[str, str]) -> str:

@@ -159,13 +159,16 @@ def _alive(pid: int) -> bool:
 _databases = itertools.count()
 
 
-def create_database(cluster: PgCluster, name: str) -> str:
-    """Create the database `name` on `cluster`; its URL."""
+def create_database(cluster: PgCluster, name: str, template: str | None = None) -> str:
+    """Create the database `name` on `cluster`, a copy of the database `template` if given; its
+    URL."""
+    copied = f" TEMPLATE {template}" if template else ""
     with psycopg.connect(cluster.dsn(), autocommit=True) as conn:
-        conn.execute(f"CREATE DATABASE {name}")
+        conn.execute(f"CREATE DATABASE {name}{copied}")
     return cluster.url(name)
 
 
-def fresh_database(cluster: PgCluster) -> str:
-    """The URL of a new, empty database on `cluster` (one per test: no test sees another's rows)."""
-    return create_database(cluster, f"eops_test_{os.getpid()}_{next(_databases)}")
+def fresh_database(cluster: PgCluster, template: str | None = None) -> str:
+    """The URL of a new database on `cluster` (one per test: no test sees another's rows): empty,
+    or a copy of the database `template`."""
+    return create_database(cluster, f"eops_test_{os.getpid()}_{next(_databases)}", template)

@@ -21,7 +21,7 @@ class RawAnswer:
     seconds: float
 
 
-def _read_answer(sock: socket.socket, deadline: float) -> bytes:
+def _read_answer(sock: socket.socket, deadline: float, head_only: bool) -> bytes:
     data = b""
     while time.monotonic() < deadline:
         try:
@@ -32,6 +32,8 @@ def _read_answer(sock: socket.socket, deadline: float) -> bytes:
             break
         data += chunk
         head, sep, rest = data.partition(b"\r\n\r\n")
+        if sep and head_only:
+            break
         if sep:
             length = next(
                 (
@@ -47,12 +49,20 @@ def _read_answer(sock: socket.socket, deadline: float) -> bytes:
 
 
 def raw_request(
-    port: int, request: bytes, *, chunk: int = 65536, timeout: float = 60.0, half_close: bool = False
+    port: int,
+    request: bytes,
+    *,
+    chunk: int = 65536,
+    timeout: float = 60.0,
+    half_close: bool = False,
+    head_only: bool = False,
 ) -> RawAnswer:
     """Send `request` in chunks, stopping as soon as the server answers or closes, and read the
     answer (one response: the connection is closed after it or the caller does not care).
     `half_close`: shut the sending side once sent, so a server waiting for more body than was
-    sent (a Content-Length over the body) sees the end instead of waiting for the timeout."""
+    sent (a Content-Length over the body) sees the end instead of waiting for the timeout.
+    `head_only`: return once the status line and headers are in, for an answer whose body never
+    ends by itself (an event stream would otherwise hold the call until the timeout)."""
     started = time.monotonic()
     deadline = started + timeout
     with socket.create_connection((HOST, port), timeout=timeout) as sock:
@@ -68,7 +78,7 @@ def raw_request(
         if half_close:
             with contextlib.suppress(OSError):  # the server closed first
                 sock.shutdown(socket.SHUT_WR)
-        data = _read_answer(sock, deadline)
+        data = _read_answer(sock, deadline, head_only)
     seconds = time.monotonic() - started
     status_line = data.split(b"\r\n", 1)[0]
     status = int(status_line.split()[1]) if status_line.startswith(b"HTTP/1.1 ") else 0

@@ -8,25 +8,27 @@ from pathlib import Path
 
 import pytest
 
+from helpers.eops_in_process import run_eops
 from helpers.server import EOPS, REPO, base_env
 
 TRACE = "arrival_s,duration_s\n0,30\n5,20\n12,40\n"
 
 
-def eops(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [EOPS, "rehearse", *args],
-        capture_output=True,
-        text=True,
-        env=base_env(env),
-        cwd=REPO,
-        timeout=120,
-        check=False,
-    )
+def eops(
+    *args: str, env: dict[str, str] | None = None, process: bool = False
+) -> subprocess.CompletedProcess[str]:
+    """`eops rehearse ARGS`: its entry point in this pytest (tests/helpers/eops_in_process.py),
+    or a real process when `process` (test_help_lists_the_flags: the family's one)."""
+    argv = [EOPS, "rehearse", *args]
+    if process:
+        return subprocess.run(
+            argv, capture_output=True, text=True, env=base_env(env), cwd=REPO, timeout=120, check=False
+        )
+    return subprocess.CompletedProcess(argv, *run_eops(argv[1:], base_env(env), REPO))
 
 
 def test_help_lists_the_flags() -> None:
-    done = eops("--help", env={"COLUMNS": "200"})
+    done = eops("--help", env={"COLUMNS": "200"}, process=True)
     assert done.returncode == 0, done.stderr
     for flag in ("--trace", "--out", "--kubeconfig", "--headroom", "--namespace-prefix", "--settle-timeout"):
         assert flag in done.stdout

@@ -20,11 +20,16 @@ from elasticityops.backends.kubernetes.deploy import (
 from elasticityops.backends.kubernetes.settings import KubernetesSettings
 from elasticityops.domain.budget import GpuBudget
 from elasticityops.domain.errors import InvalidInput
-from helpers.server import EOPS
+from helpers.eops_in_process import run_eops
+from helpers.server import EOPS, REPO, base_env
 
 
-def _eops(*argv: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([EOPS, *argv], capture_output=True, text=True, timeout=60, check=False)
+def _eops(*argv: str, process: bool = False) -> subprocess.CompletedProcess[str]:
+    """`eops ARGV`: its entry point in this pytest (tests/helpers/eops_in_process.py), or a real
+    process when `process` (test_render_job_prints_the_job: the render family's one)."""
+    if process:
+        return subprocess.run([EOPS, *argv], capture_output=True, text=True, timeout=60, check=False)
+    return subprocess.CompletedProcess([EOPS, *argv], *run_eops(list(argv), base_env(), REPO))
 
 
 @pytest.fixture
@@ -48,6 +53,7 @@ def test_render_job_prints_the_job(function_file: Path) -> None:
         "inv-abc",
         "--kube-gpu-driver-version",
         "latest",
+        process=True,
     )
     assert done.returncode == 0, done.stderr
     [job] = list(yaml.safe_load_all(done.stdout))
