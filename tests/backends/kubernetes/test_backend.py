@@ -783,3 +783,32 @@ async def test_bare_pods_are_made_as_pods_and_only_ended_invocation_pods_are_rea
     deleted = [s.target.split("?")[0] for s in srv.seen if s.method == "DELETE"]
     assert deleted == [f"{PODS}/eops-inv-ended"]  # ended 28.5 minutes ago, past its 60 s
     assert not any(s.target.startswith(JOBS) and s.method == "GET" for s in srv.seen)  # no Job watch
+
+
+async def test_a_multikueue_worker_that_cannot_be_reached_does_not_hold_up_the_start(tmp_path: Any) -> None:
+    """--kube-workers: a worker cluster down (here a port nothing listens on) is watched when it
+    is back; the gateway starts on the manager meanwhile (Watching.start lists only its own)."""
+    import socket
+
+    with socket.socket() as free:
+        free.bind(("127.0.0.1", 0))
+        port = free.getsockname()[1]  # closed again: nothing listens there
+    kubeconfig = tmp_path / "worker-1.kubeconfig"
+    kubeconfig.write_text(
+        "apiVersion: v1\nkind: Config\ncurrent-context: w\n"
+        f"clusters: [{{name: w, cluster: {{server: 'https://127.0.0.1:{port}',\n"
+        "  insecure-skip-tls-verify: true}}]\n"
+        "users: [{name: w, user: {token: t}}]\n"
+        "contexts: [{name: w, context: {cluster: w, user: w}}]\n"
+    )
+    clock = ManualClock(T0)
+    async with scripted([], _watching()) as srv:
+        backend = _backend(srv, clock, workers=f"worker-1={kubeconfig}")
+        await asyncio.wait_for(backend.start(Sink()), 10)
+        try:
+            worker_paths = [w.path for w in backend._watching.watches[3:]]
+            assert worker_paths == [PODS, EVENTS], "the worker's pods and events are watched"
+            assert all(not w.synced for w in backend._watching.watches[3:]), "not listed yet"
+            assert all(w.synced for w in backend._watching.watches[:3]), "the manager's listed"
+        finally:
+            await backend.stop()

@@ -63,6 +63,7 @@ class Watching:
         self._kueue = kueue
         self._worker_kueue = dict(worker_kueue or {})  # by MultiKueue worker: its Workloads' watch
         self.watches: list[KindWatch] = []
+        self._worker_watches_made: list[KindWatch] = []
 
     async def start(self) -> None:
         """Make the watches and their first lists, so launches and adoptions that follow meet a
@@ -107,7 +108,12 @@ class Watching:
                 else [KindWatch(api, self._kueue.path, {}, self._kueue.on_workload, self._clock)]
             ),
         ]
+        workers = set(map(id, self._worker_watches_made))
         for watch in self.watches:
+            if id(watch) in workers:
+                # A worker cluster down must not keep the gateway from starting: its watches make
+                # their first list when they run (and keep trying, as after any lost watch).
+                continue
             await watch.relist()
             if self._nodes is not None and watch.path == NODES_PATH:
                 await self._nodes.listed()
@@ -118,7 +124,7 @@ class Watching:
         (each worker's Kueue says why it did or did not take the work). The manager has no pods
         of ours; its Jobs' status is the workers' mirrored."""
         w = self._workloads
-        watches = []
+        watches: list[KindWatch] = []
         for name in w.workers:
             api = w.worker_api(name)
             assert api is not None  # a configured worker
@@ -137,6 +143,7 @@ class Watching:
             ]
             if (kueue := self._worker_kueue.get(name)) is not None:
                 watches.append(KindWatch(api, kueue.path, {}, kueue.on_workload, self._clock))
+        self._worker_watches_made = watches
         return watches
 
     def run(self) -> list[asyncio.Task[None]]:
