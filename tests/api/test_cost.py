@@ -186,8 +186,10 @@ def test_metrics_export_node_seconds_and_dollars_per_function_and_capacity(gatew
         done = _until(client, _invoke(client, name), {"succeeded"})
         text = client.get("/metrics").text
         # The exposition writes labels in name order.
-        run_line = f'eops_invocation_node_seconds_total{{capacity="local",function="{name}",phase="run"}}'
-        dollars_line = f'eops_invocation_cost_dollars_total{{capacity="local",function="{name}"}}'
+        run_line = (
+            f'eops_invocation_node_seconds_total{{capacity="local",cluster="",function="{name}",phase="run"}}'
+        )
+        dollars_line = f'eops_invocation_cost_dollars_total{{capacity="local",cluster="",function="{name}"}}'
         values = {
             line.rsplit(" ", 1)[0]: float(line.rsplit(" ", 1)[1])
             for line in text.splitlines()
@@ -232,26 +234,28 @@ def test_the_live_cost_of_an_attempt_on_a_spot_node_is_priced_spot() -> None:
     assert unknown.usd == pytest.approx(0.54), "a node not known: on demand, the backend's"
 
 
-def test_the_cost_counters_keep_each_capacity_apart() -> None:
-    """One function's node time on spot and on demand: two series each, the dollars summed over
-    the phases of each capacity (what a `sum by (capacity)` panel reads)."""
+def test_the_cost_counters_keep_each_capacity_and_cluster_apart() -> None:
+    """One function's node time on spot and on demand, and in two MultiKueue workers: a series
+    each, the dollars summed over the phases of each (what `sum by (capacity)` or `sum by
+    (cluster)` panels read)."""
     metrics = Metrics()
     metrics.node_seconds.totals = [
         RunningTotal("fn", Phase.provisioning, Capacity.spot, 30.0, 0.002),
         RunningTotal("fn", Phase.run, Capacity.spot, 3600.0, 0.24),
         RunningTotal("fn", Phase.run, Capacity.on_demand, 3600.0, 0.54),
+        RunningTotal("fn", Phase.run, Capacity.on_demand, 1800.0, 0.27, "worker-2"),
     ]
     text = metrics.render({}, {}, None).decode()
     samples = {
         line.rsplit(" ", 1)[0]: float(line.rsplit(" ", 1)[1]) for line in text.splitlines() if line[:1] != "#"
     }
-    assert samples['eops_invocation_node_seconds_total{capacity="spot",function="fn",phase="run"}'] == 3600
-    assert (
-        samples['eops_invocation_node_seconds_total{capacity="on-demand",function="fn",phase="run"}'] == 3600
-    )
-    assert samples['eops_invocation_cost_dollars_total{capacity="spot",function="fn"}'] == pytest.approx(
-        0.242
-    )
-    assert samples['eops_invocation_cost_dollars_total{capacity="on-demand",function="fn"}'] == pytest.approx(
-        0.54
+    seconds = "eops_invocation_node_seconds_total"
+    dollars = "eops_invocation_cost_dollars_total"
+    assert samples[f'{seconds}{{capacity="spot",cluster="",function="fn",phase="run"}}'] == 3600
+    assert samples[f'{seconds}{{capacity="on-demand",cluster="",function="fn",phase="run"}}'] == 3600
+    assert samples[f'{seconds}{{capacity="on-demand",cluster="worker-2",function="fn",phase="run"}}'] == 1800
+    assert samples[f'{dollars}{{capacity="spot",cluster="",function="fn"}}'] == pytest.approx(0.242)
+    assert samples[f'{dollars}{{capacity="on-demand",cluster="",function="fn"}}'] == pytest.approx(0.54)
+    assert samples[f'{dollars}{{capacity="on-demand",cluster="worker-2",function="fn"}}'] == pytest.approx(
+        0.27
     )

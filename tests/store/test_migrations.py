@@ -838,6 +838,54 @@ def test_rows_from_0017_run_in_no_named_cluster_after_0018(store_url: str, run: 
     assert "cluster" not in {c["name"] for c in _columns(store_url, "invocations")}
 
 
+# 0014-0017's running totals: per (function, phase, capacity), no cluster.
+_TOTALS_0017 = sqlalchemy.table(
+    "node_seconds_totals",
+    *(sqlalchemy.column(name) for name in ("function", "phase", "capacity", "seconds", "usd")),
+)
+
+
+def test_the_running_totals_are_keyed_by_cluster_from_the_ledger(store_url: str, run: asyncio.Runner) -> None:
+    """0018: the totals are rebuilt from the ledger with its new cluster column ("" for the rows
+    from before, which name none); a downgrade sums them back per capacity as 0017 kept them."""
+    _migrate_to(store_url, "0017")
+    ledger = [
+        _ledger_row(QUEUED, "run", 0, "local", 60.0, 0.009),
+        _ledger_row(PENDING, "run", 1, "spot", 1800.0, 0.12),
+        _ledger_row("node/n1", "warm_unused", 2, "spot", 900.0, 0.06),
+    ]
+    old_totals = [
+        {"function": "", "phase": "warm_unused", "capacity": "spot", "seconds": 900.0, "usd": 0.06},
+        {"function": "hello", "phase": "run", "capacity": "local", "seconds": 60.0, "usd": 0.009},
+        {"function": "hello", "phase": "run", "capacity": "spot", "seconds": 1800.0, "usd": 0.12},
+    ]
+    with _engine(store_url) as engine, engine.begin() as conn:
+        conn.execute(insert(tables.node_seconds), ledger)
+        conn.execute(insert(_TOTALS_0017), old_totals)
+
+    async def body() -> list[RunningTotal]:
+        store = await open_store(store_url)
+        try:
+            return await store.node_seconds_totals()
+        finally:
+            await store.close()
+
+    totals = run.run(body())
+    assert _schema_differences(store_url, tables.metadata) == []
+    assert [(t.function, t.phase, t.capacity, t.cluster, t.seconds, round(t.usd, 6)) for t in totals] == [
+        ("", Phase.warm_unused, Capacity.spot, "", 900.0, 0.06),
+        ("hello", Phase.run, Capacity.local, "", 60.0, 0.009),
+        ("hello", Phase.run, Capacity.spot, "", 1800.0, 0.12),
+    ]
+    _migrate_to(store_url, "0017", down=True)
+    with _engine(store_url) as engine, engine.connect() as conn:
+        back = conn.execute(select(_TOTALS_0017).order_by(text("function"), text("capacity"))).mappings()
+        assert [dict(row) for row in back] == [
+            {**row, "usd": pytest.approx(row["usd"])} for row in old_totals
+        ]
+    assert "cluster" not in {c["name"] for c in _columns(store_url, "node_seconds")}
+
+
 def test_rows_from_0015_are_in_no_batch_after_0016(store_url: str, run: asyncio.Runner) -> None:
     """0016: the batches table and invocations.batch_id; a row written before is in no batch, and
     on SQLite the new column goes before the large values (the table is rebuilt)."""

@@ -90,7 +90,7 @@ def test_a_repeated_end_charges_nothing_more(store: SqlStore, run: asyncio.Runne
         again = await store.record(BackendEvent(inv, finished=Finished.succeeded(at(90))))
         assert again is None, "ended already"
         assert (await store.node_seconds_of(inv))[Phase.run].seconds == pytest.approx(60)
-        [(function, _, _, seconds, _)] = [
+        [(function, _, _, seconds, _, _)] = [
             t for t in await store.node_seconds_totals() if t.phase is Phase.run
         ]
         assert (function, seconds) == ("hello", pytest.approx(60))
@@ -168,7 +168,7 @@ def test_the_pricing_the_store_was_opened_with_prices_its_ledger(store_url: str,
         cluster = await SqlStore.open(store_url, pricing=Pricing(capacity=Capacity.spot))
         try:
             await cluster.charge([Charge("inv-x", 0, "hello", T4, [Span(Phase.run, at(0), at(3600))])])
-            [(_, _, capacity, seconds, usd)] = await cluster.node_seconds_totals()
+            [(_, _, capacity, seconds, usd, _)] = await cluster.node_seconds_totals()
             assert (capacity, seconds, usd) == (Capacity.spot, 3600, pytest.approx(0.24))
         finally:
             await cluster.close()
@@ -202,7 +202,7 @@ def test_node_time_about_no_invocation_is_recorded_from_its_event(
         assert warm is not None
         told = await store.record(BackendEvent("", charges=(Charge("node/n9", 0, "", T4, (warm,)),)))
         assert told is None, "no invocation changed"
-        [(function, phase, capacity, seconds, usd)] = await store.node_seconds_totals()
+        [(function, phase, capacity, seconds, usd, _)] = await store.node_seconds_totals()
         assert (function, phase, capacity, seconds) == ("", Phase.warm_unused, Capacity.local, 600)
         assert usd == pytest.approx(600 * T4_PER_S)
 
@@ -286,7 +286,7 @@ def test_node_time_charged_on_a_spot_node_is_priced_spot(store: SqlStore, run: a
         warm = warm_unused_span(at(0), at(3600))
         assert warm is not None
         await store.charge([Charge("node/s1", 0, "", T4, (warm,), Capacity.spot)])
-        [(_, _, capacity, seconds, usd)] = await store.node_seconds_totals()
+        [(_, _, capacity, seconds, usd, _)] = await store.node_seconds_totals()
         assert (capacity, seconds, usd) == (Capacity.spot, 3600, pytest.approx(0.24)), (
             "on the local store too: the node says"
         )
@@ -383,5 +383,10 @@ def test_the_report_groups_the_node_time_by_the_worker_cluster_that_ran_it(
         since, until = T0 - timedelta(hours=1), T0 + timedelta(hours=3)
         by_cluster = {g.cluster: round(g.seconds) for g in await store.cost_report(since, until, ["cluster"])}
         assert by_cluster == {"worker-1": 3610, "worker-2": 7220, None: 1800}, "warm capacity: no cluster"
+        # The running totals (/metrics) keep the clusters apart as the ledger does.
+        totals: dict[str, float] = {}
+        for t in await store.node_seconds_totals():
+            totals[t.cluster] = totals.get(t.cluster, 0.0) + t.seconds
+        assert {k: round(v) for k, v in totals.items()} == {"worker-1": 3610, "worker-2": 7220, "": 1800}
 
     run.run(body())

@@ -77,22 +77,24 @@ class NodeSecondsCollector(Collector):
             "eops_invocation_node_seconds",
             "Node-seconds caused by invocations, by function, phase (provisioning, "
             "idle_before_start, run, idle_after; warm_unused: warm capacity no invocation used, "
-            'function "") and capacity (spot, on-demand, local: what the node was priced as)',
-            labels=["function", "phase", "capacity"],
+            'function ""), capacity (spot, on-demand, local: what the node was priced as) and '
+            'cluster (MultiKueue\'s worker that ran it; "" with one cluster)',
+            labels=["function", "phase", "capacity", "cluster"],
         )
         dollars = CounterMetricFamily(
             "eops_invocation_cost_dollars",
-            "Cost of those node-seconds in USD, by function and capacity (machine_prices.json; "
-            "unpriced machines count 0)",
-            labels=["function", "capacity"],
+            "Cost of those node-seconds in USD, by function, capacity and cluster "
+            "(machine_prices.json; unpriced machines count 0)",
+            labels=["function", "capacity", "cluster"],
         )
-        by_function: dict[tuple[str, str], float] = {}
+        by_function: dict[tuple[str, str, str], float] = {}
         for total in self.totals:
-            seconds.add_metric([total.function, total.phase.value, total.capacity.value], total.seconds)
-            key = (total.function, total.capacity.value)
+            labels = [total.function, total.phase.value, total.capacity.value, total.cluster]
+            seconds.add_metric(labels, total.seconds)
+            key = (total.function, total.capacity.value, total.cluster)
             by_function[key] = by_function.get(key, 0.0) + total.usd
-        for labels, usd in by_function.items():
-            dollars.add_metric(list(labels), usd)
+        for key, usd in by_function.items():
+            dollars.add_metric(list(key), usd)
         yield seconds
         yield dollars
 

@@ -145,6 +145,7 @@ class RunningTotal(NamedTuple):
     capacity: Capacity
     seconds: float
     usd: float  # the priced part only
+    cluster: str = ""  # MultiKueue's worker that ran it; "" where none is named
 
 
 class _SumsPhases:

@@ -112,13 +112,13 @@ def _new_only(conn: Connection, ledger: list[dict[str, Any]]) -> list[dict[str, 
     return fresh
 
 
-_TotalKey = tuple[str, str, str]  # (function, phase, capacity)
+_TotalKey = tuple[str, str, str, str]  # (function, phase, capacity, cluster: "" for none)
 
 
 def _summed(ledger: list[dict[str, Any]]) -> dict[_TotalKey, tuple[float, float]]:
     sums: dict[_TotalKey, tuple[float, float]] = {}
     for row in ledger:
-        key = (row["function"], row["phase"], row["capacity"])
+        key = (row["function"], row["phase"], row["capacity"], row["cluster"] or "")
         seconds, usd = sums.get(key, (0.0, 0.0))
         sums[key] = (seconds + row["seconds"], usd + (row["usd"] or 0.0))
     return sums
@@ -126,12 +126,12 @@ def _summed(ledger: list[dict[str, Any]]) -> dict[_TotalKey, tuple[float, float]
 
 def _add_to_total(conn: Connection, key: _TotalKey, seconds: float, usd: float) -> Insert:
     maker = postgresql.insert if conn.dialect.name == "postgresql" else sqlite.insert
-    function_, phase, capacity = key
+    function_, phase, capacity, cluster = key
     statement = maker(node_seconds_totals).values(
-        function=function_, phase=phase, capacity=capacity, seconds=seconds, usd=usd
+        function=function_, phase=phase, capacity=capacity, cluster=cluster, seconds=seconds, usd=usd
     )
     return statement.on_conflict_do_update(
-        index_elements=["function", "phase", "capacity"],
+        index_elements=["function", "phase", "capacity", "cluster"],
         set_={
             "seconds": node_seconds_totals.c.seconds + statement.excluded.seconds,
             "usd": node_seconds_totals.c.usd + statement.excluded.usd,
@@ -184,12 +184,15 @@ def report(conn: Connection, since: datetime, until: datetime, by: Sequence[str]
 
 
 def totals(conn: Connection) -> list[RunningTotal]:
-    """Per function, phase and capacity since the ledger began: the /metrics counters."""
+    """Per function, phase, capacity and cluster since the ledger began: the /metrics counters."""
     t = node_seconds_totals.c
-    query = select(t.function, t.phase, t.capacity, t.seconds, t.usd).order_by(
-        t.function, t.phase, t.capacity
+    query = select(t.function, t.phase, t.capacity, t.cluster, t.seconds, t.usd).order_by(
+        t.function, t.phase, t.capacity, t.cluster
     )
-    return [RunningTotal(f, Phase(p), Capacity(c), s, u) for f, p, c, s, u in conn.execute(query)]
+    return [
+        RunningTotal(f, Phase(p), Capacity(c), s, u, cluster)
+        for f, p, c, cluster, s, u in conn.execute(query)
+    ]
 
 
 def _sums() -> list[Any]:

@@ -241,6 +241,7 @@ node_seconds_totals = Table(
     Column("function", String(64), primary_key=True),
     Column("phase", String(24), primary_key=True),
     Column("capacity", String(16), primary_key=True),  # pricing.table.Capacity, as the ledger's
+    Column("cluster", String(256), primary_key=True),  # the ledger's; "" where it names none
     Column("seconds", Float, nullable=False),
     Column("usd", Float, nullable=False),  # the priced part only
 )
