@@ -14,9 +14,10 @@ from typing import Any
 import httpx
 import pytest
 
-from elasticityops.backends.kubernetes.labels import COMPONENT_LABEL
+from elasticityops.backends.kubernetes.labels import ACCELERATOR_LABEL, COMPONENT_LABEL, GPU_RESOURCE
 from elasticityops.backends.kubernetes.manifests import job_name
 from elasticityops.backends.kubernetes.warm_objects import WARM_COMPONENT
+from elasticityops.devcluster.nodes import node_ready
 from helpers.kueue import kueue_queues, wait_for
 from helpers.pg_cluster import PgCluster, create_database
 from helpers.server import RunningServer
@@ -28,11 +29,14 @@ from .cluster_support import (
     invoke,
     jobs_of,
     k8s_gateway,
+    pods_of,
+    remove_empty_autoscaled_nodes,
     runs,
     start_k8s_gateway,
     start_replica,
     status,
     wait_all_ended,
+    wait_state,
 )
 
 pytestmark = [pytest.mark.cluster, pytest.mark.cluster_lane("kueue"), pytest.mark.slow]
@@ -261,3 +265,111 @@ def _leading(replicas: list[RunningServer]) -> RunningServer | None:
         if ready.status_code == 200 and ready.json().get("role") == "leader":
             return replica
     return None
+
+
+CHECK_CAPACITY = "check-capacity.autoscaling.x-k8s.io"
+PROVISIONING_TIMEOUT_S = 15  # the gateway's; far below how long the held one is watched
+
+
+def _free_t4_nodes(cluster: Any) -> int:
+    """Ready T4 nodes no live pod asking for a GPU is bound to."""
+    with cluster.api() as api:
+        nodes, _ = api.list("/api/v1/nodes", {"labelSelector": f"{ACCELERATOR_LABEL}=nvidia-tesla-t4"})
+        pods, _ = api.list("/api/v1/pods", {"fieldSelector": "status.phase!=Succeeded,status.phase!=Failed"})
+    busy = {
+        (p.get("spec") or {}).get("nodeName")
+        for p in pods
+        if any(
+            GPU_RESOURCE in ((c.get("resources") or {}).get("requests") or {})
+            for c in (p.get("spec") or {}).get("containers") or []
+        )
+    }
+    return sum(
+        1
+        for n in nodes
+        if node_ready(n)
+        and not (n.get("spec") or {}).get("unschedulable")
+        and not n["metadata"].get("deletionTimestamp")
+        and n["metadata"]["name"] not in busy
+    )
+
+
+def _provisioning_requests(cluster: Any, ns: str) -> list[tuple[str, list[tuple[str, str, str]]]]:
+    """Each ProvisioningRequest of the namespace and its conditions (what a failure shows)."""
+    with cluster.api() as api:
+        found, _ = api.list(f"/apis/autoscaling.x-k8s.io/v1/namespaces/{ns}/provisioningrequests")
+    return [
+        (
+            pr["metadata"]["name"],
+            [
+                (c["type"], c["status"], c.get("message", ""))
+                for c in (pr.get("status") or {}).get("conditions") or []
+            ],
+        )
+        for pr in found
+    ]
+
+
+def test_check_capacity_admits_on_a_free_node_and_holds_one_when_none_is_free(
+    cluster: Any, dev_namespace: str, tmp_path: Path
+) -> None:
+    """`check-capacity.autoscaling.x-k8s.io`: upstream's autoscaler admits what fits on the nodes
+    there now and never adds one. With one invocation more than free T4 nodes (quota for all of
+    them), those that fit are admitted ("Capacity is found in the cluster") and run; the last is
+    held by Kueue with the ProvisioningRequest's own message ("Capacity is not found, CA will
+    try to find it later."), in its timeline and its `kueue` phase, and the gateway leaves it
+    pending past its provisioning timeout (which counts from Kueue's admission) until cancelled."""
+    ns = dev_namespace
+    remove_empty_autoscaled_nodes(cluster)  # only the static pool's T4s: a count that holds
+    free = _free_t4_nodes(cluster)
+    assert free >= 1, "the kueue lane's cluster has its static T4 pool"
+    env = {**KUEUE_ADMISSION, "EOPS_KUBE_PROVISIONING_TIMEOUT_SECONDS": str(PROVISIONING_TIMEOUT_S)}
+    with (
+        cluster.api() as api,
+        kueue_queues(api, ns, f"nvidia-tesla-t4={free + 1}", CHECK_CAPACITY),
+        k8s_gateway(cluster, ns, tmp_path, env=env) as gw,
+    ):
+        deploy(gw, name="render", annotations=runs(5))
+        ids = [invoke(gw, "render") for _ in range(free + 1)]
+
+        def checked(inv: str) -> list[str]:
+            return [n["message"] for n in status(gw, inv)["notes"] if n["kind"] == "KueueAdmissionCheck"]
+
+        seen: dict[str, list[str]] = {}
+
+        def decided() -> dict[str, list[str]] | None:
+            said = {inv: checked(inv) for inv in ids}
+            seen.update(said)
+            found = [inv for inv, m in said.items() if any("Ready: Capacity is found" in x for x in m)]
+            held = [inv for inv, m in said.items() if any("Capacity is not found" in x for x in m)]
+            return {"found": found, "held": held} if len(found) == free and len(held) == 1 else None
+
+        try:
+            split = wait_for(decided, 120, f"{free} found capacity and one held by its ProvisioningRequest")
+        except AssertionError as exc:
+            raise AssertionError(f"{exc}; notes: {seen}; {_provisioning_requests(cluster, ns)}") from None
+        [held] = split["held"]
+        assert checked(held)[-1] == (
+            "Kueue: admission check eops-provisioning Pending: "
+            "Capacity is not found, CA will try to find it later."
+        ), checked(held)
+        wait_all_ended(gw, split["found"], 120, cluster, ns)
+        for inv in split["found"]:
+            done = status(gw, inv)
+            assert done["state"] == "succeeded", done
+            phases = [p["name"] for p in done["timeline"]["phases"]]
+            assert phases == ["queue", "kueue", "capacity", "start", "run"], done["timeline"]
+
+        # Kueue holds it, not the gateway: past the provisioning timeout it is pending still,
+        # with no pod, its time in the `kueue` phase.
+        dispatched = datetime.fromisoformat(status(gw, held)["timeline"]["dispatched"])
+        while (datetime.now(dispatched.tzinfo) - dispatched).total_seconds() < PROVISIONING_TIMEOUT_S + 5:
+            time.sleep(1)
+        now = status(gw, held)
+        assert now["state"] == "pending", (now["failure_reason"], now["message"], now["notes"])
+        assert "KueueAdmitted" not in [n["kind"] for n in now["notes"]], now["notes"]
+        assert [(p["name"], p["end"]) for p in now["timeline"]["phases"]][-1] == ("kueue", None)
+        assert pods_of(cluster, ns, held) == []
+        answer = httpx.post(f"{gw.url}/v1/invocations/{held}/cancel", headers=gw.auth, timeout=30)
+        assert answer.status_code in (200, 202), answer.text
+        assert wait_state(gw, held, {"cancelled"}, 60)["state"] == "cancelled"
