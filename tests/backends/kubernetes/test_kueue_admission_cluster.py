@@ -17,7 +17,8 @@ import pytest
 from elasticityops.backends.kubernetes.labels import ACCELERATOR_LABEL, COMPONENT_LABEL, GPU_RESOURCE
 from elasticityops.backends.kubernetes.manifests import job_name
 from elasticityops.backends.kubernetes.warm_objects import WARM_COMPONENT
-from elasticityops.devcluster.nodes import node_ready
+from elasticityops.devcluster.kwok_provider import t4_group
+from elasticityops.devcluster.nodes import ZONES, node_ready
 from helpers.kueue import kueue_queues, wait_for
 from helpers.pg_cluster import PgCluster, create_database
 from helpers.server import RunningServer
@@ -373,3 +374,86 @@ def test_check_capacity_admits_on_a_free_node_and_holds_one_when_none_is_free(
         answer = httpx.post(f"{gw.url}/v1/invocations/{held}/cancel", headers=gw.auth, timeout=30)
         assert answer.status_code in (200, 202), answer.text
         assert wait_state(gw, held, {"cancelled"}, 60)["state"] == "cancelled"
+
+
+BEST_EFFORT = "best-effort-atomic-scale-up.autoscaling.x-k8s.io"
+PRIORITY_EXPANDER = "cluster-autoscaler-priority-expander"  # upstream's ConfigMap name
+STRANDED_TIMEOUT_S = 40
+
+
+def _scale_up_failures(cluster: Any, group: str) -> int:
+    """How many times upstream's autoscaler said a scale-up of `group` failed (its Events, summed)."""
+    with cluster.api() as api:
+        events, _ = api.list(
+            "/api/v1/namespaces/kube-system/events", {"fieldSelector": "reason=ScaleUpFailed"}
+        )
+    return sum(int(e.get("count") or 1) for e in events if group in str(e.get("message") or ""))
+
+
+def test_a_stocked_out_zone_never_fails_a_best_effort_provisioning_request(
+    cluster: Any, dev_namespace: str, tmp_path: Path
+) -> None:
+    """What upstream does (docs/kueue.md, "A stocked-out zone"), pinned so that a change shows:
+    with every free T4 node taken and the autoscaler preferring a stocked-out zone, the
+    ProvisioningRequest is `Provisioned` as soon as the scale-up is asked for, Kueue admits the
+    Job, the instance fails (ScaleUpFailed) and the request never says so; the pod, which names
+    the request, is left out of the autoscaler's ordinary scale-up and gets no node in another
+    zone, and the gateway fails it `no_capacity` at its provisioning timeout, counted from
+    Kueue's admission."""
+    ns = dev_namespace
+    stocked = ZONES[0]
+    group = t4_group(stocked)
+    remove_empty_autoscaled_nodes(cluster)
+    free = _free_t4_nodes(cluster)
+    priorities: dict[str, Any] = {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": PRIORITY_EXPANDER},
+        "data": {"priorities": f"20:\n- {group}\n10:\n- .*\n"},
+    }
+    env = {**KUEUE_ADMISSION, "EOPS_KUBE_PROVISIONING_TIMEOUT_SECONDS": str(STRANDED_TIMEOUT_S)}
+    with (
+        cluster.knobs(stockout_zones=(f"{stocked}/nvidia-tesla-t4",)),
+        cluster.api() as api,
+        kueue_queues(api, ns, f"nvidia-tesla-t4={free + 1}", BEST_EFFORT),
+        k8s_gateway(cluster, ns, tmp_path, env=env) as gw,
+    ):
+        api.create("/api/v1/namespaces/kube-system/configmaps", priorities)
+        holders: list[str] = []
+        try:
+            deploy(gw, name="hold", annotations=runs(120))
+            holders = [invoke(gw, "hold") for _ in range(free)]
+            for inv in holders:
+                wait_state(gw, inv, {"running"}, 120)
+            failures_before = _scale_up_failures(cluster, group)
+            deploy(gw, name="render", annotations=runs(3))
+            inv = invoke(gw, "render")
+            wait_for(lambda: "KueueAdmitted" in _kinds(gw, inv), 120, "Kueue admitting it on the ask")
+            checks = [n["message"] for n in status(gw, inv)["notes"] if n["kind"] == "KueueAdmissionCheck"]
+            assert checks[-1] == (
+                "Kueue: admission check eops-provisioning Ready: Capacity is found in the cluster"
+            ), checks
+            wait_for(
+                lambda: _scale_up_failures(cluster, group) > failures_before,
+                120,
+                f"ScaleUpFailed for {group}",
+            )
+            # The request still says Provisioned, and nothing failed: one, never retried.
+            [request] = [conds for name, conds in _provisioning_requests(cluster, ns) if inv in name]
+            assert ("Provisioned", "True", "Capacity is found in the cluster") in request, request
+            assert all(kind != "Failed" for kind, _, _ in request), request
+            done = wait_state(gw, inv, {"failed"}, STRANDED_TIMEOUT_S + 60)
+            assert done["failure_reason"] == "no_capacity", done
+            assert done["message"].startswith(
+                f"no GPU node within the provisioning timeout of {STRANDED_TIMEOUT_S} s"
+            ), done["message"]
+            assert done["node"] is None, done
+            assert done["timeline"]["capacity_ready"] is None, done
+            assert [p["name"] for p in done["timeline"]["phases"]] == ["queue", "kueue", "capacity"]
+            kinds = _kinds(gw, inv)
+            assert kinds.count("KueueAdmitted") == 1, kinds  # admitted once, never retried
+            assert not [k for k in kinds if k == "KueueEvicted"], kinds
+        finally:
+            api.delete(f"/api/v1/namespaces/kube-system/configmaps/{PRIORITY_EXPANDER}")
+            for holder in holders:
+                httpx.post(f"{gw.url}/v1/invocations/{holder}/cancel", headers=gw.auth, timeout=30)
