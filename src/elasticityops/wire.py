@@ -17,6 +17,7 @@ from elasticityops.domain.node_seconds import InvocationCost, Phase, PhaseTotal,
 from elasticityops.domain.ports import FunctionRecord
 from elasticityops.domain.queue import QueueStatus
 from elasticityops.domain.results import PREVIEW_CHARS, ResultSummary, served, summary
+from elasticityops.domain.wait_phases import phase_spans
 from elasticityops.pricing.table import Capacity
 
 # The largest page of GET /v1/invocations, for the server and for the clients and CLI alike.
@@ -133,6 +134,12 @@ class FunctionList(BaseModel):
     items: list[FunctionOut]
 
 
+class PhaseOut(BaseModel):
+    name: str = Field(description="queue, kueue, capacity, start or run")
+    start: datetime
+    end: datetime | None = Field(None, description="null while it is under way")
+
+
 class TimelineOut(BaseModel):
     accepted: datetime
     dispatched: datetime | None = None
@@ -143,6 +150,14 @@ class TimelineOut(BaseModel):
         None,
         description="the latest requeue (preempted, or its node lost); the milestones after it "
         "are the current attempt's",
+    )
+    phases: list[PhaseOut] = Field(
+        default_factory=list,
+        description="the phases that have begun, in order, between the milestones: queue (accepted "
+        "until dispatched), capacity (until a GPU holds it), start, run; with --admission kueue "
+        "the wait after dispatch is kueue (until Kueue admitted its Job) then capacity (until a "
+        "node holds it). The last may be under way (end null). What `eops status` and the "
+        "console's timeline bar show",
     )
 
 
@@ -330,6 +345,7 @@ class InvocationOut(BaseModel):
                 started=tl.started,
                 finished=tl.finished,
                 preempted=tl.preempted,
+                phases=[PhaseOut(name=p.name, start=p.start, end=p.end) for p in phase_spans(tl, inv.notes)],
             ),
             durations=tl.durations(),
             exit_code=inv.exit_code,

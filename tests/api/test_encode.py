@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
+import orjson
 import pytest
 
 from elasticityops.api.encode import invocation_json, invocation_list_json
@@ -61,6 +62,23 @@ CASES = [
         node_capacity=Capacity.spot,
         cluster="worker-2",
     ),
+    Invocation(
+        "inv-k",
+        "k",
+        State.running,
+        Priority.normal,
+        Timeline(
+            accepted=T0,
+            dispatched=T0 + timedelta(seconds=1),
+            capacity_ready=T0 + timedelta(seconds=40),
+            started=T0 + timedelta(seconds=41),
+        ),
+        node="gke-pool-1",
+        notes=(
+            Note(T0 + timedelta(seconds=2), "KueueQueued", "Kueue: waiting in LocalQueue eops"),
+            Note(T0 + timedelta(seconds=30), "KueueAdmitted", "Kueue: admitted by ClusterQueue eops"),
+        ),
+    ),
 ]
 
 
@@ -111,4 +129,26 @@ def test_the_node_capacity_is_encoded_as_the_wire_shape(unnamed: Capacity) -> No
         assert decoded == InvocationOut.of(inv, unnamed=unnamed)
     named = {i.id: InvocationOut.of(i, unnamed=unnamed).node_capacity for i in CASES}
     # inv-b ran on a slot that named no capacity: the backend's; inv-e's node said spot.
-    assert named == {"inv-a": None, "inv-b": unnamed.value, "inv-c": None, "inv-d": None, "inv-e": "spot"}
+    assert named == {
+        "inv-a": None,
+        "inv-b": unnamed.value,
+        "inv-c": None,
+        "inv-d": None,
+        "inv-e": "spot",
+        "inv-k": unnamed.value,
+    }
+
+
+def test_the_phases_the_console_draws_split_kueues_wait_as_eops_status_does() -> None:
+    """The console's timeline bar draws `timeline.phases`: through Kueue, the wait after
+    dispatch is `kueue` until the admission note, then `capacity`; the run under way is open."""
+    document = orjson.loads(invocation_json(CASES[-1]))
+    assert [(p["name"], p["start"], p["end"]) for p in document["timeline"]["phases"]] == [
+        ("queue", "2026-03-01T12:00:00.123456Z", "2026-03-01T12:00:01.123456Z"),
+        ("kueue", "2026-03-01T12:00:01.123456Z", "2026-03-01T12:00:30.123456Z"),
+        ("capacity", "2026-03-01T12:00:30.123456Z", "2026-03-01T12:00:40.123456Z"),
+        ("start", "2026-03-01T12:00:40.123456Z", "2026-03-01T12:00:41.123456Z"),
+        ("run", "2026-03-01T12:00:41.123456Z", None),
+    ]
+    plain = orjson.loads(invocation_json(CASES[1]))["timeline"]["phases"]
+    assert [p["name"] for p in plain] == ["queue", "capacity", "start", "run"]

@@ -632,8 +632,14 @@ def test_the_pages_pure_helpers_agree_with_the_server(page: Page, gateway: Runni
     got = page.evaluate(
         """async (ms) => {
             const f = await import('/ui/assets/format.js');
+            const phase = (name, start, end) => ({name, start: `2026-01-01T00:00:0${start}Z`,
+                end: end === null ? null : `2026-01-01T00:00:0${end}Z`});
             const timeline = {accepted: '2026-01-01T00:00:00Z', dispatched: '2026-01-01T00:00:01Z',
-                capacity_ready: '2026-01-01T00:00:03Z', started: null, finished: null};
+                capacity_ready: '2026-01-01T00:00:03Z', started: null, finished: null,
+                phases: [phase('queue', 0, 1), phase('capacity', 1, 3), phase('start', 3, null)]};
+            // Through Kueue, as the gateway splits it (domain/wait_phases.py); ended while it waited.
+            const kueue = {accepted: '2026-01-01T00:00:00Z', finished: '2026-01-01T00:00:09Z',
+                phases: [phase('queue', 0, 1), phase('kueue', 1, 4), phase('capacity', 4, null)]};
             const item = (state, start) => ({state, durations: {time_to_start: start}});
             const group = (fn, hour, run, provisioning, capacity = 'spot') => ({function: fn,
                 hour: `2026-01-01T${hour}:00:00Z`, capacity,
@@ -642,6 +648,7 @@ def test_the_pages_pure_helpers_agree_with_the_server(page: Page, gateway: Runni
             return {
                 cursor: f.cursorBefore(ms),
                 phases: f.phases(timeline, Date.parse('2026-01-01T00:00:10Z')).map(p => [p[0], p[2] - p[1]]),
+                kueuePhases: f.phases(kueue, Date.parse('2026-01-01T00:00:10Z')).map(p => [p[0], p[2]-p[1]]),
                 p95: f.percentile([...Array(100).keys()].map(i => i + 1), 95),
                 stats: f.functionStats([item('succeeded', 1), item('failed', 3), item('running', 2),
                     item('queued', null)]),
@@ -669,6 +676,7 @@ def test_the_pages_pure_helpers_agree_with_the_server(page: Page, gateway: Runni
     assert got["cursor"] == first
     assert new_invocation_id((ms - 1) * 1_000_000) < got["cursor"] < new_invocation_id(ms * 1_000_000)
     assert got["phases"] == [["queue", 1000], ["capacity", 2000], ["start", 7000]]
+    assert got["kueuePhases"] == [["queue", 1000], ["kueue", 3000], ["capacity", 5000]]
     assert got["p95"] == 95
     assert got["stats"] == {"count": 4, "ended": 2, "successRate": 0.5, "p95Start": 3}
     assert got["byFunction"] == [["a", 0, 3, 3, 0.75], ["b", 3, 6, 9, 2.25]]

@@ -15,6 +15,7 @@ from elasticityops.domain.invocations import Invocation
 from elasticityops.domain.node_seconds import InvocationCost, priced_as
 from elasticityops.domain.queue import QueueStatus
 from elasticityops.domain.results import ResultSummary, served, summary
+from elasticityops.domain.wait_phases import phase_spans
 from elasticityops.pricing.table import Capacity
 from elasticityops.wire import cost_document
 
@@ -54,6 +55,7 @@ def invocation_document(
             "started": tl.started,
             "finished": tl.finished,
             "preempted": tl.preempted,
+            "phases": [{"name": p.name, "start": p.start, "end": p.end} for p in phase_spans(tl, inv.notes)],
         },
         "durations": tl.durations(),
         "exit_code": inv.exit_code,

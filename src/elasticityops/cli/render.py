@@ -17,7 +17,7 @@ from rich.text import Text
 
 from elasticityops.cli.render_cost import invocation_cost_text
 from elasticityops.cli.units import day_time, seconds
-from elasticityops.domain import kueue_notes
+from elasticityops.domain import wait_phases
 from elasticityops.domain.invocations import State
 from elasticityops.wire import FunctionOut, HeadroomOut, InvocationOut
 
@@ -31,24 +31,18 @@ STATE_STYLE = {
     State.timed_out: "red",
 }
 
-# (phase, from milestone, to milestone, what the time was spent on)
-PHASES = (
-    # Admission waits for a free GPU too where the GPUs are counted (local slots, EOPS_GPU_BUDGET):
-    # then a busy GPU shows here, not as capacity time.
-    ("queue", "accepted", "dispatched", "waiting for admission (free GPU, quota)"),
-    ("capacity", "dispatched", "capacity_ready", "waiting for a GPU (slot / node)"),
-    ("start", "capacity_ready", "started", "starting the process / container"),
-    ("run", "started", "finished", "running"),
-)
-# Through Kueue (`eops serve --admission kueue`) the wait after dispatch is two waits: in Kueue's
-# queue (quota, admission checks such as a ProvisioningRequest) until it admits the Job, then for
-# a node. Its admission note marks the line between them.
-KUEUE_PHASES = (
-    PHASES[0],
-    ("kueue", "dispatched", "kueue_admitted", "waiting in Kueue's queue (quota, admission checks)"),
-    ("capacity", "kueue_admitted", "capacity_ready", "waiting for a node"),
-    *PHASES[2:],
-)
+# What the time of each phase (domain/wait_phases.py, the rule the console's bar follows too)
+# was spent on. Admission waits for a free GPU too where the GPUs are counted (local slots,
+# EOPS_GPU_BUDGET): then a busy GPU shows as queue time, not as capacity time.
+PHASE_TEXT = {
+    wait_phases.QUEUE: "waiting for admission (free GPU, quota)",
+    wait_phases.KUEUE: "waiting in Kueue's queue (quota, admission checks)",
+    wait_phases.CAPACITY: "waiting for a GPU (slot / node)",
+    wait_phases.START: "starting the process / container",
+    wait_phases.RUN: "running",
+}
+# After Kueue's admission, what is left of the wait for capacity is the wait for a node.
+AFTER_KUEUE = "waiting for a node"
 BAR_WIDTH = 20  # the timeline table then fits 80 columns
 TAIL_LINES = 20  # of a failed invocation's output, under its status
 TAIL_CHARS = 16 * 1024  # the most of its output read for them, as the console keeps
@@ -115,22 +109,14 @@ def phase_seconds(inv: InvocationOut, now: datetime) -> list[tuple[str, str, flo
     """(phase, explanation, seconds, still going) for each phase that has begun. A phase that
     began and has not ended counts up to `now` while the invocation is live."""
     rows: list[tuple[str, str, float | None, bool]] = []
-    marks: dict[str, datetime | None] = inv.timeline.model_dump()
-    phases: tuple[tuple[str, str, str, str], ...] = PHASES
-    admitted = kueue_admitted(inv)
-    # Without its admission note (an older gateway's timeline) a Kueue wait stays one phase.
-    if through_kueue(inv) and (admitted is not None or inv.timeline.capacity_ready is None):
-        phases = KUEUE_PHASES
-        marks["kueue_admitted"] = admitted
-    for phase, start, end, what in phases:
-        began, ended = marks[start], marks[end]
-        if ended is not None and began is not None:
-            rows.append((phase, what, max(0.0, (ended - began).total_seconds()), False))
-        elif began is not None and not inv.state.terminal:
-            rows.append((phase, what, max(0.0, (now - began).total_seconds()), True))
-            break
-        elif began is None:
-            break
+    spans = wait_phases.phase_spans(inv.timeline, inv.notes)
+    split = any(span.name == wait_phases.KUEUE for span in spans)
+    for span in spans:
+        what = AFTER_KUEUE if split and span.name == wait_phases.CAPACITY else PHASE_TEXT[span.name]
+        if span.end is not None:
+            rows.append((span.name, what, (span.end - span.start).total_seconds(), False))
+        elif not inv.state.terminal:
+            rows.append((span.name, what, max(0.0, (now - span.start).total_seconds()), True))
     return rows
 
 
@@ -259,22 +245,6 @@ def result_text(result: Any) -> str:
     return json.dumps(result, indent=2, ensure_ascii=False)
 
 
-def through_kueue(inv: InvocationOut) -> bool:
-    """Whether Kueue admitted (or holds) this invocation's Job: its notes name Kueue's steps."""
-    return any(note.kind in kueue_notes.KINDS for note in inv.notes)
-
-
-def kueue_admitted(inv: InvocationOut) -> datetime | None:
-    """When Kueue admitted the current attempt's Job (its last admission since the dispatch)."""
-    dispatched = inv.timeline.dispatched
-    admitted = [
-        note.at
-        for note in inv.notes
-        if note.kind == kueue_notes.ADMITTED and (dispatched is None or note.at >= dispatched)
-    ]
-    return admitted[-1] if admitted else None
-
-
 def current_phase(inv: InvocationOut) -> tuple[str, datetime]:
     """The phase an invocation is in, by its timeline, and when that phase began."""
     t = inv.timeline
@@ -283,11 +253,10 @@ def current_phase(inv: InvocationOut) -> tuple[str, datetime]:
     if inv.state is State.pending:
         if t.capacity_ready is not None:
             return "starting", t.capacity_ready
-        if through_kueue(inv):
-            admitted = kueue_admitted(inv)
-            if admitted is None:
-                return "in Kueue's queue", t.dispatched or t.accepted
-            return "waiting for a node", admitted
+        spans = wait_phases.phase_spans(t, inv.notes)
+        if any(span.name == wait_phases.KUEUE for span in spans):
+            last = spans[-1]
+            return ("in Kueue's queue" if last.name == wait_phases.KUEUE else AFTER_KUEUE), last.start
         return "waiting for a GPU", t.dispatched or t.accepted
     if inv.state is State.running:
         return "running", t.started or t.accepted

@@ -1,6 +1,7 @@
 """The note kinds of Kueue's steps on a workload, one per thing Kueue does to it, so that a
 timeline names each step. Written by the Kubernetes backend, read by whatever explains a wait
-(the CLI's phase table splits the wait for capacity at Kueue's admission)."""
+(domain/wait_phases.py splits the wait for capacity at Kueue's admission, for the CLI and
+the console alike)."""
 
 from __future__ import annotations
 

@@ -82,3 +82,13 @@ def test_error_lines_are_read_whole() -> None:
     status = {"kind": "Status", "code": 410, "reason": "Expired", "message": "too old resource version"}
     for decode in (decode_pod, decode_job, decode_event, decode_full):
         assert decode(_line("ERROR", status)) == ("ERROR", status)
+
+
+@pytest.mark.parametrize("suspend", [True, False])
+def test_job_decoder_keeps_whether_kueue_holds_it(suspend: bool) -> None:
+    """The Job watch reads `spec.suspend` (watching.py): a Job Kueue holds is not waiting for a
+    node, so the provisioning timeout must not count. Dropped, every held Job timed out."""
+    obj = job([])
+    obj["spec"]["suspend"] = suspend
+    _, slim = decode_job(_line("ADDED", obj))
+    assert slim["spec"]["suspend"] is suspend

@@ -5,6 +5,7 @@ a preemption by Kueue is retried as the function's `retries` say, with one Job p
 
 from __future__ import annotations
 
+import functools
 import time
 from collections import Counter
 from datetime import datetime
@@ -14,10 +15,13 @@ from typing import Any
 import httpx
 import pytest
 
-from elasticityops.backends.kubernetes.labels import COMPONENT_LABEL
+from elasticityops.backends.kubernetes.labels import ACCELERATOR_LABEL, COMPONENT_LABEL, GPU_RESOURCE
 from elasticityops.backends.kubernetes.manifests import job_name
 from elasticityops.backends.kubernetes.warm_objects import WARM_COMPONENT
-from helpers.kueue import kueue_queues, wait_for
+from elasticityops.devcluster.kwok_provider import t4_group
+from elasticityops.devcluster.node_stages import STOCKOUT_REASON
+from elasticityops.devcluster.nodes import ROLE_AUTOSCALED, ROLE_LABEL, ZONES, node_ready
+from helpers.kueue import kueue_queues, queued_job, wait_for
 from helpers.pg_cluster import PgCluster, create_database
 from helpers.server import RunningServer
 
@@ -28,11 +32,14 @@ from .cluster_support import (
     invoke,
     jobs_of,
     k8s_gateway,
+    pods_of,
+    remove_empty_autoscaled_nodes,
     runs,
     start_k8s_gateway,
     start_replica,
     status,
     wait_all_ended,
+    wait_state,
 )
 
 pytestmark = [pytest.mark.cluster, pytest.mark.cluster_lane("kueue"), pytest.mark.slow]
@@ -261,3 +268,252 @@ def _leading(replicas: list[RunningServer]) -> RunningServer | None:
         if ready.status_code == 200 and ready.json().get("role") == "leader":
             return replica
     return None
+
+
+CHECK_CAPACITY = "check-capacity.autoscaling.x-k8s.io"
+PROVISIONING_TIMEOUT_S = 15  # the gateway's; far below how long the held one is watched
+
+
+def _static_pool_only(cluster: Any) -> None:
+    """Until no autoscaled T4 node is left (empty ones deleted as they empty) and no earlier
+    ProvisioningRequest books capacity: an earlier test's node whose pods are still going would
+    turn free mid-test and take what should find none."""
+
+    def settled() -> bool:
+        remove_empty_autoscaled_nodes(cluster)
+        with cluster.api() as api:
+            nodes, _ = api.list(
+                "/api/v1/nodes",
+                {"labelSelector": f"{ROLE_LABEL}={ROLE_AUTOSCALED},{ACCELERATOR_LABEL}=nvidia-tesla-t4"},
+            )
+        return not nodes
+
+    wait_for(settled, 120, "only the static pool's T4 nodes")
+
+    def unbooked() -> bool:
+        # A Provisioned request keeps its capacity booked in the autoscaler's simulation for 10
+        # minutes wherever its pod ran (processors/provreq/processor.go): an earlier test's would
+        # make a free node look taken, and every new request scale up beside it.
+        with cluster.api() as api:
+            requests, _ = api.list("/apis/autoscaling.x-k8s.io/v1/provisioningrequests")
+        return not requests
+
+    wait_for(unbooked, 120, "no ProvisioningRequest left by an earlier test")
+
+
+def _free_t4_nodes(cluster: Any, booting_too: bool = False) -> int:
+    """Ready T4 nodes no live pod asking for a GPU is bound to; `booting_too`: and those the
+    autoscaler made that are not Ready yet (a pod may be put on them once they are)."""
+    with cluster.api() as api:
+        nodes, _ = api.list("/api/v1/nodes", {"labelSelector": f"{ACCELERATOR_LABEL}=nvidia-tesla-t4"})
+        pods, _ = api.list("/api/v1/pods", {"fieldSelector": "status.phase!=Succeeded,status.phase!=Failed"})
+    busy = {
+        (p.get("spec") or {}).get("nodeName")
+        for p in pods
+        if any(
+            GPU_RESOURCE in ((c.get("resources") or {}).get("requests") or {})
+            for c in (p.get("spec") or {}).get("containers") or []
+        )
+    }
+    return sum(
+        1
+        for n in nodes
+        if (booting_too or node_ready(n))
+        and not (n.get("spec") or {}).get("unschedulable")
+        and not n["metadata"].get("deletionTimestamp")
+        and n["metadata"]["name"] not in busy
+    )
+
+
+def _provisioning_requests(cluster: Any, ns: str) -> list[tuple[str, list[tuple[str, str, str]]]]:
+    """Each ProvisioningRequest of the namespace and its conditions (what a failure shows)."""
+    with cluster.api() as api:
+        found, _ = api.list(f"/apis/autoscaling.x-k8s.io/v1/namespaces/{ns}/provisioningrequests")
+    return [
+        (
+            pr["metadata"]["name"],
+            [
+                (c["type"], c["status"], c.get("message", ""))
+                for c in (pr.get("status") or {}).get("conditions") or []
+            ],
+        )
+        for pr in found
+    ]
+
+
+def test_check_capacity_admits_on_a_free_node_and_holds_one_when_none_is_free(
+    cluster: Any, dev_namespace: str, tmp_path: Path
+) -> None:
+    """`check-capacity.autoscaling.x-k8s.io`: upstream's autoscaler admits what fits on the nodes
+    there now and never adds one. With one invocation more than free T4 nodes (quota for all of
+    them), those that fit are admitted ("Capacity is found in the cluster") and run; the last is
+    held by Kueue with the ProvisioningRequest's own message ("Capacity is not found, CA will
+    try to find it later."), in its timeline and its `kueue` phase, and the gateway leaves it
+    pending past its provisioning timeout (which counts from Kueue's admission) until cancelled."""
+    ns = dev_namespace
+    _static_pool_only(cluster)  # a count of free nodes that holds
+    free = _free_t4_nodes(cluster)
+    assert free >= 1, "the kueue lane's cluster has its static T4 pool"
+    env = {**KUEUE_ADMISSION, "EOPS_KUBE_PROVISIONING_TIMEOUT_SECONDS": str(PROVISIONING_TIMEOUT_S)}
+    with (
+        cluster.api() as api,
+        kueue_queues(api, ns, f"nvidia-tesla-t4={free + 1}", CHECK_CAPACITY),
+        k8s_gateway(cluster, ns, tmp_path, env=env) as gw,
+    ):
+        deploy(gw, name="render", annotations=runs(5))
+        ids = [invoke(gw, "render") for _ in range(free + 1)]
+
+        def checked(inv: str) -> list[str]:
+            return [n["message"] for n in status(gw, inv)["notes"] if n["kind"] == "KueueAdmissionCheck"]
+
+        seen: dict[str, list[str]] = {}
+
+        def decided() -> dict[str, list[str]] | None:
+            said = {inv: checked(inv) for inv in ids}
+            seen.update(said)
+            found = [inv for inv, m in said.items() if any("Ready: Capacity is found" in x for x in m)]
+            held = [inv for inv, m in said.items() if any("Capacity is not found" in x for x in m)]
+            return {"found": found, "held": held} if len(found) == free and len(held) == 1 else None
+
+        try:
+            split = wait_for(decided, 120, f"{free} found capacity and one held by its ProvisioningRequest")
+        except AssertionError as exc:
+            raise AssertionError(f"{exc}; notes: {seen}; {_provisioning_requests(cluster, ns)}") from None
+        [held] = split["held"]
+        assert checked(held)[-1] == (
+            "Kueue: admission check eops-provisioning Pending: "
+            "Capacity is not found, CA will try to find it later."
+        ), checked(held)
+        wait_all_ended(gw, split["found"], 120, cluster, ns)
+        for inv in split["found"]:
+            done = status(gw, inv)
+            assert done["state"] == "succeeded", done
+            phases = [p["name"] for p in done["timeline"]["phases"]]
+            assert phases == ["queue", "kueue", "capacity", "start", "run"], done["timeline"]
+
+        # Kueue holds it, not the gateway: past the provisioning timeout it is pending still,
+        # with no pod, its time in the `kueue` phase.
+        dispatched = datetime.fromisoformat(status(gw, held)["timeline"]["dispatched"])
+        while (datetime.now(dispatched.tzinfo) - dispatched).total_seconds() < PROVISIONING_TIMEOUT_S + 5:
+            time.sleep(1)
+        now = status(gw, held)
+        assert now["state"] == "pending", (now["failure_reason"], now["message"], now["notes"])
+        assert "KueueAdmitted" not in [n["kind"] for n in now["notes"]], now["notes"]
+        assert [(p["name"], p["end"]) for p in now["timeline"]["phases"]][-1] == ("kueue", None)
+        assert pods_of(cluster, ns, held) == []
+        answer = httpx.post(f"{gw.url}/v1/invocations/{held}/cancel", headers=gw.auth, timeout=30)
+        assert answer.status_code in (200, 202), answer.text
+        assert wait_state(gw, held, {"cancelled"}, 60)["state"] == "cancelled"
+
+
+BEST_EFFORT = "best-effort-atomic-scale-up.autoscaling.x-k8s.io"
+PRIORITY_EXPANDER = "cluster-autoscaler-priority-expander"  # upstream's ConfigMap name
+STRANDED_TIMEOUT_S = 40
+
+
+def _stocked_out_nodes(cluster: Any, group: str) -> set[str]:
+    """The nodes of `group` the simulated cloud failed for a stockout (its Events, one per node:
+    upstream's own ScaleUpFailed Events share one object, and client-go's spam filter drops them
+    after a busy lane)."""
+    with cluster.api() as api:
+        events, _ = api.list(
+            "/api/v1/namespaces/default/events", {"fieldSelector": f"reason={STOCKOUT_REASON}"}
+        )
+    return {
+        str((e.get("involvedObject") or {}).get("name"))
+        for e in events
+        if str((e.get("involvedObject") or {}).get("name") or "").startswith(f"{group}-")
+    }
+
+
+def test_a_stocked_out_zone_never_fails_a_best_effort_provisioning_request(
+    cluster: Any, dev_namespace: str, tmp_path: Path
+) -> None:
+    """What upstream does (docs/kueue.md, "A stocked-out zone"), pinned so that a change shows:
+    with every free T4 node taken and the autoscaler preferring a stocked-out zone, the
+    ProvisioningRequest is `Provisioned` as soon as the scale-up is asked for, Kueue admits the
+    Job, the instance fails (the cloud's stockout) and the request never says so; the pod, which names
+    the request, is left out of the autoscaler's ordinary scale-up and gets no node in another
+    zone, and the gateway fails it `no_capacity` at its provisioning timeout, counted from
+    Kueue's admission."""
+    ns = dev_namespace
+    stocked = ZONES[0]
+    group = t4_group(stocked)
+    _static_pool_only(cluster)
+    priorities: dict[str, Any] = {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": PRIORITY_EXPANDER},
+        "data": {"priorities": f"20:\n- {group}\n10:\n- .*\n"},
+    }
+    env = {**KUEUE_ADMISSION, "EOPS_KUBE_PROVISIONING_TIMEOUT_SECONDS": str(STRANDED_TIMEOUT_S)}
+    with (
+        cluster.api() as api,
+        kueue_queues(api, ns, "nvidia-tesla-t4=1", BEST_EFFORT),
+        k8s_gateway(cluster, ns, tmp_path, env=env) as gw,
+    ):
+        # Every T4 node taken first, by plain high-priority Jobs outside Kueue: through Kueue each holder's
+        # request would stay booked in the autoscaler's simulation on a node beside the one its
+        # pod took (processors/provreq/processor.go bookCapacity), and each next one scale up.
+        holders = 0
+        settled = 0
+        while settled < 2:  # none free at two looks, three autoscaler loops apart
+            if _free_t4_nodes(cluster, booting_too=True) == 0:
+                settled += 1
+                time.sleep(6)
+                continue
+            settled = 0
+            assert holders < 6, "T4 nodes kept turning free"
+            name = f"hold-{holders}"
+            job = queued_job(name, "none", run_seconds=600)
+            del job["metadata"]["labels"]  # no LocalQueue: Kueue leaves it alone
+            # Above the invocation's priority, else the scheduler preempts a holder for it.
+            job["spec"]["template"]["spec"]["priorityClassName"] = "eops-high"
+            api.create(f"/apis/batch/v1/namespaces/{ns}/jobs", job)
+            holders += 1
+            wait_for(functools.partial(_job_running, api, ns, name), 120, f"{name} running")
+        with cluster.knobs(stockout_zones=(f"{stocked}/nvidia-tesla-t4",)):
+            api.create("/api/v1/namespaces/kube-system/configmaps", priorities)
+            time.sleep(2)  # the autoscaler reads it through its informer
+            try:
+                _strands(cluster, gw, ns, group)
+            finally:
+                api.delete(f"/api/v1/namespaces/kube-system/configmaps/{PRIORITY_EXPANDER}")
+
+
+def _job_running(api: Any, ns: str, job: str) -> bool:
+    pods, _ = api.list(f"/api/v1/namespaces/{ns}/pods", {"labelSelector": f"job-name={job}"})
+    return any((p.get("status") or {}).get("phase") == "Running" for p in pods)
+
+
+def _strands(cluster: Any, gw: RunningServer, ns: str, group: str) -> None:
+    """One invocation through the best-effort check while `group` is stocked out and preferred."""
+    stocked_before = _stocked_out_nodes(cluster, group)
+    deploy(gw, name="render", annotations=runs(3))
+    inv = invoke(gw, "render")
+    wait_for(lambda: "KueueAdmitted" in _kinds(gw, inv), 120, "Kueue admitting it on the ask")
+    checks = [n["message"] for n in status(gw, inv)["notes"] if n["kind"] == "KueueAdmissionCheck"]
+    assert checks[-1] == "Kueue: admission check eops-provisioning Ready: Capacity is found in the cluster", (
+        checks
+    )
+    try:
+        wait_for(lambda: _stocked_out_nodes(cluster, group) - stocked_before, 60, f"a stockout in {group}")
+    except AssertionError as exc:
+        now = status(gw, inv)
+        said = [(n["kind"], n["message"][:120]) for n in now["notes"]]
+        raise AssertionError(f"{exc}; it is {now['state']} on {now['node']}: {said}") from None
+    # The request still says Provisioned, and nothing failed: one, never retried.
+    [request] = [conds for name, conds in _provisioning_requests(cluster, ns) if inv in name]
+    assert ("Provisioned", "True", "Capacity is found in the cluster") in request, request
+    assert all(kind != "Failed" for kind, _, _ in request), request
+    done = wait_state(gw, inv, {"failed"}, STRANDED_TIMEOUT_S + 60)
+    assert done["failure_reason"] == "no_capacity", done
+    assert done["message"].startswith(
+        f"no GPU node within the provisioning timeout of {STRANDED_TIMEOUT_S} s"
+    ), done
+    assert done["node"] is None, done
+    assert done["timeline"]["capacity_ready"] is None, done
+    assert [p["name"] for p in done["timeline"]["phases"]] == ["queue", "kueue", "capacity"]
+    kinds = _kinds(gw, inv)
+    assert kinds.count("KueueAdmitted") == 1, kinds  # admitted once, never retried
+    assert "KueueEvicted" not in kinds, kinds

@@ -53,6 +53,8 @@ class _Template(msgspec.Struct, omit_defaults=True):
 
 class _JobSpec(msgspec.Struct, omit_defaults=True):
     activeDeadlineSeconds: int | None = None
+    # Held by Kueue: the provisioning timeout waits for it to be let go (watching.py).
+    suspend: bool | None = None
     template: _Template = msgspec.field(default_factory=_Template)
 
 

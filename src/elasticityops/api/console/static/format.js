@@ -98,21 +98,17 @@ export function series(items, since, until, step) {
 export const TERMINAL = new Set(["succeeded", "failed", "cancelled", "timed_out"]);
 export const STATES = ["queued", "pending", "running", "succeeded", "failed", "cancelled", "timed_out"];
 
-// The phases of an invocation's time (domain/invocations.py Timeline.durations), as
-// [name, start, end] in ms since the epoch; a phase under way ends `now`.
+// The phases of an invocation's time as the gateway splits them (`timeline.phases`, from
+// domain/wait_phases.py, the rule `eops status` follows too: through Kueue the wait after
+// dispatch is `kueue` then `capacity`), as [name, start, end] in ms since the epoch; the one
+// under way ends at the invocation's end, or `now` while it lives.
 export function phases(timeline, now) {
-  const t = (iso) => (iso ? Date.parse(iso) : null);
-  const marks = [t(timeline.accepted), t(timeline.dispatched), t(timeline.capacity_ready),
-    t(timeline.started), t(timeline.finished)];
-  const names = ["queue", "capacity", "start", "run"];
-  const out = [];
-  for (let i = 0; i < names.length; i++) {
-    if (marks[i] === null) break;
-    const end = marks[i + 1] ?? (marks[4] ?? now);
-    out.push([names[i], marks[i], Math.max(marks[i], end)]);
-    if (marks[i + 1] === null) break;
-  }
-  return out;
+  const finished = timeline.finished ? Date.parse(timeline.finished) : null;
+  return (timeline.phases ?? []).map((p) => {
+    const start = Date.parse(p.start);
+    const end = p.end ? Date.parse(p.end) : (finished ?? now);
+    return [p.name, start, Math.max(start, end)];
+  });
 }
 
 export function percentile(values, p) {

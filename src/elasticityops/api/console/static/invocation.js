@@ -1,6 +1,6 @@
-// One invocation: its timeline as a waterfall (queue, capacity, start, run), notes, exit code,
-// result preview (or, once it ended without one, why), and its log tail, followed while it
-// runs; live through the event stream.
+// One invocation: its timeline as a waterfall (queue, capacity, start, run; through Kueue the
+// capacity wait is kueue, then capacity), notes, exit code, result preview (or, once it ended
+// without one, why), and its log tail, followed while it runs; live through the event stream.
 import { api, events, stream } from "./api.js";
 import { COST_PHASES, TERMINAL, el, phases, preview, scroll, seconds, usd, when } from "./format.js";
 
