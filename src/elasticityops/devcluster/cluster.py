@@ -180,8 +180,26 @@ def _install_kueue(
     (certs / "tls.key").chmod(0o600)
 
 
+# Ports are picked free (bound to port 0, then let go) and taken by the process a moment later;
+# another cluster starting beside it (the test lanes, a MultiKueue set) can take one meanwhile.
+_PORT_TAKEN = "address already in use"
+_STARTS = 3
+
+
 def up(cfg: ClusterConfig, tc: Toolchain, step: StepFn = _quiet) -> ClusterState:
-    """Start a cluster in `cfg.state_dir` (which must not hold a running one)."""
+    """Start a cluster in `cfg.state_dir` (which must not hold a running one); started again on
+    fresh ports, up to `_STARTS` times, when a process found one of its ports taken meanwhile."""
+    for start in range(1, _STARTS + 1):
+        try:
+            return _up_once(cfg, tc, step)
+        except StartupError as exc:
+            if _PORT_TAKEN not in str(exc) or start == _STARTS:
+                raise
+            step(f"a port was taken meanwhile ({exc.args[0].splitlines()[0]}): again on fresh ports")
+    raise AssertionError("unreachable")  # the loop returns or raises
+
+
+def _up_once(cfg: ClusterConfig, tc: Toolchain, step: StepFn) -> ClusterState:
     lay = Layout(cfg.state_dir.resolve())
     settings = _prepared(cfg, tc, lay)
     step("certificates")
