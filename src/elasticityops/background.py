@@ -13,6 +13,22 @@ from collections.abc import Callable, Coroutine, Iterable
 from typing import Any
 
 
+async def wait_set(event: asyncio.Event, seconds: float | None) -> bool:
+    """Whether `event` is set within `seconds` (None: wait until it is). Not
+    `asyncio.wait_for(event.wait(), ...)`: on Python 3.11 that returns the event's result when a
+    cancellation and the event come together, and the cancellation is lost (cpython gh-86296), so
+    a loop around it is never stopped and whoever awaits its end waits for ever (a gateway's
+    webhook deliverer, woken every 0.1 s, hung a test's stop so). `asyncio.timeout` tells its own
+    cancellation from a caller's."""
+    if event.is_set():
+        return True
+    with contextlib.suppress(TimeoutError):
+        async with asyncio.timeout(seconds):
+            await event.wait()
+            return True
+    return False
+
+
 async def cancelled_and_done(tasks: Iterable[asyncio.Future[Any] | None]) -> None:
     """Cancel each task, then wait for each to end. A task's own error comes out here as it
     would from awaiting it; its cancellation does not."""

@@ -5,7 +5,6 @@ clear; every comparison is on bytes, and a header that is not a well-formed bear
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import hashlib
 import re
 import secrets
@@ -16,6 +15,7 @@ from fastapi import Depends, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from elasticityops.api.console import session
+from elasticityops.background import wait_set
 from elasticityops.domain.clock import Clock
 from elasticityops.domain.errors import Forbidden, TemporaryError, Unauthorized
 from elasticityops.domain.ports import TokenStore
@@ -186,8 +186,7 @@ class TokenChecker:
             wait = RECHECK_SECONDS
             if found.expires_at is not None:
                 wait = min(wait, max(0.0, (found.expires_at - self._clock.now()).total_seconds()))
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._forgotten.wait(), wait)
+            await wait_set(self._forgotten, wait)
 
     async def require(self, digest: str, needed: Scope = Scope.invoke) -> ApiToken:
         """The token of this sha256 (`header_digest`), if valid and its scope allows `needed`."""

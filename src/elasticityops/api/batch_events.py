@@ -10,7 +10,6 @@ the token revoked or expired."""
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from collections.abc import AsyncIterator, Iterable
 
 import orjson
@@ -23,6 +22,7 @@ from elasticityops.api.console.stream_slots import Holder
 from elasticityops.api.encode import invocation_document
 from elasticityops.api.held_open import Hold, ReleasingResponse
 from elasticityops.api.runtime import Runtime
+from elasticityops.background import wait_set
 from elasticityops.domain.invocations import Invocation, State
 from elasticityops.pricing.table import capacity_of_backend
 
@@ -81,9 +81,7 @@ class _Follower:
             yield self._frame_of(await rt.store.ended_among(ended))
         feed = rt.settings.feed
         while self._pending and not hold.let_go.done():
-            woken = False
-            with contextlib.suppress(TimeoutError):
-                woken = await asyncio.wait_for(self.wake.wait(), feed.heartbeat_s)
+            woken = await wait_set(self.wake, feed.heartbeat_s)
             if hold.let_go.done():
                 return
             if woken:

@@ -12,6 +12,8 @@ import contextlib
 from collections.abc import Callable, Hashable, Iterator
 from dataclasses import dataclass, field
 
+from elasticityops.background import wait_set
+
 
 @dataclass(eq=False)
 class Watch:
@@ -90,6 +92,5 @@ class ChangeHub:
 
     async def wait_for_work(self, tick_s: float) -> None:
         """Return when work is signalled, or after `tick_s` seconds at the latest."""
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self._work.wait(), tick_s)
+        await wait_set(self._work, tick_s)
         self._work.clear()

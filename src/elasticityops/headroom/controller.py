@@ -14,14 +14,13 @@ doubled; the traffic windows fill again from the active invocations on."""
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Protocol
 
-from elasticityops.background import Background
+from elasticityops.background import Background, wait_set
 from elasticityops.catalog.function_cache import FunctionCache
 from elasticityops.catalog.gpus_in_use import gpus_in_use
 from elasticityops.domain.budget import GpuBudget
@@ -141,8 +140,7 @@ class HeadroomController:
 
     async def _loop(self) -> None:
         while True:
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._wake.wait(), self.settings.sync_s)
+            await wait_set(self._wake, self.settings.sync_s)
             # Admissions and ends come many a second at load (a rehearsal of the normal load
             # woke it four times a second, each sync a list of placeholder pods): they bring a
             # sync forward, to at most one per MIN_GAP_S.

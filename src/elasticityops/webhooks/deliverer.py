@@ -11,11 +11,10 @@ pending, so each invocation's events arrive in order. At most `concurrency` atte
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from collections.abc import Callable
 
-from elasticityops.background import Background, cancelled_and_done
+from elasticityops.background import Background, cancelled_and_done, wait_set
 from elasticityops.domain.clock import Clock
 from elasticityops.domain.ports import WebhookStore
 from elasticityops.domain.webhook_delivery import AttemptResult, Delivery, DeliveryState, after_attempt
@@ -84,8 +83,7 @@ class WebhookDeliverer:
                 await self._start_due()
             except Exception:
                 log.exception("webhook deliverer: reading the outbox failed; trying again")
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._wake.wait(), timeout=self._settings.poll_s)
+            await wait_set(self._wake, self._settings.poll_s)
             self._wake.clear()
 
     async def _start_due(self) -> None:

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 import orjson
 
 from elasticityops.api.console.stream_slots import Holder, refusal
-from elasticityops.background import Background
+from elasticityops.background import Background, wait_set
 from elasticityops.changes.hub import ChangeHub, Watch
 from elasticityops.domain.clock import Clock
 from elasticityops.domain.errors import TemporaryError
@@ -134,8 +134,7 @@ class Stream:
         """The next frame; None when there was none within `wait_s` seconds, or it has ended."""
         if not self._frames and not self.ended:
             self._ready.clear()
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._ready.wait(), wait_s)
+            await wait_set(self._ready, wait_s)
         return self._frames.popleft() if self._frames else None
 
 
@@ -213,8 +212,7 @@ class ConsoleFeed:
     async def _loop(self) -> None:
         while True:
             timeout = self._poll_s if self._others_write and self._streams else None
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._wake.wait(), timeout)
+            await wait_set(self._wake, timeout)
             # A burst's changes arrive hundreds a second: gather them into one frame.
             await self._clock.sleep(self._settings.flush_s)
             self._wake.clear()
