@@ -7,10 +7,7 @@ the gateway's tests on it; its lane gives it a worker process to itself in a par
 
 from __future__ import annotations
 
-import json
 import secrets
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +15,7 @@ import pytest
 
 from cli.runner import Eops
 from elasticityops.devcluster.cluster_set import ClusterSet, cluster_states
+from helpers.doctor import run_doctor
 from helpers.kueue import queued_job, workload_of
 
 from .helpers import job_condition, wait_for
@@ -79,18 +77,8 @@ def _run_on_the_manager(clusters: ClusterSet) -> tuple[str, dict[str, list[str]]
 
 def _doctor(clusters: ClusterSet) -> list[dict[str, str]]:
     """`eops doctor --admission kueue` on the manager, as a process: its findings."""
-    argv = [sys.executable, "-m", "elasticityops.cli.main", "doctor", "--admission", "kueue"]
-    kubeconfig = str(clusters.manager.kubeconfig_path)
-    done = subprocess.run(
-        [*argv, "--kubeconfig", kubeconfig, "--namespace", NS, "--kube-local-queue", "eops", "--json"],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
-    assert done.stdout, done.stderr
-    findings: list[dict[str, str]] = json.loads(done.stdout)["findings"]
-    return findings
+    flags = ("--admission", "kueue", "--kube-local-queue", "eops")
+    return run_doctor(clusters.manager.kubeconfig_path, NS, *flags, timeout=120)[1]
 
 
 def test_a_job_on_the_manager_runs_on_a_worker_that_its_workload_names(clusters: ClusterSet) -> None:

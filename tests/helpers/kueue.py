@@ -14,6 +14,7 @@ from elasticityops.backends.kubernetes.labels import (
     QUEUE_NAME_LABEL,
     WORKLOAD_PRIORITY_LABEL,
 )
+from elasticityops.devcluster.install import object_path
 from elasticityops.devcluster.workloads import gpu_job
 from elasticityops.domain.errors import Conflict, NotFound
 from elasticityops.ops.kueue import KueueInputs, kueue_manifests
@@ -59,35 +60,19 @@ def admitted(api: BlockingKubeApi, ns: str, job: str) -> dict[str, Any] | None:
     return workload if condition(workload, "Admitted").get("status") == "True" else None
 
 
-_PLURAL = {
-    "ResourceFlavor": "resourceflavors",
-    "WorkloadPriorityClass": "workloadpriorityclasses",
-    "ProvisioningRequestConfig": "provisioningrequestconfigs",
-    "AdmissionCheck": "admissionchecks",
-    "ClusterQueue": "clusterqueues",
-    "LocalQueue": "localqueues",
-}
-
-
-def manifest_path(manifest: dict[str, Any]) -> str:
-    ns = manifest["metadata"].get("namespace")
-    where = f"{KUEUE}/namespaces/{ns}" if ns else KUEUE
-    return f"{where}/{_PLURAL[manifest['kind']]}"
-
-
 @contextlib.contextmanager
 def applied(api: BlockingKubeApi, manifests: list[dict[str, Any]]) -> Iterator[None]:
     """Each object created as `kubectl apply` would (one named alike by an earlier test of this
     lane is taken as it is), and the whole set removed afterwards, last first."""
     for manifest in manifests:
         with contextlib.suppress(Conflict):
-            api.create(manifest_path(manifest), manifest)
+            api.create(object_path(manifest), manifest)
     try:
         yield
     finally:
         for manifest in reversed(manifests):
             with contextlib.suppress(NotFound):
-                api.delete(f"{manifest_path(manifest)}/{manifest['metadata']['name']}")
+                api.delete(f"{object_path(manifest)}/{manifest['metadata']['name']}")
 
 
 def wait_for(fn: Callable[[], T | None], timeout: float, what: str) -> T:

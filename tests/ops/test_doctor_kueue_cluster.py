@@ -5,15 +5,13 @@ AdmissionCheck that does not exist is named with Kueue's own reason, and so is t
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from elasticityops.ops.kueue import KueueInputs, kueue_manifests
+from helpers.doctor import run_doctor
 from helpers.kueue import KUEUE, applied, condition, wait_active, wait_for
 
 pytestmark = [pytest.mark.cluster, pytest.mark.cluster_lane("kueue")]
@@ -28,18 +26,9 @@ KUEUE_CHECKS = (
 )
 
 
-def run_doctor(kubeconfig: Path, namespace: str, *flags: str) -> tuple[int, list[dict[str, str]]]:
-    argv = [sys.executable, "-m", "elasticityops.cli.main", "doctor", "--kubeconfig", str(kubeconfig)]
-    done = subprocess.run(
-        [*argv, "--namespace", namespace, *(flags or ("--admission", "kueue")), "--json"],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
-    assert done.stdout, done.stderr
-    findings: list[dict[str, str]] = json.loads(done.stdout)["findings"]
-    return done.returncode, findings
+def kueue_doctor(kubeconfig: Path, namespace: str, *flags: str) -> tuple[int, list[dict[str, str]]]:
+    """The doctor with --admission kueue, unless other flags are given."""
+    return run_doctor(kubeconfig, namespace, *(flags or ("--admission", "kueue")), timeout=120)
 
 
 def test_doctor_finds_the_rendered_kueue_healthy_then_names_the_missing_local_queue(
@@ -55,7 +44,7 @@ def test_doctor_finds_the_rendered_kueue_healthy_then_names_the_missing_local_qu
     with dev_cluster.api() as api, applied(api, kueue_manifests(inputs)):
         wait_active(api, f"{KUEUE}/admissionchecks/eops-provisioning")
         wait_active(api, f"{KUEUE}/clusterqueues/{ns}")
-        _, findings = run_doctor(dev_cluster.kubeconfig_path, ns)
+        _, findings = kueue_doctor(dev_cluster.kubeconfig_path, ns)
         kueue = [(f["check"], f["status"], f["message"]) for f in findings if f["check"].startswith("kueue")]
         assert [(check, status) for check, status, _ in kueue] == [(c, "pass") for c in KUEUE_CHECKS], kueue
         assert f"LocalQueue eops in namespace {ns} submits to ClusterQueue {ns}" in kueue[1][2]
@@ -63,7 +52,7 @@ def test_doctor_finds_the_rendered_kueue_healthy_then_names_the_missing_local_qu
         assert "eops-provisioning" in kueue[3][2]
 
         api.delete(f"{KUEUE}/namespaces/{ns}/localqueues/eops")
-        code, findings = run_doctor(dev_cluster.kubeconfig_path, ns)
+        code, findings = kueue_doctor(dev_cluster.kubeconfig_path, ns)
         [missing] = [f for f in findings if f["check"] == "kueue-local-queue"]
         assert missing["status"] == "fail"
         assert f"no LocalQueue eops in namespace {ns}" in missing["message"]
@@ -93,7 +82,7 @@ def test_doctor_names_a_missing_admission_check_with_kueues_reason(
             return active if active.get("status") == "False" else None
 
         reason = wait_for(inactive, 60, f"ClusterQueue {queue} inactive")["reason"]
-        code, findings = run_doctor(dev_cluster.kubeconfig_path, ns, "--kube-local-queue", "broken")
+        code, findings = kueue_doctor(dev_cluster.kubeconfig_path, ns, "--kube-local-queue", "broken")
     by_check = {f["check"]: f for f in findings if f["check"].startswith("kueue")}
     assert by_check["kueue-local-queue"]["status"] == "pass"
     cq = by_check["kueue-cluster-queue"]

@@ -15,7 +15,6 @@ import datetime as dt
 import json
 import secrets
 import subprocess
-import sys
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import replace
@@ -31,6 +30,7 @@ from elasticityops.ops.elasticity.inputs import ElasticityInputs
 from elasticityops.ops.elasticity.render import render_elasticity
 from elasticityops.ops.gke.inputs import GkeInputs
 from elasticityops.ops.gke.render import render_gke
+from helpers.doctor import run_doctor
 
 from .manifests import load_documents
 
@@ -65,20 +65,6 @@ def kubectl(cluster: Any, *args: str, check: bool = True) -> subprocess.Complete
     if check and done.returncode != 0:
         raise AssertionError(f"kubectl {' '.join(args)} failed: {done.stderr}")
     return done
-
-
-def run_doctor(kubeconfig: Path, namespace: str) -> tuple[int, list[dict[str, str]]]:
-    argv = [sys.executable, "-m", "elasticityops.cli.main", "doctor", "--kubeconfig", str(kubeconfig)]
-    done = subprocess.run(
-        [*argv, "--namespace", namespace, "--json"],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
-    assert done.stdout, done.stderr
-    findings: list[dict[str, str]] = json.loads(done.stdout)["findings"]
-    return done.returncode, findings
 
 
 def named(findings: list[dict[str, str]], check: str, status: str, text: str) -> dict[str, str]:

@@ -718,6 +718,19 @@ def _ledger_row(
     }
 
 
+def _totals_at_head(store_url: str, run: asyncio.Runner) -> list[RunningTotal]:
+    """The running totals, as a store opened on the database (migrated to head) reads them."""
+
+    async def body() -> list[RunningTotal]:
+        store = await open_store(store_url)
+        try:
+            return await store.node_seconds_totals()
+        finally:
+            await store.close()
+
+    return run.run(body())
+
+
 def test_the_running_totals_are_split_by_capacity_from_the_ledger(
     store_url: str, run: asyncio.Runner
 ) -> None:
@@ -742,14 +755,7 @@ def test_the_running_totals_are_split_by_capacity_from_the_ledger(
         conn.execute(insert(tables.node_seconds), ledger)
         conn.execute(insert(_TOTALS_0013), old_totals)
 
-    async def body() -> list[RunningTotal]:
-        store = await open_store(store_url)
-        try:
-            return await store.node_seconds_totals()
-        finally:
-            await store.close()
-
-    totals = run.run(body())
+    totals = _totals_at_head(store_url, run)
     assert _versions(store_url) == [HEAD]
     assert _schema_differences(store_url, tables.metadata) == []
     assert [(t.function, t.phase, t.capacity, t.seconds, t.usd) for t in totals] == [
@@ -863,14 +869,7 @@ def test_the_running_totals_are_keyed_by_cluster_from_the_ledger(store_url: str,
         conn.execute(insert(tables.node_seconds), ledger)
         conn.execute(insert(_TOTALS_0017), old_totals)
 
-    async def body() -> list[RunningTotal]:
-        store = await open_store(store_url)
-        try:
-            return await store.node_seconds_totals()
-        finally:
-            await store.close()
-
-    totals = run.run(body())
+    totals = _totals_at_head(store_url, run)
     assert _schema_differences(store_url, tables.metadata) == []
     assert [(t.function, t.phase, t.capacity, t.cluster, t.seconds, round(t.usd, 6)) for t in totals] == [
         ("", Phase.warm_unused, Capacity.spot, "", 900.0, 0.06),

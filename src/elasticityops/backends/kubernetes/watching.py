@@ -10,6 +10,7 @@ import asyncio
 from collections import Counter
 from collections.abc import Mapping
 
+from elasticityops.backends.kubernetes.api import KubeApi
 from elasticityops.backends.kubernetes.decode import decode_event, decode_job, decode_pod
 from elasticityops.backends.kubernetes.followed import Followed
 from elasticityops.backends.kubernetes.gpu_nodes import NODES_PATH
@@ -33,7 +34,7 @@ from elasticityops.backends.kubernetes.observe import (
 )
 from elasticityops.backends.kubernetes.outlet import Outlet
 from elasticityops.backends.kubernetes.reaping import Reaper
-from elasticityops.backends.kubernetes.watch import KindWatch
+from elasticityops.backends.kubernetes.watch import Handler, KindWatch
 from elasticityops.backends.kubernetes.workloads import Workloads
 from elasticityops.domain.clock import Clock
 from elasticityops.domain.events import BackendEvent, Finished
@@ -63,7 +64,6 @@ class Watching:
         self._kueue = kueue
         self._worker_kueue = dict(worker_kueue or {})  # by MultiKueue worker: its Workloads' watch
         self.watches: list[KindWatch] = []
-        self._worker_watches_made: list[KindWatch] = []
 
     async def start(self) -> None:
         """Make the watches and their first lists, so launches and adoptions that follow meet a
@@ -71,6 +71,7 @@ class Watching:
         w = self._workloads
         api = w.api
         by_label = {"labelSelector": w.selector}
+        workers = self._worker_watches()
         node_watch = []
         if self._nodes is not None:
             await self._nodes.restore()
@@ -83,24 +84,14 @@ class Watching:
         self.watches = [
             *node_watch,
             # Pods first, so the first list sees a finished pod (and its result) before its Job.
-            KindWatch(api, w.pods_path, by_label, self.on_pod, self._clock, decode=decode_pod),
+            self._pods_watch(api, self.on_pod),
             *(
                 []
                 if w.bare_pods
                 else [KindWatch(api, w.jobs_path, by_label, self.on_job, self._clock, decode=decode_job)]
             ),
-            KindWatch(
-                api,
-                w.events_path,
-                # About Pods and Jobs (one watch per kind: Events of both), routine ones left out.
-                {"fieldSelector": events_field_selector()},
-                self.on_event,
-                self._clock,
-                track_deletes=False,
-                list_everything=False,
-                decode=decode_event,
-            ),
-            *self._worker_watches(by_label),
+            self._events_watch(api),
+            *workers,
             # After the Jobs': a Workload's note is about a Job already followed.
             *(
                 []
@@ -108,9 +99,8 @@ class Watching:
                 else [KindWatch(api, self._kueue.path, {}, self._kueue.on_workload, self._clock)]
             ),
         ]
-        workers = set(map(id, self._worker_watches_made))
         for watch in self.watches:
-            if id(watch) in workers:
+            if watch in workers:
                 # A worker cluster down must not keep the gateway from starting: its watches make
                 # their first list when they run (and keep trying, as after any lost watch).
                 continue
@@ -118,7 +108,26 @@ class Watching:
             if self._nodes is not None and watch.path == NODES_PATH:
                 await self._nodes.listed()
 
-    def _worker_watches(self, by_label: dict[str, str]) -> list[KindWatch]:
+    def _pods_watch(self, api: KubeApi, handler: Handler) -> KindWatch:
+        w = self._workloads
+        return KindWatch(
+            api, w.pods_path, {"labelSelector": w.selector}, handler, self._clock, decode=decode_pod
+        )
+
+    def _events_watch(self, api: KubeApi) -> KindWatch:
+        return KindWatch(
+            api,
+            self._workloads.events_path,
+            # About Pods and Jobs (one watch per kind: Events of both), routine ones left out.
+            {"fieldSelector": events_field_selector()},
+            self.on_event,
+            self._clock,
+            track_deletes=False,
+            list_everything=False,
+            decode=decode_event,
+        )
+
+    def _worker_watches(self) -> list[KindWatch]:
         """MultiKueue's workers: the pods of the Jobs it runs there, their Events (the worker's
         scheduler and autoscaler explain the wait there) and the workers' copies of the Workloads
         (each worker's Kueue says why it did or did not take the work). The manager has no pods
@@ -128,22 +137,9 @@ class Watching:
         for name in w.workers:
             api = w.worker_api(name)
             assert api is not None  # a configured worker
-            watches += [
-                KindWatch(api, w.pods_path, by_label, self.on_worker_pod, self._clock, decode=decode_pod),
-                KindWatch(
-                    api,
-                    w.events_path,
-                    {"fieldSelector": events_field_selector()},
-                    self.on_event,
-                    self._clock,
-                    track_deletes=False,
-                    list_everything=False,
-                    decode=decode_event,
-                ),
-            ]
+            watches += [self._pods_watch(api, self.on_worker_pod), self._events_watch(api)]
             if (kueue := self._worker_kueue.get(name)) is not None:
                 watches.append(KindWatch(api, kueue.path, {}, kueue.on_workload, self._clock))
-        self._worker_watches_made = watches
         return watches
 
     def run(self) -> list[asyncio.Task[None]]:
