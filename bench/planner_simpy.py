@@ -2,9 +2,11 @@
 as events a freed node succeeds, an autoscaler loop process, one process per provisioning node.
 
 It follows the same rules as `elasticityops.planner.model.engine` (baseline pool, FIFO pending
-pods, most-recently-emptied node reused, GPU scale-up delay, quota and pool limits, stockouts and
-back-off, provisioning timeouts, scale-down window / parallelism / delays) and draws random numbers
-in the same order, so on a trace without simultaneous events the two give the same start times.
+pods, an empty node picked at random among those without the autoscaler's soft taint, else among
+the tainted ones, up to `soft_taint_count` taints lifted or set per loop, GPU scale-up delay,
+quota and pool limits, stockouts and back-off, provisioning timeouts, scale-down window /
+parallelism / delays) and draws random numbers in the same order, so on a trace without
+simultaneous events the two give the same start times.
 Headroom policies and spot preemption are not implemented here (policy `none`, any baseline).
 Used by bench/planner_speed.py (speed, side by side) and tests/planner (agreement).
 """
@@ -49,7 +51,47 @@ def simulate_simpy(arrivals: Sequence[float], durations: Sequence[float], s: Clu
     deleted = [math.inf] * base
     idle_since = [0.0] * base
     bfree = list(range(base - 1, -1, -1))
-    empty: deque[int] = deque()
+    empty: list[int] = []  # empty autoscaled nodes, longest idle first
+    # the scheduler's view of them: without and with the soft taint, each list's order the one
+    # the engine's pick relies on (a removal moves the last node into the gap)
+    fresh: list[int] = []
+    marked: list[int] = []
+    tainted: set[int] = set()
+    owed: list[int] = []  # tainted nodes a pod took
+    place = random.Random(f"{s.seed}/placement")
+
+    def unlist(side: list[int], nd: int) -> None:
+        k = side.index(nd)
+        last = side.pop()
+        if last != nd:
+            side[k] = last
+
+    def take() -> int:
+        side = fresh or marked
+        nd = side[int(place.random() * len(side))]
+        unlist(side, nd)
+        empty.remove(nd)
+        if nd in tainted:
+            owed.append(nd)
+        return nd
+
+    def soft_taints(budget: int) -> None:
+        keep = []
+        for nd in owed:
+            if nd in empty or nd not in tainted:
+                continue
+            if budget > 0:
+                tainted.discard(nd)
+                budget -= 1
+            else:
+                keep.append(nd)
+        owed[:] = keep
+        for _ in range(min(budget, len(fresh))):
+            nd = fresh[int(place.random() * len(fresh))]
+            unlist(fresh, nd)
+            tainted.add(nd)
+            marked.append(nd)
+
     pending: deque[tuple[int, float, Any]] = deque()  # (request, pod created, event)
     st = {
         "busy": 0,
@@ -79,6 +121,7 @@ def simulate_simpy(arrivals: Sequence[float], durations: Sequence[float], s: Clu
             bfree.append(nd)
         else:
             empty.append(nd)
+            (marked if nd in tainted else fresh).append(nd)
             idle_since[nd] = env.now
 
     trigger = [env.event()]  # succeeded by the first pod to wait after a loop
@@ -87,7 +130,7 @@ def simulate_simpy(arrivals: Sequence[float], durations: Sequence[float], s: Clu
         if bfree:
             nd = bfree.pop()
         elif empty:
-            nd = empty.pop()
+            nd = take()
         else:
             ev = env.event()
             pending.append((r, env.now, ev))
@@ -154,9 +197,14 @@ def simulate_simpy(arrivals: Sequence[float], durations: Sequence[float], s: Clu
                     and removed < s.scale_down_parallelism
                     and t - idle_since[empty[0]] >= s.scale_down_after_s
                 ):
-                    deleted[empty.popleft()] = t
+                    nd = empty.pop(0)
+                    unlist(marked if nd in tainted else fresh, nd)
+                    tainted.discard(nd)
+                    deleted[nd] = t
                     st["alive"] -= 1
                     removed += 1
+            if s.soft_taint_count:
+                soft_taints(s.soft_taint_count)
             if st["arrived"] >= n and st["busy"] == 0 and not pending and t >= s.horizon_s:
                 return
             trigger[0] = env.event()

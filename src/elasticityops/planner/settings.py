@@ -129,6 +129,17 @@ class ClusterSettings:
         help="Most node deletions in flight at once (max-scale-down-parallelism / max-empty-bulk-delete).",
         panel=_SCALE_DOWN,
     )
+    soft_taint_count: int = knob(
+        10,
+        flag="max-bulk-soft-taint-count",
+        unit="nodes",
+        ge=0,
+        le=10_000,
+        help="Empty nodes the autoscaler marks PreferNoSchedule (or unmarks) per loop, so that new "
+        "pods avoid them and they idle out (upstream's --max-bulk-soft-taint-count); 0: none are "
+        "marked and pods spread over every empty node.",
+        panel=_SCALE_DOWN,
+    )
     node_delete_time_s: float = knob(
         0.0,
         flag="node-delete-time",

@@ -3,9 +3,10 @@
 Pure: no wall clock, no I/O; the only randomness is a `random.Random(settings.seed)`.
 
 The world, one GPU per node and one request per node:
-- Requests arrive in trace order. An arrival takes, in this order, a free baseline node, the most
-  recently emptied autoscaled node, or a node held by a placeholder pod (preempting it; the
-  placeholder becomes pending). Otherwise it waits (FIFO by pod creation time).
+- Requests arrive in trace order. An arrival takes, in this order, a free baseline node, an empty
+  autoscaled node as the scheduler picks it (at random, preferring those without the
+  autoscaler's soft taint: empty_nodes.py), or a node held by a placeholder pod (preempting it;
+  the placeholder becomes pending). Otherwise it waits (FIFO by pod creation time).
 - A node that frees (request ended, or node became ready) goes to the oldest waiting request,
   else to a pending placeholder (autoscaled nodes only), else it is empty.
 - The autoscaler loop runs at t = 0, then `scan_interval_s` after each loop, and at once when a
@@ -19,7 +20,9 @@ The world, one GPU per node and one request per node:
   `gpu_scale_up_delay_s` old, within quota and pool limits and outside back-off. Scale-down:
   empty autoscaled nodes idle for `scale_down_after_s`, oldest first, at most
   `scale_down_parallelism` deletions in flight (each takes `node_delete_time_s`; with 0, that
-  many per loop), not within the delays after a scale-up or a failure.
+  many per loop), not within the delays after a scale-up or a failure. Then, every loop, the
+  soft taints: up to `soft_taint_count` lifted from marked nodes that got a pod, then set on
+  random unmarked empty nodes.
 - Events at the same instant: request ends, then node events, then arrivals; all events at or
   before a loop's time are handled before that loop.
 """
@@ -44,6 +47,7 @@ from elasticityops.domain.headroom.sizing import (
     size_headroom,
 )
 from elasticityops.planner.distributions import Distribution
+from elasticityops.planner.model.empty_nodes import EmptyNodes
 from elasticityops.planner.model.result import SimResult, SimTimeSeries
 from elasticityops.planner.settings import ClusterSettings
 
@@ -108,7 +112,9 @@ def simulate(  # noqa: C901
     idle_since = [0.0] * baseline
 
     bfree = list(range(baseline - 1, -1, -1))  # free baseline nodes (stack)
-    empty: deque[int] = deque()  # empty autoscaled nodes, longest idle on the left
+    # empty autoscaled nodes: the scheduler's pick among them, their soft taints, their idle order
+    empty = EmptyNodes(random.Random(f"{s.seed}/placement"), idle_since)
+    soft_taints = s.soft_taint_count
     warm: list[int] = []  # autoscaled nodes holding a placeholder
     ph_pend: list[float] = []  # creation times of pending placeholders
     ph_head = 0
@@ -220,13 +226,12 @@ def simulate(  # noqa: C901
                     auto_alive -= 1
                     preemptions += 1
                     r = running[nd]
+                    empty.remove(nd)
                     if r < 0:  # it was empty, or held a placeholder, which is pending again
                         was_warm = nd in warm
                         if was_warm:
                             warm.remove(nd)
                             ph_pend.append(t)
-                        else:
-                            empty.remove(nd)
                         ph_head = _hold_placeholders(empty, warm, ph_pend, ph_head)
                         if was_warm and ph_head < len(ph_pend):
                             t_scan = t  # an unschedulable placeholder triggers a loop
@@ -260,7 +265,7 @@ def simulate(  # noqa: C901
                 if bfree:
                     nd = bfree.pop()
                 elif empty:
-                    nd = empty.pop()
+                    nd = empty.take()
                 elif warm:
                     nd = warm.pop()
                     ph_pend.append(t)
@@ -281,8 +286,7 @@ def simulate(  # noqa: C901
                         warm.append(nd)
                         ph_head += 1
                     else:
-                        empty.append(nd)
-                        idle_since[nd] = t
+                        empty.add(nd, t)
                     continue
                 r = pend[head]
                 head += 1
@@ -339,7 +343,7 @@ def simulate(  # noqa: C901
                 else None,
                 run_time_mean_s=run_times.mean_s(t),
                 lead_time_s=lead_now,
-                scale_down_in_s=_leaving_within(empty, idle_since, window, t, lead_horizon),
+                scale_down_in_s=empty.leaving_within(window, t, lead_horizon),
                 history_s=t,
                 since_last_s=t - last_hr if last_hr > -_INF else None,
             )
@@ -350,7 +354,7 @@ def simulate(  # noqa: C901
             ph_pend.extend([t] * (target - held))
             ph_head = _hold_placeholders(empty, warm, ph_pend, ph_head)
         elif target < held:
-            _drop_placeholders(held - target, t, warm, empty, idle_since, ph_pend, ph_head)
+            _drop_placeholders(held - target, t, warm, empty, ph_pend, ph_head)
         # -- scale-up
         real_p = len(pend) - head
         ph_p = len(ph_pend) - ph_head
@@ -380,15 +384,19 @@ def simulate(  # noqa: C901
         while deleting and deleting[0] <= t:  # deletions finished: the quota slot is free again
             deleting.popleft()
             auto_alive -= 1
+        oldest = empty.oldest()
         if (
-            empty
-            and t - idle_since[empty[0]] >= window  # also checked here: most loops need no call
+            oldest is not None
+            and t - idle_since[oldest] >= window  # also checked here: most loops need no call
             and t - last_up >= delay_add
             and t - last_fail >= delay_fail
         ):
             auto_alive -= _scale_down(
                 t, parallel - len(deleting), window, delete_time, empty, idle_since, deleted, deleting
             )
+        # -- soft taints: every loop, cooldown or not (upstream's updateSoftDeletionTaints)
+        if soft_taints:
+            empty.update_taints(soft_taints)
         if t >= next_tl:
             next_tl = (math.floor(t / tl_step) + 1) * tl_step
             _sample(
@@ -423,7 +431,7 @@ def simulate(  # noqa: C901
             and head == len(pend)
             and ph_head == len(ph_pend)
             and len(warm) == target
-            and not (provisioning or empty or deleting)
+            and not (provisioning or empty or deleting or empty.owed)
         ):
             # Nothing waits, provisions or idles towards scale-down, and the headroom is fixed:
             # the loops before the next event change nothing but the timeline, so go to the last
@@ -513,23 +521,23 @@ def _order_nodes(
 
 
 def _take_free_node(
-    bfree: list[int], empty: deque[int], warm: list[int], ph_pend: list[float], t: float
+    bfree: list[int], empty: EmptyNodes, warm: list[int], ph_pend: list[float], t: float
 ) -> int:
-    """A free node for a request, which the caller knows there is: a baseline node, else the most
-    recently emptied node, else one holding a placeholder, which is pending again from t."""
+    """A free node for a request, which the caller knows there is: a baseline node, else an empty
+    one as the scheduler picks it, else one holding a placeholder, which is pending again from t."""
     if bfree:
         return bfree.pop()
     if empty:
-        return empty.pop()
+        return empty.take()
     ph_pend.append(t)
     return warm.pop()
 
 
-def _hold_placeholders(empty: deque[int], warm: list[int], ph_pend: list[float], ph_head: int) -> int:
-    """Pending placeholders take empty nodes (most recently emptied first); returns the new head
+def _hold_placeholders(empty: EmptyNodes, warm: list[int], ph_pend: list[float], ph_head: int) -> int:
+    """Pending placeholders take empty nodes (as the scheduler picks them); returns the new head
     of the pending placeholders."""
     while empty and ph_head < len(ph_pend):
-        warm.append(empty.pop())
+        warm.append(empty.take())
         ph_head += 1
     return ph_head
 
@@ -538,8 +546,7 @@ def _drop_placeholders(
     drop: int,
     t: float,
     warm: list[int],
-    empty: deque[int],
-    idle_since: list[float],
+    empty: EmptyNodes,
     ph_pend: list[float],
     ph_head: int,
 ) -> None:
@@ -549,9 +556,7 @@ def _drop_placeholders(
     if cancel:
         del ph_pend[len(ph_pend) - cancel :]
     for _ in range(drop - cancel):
-        nd = warm.pop()
-        empty.append(nd)
-        idle_since[nd] = t
+        empty.add(warm.pop(), t)
 
 
 def _recent_rate(times: list[float], count: int, t: float, window: float) -> float:
@@ -578,20 +583,6 @@ def _late_share(
     late = len(late_arr) - bisect_left(late_arr, since)
     waiting_late = bisect_left(pend_t, t - late_after, head) - bisect_left(pend_t, since, head)
     return (late + max(0, waiting_late)) / count
-
-
-def _leaving_within(
-    empty: deque[int], idle_since: list[float], window: float, t: float, horizon: float
-) -> tuple[float, ...]:
-    """Seconds until scale-down of the empty nodes that go within `horizon`, ascending: the
-    deque holds them longest idle first, so the walk stops at the first that stays longer."""
-    out: list[float] = []
-    for nd in empty:
-        left = idle_since[nd] + window - t
-        if left > horizon:
-            break
-        out.append(max(0.0, left))
-    return tuple(out)
 
 
 def _mean_since(times: list[float], running_total: list[int], since: float) -> float:
@@ -637,7 +628,7 @@ def _scale_down(
     slots: int,
     window: float,
     delete_time: float,
-    empty: deque[int],
+    empty: EmptyNodes,
     idle_since: list[float],
     deleted: list[float],
     deleting: deque[float],
@@ -645,8 +636,11 @@ def _scale_down(
     """Delete up to `slots` empty nodes idle for `window`, longest idle first. Returns how many
     are gone at once; with a `delete_time` they hold their quota slot until `deleting` says."""
     gone = 0
-    while slots > 0 and empty and t - idle_since[empty[0]] >= window:
-        nd = empty.popleft()
+    while slots > 0:
+        nd = empty.oldest()
+        if nd is None or t - idle_since[nd] < window:
+            break
+        empty.remove(nd)
         slots -= 1
         if delete_time > 0.0:
             deleted[nd] = t + delete_time
