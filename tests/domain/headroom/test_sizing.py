@@ -22,6 +22,7 @@ from elasticityops.domain.headroom.sizing import (
     poisson_quantile,
     size_headroom,
     trend_for,
+    unheld_supply,
 )
 
 
@@ -195,9 +196,12 @@ def test_predictive_counts_free_nodes_no_placeholder_holds() -> None:
     assert size_headroom(steady(unheld=3), PREDICTIVE) == base - 3
     # held placeholders are what the answer is made of, so they do not lower it
     assert size_headroom(steady(held=3), PREDICTIVE) == base
-    # nodes leaving before a replacement could be ready (within the 300 s lead) do not count
+    # nodes whose scale-down window runs out before a replacement could be ready (within the
+    # 300 s lead) and that no arrival will reach first do not count: at this steady 0.4/s over
+    # three free nodes each is reached every 7.5 s, so all three last; one running out now goes
     leaving = steady(unheld=3, scale_down_in_s=(20.0, 100.0, 400.0))
-    assert size_headroom(leaving, PREDICTIVE) == base - 1
+    assert size_headroom(leaving, PREDICTIVE) == base - 3
+    assert size_headroom(steady(unheld=3, scale_down_in_s=(0.0, 100.0, 400.0)), PREDICTIVE) == base - 2
     # nodes on their way that no waiting pod will take count; those for waiting pods do not
     assert size_headroom(steady(provisioning_nodes=4, pending_requests=2), PREDICTIVE) == base - 2
 
@@ -209,13 +213,39 @@ def test_predictive_never_below_the_floor_and_within_max_nodes() -> None:
     assert size_headroom(steady(busy=500), PREDICTIVE) == floor
     # the floor is warm capacity: free nodes that outlast the lead time are part of it
     assert size_headroom(steady(unheld=500), PREDICTIVE) == 0
-    assert size_headroom(steady(busy=500, unheld=1, scale_down_in_s=(100.0,)), PREDICTIVE) == floor
+    assert size_headroom(steady(busy=500, unheld=1, scale_down_in_s=(0.0,)), PREDICTIVE) == floor
     # a shape no request has reached lately holds none
     assert size_headroom(steady(busy=0, rate=0.0), PREDICTIVE) == 0
     no_floor = PredictiveHeadroom(10.0, 460.0, bounds=WarmBounds(floor=0))
     assert size_headroom(steady(busy=500), no_floor) == 0
     capped = PredictiveHeadroom(target_wait_s=10.0, lead_time_s=460.0, max_nodes=25)
     assert size_headroom(steady(rate=10.0, busy=50), capped) == 25
+
+
+def _free(unheld: int, leaving_in: tuple[float, ...]) -> HeadroomObservation:
+    return HeadroomObservation(
+        now_s=0.0, time_of_day_s=0.0, arrival_rate_per_s=0.0, free_nodes=unheld, scale_down_in_s=leaving_in
+    )
+
+
+def test_free_nodes_last_the_lead_time_as_arrivals_reach_them_before_their_window_runs_out() -> None:
+    # Three free nodes; two would go within the 300 s lead (in 20 and 100 s), one later.
+    obs = _free(3, (20.0, 100.0, 400.0))
+    assert unheld_supply(obs, 300.0, 0.0) == 1  # no arrivals: both go
+    # kube-scheduler spreads arrivals over the free nodes: each one's chance to go is
+    # exp(-rate x seconds left / free nodes): 0.94 + 0.72 at 0.01/s, 0.07 + 0.00 at 0.4/s
+    assert unheld_supply(obs, 300.0, 0.01) == 1
+    assert unheld_supply(obs, 300.0, 0.4) == 3
+    # monotone in the rate, never above the free nodes, never below those that outlast the lead
+    supplies = [unheld_supply(obs, 300.0, r) for r in (0.0, 0.001, 0.01, 0.03, 0.1, 1.0, 100.0)]
+    assert supplies == sorted(supplies)
+    assert min(supplies) >= 1
+    assert max(supplies) <= 3
+    # placeholders' nodes are the answer, not supply; nodes on their way count beyond demand
+    held = replace(obs, free_nodes=5, placeholders_running=2)
+    assert unheld_supply(held, 300.0, 0.0) == 1
+    ordered = replace(obs, provisioning_nodes=4, pending_requests=1, placeholders_pending=1)
+    assert unheld_supply(ordered, 300.0, 0.0) == 1 + 2
 
 
 def test_predictive_follows_a_burst_but_not_a_blip() -> None:

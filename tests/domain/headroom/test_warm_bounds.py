@@ -14,6 +14,7 @@ from elasticityops.domain.headroom.sizing import (
     HeadroomObservation,
     PredictiveHeadroom,
     WarmBounds,
+    demand_rate,
     erlang_pool,
     mean_run_time,
     size_headroom,
@@ -105,7 +106,12 @@ def test_what_is_ordered_stays_within_what_was_observed(
         assert wanted <= held + max(b.floor, grown)
         in_use = obs.busy_nodes or obs.pending_requests or obs.arrival_rate_slow_per_s
         lead = obs.lead_time_s if obs.lead_time_s is not None else policy.lead_time_s
-        spare = unheld_supply(obs, lead)  # free capacity that outlasts the lead time, as sized
+        # free capacity that outlasts the lead time, as sized
+        spare = (
+            unheld_supply(obs, lead, demand_rate(obs, policy.surge_ratio, policy.fall_z))
+            if isinstance(policy, PredictiveHeadroom)
+            else 0
+        )
         if in_use and target_s < lead and spare <= 0 and isinstance(policy, PredictiveHeadroom):
             assert wanted >= min(b.floor, policy.max_nodes)
         if not in_use:

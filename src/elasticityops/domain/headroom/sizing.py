@@ -312,7 +312,7 @@ def _predictive(obs: HeadroomObservation, policy: PredictiveHeadroom) -> int:
     if policy.target_wait_s >= lead:
         return 0  # a cold start meets the target
     pool = nodes_needed(obs, policy, lead)
-    spare = unheld_supply(obs, lead)
+    spare = unheld_supply(obs, lead, demand_rate(obs, policy.surge_ratio, policy.fall_z))
     return bound_warm_units(pool - obs.busy_nodes - spare, obs, policy.bounds, policy.max_nodes, spare)
 
 
@@ -432,13 +432,25 @@ def mean_run_time(obs: HeadroomObservation) -> float | None:
     return run_s if math.isfinite(run_s) else None
 
 
-def unheld_supply(obs: HeadroomObservation, lead_s: float) -> int:
+def unheld_supply(obs: HeadroomObservation, lead_s: float, arrival_rate_per_s: float = 0.0) -> int:
     """Free capacity that lasts the lead time without placeholders: ready free nodes that no
     placeholder holds and that the autoscaler will not remove within `lead_s` (one it removes
     sooner cannot be replaced in time), and nodes on their way beyond what waiting requests and
-    placeholders will take."""
+    placeholders will take.
+
+    An empty node is removed once its scale-down window has run out, unless a pod lands on it
+    first and starts the window again. kube-scheduler picks among identical empty nodes at
+    random, so arrivals at rate lambda spread over the F free unheld nodes reach each one at
+    lambda / F, and one whose window runs out in r seconds goes with probability
+    exp(-lambda r / F): the expected count of those is what leaves. With no arrivals every node
+    listed within the lead time goes; under a steady stream over a few free nodes almost none
+    does (BENCHMARKS.md, "Which empty node a pod takes": counting every listed node as gone
+    made the rule order 60-70 warm units in the hours after a peak, on top of free nodes that
+    the traffic kept)."""
     unheld = max(0, obs.free_nodes - obs.placeholders_running)
-    leaving = bisect_right(obs.scale_down_in_s, lead_s)
+    within = obs.scale_down_in_s[: bisect_right(obs.scale_down_in_s, lead_s)]
+    per_node = max(0.0, arrival_rate_per_s) / max(unheld, 1)
+    leaving = round(sum(math.exp(-per_node * left) for left in within))
     spare = obs.provisioning_nodes - obs.pending_requests - obs.placeholders_pending
     return max(0, unheld - leaving) + max(0, spare)
 
