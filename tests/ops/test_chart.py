@@ -13,7 +13,13 @@ import pytest
 import yaml
 from typer.testing import CliRunner, Result
 
-from elasticityops.backends.kubernetes.deploy import CHART_VALUES, DeployOptions, SecretKey, build_deploy
+from elasticityops.backends.kubernetes.deploy import (
+    CHART_VALUES,
+    DeployOptions,
+    SecretKey,
+    WorkerSecret,
+    build_deploy,
+)
 from elasticityops.backends.kubernetes.settings import KubernetesSettings
 from elasticityops.backends.kubernetes.template import Condition, Value, When, evaluate, text
 from elasticityops.cli.main import app
@@ -119,6 +125,16 @@ OPTIONS = [
         ),
         id="kueue-local-queue",
     ),
+    pytest.param(
+        DeployOptions(
+            admission="kueue",
+            worker_secrets=(
+                WorkerSecret("worker-1", SecretKey("eops-worker-1", "kubeconfig")),
+                WorkerSecret("us-east.worker-2", SecretKey("eops-w2", "config")),
+            ),
+        ),
+        id="multikueue-workers",
+    ),
 ]
 
 
@@ -154,6 +170,10 @@ def test_helm_template_renders_what_render_deploy_renders(
                 }
             },
             id="kueue-with-queues",
+        ),
+        pytest.param(
+            {"kueue": {"enabled": True, "workers": [{"name": "worker-1", "kubeconfigSecret": "eops-w1"}]}},
+            id="kueue-with-workers",
         ),
     ],
 )
@@ -209,6 +229,35 @@ def test_helm_lint_passes(helm_binary: str, values: dict[str, Any], tmp_path: Pa
             {"kueue": {"queues": {"provisioningClass": "dws"}}},
             "/kueue/queues/provisioningClass",
             id="bad-provisioning-class",
+        ),
+        pytest.param(
+            {"kueue": {"workers": [{"name": "worker-1", "kubeconfigSecret": "w1"}]}},
+            "kueue.workers names MultiKueue's workers, but the gateway admits by itself: set "
+            "kueue.enabled=true",
+            id="workers-without-kueue",
+        ),
+        pytest.param(
+            {
+                "kueue": {
+                    "enabled": True,
+                    "workers": [
+                        {"name": "worker-1", "kubeconfigSecret": "w1"},
+                        {"name": "worker-1", "kubeconfigSecret": "w1-again"},
+                    ],
+                }
+            },
+            "kueue.workers names worker-1 twice: name each worker once",
+            id="worker-named-twice",
+        ),
+        pytest.param(
+            {"kueue": {"enabled": True, "workers": [{"name": "worker-1"}]}},
+            "missing property 'kubeconfigSecret'",
+            id="worker-without-its-secret",
+        ),
+        pytest.param(
+            {"kueue": {"enabled": True, "workers": [{"name": "Worker_1", "kubeconfigSecret": "w1"}]}},
+            "/kueue/workers/0/name",
+            id="bad-worker-name",
         ),
     ],
 )
@@ -273,6 +322,40 @@ def test_the_kueue_toggle_renders_what_render_kueue_renders_and_sets_the_env(
     env = {e["name"]: e.get("value") for e in deployment["spec"]["template"]["spec"]["containers"][0]["env"]}
     assert (env["EOPS_ADMISSION"], env["EOPS_KUBE_LOCAL_QUEUE"]) == ("kueue", inputs.local_queue)
     assert "EOPS_GPU_BUDGET" not in env
+
+
+def test_workers_mount_their_kubeconfigs_and_name_them_to_the_gateway(
+    helm_binary: str, tmp_path: Path
+) -> None:
+    """kueue.workers without kubeconfigKey: the key is `kubeconfig`, each file is named for its
+    worker, and EOPS_KUBE_WORKERS points the gateway at them (as --kube-workers would)."""
+    values = {
+        "kueue": {
+            "enabled": True,
+            "workers": [
+                {"name": "worker-1", "kubeconfigSecret": "eops-worker-1"},
+                {"name": "worker-2", "kubeconfigSecret": "eops-worker-2", "kubeconfigKey": "config"},
+            ],
+        }
+    }
+    done = _template(helm_binary, values, tmp_path, "elasticityops")
+    assert done.returncode == 0, done.stderr
+    deployment = next(d for d in yaml.safe_load_all(done.stdout) if d and d["kind"] == "Deployment")
+    pod = deployment["spec"]["template"]["spec"]
+    env = {e["name"]: e.get("value") for e in pod["containers"][0]["env"]}
+    assert (
+        env["EOPS_KUBE_WORKERS"] == "worker-1=/etc/eops/workers/worker-1,worker-2=/etc/eops/workers/worker-2"
+    )
+    [volume] = [v for v in pod["volumes"] if v["name"] == "kube-workers"]
+    assert volume["projected"]["sources"] == [
+        {"secret": {"name": "eops-worker-1", "items": [{"key": "kubeconfig", "path": "worker-1"}]}},
+        {"secret": {"name": "eops-worker-2", "items": [{"key": "config", "path": "worker-2"}]}},
+    ]
+    [mount] = [m for m in pod["containers"][0]["volumeMounts"] if m["name"] == "kube-workers"]
+    assert mount == {"name": "kube-workers", "mountPath": "/etc/eops/workers", "readOnly": True}
+    plain = _template(helm_binary, {"kueue": {"enabled": True}}, tmp_path, "elasticityops")
+    assert "kube-workers" not in plain.stdout
+    assert "EOPS_KUBE_WORKERS" not in plain.stdout
 
 
 def test_without_the_toggle_the_chart_renders_no_kueue_object(helm_binary: str, tmp_path: Path) -> None:

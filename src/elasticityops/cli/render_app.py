@@ -1,7 +1,8 @@
 """`eops render`: print Kubernetes manifests as YAML that `kubectl apply -f -` takes.
 
-One command per function: `job` (the Job one invocation of a function would create) and
-`deploy` (everything to run the gateway in a cluster). Other areas add theirs to `app`."""
+One command per function: `job` (the Job one invocation of a function would create), `deploy`
+(everything to run the gateway in a cluster) and `worker-rbac` (what each MultiKueue worker
+grants the gateway). Other areas add theirs to `app`."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ import yaml
 from elasticityops.backends.kubernetes.deploy import DEPLOY_KUBERNETES, DeployOptions, build_deploy
 from elasticityops.backends.kubernetes.manifests import build_workload
 from elasticityops.backends.kubernetes.settings import KubernetesSettings
+from elasticityops.backends.kubernetes.worker_rbac import build_worker_rbac, kubeconfig_steps
 from elasticityops.cli.help_screen import App
 from elasticityops.cli.knob_options import environ, knob_options
 from elasticityops.domain.clock import SystemClock
@@ -112,6 +114,30 @@ def deploy(given: dict[str, Any]) -> None:
     except EopsError as exc:
         raise _fail(exc) from None
     typer.echo(dump_yaml(objects), nl=False)
+
+
+WORKER_KNOBS = [spec(KubernetesSettings, "namespace")]
+
+
+@app.command("worker-rbac")
+@knob_options(("Kubernetes backend", WORKER_KNOBS))
+def worker_rbac(given: dict[str, Any]) -> None:
+    """Print what each MultiKueue worker cluster (--kube-workers) grants the gateway, to apply
+    there: ServiceAccount, a Role with only the calls the gateway makes in a worker, its
+    RoleBinding and a token Secret; stderr says how to make the kubeconfig from that token
+    (docs/multi-cluster.md)."""
+    try:
+        settings = load(KubernetesSettings(), environ(WORKER_KNOBS), given)
+        objects = build_worker_rbac(settings.namespace)
+    except EopsError as exc:
+        raise _fail(exc) from None
+    typer.echo(dump_yaml(objects), nl=False)
+    steps = "\n".join(f"  {line}" for line in kubeconfig_steps(settings.namespace))
+    typer.echo(
+        "then, with WORKER the worker's MultiKueueCluster name and WORKER_CONTEXT an admin's kubectl "
+        f"context of it, write WORKER.kubeconfig for --kube-workers WORKER=WORKER.kubeconfig:\n{steps}",
+        err=True,
+    )
 
 
 # The ops renders (`render gke`, `render elasticity`) live in render_ops.py (issue 6).

@@ -33,6 +33,8 @@ from elasticityops.ops.chart_kueue import (
     queue_prelude,
     queue_template,
 )
+from elasticityops.ops.chart_workers import PRELUDE_VALUES as WORKER_PRELUDE_VALUES
+from elasticityops.ops.chart_workers import workers_prelude
 from elasticityops.ops.kueue import KueueInputs
 
 CHART = "elasticityops"
@@ -166,7 +168,7 @@ def template_files() -> dict[str, str]:
         body = template_text(nodes)
         if not body:
             continue
-        head = _refusals() if kind == "deployment" else []
+        head = [*_refusals(), *workers_prelude()] if kind == "deployment" else []
         files[f"templates/{kind}.yaml"] = _HEADER + "\n".join([*head, body]) + "\n"
     # The Kueue objects: one file, inside one `if`, since its documents share the variables
     # that its prelude sets.
@@ -184,7 +186,7 @@ def _check_values() -> None:
     read = {v.path for v in values_in([*deploy_template(), *queue_template()]) if v.path is not None}
     for test, _ in CHART_REFUSES:
         read |= {v.path for v in test.values if v.path is not None}
-    read |= {v.path for v in PRELUDE_VALUES if v.path is not None}
+    read |= {v.path for v in (*PRELUDE_VALUES, *WORKER_PRELUDE_VALUES) if v.path is not None}
     declared = {v.path for v in ALL_VALUES if v.path is not None}
     if read != declared:
         raise ValueError(f"chart values out of step with the template: {sorted(read ^ declared)}")
@@ -264,7 +266,7 @@ def values_yaml() -> str:
     return _HEADER + intro + "\n" + "\n".join(_values_lines(_nested(ALL_VALUES), 0)) + "\n"
 
 
-_JSON_TYPES = {bool: "boolean", int: "integer", str: "string"}
+_JSON_TYPES = {bool: "boolean", int: "integer", str: "string", list: "array"}
 
 
 def _schema_of(value: Value) -> dict[str, Any]:

@@ -108,6 +108,27 @@ def test_render_job_prints_the_job(function_file: Path) -> None:
             "--admission kueue",
             id="local-queue-without-kueue",
         ),
+        pytest.param(
+            ["render", "deploy", "--kube-worker-secrets", "worker-1=eops-w1"],
+            "--kube-worker-secrets: names MultiKueue's workers, but the gateway admits by itself; add "
+            "--admission kueue",
+            id="workers-without-kueue",
+        ),
+        pytest.param(
+            ["render", "deploy", "--admission", "kueue", "--kube-worker-secrets", "w1=a,w1=b"],
+            "--kube-worker-secrets: invalid value 'w1=a,w1=b': w1 is named twice; name each worker once",
+            id="worker-named-twice",
+        ),
+        pytest.param(
+            ["render", "deploy", "--admission", "kueue", "--kube-worker-secrets", "worker-1"],
+            "'worker-1' is not NAME=SECRET[:KEY]; e.g. worker-1=eops-worker-1",
+            id="worker-without-its-secret",
+        ),
+        pytest.param(
+            ["render", "deploy", "--admission", "kueue", "--kube-worker-secrets", "w1=Eops_W1"],
+            "'Eops_W1', the Secret of w1, is not SECRET[:KEY]",
+            id="bad-worker-secret",
+        ),
     ],
 )
 def test_bad_input_names_the_field(argv: list[str], words: str) -> None:
@@ -133,6 +154,36 @@ def test_render_deploy_with_kueue_admission_sets_the_gateways_env(argv: list[str
     plain = _eops("render", "deploy")
     assert "EOPS_ADMISSION" not in plain.stdout
     assert "EOPS_KUBE_LOCAL_QUEUE" not in plain.stdout
+
+
+def test_render_deploy_mounts_each_workers_kubeconfig_and_names_it_to_the_gateway() -> None:
+    done = _eops(
+        "render",
+        "deploy",
+        "--admission",
+        "kueue",
+        "--kube-worker-secrets",
+        "worker-1=eops-w1,worker-2=eops-w2:config",
+    )
+    assert done.returncode == 0, done.stderr
+    [deployment] = [o for o in yaml.safe_load_all(done.stdout) if o["kind"] == "Deployment"]
+    pod = deployment["spec"]["template"]["spec"]
+    env = {e["name"]: e.get("value") for e in pod["containers"][0]["env"]}
+    # The paths are what `eops serve --kube-workers` reads: the projected volume's files.
+    workers = dict(item.split("=") for item in env["EOPS_KUBE_WORKERS"].split(","))
+    [mount] = [m for m in pod["containers"][0]["volumeMounts"] if m["name"] == "kube-workers"]
+    [volume] = [v for v in pod["volumes"] if v["name"] == "kube-workers"]
+    files = {
+        f"{mount['mountPath']}/{item['path']}": (source["secret"]["name"], item["key"])
+        for source in volume["projected"]["sources"]
+        for item in source["secret"]["items"]
+    }
+    assert {name: files[path] for name, path in workers.items()} == {
+        "worker-1": ("eops-w1", "kubeconfig"),
+        "worker-2": ("eops-w2", "config"),
+    }
+    assert mount["readOnly"] is True
+    assert "kube-workers" not in _eops("render", "deploy", "--admission", "kueue").stdout
 
 
 def test_bad_spec_names_its_fields(tmp_path: Path) -> None:

@@ -44,6 +44,7 @@ from elasticityops.backends.kubernetes.template import (
     present,
     text,
 )
+from elasticityops.backends.kubernetes.worker_clusters import parse_workers
 from elasticityops.domain.budget import GpuBudget, parse_gpu_budget
 from elasticityops.domain.errors import FieldProblem, InvalidInput
 from elasticityops.knobs import knob, spec
@@ -98,6 +99,49 @@ def parse_secret_key(raw: Any, default_key: str = DATABASE_URL_KEY) -> SecretKey
 def parse_metrics_secret(raw: Any) -> SecretKey | None:
     """`NAME[:KEY]` of the scrape token's Secret (key default `metrics-token`)."""
     return parse_secret_key(raw, METRICS_TOKEN_KEY)
+
+
+KUBECONFIG_KEY = "kubeconfig"
+"""Key of a worker's kubeconfig in its Secret unless told another (as Kueue's own MultiKueue
+Secrets have it)."""
+WORKERS_DIR = "/etc/eops/workers"
+"""Where the gateway's container has each worker's kubeconfig, as a file named for the worker."""
+
+
+@dataclass(frozen=True)
+class WorkerSecret:
+    """One MultiKueue worker (its MultiKueueCluster name) and the Secret, in the gateway's
+    namespace, that holds the gateway's kubeconfig of it."""
+
+    name: str
+    secret: SecretKey
+
+    @property
+    def path(self) -> str:
+        return f"{WORKERS_DIR}/{self.name}"
+
+
+def parse_worker_secrets(raw: Any) -> tuple[WorkerSecret, ...] | None:
+    """`NAME=SECRET[:KEY],...` (key default `kubeconfig`); a bad one raises ValueError saying why."""
+    if raw is None or isinstance(raw, tuple):
+        return raw or None
+    named, problems = parse_workers(str(raw), "kube-worker-secrets", "SECRET[:KEY]", "eops-worker-1")
+    if problems:
+        first = problems[0]
+        raise ValueError(f"invalid value {str(raw)!r}: {first.problem}; {first.fix}")
+    workers = []
+    for name, secret in named.items():
+        try:
+            key = parse_secret_key(secret, KUBECONFIG_KEY)
+        except ValueError:
+            raise ValueError(
+                f"invalid value {str(raw)!r}: {secret!r}, the Secret of {name}, is not SECRET[:KEY] (a "
+                "Secret's name: lower case letters, digits, '-' and '.'; a key: letters, digits, '-', "
+                "'_' and '.'); e.g. worker-1=eops-worker-1 or worker-1=eops-worker-1:config"
+            ) from None
+        assert key is not None  # parse_workers refuses an empty one
+        workers.append(WorkerSecret(name, key))
+    return tuple(workers) or None
 
 
 @dataclass(frozen=True)
@@ -165,6 +209,17 @@ class DeployOptions:
     )
     scrape_interval: str = knob(
         "30s", metavar="DURATION", help="How often the ServiceMonitor has the gateway scraped."
+    )
+    worker_secrets: tuple[WorkerSecret, ...] | None = knob(
+        None,
+        flag="kube-worker-secrets",
+        metavar="NAME=SECRET[:KEY],...",
+        parse=parse_worker_secrets,
+        shown="none: one cluster",
+        help=f"With --admission kueue on a MultiKueue manager: each worker (named as its "
+        f"MultiKueueCluster) and the operator's Secret (not rendered) whose KEY (default "
+        f"{KUBECONFIG_KEY}) holds the gateway's kubeconfig of it (`eops render worker-rbac`); "
+        f"mounted under {WORKERS_DIR} and given as EOPS_KUBE_WORKERS (docs/multi-cluster.md).",
     )
     metrics_token_secret: SecretKey | None = knob(
         None,
@@ -241,14 +296,18 @@ def _kueue_problems(options: DeployOptions) -> list[FieldProblem]:
     """Where the gateway would refuse to start with Kueue admission (as `eops serve` does)."""
     admission = spec(DeployOptions, "admission").flag
     if options.admission != "kueue":
-        if options.kubernetes.local_queue is None:
-            return []
+        alone = []
+        if options.kubernetes.local_queue is not None:
+            alone.append(("kube-local-queue", "names a Kueue LocalQueue"))
+        if options.worker_secrets:
+            alone.append(("kube-worker-secrets", "names MultiKueue's workers"))
         return [
             FieldProblem(
-                spec(DeployOptions, "kube-local-queue").flag,
-                "names a Kueue LocalQueue, but the gateway admits by itself",
+                spec(DeployOptions, name).flag,
+                f"{what}, but the gateway admits by itself",
                 f"add {admission} kueue, or drop it",
             )
+            for name, what in alone
         ]
     problems = []
     if options.gpu_budget is not None:
@@ -364,10 +423,61 @@ LOCAL_QUEUE = Value(
     "(EOPS_KUBE_LOCAL_QUEUE), with kueue.enabled.",
     schema=(("pattern", "^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$"),),
 )
+WORKERS = Value(
+    "kueue.workers",
+    lambda o: [
+        {"name": w.name, "kubeconfigSecret": w.secret.name, "kubeconfigKey": w.secret.key}
+        for w in o.worker_secrets or ()
+    ],
+    knob="kube-worker-secrets",
+    about="With kueue.enabled on a MultiKueue manager: each worker cluster as {name, "
+    f"kubeconfigSecret, kubeconfigKey (default {KUBECONFIG_KEY})}}: its MultiKueueCluster name and the "
+    "operator's Secret (not in the chart) in the release's namespace that holds the gateway's "
+    f"kubeconfig of it (`eops render worker-rbac`). Each is mounted under {WORKERS_DIR} and named "
+    "in the gateway's EOPS_KUBE_WORKERS (docs/multi-cluster.md). A worker named twice is refused.",
+    schema=(
+        (
+            "items",
+            {
+                "type": "object",
+                "additionalProperties": False,
+                "required": ["name", "kubeconfigSecret"],
+                "properties": {
+                    # A MultiKueueCluster's name is a DNS subdomain, as a Secret's is.
+                    "name": {"type": "string", "pattern": _SECRET_NAME.pattern},
+                    "kubeconfigSecret": {"type": "string", "pattern": _SECRET_NAME.pattern},
+                    "kubeconfigKey": {"type": "string", "pattern": _SECRET_KEY.pattern},
+                },
+            },
+        ),
+    ),
+)
+# What the chart computes from kueue.workers before the Deployment (ops/chart_workers.py sets
+# these template variables): EOPS_KUBE_WORKERS's entries and the kubeconfigs' volume sources.
+KUBE_WORKERS_VAR = "$kubeWorkers"
+WORKER_SOURCES_VAR = "$workerSources"
+KUBE_WORKERS = Value(
+    None,
+    lambda o: ",".join(f"{w.name}={w.path}" for w in o.worker_secrets or ()),
+    helm=f'join "," {KUBE_WORKERS_VAR}',
+)
+
+
+def worker_source(worker: WorkerSecret) -> KubeObject:
+    """A worker's kubeconfig in the projected volume: its Secret's key as a file named for it."""
+    return {
+        "secret": {"name": worker.secret.name, "items": [{"key": worker.secret.key, "path": worker.name}]}
+    }
+
+
+WORKER_SOURCES = Value(
+    None, lambda o: [worker_source(w) for w in o.worker_secrets or ()], helm=WORKER_SOURCES_VAR
+)
 
 HA = more_than(REPLICAS, 1)
 BARE_PODS = equals(WORKLOAD, "pod")
 KUEUE = present(KUEUE_ON)
+MULTIKUEUE = present(WORKERS)
 SINGLE = at_most(REPLICAS, 1)
 CHART_VALUES: tuple[Value, ...] = (
     IMAGE,
@@ -390,6 +500,7 @@ CHART_VALUES: tuple[Value, ...] = (
     METRICS_KEY,
     KUEUE_ON,
     LOCAL_QUEUE,
+    WORKERS,
 )
 """The chart's values, in the order values.yaml lists them (every Value the template reads but
 the namespace)."""
@@ -422,6 +533,15 @@ CHART_REFUSES: tuple[tuple[Condition, str], ...] = (
         ),
         "kubernetes.workload pod is not for kueue.enabled: Kueue admits the gateway's Jobs, bare "
         "pods are not submitted to it; use kubernetes.workload job",
+    ),
+    (
+        Condition(
+            lambda o: o.admission != "kueue" and bool(o.worker_secrets),
+            f"and (not {KUEUE_ON.expression}) {WORKERS.expression}",
+            (KUEUE_ON, WORKERS),
+        ),
+        "kueue.workers names MultiKueue's workers, but the gateway admits by itself: set "
+        "kueue.enabled=true (a MultiKueue manager's Kueue dispatches to the workers), or drop kueue.workers",
     ),
 )
 """What the chart refuses to install (Helm's `fail`): deploy_problems as chart conditions."""
@@ -506,6 +626,7 @@ def _deployment() -> Node:
         When(BARE_PODS, {"name": "EOPS_KUBE_WORKLOAD", "value": WORKLOAD}),
         When(KUEUE, {"name": "EOPS_ADMISSION", "value": "kueue"}),
         When(KUEUE, {"name": "EOPS_KUBE_LOCAL_QUEUE", "value": LOCAL_QUEUE}),
+        When(MULTIKUEUE, {"name": "EOPS_KUBE_WORKERS", "value": KUBE_WORKERS}),
         When(
             present(DATABASE_SECRET),
             {
@@ -535,7 +656,11 @@ def _deployment() -> Node:
         "livenessProbe": {"httpGet": {"path": "/healthz", "port": PORT}, "periodSeconds": 10},
         "resources": {"requests": {"cpu": CPU, "memory": MEMORY}, "limits": {"memory": MEMORY_LIMIT}},
         # The root filesystem is read-only; Python and uvicorn may still want a /tmp.
-        "volumeMounts": [{"name": "data", "mountPath": "/data"}, {"name": "tmp", "mountPath": "/tmp"}],
+        "volumeMounts": [
+            {"name": "data", "mountPath": "/data"},
+            {"name": "tmp", "mountPath": "/tmp"},
+            When(MULTIKUEUE, {"name": "kube-workers", "mountPath": WORKERS_DIR, "readOnly": True}),
+        ],
         "securityContext": {
             "allowPrivilegeEscalation": False,
             "readOnlyRootFilesystem": True,
@@ -557,6 +682,7 @@ def _deployment() -> Node:
                 {"name": "data", "persistentVolumeClaim": {"claimName": f"{APP}-data"}},
             ),
             {"name": "tmp", "emptyDir": {}},
+            When(MULTIKUEUE, {"name": "kube-workers", "projected": {"sources": WORKER_SOURCES}}),
         ],
         "affinity": When(HA, _anti_affinity(labels)),
     }

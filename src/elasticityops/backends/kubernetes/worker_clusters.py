@@ -15,8 +15,14 @@ FLAG = "--kube-workers / EOPS_KUBE_WORKERS"
 _NAME = re.compile(r"[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?")
 
 
-def parse_workers(text: str | None, flag: str = FLAG) -> tuple[dict[str, str], list[FieldProblem]]:
-    """`NAME=KUBECONFIG,...` as {name: kubeconfig path}, and what is wrong with it (named `flag`)."""
+def parse_workers(
+    text: str | None,
+    flag: str = FLAG,
+    value: str = "KUBECONFIG",
+    example: str = "/etc/eops/worker-1.kubeconfig",
+) -> tuple[dict[str, str], list[FieldProblem]]:
+    """`NAME=KUBECONFIG,...` as {name: kubeconfig path}, and what is wrong with it (named `flag`);
+    `value` and `example` say what stands after each `=` (a Secret, for `eops render deploy`)."""
     if text is None or not text.strip():
         return {}, []
     workers: dict[str, str] = {}
@@ -25,11 +31,7 @@ def parse_workers(text: str | None, flag: str = FLAG) -> tuple[dict[str, str], l
         name, eq, path = item.partition("=")
         name, path = name.strip(), path.strip()
         if not eq or not name or not path:
-            problems.append(
-                FieldProblem(
-                    flag, f"{item!r} is not NAME=KUBECONFIG", "e.g. worker-1=/etc/eops/worker-1.kubeconfig"
-                )
-            )
+            problems.append(FieldProblem(flag, f"{item!r} is not NAME={value}", f"e.g. worker-1={example}"))
         elif not _NAME.fullmatch(name):
             problems.append(
                 FieldProblem(
