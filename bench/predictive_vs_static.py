@@ -11,7 +11,9 @@ cluster defaults. Prints a table and, last, one JSON document. Usage:
 
 The goal (issue 42, on real and synthetic traffic alike; it replaces the synthetic-only "idle
 <= 15% of busy over 2 days"): p95 <= the target with idle GPU time at most 1.05x the best static
-setting's; `beats_every_static` says whether it is below every static setting's too.
+setting's; `beats_every_static` says whether it is below every static setting's too. The rule is
+judged at the scale-down window (of --windows) where it idles least while meeting the target, as
+the static settings are (`predictive_chosen`); its row at the cluster default is printed too.
 
 Exit code 0 whether or not the goals are met (the JSON says); 2 when a prerequisite is missing.
 """
@@ -129,18 +131,29 @@ def one_seed(seed: int, args: argparse.Namespace) -> dict[str, Any]:
         for window in args.predictive_windows
     ]
     best_row = row(seed, best.label, best.summary) if best else None
-    meets = new.p95_s <= args.p95_wait
+    # The rule at the scale-down window where it idles least while meeting the target, among
+    # those the search ran it at (each of --windows), as the static settings get theirs and as
+    # bench/predictive_real_trace.py chooses; the cluster default's row stays beside it.
+    ruled = [
+        c
+        for c in rec.evaluated
+        if c.family == "predictive" and c.summary.time_to_start_s.p95 <= args.p95_wait
+    ]
+    pick = min(ruled, key=lambda c: c.summary.idle_gpu_hours) if ruled else None
+    chosen = row(seed, pick.label, pick.summary) if pick else new
+    meets = chosen.p95_s <= args.p95_wait
     return {
         "seed": seed,
         "requests": len(trace),
         "predictive": new.as_dict(),
+        "predictive_chosen": chosen.as_dict(),
         "best_static": best_row.as_dict() if best_row else None,
         "old_predictive": runs[f"predictive-rate:{args.p95_wait:g}"].as_dict(),
         "predictive_other_windows": other_windows,
         "static_settings_meeting_target": len(static),
-        "beats_every_static": bool(meets and (best_row is None or new.idle_gpu_h < best_row.idle_gpu_h)),
+        "beats_every_static": bool(meets and (best_row is None or chosen.idle_gpu_h < best_row.idle_gpu_h)),
         "meets_goal": bool(
-            meets and best_row is not None and new.idle_gpu_h <= args.idle_vs_static * best_row.idle_gpu_h
+            meets and best_row is not None and chosen.idle_gpu_h <= args.idle_vs_static * best_row.idle_gpu_h
         ),
     }
 
@@ -152,7 +165,7 @@ def table(results: list[dict[str, Any]]) -> str:
     )
     lines = [head, "-" * len(head)]
     for res in results:
-        rows = [res[key] for key in ("predictive", "best_static", "old_predictive")]
+        rows = [res[key] for key in ("predictive", "predictive_chosen", "best_static", "old_predictive")]
         for r in rows + res["predictive_other_windows"]:
             if r is None:
                 lines.append(f"{res['seed']:>4}  {'(no static setting meets the target)':<30}")

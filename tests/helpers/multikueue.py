@@ -5,11 +5,14 @@ asks for it and stopped by PID at the session's end (or at exit, should the sess
 from __future__ import annotations
 
 import atexit
+import contextlib
 import os
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
+from elasticityops.devcluster.cluster import DevCluster
 from elasticityops.devcluster.cluster_set import ClusterSet, down_set, up_set
 
 
@@ -35,3 +38,67 @@ def multikueue_set(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster
     finally:
         down_set(root)
         atexit.unregister(down_set)
+
+
+def least_privilege_kubeconfig(cluster: DevCluster, namespace: str, out: Path, timeout: float = 60.0) -> Path:
+    """A kubeconfig of `cluster` (a worker) with only the rights `eops render worker-rbac` gives:
+    its objects applied as an administrator would, then the ServiceAccount's token and the
+    cluster's CA, once the token controller has filled them in, written as the docs' steps do."""
+    import base64
+    import time
+
+    import yaml
+
+    from elasticityops.backends.kubernetes.worker_rbac import (
+        WORKER_ACCOUNT,
+        WORKER_TOKEN_SECRET,
+        build_worker_rbac,
+    )
+    from elasticityops.domain.errors import Conflict
+
+    plural = {"Namespace": "namespaces", "ServiceAccount": "serviceaccounts", "Secret": "secrets"}
+    rbac = {"Role": "roles", "RoleBinding": "rolebindings"}
+    with cluster.api() as api:
+        for obj in build_worker_rbac(namespace):
+            kind = obj["kind"]
+            if kind == "Namespace":
+                path = "/api/v1/namespaces"
+            elif kind in rbac:
+                path = f"/apis/rbac.authorization.k8s.io/v1/namespaces/{namespace}/{rbac[kind]}"
+            else:
+                path = f"/api/v1/namespaces/{namespace}/{plural[kind]}"
+            with contextlib.suppress(Conflict):  # `default` is there; a second call finds its own
+                api.create(path, obj)
+        deadline = time.monotonic() + timeout
+        while True:
+            data = api.get(f"/api/v1/namespaces/{namespace}/secrets/{WORKER_TOKEN_SECRET}").get("data") or {}
+            if data.get("token") and data.get("ca.crt"):
+                break
+            if time.monotonic() > deadline:
+                raise AssertionError(
+                    f"the token controller did not fill {WORKER_TOKEN_SECRET} in {timeout:g} s"
+                )
+            time.sleep(0.5)
+    admin = yaml.safe_load(cluster.kubeconfig_path.read_text())
+    server = admin["clusters"][0]["cluster"]["server"]
+    name = out.stem
+    token = base64.b64decode(data["token"]).decode()
+    context = {"cluster": name, "user": WORKER_ACCOUNT, "namespace": namespace}
+    out.write_text(
+        yaml.safe_dump(
+            {
+                "apiVersion": "v1",
+                "kind": "Config",
+                "clusters": [
+                    {
+                        "name": name,
+                        "cluster": {"server": server, "certificate-authority-data": data["ca.crt"]},
+                    },
+                ],
+                "users": [{"name": WORKER_ACCOUNT, "user": {"token": token}}],
+                "contexts": [{"name": name, "context": context}],
+                "current-context": name,
+            }
+        )
+    )
+    return out

@@ -20,6 +20,7 @@ from elasticityops.devcluster.cluster_set import ClusterSet
 from elasticityops.devcluster.stages import SIMULATED_OUTPUT
 from elasticityops.domain.errors import NotFound
 from elasticityops.domain.kueue_notes import DISPATCHED, IN_WORKER
+from helpers.multikueue import least_privilege_kubeconfig
 from helpers.server import RunningServer
 
 from .cluster_support import deploy, invoke, runs, start_k8s_gateway, status, wait_state
@@ -32,8 +33,12 @@ NS = "default"  # where the set's LocalQueue `eops` is, on the manager and every
 
 @pytest.fixture(scope="module")
 def gateway(multikueue_set: ClusterSet, tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningServer]:
+    # Each worker through the identity `eops render worker-rbac` makes (a ServiceAccount's token,
+    # its Role's rights and no more), as docs/multi-cluster.md sets it up: every test below is
+    # also the proof that those rights suffice on a real API server with RBAC on.
+    keys = tmp_path_factory.mktemp("workers")
     workers = ",".join(
-        f"{name}={multikueue_set.cluster(name).kubeconfig_path}"
+        f"{name}={least_privilege_kubeconfig(multikueue_set.cluster(name), NS, keys / f'{name}.kubeconfig')}"
         for name in multikueue_set.record.worker_names
     )
     env = {"EOPS_ADMISSION": "kueue", "EOPS_KUBE_WORKERS": workers}
