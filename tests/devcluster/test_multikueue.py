@@ -48,7 +48,15 @@ def test_kueue_as_a_manager_gets_the_multikueue_section() -> None:
     assert "multiKueue" not in kueue_setup.manager_config(ports, "/certs")
     timings = MultiKueueManager(origin="o", worker_lost_timeout_s=60, gc_interval_s=30)
     config = kueue_setup.manager_config(ports, "/certs", timings)
-    assert config["multiKueue"] == {"origin": "o", "workerLostTimeout": "60s", "gcInterval": "30s"}
+    assert config["multiKueue"] == {
+        "origin": "o",
+        "workerLostTimeout": "60s",
+        "gcInterval": "30s",
+        "dispatcherName": "kueue.x-k8s.io/multikueue-dispatcher-all-at-once",
+    }
+    incremental = MultiKueueManager(dispatcher="kueue.x-k8s.io/multikueue-dispatcher-incremental")
+    config = kueue_setup.manager_config(ports, "/certs", incremental)
+    assert config["multiKueue"]["dispatcherName"] == "kueue.x-k8s.io/multikueue-dispatcher-incremental"
 
 
 def test_the_manager_cluster_has_no_nodes_and_runs_kueue_as_a_manager(tmp_path: Path) -> None:

@@ -58,6 +58,9 @@ class MultiKueueManager:
     client (cmd/kueue/main.go)."""
 
     origin: str = "eops-dev"  # the label value that marks what this manager made on a worker
+    # how the manager picks the workers that may admit a workload (configuration_types.go):
+    # every worker at once, or up to three per 5-minute round (the incremental dispatcher)
+    dispatcher: str = "kueue.x-k8s.io/multikueue-dispatcher-all-at-once"
     # s a workload stays dispatched to a worker Kueue lost the connection to (upstream's 15 min)
     worker_lost_timeout_s: float = 900.0
     gc_interval_s: float = 60.0  # s between two sweeps for orphans on the workers (upstream's 1 min)
@@ -67,6 +70,7 @@ class MultiKueueManager:
             "origin": self.origin,
             "workerLostTimeout": f"{self.worker_lost_timeout_s:g}s",
             "gcInterval": f"{self.gc_interval_s:g}s",
+            "dispatcherName": self.dispatcher,
         }
 
 
