@@ -79,8 +79,8 @@ def prerequisites() -> Any:
     except DevClusterError as exc:
         print(
             f"error: {exc}\nbuild the dev cluster with the autoscaler and Kueue first: "
-            "`eops dev-cluster build --kueue --require-autoscaler` (EOPS_AUTOSCALER_SRC names the autoscaler's "
-            "source tarball when it is not beside the project, see docs/dev-cluster.md)",
+            "`eops dev-cluster build --kueue --require-autoscaler` (EOPS_AUTOSCALER_SRC names "
+            "the autoscaler's source tarball when it is not beside the project, docs/dev-cluster.md)",
             file=sys.stderr,
         )
         return None
