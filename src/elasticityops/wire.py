@@ -471,6 +471,11 @@ class CapacityOut(BaseModel):
     budget_total: int | None
     in_use: dict[str, int] = Field(description="GPUs in use per GPU type")
     in_use_total: int
+    in_use_by_cluster: dict[str, dict[str, int]] = Field(
+        default_factory=dict,
+        description="GPUs in use per cluster (MultiKueue's worker that runs them) and GPU type, "
+        "for the invocations whose record names their cluster; empty with one cluster",
+    )
     states: dict[str, int] = Field(description="invocations per state")
     queue_length: int
     queue_head: QueueHeadOut | None = Field(description="the queued invocation admitted next")

@@ -261,6 +261,39 @@ def test_the_cost_page_shows_each_functions_node_seconds_and_an_hourly_chart(
     expect(page.locator("#csv")).to_have_attribute("href", re.compile(r"since=1h.*format=csv"))
 
 
+def test_the_capacity_page_splits_the_gpus_in_use_by_cluster_where_several_run_them(
+    page: Page, gateway: RunningServer
+) -> None:
+    """The gateway of this module runs one cluster, and its page shows no split; what a
+    MultiKueue manager's gateway answers (`in_use_by_cluster`, read from a real one in the
+    multikueue lane) is given to the page as it would come, to see the page draw it."""
+    page.goto(gateway.url + "/ui#/capacity")
+    expect(page.locator("#gpus")).to_have_attribute("data-in-use", re.compile(r"^\d+$"), timeout=10_000)
+    expect(page.locator("#gpus-by-cluster")).to_have_count(0)
+    with gateway.client() as http:
+        now = http.get("/v1/capacity").json()
+    several = {
+        **now,
+        "in_use": {"nvidia-tesla-t4": 5},
+        "in_use_total": 5,
+        "in_use_by_cluster": {"worker-1": {"nvidia-tesla-t4": 2}, "worker-2": {"nvidia-tesla-t4": 3}},
+    }
+    capacity = re.compile(r"/v1/capacity")
+    page.route(capacity, lambda route: route.fulfill(json=several))
+    try:
+        page.goto(gateway.url + "/ui#/")
+        page.goto(gateway.url + "/ui#/capacity")
+        rows = page.locator("#gpus-by-cluster [data-cluster]")
+        expect(rows).to_have_count(2)
+        for cluster, used in (("worker-1", "2"), ("worker-2", "3")):
+            row = page.locator(f'#gpus-by-cluster [data-cluster="{cluster}"]')
+            expect(row).to_have_attribute("data-used", used)
+            expect(row.locator(".value")).to_have_text(f"{used} of 5 (no cap of its own)")
+    finally:
+        page.unroute(capacity)
+        page.goto(gateway.url + "/ui#/")
+
+
 def test_the_cost_page_splits_the_node_time_by_cluster_where_several_ran_it(
     page: Page, gateway: RunningServer
 ) -> None:

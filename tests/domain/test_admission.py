@@ -5,7 +5,7 @@ import pytest
 from elasticityops.domain.admission import AdmissionSnapshot, QueuedItem, admission, admit, gpus_free
 from elasticityops.domain.budget import GpuBudget
 from elasticityops.domain.functions import FunctionSpec, GpuSpec, Priority
-from elasticityops.domain.gpus_held import UNKNOWN_GPU_TYPE, gpus_held_by_type
+from elasticityops.domain.gpus_held import UNKNOWN_GPU_TYPE, gpus_held_by_cluster, gpus_held_by_type
 
 N, H, L = Priority.normal, Priority.high, Priority.low
 
@@ -85,6 +85,20 @@ def test_gpus_held_count_each_versions_gpus_and_one_for_a_version_not_kept() -> 
     }
     versions = {("a", 1): spec("a", 1), ("b", 1): spec("b", 4), ("b", 2): spec("b", 2)}
     assert sum(gpus_held_by_type(active, versions).values()) == 3 + 8 + 2 + 2
+
+
+def test_gpus_held_by_cluster_count_as_by_type_within_each_cluster() -> None:
+    versions = {("a", 1): FunctionSpec(name="a", command=["true"], gpu=GpuSpec(count=2))}
+    active = {
+        ("worker-2", "a", 1, T4): 3,
+        ("worker-1", "a", 1, "nvidia-l4"): 1,
+        ("worker-1", "gone", 1, None): 2,
+    }
+    assert gpus_held_by_cluster(active, versions) == {
+        "worker-1": {"nvidia-l4": 2, UNKNOWN_GPU_TYPE: 2},
+        "worker-2": {T4: 6},
+    }
+    assert list(gpus_held_by_cluster(active, versions)) == ["worker-1", "worker-2"], "in name order"
 
 
 @pytest.mark.parametrize(

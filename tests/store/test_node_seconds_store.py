@@ -390,3 +390,23 @@ def test_the_report_groups_the_node_time_by_the_worker_cluster_that_ran_it(
         assert {k: round(v) for k, v in totals.items()} == {"worker-1": 3610, "worker-2": 7220, "": 1800}
 
     run.run(body())
+
+
+def test_active_invocations_are_counted_by_the_worker_cluster_that_runs_them(
+    store: SqlStore, run: asyncio.Runner
+) -> None:
+    async def body() -> None:
+        for cluster in ("worker-1", "worker-2", "worker-2", None):
+            inv = await admitted(store)
+            if cluster is not None:
+                await store.record(BackendEvent(inv, cluster=cluster))
+        ended = await admitted(store)
+        await store.record(BackendEvent(ended, cluster="worker-1"))
+        await store.record(BackendEvent(ended, finished=Finished.succeeded(at(60))))
+        counts = await store.active_counts_by_cluster()
+        # one cluster, or not yet taken by a worker: not counted; an ended one: not active
+        assert {(c, n) for (c, *_), n in counts.items()} == {("worker-1", 1), ("worker-2", 2)}
+        [(_, name, version, _)] = [k for k in counts if k[0] == "worker-1"]
+        assert (name, version) == ("hello", 1)
+
+    run.run(body())

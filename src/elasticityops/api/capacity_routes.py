@@ -45,6 +45,7 @@ def capacity_out(now: Capacity, rt: Runtime, since: datetime | None = None) -> C
         budget_total=None if budget is None else budget.total,
         in_use=dict(now.in_use),
         in_use_total=sum(now.in_use.values()),
+        in_use_by_cluster={cluster: dict(types) for cluster, types in now.in_use_by_cluster.items()},
         states={s.value: n for s, n in now.states.items()},
         queue_length=now.queued,
         queue_head=None

@@ -38,3 +38,14 @@ def by_version(active: ActiveCounts) -> dict[tuple[str, int], int]:
     for (name, version, _kind), count in active.items():
         out[(name, version)] += count
     return dict(out)
+
+
+def gpus_held_by_cluster(
+    active: Mapping[tuple[str, str, int, str | None], int], versions: Mapping[tuple[str, int], FunctionSpec]
+) -> dict[str, Counter[str]]:
+    """GPUs held per cluster and GPU type, from the store's active counts per (cluster,
+    function, version, type), counted as `gpus_held_by_type` counts them."""
+    per: dict[str, dict[tuple[str, int, str | None], int]] = {}
+    for (cluster, name, version, kind), count in active.items():
+        per.setdefault(cluster, {})[(name, version, kind)] = count
+    return {cluster: gpus_held_by_type(counts, versions) for cluster, counts in sorted(per.items())}

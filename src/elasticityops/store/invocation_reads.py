@@ -147,6 +147,19 @@ class SqlInvocationReads(Database):
 
         return await self._read(run)
 
+    async def active_counts_by_cluster(self) -> Mapping[tuple[str, str, int, str | None], int]:
+        def run(conn: Connection) -> Mapping[tuple[str, str, int, str | None], int]:
+            c = invocations.c
+            query = (
+                select(c.cluster, c.function, c.spec_version, c.gpu_type, func.count())
+                .where(c.state.in_([s.value for s in ACTIVE_STATES]), c.cluster.is_not(None))
+                .group_by(c.cluster, c.function, c.spec_version, c.gpu_type)
+            )
+            rows = conn.execute(query)
+            return {(where, name, version, kind): count for where, name, version, kind, count in rows}
+
+        return await self._read(run)
+
     async def change_stamps(self, invocation_ids: Sequence[str]) -> dict[str, tuple[State, int]]:
         """(state, attempt) of each of those invocations that exists, in one read: what a
         replica's change poller compares with what its waiters saw."""

@@ -69,6 +69,9 @@ def test_an_invocation_runs_in_a_worker_and_the_gateway_follows_it_to_its_end(
     dispatched = [n["message"] for n in running["notes"] if n["kind"] == DISPATCHED]
     assert dispatched == [f"Kueue: MultiKueue runs it in cluster {worker}"], running["notes"]
     assert running["node"], "the worker's pod told the gateway its node"
+    # The capacity page splits the GPUs in use by the worker that runs them.
+    capacity = httpx.get(f"{gateway.url}/v1/capacity", headers=gateway.auth, timeout=30).json()
+    assert capacity["in_use_by_cluster"] == {worker: {"nvidia-tesla-t4": 1}}, capacity
 
     # The payload Secret is in the worker, owned by MultiKueue's copy of the Job.
     name = job_name(inv)

@@ -178,6 +178,12 @@ class InvocationStore(Protocol):
         every active row."""
         ...
 
+    async def active_counts_by_cluster(self) -> Mapping[tuple[str, str, int, str | None], int]:
+        """The same counts for the invocations whose record names the cluster that runs them
+        (MultiKueue's worker), by (cluster, function, spec version, GPU type): the capacity
+        page's split by cluster. Those no cluster has taken yet are not counted."""
+        ...
+
     async def change_stamps(self, invocation_ids: Sequence[str]) -> Mapping[str, tuple[State, int]]:
         """(state, attempt) of each of these invocations that exists, in one read."""
         ...

@@ -43,6 +43,18 @@ function meter(label, used, cap, whole = null) {
     el("span", { class: "label", text: label }), track, el("span", { class: "value", text }));
 }
 
+function byCluster(c) {
+  const clusters = Object.entries(c.in_use_by_cluster || {});
+  if (!clusters.length) return [];
+  return [el("h3", { text: "by cluster" }), el("div", { id: "gpus-by-cluster" }, clusters.map(([name, types]) => {
+    const used = Object.values(types).reduce((a, b) => a + b, 0);
+    const row = meter(name, used, null, c.in_use_total);
+    row.dataset.cluster = name;
+    row.title = Object.entries(types).map(([t, n]) => `${t}: ${n}`).join(", ");
+    return row;
+  }))];
+}
+
 export function render(main) {
   const gpus = el("section", { class: "card", id: "gpus", "aria-labelledby": "h-gpus" });
   const queue = el("section", { class: "card", id: "queue", "aria-labelledby": "h-queue" });
@@ -59,7 +71,10 @@ export function render(main) {
       meter(c.budget_total === null && c.total_gpus !== null ? "all (slots)" : "all types",
         c.in_use_total, c.budget_total ?? c.total_gpus),
       ...types.map((t) => meter(t, c.in_use[t] || 0, c.budget_by_type[t], c.budget_total ?? c.total_gpus)),
-      el("p", { class: "muted", text: c.budget ? `budget ${c.budget}` : "no GPU budget set" }));
+      el("p", { class: "muted", text: c.budget ? `budget ${c.budget}` : "no GPU budget set" }),
+      // Only where the work runs in several clusters (MultiKueue's workers): each against the
+      // GPUs in use in all, with its GPU types.
+      ...byCluster(c));
     gpus.dataset.inUse = String(c.in_use_total);
     const head = c.queue_head;
     queue.replaceChildren(el("h2", { id: "h-queue", text: "Queue" }),
