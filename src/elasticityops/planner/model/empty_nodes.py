@@ -116,21 +116,28 @@ class EmptyNodes:
     def update_taints(self, budget: int) -> None:
         """The autoscaler's soft-taint step of one loop: lift the taint from marked nodes that got
         a pod, then mark random unmarked empty nodes, `budget` API calls for both."""
-        owed = self.owed
-        kept: list[int] = []
-        for nd in owed:
-            if self._slot[nd] != _OUT or not self._in_marked[nd]:
-                continue  # empty again (unneeded again: it keeps its taint), or gone
-            if budget > 0:
-                self._in_marked[nd] = 0
-                budget -= 1
-            else:
-                kept.append(nd)
-        self.owed = kept
+        slot, flag = self._slot, self._in_marked
+        if self.owed:
+            kept: list[int] = []
+            for nd in self.owed:
+                if slot[nd] != _OUT or not flag[nd]:
+                    continue  # empty again (unneeded again: it keeps its taint), or gone
+                if budget > 0:
+                    flag[nd] = 0
+                    budget -= 1
+                else:
+                    kept.append(nd)
+            self.owed = kept
         fresh, marked = self.fresh, self.marked
+        pick = self._rng.random
         for _ in range(min(budget, len(fresh))):
-            nd = fresh[int(self._rng.random() * len(fresh))]
-            self._drop(nd)
-            self._in_marked[nd] = 1
-            self._slot[nd] = len(marked)
+            # a random unmarked node moves to the marked list (the last one fills its gap)
+            k = int(pick() * len(fresh))
+            nd = fresh[k]
+            last = fresh.pop()
+            if last != nd:
+                fresh[k] = last
+                slot[last] = k
+            flag[nd] = 1
+            slot[nd] = len(marked)
             marked.append(nd)

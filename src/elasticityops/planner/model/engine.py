@@ -114,6 +114,8 @@ def simulate(  # noqa: C901
     bfree = list(range(baseline - 1, -1, -1))  # free baseline nodes (stack)
     # empty autoscaled nodes: the scheduler's pick among them, their soft taints, their idle order
     empty = EmptyNodes(random.Random(f"{s.seed}/placement"), idle_since)
+    # its two lists, read on the per-request path without a call (they are never rebound)
+    fresh, marked = empty.fresh, empty.marked
     soft_taints = s.soft_taint_count
     warm: list[int] = []  # autoscaled nodes holding a placeholder
     ph_pend: list[float] = []  # creation times of pending placeholders
@@ -245,12 +247,12 @@ def simulate(  # noqa: C901
                     restarts[r] += 1
                     # r waits again, behind those already waiting; as nothing waits while a node
                     # is free, a free node means r restarts on it at once
-                    if not (bfree or empty or warm):
+                    if not (bfree or fresh or marked or warm):
                         pend.append(r)
                         pend_t.append(t)
                         t_scan = t  # an unschedulable pod triggers a loop
                         continue
-                    if not (bfree or empty):
+                    if not (bfree or fresh or marked):
                         t_scan = t  # r takes a placeholder's node: the placeholder is pending
                     nd = _take_free_node(bfree, empty, warm, ph_pend, t)
             else:
@@ -264,7 +266,7 @@ def simulate(  # noqa: C901
                 next_arr = arr[i] if i < n else _INF
                 if bfree:
                     nd = bfree.pop()
-                elif empty:
+                elif fresh or marked:
                     nd = empty.take()
                 elif warm:
                     nd = warm.pop()
@@ -384,7 +386,7 @@ def simulate(  # noqa: C901
         while deleting and deleting[0] <= t:  # deletions finished: the quota slot is free again
             deleting.popleft()
             auto_alive -= 1
-        oldest = empty.oldest()
+        oldest = empty.oldest() if fresh or marked else None
         if (
             oldest is not None
             and t - idle_since[oldest] >= window  # also checked here: most loops need no call
@@ -395,7 +397,7 @@ def simulate(  # noqa: C901
                 t, parallel - len(deleting), window, delete_time, empty, idle_since, deleted, deleting
             )
         # -- soft taints: every loop, cooldown or not (upstream's updateSoftDeletionTaints)
-        if soft_taints:
+        if soft_taints and (fresh or empty.owed):
             empty.update_taints(soft_taints)
         if t >= next_tl:
             next_tl = (math.floor(t / tl_step) + 1) * tl_step
@@ -431,7 +433,7 @@ def simulate(  # noqa: C901
             and head == len(pend)
             and ph_head == len(ph_pend)
             and len(warm) == target
-            and not (provisioning or empty or deleting or empty.owed)
+            and not (provisioning or fresh or marked or deleting or empty.owed)
         ):
             # Nothing waits, provisions or idles towards scale-down, and the headroom is fixed:
             # the loops before the next event change nothing but the timeline, so go to the last
