@@ -1,0 +1,97 @@
+#!/usr/bin/env python3
+"""Which empty node the scheduler gave each invocation in a rehearsal: how long that node had been
+free, its rank among the free nodes by how recently each was freed (0: the most recently freed),
+and how many distinct nodes took the starts. What the planner's cluster model assumes about that
+pick decides which idle nodes live out their scale-down window (docs/planner.md, "Which empty
+node"); this reads what the real scheduler and autoscaler did, from the rehearsal gateway's SQLite
+store (`eops rehearse --out DIR` keeps it in DIR/gateway-NAMESPACE/eops.db):
+
+    .venv/bin/python bench/rehearse_placement.py DIR/gateway-NAMESPACE/eops.db [--from 500] [--to 1300]
+
+Seconds count from the first invocation's acceptance. Only starts on a node that had run an
+invocation of the rehearsal before count (a node's first job has no free time to rank).
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import sqlite3
+import statistics
+import sys
+from collections import Counter
+from pathlib import Path
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("db", type=Path, help="the rehearsal gateway's eops.db")
+    ap.add_argument("--from", dest="lo", type=float, default=0.0, help="first second of the window")
+    ap.add_argument("--to", dest="hi", type=float, default=float("inf"), help="end of the window (s)")
+    args = ap.parse_args()
+    if not args.db.is_file():
+        print(
+            f"error: no such file {args.db}: give DIR/gateway-NAMESPACE/eops.db of a rehearsal",
+            file=sys.stderr,
+        )
+        return 2
+    con = sqlite3.connect(f"file:{args.db}?mode=ro", uri=True)
+    rows = con.execute(
+        "select accepted_at, started_at, finished_at, node from invocations "
+        "where node is not null and started_at is not null"
+    ).fetchall()
+    if not rows:
+        print("error: no invocation in that store ran on a node", file=sys.stderr)
+        return 2
+    t0 = min(dt.datetime.fromisoformat(r[0]) for r in rows)
+
+    def at(text: str) -> float:
+        return (dt.datetime.fromisoformat(text) - t0).total_seconds()
+
+    events: list[tuple[float, int, str]] = []
+    for _accepted, started, finished, node in rows:
+        events.append((at(started), 1, node))
+        if finished:
+            events.append((at(finished), 0, node))
+    events.sort()
+    free: dict[str, float] = {}
+    ages: list[float] = []
+    ranks: list[tuple[int, int]] = []
+    used: Counter[str] = Counter()
+    for t, kind, node in events:
+        if kind == 0:
+            free[node] = t
+            continue
+        if args.lo <= t < args.hi:
+            used[node] += 1
+            if node in free:
+                ages.append(t - free[node])
+                order = sorted(free, key=lambda n: -free[n])
+                ranks.append((order.index(node), len(order)))
+        free.pop(node, None)
+    if not ranks:
+        print("error: no start in that window went to a node that had been freed", file=sys.stderr)
+        return 2
+    bins = Counter(
+        "<10 s" if a < 10 else "10-30 s" if a < 30 else "30-120 s" if a < 120 else ">120 s" for a in ages
+    )
+    top = sum(c for _, c in used.most_common(20))
+    report = {
+        "window_s": [args.lo, args.hi if args.hi != float("inf") else None],
+        "starts": sum(used.values()),
+        "starts_on_a_freed_node": len(ranks),
+        "distinct_nodes": len(used),
+        "share_on_top_20_nodes": round(top / sum(used.values()), 3),
+        "median_free_nodes": statistics.median(m for _, m in ranks),
+        "rank_0_share": round(sum(1 for r, _ in ranks if r == 0) / len(ranks), 3),
+        "rank_at_most_2_share": round(sum(1 for r, _ in ranks if r <= 2) / len(ranks), 3),
+        "mean_relative_rank": round(statistics.mean(r / max(1, m - 1) for r, m in ranks), 3),
+        "free_for": {k: bins[k] for k in ("<10 s", "10-30 s", "30-120 s", ">120 s")},
+    }
+    print(json.dumps(report, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
