@@ -183,7 +183,7 @@ def run_phase(
             )
             answer.raise_for_status()
             accepted_s = time.monotonic() - t0
-            ids = {item["id"] for item in answer.json()["invocations"]}
+            ids = set(answer.json()["invocation_ids"])  # BatchAccepted: one per input
             all_running_s = done_s = None
             items: list[dict[str, Any]] = []
             while time.monotonic() - t0 < timeout:
