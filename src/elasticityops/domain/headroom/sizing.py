@@ -432,7 +432,7 @@ def mean_run_time(obs: HeadroomObservation) -> float | None:
     return run_s if math.isfinite(run_s) else None
 
 
-def unheld_supply(obs: HeadroomObservation, lead_s: float, arrival_rate_per_s: float = 0.0) -> int:
+def unheld_supply(obs: HeadroomObservation, lead_s: float, arrival_rate_per_s: float) -> int:
     """Free capacity that lasts the lead time without placeholders: ready free nodes that no
     placeholder holds and that the autoscaler will not remove within `lead_s` (one it removes
     sooner cannot be replaced in time), and nodes on their way beyond what waiting requests and

@@ -129,15 +129,9 @@ class EmptyNodes:
                     kept.append(nd)
             self.owed = kept
         fresh, marked = self.fresh, self.marked
-        pick = self._rng.random
         for _ in range(min(budget, len(fresh))):
-            # a random unmarked node moves to the marked list (the last one fills its gap)
-            k = int(pick() * len(fresh))
-            nd = fresh[k]
-            last = fresh.pop()
-            if last != nd:
-                fresh[k] = last
-                slot[last] = k
+            nd = fresh[int(self._rng.random() * len(fresh))]
+            self._drop(nd)  # while unmarked: out of the unmarked list
             flag[nd] = 1
             slot[nd] = len(marked)
             marked.append(nd)
