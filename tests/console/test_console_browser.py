@@ -8,6 +8,7 @@ test output (`EOPS_CONSOLE_SHOTS`, docs/testing.md)."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -97,6 +98,22 @@ def page(browser: BrowserContext, gateway: RunningServer) -> Page:
     expect(tab.locator("#list-status")).to_be_visible()
     assert sum(transferred) < FIRST_LOAD_LIMIT, f"first load moved {sum(transferred)} bytes"
     return tab
+
+
+@contextlib.contextmanager
+def _answered(page: Page, gateway: RunningServer, url: str, body: object, where: str) -> Iterator[None]:
+    """The page at `where` with the gateway's answers to `url` (a pattern) replaced by `body`:
+    what a gateway this module does not run (a MultiKueue manager's) would answer. It is opened
+    from another page, so that it reads anew; the real answers and the home page come back after."""
+    pattern = re.compile(url)
+    page.route(pattern, lambda route: route.fulfill(json=body))
+    try:
+        page.goto(gateway.url + "/ui#/")
+        page.goto(gateway.url + "/ui" + where)
+        yield
+    finally:
+        page.unroute(pattern)
+        page.goto(gateway.url + "/ui#/")
 
 
 def _invoke(gateway: RunningServer, function: str, payload: object = None) -> str:
@@ -278,20 +295,13 @@ def test_the_capacity_page_splits_the_gpus_in_use_by_cluster_where_several_run_t
         "in_use_total": 5,
         "in_use_by_cluster": {"worker-1": {"nvidia-tesla-t4": 2}, "worker-2": {"nvidia-tesla-t4": 3}},
     }
-    capacity = re.compile(r"/v1/capacity")
-    page.route(capacity, lambda route: route.fulfill(json=several))
-    try:
-        page.goto(gateway.url + "/ui#/")
-        page.goto(gateway.url + "/ui#/capacity")
+    with _answered(page, gateway, r"/v1/capacity", several, "#/capacity"):
         rows = page.locator("#gpus-by-cluster [data-cluster]")
         expect(rows).to_have_count(2)
         for cluster, used in (("worker-1", "2"), ("worker-2", "3")):
             row = page.locator(f'#gpus-by-cluster [data-cluster="{cluster}"]')
             expect(row).to_have_attribute("data-used", used)
             expect(row.locator(".value")).to_have_text(f"{used} of 5 (no cap of its own)")
-    finally:
-        page.unroute(capacity)
-        page.goto(gateway.url + "/ui#/")
 
 
 def test_the_cost_page_splits_the_node_time_by_cluster_where_several_ran_it(
@@ -330,11 +340,7 @@ def test_the_cost_page_splits_the_node_time_by_cluster_where_several_ran_it(
         "usd": 85 * 0.00015,
         "unpriced_node_seconds": 0.0,
     }
-    cost = re.compile(r"/v1/cost\?")
-    page.route(cost, lambda route: route.fulfill(json=report))
-    try:
-        page.goto(gateway.url + "/ui#/")  # from another page, so that the cost page reads anew
-        page.goto(gateway.url + "/ui#/cost/7d")
+    with _answered(page, gateway, r"/v1/cost\?", report, "#/cost/7d"):
         rows = page.locator("#cluster-table tbody tr")
         expect(rows).to_have_count(3)
         for cluster, run in (("worker-1", "30.000"), ("worker-2", "50.000")):
@@ -343,9 +349,6 @@ def test_the_cost_page_splits_the_node_time_by_cluster_where_several_ran_it(
         expect(page.locator('#cluster-table tr[data-cluster=""] th')).to_have_text(
             "(none: warm capacity, or one cluster)"
         )
-    finally:
-        page.unroute(cost)
-        page.goto(gateway.url + "/ui#/")
 
 
 def test_the_cost_csv_downloads_with_the_session_cookie(page: Page, gateway: RunningServer) -> None:
