@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from datetime import datetime
 
 from fastapi import APIRouter, Query, Request
@@ -9,6 +10,7 @@ from fastapi import APIRouter, Query, Request
 from elasticityops.api.console.capacity import Capacity, Sample, gather
 from elasticityops.api.query import aware_time
 from elasticityops.api.runtime import Runtime
+from elasticityops.catalog.gpus_in_use import gpus_in_use_by_cluster
 from elasticityops.headroom.controller import status_rows
 from elasticityops.wire import CapacityOut, CapacitySampleOut, ErrorOut, HeadroomPoolOut, QueueHeadOut
 
@@ -33,7 +35,14 @@ def sample_out(sample: Sample) -> CapacitySampleOut:
     )
 
 
-def capacity_out(now: Capacity, rt: Runtime, since: datetime | None = None) -> CapacityOut:
+def capacity_out(
+    now: Capacity,
+    rt: Runtime,
+    since: datetime | None = None,
+    by_cluster: Mapping[str, Mapping[str, int]] | None = None,
+) -> CapacityOut:
+    """`by_cluster`: GPUs in use per MultiKueue worker and type (the page's, not the history's:
+    the samples never read it)."""
     budget = now.budget
     types = sorted({*now.in_use, *(k for k, _ in budget.per_type)} if budget else set(now.in_use))
     head = now.head
@@ -45,7 +54,7 @@ def capacity_out(now: Capacity, rt: Runtime, since: datetime | None = None) -> C
         budget_total=None if budget is None else budget.total,
         in_use=dict(now.in_use),
         in_use_total=sum(now.in_use.values()),
-        in_use_by_cluster={cluster: dict(types) for cluster, types in now.in_use_by_cluster.items()},
+        in_use_by_cluster={cluster: dict(types) for cluster, types in (by_cluster or {}).items()},
         states={s.value: n for s, n in now.states.items()},
         queue_length=now.queued,
         queue_head=None
@@ -94,4 +103,5 @@ async def get_capacity(
         if since is None
         else aware_time(since, "since", "pass a sample's `at`, e.g. 2026-12-01T10:00:00Z")
     )
-    return capacity_out(await read_capacity(rt), rt, after)
+    by_cluster = await gpus_in_use_by_cluster(rt.store, rt.functions)
+    return capacity_out(await read_capacity(rt), rt, after, by_cluster)

@@ -12,13 +12,13 @@ from __future__ import annotations
 import logging
 from collections import deque
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Protocol, runtime_checkable
 
 from elasticityops.background import Background
 from elasticityops.catalog.function_cache import FunctionCache
-from elasticityops.catalog.gpus_in_use import gpus_in_use, gpus_in_use_by_cluster
+from elasticityops.catalog.gpus_in_use import gpus_in_use
 from elasticityops.domain.budget import GpuBudget
 from elasticityops.domain.clock import Clock
 from elasticityops.domain.headroom.warm_units import WarmShape
@@ -71,8 +71,6 @@ class Capacity:
     headroom: Mapping[WarmShape, PoolStatus] | None  # the controller's pools; None: not run here
     nodes: Mapping[str, int] | None  # GPU nodes by state; None: the backend has no nodes
     slots: tuple[int | None, int | None]  # (free, total) GPUs of a backend with a fixed number
-    # GPUs held per cluster and type where invocations name their cluster (MultiKueue)
-    in_use_by_cluster: Mapping[str, Mapping[str, int]] = field(default_factory=dict)
 
     @property
     def queued(self) -> int:
@@ -123,7 +121,6 @@ async def gather(
 ) -> Capacity:
     """Grouped counts only, and the queue's head: never the rows, however many there are."""
     in_use = await gpus_in_use(store, functions)
-    by_cluster = await gpus_in_use_by_cluster(store, functions)
     states = await store.counts_by_state()
     head = await store.queued(1)
     view = getattr(backend, "gpu_nodes", None)
@@ -136,7 +133,6 @@ async def gather(
         headroom=None if headroom is None else dict(headroom.pools),
         nodes=view.by_state() if isinstance(view, GpuNodeStates) else None,
         slots=(backend.free_gpus(), backend.total_gpus()),
-        in_use_by_cluster={cluster: dict(types) for cluster, types in by_cluster.items()},
     )
 
 
