@@ -122,6 +122,14 @@ def outlasting(arrival_s: Any, duration_s: Any, lead_s: float) -> Any:
     return np.cumsum(diff)
 
 
+def lasting(obs: Any, lead_s: float) -> int:
+    """Free capacity that lasts `lead_s`, counted as `predictive` counts it: `unheld_supply` at
+    the arrival rate its forecast uses, with its default surge and fall thresholds."""
+    defaults = {f.name: f.default for f in dataclasses.fields(PredictiveHeadroom)}
+    rate = demand_rate(obs, defaults["surge_ratio"], defaults["fall_z"])
+    return int(unheld_supply(obs, lead_s, rate))
+
+
 def ends_oracle_size(obs: Any, policy: EndsOracleHeadroom) -> int:
     lead = policy.lead_time_s
     k = min(len(policy.true_rate if policy.outlast is None else policy.outlast) - 1, max(0, int(obs.now_s)))
@@ -131,7 +139,7 @@ def ends_oracle_size(obs: Any, policy: EndsOracleHeadroom) -> int:
             return 0
         late = model_late_share(obs.late_share, policy)
         pool = erlang_pool(float(policy.true_rate[k]) * run_s, policy.target_wait_s / run_s, late)
-        return max(0, min(policy.max_nodes, pool - obs.busy_nodes - unheld_supply(obs, lead)))
+        return max(0, min(policy.max_nodes, pool - obs.busy_nodes - lasting(obs, lead)))
     if policy.true_rate is not None:
         ahead = float(policy.true_rate[min(len(policy.true_rate) - 1, k)])
     else:
@@ -139,7 +147,7 @@ def ends_oracle_size(obs: Any, policy: EndsOracleHeadroom) -> int:
         ahead = max(0.0, rate + obs.arrival_trend_per_s2 * (obs.slow_window_s / 2.0 + lead))
     late = model_late_share(obs.late_share, policy)
     pool = int(policy.outlast[k]) + poisson_quantile(ahead * policy.mean_min_run_s, 1.0 - late)
-    have = obs.busy_nodes + unheld_supply(obs, lead)
+    have = obs.busy_nodes + lasting(obs, lead)
     return max(0, min(policy.max_nodes, pool - have))
 
 
@@ -162,7 +170,7 @@ def oracle_size(obs: Any, policy: OracleHeadroom) -> int:
     """Placeholders: the pool the future needs, less what the cluster already has for it."""
     k = min(len(policy.ahead) - 1, max(0, int(obs.now_s)))
     pool = int(policy.ahead[k]) + policy.margin
-    have = obs.busy_nodes + unheld_supply(obs, policy.lead_time_s)
+    have = obs.busy_nodes + lasting(obs, policy.lead_time_s)
     return max(0, min(policy.max_nodes, pool - have))
 
 
