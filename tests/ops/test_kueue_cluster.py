@@ -52,8 +52,9 @@ def test_the_rendered_quota_runs_one_job_and_holds_the_next(dev_cluster: Any, de
     jobs = f"/apis/batch/v1/namespaces/{ns}/jobs"
     with dev_cluster.api() as api, applied(api, kueue_manifests(inputs)):
         wait_active(api, f"{KUEUE}/clusterqueues/{ns}")
-        for name, seconds in (("first", 6), ("second", 1)):
-            api.create(jobs, queued_job(name, "eops", seconds, "eops-normal"))
+        # The second is sent once the first is admitted: Kueue's Job controller makes Workloads
+        # asynchronously, and on a loaded machine the second's could come after the first ended.
+        api.create(jobs, queued_job("first", "eops", 20, "eops-normal"))
         try:
             first = wait_for(lambda: admitted(api, ns, "first"), 120, "the first admitted")
         except AssertionError as exc:
@@ -62,9 +63,14 @@ def test_the_rendered_quota_runs_one_job_and_holds_the_next(dev_cluster: Any, de
         assert first["spec"]["priority"] == normal["value"], "its WorkloadPriorityClass was found"
         [assigned] = first["status"]["admission"]["podSetAssignments"]
         assert assigned["flavors"]["nvidia.com/gpu"] == "nvidia-tesla-t4"
-        second = workload_of(api, ns, "second")
-        assert second is not None
-        assert condition(second, "Admitted").get("status") != "True", "one T4 of quota: the second waits"
+        api.create(jobs, queued_job("second", "eops", 1, "eops-normal"))
+        waiting = wait_for(
+            lambda: condition(workload_of(api, ns, "second"), "QuotaReserved") or None, 60, "its word"
+        )
+        # One T4 of quota: the second waits, for quota, while the first runs.
+        assert waiting["status"] == "False", waiting
+        assert "insufficient" in waiting["message"].lower(), waiting["message"]
+        assert job_condition(api, ns, "first") is None, "the first one still runs"
         assert wait_for(lambda: job_condition(api, ns, "first"), 120, "first to end") == "Complete"
         assert wait_for(lambda: job_condition(api, ns, "second"), 120, "second to end") == "Complete"
 

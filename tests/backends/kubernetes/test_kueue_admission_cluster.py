@@ -352,14 +352,18 @@ def test_check_capacity_admits_on_a_free_node_and_holds_one_when_none_is_free(
     pending past its provisioning timeout (which counts from Kueue's admission) until cancelled."""
     ns = dev_namespace
     _static_pool_only(cluster)  # a count of free nodes that holds
-    free = _free_t4_nodes(cluster)
-    assert free >= 1, "the kueue lane's cluster has its static T4 pool"
+    assert _free_t4_nodes(cluster) >= 1, "the kueue lane's cluster has its static T4 pool"
+    # One free node, not several: a request found keeps its capacity booked in the autoscaler's
+    # simulation for ten minutes on a node beside the one its pod took (bookCapacity), so with two
+    # free the second is found or not as the autoscaler's loop and the first's binding race.
+    free = 1
     env = {**KUEUE_ADMISSION, "EOPS_KUBE_PROVISIONING_TIMEOUT_SECONDS": str(PROVISIONING_TIMEOUT_S)}
     with (
         cluster.api() as api,
         kueue_queues(api, ns, f"nvidia-tesla-t4={free + 1}", CHECK_CAPACITY),
         k8s_gateway(cluster, ns, tmp_path, env=env) as gw,
     ):
+        _hold_t4_nodes(cluster, api, ns, leave=free)
         deploy(gw, name="render", annotations=runs(5))
         ids = [invoke(gw, "render") for _ in range(free + 1)]
 
@@ -454,26 +458,7 @@ def test_a_stocked_out_zone_never_fails_a_best_effort_provisioning_request(
         kueue_queues(api, ns, "nvidia-tesla-t4=1", BEST_EFFORT),
         k8s_gateway(cluster, ns, tmp_path, env=env) as gw,
     ):
-        # Every T4 node taken first, by plain high-priority Jobs outside Kueue: through Kueue each holder's
-        # request would stay booked in the autoscaler's simulation on a node beside the one its
-        # pod took (processors/provreq/processor.go bookCapacity), and each next one scale up.
-        holders = 0
-        settled = 0
-        while settled < 2:  # none free at two looks, three autoscaler loops apart
-            if _free_t4_nodes(cluster, booting_too=True) == 0:
-                settled += 1
-                time.sleep(6)
-                continue
-            settled = 0
-            assert holders < 6, "T4 nodes kept turning free"
-            name = f"hold-{holders}"
-            job = queued_job(name, "none", run_seconds=600)
-            del job["metadata"]["labels"]  # no LocalQueue: Kueue leaves it alone
-            # Above the invocation's priority, else the scheduler preempts a holder for it.
-            job["spec"]["template"]["spec"]["priorityClassName"] = "eops-high"
-            api.create(f"/apis/batch/v1/namespaces/{ns}/jobs", job)
-            holders += 1
-            wait_for(functools.partial(_job_running, api, ns, name), 120, f"{name} running")
+        _hold_t4_nodes(cluster, api, ns, leave=0)  # every T4 node taken first
         with cluster.knobs(stockout_zones=(f"{stocked}/nvidia-tesla-t4",)):
             api.create("/api/v1/namespaces/kube-system/configmaps", priorities)
             time.sleep(2)  # the autoscaler reads it through its informer
@@ -481,6 +466,29 @@ def test_a_stocked_out_zone_never_fails_a_best_effort_provisioning_request(
                 _strands(cluster, gw, ns, group)
             finally:
                 api.delete(f"/api/v1/namespaces/kube-system/configmaps/{PRIORITY_EXPANDER}")
+
+
+def _hold_t4_nodes(cluster: Any, api: Any, ns: str, leave: int) -> None:
+    """Every T4 node but `leave` taken by plain high-priority Jobs outside Kueue: through Kueue each
+    holder's request would stay booked in the autoscaler's simulation on a node beside the one its
+    pod took (processors/provreq/processor.go bookCapacity), and each next one scale up."""
+    holders = 0
+    settled = 0
+    while settled < 2:  # `leave` free at two looks, three autoscaler loops apart
+        if _free_t4_nodes(cluster, booting_too=True) <= leave:
+            settled += 1
+            time.sleep(6)
+            continue
+        settled = 0
+        assert holders < 6, "T4 nodes kept turning free"
+        name = f"hold-{holders}"
+        job = queued_job(name, "none", run_seconds=600)
+        del job["metadata"]["labels"]  # no LocalQueue: Kueue leaves it alone
+        # Above the invocation's priority, else the scheduler preempts a holder for it.
+        job["spec"]["template"]["spec"]["priorityClassName"] = "eops-high"
+        api.create(f"/apis/batch/v1/namespaces/{ns}/jobs", job)
+        holders += 1
+        wait_for(functools.partial(_job_running, api, ns, name), 120, f"{name} running")
 
 
 def _job_running(api: Any, ns: str, job: str) -> bool:
