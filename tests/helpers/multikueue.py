@@ -14,6 +14,12 @@ import pytest
 
 from elasticityops.devcluster.cluster import DevCluster
 from elasticityops.devcluster.cluster_set import ClusterSet, down_set, up_set
+from elasticityops.devcluster.kueue_setup import MultiKueueManager
+
+# A worker lost for this long has its work run elsewhere (upstream's 15 min would outlast a test;
+# counted from when the work was dispatched there, so a lost worker's work moves at once), and
+# orphans are swept from a worker back again within seconds.
+TIMINGS = MultiKueueManager(worker_lost_timeout_s=20.0, gc_interval_s=10.0)
 
 
 @pytest.fixture(scope="session")
@@ -30,7 +36,7 @@ def multikueue_set(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster
     try:
         tc = ensure_built(allow_build=allow_build, autoscaler="required", kueue=True)
         cfg = ClusterConfig(state_dir=root, autoscaler=TEST_KNOBS)
-        started = up_set(root, cfg, 2, set_objects(2, TEST_KNOBS.max_nodes), tc)
+        started = up_set(root, cfg, 2, set_objects(2, TEST_KNOBS.max_nodes), tc, TIMINGS)
     except DevClusterError as exc:
         pytest.fail(f"the MultiKueue set did not start: {exc}", pytrace=False)
     try:

@@ -502,6 +502,14 @@ class DevCluster:
         self.replay_pods()
         return took
 
+    def restart_kueue(self, down_s: float = 0.0, timeout: float = 60.0) -> float:
+        """Stop Kueue's controller manager (SIGTERM, as a rollout of its Deployment does), leave
+        it down `down_s` seconds, start it again with the same flags and certificate, and return
+        once it answers /readyz: the seconds it was away. Meanwhile the API server's calls to its
+        webhooks fail, so a Job that names a queue is refused, and nothing is admitted."""
+        with contextlib.ExitStack() as clients:
+            return self._restart("kueue", down_s, self._readiness("kueue", clients), timeout)
+
     def replay_pods(self) -> int:
         """Touch (annotate) every Pending or Running pod of a kwok-managed node so that kwok
         plays its stages again, and return how many. kwok 0.8.0 drops a stage whose write the

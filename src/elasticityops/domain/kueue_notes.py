@@ -15,4 +15,9 @@ DISPATCHED = "KueueDispatched"
 # MultiKueue: what the Kueue of one worker said of its copy of the Workload ("worker-1: Kueue:
 # ..."), one kind for every step there, so that a worker's steps never read as the manager's.
 IN_WORKER = "KueueInWorker"
-KINDS = frozenset({QUEUED, QUOTA_RESERVED, ADMISSION_CHECK, ADMITTED, EVICTED, DISPATCHED, IN_WORKER})
+# MultiKueue: the manager's Workload stopped naming the worker that ran it (the worker lost, its
+# work evicted to be admitted again): the run there may go on, and another may start elsewhere.
+LEFT_WORKER = "KueueLeftWorker"
+KINDS = frozenset(
+    {QUEUED, QUOTA_RESERVED, ADMISSION_CHECK, ADMITTED, EVICTED, DISPATCHED, IN_WORKER, LEFT_WORKER}
+)

@@ -24,13 +24,14 @@ from dataclasses import replace
 
 import yaml
 
+from elasticityops.backends.kubernetes.labels import MULTIKUEUE_CONTROLLER
 from elasticityops.domain.errors import FieldProblem, InvalidInput
 from elasticityops.ops.kueue import NO_PROVISIONING, KueueInputs, kueue_manifests
 from elasticityops.ops.yaml_docs import Document, Manifest, dump_documents
 
 KUEUE_API = "kueue.x-k8s.io/v1beta2"
 KUEUE_NAMESPACE = "kueue-system"  # where Kueue's manager reads the kubeconfig Secrets
-CONTROLLER = "kueue.x-k8s.io/multikueue"
+CONTROLLER = MULTIKUEUE_CONTROLLER
 CHECK_NAME = "eops-multikueue"
 CONFIG_NAME = "eops"
 

@@ -308,6 +308,13 @@ def test_with_kueue_admission_the_job_names_its_queue_and_priority_and_is_made_s
     assert job["spec"]["suspend"] is True
     template_labels = job["spec"]["template"]["metadata"]["labels"]
     assert not any(key.startswith("kueue.x-k8s.io/") for key in template_labels)
+    assert "managedBy" not in job["spec"], "one cluster: Kueue's own Job controller runs it"
     plain = _job()
     assert "suspend" not in plain["spec"]
     assert not any(key.startswith("kueue.x-k8s.io/") for key in plain["metadata"]["labels"])
+
+
+def test_on_a_multikueue_manager_the_job_is_marked_for_multikueue_by_the_gateway_itself() -> None:
+    """Not left to Kueue's webhook, which skips it while its queue cache is cold (a restart)."""
+    manager = replace(SETTINGS, local_queue="eops", workers="worker-1=/etc/eops/worker-1.kubeconfig")
+    assert build_job(spec(), invocation(), manager)["spec"]["managedBy"] == "kueue.x-k8s.io/multikueue"

@@ -22,7 +22,7 @@ from elasticityops.backends.kubernetes.outlet import Outlet
 from elasticityops.domain.clock import Clock
 from elasticityops.domain.events import BackendEvent, Finished, note_event
 from elasticityops.domain.invocations import FailureReason, State
-from elasticityops.domain.kueue_notes import DISPATCHED, IN_WORKER, QUEUED
+from elasticityops.domain.kueue_notes import DISPATCHED, IN_WORKER, LEFT_WORKER, QUEUED
 
 KUEUE = "Kueue"
 
@@ -71,6 +71,8 @@ class KueueWatching:
             self._told.pop(inv, None)
         self._views[inv] = view
         now = self._clock.now()
+        if self._worker is None and before is not None:
+            await self._left_worker(before, view, now)
         told = self._told.setdefault(inv, {})
         fresh = [(k, m) for k, m in view.notes if told.get(k) != m]
         told.update(fresh)
@@ -81,6 +83,33 @@ class KueueWatching:
         for note_kind, message in fresh:
             await self._outlet.deliver(self._manager_note(view, now, note_kind, message))
         await self._end_if_taken(view, now)
+
+    async def _left_worker(self, before: WorkloadView, view: WorkloadView, now: datetime) -> None:
+        """The manager's Workload no longer names the worker its attempt ran in: MultiKueue
+        evicted it (a worker lost past its workerLostTimeout) to be admitted again, in whichever
+        worker takes it first. The timeline says so; a dispatch anywhere, that worker too, is
+        news again (with a payload Secret of its own). The run in the lost worker may go on,
+        and Kueue may yet take its end as the work's: the first run to end is its end."""
+        inv = view.invocation
+        left = before.cluster
+        progress = self._followed.progress.get(inv)
+        if (
+            left is None
+            or view.cluster == left
+            or before.attempt != view.attempt
+            or view.preempted is not None
+            or view.deactivated is not None
+            or progress is None
+            or progress.finished
+        ):
+            return
+        self._told.get(inv, {}).pop(DISPATCHED, None)
+        message = (
+            f"Kueue: MultiKueue took it back from cluster {left}: it is admitted again, in "
+            f"whichever worker takes it first; its run in {left} may go on, and the first run "
+            "to end is its end"
+        )
+        await self._outlet.deliver(note_event(inv, now, LEFT_WORKER, message))
 
     def _manager_note(self, view: WorkloadView, now: datetime, kind: str, message: str) -> BackendEvent:
         event = note_event(view.invocation, now, kind, message)

@@ -29,6 +29,7 @@ from elasticityops.backends.kubernetes.labels import (
     INVOCATION_LABEL,
     MANAGED_BY,
     MANAGED_BY_LABEL,
+    MULTIKUEUE_CONTROLLER,
     PRIORITY_CLASSES,
     QUEUE_NAME_LABEL,
     SAFE_TO_EVICT_ANNOTATION,
@@ -226,6 +227,11 @@ def build_job(
             # Submitted to Kueue, a Job is created suspended (as Kueue's own webhook would make
             # it): no pod starts before Kueue admits it, webhook or not.
             **({"suspend": True} if settings.local_queue is not None else {}),
+            # On a MultiKueue manager, named here and not left to Kueue's webhook: that one sets
+            # it only once its queue cache knows the LocalQueue's MultiKueue check, which a Kueue
+            # just restarted does not yet, and the Job it lets through unmarked is rejected by
+            # the check and deactivated (seen mid-burst in test_multikueue_faults_cluster.py).
+            **({"managedBy": MULTIKUEUE_CONTROLLER} if settings.local_queue and settings.workers else {}),
             "backoffLimit": 0,
             "completions": 1,
             "parallelism": 1,

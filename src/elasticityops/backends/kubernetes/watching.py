@@ -7,8 +7,10 @@ followed and told)."""
 from __future__ import annotations
 
 import asyncio
+import functools
 from collections import Counter
 from collections.abc import Mapping
+from dataclasses import replace
 
 from elasticityops.backends.kubernetes.api import KubeApi
 from elasticityops.backends.kubernetes.decode import decode_event, decode_job, decode_pod
@@ -137,7 +139,10 @@ class Watching:
         for name in w.workers:
             api = w.worker_api(name)
             assert api is not None  # a configured worker
-            watches += [self._pods_watch(api, self.on_worker_pod), self._events_watch(api)]
+            watches += [
+                self._pods_watch(api, functools.partial(self.on_worker_pod, name)),
+                self._events_watch(api),
+            ]
             if (kueue := self._worker_kueue.get(name)) is not None:
                 watches.append(KindWatch(api, kueue.path, {}, kueue.on_workload, self._clock))
         return watches
@@ -216,12 +221,16 @@ class Watching:
     async def on_pod(self, kind: str, pod: KubeObject) -> None:
         await self._on_pod(kind, pod, self._nodes)
 
-    async def on_worker_pod(self, kind: str, pod: KubeObject) -> None:
-        """A pod in one of MultiKueue's workers: what it says of its invocation, as of a pod
-        here; its node is the worker's, which this gateway's GPU node watch does not see."""
-        await self._on_pod(kind, pod, None)
+    async def on_worker_pod(self, worker: str, kind: str, pod: KubeObject) -> None:
+        """A pod in MultiKueue's `worker`: what it says of its invocation, as of a pod here, and
+        that it runs in `worker` (a run MultiKueue moved away from a lost worker may go on there
+        and end first: the record names where the run it ended with ran); its node is the
+        worker's, which this gateway's GPU node watch does not see."""
+        await self._on_pod(kind, pod, None, worker)
 
-    async def _on_pod(self, kind: str, pod: KubeObject, nodes: NodeTracking | None) -> None:
+    async def _on_pod(
+        self, kind: str, pod: KubeObject, nodes: NodeTracking | None, worker: str | None = None
+    ) -> None:
         followed = self._followed
         bare = self._workloads.bare_pods
         named = self._whose(pod)
@@ -248,9 +257,7 @@ class Watching:
             before = before._replace(job_seen=True)  # the pod is the workload: adoption needs no relaunch
         now = self._clock.now()
         event, followed.progress[inv] = observe_pod(pod, before, now)
-        extra = None
-        if nodes is not None:
-            event, extra = await nodes.on_pod(kind, inv, pod, event)
+        event, extra = await self._where(kind, inv, pod, event, nodes, worker)
         await self._outlet.deliver(event)
         await self._outlet.deliver(extra)
         if bare and kind == "DELETED":
@@ -258,6 +265,23 @@ class Watching:
             ended, followed.progress[inv] = observe_pod_deleted(inv, followed.progress[inv], now)
             await self._outlet.deliver(ended)
             followed.forget(inv)
+
+    async def _where(
+        self,
+        kind: str,
+        inv: str,
+        pod: KubeObject,
+        event: BackendEvent | None,
+        nodes: NodeTracking | None,
+        worker: str | None,
+    ) -> tuple[BackendEvent | None, BackendEvent | None]:
+        """The pod's event with what its node (here) or its worker cluster (MultiKueue) adds,
+        and the node tracking's own event, if any."""
+        if nodes is not None:
+            return await nodes.on_pod(kind, inv, pod, event)
+        if worker is not None and event is not None:
+            event = replace(event, cluster=worker)
+        return event, None
 
     def _whose(self, pod: KubeObject) -> tuple[str, int] | None:
         """The invocation and attempt a pod runs; None for a pod that is not an invocation's (a

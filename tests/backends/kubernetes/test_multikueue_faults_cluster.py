@@ -1,0 +1,262 @@
+"""Faults across clusters (issue 40, "Faults, measured"): two `--leader-elect` gateway replicas on
+one PostgreSQL submit through the MultiKueue manager of `eops dev-cluster up --multikueue`; mid-burst
+the manager's Kueue is restarted (its webhooks refuse Jobs meanwhile, nothing is dispatched) and the
+leading gateway is SIGKILLed. Every invocation still ends once: one Job each on the manager, one
+pod each across the workers, none left over."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections import Counter, defaultdict
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from elasticityops.backends.kubernetes.labels import INVOCATION_LABEL
+from elasticityops.devcluster.cluster_set import ClusterSet
+from elasticityops.domain.errors import EopsError
+from elasticityops.domain.kueue_notes import DISPATCHED, LEFT_WORKER
+from helpers.multikueue import least_privilege_kubeconfig
+from helpers.pg_cluster import PgCluster, create_database
+from helpers.server import RunningServer
+
+from .cluster_support import JobCounter, deploy, invoke, pods_of, runs, start_k8s_gateway, start_replica
+from .cluster_support import status as gateway_status
+
+pytestmark = [pytest.mark.cluster, pytest.mark.slow, pytest.mark.cluster_lane("multikueue")]
+
+NS = "default"  # the set's LocalQueue `eops`, on the manager and every worker
+COUNT = 24
+ENDED = {"succeeded", "failed", "cancelled", "timed_out"}
+
+
+class PodCounter:
+    """Every pod of ours each worker had, by invocation, listed every half second (a run lasts
+    seconds, so none is missed): two pods of one invocation, anywhere, is work run twice."""
+
+    def __init__(self, clusters: ClusterSet) -> None:
+        self.seen: dict[str, set[tuple[str, str]]] = defaultdict(set)  # (worker, pod uid)
+        self.nodes: dict[str, set[tuple[str, str]]] = defaultdict(set)  # (worker, node name)
+        self._clusters = clusters
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        while not self._stop.wait(0.5):
+            for worker in self._clusters.record.worker_names:
+                try:
+                    pods = pods_of(self._clusters.cluster(worker), NS)
+                except (EopsError, OSError):
+                    continue
+                for pod in pods:
+                    inv = pod["metadata"]["labels"][INVOCATION_LABEL]
+                    self.seen[inv].add((worker, pod["metadata"]["uid"]))
+                    if node := (pod.get("spec") or {}).get("nodeName"):
+                        self.nodes[inv].add((worker, node))
+
+    def __enter__(self) -> PodCounter:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self._stop.set()
+        self._thread.join(10)
+
+
+def _states(server: RunningServer, ids: list[str]) -> dict[str, dict[str, Any]]:
+    with server.client() as client:
+        answer = client.get("/v1/invocations", params={"function": "burst", "limit": 200})
+    assert answer.status_code == 200, answer.text
+    found = {item["id"]: item for item in answer.json()["items"]}
+    return {inv: found[inv] for inv in ids}
+
+
+def _leader(replicas: list[RunningServer], timeout: float) -> RunningServer:
+    deadline = time.monotonic() + timeout
+    while True:
+        leading = []
+        for replica in replicas:
+            try:
+                ready = httpx.get(f"{replica.url}/readyz", timeout=2)
+            except httpx.TransportError:
+                continue
+            if ready.status_code == 200 and ready.json().get("role") == "leader":
+                leading.append(replica)
+        if len(leading) == 1:
+            return leading[0]
+        assert len(leading) < 2, "two leaders"
+        assert time.monotonic() < deadline, "no leader"
+        time.sleep(0.2)
+
+
+def test_the_managers_kueue_restarted_and_the_leader_killed_mid_burst_lose_and_double_nothing(
+    multikueue_set: ClusterSet, postgres: PgCluster, tmp_path: Path
+) -> None:
+    manager = multikueue_set.manager
+    keys = {
+        name: least_privilege_kubeconfig(multikueue_set.cluster(name), NS, tmp_path / f"{name}.kubeconfig")
+        for name in multikueue_set.record.worker_names
+    }
+    workers = ",".join(f"{name}={path}" for name, path in keys.items())
+    env = {"EOPS_ADMISSION": "kueue", "EOPS_KUBE_WORKERS": workers}
+    database = create_database(postgres, "eops_multikueue_faults")
+    replicas = [
+        start_replica(manager, NS, tmp_path / name, database, name, **env) for name in ("gw-a", "gw-b")
+    ]
+    try:
+        leader = _leader(replicas, timeout=30)
+        follower = next(r for r in replicas if r is not leader)
+        deploy(follower, name="burst", max_concurrency=COUNT, annotations=runs(4))
+        with JobCounter(manager, NS) as jobs, PodCounter(multikueue_set) as pods:
+            with ThreadPoolExecutor(max_workers=4) as pool:
+                ids = list(pool.map(lambda i: invoke(follower, "burst", {"i": i}), range(COUNT // 2)))
+            deadline = time.monotonic() + 60
+            while sum(s["state"] != "queued" for s in _states(follower, ids).values()) < COUNT // 4:
+                assert time.monotonic() < deadline, "the leader dispatches nothing"
+                time.sleep(0.2)
+            # Kueue away while the rest arrive: the API server refuses their Jobs (its webhooks
+            # answer nothing), and MultiKueue neither dispatches nor mirrors status meanwhile.
+            away: list[float] = []
+            restarting = threading.Thread(target=lambda: away.append(manager.restart_kueue(down_s=5.0)))
+            restarting.start()
+            at_restart = Counter(s["state"] for s in _states(follower, ids).values())
+            with ThreadPoolExecutor(max_workers=4) as pool:
+                ids += list(pool.map(lambda i: invoke(follower, "burst", {"i": i}), range(COUNT // 2, COUNT)))
+            leader.kill()  # SIGKILL by PID, the lease left to expire
+            at_kill = Counter(s["state"] for s in _states(follower, ids).values())
+            restarting.join(90)
+            assert not restarting.is_alive(), "Kueue did not come back"
+            _leader([follower], timeout=30)
+            deadline = time.monotonic() + 240
+            while True:
+                finals = _states(follower, ids)
+                if all(s["state"] in ENDED for s in finals.values()):
+                    break
+                assert time.monotonic() < deadline, (
+                    Counter(s["state"] for s in finals.values()),
+                    follower.output()[-3000:],
+                )
+                time.sleep(1)
+        unlike = {
+            inv: (s["state"], s["failure_reason"], s["message"], [n["message"] for n in s["notes"]][-6:])
+            for inv, s in finals.items()
+            if s["state"] != "succeeded"
+        }
+        assert unlike == {}, unlike
+        assert all(s["attempt"] == 0 for s in finals.values()), "none retried"
+        assert max(jobs.most.values()) == 1, "an invocation had two Jobs at once on the manager"
+        twice = {inv: sorted(seen) for inv, seen in pods.seen.items() if len(seen) > 1}
+        assert twice == {}, f"work run twice: {twice}"
+        assert set(pods.seen) == set(ids), "every invocation's pod was seen in a worker"
+        for inv in ids:
+            with follower.client() as client:
+                notes = client.get(f"/v1/invocations/{inv}").json()["notes"]
+            dispatched = [n["message"] for n in notes if n["kind"] == DISPATCHED]
+            assert len(dispatched) == 1, (inv, dispatched)
+        by_worker = Counter(worker for seen in pods.seen.values() for worker, _ in seen)
+        print(
+            f"Kueue away {away[0]:.1f} s; states at its stop {dict(at_restart)}, at the leader's kill "
+            f"{dict(at_kill)}; pods by worker {dict(by_worker)}"
+        )
+    finally:
+        for replica in replicas:
+            replica.stop(timeout=60)
+
+
+def _stuck(clusters: ClusterSet, states: dict[str, dict[str, Any]]) -> str:
+    """What a failure shows: each invocation not ended, its latest notes and its manager's
+    Workload's status (MultiKueue's check, requeue state, conditions)."""
+    with clusters.manager.api() as api:
+        workloads, _ = api.list(f"/apis/kueue.x-k8s.io/v1beta2/namespaces/{NS}/workloads")
+    by_job = {(w["metadata"].get("ownerReferences") or [{}])[0].get("name"): w for w in workloads}
+    told = {
+        inv: {
+            "state": s["state"],
+            "notes": [n["message"][:200] for n in s["notes"]][-6:],
+            "workload": (by_job.get(f"eops-{inv}") or {}).get("status"),
+        }
+        for inv, s in states.items()
+        if s["state"] not in ENDED
+    }
+    return "not ended: " + json.dumps(told, indent=1, default=str)
+
+
+RUN_S = 40  # each run: long enough to be going when its worker is lost
+
+
+def test_a_worker_lost_mid_run_loses_nothing_and_the_timeline_says_where_each_run_went(
+    multikueue_set: ClusterSet, tmp_path: Path
+) -> None:
+    """One worker's API server stopped for 45 s with work running there: past MultiKueue's
+    workerLostTimeout (20 s here, tests/helpers/multikueue.TIMINGS) the manager evicts that work
+    to be admitted again. What follows is Kueue's: the work is dispatched to the other worker
+    and runs there, or (as seen here) waits, and once the lost worker is back the run that went
+    on there ends and Kueue takes it as the work's end. Either way the gateway loses nothing and
+    hides nothing: every invocation ends, the timeline says it was taken back from the lost
+    worker, and the record names the worker of the run it ended with (its node is there)."""
+    keys = {
+        name: least_privilege_kubeconfig(multikueue_set.cluster(name), NS, tmp_path / f"{name}.kubeconfig")
+        for name in multikueue_set.record.worker_names
+    }
+    env = {"EOPS_ADMISSION": "kueue", "EOPS_KUBE_WORKERS": ",".join(f"{n}={p}" for n, p in keys.items())}
+    gateway = start_k8s_gateway(multikueue_set.manager, NS, tmp_path / "gw", env=env)
+    try:
+        deploy(gateway, name="lasting", max_concurrency=8, annotations=runs(RUN_S))
+        ids = [invoke(gateway, "lasting", {"i": i}) for i in range(6)]
+        deadline = time.monotonic() + 150
+        while True:
+            states = {inv: gateway_status(gateway, inv) for inv in ids}
+            if all(s["state"] == "running" for s in states.values()):
+                break
+            assert time.monotonic() < deadline, Counter(s["state"] for s in states.values())
+            time.sleep(1)
+        lost = Counter(s["cluster"] for s in states.values()).most_common(1)[0][0]
+        [other] = [w for w in multikueue_set.record.worker_names if w != lost]
+        on_lost = {inv for inv, s in states.items() if s["cluster"] == lost}
+        pods = PodCounter(multikueue_set).__enter__()
+        downing = threading.Thread(
+            target=multikueue_set.cluster(lost).restart_apiserver, kwargs={"down_s": 45.0, "timeout": 120.0}
+        )
+        downing.start()
+        try:
+            deadline = time.monotonic() + 300
+            while True:
+                finals = {inv: gateway_status(gateway, inv) for inv in ids}
+                if all(s["state"] in ENDED for s in finals.values()):
+                    break
+                if time.monotonic() > deadline:
+                    raise AssertionError(_stuck(multikueue_set, finals))
+                time.sleep(1)
+        finally:
+            downing.join(180)
+            pods.__exit__()
+    finally:
+        gateway.stop(timeout=60)
+    assert {inv: s["state"] for inv, s in finals.items()} == dict.fromkeys(ids, "succeeded")
+    moved: Counter[str] = Counter()
+    for inv, s in finals.items():
+        said = [(n["kind"], n["message"]) for n in s["notes"] if n["kind"] in (DISPATCHED, LEFT_WORKER)]
+        # The record names the worker of the run it ended with: its node is one of that worker's
+        # pods of it.
+        assert (s["cluster"], s["node"]) in pods.nodes[inv], (s["cluster"], s["node"], pods.nodes[inv], said)
+        if inv not in on_lost:
+            assert said == [(DISPATCHED, f"Kueue: MultiKueue runs it in cluster {other}")], said
+            continue
+        assert said[:2] == [
+            (DISPATCHED, f"Kueue: MultiKueue runs it in cluster {lost}"),
+            (
+                LEFT_WORKER,
+                f"Kueue: MultiKueue took it back from cluster {lost}: it is admitted again, in "
+                f"whichever worker takes it first; its run in {lost} may go on, and the first run "
+                "to end is its end",
+            ),
+        ], said
+        assert said[2:] in ([], [(DISPATCHED, f"Kueue: MultiKueue runs it in cluster {other}")]), said
+        moved[s["cluster"]] += 1
+    runs_of = {inv: len(pods.seen[inv]) for inv in on_lost}
+    print(f"{len(on_lost)} on the lost {lost}: ended in {dict(moved)}; pods of each {runs_of}")
