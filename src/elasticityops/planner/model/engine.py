@@ -77,8 +77,8 @@ def simulate(  # noqa: C901
 ) -> SimResult:
     """Replay requests (arrival times sorted ascending, seconds; durations in seconds)."""
     policy = policy if policy is not None else NoHeadroom()
-    arr = [float(a) for a in arrivals]
-    dur = [float(d) for d in durations]
+    arr = list(map(float, arrivals))
+    dur = list(map(float, durations))
     n = len(arr)
     if len(dur) != n:
         raise ValueError("arrivals and durations differ in length")
@@ -131,7 +131,7 @@ def simulate(  # noqa: C901
     # (end, run) tuples compared tuples at every step of every push and pop (~10% of the engine's
     # instructions, BENCHMARKS.md, planner); runs that end at the same instant still end in the
     # order of their ids, as the tuples had them (_end_tied, _next_tied).
-    ends: list[float] = []
+    ends: list[float] = [_INF]  # never empty: a run that never ends is never next
     run_ending: dict[float, int] = {}  # end time -> the run that ends then (one of them on a tie)
     tied: dict[float, list[int]] = {}  # end time -> the other runs that end then (a heap of ids)
     misc: list[tuple[float, int, int]] = []
@@ -189,8 +189,9 @@ def simulate(  # noqa: C901
         last_fail = t
 
     i = 0
-    next_arr = arr[0] if n else _INF
     last_arrival = arr[-1] if n else 0.0
+    arr.append(_INF)  # after the last arrival, the next one never comes (the helpers read arr[:i])
+    next_arr = arr[0]
     t_scan = 0.0  # the next autoscaler loop (upstream: a timer, or a pod turning unschedulable)
     while True:
         # ---- events up to and including this autoscaler loop --------------------------------
@@ -198,7 +199,7 @@ def simulate(  # noqa: C901
         # r (r < 0: for the oldest waiting request, if any); the code after the branches hands
         # the node over, so that runs start in one place, inline: a call per run costs 5-9%.
         while True:
-            te = ends[0] if ends else _INF
+            te = ends[0]
             if te <= next_arr and te <= tm:
                 if te > t_scan:
                     break
@@ -276,7 +277,7 @@ def simulate(  # noqa: C901
                 t = next_arr
                 r = i
                 i += 1
-                next_arr = arr[i] if i < n else _INF
+                next_arr = arr[i]
                 if bfree:
                     nd = bfree.pop()
                 elif fresh or marked:
@@ -484,7 +485,7 @@ def simulate(  # noqa: C901
                 scan,
                 min(
                     next_arr,
-                    ends[0] if ends else _INF,
+                    ends[0],
                     tm,
                     s.horizon_s if s.horizon_s > t else _INF,
                 ),
