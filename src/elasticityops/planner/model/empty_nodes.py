@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import random
 from collections import deque
+from math import floor  # a pick's index: as int() for a draw in [0, 1), and cheaper to call
 
 NOT_EMPTY = -1  # slot of a node that is not in the pool
 NO_NODE = -1  # what `oldest` answers for an empty pool (an int, so that the engine's loop tests it cheaply)
@@ -77,7 +78,7 @@ class EmptyNodes:
         """The scheduler's pick for a pod: a random unmarked empty node, else a random marked one
         (the caller knows the pool is not empty)."""
         side = self.fresh or self.marked
-        nd = side[int(self.pick() * len(side))]
+        nd = side[floor(self.pick() * len(side))]
         self._drop(side, nd)
         if side is self.marked:
             self.owed.append(nd)
@@ -153,7 +154,7 @@ class EmptyNodes:
         """Mark up to `budget` random unmarked empty nodes: they move from fresh to marked."""
         fresh, marked, slot, flag, pick = self.fresh, self.marked, self.slot, self.tainted, self.pick
         for _ in range(min(budget, len(fresh))):
-            k = int(pick() * len(fresh))
+            k = floor(pick() * len(fresh))
             nd = fresh[k]
             last = fresh.pop()  # out of fresh: the last one takes its place (as _drop)
             if last != nd:

@@ -119,6 +119,7 @@ def simulate(  # noqa: C901
     fresh, marked, owed = empty.fresh, empty.marked, empty.owed
     slot, tainted, epoch = empty.slot, empty.tainted, empty.epoch
     pick, queue = empty.pick, empty.queue
+    floor = math.floor  # the pick's index: as int() for a draw in [0, 1), and cheaper to call
     queue_append = queue.append
     soft_taints = s.soft_taint_count
     warm: list[int] = []  # autoscaled nodes holding a placeholder
@@ -195,9 +196,10 @@ def simulate(  # noqa: C901
     t_scan = 0.0  # the next autoscaler loop (upstream: a timer, or a pod turning unschedulable)
     while True:
         # ---- events up to and including this autoscaler loop --------------------------------
-        # An event is done within its branch (`continue`) or leaves node nd free at t for request
-        # r (r < 0: for the oldest waiting request, if any); the code after the branches hands
-        # the node over, so that runs start in one place, inline: a call per run costs 5-9%.
+        # An event is done within its branch (`continue`: a node that frees while nothing waits
+        # idles there) or leaves node nd free at t for request r (r < 0: for the oldest waiting
+        # request); the code after the branches hands the node over, so that runs start in one
+        # place, inline: a call per run costs 5-9%.
         while True:
             te = ends[0]
             if te <= next_arr and te <= tm:
@@ -213,6 +215,22 @@ def simulate(  # noqa: C901
                     done_t.append(te)
                     run_times.ended(r, te)
                 t = te
+                if head == len(pend):  # nothing waits: the node idles (most ends, so inline)
+                    running[nd] = -1
+                    if nd < baseline:
+                        bfree.append(nd)
+                    elif ph_head < len(ph_pend):
+                        warm.append(nd)
+                        ph_head += 1
+                    else:  # EmptyNodes.add written out (the engine reserved its node ids)
+                        side = marked if tainted[nd] else fresh
+                        slot[nd] = len(side)
+                        side.append(nd)
+                        idle_since[nd] = t
+                        ep = epoch[nd] + 1
+                        epoch[nd] = ep
+                        queue_append((ep, nd))
+                    continue
                 r = -1
             elif tm <= next_arr:
                 if tm > t_scan:
@@ -227,6 +245,13 @@ def simulate(  # noqa: C901
                     if preempt_rate > 0.0:
                         push(misc, (t + rng.expovariate(preempt_rate), _PREEMPT, nd))
                         tm = misc[0][0]
+                    if head == len(pend):  # nothing waits: a pending placeholder's, or empty
+                        if ph_head < len(ph_pend):
+                            warm.append(nd)
+                            ph_head += 1
+                        else:
+                            empty.add(nd, t)
+                        continue
                     r = -1
                 elif kind == _FAIL:
                     provisioning -= 1
@@ -284,7 +309,7 @@ def simulate(  # noqa: C901
                     # EmptyNodes.take written out: a random unmarked node, else a random marked
                     # one, which then owes an unmarking; the last node of its list fills its slot
                     side = fresh or marked
-                    k = int(pick() * len(side))
+                    k = floor(pick() * len(side))
                     nd = side[k]
                     last = side.pop()
                     if last != nd:
@@ -303,24 +328,8 @@ def simulate(  # noqa: C901
                     t_scan = t  # upstream's loop trigger: an unschedulable pod starts a loop
                     continue
                 start[r] = t
-            # ---- node nd is free at t: for r, or (r < 0) the oldest waiting request, or idle ----
+            # ---- node nd is free at t: for r, or (r < 0) the oldest waiting request ----
             if r < 0:
-                if head == len(pend):
-                    running[nd] = -1
-                    if nd < baseline:
-                        bfree.append(nd)
-                    elif ph_head < len(ph_pend):
-                        warm.append(nd)
-                        ph_head += 1
-                    else:  # EmptyNodes.add written out (the engine reserved its node ids)
-                        side = marked if tainted[nd] else fresh
-                        slot[nd] = len(side)
-                        side.append(nd)
-                        idle_since[nd] = t
-                        ep = epoch[nd] + 1
-                        epoch[nd] = ep
-                        queue_append((ep, nd))
-                    continue
                 r = pend[head]
                 head += 1
                 if start[r] < 0.0:  # a restart keeps the first start
@@ -491,7 +500,7 @@ def simulate(  # noqa: C901
                 ),
             )
 
-    horizon = max([s.horizon_s, *end]) if n else s.horizon_s
+    horizon = max(s.horizon_s, max(end)) if n else s.horizon_s
     return SimResult(
         start_s=start,
         end_s=end,
