@@ -128,38 +128,32 @@ class EmptyNodes:
 
     def update_taints(self, budget: int) -> None:
         """The autoscaler's soft-taint step of one loop: lift the taint from marked nodes that got
-        a pod, then mark random unmarked empty nodes, `budget` API calls for both."""
-        if self.owed:
-            budget = self._lift(budget)
-        if budget > 0 and self.fresh:
-            self._mark(budget)
-
-    def _lift(self, budget: int) -> int:
-        """Lift the taint of up to `budget` owed nodes, in the order the pods took them; forget
-        those empty again (unneeded again: they keep the taint) or gone. Returns what is left."""
-        slot, flag = self.slot, self.tainted
-        kept: list[int] = []
-        for nd in self.owed:
-            if slot[nd] != NOT_EMPTY or not flag[nd]:
-                continue
-            if budget > 0:
-                flag[nd] = 0
-                budget -= 1
-            else:
-                kept.append(nd)
-        self.owed[:] = kept  # in place: the engine holds the list
-        return budget
-
-    def _mark(self, budget: int) -> None:
-        """Mark up to `budget` random unmarked empty nodes: they move from fresh to marked."""
-        fresh, marked, slot, flag, pick = self.fresh, self.marked, self.slot, self.tainted, self.pick
-        for _ in range(min(budget, len(fresh))):
-            k = floor(pick() * len(fresh))
-            nd = fresh[k]
-            last = fresh.pop()  # out of fresh: the last one takes its place (as _drop)
-            if last != nd:
-                fresh[k] = last
-                slot[last] = k
-            flag[nd] = 1
-            slot[nd] = len(marked)
-            marked.append(nd)
+        a pod, then mark random unmarked empty nodes, `budget` API calls for both. (One body, no
+        helper per part or per node: it runs every loop.)"""
+        slot, flag, owed = self.slot, self.tainted, self.owed
+        if owed:
+            # in the order the pods took them; forget those empty again (unneeded again: they
+            # keep the taint) or gone
+            kept: list[int] = []
+            for nd in owed:
+                if slot[nd] != NOT_EMPTY or not flag[nd]:
+                    continue
+                if budget > 0:
+                    flag[nd] = 0
+                    budget -= 1
+                else:
+                    kept.append(nd)
+            owed[:] = kept  # in place: the engine holds the list
+        fresh = self.fresh
+        if budget > 0 and fresh:
+            marked, pick = self.marked, self.pick
+            for _ in range(min(budget, len(fresh))):
+                k = floor(pick() * len(fresh))
+                nd = fresh[k]
+                last = fresh.pop()  # out of fresh: the last one takes its place (as _drop)
+                if last != nd:
+                    fresh[k] = last
+                    slot[last] = k
+                flag[nd] = 1
+                slot[nd] = len(marked)
+                marked.append(nd)
