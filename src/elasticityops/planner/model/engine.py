@@ -129,7 +129,7 @@ def simulate(  # noqa: C901
     pend_t: list[float] = []  # their pod creation times
     head = 0
     # The runs' end times: a heap of plain floats, and the run that ends at each. A heap of
-    # (end, run) tuples compared tuples at every step of every push and pop (~10% of the engine's
+    # (end, run) tuples compared tuples at every step of every push and pop (6% more of the engine's
     # instructions, BENCHMARKS.md, planner); runs that end at the same instant still end in the
     # order of their ids, as the tuples had them (_end_tied, _next_tied).
     ends: list[float] = [_INF]  # never empty: a run that never ends is never next
