@@ -23,16 +23,17 @@ from collections import deque
 from math import floor  # a pick's index: as int() for a draw in [0, 1), and cheaper to call
 
 NOT_EMPTY = -1  # slot of a node that is not in the pool
-NO_NODE = -1  # what `oldest` answers for an empty pool (an int, so that the engine's loop tests it cheaply)
+NO_NODE = -1  # what `oldest` answers for an empty pool (an int: the engine's loop tests it cheaply)
 
 
 class EmptyNodes:
     """Empty autoscaled nodes: `fresh` (unmarked) and `marked` (soft-tainted) for the scheduler's
     pick, `queue` for the autoscaler's longest-idle-first scale-down.
 
-    The engine's per-request path does `add` and `take` itself, on these attributes (a method call
-    per request cost ~14% of the engine's instructions: BENCHMARKS.md, planner): the per-node arrays are
-    public for that, and none of the lists is ever rebound.
+    The engine's per-request path does `add` and `take` itself, on these attributes (a method
+    call per request cost ~14% of the engine's instructions: BENCHMARKS.md, planner): the per-node
+    arrays are public for that, none of the lists is ever rebound, and a change to either rule
+    goes in engine.py as well.
     """
 
     __slots__ = ("epoch", "fresh", "idle_since", "marked", "owed", "pick", "queue", "slot", "tainted")
