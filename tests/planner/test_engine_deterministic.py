@@ -52,6 +52,15 @@ def test_baseline_node_serves_at_once() -> None:
     assert r.node == [0]
 
 
+def test_runs_ending_at_the_same_instant_free_their_nodes_in_request_order() -> None:
+    # Three runs end at t = 10 together (the engine keeps one run per end time and the others
+    # tied): each must end once, the first request's node going to the first waiting request.
+    r = run([0.0] * 6, [10.0] * 3 + [5.0] * 3, baseline=3, max_nodes=3)
+    assert r.start_s == [0.0, 0.0, 0.0, 10.0, 10.0, 10.0]
+    assert r.node == [0, 1, 2, 0, 1, 2]
+    assert r.end_s[3:] == [15.0, 15.0, 15.0]
+
+
 @pytest.mark.parametrize("window", [300.0, 600.0])
 def test_node_idle_shorter_than_window_is_reused_without_wait(window: float) -> None:
     first_end = 30.0 + PROVISION_S + 100.0

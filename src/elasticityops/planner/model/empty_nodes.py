@@ -20,24 +20,32 @@ from __future__ import annotations
 
 import random
 from collections import deque
+from math import floor  # a pick's index: as int() for a draw in [0, 1), and cheaper to call
 
-_OUT = -1  # slot of a node that is not empty
+NOT_EMPTY = -1  # slot of a node that is not in the pool
+NO_NODE = -1  # what `oldest` answers for an empty pool (an int: the engine's loop tests it cheaply)
 
 
 class EmptyNodes:
     """Empty autoscaled nodes: `fresh` (unmarked) and `marked` (soft-tainted) for the scheduler's
-    pick, `queue` for the autoscaler's longest-idle-first scale-down."""
+    pick, `queue` for the autoscaler's longest-idle-first scale-down.
 
-    __slots__ = ("_epoch", "_in_marked", "_rng", "_slot", "fresh", "idle_since", "marked", "owed", "queue")
+    The engine's per-request path does `add` and `take` itself, on these attributes (a method
+    call per request cost ~14% of the engine's instructions: BENCHMARKS.md, planner): the per-node
+    arrays are public for that, none of the lists is ever rebound, and a change to either rule
+    goes in engine.py as well.
+    """
+
+    __slots__ = ("epoch", "fresh", "idle_since", "marked", "owed", "pick", "queue", "slot", "tainted")
 
     def __init__(self, rng: random.Random, idle_since: list[float]) -> None:
-        self._rng = rng
+        self.pick = rng.random  # every draw of the pool: the scheduler's picks, the taints' choice
         self.idle_since = idle_since  # per node, shared with the engine (written by `add`)
         self.fresh: list[int] = []
         self.marked: list[int] = []
-        self._slot: list[int] = []  # per node: index in fresh or marked, _OUT if not empty
-        self._in_marked = bytearray()  # per node: it carries the soft taint (empty or not)
-        self._epoch: list[int] = []  # per node: bumped each time it becomes empty
+        self.slot: list[int] = []  # per node: index in fresh or marked, NOT_EMPTY if not in the pool
+        self.tainted = bytearray()  # per node: it carries the soft taint (empty or not)
+        self.epoch: list[int] = []  # per node: bumped each time it becomes empty
         self.queue: deque[tuple[int, int]] = deque()  # (epoch, node), longest idle first
         self.owed: list[int] = []  # marked nodes a pod took: their taint is lifted when budget allows
 
@@ -47,67 +55,73 @@ class EmptyNodes:
     def __bool__(self) -> bool:
         return bool(self.fresh) or bool(self.marked)
 
+    def reserve(self, nodes: int) -> None:
+        """Room for the node ids below `nodes`: the engine reserves as it orders nodes, so that
+        its written-out `add` needs no check."""
+        grow = nodes - len(self.slot)
+        if grow > 0:
+            self.slot.extend([NOT_EMPTY] * grow)
+            self.tainted.extend(bytes(grow))
+            self.epoch.extend([0] * grow)
+
     def add(self, nd: int, t: float) -> None:
         """Node `nd` is empty from `t` (a run ended, it became ready, a placeholder left)."""
-        slot = self._slot
-        while len(slot) <= nd:
-            slot.append(_OUT)
-            self._in_marked.append(0)
-            self._epoch.append(0)
-        side = self.marked if self._in_marked[nd] else self.fresh
-        slot[nd] = len(side)
+        if nd >= len(self.slot):
+            self.reserve(nd + 1)
+        side = self.marked if self.tainted[nd] else self.fresh
+        self.slot[nd] = len(side)
         side.append(nd)
         self.idle_since[nd] = t
-        self._epoch[nd] += 1
-        self.queue.append((self._epoch[nd], nd))
+        self.epoch[nd] += 1
+        self.queue.append((self.epoch[nd], nd))
 
     def take(self) -> int:
         """The scheduler's pick for a pod: a random unmarked empty node, else a random marked one
         (the caller knows the pool is not empty)."""
         side = self.fresh or self.marked
-        nd = side[int(self._rng.random() * len(side))]
-        self._drop(nd)
-        if self._in_marked[nd]:
+        nd = side[floor(self.pick() * len(side))]
+        self._drop(side, nd)
+        if side is self.marked:
             self.owed.append(nd)
         return nd
 
     def remove(self, nd: int) -> None:
         """Node `nd` is gone (deleted by scale-down, or preempted, empty or not): out of the pool,
         and no taint left to lift."""
-        if nd < len(self._slot):
-            if self._slot[nd] != _OUT:
-                self._drop(nd)
-            self._in_marked[nd] = 0
+        if nd < len(self.slot):
+            if self.slot[nd] != NOT_EMPTY:
+                self._drop(self.marked if self.tainted[nd] else self.fresh, nd)
+            self.tainted[nd] = 0
 
-    def _drop(self, nd: int) -> None:
-        side = self.marked if self._in_marked[nd] else self.fresh
-        k = self._slot[nd]
+    def _drop(self, side: list[int], nd: int) -> None:
+        """Node `nd` leaves `side`, the list it is in: the last one takes its place (O(1))."""
+        slot = self.slot
+        k = slot[nd]
         last = side.pop()
         if last != nd:
             side[k] = last
-            self._slot[last] = k
-        self._slot[nd] = _OUT
+            slot[last] = k
+        slot[nd] = NOT_EMPTY
 
-    def _valid(self, entry: tuple[int, int]) -> bool:
-        epoch, nd = entry
-        return self._slot[nd] != _OUT and self._epoch[nd] == epoch
-
-    def oldest(self) -> int | None:
-        """The longest idle empty node, or None."""
-        queue = self.queue
-        while queue and not self._valid(queue[0]):
+    def oldest(self) -> int:
+        """The longest idle empty node, or NO_NODE; drops the stale entries in front of it."""
+        queue, slot, epoch = self.queue, self.slot, self.epoch
+        while queue:
+            ep, nd = queue[0]
+            if slot[nd] != NOT_EMPTY and epoch[nd] == ep:
+                return nd
             queue.popleft()
-        return queue[0][1] if queue else None
+        return NO_NODE
 
     def leaving_within(self, window: float, t: float, horizon: float) -> tuple[float, ...]:
         """Seconds until scale-down of the empty nodes that go within `horizon`, ascending: the
         queue holds them longest idle first, so the walk stops at the first that stays longer."""
         out: list[float] = []
-        since = self.idle_since
-        for entry in self.queue:
-            if not self._valid(entry):
+        since, slot, epoch = self.idle_since, self.slot, self.epoch
+        for ep, nd in self.queue:
+            if slot[nd] == NOT_EMPTY or epoch[nd] != ep:
                 continue
-            left = since[entry[1]] + window - t
+            left = since[nd] + window - t
             if left > horizon:
                 break
             out.append(max(0.0, left))
@@ -115,23 +129,32 @@ class EmptyNodes:
 
     def update_taints(self, budget: int) -> None:
         """The autoscaler's soft-taint step of one loop: lift the taint from marked nodes that got
-        a pod, then mark random unmarked empty nodes, `budget` API calls for both."""
-        slot, flag = self._slot, self._in_marked
-        if self.owed:
+        a pod, then mark random unmarked empty nodes, `budget` API calls for both. (One body, no
+        helper per part or per node: it runs every loop.)"""
+        slot, flag, owed = self.slot, self.tainted, self.owed
+        if owed:
+            # in the order the pods took them; forget those empty again (unneeded again: they
+            # keep the taint) or gone
             kept: list[int] = []
-            for nd in self.owed:
-                if slot[nd] != _OUT or not flag[nd]:
-                    continue  # empty again (unneeded again: it keeps its taint), or gone
+            for nd in owed:
+                if slot[nd] != NOT_EMPTY or not flag[nd]:
+                    continue
                 if budget > 0:
                     flag[nd] = 0
                     budget -= 1
                 else:
                     kept.append(nd)
-            self.owed = kept
-        fresh, marked = self.fresh, self.marked
-        for _ in range(min(budget, len(fresh))):
-            nd = fresh[int(self._rng.random() * len(fresh))]
-            self._drop(nd)  # while unmarked: out of the unmarked list
-            flag[nd] = 1
-            slot[nd] = len(marked)
-            marked.append(nd)
+            owed[:] = kept  # in place: the engine holds the list
+        fresh = self.fresh
+        if budget > 0 and fresh:
+            marked, pick = self.marked, self.pick
+            for _ in range(min(budget, len(fresh))):
+                k = floor(pick() * len(fresh))
+                nd = fresh[k]
+                last = fresh.pop()  # out of fresh: the last one takes its place (as _drop)
+                if last != nd:
+                    fresh[k] = last
+                    slot[last] = k
+                flag[nd] = 1
+                slot[nd] = len(marked)
+                marked.append(nd)

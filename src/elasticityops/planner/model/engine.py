@@ -47,7 +47,7 @@ from elasticityops.domain.headroom.sizing import (
     size_headroom,
 )
 from elasticityops.planner.distributions import Distribution
-from elasticityops.planner.model.empty_nodes import EmptyNodes
+from elasticityops.planner.model.empty_nodes import NO_NODE, NOT_EMPTY, EmptyNodes
 from elasticityops.planner.model.result import SimResult, SimTimeSeries
 from elasticityops.planner.settings import ClusterSettings
 
@@ -77,8 +77,8 @@ def simulate(  # noqa: C901
 ) -> SimResult:
     """Replay requests (arrival times sorted ascending, seconds; durations in seconds)."""
     policy = policy if policy is not None else NoHeadroom()
-    arr = [float(a) for a in arrivals]
-    dur = [float(d) for d in durations]
+    arr = list(map(float, arrivals))
+    dur = list(map(float, durations))
     n = len(arr)
     if len(dur) != n:
         raise ValueError("arrivals and durations differ in length")
@@ -114,8 +114,13 @@ def simulate(  # noqa: C901
     bfree = list(range(baseline - 1, -1, -1))  # free baseline nodes (stack)
     # empty autoscaled nodes: the scheduler's pick among them, their soft taints, their idle order
     empty = EmptyNodes(random.Random(f"{s.seed}/placement"), idle_since)
-    # its two lists, read on the per-request path without a call (they are never rebound)
-    fresh, marked = empty.fresh, empty.marked
+    # its state, which the per-request path reads and writes itself (the pool's `add` and `take`
+    # written out below; none of it is ever rebound)
+    fresh, marked, owed = empty.fresh, empty.marked, empty.owed
+    slot, tainted, epoch = empty.slot, empty.tainted, empty.epoch
+    pick, queue = empty.pick, empty.queue
+    floor = math.floor  # the pick's index: as int() for a draw in [0, 1), and cheaper to call
+    queue_append = queue.append
     soft_taints = s.soft_taint_count
     warm: list[int] = []  # autoscaled nodes holding a placeholder
     ph_pend: list[float] = []  # creation times of pending placeholders
@@ -123,8 +128,15 @@ def simulate(  # noqa: C901
     pend: list[int] = []  # waiting requests
     pend_t: list[float] = []  # their pod creation times
     head = 0
-    ends: list[tuple[float, int]] = []
+    # The runs' end times: a heap of plain floats, and the run that ends at each. A heap of
+    # (end, run) tuples compared tuples at every step of every push and pop (6% more of the engine's
+    # instructions, BENCHMARKS.md, planner); runs that end at the same instant still end in the
+    # order of their ids, as the tuples had them (_end_tied, _next_tied).
+    ends: list[float] = [_INF]  # never empty: a run that never ends is never next
+    run_ending: dict[float, int] = {}  # end time -> the run that ends then (one of them on a tie)
+    tied: dict[float, list[int]] = {}  # end time -> the other runs that end then (a heap of ids)
     misc: list[tuple[float, int, int]] = []
+    tm = _INF  # the next node event's time (misc[0][0]), kept as misc changes
 
     busy = 0
     busy_s = 0.0
@@ -178,21 +190,23 @@ def simulate(  # noqa: C901
         last_fail = t
 
     i = 0
-    next_arr = arr[0] if n else _INF
     last_arrival = arr[-1] if n else 0.0
+    arr.append(_INF)  # after the last arrival, the next one never comes (the helpers read arr[:i])
+    next_arr = arr[0]
     t_scan = 0.0  # the next autoscaler loop (upstream: a timer, or a pod turning unschedulable)
     while True:
         # ---- events up to and including this autoscaler loop --------------------------------
-        # An event is done within its branch (`continue`) or leaves node nd free at t for request
-        # r (r < 0: for the oldest waiting request, if any); the code after the branches hands
-        # the node over, so that runs start in one place, inline: a call per run costs 5-9%.
+        # An event is done within its branch (`continue`: a node that frees while nothing waits
+        # idles there) or leaves node nd free at t for request r (r < 0: for the oldest waiting
+        # request); the code after the branches hands the node over, so that runs start in one
+        # place, inline: a call per run costs 5-9%.
         while True:
-            te = ends[0][0] if ends else _INF
-            tm = misc[0][0] if misc else _INF
+            te = ends[0]
             if te <= next_arr and te <= tm:
                 if te > t_scan:
                     break
-                r = pop(ends)[1]
+                pop(ends)
+                r = _next_tied(te, run_ending, tied) if tied else run_ending.pop(te)
                 if end[r] != te:  # stale: the run was cut by a preemption
                     continue
                 nd = node_of[r]
@@ -201,11 +215,28 @@ def simulate(  # noqa: C901
                     done_t.append(te)
                     run_times.ended(r, te)
                 t = te
+                if head == len(pend):  # nothing waits: the node idles (most ends, so inline)
+                    running[nd] = -1
+                    if nd < baseline:
+                        bfree.append(nd)
+                    elif ph_head < len(ph_pend):
+                        warm.append(nd)
+                        ph_head += 1
+                    else:  # EmptyNodes.add written out (the engine reserved its node ids)
+                        side = marked if tainted[nd] else fresh
+                        slot[nd] = len(side)
+                        side.append(nd)
+                        idle_since[nd] = t
+                        ep = epoch[nd] + 1
+                        epoch[nd] = ep
+                        queue_append((ep, nd))
+                    continue
                 r = -1
             elif tm <= next_arr:
                 if tm > t_scan:
                     break
                 t, kind, nd = pop(misc)
+                tm = misc[0][0] if misc else _INF
                 if kind == _READY:
                     provisioning -= 1
                     ready_at[nd] = t
@@ -213,6 +244,14 @@ def simulate(  # noqa: C901
                     first_ready = min(first_ready, t)
                     if preempt_rate > 0.0:
                         push(misc, (t + rng.expovariate(preempt_rate), _PREEMPT, nd))
+                        tm = misc[0][0]
+                    if head == len(pend):  # nothing waits: a pending placeholder's, or empty
+                        if ph_head < len(ph_pend):
+                            warm.append(nd)
+                            ph_head += 1
+                        else:
+                            empty.add(nd, t)
+                        continue
                     r = -1
                 elif kind == _FAIL:
                     provisioning -= 1
@@ -263,11 +302,22 @@ def simulate(  # noqa: C901
                 t = next_arr
                 r = i
                 i += 1
-                next_arr = arr[i] if i < n else _INF
+                next_arr = arr[i]
                 if bfree:
                     nd = bfree.pop()
                 elif fresh or marked:
-                    nd = empty.take()
+                    # EmptyNodes.take written out: a random unmarked node, else a random marked
+                    # one, which then owes an unmarking; the last node of its list fills its slot
+                    side = fresh or marked
+                    k = floor(pick() * len(side))
+                    nd = side[k]
+                    last = side.pop()
+                    if last != nd:
+                        side[k] = last
+                        slot[last] = k
+                    slot[nd] = NOT_EMPTY
+                    if side is marked:
+                        owed.append(nd)
                 elif warm:
                     nd = warm.pop()
                     ph_pend.append(t)
@@ -278,18 +328,8 @@ def simulate(  # noqa: C901
                     t_scan = t  # upstream's loop trigger: an unschedulable pod starts a loop
                     continue
                 start[r] = t
-            # ---- node nd is free at t: for r, or (r < 0) the oldest waiting request, or idle ----
+            # ---- node nd is free at t: for r, or (r < 0) the oldest waiting request ----
             if r < 0:
-                if head == len(pend):
-                    running[nd] = -1
-                    if nd < baseline:
-                        bfree.append(nd)
-                    elif ph_head < len(ph_pend):
-                        warm.append(nd)
-                        ph_head += 1
-                    else:
-                        empty.add(nd, t)
-                    continue
                 r = pend[head]
                 head += 1
                 if start[r] < 0.0:  # a restart keeps the first start
@@ -304,7 +344,11 @@ def simulate(  # noqa: C901
             busy_s += d
             e = t + d
             end[r] = e
-            push(ends, (e, r))
+            push(ends, e)
+            if e in run_ending:
+                _end_tied(e, r, tied)
+            else:
+                run_ending[e] = r
             if track_runs:
                 run_times.started(r, t)
 
@@ -380,15 +424,21 @@ def simulate(  # noqa: C901
                     _order_nodes(
                         k, t, prov, max_prov, rng, misc, created, ready_at, deleted, running, idle_since
                     )
+                    empty.reserve(len(created))
+                    tm = misc[0][0]
                     if baseline + auto_alive > peak:
                         peak = baseline + auto_alive
         # -- scale-down
         while deleting and deleting[0] <= t:  # deletions finished: the quota slot is free again
             deleting.popleft()
             auto_alive -= 1
-        oldest = empty.oldest() if fresh or marked else None
+        oldest = NO_NODE
+        if fresh or marked:  # the longest idle: the queue's front entry, unless it is stale
+            ep, oldest = queue[0]
+            if slot[oldest] == NOT_EMPTY or epoch[oldest] != ep:
+                oldest = empty.oldest()  # which drops the stale entries in front
         if (
-            oldest is not None
+            oldest != NO_NODE
             and t - idle_since[oldest] >= window  # also checked here: most loops need no call
             and t - last_up >= delay_add
             and t - last_fail >= delay_fail
@@ -397,7 +447,7 @@ def simulate(  # noqa: C901
                 t, parallel - len(deleting), window, delete_time, empty, idle_since, deleted, deleting
             )
         # -- soft taints: every loop, cooldown or not (upstream's updateSoftDeletionTaints)
-        if soft_taints and (fresh or empty.owed):
+        if soft_taints and (fresh or owed):
             empty.update_taints(soft_taints)
         if t >= next_tl:
             next_tl = (math.floor(t / tl_step) + 1) * tl_step
@@ -433,7 +483,7 @@ def simulate(  # noqa: C901
             and head == len(pend)
             and ph_head == len(ph_pend)
             and len(warm) == target
-            and not (provisioning or fresh or marked or deleting or empty.owed)
+            and not (provisioning or fresh or marked or deleting or owed)
         ):
             # Nothing waits, provisions or idles towards scale-down, and the headroom is fixed:
             # the loops before the next event change nothing but the timeline, so go to the last
@@ -444,13 +494,13 @@ def simulate(  # noqa: C901
                 scan,
                 min(
                     next_arr,
-                    ends[0][0] if ends else _INF,
-                    misc[0][0] if misc else _INF,
+                    ends[0],
+                    tm,
                     s.horizon_s if s.horizon_s > t else _INF,
                 ),
             )
 
-    horizon = max([s.horizon_s, *end]) if n else s.horizon_s
+    horizon = max(s.horizon_s, max(end)) if n else s.horizon_s
     return SimResult(
         start_s=start,
         end_s=end,
@@ -520,6 +570,27 @@ def _order_nodes(
             heapq.heappush(misc, (t + max_prov, _FAIL, nd))
         else:
             heapq.heappush(misc, (t + delay, _READY, nd))
+
+
+def _end_tied(e: float, r: int, tied: dict[float, list[int]]) -> None:
+    """Run r ends at `e`, as another run does already: it waits among the runs tied there."""
+    heapq.heappush(tied.setdefault(e, []), r)
+
+
+def _next_tied(te: float, run_ending: dict[float, int], tied: dict[float, list[int]]) -> int:
+    """The run that ends at `te` with the smallest id (the tuple heap's order), and forget it."""
+    others = tied.get(te)
+    if others is None:
+        return run_ending.pop(te)
+    first = run_ending[te]
+    if others[0] < first:
+        r = heapq.heappop(others)
+    else:
+        r = first
+        run_ending[te] = heapq.heappop(others)
+    if not others:
+        del tied[te]
+    return r
 
 
 def _take_free_node(
@@ -640,7 +711,7 @@ def _scale_down(
     gone = 0
     while slots > 0:
         nd = empty.oldest()
-        if nd is None or t - idle_since[nd] < window:
+        if nd == NO_NODE or t - idle_since[nd] < window:
             break
         empty.remove(nd)
         slots -= 1
