@@ -140,6 +140,20 @@ def test_a_note_its_kind_said_last_is_kept_once() -> None:
     ]
 
 
+def test_a_dispatch_back_to_the_worker_multikueue_took_it_from_is_kept_again() -> None:
+    """MultiKueue took the work back from worker-1 (a worker lost) and dispatched it there again:
+    the timeline has both dispatches, around the note that took the first back."""
+    there = "Kueue: MultiKueue runs it in cluster worker-1"
+    dispatched = note_event("inv-1", AT, "KueueDispatched", there)
+    left = note_event(
+        "inv-1", LATER, "KueueLeftWorker", "Kueue: MultiKueue took it back from cluster worker-1"
+    )
+    after = apply_event(apply_event(apply_event(inv(), dispatched), dispatched), left)
+    assert [n.kind for n in after.notes] == ["KueueDispatched", "KueueLeftWorker"]
+    again = apply_event(after, replace(dispatched, note=Note(LATER, "KueueDispatched", there)))
+    assert [n.kind for n in again.notes] == ["KueueDispatched", "KueueLeftWorker", "KueueDispatched"]
+
+
 @pytest.mark.parametrize(
     ("make", "words"),
     [

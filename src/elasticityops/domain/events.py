@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from datetime import datetime
 
+from elasticityops.domain import kueue_notes
 from elasticityops.domain.invocations import (
     FailureReason,
     Invocation,
@@ -178,11 +179,21 @@ def apply_event(inv: Invocation, event: BackendEvent) -> Invocation:
     return after
 
 
+# A note that takes back the word of an earlier kind: after it, that word again is news (MultiKueue
+# dispatching the work back to the worker it took it from).
+_TAKES_BACK = {kueue_notes.LEFT_WORKER: kueue_notes.DISPATCHED}
+
+
 def _told_already(inv: Invocation, note: Note) -> bool:
-    """The latest note of its kind says the same: a watch's relist after a restart (or an
-    object updated with nothing new to say) tells it again, and the timeline keeps it once."""
-    latest = next((n for n in reversed(inv.notes) if n.kind == note.kind), None)
-    return latest is not None and latest.message == note.message
+    """The latest note of its kind says the same, and none taking it back came since: a watch's
+    relist after a restart (or an object updated with nothing new to say) tells it again, and
+    the timeline keeps it once."""
+    for earlier in reversed(inv.notes):
+        if earlier.kind == note.kind:
+            return earlier.message == note.message
+        if _TAKES_BACK.get(earlier.kind) == note.kind:
+            return False
+    return False
 
 
 def _with_node(inv: Invocation, event: BackendEvent) -> Invocation:
