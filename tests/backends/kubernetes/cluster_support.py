@@ -95,6 +95,18 @@ def start_replica(
     return start_k8s_gateway(dev_cluster, namespace, data_dir, env=replica_env)
 
 
+def leading(replicas: list[RunningServer]) -> RunningServer | None:
+    """The replica whose /readyz says leader, if any (the first, should two say so)."""
+    for replica in replicas:
+        try:
+            ready = httpx.get(f"{replica.url}/readyz", timeout=2)
+        except httpx.TransportError:
+            continue
+        if ready.status_code == 200 and ready.json().get("role") == "leader":
+            return replica
+    return None
+
+
 def deploy(server: RunningServer, **spec: Any) -> None:
     body = {"image": "worker:1", "command": ["python", "worker.py"], **spec}
     answer = httpx.put(

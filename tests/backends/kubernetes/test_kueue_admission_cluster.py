@@ -32,6 +32,7 @@ from .cluster_support import (
     invoke,
     jobs_of,
     k8s_gateway,
+    leading,
     pods_of,
     remove_empty_autoscaled_nodes,
     runs,
@@ -239,7 +240,7 @@ def test_a_leader_killed_while_kueue_holds_its_jobs_is_followed_by_one_that_doub
     ]
     try:
         with cluster.api() as api, kueue_queues(api, ns, budget), JobCounter(cluster, ns) as counter:
-            leader = wait_for(lambda: _leading(replicas), 30, "a leader")
+            leader = wait_for(lambda: leading(replicas), 30, "a leader")
             follower = next(r for r in replicas if r is not leader)
             deploy(follower, name="render", annotations=runs(8))
             ids = [invoke(follower, "render") for _ in range(3)]
@@ -249,7 +250,7 @@ def test_a_leader_killed_while_kueue_holds_its_jobs_is_followed_by_one_that_doub
                 "two invocations waiting in Kueue",
             )
             leader.kill()
-            wait_for(lambda: _leading([follower]), 30, "the follower leading")
+            wait_for(lambda: leading([follower]), 30, "the follower leading")
             wait_all_ended(follower, ids, 240, cluster, ns)
             assert Counter(status(follower, inv)["state"] for inv in ids) == Counter(succeeded=3)
             assert all(status(follower, inv)["attempt"] == 0 for inv in ids)
@@ -257,17 +258,6 @@ def test_a_leader_killed_while_kueue_holds_its_jobs_is_followed_by_one_that_doub
     finally:
         for replica in replicas:
             replica.stop()
-
-
-def _leading(replicas: list[RunningServer]) -> RunningServer | None:
-    for replica in replicas:
-        try:
-            ready = httpx.get(f"{replica.url}/readyz", timeout=2)
-        except httpx.TransportError:
-            continue
-        if ready.status_code == 200 and ready.json().get("role") == "leader":
-            return replica
-    return None
 
 
 CHECK_CAPACITY = "check-capacity.autoscaling.x-k8s.io"

@@ -14,18 +14,27 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 
 from elasticityops.backends.kubernetes.labels import INVOCATION_LABEL
 from elasticityops.devcluster.cluster_set import ClusterSet
 from elasticityops.domain.errors import EopsError
 from elasticityops.domain.kueue_notes import DISPATCHED, EVICTED, LEFT_WORKER
+from helpers.kueue import wait_for
 from helpers.multikueue import least_privilege_kubeconfig
 from helpers.pg_cluster import PgCluster, create_database
 from helpers.server import RunningServer
 
-from .cluster_support import JobCounter, deploy, invoke, pods_of, runs, start_k8s_gateway, start_replica
+from .cluster_support import (
+    JobCounter,
+    deploy,
+    invoke,
+    leading,
+    pods_of,
+    runs,
+    start_k8s_gateway,
+    start_replica,
+)
 from .cluster_support import status as gateway_status
 
 pytestmark = [pytest.mark.cluster, pytest.mark.slow, pytest.mark.cluster_lane("multikueue")]
@@ -76,24 +85,6 @@ def _states(server: RunningServer, ids: list[str]) -> dict[str, dict[str, Any]]:
     return {inv: found[inv] for inv in ids}
 
 
-def _leader(replicas: list[RunningServer], timeout: float) -> RunningServer:
-    deadline = time.monotonic() + timeout
-    while True:
-        leading = []
-        for replica in replicas:
-            try:
-                ready = httpx.get(f"{replica.url}/readyz", timeout=2)
-            except httpx.TransportError:
-                continue
-            if ready.status_code == 200 and ready.json().get("role") == "leader":
-                leading.append(replica)
-        if len(leading) == 1:
-            return leading[0]
-        assert len(leading) < 2, "two leaders"
-        assert time.monotonic() < deadline, "no leader"
-        time.sleep(0.2)
-
-
 def test_the_managers_kueue_restarted_and_the_leader_killed_mid_burst_lose_and_double_nothing(
     multikueue_set: ClusterSet, postgres: PgCluster, tmp_path: Path
 ) -> None:
@@ -109,7 +100,7 @@ def test_the_managers_kueue_restarted_and_the_leader_killed_mid_burst_lose_and_d
         start_replica(manager, NS, tmp_path / name, database, name, **env) for name in ("gw-a", "gw-b")
     ]
     try:
-        leader = _leader(replicas, timeout=30)
+        leader = wait_for(lambda: leading(replicas), 30, "a leader")
         follower = next(r for r in replicas if r is not leader)
         deploy(follower, name="burst", max_concurrency=COUNT, annotations=runs(4))
         with JobCounter(manager, NS) as jobs, PodCounter(multikueue_set) as pods:
@@ -131,7 +122,7 @@ def test_the_managers_kueue_restarted_and_the_leader_killed_mid_burst_lose_and_d
             at_kill = Counter(s["state"] for s in _states(follower, ids).values())
             restarting.join(90)
             assert not restarting.is_alive(), "Kueue did not come back"
-            _leader([follower], timeout=30)
+            wait_for(lambda: leading([follower]), 30, "the follower leading")
             deadline = time.monotonic() + 240
             while True:
                 finals = _states(follower, ids)
