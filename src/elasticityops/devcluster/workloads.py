@@ -50,8 +50,10 @@ def gpu_job(
     backoff_limit: int = 0,
     ttl_seconds_after_finished: int | None = None,
     labels: dict[str, str] | None = None,
+    priority_class: str | None = None,
 ) -> dict[str, Any]:
-    """A one-pod Job that asks for one T4 and "runs" `run_seconds`, exiting `exit_code`."""
+    """A one-pod Job that asks for one T4 and "runs" `run_seconds`, exiting `exit_code`, at the
+    priority of `priority_class` (none: 0, below every gateway's pod)."""
     spec: dict[str, Any] = {
         "backoffLimit": backoff_limit,
         "completions": 1,
@@ -61,7 +63,7 @@ def gpu_job(
                 "annotations": sim_annotations(run_seconds, exit_code),
                 "labels": dict(labels or {}),
             },
-            "spec": gpu_pod_spec(),
+            "spec": gpu_pod_spec(priority_class=priority_class),
         },
     }
     if ttl_seconds_after_finished is not None:
@@ -74,11 +76,17 @@ def gpu_job(
     }
 
 
-def gpu_pod(name: str, *, run_seconds: float | None = None, exit_code: int | None = None) -> dict[str, Any]:
+def gpu_pod(
+    name: str,
+    *,
+    run_seconds: float | None = None,
+    exit_code: int | None = None,
+    priority_class: str | None = None,
+) -> dict[str, Any]:
     """A bare pod (no Job). Without `run_seconds` it runs until deleted, like a placeholder."""
     return {
         "apiVersion": "v1",
         "kind": "Pod",
         "metadata": {"name": name, "annotations": sim_annotations(run_seconds, exit_code)},
-        "spec": gpu_pod_spec(),
+        "spec": gpu_pod_spec(priority_class=priority_class),
     }

@@ -181,7 +181,7 @@ def _stuck(clusters: ClusterSet, states: dict[str, dict[str, Any]]) -> str:
     return "not ended: " + json.dumps(told, indent=1, default=str)
 
 
-RUN_S = 40  # each run: long enough to be going when its worker is lost
+RUN_S = 60  # each run: long enough to be going when its worker is lost, on a loaded machine too
 
 
 def test_a_worker_lost_mid_run_loses_nothing_and_the_timeline_says_where_each_run_went(
@@ -204,15 +204,17 @@ def test_a_worker_lost_mid_run_loses_nothing_and_the_timeline_says_where_each_ru
         deploy(gateway, name="lasting", max_concurrency=8, annotations=runs(RUN_S))
         ids = [invoke(gateway, "lasting", {"i": i}) for i in range(6)]
         deadline = time.monotonic() + 150
-        while True:
+        while True:  # every one started (on a loaded machine the first may end before the last starts)
             states = {inv: gateway_status(gateway, inv) for inv in ids}
-            if all(s["state"] == "running" for s in states.values()):
+            if all(s["state"] == "running" or s["state"] in ENDED for s in states.values()):
                 break
             assert time.monotonic() < deadline, Counter(s["state"] for s in states.values())
             time.sleep(1)
-        lost = Counter(s["cluster"] for s in states.values()).most_common(1)[0][0]
+        going = Counter(s["cluster"] for s in states.values() if s["state"] == "running")
+        assert going, "all ended before the loss: runs too short for this machine"
+        lost = going.most_common(1)[0][0]
         [other] = [w for w in multikueue_set.record.worker_names if w != lost]
-        on_lost = {inv for inv, s in states.items() if s["cluster"] == lost}
+        on_lost = {inv for inv, s in states.items() if s["cluster"] == lost and s["state"] == "running"}
         pods = PodCounter(multikueue_set).__enter__()
         downing = threading.Thread(
             target=multikueue_set.cluster(lost).restart_apiserver, kwargs={"down_s": 45.0, "timeout": 120.0}
@@ -239,8 +241,8 @@ def test_a_worker_lost_mid_run_loses_nothing_and_the_timeline_says_where_each_ru
         # The record names the worker of the run it ended with: its node is one of that worker's
         # pods of it.
         assert (s["cluster"], s["node"]) in pods.nodes[inv], (s["cluster"], s["node"], pods.nodes[inv], said)
-        if inv not in on_lost:
-            assert said == [(DISPATCHED, f"Kueue: MultiKueue runs it in cluster {other}")], said
+        if inv not in on_lost:  # ran in the other worker, or ended before the loss
+            assert said == [(DISPATCHED, f"Kueue: MultiKueue runs it in cluster {s['cluster']}")], said
             continue
         if EVICTED not in [n["kind"] for n in s["notes"]]:
             # Its run ended before the manager gave up on the lost worker: nothing to take back.
