@@ -63,13 +63,16 @@ def _until(client: httpx.Client, inv: str, states: set[str], within_s: float = 6
 
 def test_an_invocation_carries_its_slot_seconds_while_running_and_once_ended(gateway: RunningServer) -> None:
     with gateway.client() as client:
-        name = _function(client, 1.0)
+        # Long enough to still run at the second look on a loaded machine (at 1 s it had ended
+        # there once, and a closed run is counted to its end, not to `as_of`).
+        name = _function(client, 3.0)
         inv = _invoke(client, name)
         running = _until(client, inv, {"running"})
         assert running["cost"]["open"], "counted to now while it runs"
         assert running["node_capacity"] == "local", "a local slot, priced as the on-demand node"
         time.sleep(0.3)
         later = client.get(f"/v1/invocations/{inv}").json()
+        assert later["cost"]["open"], later["state"]
         assert later["cost"]["node_seconds"]["run"] > running["cost"]["node_seconds"]["run"]
         # `as_of`: the gateway's time the open run was counted to, so a page can count on from
         # it by the gateway's clock (the console's timeline and cost read the same).

@@ -46,10 +46,11 @@ def phase(pod: dict[str, Any]) -> str | None:
     return phase_
 
 
-def test_exit_code_fails_the_pod_and_the_job(dev_cluster: Any, dev_namespace: str) -> None:
+def test_exit_code_fails_the_pod_and_the_job(dev_cluster: Any, dev_namespace: str, steady: str) -> None:
     ns = dev_namespace
     with dev_cluster.api() as api:
-        api.create(f"/apis/batch/v1/namespaces/{ns}/jobs", gpu_job("boom", run_seconds=1, exit_code=3))
+        boom = gpu_job("boom", run_seconds=1, exit_code=3, priority_class=steady)
+        api.create(f"/apis/batch/v1/namespaces/{ns}/jobs", boom)
         # The pod is read as it fails: once it has, its node is empty, and the autoscaler may remove
         # the node and the pod garbage collector the pod before the Job controller writes Failed.
         pod = wait_for(
@@ -63,10 +64,10 @@ def test_exit_code_fails_the_pod_and_the_job(dev_cluster: Any, dev_namespace: st
         assert term["reason"] == "Error"
 
 
-def test_unannotated_job_completes_by_default(dev_cluster: Any, dev_namespace: str) -> None:
+def test_unannotated_job_completes_by_default(dev_cluster: Any, dev_namespace: str, steady: str) -> None:
     ns = dev_namespace
     with dev_cluster.api() as api:
-        api.create(f"/apis/batch/v1/namespaces/{ns}/jobs", gpu_job("plain"))
+        api.create(f"/apis/batch/v1/namespaces/{ns}/jobs", gpu_job("plain", priority_class=steady))
         assert wait_for(lambda: job_condition(api, ns, "plain"), timeout=60) == "Complete"
 
 
