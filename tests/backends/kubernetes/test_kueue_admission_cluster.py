@@ -189,9 +189,12 @@ def test_a_gateway_killed_while_kueue_holds_its_jobs_loses_and_doubles_nothing(
             gw = gw.again()
             wait_all_ended(gw, ids, 240, cluster, ns)
             assert Counter(status(gw, inv)["state"] for inv in ids) == Counter(succeeded=3)
-            for inv in ids:
-                kinds = _kinds(gw, inv)
-                assert kinds.count("KueueAdmitted") == 1, kinds
+            admitted = [_kinds(gw, inv).count("KueueAdmitted") for inv in ids]
+            # Once at most, though the new gateway's watch tells every Workload again; the one
+            # running at the kill keeps its note. A queued one that Kueue admitted and ran whole
+            # while no gateway watched (a slow restart under load: seen in a CI rehearsal) has
+            # no admission left to tell, only its end.
+            assert max(admitted) == 1, [_kinds(gw, inv) for inv in ids]
         finally:
             gw.stop()
     assert set(counter.most.values()) == {1}, "one Job per invocation"
