@@ -116,9 +116,22 @@ def test_a_cancel_takes_the_work_out_of_its_worker(
 
 
 def _hold(clusters: ClusterSet, worker: str, hold: bool) -> None:
-    """Stop (or let go again) the worker's ClusterQueue: Kueue admits nothing there meanwhile."""
+    """Stop (or let go again) the worker's ClusterQueue: Kueue admits nothing there meanwhile.
+    A hold counts once the worker's Kueue says its queue is inactive: a Kueue whose watches are
+    still coming back (its API server restarted by an earlier test of the lane) may not have
+    read the patch yet, and would admit the work."""
+    path = f"{KUEUE}/clusterqueues/eops"
     with clusters.cluster(worker).api() as api:
-        api.patch(f"{KUEUE}/clusterqueues/eops", {"spec": {"stopPolicy": "Hold" if hold else "None"}})
+        api.patch(path, {"spec": {"stopPolicy": "Hold" if hold else "None"}})
+        if not hold:
+            return
+        deadline = time.monotonic() + 60
+        while True:
+            conditions = (api.get(path).get("status") or {}).get("conditions") or []
+            if any(c.get("type") == "Active" and c.get("status") == "False" for c in conditions):
+                return
+            assert time.monotonic() < deadline, f"{worker}'s ClusterQueue still active: {conditions}"
+            time.sleep(0.5)
 
 
 def test_why_the_work_went_where_it_did_is_in_its_timeline(
