@@ -108,3 +108,15 @@ def least_privilege_kubeconfig(cluster: DevCluster, namespace: str, out: Path, t
         )
     )
     return out
+
+
+def gateway_env(clusters: ClusterSet, namespace: str, keys: Path) -> dict[str, str]:
+    """The settings of a gateway on the set's manager: Kueue admission, and each worker reached
+    through a least-privilege kubeconfig (written under `keys`), as docs/multi-cluster.md sets
+    it up."""
+    keys.mkdir(parents=True, exist_ok=True)
+    workers = ",".join(
+        f"{name}={least_privilege_kubeconfig(clusters.cluster(name), namespace, keys / f'{name}.kubeconfig')}"
+        for name in clusters.record.worker_names
+    )
+    return {"EOPS_ADMISSION": "kueue", "EOPS_KUBE_WORKERS": workers}

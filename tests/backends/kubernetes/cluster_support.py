@@ -11,7 +11,7 @@ from collections import Counter
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 
 import httpx
 
@@ -204,31 +204,47 @@ def wait_node_gone(dev_cluster: Any, name: str, timeout: float = 120) -> None:
             time.sleep(1.0)
 
 
-class JobCounter:
-    """The namespace's Jobs listed every half second while the API server answers: the most Jobs
-    each invocation ever had at once (a duplicate Job shows as 2)."""
+class Sampler:
+    """A look at the cluster every half second, in a thread of its own, while the API server
+    answers (a look that fails, as during a restart test, is skipped); `look` says what."""
 
-    def __init__(self, dev_cluster: Any, namespace: str) -> None:
-        self.most: Counter[str] = Counter()
+    def __init__(self) -> None:
         self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, args=(dev_cluster, namespace), daemon=True)
+        self._thread = threading.Thread(target=self._run, daemon=True)
 
-    def _run(self, dev_cluster: Any, namespace: str) -> None:
+    def look(self) -> None:
+        raise NotImplementedError
+
+    def _run(self) -> None:
         while not self._stop.wait(0.5):
             try:
-                jobs = jobs_of(dev_cluster, namespace)
+                self.look()
             except (EopsError, OSError):
-                continue  # the API server is down (a restart test): nothing to count
-            for inv, n in Counter(j["metadata"]["labels"][INVOCATION_LABEL] for j in jobs).items():
-                self.most[inv] = max(self.most[inv], n)
+                continue  # the API server is down: nothing to count
 
-    def __enter__(self) -> JobCounter:
+    def __enter__(self) -> Self:
         self._thread.start()
         return self
 
     def __exit__(self, *_: object) -> None:
         self._stop.set()
         self._thread.join(10)
+
+
+class JobCounter(Sampler):
+    """The namespace's Jobs: the most Jobs each invocation ever had at once (a duplicate Job
+    shows as 2)."""
+
+    def __init__(self, dev_cluster: Any, namespace: str) -> None:
+        super().__init__()
+        self.most: Counter[str] = Counter()
+        self._cluster = dev_cluster
+        self._namespace = namespace
+
+    def look(self) -> None:
+        jobs = jobs_of(self._cluster, self._namespace)
+        for inv, n in Counter(j["metadata"]["labels"][INVOCATION_LABEL] for j in jobs).items():
+            self.most[inv] = max(self.most[inv], n)
 
 
 def client_metric(server: RunningServer, name: str, **labels: str) -> float:

@@ -21,12 +21,13 @@ from elasticityops.devcluster.cluster_set import ClusterSet
 from elasticityops.domain.errors import EopsError
 from elasticityops.domain.kueue_notes import DISPATCHED, EVICTED, LEFT_WORKER
 from helpers.kueue import wait_for
-from helpers.multikueue import least_privilege_kubeconfig
+from helpers.multikueue import gateway_env
 from helpers.pg_cluster import PgCluster, create_database
 from helpers.server import RunningServer
 
 from .cluster_support import (
     JobCounter,
+    Sampler,
     deploy,
     invoke,
     leading,
@@ -44,37 +45,27 @@ COUNT = 24
 ENDED = {"succeeded", "failed", "cancelled", "timed_out"}
 
 
-class PodCounter:
-    """Every pod of ours each worker had, by invocation, listed every half second (a run lasts
-    seconds, so none is missed): two pods of one invocation, anywhere, is work run twice."""
+class PodCounter(Sampler):
+    """Every pod of ours each worker had, by invocation (a run lasts seconds, so a look every half
+    second misses none): two pods of one invocation, anywhere, is work run twice."""
 
     def __init__(self, clusters: ClusterSet) -> None:
+        super().__init__()
         self.seen: dict[str, set[tuple[str, str]]] = defaultdict(set)  # (worker, pod uid)
         self.nodes: dict[str, set[tuple[str, str]]] = defaultdict(set)  # (worker, node name)
         self._clusters = clusters
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
 
-    def _run(self) -> None:
-        while not self._stop.wait(0.5):
-            for worker in self._clusters.record.worker_names:
-                try:
-                    pods = pods_of(self._clusters.cluster(worker), NS)
-                except (EopsError, OSError):
-                    continue
-                for pod in pods:
-                    inv = pod["metadata"]["labels"][INVOCATION_LABEL]
-                    self.seen[inv].add((worker, pod["metadata"]["uid"]))
-                    if node := (pod.get("spec") or {}).get("nodeName"):
-                        self.nodes[inv].add((worker, node))
-
-    def __enter__(self) -> PodCounter:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *_: object) -> None:
-        self._stop.set()
-        self._thread.join(10)
+    def look(self) -> None:
+        for worker in self._clusters.record.worker_names:
+            try:
+                pods = pods_of(self._clusters.cluster(worker), NS)
+            except (EopsError, OSError):
+                continue  # that worker lost: the other is still looked at
+            for pod in pods:
+                inv = pod["metadata"]["labels"][INVOCATION_LABEL]
+                self.seen[inv].add((worker, pod["metadata"]["uid"]))
+                if node := (pod.get("spec") or {}).get("nodeName"):
+                    self.nodes[inv].add((worker, node))
 
 
 def _states(server: RunningServer, ids: list[str]) -> dict[str, dict[str, Any]]:
@@ -89,12 +80,7 @@ def test_the_managers_kueue_restarted_and_the_leader_killed_mid_burst_lose_and_d
     multikueue_set: ClusterSet, postgres: PgCluster, tmp_path: Path
 ) -> None:
     manager = multikueue_set.manager
-    keys = {
-        name: least_privilege_kubeconfig(multikueue_set.cluster(name), NS, tmp_path / f"{name}.kubeconfig")
-        for name in multikueue_set.record.worker_names
-    }
-    workers = ",".join(f"{name}={path}" for name, path in keys.items())
-    env = {"EOPS_ADMISSION": "kueue", "EOPS_KUBE_WORKERS": workers}
+    env = gateway_env(multikueue_set, NS, tmp_path / "workers")
     database = create_database(postgres, "eops_multikueue_faults")
     replicas = [
         start_replica(manager, NS, tmp_path / name, database, name, **env) for name in ("gw-a", "gw-b")
@@ -194,11 +180,7 @@ def test_a_worker_lost_mid_run_loses_nothing_and_the_timeline_says_where_each_ru
     on there ends and Kueue takes it as the work's end. Either way the gateway loses nothing and
     hides nothing: every invocation ends, the timeline says it was taken back from the lost
     worker, and the record names the worker of the run it ended with (its node is there)."""
-    keys = {
-        name: least_privilege_kubeconfig(multikueue_set.cluster(name), NS, tmp_path / f"{name}.kubeconfig")
-        for name in multikueue_set.record.worker_names
-    }
-    env = {"EOPS_ADMISSION": "kueue", "EOPS_KUBE_WORKERS": ",".join(f"{n}={p}" for n, p in keys.items())}
+    env = gateway_env(multikueue_set, NS, tmp_path / "workers")
     gateway = start_k8s_gateway(multikueue_set.manager, NS, tmp_path / "gw", env=env)
     try:
         deploy(gateway, name="lasting", max_concurrency=8, annotations=runs(RUN_S))
@@ -215,23 +197,22 @@ def test_a_worker_lost_mid_run_loses_nothing_and_the_timeline_says_where_each_ru
         lost = going.most_common(1)[0][0]
         [other] = [w for w in multikueue_set.record.worker_names if w != lost]
         on_lost = {inv for inv, s in states.items() if s["cluster"] == lost and s["state"] == "running"}
-        pods = PodCounter(multikueue_set).__enter__()
         downing = threading.Thread(
             target=multikueue_set.cluster(lost).restart_apiserver, kwargs={"down_s": 45.0, "timeout": 120.0}
         )
-        downing.start()
-        try:
-            deadline = time.monotonic() + 300
-            while True:
-                finals = {inv: gateway_status(gateway, inv) for inv in ids}
-                if all(s["state"] in ENDED for s in finals.values()):
-                    break
-                if time.monotonic() > deadline:
-                    raise AssertionError(_stuck(multikueue_set, finals))
-                time.sleep(1)
-        finally:
-            downing.join(180)
-            pods.__exit__()
+        with PodCounter(multikueue_set) as pods:
+            downing.start()
+            try:
+                deadline = time.monotonic() + 300
+                while True:
+                    finals = {inv: gateway_status(gateway, inv) for inv in ids}
+                    if all(s["state"] in ENDED for s in finals.values()):
+                        break
+                    if time.monotonic() > deadline:
+                        raise AssertionError(_stuck(multikueue_set, finals))
+                    time.sleep(1)
+            finally:
+                downing.join(180)
     finally:
         gateway.stop(timeout=60)
     assert {inv: s["state"] for inv, s in finals.items()} == dict.fromkeys(ids, "succeeded")

@@ -20,7 +20,7 @@ from elasticityops.devcluster.cluster_set import ClusterSet
 from elasticityops.devcluster.stages import SIMULATED_OUTPUT
 from elasticityops.domain.errors import NotFound
 from elasticityops.domain.kueue_notes import DISPATCHED, IN_WORKER
-from helpers.multikueue import least_privilege_kubeconfig
+from helpers.multikueue import gateway_env
 from helpers.server import RunningServer
 
 from .cluster_support import deploy, invoke, runs, start_k8s_gateway, status, wait_state
@@ -36,12 +36,7 @@ def gateway(multikueue_set: ClusterSet, tmp_path_factory: pytest.TempPathFactory
     # Each worker through the identity `eops render worker-rbac` makes (a ServiceAccount's token,
     # its Role's rights and no more), as docs/multi-cluster.md sets it up: every test below is
     # also the proof that those rights suffice on a real API server with RBAC on.
-    keys = tmp_path_factory.mktemp("workers")
-    workers = ",".join(
-        f"{name}={least_privilege_kubeconfig(multikueue_set.cluster(name), NS, keys / f'{name}.kubeconfig')}"
-        for name in multikueue_set.record.worker_names
-    )
-    env = {"EOPS_ADMISSION": "kueue", "EOPS_KUBE_WORKERS": workers}
+    env = gateway_env(multikueue_set, NS, tmp_path_factory.mktemp("workers"))
     server = start_k8s_gateway(multikueue_set.manager, NS, tmp_path_factory.mktemp("gw"), env=env)
     try:
         yield server
