@@ -481,7 +481,13 @@ class CapacityOut(BaseModel):
     queue_head: QueueHeadOut | None = Field(description="the queued invocation admitted next")
     headroom: list[HeadroomPoolOut] | None = Field(description="warm pools; null: not run on this replica")
     nodes: dict[str, int] | None = Field(
-        description="GPU nodes by state (provisioning, ready, idle, scaling_down); null: no cluster"
+        description="GPU nodes by state (provisioning, ready, idle, scaling_down), in every cluster "
+        "the work runs in; null: no cluster"
+    )
+    nodes_by_cluster: dict[str, dict[str, int]] = Field(
+        default_factory=dict,
+        description="GPU nodes by state in each cluster MultiKueue runs the work in (its workers, "
+        "watched through --kube-workers' kubeconfigs); empty with one cluster",
     )
     free_gpus: int | None = Field(description="GPUs the backend could start work on now (local slots)")
     total_gpus: int | None

@@ -278,12 +278,13 @@ def test_the_cost_page_shows_each_functions_node_seconds_and_an_hourly_chart(
     expect(page.locator("#csv")).to_have_attribute("href", re.compile(r"since=1h.*format=csv"))
 
 
-def test_the_capacity_page_splits_the_gpus_in_use_by_cluster_where_several_run_them(
+def test_the_capacity_page_splits_gpus_in_use_and_gpu_nodes_by_cluster_where_several_run_them(
     page: Page, gateway: RunningServer
 ) -> None:
     """The gateway of this module runs one cluster, and its page shows no split; what a
-    MultiKueue manager's gateway answers (`in_use_by_cluster`, read from a real one in the
-    multikueue lane) is given to the page as it would come, to see the page draw it."""
+    MultiKueue manager's gateway answers (`in_use_by_cluster` and `nodes_by_cluster`, read from
+    a real one in the multikueue lane) is given to the page as it would come, to see the page
+    draw it."""
     page.goto(gateway.url + "/ui#/capacity")
     expect(page.locator("#gpus")).to_have_attribute("data-in-use", re.compile(r"^\d+$"), timeout=10_000)
     expect(page.locator("#gpus-by-cluster")).to_have_count(0)
@@ -294,7 +295,13 @@ def test_the_capacity_page_splits_the_gpus_in_use_by_cluster_where_several_run_t
         "in_use": {"nvidia-tesla-t4": 5},
         "in_use_total": 5,
         "in_use_by_cluster": {"worker-1": {"nvidia-tesla-t4": 2}, "worker-2": {"nvidia-tesla-t4": 3}},
+        "nodes": {"provisioning": 1, "ready": 5, "idle": 2, "scaling_down": 0},
+        "nodes_by_cluster": {
+            "worker-1": {"provisioning": 0, "ready": 2, "idle": 2, "scaling_down": 0},
+            "worker-2": {"provisioning": 1, "ready": 3, "idle": 0, "scaling_down": 0},
+        },
     }
+    expect(page.locator("#nodes-by-cluster")).to_have_count(0)
     with _answered(page, gateway, r"/v1/capacity", several, "#/capacity"):
         rows = page.locator("#gpus-by-cluster [data-cluster]")
         expect(rows).to_have_count(2)
@@ -302,6 +309,12 @@ def test_the_capacity_page_splits_the_gpus_in_use_by_cluster_where_several_run_t
             row = page.locator(f'#gpus-by-cluster [data-cluster="{cluster}"]')
             expect(row).to_have_attribute("data-used", used)
             expect(row.locator(".value")).to_have_text(f"{used} of 5 (no cap of its own)")
+        # Each worker's GPU nodes by state, a row each.
+        expect(page.locator("#nodes-by-cluster tbody tr")).to_have_count(2)
+        for cluster, counts in several["nodes_by_cluster"].items():
+            for state, n in counts.items():
+                cell = page.locator(f'#nodes-by-cluster [data-cluster="{cluster}"] [data-state="{state}"]')
+                expect(cell).to_have_text(str(n))
 
 
 def test_the_cost_page_splits_the_node_time_by_cluster_where_several_ran_it(

@@ -64,11 +64,14 @@ def least_privilege_kubeconfig(cluster: DevCluster, namespace: str, out: Path, t
 
     plural = {"Namespace": "namespaces", "ServiceAccount": "serviceaccounts", "Secret": "secrets"}
     rbac = {"Role": "roles", "RoleBinding": "rolebindings"}
+    cluster_rbac = {"ClusterRole": "clusterroles", "ClusterRoleBinding": "clusterrolebindings"}
     with cluster.api() as api:
         for obj in build_worker_rbac(namespace):
             kind = obj["kind"]
             if kind == "Namespace":
                 path = "/api/v1/namespaces"
+            elif kind in cluster_rbac:
+                path = f"/apis/rbac.authorization.k8s.io/v1/{cluster_rbac[kind]}"
             elif kind in rbac:
                 path = f"/apis/rbac.authorization.k8s.io/v1/namespaces/{namespace}/{rbac[kind]}"
             else:

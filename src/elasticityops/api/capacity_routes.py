@@ -70,6 +70,7 @@ def capacity_out(
         if now.headroom is None
         else [HeadroomPoolOut.model_validate(row) for row in status_rows(now.headroom)],
         nodes=None if now.nodes is None else dict(now.nodes),
+        nodes_by_cluster={cluster: dict(states) for cluster, states in now.nodes_by_cluster.items()},
         free_gpus=now.slots[0],
         total_gpus=now.slots[1],
         history=[sample_out(s) for s in rt.history.samples if since is None or s.at > since],

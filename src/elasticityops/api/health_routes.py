@@ -12,6 +12,7 @@ from fastapi import APIRouter, Request, Response
 from prometheus_client import CONTENT_TYPE_LATEST
 
 from elasticityops.api.auth import bearer_token, hash_token
+from elasticityops.api.console.capacity import gpu_node_states
 from elasticityops.api.errors import error_response
 from elasticityops.api.runtime import Runtime
 from elasticityops.catalog.gpus_in_use import gpus_in_use
@@ -133,7 +134,9 @@ async def metrics(request: Request) -> Response:
     client = rt.backend.client_counters() if isinstance(rt.backend, CountsClientFaults) else None
     rt.metrics.node_seconds.totals = await rt.store.node_seconds_totals()
     rt.metrics.webhooks_pending.set(await rt.store.webhooks_pending())
+    own, workers = gpu_node_states(rt.backend)
+    nodes = None if own is None else {"": own, **workers}
     body = rt.metrics.render(
-        counts, in_use, free, budget_free, pools, leader=rt.role == "leader", client=client
+        counts, in_use, free, budget_free, pools, leader=rt.role == "leader", client=client, nodes=nodes
     )
     return Response(content=body, media_type=CONTENT_TYPE_LATEST)

@@ -126,6 +126,14 @@ class Metrics:
             ["gpu_type"],
             registry=self.registry,
         )
+        self.gpu_nodes = Gauge(
+            "eops_gpu_nodes",
+            "GPU nodes by state (provisioning, ready, idle, scaling_down) and cluster (MultiKueue's "
+            'worker whose nodes they are; "" for the gateway\'s own cluster), where the gateway '
+            "watches GPU nodes",
+            ["state", "cluster"],
+            registry=self.registry,
+        )
         self.gpu_budget_free = Gauge(
             "eops_gpu_budget_free",
             "GPUs the per-type GPU budget still allows, by GPU type (only the types it caps)",
@@ -245,6 +253,7 @@ class Metrics:
         *,
         leader: bool = True,
         client: ClientCounters | None = None,
+        nodes: Mapping[str, Mapping[str, int]] | None = None,
     ) -> bytes:
         """`in_use` GPUs held per type; `budget_free` what the per-type budget allows per type;
         `headroom` the controller's pools (controller.status_rows); `client` the backend
@@ -261,6 +270,10 @@ class Metrics:
         self.gpus_in_use_by_type.clear()
         for gpu_type in {**dict.fromkeys(budget_free or {}, 0), **in_use}:
             self.gpus_in_use_by_type.labels(gpu_type=gpu_type).set(in_use.get(gpu_type, 0))
+        self.gpu_nodes.clear()
+        for cluster, by_state in (nodes or {}).items():
+            for node_state, count in by_state.items():
+                self.gpu_nodes.labels(state=node_state, cluster=cluster).set(count)
         self.gpu_budget_free.clear()
         for gpu_type, room in (budget_free or {}).items():
             self.gpu_budget_free.labels(gpu_type=gpu_type).set(room)

@@ -67,6 +67,14 @@ def test_an_invocation_runs_in_a_worker_and_the_gateway_follows_it_to_its_end(
     # The capacity page splits the GPUs in use by the worker that runs them.
     capacity = httpx.get(f"{gateway.url}/v1/capacity", headers=gateway.auth, timeout=30).json()
     assert capacity["in_use_by_cluster"] == {worker: {"nvidia-tesla-t4": 1}}, capacity
+    # ...and the GPU nodes by state, each worker's watched there through the gateway's own
+    # least-privilege identity: the node its pod runs on is one of its worker's, in use.
+    by_cluster = capacity["nodes_by_cluster"]
+    assert sorted(by_cluster) == sorted(multikueue_set.record.worker_names), capacity
+    assert by_cluster[worker]["ready"] >= 1, capacity
+    assert capacity["nodes"] == {
+        state: sum(counts[state] for counts in by_cluster.values()) for state in capacity["nodes"]
+    }, "the manager has no GPU nodes: the total is the workers'"
 
     # The payload Secret is in the worker, owned by MultiKueue's copy of the Job.
     name = job_name(inv)

@@ -23,11 +23,13 @@ from elasticityops.backends.kubernetes.manifests import job_name
 from elasticityops.backends.kubernetes.settings import KubernetesSettings
 from elasticityops.backends.kubernetes.worker_rbac import (
     WORKER_ACCOUNT,
+    WORKER_CLUSTER_RULES,
     WORKER_RULES,
     WORKER_TOKEN_SECRET,
     build_worker_rbac,
     granted,
     kubeconfig_steps,
+    worker_cluster_role,
 )
 from elasticityops.domain.clock import ManualClock
 from helpers.eops_in_process import run_eops
@@ -42,13 +44,14 @@ JOBS = f"/apis/batch/v1/namespaces/{NS}/jobs"
 EVENTS = f"/api/v1/namespaces/{NS}/events"
 SECRETS = f"/api/v1/namespaces/{NS}/secrets"
 WORKLOADS = f"{KUEUE_API}/namespaces/{NS}/workloads"
+NODES = "/api/v1/nodes"
 EMPTY = {"items": [], "metadata": {"resourceVersion": "1"}}
 
 
 def _quiet(**extra: list[Reply]) -> dict[str, list[Reply]]:
     """Routes of a cluster with nothing of ours: empty lists, watches that stay open."""
     routes: dict[str, list[Reply]] = dict(extra)
-    for path in (JOBS, PODS, EVENTS, WORKLOADS):
+    for path in (JOBS, PODS, EVENTS, WORKLOADS, NODES):
         routes.setdefault(f"^GET {re.escape(path)}\\?.*watch=true", [Reply(hold=True)])
         routes.setdefault(f"^GET {re.escape(path)}\\?", [Reply(200, EMPTY)])
     return routes
@@ -56,12 +59,14 @@ def _quiet(**extra: list[Reply]) -> dict[str, list[Reply]]:
 
 def request_right(method: str, target: str) -> tuple[str, str, str]:
     """(API group, resource[/subresource], verb) that RBAC checks for one request in the
-    namespace, as the API server's request info makes it."""
+    namespace or of a cluster-scoped resource, as the API server's request info makes it."""
     url = urlsplit(target)
     parts = url.path.strip("/").split("/")
     group, rest = ("", parts[2:]) if parts[0] == "api" else (parts[1], parts[3:])
-    assert rest[:2] == ["namespaces", NS], target
-    resource, name, sub = [*rest[2:], None, None][:3]
+    if rest[:1] == ["namespaces"]:
+        assert rest[1] == NS, target
+        rest = rest[2:]
+    resource, name, sub = [*rest, None, None][:3]
     if method == "POST":
         verb = "create"
     elif method == "GET" and name is None:
@@ -127,7 +132,11 @@ async def test_the_gateway_asks_a_worker_for_exactly_the_rights_its_role_grants(
             workers=f"worker-1={_kubeconfig(tmp_path, worker.url)}",
         )
         backend = KubernetesBackend(
-            settings, clock, KubeApi.at(manager.url, settings, clock), launch_material=material
+            settings,
+            clock,
+            KubeApi.at(manager.url, settings, clock),
+            watch_gpu_nodes=True,
+            launch_material=material,
         )
 
         async def sink(event: Any) -> None:
@@ -149,10 +158,12 @@ async def test_the_gateway_asks_a_worker_for_exactly_the_rights_its_role_grants(
             await backend.stop()
     assert b"".join(logs) == b"hello from the worker\n"
     asked = {request_right(s.method, s.target) for s in worker.seen}
-    assert asked == granted(WORKER_RULES)
+    assert asked == granted(WORKER_RULES) | granted(WORKER_CLUSTER_RULES)
+    namespaced = {request_right(s.method, s.target) for s in worker.seen if f"/namespaces/{NS}/" in s.target}
+    assert namespaced == granted(WORKER_RULES), "the ClusterRole gives only what is cluster-scoped"
 
 
-_WATCHED = (("", "pods"), ("", "events"), ("kueue.x-k8s.io", "workloads"))
+_WATCHED = (("", "pods"), ("", "events"), ("kueue.x-k8s.io", "workloads"), ("", "nodes"))
 
 
 @pytest.mark.parametrize(
@@ -165,6 +176,7 @@ _WATCHED = (("", "pods"), ("", "events"), ("kueue.x-k8s.io", "workloads"))
         ("POST", SECRETS, ("", "secrets", "create")),
         ("DELETE", f"{JOBS}/eops-x", ("batch", "jobs", "delete")),
         ("GET", f"{WORKLOADS}?watch=true", ("kueue.x-k8s.io", "workloads", "watch")),
+        ("GET", f"{NODES}?labelSelector=x&watch=true", ("", "nodes", "watch")),
     ],
 )
 def test_a_request_is_the_right_rbac_checks(method: str, target: str, right: tuple[str, str, str]) -> None:
@@ -173,10 +185,30 @@ def test_a_request_is_the_right_rbac_checks(method: str, target: str, right: tup
 
 def test_the_worker_objects_bind_the_role_to_the_account_its_token_is_for() -> None:
     objects = build_worker_rbac("gpu")
-    assert [o["kind"] for o in objects] == ["Namespace", "ServiceAccount", "Role", "RoleBinding", "Secret"]
-    namespace, account, role, binding, secret = objects
+    assert [o["kind"] for o in objects] == [
+        "Namespace",
+        "ServiceAccount",
+        "Role",
+        "RoleBinding",
+        "ClusterRole",
+        "ClusterRoleBinding",
+        "Secret",
+    ]
+    namespace, account, role, binding, cluster_role, cluster_binding, secret = objects
     assert namespace["metadata"]["name"] == "gpu"
-    assert all(o["metadata"]["namespace"] == "gpu" for o in objects[1:])
+    assert all(o["metadata"]["namespace"] == "gpu" for o in (account, role, binding, secret))
+    assert "namespace" not in cluster_role["metadata"]
+    assert "namespace" not in cluster_binding["metadata"]
+    assert cluster_role["metadata"]["name"] == worker_cluster_role("gpu") != worker_cluster_role("ml")
+    assert cluster_role["rules"] == WORKER_CLUSTER_RULES
+    assert cluster_binding["roleRef"] == {
+        "apiGroup": "rbac.authorization.k8s.io",
+        "kind": "ClusterRole",
+        "name": worker_cluster_role("gpu"),
+    }
+    assert cluster_binding["subjects"] == [
+        {"kind": "ServiceAccount", "name": WORKER_ACCOUNT, "namespace": "gpu"}
+    ]
     assert account["metadata"]["name"] == WORKER_ACCOUNT
     assert role["rules"] == WORKER_RULES
     assert binding["roleRef"] == {
@@ -217,7 +249,11 @@ def rights_text(rules: list[dict[str, Any]]) -> str:
 
 
 def test_the_docs_say_the_rights_and_the_steps_the_code_has() -> None:
-    page = (REPO / "docs" / "multi-cluster.md").read_text()
-    assert rights_text(WORKER_RULES) in " ".join(page.split())
+    page = " ".join((REPO / "docs" / "multi-cluster.md").read_text().split())
+    assert rights_text(WORKER_RULES) in page
+    assert (
+        f"cluster-wide (a ClusterRole, named for the namespace), {rights_text(WORKER_CLUSTER_RULES)}" in page
+    )
+    lines = (REPO / "docs" / "multi-cluster.md").read_text()
     for line in kubeconfig_steps("NS", "worker-1", "worker-1-admin"):
-        assert line in page, line
+        assert line in lines, line

@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 from collections import deque
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Protocol, runtime_checkable
 
@@ -69,8 +69,10 @@ class Capacity:
     states: Mapping[State, int]  # invocations per state
     head: Invocation | None  # the queued invocation admission takes next
     headroom: Mapping[WarmShape, PoolStatus] | None  # the controller's pools; None: not run here
-    nodes: Mapping[str, int] | None  # GPU nodes by state; None: the backend has no nodes
+    nodes: Mapping[str, int] | None  # GPU nodes by state (all clusters); None: the backend has no nodes
     slots: tuple[int | None, int | None]  # (free, total) GPUs of a backend with a fixed number
+    nodes_by_cluster: Mapping[str, Mapping[str, int]] = field(default_factory=dict)
+    """GPU nodes by state in each of MultiKueue's workers; empty with one cluster."""
 
     @property
     def queued(self) -> int:
@@ -111,6 +113,19 @@ class Sample:
         return self.in_use + self.queued
 
 
+def gpu_node_states(backend: Backend) -> tuple[dict[str, int] | None, dict[str, dict[str, int]]]:
+    """GPU nodes by state in the gateway's own cluster (None: the backend watches no nodes),
+    and in each of MultiKueue's workers (empty with one cluster)."""
+    view = getattr(backend, "gpu_nodes", None)
+    own = view.by_state() if isinstance(view, GpuNodeStates) else None
+    by_cluster = {
+        name: worker.by_state()
+        for name, worker in (getattr(backend, "worker_gpu_nodes", None) or {}).items()
+        if isinstance(worker, GpuNodeStates)
+    }
+    return own, by_cluster
+
+
 async def gather(
     store: InvocationStore,
     functions: FunctionCache,
@@ -123,7 +138,10 @@ async def gather(
     in_use = await gpus_in_use(store, functions)
     states = await store.counts_by_state()
     head = await store.queued(1)
-    view = getattr(backend, "gpu_nodes", None)
+    nodes, by_cluster = gpu_node_states(backend)
+    if nodes is not None and by_cluster:
+        # The manager's own (none, as a rule) and every worker's: the GPU nodes the work has.
+        nodes = {state: n + sum(c.get(state, 0) for c in by_cluster.values()) for state, n in nodes.items()}
     return Capacity(
         at=clock.now(),
         in_use=dict(in_use),
@@ -131,8 +149,9 @@ async def gather(
         states=dict(states),
         head=head[0] if head else None,
         headroom=None if headroom is None else dict(headroom.pools),
-        nodes=view.by_state() if isinstance(view, GpuNodeStates) else None,
+        nodes=nodes,
         slots=(backend.free_gpus(), backend.total_gpus()),
+        nodes_by_cluster=by_cluster,
     )
 
 

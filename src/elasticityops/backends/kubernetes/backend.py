@@ -70,6 +70,17 @@ class KubernetesBackend:
             if self.gpu_nodes is None
             else NodeTracking(self.gpu_nodes, node_history, clock, followed, outlet)
         )
+        # MultiKueue's workers' GPU nodes, each watched in its worker (the manager has none):
+        # their states for the capacity page, and the node time they add to the invocations run
+        # on them. Not kept across a restart (the store's node records are the gateway's own
+        # cluster's): after one, a worker node's time before it is seen again is not charged.
+        self.worker_gpu_nodes: dict[str, GpuNodes] = (
+            {} if self.gpu_nodes is None else {name: GpuNodes() for name in self._workloads.workers}
+        )
+        worker_nodes = {
+            name: NodeTracking(nodes, None, clock, followed, outlet, cluster=name)
+            for name, nodes in self.worker_gpu_nodes.items()
+        }
         self._reaper = Reaper(settings, self._workloads)
         self._worker_secrets = WorkerSecrets(settings, clock, self._workloads, outlet, launch_material)
         self._kueue = (
@@ -96,7 +107,15 @@ class KubernetesBackend:
             }
         )
         self._watching = Watching(
-            clock, self._workloads, followed, outlet, self._nodes, self._reaper, self._kueue, worker_kueue
+            clock,
+            self._workloads,
+            followed,
+            outlet,
+            self._nodes,
+            self._reaper,
+            self._kueue,
+            worker_kueue,
+            worker_nodes,
         )
         self._sweep = Sweep(settings, clock, followed, outlet, self._reaper)
         self._launcher = Launcher(settings, clock, self._workloads, followed, outlet)

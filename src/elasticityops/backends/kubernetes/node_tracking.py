@@ -32,8 +32,12 @@ class NodeTracking:
         clock: Clock,
         followed: Followed,
         outlet: Outlet,
+        cluster: str | None = None,
     ) -> None:
+        """`cluster`: the MultiKueue worker whose nodes these are (None: the gateway's own
+        cluster's); the node time they close is charged to it."""
         self._nodes = nodes
+        self._cluster = cluster
         # Where the nodes' records are read at each start (the store; they are written through
         # the sink, with the charges they close). None: nothing kept across a restart.
         self._history = history
@@ -44,8 +48,12 @@ class NodeTracking:
     async def restore(self) -> None:
         """The nodes' records, before the node watch's first list. A store that cannot be read
         now leaves them as they are: this start keeps none (what it would write would be its
-        own partial view over what another gateway knew) and charges only what it sees."""
+        own partial view over what another gateway knew) and charges only what it sees. Without
+        a store (a MultiKueue worker's nodes), it begins again from what the first list shows:
+        what it saw before this start may have changed unseen."""
         if self._history is None:
+            self._nodes.restore(())
+            self._nodes.records.keeping = False
             return
         try:
             records = await self._history.gpu_node_history()
@@ -116,6 +124,8 @@ class NodeTracking:
         of the nodes' records it goes with: one event, so one transaction, and all on one lane
         (invocation_id ""), so the records are written in the order they changed."""
         writes = tuple(self._nodes.history_writes())
+        if self._cluster is not None:
+            charges = [replace(c, cluster=self._cluster) for c in charges]
         if charges or writes:
             await self._outlet.emit(BackendEvent("", charges=tuple(charges), node_history=writes))
 

@@ -47,8 +47,12 @@ class KindWatch:
         track_deletes: bool = True,
         list_everything: bool = True,
         decode: Decoder = decode_full,
+        on_listed: Callable[[], Awaitable[None]] | None = None,
     ) -> None:
+        """`on_listed`: awaited after each full list has been handed over (the first, and each
+        one after a 410 Gone)."""
         self._decode = decode
+        self._on_listed = on_listed
         self._api = api
         self.path = path
         self._params = dict(params)
@@ -80,6 +84,8 @@ class KindWatch:
             self._known = seen
         self.resource_version = rv
         self.synced = True
+        if self._on_listed is not None:
+            await self._on_listed()
 
     async def _watch_once(self) -> None:
         params = {**self._params, "resourceVersion": self.resource_version}

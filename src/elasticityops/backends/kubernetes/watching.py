@@ -56,6 +56,7 @@ class Watching:
         reaper: Reaper,
         kueue: KueueWatching | None = None,
         worker_kueue: Mapping[str, KueueWatching] | None = None,
+        worker_nodes: Mapping[str, NodeTracking] | None = None,
     ) -> None:
         self._clock = clock
         self._workloads = workloads
@@ -65,6 +66,7 @@ class Watching:
         self._reaper = reaper
         self._kueue = kueue
         self._worker_kueue = dict(worker_kueue or {})  # by MultiKueue worker: its Workloads' watch
+        self._worker_nodes = dict(worker_nodes or {})  # by MultiKueue worker: its GPU nodes
         self.watches: list[KindWatch] = []
 
     async def start(self) -> None:
@@ -73,16 +75,12 @@ class Watching:
         w = self._workloads
         api = w.api
         by_label = {"labelSelector": w.selector}
-        workers = self._worker_watches()
+        workers = await self._worker_watches()
         node_watch = []
         if self._nodes is not None:
             await self._nodes.restore()
             # First, so a pod bound to a node in the first lists finds the node known.
-            node_watch = [
-                KindWatch(
-                    api, NODES_PATH, {"labelSelector": ACCELERATOR_LABEL}, self._nodes.on_node, self._clock
-                )
-            ]
+            node_watch = [self._node_watch(api, self._nodes)]
         self.watches = [
             *node_watch,
             # Pods first, so the first list sees a finished pod (and its result) before its Job.
@@ -107,8 +105,16 @@ class Watching:
                 # their first list when they run (and keep trying, as after any lost watch).
                 continue
             await watch.relist()
-            if self._nodes is not None and watch.path == NODES_PATH:
-                await self._nodes.listed()
+
+    def _node_watch(self, api: KubeApi, nodes: NodeTracking) -> KindWatch:
+        return KindWatch(
+            api,
+            NODES_PATH,
+            {"labelSelector": ACCELERATOR_LABEL},
+            nodes.on_node,
+            self._clock,
+            on_listed=nodes.listed,
+        )
 
     def _pods_watch(self, api: KubeApi, handler: Handler) -> KindWatch:
         w = self._workloads
@@ -129,16 +135,20 @@ class Watching:
             decode=decode_event,
         )
 
-    def _worker_watches(self) -> list[KindWatch]:
-        """MultiKueue's workers: the pods of the Jobs it runs there, their Events (the worker's
-        scheduler and autoscaler explain the wait there) and the workers' copies of the Workloads
-        (each worker's Kueue says why it did or did not take the work). The manager has no pods
-        of ours; its Jobs' status is the workers' mirrored."""
+    async def _worker_watches(self) -> list[KindWatch]:
+        """MultiKueue's workers: their GPU nodes (when nodes are watched), the pods of the Jobs
+        it runs there, their Events (the worker's scheduler and autoscaler explain the wait
+        there) and the workers' copies of the Workloads (each worker's Kueue says why it did or
+        did not take the work). The manager has no pods of ours; its Jobs' status is the
+        workers' mirrored."""
         w = self._workloads
         watches: list[KindWatch] = []
         for name in w.workers:
             api = w.worker_api(name)
             assert api is not None  # a configured worker
+            if (nodes := self._worker_nodes.get(name)) is not None:
+                await nodes.restore()
+                watches.append(self._node_watch(api, nodes))
             watches += [
                 self._pods_watch(api, functools.partial(self.on_worker_pod, name)),
                 self._events_watch(api),
@@ -224,9 +234,9 @@ class Watching:
     async def on_worker_pod(self, worker: str, kind: str, pod: KubeObject) -> None:
         """A pod in MultiKueue's `worker`: what it says of its invocation, as of a pod here, and
         that it runs in `worker` (a run MultiKueue moved away from a lost worker may go on there
-        and end first: the record names where the run it ended with ran); its node is the
-        worker's, which this gateway's GPU node watch does not see."""
-        await self._on_pod(kind, pod, None, worker)
+        and end first: the record names where the run it ended with ran); its node is one of
+        the worker's, followed by that worker's GPU node watch (when nodes are watched)."""
+        await self._on_pod(kind, pod, self._worker_nodes.get(worker), worker)
 
     async def _on_pod(
         self, kind: str, pod: KubeObject, nodes: NodeTracking | None, worker: str | None = None
@@ -243,7 +253,7 @@ class Watching:
             return
         latest = followed.attempts.get(inv)
         if kind == "DELETED" and latest is not None and attempt < latest:
-            await self._preempted_pod_gone(inv, attempt, pod)
+            await self._preempted_pod_gone(inv, attempt, pod, nodes)
             return
         if inv not in followed.progress and (
             kind == "DELETED" or (pod.get("metadata") or {}).get("deletionTimestamp")
@@ -275,13 +285,14 @@ class Watching:
         nodes: NodeTracking | None,
         worker: str | None,
     ) -> tuple[BackendEvent | None, BackendEvent | None]:
-        """The pod's event with what its node (here) or its worker cluster (MultiKueue) adds,
-        and the node tracking's own event, if any."""
+        """The pod's event with what its node and its worker cluster (MultiKueue) add, and the
+        node tracking's own event, if any."""
+        extra = None
         if nodes is not None:
-            return await nodes.on_pod(kind, inv, pod, event)
+            event, extra = await nodes.on_pod(kind, inv, pod, event)
         if worker is not None and event is not None:
             event = replace(event, cluster=worker)
-        return event, None
+        return event, extra
 
     def _whose(self, pod: KubeObject) -> tuple[str, int] | None:
         """The invocation and attempt a pod runs; None for a pod that is not an invocation's (a
@@ -297,14 +308,16 @@ class Watching:
             return named
         return None if inv is None else (inv, attempt_of(pod))
 
-    async def _preempted_pod_gone(self, inv: str, attempt: int, pod: KubeObject) -> None:
+    async def _preempted_pod_gone(
+        self, inv: str, attempt: int, pod: KubeObject, nodes: NodeTracking | None
+    ) -> None:
         """A preempted attempt's pod is gone: its GPU is free now (the dispatcher waits for that
         before the work it made way for counts it free). Its end, as the old attempt's, changes
         nothing in the store."""
         gone = Finished.cancelled(self._clock.now(), "the preempted attempt's pod is gone")
         await self._outlet.emit(BackendEvent(inv, attempt=attempt, finished=gone))
-        if self._nodes is not None:
-            await self._nodes.vacated(inv, pod)
+        if nodes is not None:
+            await nodes.vacated(inv, pod)
 
     async def on_event(self, kind: str, event: KubeObject) -> None:
         if kind == "DELETED":

@@ -1,11 +1,13 @@
 """What a MultiKueue worker cluster grants the gateway's kubeconfig of it (`--kube-workers`):
 a ServiceAccount in the gateway's namespace, a Role with exactly the calls the gateway makes
-there, its RoleBinding, and a token Secret whose token and CA make that kubeconfig
-(`eops render worker-rbac`, docs/multi-cluster.md). Pure builders.
+there, its RoleBinding, a ClusterRole and binding to watch the worker's GPU Nodes, and a token
+Secret whose token and CA make that kubeconfig (`eops render worker-rbac`,
+docs/multi-cluster.md). Pure builders.
 
-The gateway makes few calls in a worker (the manager holds the Jobs): WORKER_RULES lists them,
-each with the module that makes it, and a test holds the backend's worker-side code to it, call
-by call, against a stand-in API server (tests/backends/kubernetes/test_worker_rbac.py)."""
+The gateway makes few calls in a worker (the manager holds the Jobs): WORKER_RULES and
+WORKER_CLUSTER_RULES list them, each with the module that makes it, and a test holds the
+backend's worker-side code to them, call by call, against a stand-in API server
+(tests/backends/kubernetes/test_worker_rbac.py)."""
 
 from __future__ import annotations
 
@@ -36,6 +38,14 @@ WORKER_RULES: list[KubeObject] = [
     {"apiGroups": [""], "resources": ["secrets"], "verbs": ["create"]},
     # kueue_watching.py (per worker): the worker's copy of each Workload, why it took the work or not.
     {"apiGroups": ["kueue.x-k8s.io"], "resources": ["workloads"], "verbs": ["list", "watch"]},
+]
+
+WORKER_CLUSTER_RULES: list[KubeObject] = [
+    # watching.py / node_tracking.py: the worker's GPU Nodes (by the accelerator label), a list
+    # then a watch: their states on the capacity page, their provisioning and idle time in the
+    # invocations' cost. Nodes are cluster-scoped, hence a ClusterRole; not needed with
+    # EOPS_KUBE_NODE_COSTS=off and no --headroom (the gateway then watches no Nodes).
+    {"apiGroups": [""], "resources": ["nodes"], "verbs": ["list", "watch"]},
 ]
 
 
@@ -91,6 +101,19 @@ def build_worker_rbac(namespace: str) -> list[KubeObject]:
             "subjects": [{"kind": "ServiceAccount", "name": WORKER_ACCOUNT, "namespace": namespace}],
         },
         {
+            "apiVersion": f"{rbac}/v1",
+            "kind": "ClusterRole",
+            "metadata": _meta(worker_cluster_role(namespace)),
+            "rules": WORKER_CLUSTER_RULES,
+        },
+        {
+            "apiVersion": f"{rbac}/v1",
+            "kind": "ClusterRoleBinding",
+            "metadata": _meta(worker_cluster_role(namespace)),
+            "roleRef": {"apiGroup": rbac, "kind": "ClusterRole", "name": worker_cluster_role(namespace)},
+            "subjects": [{"kind": "ServiceAccount", "name": WORKER_ACCOUNT, "namespace": namespace}],
+        },
+        {
             # Kubernetes fills in the token and the cluster's CA (since 1.24 it makes no such
             # Secret by itself); it lives until this Secret is deleted, which is how to revoke it.
             "apiVersion": "v1",
@@ -103,6 +126,12 @@ def build_worker_rbac(namespace: str) -> list[KubeObject]:
             ),
         },
     ]
+
+
+def worker_cluster_role(namespace: str) -> str:
+    """The ClusterRole (and its binding) of the gateway of `namespace`: cluster-scoped, so named
+    for the namespace, so gateways of several namespaces keep one each."""
+    return f"{WORKER_ACCOUNT}-{namespace}-nodes"
 
 
 def kubeconfig_steps(namespace: str, worker: str = "WORKER", context: str = "WORKER_CONTEXT") -> list[str]:

@@ -55,6 +55,20 @@ function byCluster(c) {
   }))];
 }
 
+// GPU nodes by state in each of MultiKueue's workers (the gateway watches each worker's nodes):
+// a table, cluster by state, only where the work runs in several clusters.
+function nodesByCluster(c) {
+  const clusters = Object.entries(c.nodes_by_cluster || {});
+  if (!clusters.length) return [];
+  const states = Object.keys(c.nodes || clusters[0][1]);
+  return [el("h3", { text: "by cluster" }), el("table", { class: "list", id: "nodes-by-cluster" },
+    el("thead", {}, el("tr", {}, el("th", { scope: "col", text: "cluster" }),
+      states.map((s) => el("th", { scope: "col", class: "num", text: s.replace("_", " ") })))),
+    el("tbody", {}, clusters.map(([name, counts]) => el("tr", { "data-cluster": name },
+      el("th", { scope: "row", text: name }),
+      states.map((s) => el("td", { class: "num", "data-state": s, text: String(counts[s] ?? 0) }))))))];
+}
+
 export function render(main) {
   const gpus = el("section", { class: "card", id: "gpus", "aria-labelledby": "h-gpus" });
   const queue = el("section", { class: "card", id: "queue", "aria-labelledby": "h-queue" });
@@ -90,7 +104,8 @@ export function render(main) {
     nodes.replaceChildren(el("h2", { id: "h-nodes", text: c.nodes ? "GPU nodes" : "GPU slots" }),
       c.nodes ? el("dl", { class: "facts" }, Object.entries(c.nodes).flatMap(([k, v]) =>
         [el("dt", { text: k.replace("_", " ") }), el("dd", { text: String(v) })]))
-        : el("p", { text: c.total_gpus === null ? "no fixed number" : `${c.free_gpus} free of ${c.total_gpus}` }));
+        : el("p", { text: c.total_gpus === null ? "no fixed number" : `${c.free_gpus} free of ${c.total_gpus}` }),
+      ...nodesByCluster(c));
     // Named for what it holds: the span of its samples (since this replica started, until
     // it holds keep_s of them), not the hours it may hold one day.
     const span = c.history.length > 1

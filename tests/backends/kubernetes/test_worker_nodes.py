@@ -1,0 +1,138 @@
+"""A MultiKueue worker's GPU nodes, watched in the worker through its kubeconfig: their states
+per cluster (the capacity page), where a worker's pod starts its node time, and the node time
+they close charged to that worker. Two stand-in API servers: the manager (no nodes) and one
+worker."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+import yaml
+
+from elasticityops.api.console.capacity import gather
+from elasticityops.backends.kubernetes.api import KubeApi
+from elasticityops.backends.kubernetes.backend import KubernetesBackend
+from elasticityops.backends.kubernetes.kueue_workloads import KUEUE_API
+from elasticityops.backends.kubernetes.settings import KubernetesSettings
+from elasticityops.domain.clock import ManualClock
+from elasticityops.domain.node_seconds import Phase
+from elasticityops.pricing.table import Capacity
+
+from .builders import INV, T0, gpu_node, pod, scheduled
+from .scripted_server import Reply, scripted
+from .test_backend import Sink
+
+pytestmark = pytest.mark.anyio
+
+NS = "elasticityops"
+NODES = "/api/v1/nodes"
+EMPTY = {"items": [], "metadata": {"resourceVersion": "1"}}
+
+
+def _routes(nodes: list[dict[str, object]] | None = None) -> dict[str, list[Reply]]:
+    routes: dict[str, list[Reply]] = {}
+    for path in (
+        f"/apis/batch/v1/namespaces/{NS}/jobs",
+        f"/api/v1/namespaces/{NS}/pods",
+        f"/api/v1/namespaces/{NS}/events",
+        f"{KUEUE_API}/namespaces/{NS}/workloads",
+    ):
+        routes[f"^GET {re.escape(path)}\\?.*watch=true"] = [Reply(hold=True)]
+        routes[f"^GET {re.escape(path)}\\?"] = [Reply(200, EMPTY)]
+    listed = {"items": nodes or [], "metadata": {"resourceVersion": "1"}}
+    routes[f"^GET {NODES}\\?.*watch=true"] = [Reply(hold=True)]
+    routes[f"^GET {NODES}\\?"] = [Reply(200, listed)]
+    return routes
+
+
+def _kubeconfig(tmp_path: Path, url: str) -> Path:
+    path = tmp_path / "worker-1.kubeconfig"
+    config = {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "current-context": "w",
+        "clusters": [{"name": "w", "cluster": {"server": url}}],
+        "users": [{"name": "w", "user": {"token": "t"}}],
+        "contexts": [{"name": "w", "context": {"cluster": "w", "user": "w"}}],
+    }
+    path.write_text(yaml.safe_dump(config))
+    return path
+
+
+class _Store:
+    """What the capacity page reads of the store and the function cache: nothing in flight."""
+
+    async def counts_by_state(self) -> dict[object, int]:
+        return {}
+
+    async def queued(self, limit: int) -> list[object]:
+        return []
+
+    async def active_counts_by_type(self) -> dict[object, int]:
+        return {}
+
+    async def versions(self, keys: object) -> dict[object, object]:
+        return {}
+
+
+async def test_a_workers_gpu_nodes_are_watched_there_and_its_pod_is_placed_and_charged_there(
+    tmp_path: Path,
+) -> None:
+    clock = ManualClock(T0 + timedelta(seconds=60))
+    old = gpu_node("w1-old", T0 - timedelta(seconds=600), spot=True)  # up before the pod was made
+    async with scripted([], _routes()) as manager, scripted([], _routes([old])) as worker:
+        settings = KubernetesSettings(
+            namespace=NS,
+            max_retries=1,
+            concurrency=4,
+            local_queue="eops",
+            workers=f"worker-1={_kubeconfig(tmp_path, worker.url)}",
+        )
+        backend = KubernetesBackend(
+            settings, clock, KubeApi.at(manager.url, settings, clock), watch_gpu_nodes=True
+        )
+        sink = Sink()
+        await backend.start(sink)
+        try:
+            nodes = backend.worker_gpu_nodes["worker-1"]
+            for _ in range(400):
+                if nodes.synced:
+                    break
+                await asyncio.sleep(0.025)
+            assert nodes.synced, "the worker's node watch made its first list"
+            assert backend.gpu_nodes is not None
+            assert backend.gpu_nodes.nodes == {}, "the manager has none"
+            assert nodes.by_state() == {"provisioning": 0, "ready": 0, "idle": 1, "scaling_down": 0}
+
+            # Our pod bound to the worker's node: its node time starts where that node's does.
+            await backend._watching.on_worker_pod(
+                "worker-1", "ADDED", pod(node="w1-old", conditions=[scheduled(30)])
+            )
+            [placed] = [e for e in sink.events if e.invocation_id == INV]
+            assert placed.cluster == "worker-1"
+            assert (placed.node_capacity, placed.warm) == (Capacity.spot, True)
+            assert nodes.by_state()["ready"] == 1
+
+            # A node made after the first list and gone unused: its time is charged, to the worker.
+            clock.advance(10)
+            fresh = gpu_node("w1-fresh", clock.now())
+            await backend._watching._worker_nodes["worker-1"].on_node("ADDED", fresh)
+            clock.advance(120)
+            await backend._watching._worker_nodes["worker-1"].on_node("DELETED", fresh)
+            [closed] = [e for e in sink.events if e.charges]
+            assert [(c.source, c.spans[0].phase, c.spans[0].seconds, c.cluster) for c in closed.charges] == [
+                ("node/w1-fresh", Phase.warm_unused, 120, "worker-1")
+            ]
+            assert closed.node_history == (), "a worker's nodes are not written to the store's records"
+
+            capacity = await gather(_Store(), _Store(), backend, None, None, clock)  # type: ignore[arg-type]
+        finally:
+            await backend.stop()
+    assert capacity.nodes_by_cluster == {
+        "worker-1": {"provisioning": 0, "ready": 1, "idle": 0, "scaling_down": 0}
+    }
+    assert capacity.nodes == {"provisioning": 0, "ready": 1, "idle": 0, "scaling_down": 0}, "all clusters'"
