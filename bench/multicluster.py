@@ -5,13 +5,16 @@ invocations that ran in two clusters or twice, and the CPU of the gateway, each 
 API server.
 
     .venv/bin/python bench/multicluster.py [--invocations 200] [--run-seconds 5]
-        [--phases one-cluster,all-at-once,incremental] [--out DIR] [--markdown]
+        [--phases one-cluster,all-at-once,incremental,gateway] [--nominate-wait 30]
+        [--out DIR] [--markdown]
 
 What it does, in order:
 1. checks its prerequisites (the dev cluster's binaries with the real cluster-autoscaler and
    Kueue, `eops dev-cluster build --kueue`) and exits 2 naming what is missing;
-2. per MultiKueue dispatcher asked for (`all-at-once`, Kueue's default, and `incremental`,
-   which nominates up to three workers per 5-minute round), starts a set of its own
+2. per MultiKueue dispatcher asked for (`all-at-once`, Kueue's default; `incremental`,
+   which nominates up to three workers per 5-minute round; and `gateway`, Kueue's external
+   dispatcher with the gateway nominating one worker at a time, the next after
+   --nominate-wait s without admission), starts a set of its own
    (`eops dev-cluster up --multikueue --workers 2`: a manager and two workers, each worker with
    a static pool of --invocations T4 nodes, so nodes are there and what is measured is the
    path through the queues, not provisioning);
@@ -48,15 +51,13 @@ from typing import Any
 import httpx
 import psutil
 
+from elasticityops.devcluster.kueue_setup import DISPATCHERS
 from elasticityops.devcluster.stages import RUN_SECONDS_ANNOTATION
 from k8s_burst import cpu_by_process, cpu_spent, free_port, gateway_ready, machine
 
 ROOT = Path(__file__).resolve().parents[1]
 NS = "default"  # where the set's LocalQueue `eops` is, on the manager and every worker
-DISPATCHERS = {
-    "all-at-once": "kueue.x-k8s.io/multikueue-dispatcher-all-at-once",
-    "incremental": "kueue.x-k8s.io/multikueue-dispatcher-incremental",
-}
+
 PHASES = ("one-cluster", *DISPATCHERS)
 INVOCATION_LABEL = "elasticityops.dev/invocation"
 
@@ -157,12 +158,21 @@ def ended(http: httpx.Client) -> list[dict[str, Any]]:
 
 
 def run_phase(
-    name: str, manager: Any, workers: dict[str, Any], n: int, run_s: float, tmp: Path, timeout: float
+    name: str,
+    manager: Any,
+    workers: dict[str, Any],
+    n: int,
+    run_s: float,
+    tmp: Path,
+    timeout: float,
+    nominate_wait_s: float = 30.0,
 ) -> dict[str, Any]:
     """One phase: `manager` is where the gateway submits (a worker itself for one-cluster)."""
     env = {}
     if name != "one-cluster":
         env["EOPS_KUBE_WORKERS"] = ",".join(f"{w}={c.kubeconfig_path}" for w, c in workers.items())
+    if name == "gateway":
+        env["EOPS_KUBE_NOMINATE_WAIT"] = f"{nominate_wait_s:g}"
     proc, url, token = start_gateway(manager.kubeconfig_path, tmp / name, env)
     seen = Seen()
     try:
@@ -244,6 +254,9 @@ def main() -> int:
     ap.add_argument("--run-seconds", type=float, default=5.0, help="each pod runs this long (kwok)")
     ap.add_argument("--phases", default=",".join(PHASES), help=f"comma-separated, of {', '.join(PHASES)}")
     ap.add_argument("--timeout", type=float, default=3600.0, help="seconds a phase may take")
+    ap.add_argument(
+        "--nominate-wait", type=float, default=30.0, help="the gateway phase's --kube-nominate-wait (s)"
+    )
     ap.add_argument("--out", type=Path, default=None, help="results dir (default a temporary one)")
     ap.add_argument("--markdown", action="store_true", help="also print a Markdown table")
     args = ap.parse_args()
@@ -278,7 +291,16 @@ def main() -> int:
                 on = {"worker-1": workers["worker-1"]} if phase == "one-cluster" else workers
                 target = workers["worker-1"] if phase == "one-cluster" else clusters.manager
                 print(f"{time.strftime('%H:%M:%S')} {phase}: {args.invocations} invocations", flush=True)
-                row = run_phase(phase, target, on, args.invocations, args.run_seconds, out, args.timeout)
+                row = run_phase(
+                    phase,
+                    target,
+                    on,
+                    args.invocations,
+                    args.run_seconds,
+                    out,
+                    args.timeout,
+                    args.nominate_wait,
+                )
                 rows.append(row)
                 print(json.dumps(row), flush=True)
         finally:

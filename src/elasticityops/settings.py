@@ -171,6 +171,14 @@ def kueue_problems(settings: Settings) -> list[FieldProblem]:
             )
         )
     workers, wrong = parse_workers(kube.workers)
+    if kube.nominate_wait_s > 0 and not workers:
+        problems.append(
+            FieldProblem(
+                "--kube-nominate-wait / EOPS_KUBE_NOMINATE_WAIT",
+                "makes the gateway MultiKueue's dispatcher, but no worker clusters are named",
+                "add --kube-workers NAME=KUBECONFIG,..., or leave --kube-nominate-wait at 0",
+            )
+        )
     return problems + wrong + unreadable(workers)
 
 

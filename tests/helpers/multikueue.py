@@ -7,6 +7,7 @@ from __future__ import annotations
 import atexit
 import contextlib
 import os
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -14,7 +15,7 @@ import pytest
 
 from elasticityops.devcluster.cluster import DevCluster
 from elasticityops.devcluster.cluster_set import ClusterSet, down_set, up_set
-from elasticityops.devcluster.kueue_setup import MultiKueueManager
+from elasticityops.devcluster.kueue_setup import DISPATCHERS, MultiKueueManager
 
 # A worker lost for this long has its work run elsewhere (upstream's 15 min would outlast a test;
 # counted from when the work was dispatched there, so a lost worker's work moves at once), and
@@ -123,3 +124,45 @@ def gateway_env(clusters: ClusterSet, namespace: str, keys: Path) -> dict[str, s
         for name in clusters.record.worker_names
     )
     return {"EOPS_ADMISSION": "kueue", "EOPS_KUBE_WORKERS": workers}
+
+
+GATEWAY_DISPATCHER = DISPATCHERS["gateway"]
+"""The external dispatcher's name the tests give the manager's Kueue (any name not Kueue's own)."""
+
+
+@contextlib.contextmanager
+def dispatched_by(clusters: ClusterSet, dispatcher: str) -> Iterator[None]:
+    """The manager's Kueue restarted with `multiKueue.dispatcherName` set to `dispatcher`, and
+    back to what it was afterwards (restarted again): Kueue reads it at its start only."""
+    import yaml
+
+    path = clusters.manager.layout.kueue / "config.yaml"
+    before = path.read_text()
+    config = yaml.safe_load(before)
+    config["multiKueue"]["dispatcherName"] = dispatcher
+    path.write_text(yaml.safe_dump(config, sort_keys=False))
+    try:
+        clusters.manager.restart_kueue()
+        yield
+    finally:
+        path.write_text(before)
+        clusters.manager.restart_kueue()
+
+
+def hold_queue(clusters: ClusterSet, worker: str, hold: bool) -> None:
+    """Stop (or let go again) the worker's ClusterQueue: Kueue admits nothing there meanwhile.
+    A hold counts once the worker's Kueue says its queue is inactive: a Kueue whose watches are
+    still coming back (its API server restarted by an earlier test of the lane) may not have
+    read the patch yet, and would admit the work."""
+    path = "/apis/kueue.x-k8s.io/v1beta2/clusterqueues/eops"
+    with clusters.cluster(worker).api() as api:
+        api.patch(path, {"spec": {"stopPolicy": "Hold" if hold else "None"}})
+        if not hold:
+            return
+        deadline = time.monotonic() + 60
+        while True:
+            conditions = (api.get(path).get("status") or {}).get("conditions") or []
+            if any(c.get("type") == "Active" and c.get("status") == "False" for c in conditions):
+                return
+            assert time.monotonic() < deadline, f"{worker}'s ClusterQueue still active: {conditions}"
+            time.sleep(0.5)

@@ -182,6 +182,15 @@ def up(
         "plane without nodes whose Kueue dispatches each Job to a worker, and --workers dev "
         "clusters (the flags above apply to each worker), one sub-directory of --state-dir each.",
     ),
+    dispatcher: str | None = typer.Option(
+        None,
+        "--dispatcher",
+        metavar="all-at-once|incremental|gateway",
+        help="With --multikueue: how the manager's Kueue picks the workers a Workload is copied "
+        "to: all-at-once (Kueue's default), incremental (up to three per 5-minute round), or "
+        "gateway (an external dispatcher: `eops serve --kube-nominate-wait S` nominates; "
+        "docs/multi-cluster.md).",
+    ),
     workers: int | None = typer.Option(
         None,
         "--workers",
@@ -195,15 +204,9 @@ def up(
     from elasticityops.devcluster.cluster import DevCluster
     from elasticityops.devcluster.config import AutoscalerSettings, ClusterConfig
     from elasticityops.devcluster.errors import DevClusterError
-    from elasticityops.devcluster.multikueue import check_workers, worker_settings
+    from elasticityops.devcluster.multikueue import worker_settings
 
-    if workers is not None and not multikueue:
-        usage_error("up", "--workers: only a MultiKueue set has workers; add --multikueue")
-    if multikueue:
-        try:
-            check_workers(DEFAULT_WORKERS if workers is None else workers)
-        except ValueError as exc:
-            usage_error("up", str(exc))
+    _check_set_flags(multikueue, workers, dispatcher)
     try:
         settings = AutoscalerSettings(
             enabled=autoscaling,
@@ -227,7 +230,7 @@ def up(
         tc = _build_with_progress("required" if autoscaling else "if-found", kueue=kueue or multikueue)
         cfg = ClusterConfig(state_dir=state_dir.expanduser(), autoscaler=settings, kueue=kueue or multikueue)
         if multikueue:
-            up_set(cfg, DEFAULT_WORKERS if workers is None else workers, tc)
+            up_set(cfg, DEFAULT_WORKERS if workers is None else workers, tc, dispatcher or "all-at-once")
             return
         with console.status("starting") as status:
 
@@ -244,6 +247,24 @@ def up(
     # The kubectl built with the control plane, for machines that have none of their own.
     console.print(f"kubectl of the same version: {tc.binary('kubectl')}")
     console.print(f"stop it with: eops dev-cluster down --state-dir {cluster.state_dir}")
+
+
+def _check_set_flags(multikueue: bool, workers: int | None, dispatcher: str | None) -> None:
+    """The flags of a MultiKueue set given only with --multikueue, and each one sound."""
+    from elasticityops.devcluster.kueue_setup import DISPATCHERS
+    from elasticityops.devcluster.multikueue import check_workers
+
+    if workers is not None and not multikueue:
+        usage_error("up", "--workers: only a MultiKueue set has workers; add --multikueue")
+    if dispatcher is not None and not multikueue:
+        usage_error("up", "--dispatcher: only a MultiKueue set dispatches; add --multikueue")
+    if dispatcher is not None and dispatcher not in DISPATCHERS:
+        usage_error("up", f"--dispatcher: {dispatcher!r} is none of {', '.join(DISPATCHERS)}")
+    if multikueue:
+        try:
+            check_workers(DEFAULT_WORKERS if workers is None else workers)
+        except ValueError as exc:
+            usage_error("up", str(exc))
 
 
 @app.command()

@@ -93,10 +93,12 @@ def set_objects(workers: int, max_nodes: int) -> SetObjects:
     return SetObjects(worker=objects(max_nodes), manager=manager)
 
 
-def up_set(cfg: ClusterConfig, workers: int, tc: Toolchain) -> None:
-    """`up --multikueue`: start the set, print where each cluster is."""
+def up_set(cfg: ClusterConfig, workers: int, tc: Toolchain, dispatcher: str = "all-at-once") -> None:
+    """`up --multikueue`: start the set, print where each cluster is. `dispatcher`: a key of
+    kueue_setup.DISPATCHERS."""
     from elasticityops.devcluster.cluster_set import up_set as start_set
     from elasticityops.devcluster.errors import DevClusterError
+    from elasticityops.devcluster.kueue_setup import DISPATCHERS, MultiKueueManager
 
     with console.status("starting") as status:
 
@@ -106,7 +108,13 @@ def up_set(cfg: ClusterConfig, workers: int, tc: Toolchain) -> None:
 
         try:
             clusters = start_set(
-                cfg.state_dir, cfg, workers, set_objects(workers, cfg.autoscaler.max_nodes), tc, step=step
+                cfg.state_dir,
+                cfg,
+                workers,
+                set_objects(workers, cfg.autoscaler.max_nodes),
+                tc,
+                MultiKueueManager(dispatcher=DISPATCHERS[dispatcher]),
+                step=step,
             )
         except (DevClusterError, ValueError) as exc:
             console.print(f"[red]dev-cluster up failed:[/] {exc}")
@@ -122,6 +130,12 @@ def up_set(cfg: ClusterConfig, workers: int, tc: Toolchain) -> None:
         f"submit to the manager: export KUBECONFIG={manager} (LocalQueue eops in {SET_NAMESPACE})",
         soft_wrap=True,
     )
+    if dispatcher == "gateway":
+        console.print(
+            "the manager's Kueue waits for the gateway to nominate workers: serve with "
+            "--kube-nominate-wait 30 (docs/multi-cluster.md)",
+            soft_wrap=True,
+        )
     console.print(f"stop it with: eops dev-cluster down --state-dir {clusters.root}", soft_wrap=True)
 
 

@@ -47,6 +47,16 @@ class KueuePorts:
     metrics: int
 
 
+DISPATCHERS = {
+    "all-at-once": "kueue.x-k8s.io/multikueue-dispatcher-all-at-once",
+    "incremental": "kueue.x-k8s.io/multikueue-dispatcher-incremental",
+    # An external dispatcher: Kueue waits for another controller to nominate the workers; the
+    # gateway does with --kube-nominate-wait (backends/kubernetes/nominating.py).
+    "gateway": "eops.dev/gateway",
+}
+"""`eops dev-cluster up --multikueue --dispatcher NAME`: the manager's multiKueue.dispatcherName."""
+
+
 @dataclass(frozen=True)
 class MultiKueueManager:
     """The `multiKueue` section of a MultiKueue manager's Configuration.

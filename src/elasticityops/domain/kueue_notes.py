@@ -18,6 +18,19 @@ IN_WORKER = "KueueInWorker"
 # MultiKueue: the manager's Workload stopped naming the worker that ran it (the worker lost, its
 # work evicted to be admitted again): the run there may go on, and another may start elsewhere.
 LEFT_WORKER = "KueueLeftWorker"
+# MultiKueue with the gateway as its external dispatcher: the workers the gateway nominated for
+# the work (the manager's Workload's status.nominatedClusterNames), and why.
+NOMINATED = "KueueNominated"
 KINDS = frozenset(
-    {QUEUED, QUOTA_RESERVED, ADMISSION_CHECK, ADMITTED, EVICTED, DISPATCHED, IN_WORKER, LEFT_WORKER}
+    {
+        QUEUED,
+        QUOTA_RESERVED,
+        ADMISSION_CHECK,
+        ADMITTED,
+        EVICTED,
+        DISPATCHED,
+        IN_WORKER,
+        LEFT_WORKER,
+        NOMINATED,
+    }
 )

@@ -20,7 +20,7 @@ from elasticityops.devcluster.cluster_set import ClusterSet
 from elasticityops.devcluster.stages import SIMULATED_OUTPUT
 from elasticityops.domain.errors import NotFound
 from elasticityops.domain.kueue_notes import DISPATCHED, IN_WORKER
-from helpers.multikueue import gateway_env
+from helpers.multikueue import gateway_env, hold_queue
 from helpers.server import RunningServer
 
 from .cluster_support import deploy, invoke, runs, start_k8s_gateway, status, wait_state
@@ -118,25 +118,6 @@ def test_a_cancel_takes_the_work_out_of_its_worker(
     )
 
 
-def _hold(clusters: ClusterSet, worker: str, hold: bool) -> None:
-    """Stop (or let go again) the worker's ClusterQueue: Kueue admits nothing there meanwhile.
-    A hold counts once the worker's Kueue says its queue is inactive: a Kueue whose watches are
-    still coming back (its API server restarted by an earlier test of the lane) may not have
-    read the patch yet, and would admit the work."""
-    path = f"{KUEUE}/clusterqueues/eops"
-    with clusters.cluster(worker).api() as api:
-        api.patch(path, {"spec": {"stopPolicy": "Hold" if hold else "None"}})
-        if not hold:
-            return
-        deadline = time.monotonic() + 60
-        while True:
-            conditions = (api.get(path).get("status") or {}).get("conditions") or []
-            if any(c.get("type") == "Active" and c.get("status") == "False" for c in conditions):
-                return
-            assert time.monotonic() < deadline, f"{worker}'s ClusterQueue still active: {conditions}"
-            time.sleep(0.5)
-
-
 def test_why_the_work_went_where_it_did_is_in_its_timeline(
     multikueue_set: ClusterSet, gateway: RunningServer
 ) -> None:
@@ -146,7 +127,7 @@ def test_why_the_work_went_where_it_did_is_in_its_timeline(
     workers = multikueue_set.record.worker_names
     try:
         for worker in workers:
-            _hold(multikueue_set, worker, True)
+            hold_queue(multikueue_set, worker, True)
         inv = invoke(gateway, "placed")
         waiting = {
             f"{w}: Kueue: waiting in LocalQueue eops: Inadmissible: ClusterQueue eops is inactive"
@@ -160,11 +141,11 @@ def test_why_the_work_went_where_it_did_is_in_its_timeline(
         while time.monotonic() < deadline and not waiting <= told():
             time.sleep(0.5)
         assert waiting <= told(), told()
-        _hold(multikueue_set, "worker-2", False)
+        hold_queue(multikueue_set, "worker-2", False)
         done = wait_state(gateway, inv, {"succeeded", "failed"}, timeout=120)
     finally:
         for worker in workers:
-            _hold(multikueue_set, worker, False)
+            hold_queue(multikueue_set, worker, False)
     assert (done["state"], done["cluster"]) == ("succeeded", "worker-2")
     kinds = [n["kind"] for n in done["notes"]]
     assert kinds.index(IN_WORKER) < kinds.index(DISPATCHED), "why it waited, then where it went"

@@ -23,9 +23,11 @@ from elasticityops.backends.kubernetes.api import KubeApi
 from elasticityops.backends.kubernetes.followed import Followed
 from elasticityops.backends.kubernetes.gpu_nodes import GpuNodes
 from elasticityops.backends.kubernetes.kueue_watching import KueueWatching
+from elasticityops.backends.kubernetes.kueue_workloads import KUEUE_API
 from elasticityops.backends.kubernetes.launching import Launcher
 from elasticityops.backends.kubernetes.manifests import CALLBACK_TOKEN_BYTES, SECRET_DATA_LIMIT
 from elasticityops.backends.kubernetes.node_tracking import NodeTracking
+from elasticityops.backends.kubernetes.nominating import Nominator
 from elasticityops.backends.kubernetes.outlet import Outlet
 from elasticityops.backends.kubernetes.pod_logs import PodLogs
 from elasticityops.backends.kubernetes.reaping import Reaper
@@ -83,6 +85,19 @@ class KubernetesBackend:
         }
         self._reaper = Reaper(settings, self._workloads)
         self._worker_secrets = WorkerSecrets(settings, clock, self._workloads, outlet, launch_material)
+        workloads_path = f"{KUEUE_API}/namespaces/{settings.namespace}/workloads"
+        nominator = (
+            Nominator(
+                lambda: self._workloads.api,
+                workloads_path,
+                list(self._workloads.workers),
+                clock,
+                outlet,
+                settings.nominate_wait_s,
+            )
+            if settings.nominate_wait_s > 0 and self._workloads.workers
+            else None
+        )
         self._kueue = (
             None
             if settings.local_queue is None
@@ -93,6 +108,7 @@ class KubernetesBackend:
                 followed,
                 outlet,
                 self._worker_secrets.place,
+                nominator=nominator,
             )
         )
         # MultiKueue's workers' Kueue: why each did or did not take the work (notes only).

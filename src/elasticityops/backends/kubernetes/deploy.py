@@ -268,6 +268,12 @@ ROLE_RULES: list[KubeObject] = [
     # --admission kueue: what Kueue does with each Job, read from its Workload (nothing written).
     {"apiGroups": ["kueue.x-k8s.io"], "resources": ["workloads"], "verbs": ["get", "list", "watch"]},
 ]
+# MultiKueue with the gateway as its dispatcher (--kube-nominate-wait): the workers each Workload
+# may go to (status.nominatedClusterNames; nominating.py), nothing else of it. Rendered always;
+# `eops doctor` does not ask for it (a gateway that does not nominate never uses it).
+NOMINATE_RULES: list[KubeObject] = [
+    {"apiGroups": ["kueue.x-k8s.io"], "resources": ["workloads/status"], "verbs": ["patch"]}
+]
 # The `pod` workload: the gateway makes and deletes each invocation's pod itself (no Job).
 BARE_POD_RULES: list[KubeObject] = [{"apiGroups": [""], "resources": ["pods"], "verbs": ["create", "delete"]}]
 NODE_RULES: list[KubeObject] = [
@@ -754,6 +760,7 @@ def deploy_template() -> list[Node]:
             "metadata": _meta(APP, NAMESPACE),
             "rules": [
                 *ROLE_RULES,
+                *NOMINATE_RULES,
                 *(When(BARE_PODS, rule) for rule in BARE_POD_RULES),
                 *(When(HA, rule) for rule in LEASE_RULES),
             ],

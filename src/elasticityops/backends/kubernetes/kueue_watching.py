@@ -17,6 +17,7 @@ from elasticityops.backends.kubernetes.kueue_workloads import (
     queue_position,
     read_workload,
 )
+from elasticityops.backends.kubernetes.nominating import Nominator
 from elasticityops.backends.kubernetes.objects import KubeObject
 from elasticityops.backends.kubernetes.outlet import Outlet
 from elasticityops.domain.clock import Clock
@@ -37,6 +38,7 @@ class KueueWatching:
         outlet: Outlet,
         dispatched: Callable[[str, int, str], None] | None = None,
         worker: str | None = None,
+        nominator: Nominator | None = None,
     ) -> None:
         """`worker`: the watch of that MultiKueue worker's Workloads, which only tells what its
         Kueue says (IN_WORKER notes: why the work went to another worker, or waited); the
@@ -49,6 +51,8 @@ class KueueWatching:
         # MultiKueue named the worker that runs (invocation, attempt): its payload goes there.
         self._dispatched = dispatched
         self._worker = worker
+        # MultiKueue with the gateway as its external dispatcher: it nominates the workers.
+        self._nominator = nominator
         self._views: dict[str, WorkloadView] = {}  # by invocation: its current attempt's
         self._told: dict[str, dict[str, str]] = {}  # by invocation: the last message of each kind
 
@@ -82,7 +86,7 @@ class KueueWatching:
             return
         for note_kind, message in fresh:
             await self._outlet.deliver(self._manager_note(view, now, note_kind, message))
-        await self._end_if_taken(view, now)
+        await self._go_on(view, workload, now)
 
     async def _left_worker(self, before: WorkloadView, view: WorkloadView, now: datetime) -> None:
         """The manager's Workload no longer names the worker its attempt ran in: MultiKueue
@@ -119,6 +123,13 @@ class KueueWatching:
             if self._dispatched is not None:
                 self._dispatched(view.invocation, view.attempt, view.cluster)
         return event
+
+    async def _go_on(self, view: WorkloadView, workload: KubeObject, now: datetime) -> None:
+        """What the manager's Workload asks of the gateway: to end the attempt Kueue took, or
+        (the gateway as MultiKueue's dispatcher) to nominate the workers of one waiting."""
+        await self._end_if_taken(view, now)
+        if self._nominator is not None:
+            await self._nominator.seen(view, workload)
 
     async def _end_if_taken(self, view: WorkloadView, now: datetime) -> None:
         """Preempted by Kueue, or deactivated: the attempt ends here, and its Job goes."""

@@ -9,7 +9,7 @@ and attempt labels of the template name whose it is. Messages are Kueue's own, a
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -51,6 +51,10 @@ class WorkloadView:
     preempted: str | None  # Kueue preempted it: the message the invocation's end carries
     deactivated: str | None  # Kueue will not run it again: why
     cluster: str | None = None  # MultiKueue: the worker cluster that admitted it
+    name: str = ""  # the Workload's own name (Kueue's, derived from its Job's)
+    reserved: bool = False  # quota reserved (on a MultiKueue manager: dispatching may begin)
+    finished: bool = False
+    nominated: tuple[str, ...] = ()  # MultiKueue: the workers it may be dispatched to now
 
 
 def read_workload(workload: KubeObject, instance: str) -> WorkloadView | None:
@@ -90,6 +94,14 @@ def read_workload(workload: KubeObject, instance: str) -> WorkloadView | None:
         preempted=f"Kueue preempted it: {said}" if evicted and reason == _PREEMPTED else None,
         deactivated=f"Kueue deactivated its workload: {said}" if inactive else None,
         cluster=cluster,
+        name=str((workload.get("metadata") or {}).get("name") or ""),
+        reserved=_true(conditions.get("QuotaReserved")),
+        finished=_true(conditions.get("Finished")),
+        nominated=tuple(
+            n
+            for n in status.get("nominatedClusterNames") or ()
+            if isinstance(n, str) and _CLUSTER_NAME.fullmatch(n)
+        ),
     )
 
 
@@ -182,3 +194,62 @@ def queue_position(mine: WorkloadView, seen: Iterable[WorkloadView]) -> int | No
 def _order(view: WorkloadView) -> tuple[int, float, str]:
     created = view.created.timestamp() if view.created is not None else 0.0
     return (-view.priority, created, view.invocation)
+
+
+KUEUE_ADMISSION_MANAGER = "kueue-admission"
+"""The field manager an external MultiKueue dispatcher must write `status.nominatedClusterNames`
+as (kueue#5782): Kueue applies the Workload's admission status as this manager, with the
+nomination in it, and clears the nomination by leaving it out when a worker admits it."""
+# pkg/workload/workload.go: the conditions Kueue's admission patch carries.
+_ADMISSION_CONDITIONS = (
+    "QuotaReserved",
+    "BlockedOnPreemptionGates",
+    "Evicted",
+    "Admitted",
+    "Preempted",
+    "Requeued",
+    "DeactivationTarget",
+    "Finished",
+)
+
+
+def nomination_apply(workload: KubeObject, clusters: Sequence[str]) -> KubeObject:
+    """The server-side apply, as KUEUE_ADMISSION_MANAGER, that nominates `clusters`: the
+    admission status as Kueue's own dispatchers write it (pkg/workload PrepareWorkloadPatch,
+    read back from the Workload as seen), with the nomination in it, at the Workload's
+    resourceVersion (a Workload changed since it was read is refused with a 409: read again).
+    Anything the manager owns and the apply leaves out would be removed, hence the whole set."""
+    meta = workload.get("metadata") or {}
+    status = workload.get("status") or {}
+    out_meta: KubeObject = {
+        key: meta[key]
+        for key in ("uid", "name", "namespace", "generation", "annotations", "labels", "resourceVersion")
+        if meta.get(key) not in (None, "", {})
+    }
+    patch: KubeObject = {}
+    for key in ("admission", "accumulatedPastExecutionTimeSeconds", "clusterName", "unhealthyNodes"):
+        if status.get(key) not in (None, [], {}):
+            patch[key] = status[key]
+    requeue = status.get("requeueState") or {}
+    if requeue.get("count") is not None or requeue.get("requeueAt") is not None:
+        patch["requeueState"] = requeue
+    if not status.get("admission") and status.get("resourceRequests"):
+        patch["resourceRequests"] = status["resourceRequests"]
+    conditions = {str(c.get("type")): c for c in status.get("conditions") or [] if isinstance(c, dict)}
+    kept = [conditions[kind] for kind in _ADMISSION_CONDITIONS if kind in conditions]
+    if kept:
+        patch["conditions"] = kept
+    evictions = (status.get("schedulingStats") or {}).get("evictions")
+    if evictions:
+        patch["schedulingStats"] = {"evictions": evictions}
+    if status.get("preemptionGates"):
+        patch["preemptionGates"] = status["preemptionGates"]
+    if status.get("admissionChecks"):
+        patch["admissionChecks"] = status["admissionChecks"]
+    patch["nominatedClusterNames"] = list(clusters)
+    return {
+        "apiVersion": str(workload.get("apiVersion") or "kueue.x-k8s.io/v1beta2"),
+        "kind": "Workload",
+        "metadata": out_meta,
+        "status": patch,
+    }

@@ -60,6 +60,18 @@ class KubernetesSettings:
         "MultiKueueCluster), where the gateway puts payloads and reads pods and logs "
         "(docs/multi-cluster.md).",
     )
+    nominate_wait_s: float = knob(
+        0.0,
+        env="EOPS_KUBE_NOMINATE_WAIT",
+        unit="seconds",
+        ge=0,
+        le=3600,
+        shown="0: Kueue's own dispatcher nominates",
+        help="With --kube-workers and Kueue's multiKueue.dispatcherName set to an external one "
+        "(e.g. eops.dev/gateway): the gateway nominates the workers of each Workload, one first "
+        "(the least busy, passing over one that recently let work wait), the next after this "
+        "many seconds without admission (docs/multi-cluster.md).",
+    )
     # Each invocation costs two writes (Job, Secret), so 500 allows ~250 Jobs/s after the burst; at
     # 200 it was what held a 1,000-invocation burst to 100 Jobs/s on the dev cluster
     # (bench/k8s_burst.py), and client-go's default of 5 would cap it at 2.5. The API server's

@@ -1,0 +1,134 @@
+"""MultiKueue with the gateway as its external dispatcher (`--kube-nominate-wait`, Kueue's
+`multiKueue.dispatcherName` set to one of its own, docs/multi-cluster.md): for each of this
+gateway's Workloads on the manager that has quota and no worker yet, it writes the workers Kueue
+may copy it to (`status.nominatedClusterNames`), one at a time, as domain/nomination.py decides,
+and says so in the timeline. A Workload no worker admits within the wait gets the next worker
+too; a re-check is scheduled for each one nominated, so a quiet watch does not stall it."""
+
+from __future__ import annotations
+
+import logging
+from collections import Counter
+from collections.abc import Callable, Sequence
+
+from elasticityops.backends.kubernetes.api import KubeApi
+from elasticityops.backends.kubernetes.kueue_workloads import (
+    KUEUE_ADMISSION_MANAGER,
+    WorkloadView,
+    nomination_apply,
+)
+from elasticityops.backends.kubernetes.objects import KubeObject
+from elasticityops.backends.kubernetes.outlet import Outlet
+from elasticityops.domain.clock import Clock
+from elasticityops.domain.errors import EopsError, NotFound
+from elasticityops.domain.events import note_event
+from elasticityops.domain.kueue_notes import NOMINATED
+from elasticityops.domain.nomination import next_nomination, shun
+
+log = logging.getLogger(__name__)
+APPLY_PATCH = "application/apply-patch+yaml"  # JSON is YAML: a server-side apply
+
+
+class Nominator:
+    def __init__(
+        self,
+        api: Callable[[], KubeApi],
+        path: str,
+        workers: Sequence[str],
+        clock: Clock,
+        outlet: Outlet,
+        wait_s: float,
+    ) -> None:
+        """`api`: the manager's client as it is now (made again after a stop); `path`: the
+        manager's Workloads in the gateway's namespace."""
+        self._api = api
+        self._path = path
+        self._workers = sorted(workers)
+        self._clock = clock
+        self._outlet = outlet
+        self._wait_s = wait_s
+        self._views: dict[str, tuple[WorkloadView, KubeObject]] = {}  # by name: waiting for a worker
+        self._nominated: dict[str, tuple[tuple[str, ...], float]] = {}  # by name: (workers, since)
+        self._shunned: dict[str, float] = {}
+        self._rechecks: set[str] = set()
+
+    def waiting(self) -> Counter[str]:
+        """This gateway's Workloads nominated to each worker and not admitted yet."""
+        counts: Counter[str] = Counter()
+        for workers, _since in self._nominated.values():
+            counts.update(workers)
+        return counts
+
+    async def seen(self, view: WorkloadView, workload: KubeObject) -> None:
+        """A manager's Workload of ours as the watch shows it now (`view` its reading)."""
+        name = view.name
+        if not name:
+            return
+        if view.cluster is not None or view.finished or view.deactivated is not None or not view.reserved:
+            # Admitted in a worker (or done, or back to waiting for quota: Kueue clears the
+            # nomination then, and the next reservation starts afresh).
+            self._views.pop(name, None)
+            self._nominated.pop(name, None)
+            return
+        self._views[name] = (view, workload)
+        await self._decide(name)
+
+    async def _decide(self, name: str) -> None:
+        seen = self._views.get(name)
+        if seen is None:
+            return
+        view, workload = seen
+        now = self._clock.monotonic()
+        ours = self._nominated.get(name)
+        nominated = view.nominated
+        if ours is not None and len(ours[0]) >= len(nominated):
+            nominated, since = ours  # our write may be ahead of the watch
+        else:
+            since = now  # nominated by someone else (a gateway before this one): from now on
+            if nominated:
+                self._nominated[name] = (nominated, since)
+        step = next_nomination(
+            self._workers, nominated, since, now, self.waiting(), self._shunned, self._wait_s
+        )
+        if step is None:
+            if nominated and len(nominated) < len(self._workers):
+                self._recheck(name, since + self._wait_s - now)
+            return
+        if nominated:
+            self._shunned.update(shun(nominated, now, self._wait_s))
+        try:
+            await self._api().request(
+                "PATCH",
+                f"{self._path}/{name}/status",
+                params={"fieldManager": KUEUE_ADMISSION_MANAGER, "force": "true"},
+                body=nomination_apply(workload, step.clusters),
+                content_type=APPLY_PATCH,
+            )
+        except NotFound:
+            self._views.pop(name, None)
+            return
+        except EopsError as exc:
+            # A 409 (the Workload changed since it was read) or a failed write: tried again at
+            # the Workload's next event, or at the re-check below.
+            log.warning("MultiKueue: could not nominate %s for %s: %s", step.added, name, exc)
+            self._recheck(name, min(self._wait_s, 5.0))
+            return
+        self._nominated[name] = (step.clusters, now)
+        await self._outlet.deliver(
+            note_event(view.invocation, self._clock.now(), NOMINATED, f"Kueue: {step.why}")
+        )
+        if len(step.clusters) < len(self._workers):
+            self._recheck(name, self._wait_s)
+
+    def _recheck(self, name: str, after_s: float) -> None:
+        if name in self._rechecks:
+            return
+        self._rechecks.add(name)
+        self._outlet.chore(self._later(name, max(0.0, after_s)))
+
+    async def _later(self, name: str, after_s: float) -> None:
+        try:
+            await self._clock.sleep(after_s)
+        finally:
+            self._rechecks.discard(name)
+        await self._decide(name)

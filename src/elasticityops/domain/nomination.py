@@ -1,0 +1,57 @@
+"""Which MultiKueue worker the gateway nominates for a Workload when Kueue's dispatcher is an
+external one (`multiKueue.dispatcherName` not Kueue's own): Kueue copies a Workload only to the
+workers in its `status.nominatedClusterNames`, so nominating one worker at a time spares the
+others a copy to make and delete (each through a 5-QPS client in Kueue v0.17.0).
+
+One worker first: the one with the fewest of this gateway's Workloads still waiting to be
+admitted there, passing over workers recently shunned (a Workload nominated there was not
+admitted in time: a stocked-out region, a full quota, a worker lost). If no worker admits it
+within `wait_s`, the next is nominated too, until every worker is; the ones that let it wait are
+shunned for a while, so the work that follows goes elsewhere first. Pure."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+SHUN_FACTOR = 10.0
+"""A worker that let a Workload wait `wait_s` is passed over for SHUN_FACTOR times that."""
+
+
+@dataclass(frozen=True)
+class Nomination:
+    clusters: tuple[str, ...]  # the whole list to write: what was nominated, and `added`
+    added: str
+    why: str  # for the timeline
+
+
+def next_nomination(
+    workers: Sequence[str],
+    nominated: Sequence[str],
+    since: float,
+    now: float,
+    waiting: Mapping[str, int],
+    shunned_until: Mapping[str, float],
+    wait_s: float,
+) -> Nomination | None:
+    """The nomination to write now, or None. `nominated`: what the Workload names now, since
+    `since` (when this gateway nominated it, or first saw it nominated); `waiting`: this
+    gateway's Workloads nominated to each worker and not yet admitted."""
+    left = [w for w in sorted(workers) if w not in nominated]
+    if not left or (nominated and now - since < wait_s):
+        return None
+    pick = min(left, key=lambda w: (shunned_until.get(w, 0.0) > now, waiting.get(w, 0), w))
+    if not nominated:
+        busy = waiting.get(pick, 0)
+        why = f"the gateway nominated cluster {pick} to MultiKueue ({busy} of its workloads waiting there)"
+    else:
+        why = (
+            f"no worker admitted it within {wait_s:g} s: the gateway nominated cluster {pick} too "
+            f"(now {', '.join((*nominated, pick))})"
+        )
+    return Nomination((*nominated, pick), pick, why)
+
+
+def shun(nominated: Sequence[str], now: float, wait_s: float) -> dict[str, float]:
+    """The workers that let a Workload wait past `wait_s`, each with when it is tried first again."""
+    return dict.fromkeys(nominated, now + SHUN_FACTOR * wait_s)

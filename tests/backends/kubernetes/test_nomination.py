@@ -1,0 +1,224 @@
+"""The gateway as MultiKueue's external dispatcher: which workers it nominates for a Workload
+(domain/nomination.py, pure) and how the Nominator writes them and comes back to a Workload no
+worker took (nominating.py, against a recording stand-in for the manager's API; the real Kueue
+is in test_multikueue_gateway_cluster.py)."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any, cast
+
+import pytest
+
+from elasticityops.backends.kubernetes.followed import Followed
+from elasticityops.backends.kubernetes.kueue_workloads import (
+    KUEUE_ADMISSION_MANAGER,
+    WorkloadView,
+    nomination_apply,
+)
+from elasticityops.backends.kubernetes.nominating import Nominator
+from elasticityops.backends.kubernetes.outlet import Outlet
+from elasticityops.domain.clock import ManualClock
+from elasticityops.domain.errors import NotFound, TemporaryError
+from elasticityops.domain.events import BackendEvent
+from elasticityops.domain.kueue_notes import NOMINATED
+from elasticityops.domain.nomination import SHUN_FACTOR, next_nomination, shun
+
+WORKERS = ("worker-1", "worker-2", "worker-3")
+
+
+def test_the_first_worker_is_the_one_with_the_least_work_waiting_the_name_breaking_ties() -> None:
+    first = next_nomination(WORKERS, (), 0.0, 0.0, {"worker-1": 4, "worker-2": 1}, {}, 30.0)
+    assert first is not None
+    assert (first.clusters, first.added) == (("worker-3",), "worker-3")
+    assert "worker-3" in first.why
+    tie = next_nomination(WORKERS, (), 0.0, 0.0, {}, {}, 30.0)
+    assert tie is not None
+    assert tie.clusters == ("worker-1",)
+
+
+def test_a_shunned_worker_is_passed_over_while_it_is_shunned_and_as_a_last_resort() -> None:
+    shunned = shun(["worker-1"], now=100.0, wait_s=30.0)
+    assert shunned == {"worker-1": 100.0 + SHUN_FACTOR * 30.0}
+    during = next_nomination(WORKERS, (), 0.0, 200.0, {"worker-2": 9, "worker-3": 9}, shunned, 30.0)
+    assert during is not None
+    assert during.added == "worker-2", "busy beats shunned"
+    after = next_nomination(WORKERS, (), 0.0, 500.0, {"worker-2": 9, "worker-3": 9}, shunned, 30.0)
+    assert after is not None
+    assert after.added == "worker-1", "the shun is over"
+    only = next_nomination(["worker-1"], (), 0.0, 200.0, {}, shunned, 30.0)
+    assert only is not None
+    assert only.added == "worker-1", "shunned, but the only one left"
+
+
+def test_the_next_worker_comes_after_the_wait_until_every_worker_is_nominated() -> None:
+    assert next_nomination(WORKERS, ("worker-1",), 10.0, 39.9, {}, {}, 30.0) is None
+    more = next_nomination(WORKERS, ("worker-1",), 10.0, 40.0, {"worker-3": 1}, {}, 30.0)
+    assert more is not None
+    assert (more.clusters, more.added) == (("worker-1", "worker-2"), "worker-2")
+    assert "within 30 s" in more.why
+    assert next_nomination(WORKERS, WORKERS, 0.0, 1000.0, {}, {}, 30.0) is None
+
+
+class _Api:
+    """The manager as far as nominating goes: status applies, recorded (or refused)."""
+
+    def __init__(self) -> None:
+        self.patches: list[tuple[str, Any]] = []
+        self.refuse: Exception | None = None
+
+    async def request(self, method: str, path: str, **options: Any) -> Any:
+        if self.refuse is not None:
+            raise self.refuse
+        assert method == "PATCH"
+        assert options["params"] == {"fieldManager": KUEUE_ADMISSION_MANAGER, "force": "true"}
+        assert options["content_type"] == "application/apply-patch+yaml"
+        self.patches.append((path, options["body"]["status"]["nominatedClusterNames"]))
+        return {}
+
+
+async def _see(nominator: Nominator, name: str, **fields: Any) -> None:
+    view = _view(name, **fields)
+    workload = {"metadata": {"name": name, "resourceVersion": "7"}, "status": {}}
+    await nominator.seen(view, workload)
+
+
+def _view(name: str, **fields: Any) -> WorkloadView:
+    base: dict[str, Any] = {
+        "invocation": f"inv-{name}",
+        "attempt": 0,
+        "queue": "eops",
+        "cluster_queue": "eops",
+        "notes": (),
+        "pending": False,
+        "priority": 0,
+        "created": None,
+        "preempted": None,
+        "deactivated": None,
+        "name": name,
+        "reserved": True,
+    }
+    base.update(fields)
+    return WorkloadView(**base)
+
+
+async def _settled() -> None:
+    for _ in range(5):
+        await asyncio.sleep(0)
+
+
+@pytest.mark.anyio
+async def test_the_nominator_spreads_the_work_and_adds_a_worker_to_one_left_waiting() -> None:
+    clock = ManualClock()
+    api = _Api()
+    events: list[BackendEvent] = []
+
+    async def sink(event: BackendEvent) -> None:
+        events.append(event)
+
+    outlet = Outlet(Followed(), cast(Any, None))
+    await outlet.open(sink)
+    nominator = Nominator(lambda: cast(Any, api), "/w", ["worker-1", "worker-2"], clock, outlet, 30.0)
+
+    await _see(nominator, "a", reserved=False)  # no quota yet: nothing to dispatch
+    assert api.patches == []
+    await _see(nominator, "a")
+    await _see(nominator, "b")
+    assert api.patches == [("/w/a/status", ["worker-1"]), ("/w/b/status", ["worker-2"])]
+    # The watch shows our write (or lags behind it): nothing more is written.
+    await _see(nominator, "a", nominated=("worker-1",))
+    await _see(nominator, "b")
+    assert len(api.patches) == 2
+    # b is admitted in worker-2; a waits past the wait, and its re-check adds worker-2.
+    await _see(nominator, "b", cluster="worker-2", nominated=("worker-2",))
+    await _settled()  # the re-checks are asleep on the clock
+    clock.advance(30)
+    await _settled()
+    assert api.patches[2:] == [("/w/a/status", ["worker-1", "worker-2"])]
+    assert nominator.waiting() == {"worker-1": 1, "worker-2": 1}
+    # worker-1 let a wait: the next Workload goes to worker-2 first, though it is as busy.
+    await _see(nominator, "c")
+    assert api.patches[3:] == [("/w/c/status", ["worker-2"])]
+    said = [e.note.message for e in events if e.note is not None and e.note.kind == NOMINATED]
+    assert (
+        said[0]
+        == "Kueue: the gateway nominated cluster worker-1 to MultiKueue (0 of its workloads waiting there)"
+    )
+    assert said[2].startswith(
+        "Kueue: no worker admitted it within 30 s: the gateway nominated cluster worker-2 too"
+    )
+    assert [e.invocation_id for e in events] == ["inv-a", "inv-b", "inv-a", "inv-c"]
+
+
+@pytest.mark.anyio
+async def test_a_refused_write_is_tried_again_and_a_gone_workload_forgotten() -> None:
+    clock = ManualClock()
+    api = _Api()
+    outlet = Outlet(Followed(), cast(Any, None))
+
+    async def sink(event: BackendEvent) -> None:
+        pass
+
+    await outlet.open(sink)
+    nominator = Nominator(lambda: cast(Any, api), "/w", ["worker-1", "worker-2"], clock, outlet, 30.0)
+    api.refuse = TemporaryError("503 the server is busy")
+    await _see(nominator, "a")
+    assert api.patches == []
+    api.refuse = None
+    await _settled()
+    clock.advance(5)
+    await _settled()
+    assert api.patches == [("/w/a/status", ["worker-1"])], "tried again 5 s later"
+    api.refuse = NotFound("workloads gone")
+    await _see(nominator, "z")
+    assert nominator.waiting() == {"worker-1": 1}, "a Workload gone is not counted"
+
+
+def test_the_nomination_is_applied_with_the_admission_status_kueue_writes_with_it() -> None:
+    """As Kueue's own dispatchers apply it (pkg/workload PrepareWorkloadPatch), as the manager
+    `kueue-admission`: whatever that manager owns and the apply left out would be removed."""
+    admission = {"clusterQueue": "eops", "podSetAssignments": [{"name": "main", "count": 1}]}
+    checks = [{"name": "eops-multikueue", "state": "Pending", "message": "", "lastTransitionTime": "t"}]
+    workload = {
+        "apiVersion": "kueue.x-k8s.io/v1beta2",
+        "kind": "Workload",
+        "metadata": {
+            "name": "job-eops-a-1",
+            "namespace": "default",
+            "uid": "u-1",
+            "generation": 1,
+            "resourceVersion": "42",
+            "labels": {"kueue.x-k8s.io/job-uid": "j"},
+            "managedFields": [{"manager": "kueue-admission"}],
+        },
+        "spec": {"queueName": "eops"},
+        "status": {
+            "admission": admission,
+            "resourceRequests": [{"name": "main"}],
+            "conditions": [
+                {"type": "QuotaReserved", "status": "True"},
+                {"type": "PodsReady", "status": "False"},
+            ],
+            "admissionChecks": checks,
+            "requeueState": {},
+        },
+    }
+    body = nomination_apply(workload, ["worker-2"])
+    assert body == {
+        "apiVersion": "kueue.x-k8s.io/v1beta2",
+        "kind": "Workload",
+        "metadata": {
+            "uid": "u-1",
+            "name": "job-eops-a-1",
+            "namespace": "default",
+            "generation": 1,
+            "labels": {"kueue.x-k8s.io/job-uid": "j"},
+            "resourceVersion": "42",
+        },
+        "status": {
+            "admission": admission,
+            "conditions": [{"type": "QuotaReserved", "status": "True"}],
+            "admissionChecks": checks,
+            "nominatedClusterNames": ["worker-2"],
+        },
+    }
