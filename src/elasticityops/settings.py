@@ -143,7 +143,7 @@ def kueue_problems(settings: Settings) -> list[FieldProblem]:
                     "add --admission kueue, or drop --kube-local-queue",
                 )
             ]
-        return []
+        return [_NOMINATE_ALONE] if kube.nominate_wait_s > 0 else []
     problems = []
     if settings.backend != "kubernetes":
         problems.append(
@@ -172,14 +172,15 @@ def kueue_problems(settings: Settings) -> list[FieldProblem]:
         )
     workers, wrong = parse_workers(kube.workers)
     if kube.nominate_wait_s > 0 and not workers:
-        problems.append(
-            FieldProblem(
-                "--kube-nominate-wait / EOPS_KUBE_NOMINATE_WAIT",
-                "makes the gateway MultiKueue's dispatcher, but no worker clusters are named",
-                "add --kube-workers NAME=KUBECONFIG,..., or leave --kube-nominate-wait at 0",
-            )
-        )
+        problems.append(_NOMINATE_ALONE)
     return problems + wrong + unreadable(workers)
+
+
+_NOMINATE_ALONE = FieldProblem(
+    "--kube-nominate-wait / EOPS_KUBE_NOMINATE_WAIT",
+    "makes the gateway MultiKueue's dispatcher, but no worker clusters are named",
+    "add --admission kueue and --kube-workers NAME=KUBECONFIG,..., or leave --kube-nominate-wait at 0",
+)
 
 
 def with_local_queue(settings: Settings) -> Settings:

@@ -72,6 +72,11 @@ _WHERE_IT_WORKS = {
     "EOPS_ADMISSION": {"EOPS_BACKEND": "kubernetes"},
     "EOPS_KUBE_LOCAL_QUEUE": {"EOPS_BACKEND": "kubernetes", "EOPS_ADMISSION": "kueue"},
     "EOPS_KUBE_WORKERS": {"EOPS_BACKEND": "kubernetes", "EOPS_ADMISSION": "kueue"},
+    "EOPS_KUBE_NOMINATE_WAIT": {
+        "EOPS_BACKEND": "kubernetes",
+        "EOPS_ADMISSION": "kueue",
+        "EOPS_KUBE_WORKERS": f"worker-1={__file__}",
+    },
 }
 
 
@@ -342,6 +347,18 @@ def test_kueue_admission_submits_to_the_default_local_queue_unless_told() -> Non
             "--kube-workers",
             "a readable kubeconfig",
             id="worker-kubeconfig-missing",
+        ),
+        pytest.param(
+            {"EOPS_BACKEND": "kubernetes", "EOPS_ADMISSION": "kueue", "EOPS_KUBE_NOMINATE_WAIT": "30"},
+            "--kube-nominate-wait",
+            "--kube-workers NAME=KUBECONFIG",
+            id="nominating-without-workers",
+        ),
+        pytest.param(
+            {"EOPS_BACKEND": "kubernetes", "EOPS_KUBE_NOMINATE_WAIT": "30"},
+            "--kube-nominate-wait",
+            "add --admission kueue",
+            id="nominating-without-kueue",
         ),
     ],
 )

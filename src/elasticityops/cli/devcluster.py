@@ -185,7 +185,7 @@ def up(
     dispatcher: str | None = typer.Option(
         None,
         "--dispatcher",
-        metavar="all-at-once|incremental|gateway",
+        metavar="DISPATCHER",
         help="With --multikueue: how the manager's Kueue picks the workers a Workload is copied "
         "to: all-at-once (Kueue's default), incremental (up to three per 5-minute round), or "
         "gateway (an external dispatcher: `eops serve --kube-nominate-wait S` nominates; "

@@ -21,6 +21,9 @@ LEFT_WORKER = "KueueLeftWorker"
 # MultiKueue with the gateway as its external dispatcher: the workers the gateway nominated for
 # the work (the manager's Workload's status.nominatedClusterNames), and why.
 NOMINATED = "KueueNominated"
+# MultiKueue: one attempt's work ran in more than one worker (dispatched again after the manager
+# took it back from a lost worker, whose run went on): a second run, shown, never hidden.
+RAN_AGAIN = "KueueRanAgain"
 KINDS = frozenset(
     {
         QUEUED,
@@ -32,5 +35,6 @@ KINDS = frozenset(
         IN_WORKER,
         LEFT_WORKER,
         NOMINATED,
+        RAN_AGAIN,
     }
 )

@@ -19,7 +19,7 @@ import pytest
 from elasticityops.backends.kubernetes.labels import INVOCATION_LABEL
 from elasticityops.devcluster.cluster_set import ClusterSet
 from elasticityops.domain.errors import EopsError
-from elasticityops.domain.kueue_notes import DISPATCHED, EVICTED, LEFT_WORKER
+from elasticityops.domain.kueue_notes import DISPATCHED, EVICTED, LEFT_WORKER, RAN_AGAIN
 from helpers.kueue import wait_for
 from helpers.multikueue import gateway_env
 from helpers.pg_cluster import PgCluster, create_database
@@ -53,6 +53,7 @@ class PodCounter(Sampler):
         super().__init__()
         self.seen: dict[str, set[tuple[str, str]]] = defaultdict(set)  # (worker, pod uid)
         self.nodes: dict[str, set[tuple[str, str]]] = defaultdict(set)  # (worker, node name)
+        self.ran: dict[str, set[str]] = defaultdict(set)  # the workers where a pod of it ran
         self._clusters = clusters
 
     def look(self) -> None:
@@ -66,6 +67,8 @@ class PodCounter(Sampler):
                 self.seen[inv].add((worker, pod["metadata"]["uid"]))
                 if node := (pod.get("spec") or {}).get("nodeName"):
                     self.nodes[inv].add((worker, node))
+                if (pod.get("status") or {}).get("phase") in ("Running", "Succeeded", "Failed"):
+                    self.ran[inv].add(worker)
 
 
 def _states(server: RunningServer, ids: list[str]) -> dict[str, dict[str, Any]]:
@@ -222,6 +225,16 @@ def test_a_worker_lost_mid_run_loses_nothing_and_the_timeline_says_where_each_ru
         # The record names the worker of the run it ended with: its node is one of that worker's
         # pods of it.
         assert (s["cluster"], s["node"]) in pods.nodes[inv], (s["cluster"], s["node"], pods.nodes[inv], said)
+        # Work that ran in both workers is shown so, never hidden: one note, naming both.
+        again = [n["message"] for n in s["notes"] if n["kind"] == RAN_AGAIN]
+        if len(pods.ran[inv]) > 1:
+            assert again == [
+                f"Kueue: its work ran in 2 workers ({', '.join(sorted(pods.ran[inv]))}): MultiKueue "
+                "dispatched it again after taking it back, and the run it was taken from went on; "
+                "both are this attempt of its one Job, and the first to end is its end"
+            ], (pods.ran[inv], s["notes"])
+        else:
+            assert again == [], (pods.ran[inv], again)
         if inv not in on_lost:  # ran in the other worker, or ended before the loss
             assert said == [(DISPATCHED, f"Kueue: MultiKueue runs it in cluster {s['cluster']}")], said
             continue
@@ -242,4 +255,8 @@ def test_a_worker_lost_mid_run_loses_nothing_and_the_timeline_says_where_each_ru
         moved[s["cluster"]] += 1
     assert moved, "the lost worker's work was taken back"
     runs_of = {inv: len(pods.seen[inv]) for inv in on_lost}
-    print(f"{len(on_lost)} on the lost {lost}: ended in {dict(moved)}; pods of each {runs_of}")
+    twice = sum(1 for inv in ids if len(pods.ran[inv]) > 1)
+    print(
+        f"{len(on_lost)} on the lost {lost}: ended in {dict(moved)}; pods of each {runs_of}; "
+        f"ran in both workers: {twice}"
+    )

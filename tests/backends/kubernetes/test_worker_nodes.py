@@ -19,10 +19,11 @@ from elasticityops.backends.kubernetes.backend import KubernetesBackend
 from elasticityops.backends.kubernetes.kueue_workloads import KUEUE_API
 from elasticityops.backends.kubernetes.settings import KubernetesSettings
 from elasticityops.domain.clock import ManualClock
+from elasticityops.domain.kueue_notes import RAN_AGAIN
 from elasticityops.domain.node_seconds import Phase
 from elasticityops.pricing.table import Capacity
 
-from .builders import INV, T0, gpu_node, pod, scheduled
+from .builders import INV, T0, gpu_node, pod, scheduled, ts
 from .scripted_server import Reply, scripted
 from .test_backend import Sink
 
@@ -130,6 +131,23 @@ async def test_a_workers_gpu_nodes_are_watched_there_and_its_pod_is_placed_and_c
             assert closed.node_history == (), "a worker's nodes are not written to the store's records"
 
             capacity = await gather(_Store(), _Store(), backend, None, None, clock)  # type: ignore[arg-type]
+
+            # The same attempt's work running in a second worker too (MultiKueue dispatched it
+            # again after taking it back from a lost one): said once, naming both.
+            running = {"running": {"startedAt": ts(40)}}
+            await backend._watching.on_worker_pod(
+                "worker-1", "MODIFIED", pod(node="w1-old", phase="Running", state=running)
+            )
+            again = pod(node="w2-a", phase="Running", state=running)
+            again["metadata"]["name"] = f"eops-{INV}-q9z8w"
+            await backend._watching.on_worker_pod("worker-2", "ADDED", again)
+            await backend._watching.on_worker_pod("worker-2", "MODIFIED", again)
+            said = [e.note.message for e in sink.events if e.note is not None and e.note.kind == RAN_AGAIN]
+            assert said == [
+                "Kueue: its work ran in 2 workers (worker-1, worker-2): MultiKueue dispatched it again "
+                "after taking it back, and the run it was taken from went on; both are this attempt "
+                "of its one Job, and the first to end is its end"
+            ]
         finally:
             await backend.stop()
     assert capacity.nodes_by_cluster == {

@@ -62,9 +62,7 @@ class KueueWatching:
             return
         inv = view.invocation
         if kind == "DELETED":
-            if (mine := self._views.get(inv)) is not None and mine.attempt <= view.attempt:
-                self._views.pop(inv, None)
-                self._told.pop(inv, None)
+            self._gone(view)
             return
         if inv not in self._followed.attempts or not self._followed.current(inv, view.attempt):
             # Not followed: its Job is gone (a Workload outlives it while it is collected); the
@@ -87,6 +85,14 @@ class KueueWatching:
         for note_kind, message in fresh:
             await self._outlet.deliver(self._manager_note(view, now, note_kind, message))
         await self._go_on(view, workload, now)
+
+    def _gone(self, view: WorkloadView) -> None:
+        if self._nominator is not None:
+            self._nominator.forget(view.name)
+        inv = view.invocation
+        if (mine := self._views.get(inv)) is not None and mine.attempt <= view.attempt:
+            self._views.pop(inv, None)
+            self._told.pop(inv, None)
 
     async def _left_worker(self, before: WorkloadView, view: WorkloadView, now: datetime) -> None:
         """The manager's Workload no longer names the worker its attempt ran in: MultiKueue

@@ -73,6 +73,11 @@ class Nominator:
         self._views[name] = (view, workload)
         await self._decide(name)
 
+    def forget(self, name: str) -> None:
+        """The Workload is gone (its Job deleted: the work ended, or was cancelled)."""
+        self._views.pop(name, None)
+        self._nominated.pop(name, None)
+
     async def _decide(self, name: str) -> None:
         seen = self._views.get(name)
         if seen is None:

@@ -67,10 +67,9 @@ class KubernetesSettings:
         ge=0,
         le=3600,
         shown="0: Kueue's own dispatcher nominates",
-        help="With --kube-workers and Kueue's multiKueue.dispatcherName set to an external one "
-        "(e.g. eops.dev/gateway): the gateway nominates the workers of each Workload, one first "
-        "(the least busy, passing over one that recently let work wait), the next after this "
-        "many seconds without admission (docs/multi-cluster.md).",
+        help="With --kube-workers and an external multiKueue.dispatcherName: the gateway "
+        "nominates one worker per Workload, the next after this many seconds unadmitted "
+        "(docs/multi-cluster.md).",
     )
     # Each invocation costs two writes (Job, Secret), so 500 allows ~250 Jobs/s after the burst; at
     # 200 it was what held a 1,000-invocation burst to 100 Jobs/s on the dev cluster

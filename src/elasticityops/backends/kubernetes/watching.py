@@ -39,8 +39,9 @@ from elasticityops.backends.kubernetes.reaping import Reaper
 from elasticityops.backends.kubernetes.watch import Handler, KindWatch
 from elasticityops.backends.kubernetes.workloads import Workloads
 from elasticityops.domain.clock import Clock
-from elasticityops.domain.events import BackendEvent, Finished
+from elasticityops.domain.events import BackendEvent, Finished, note_event
 from elasticityops.domain.invocations import State
+from elasticityops.domain.kueue_notes import RAN_AGAIN
 
 SUCCESS_GRACE_SECONDS = 2.0
 
@@ -67,6 +68,8 @@ class Watching:
         self._kueue = kueue
         self._worker_kueue = dict(worker_kueue or {})  # by MultiKueue worker: its Workloads' watch
         self._worker_nodes = dict(worker_nodes or {})  # by MultiKueue worker: its GPU nodes
+        # By invocation: the MultiKueue workers its current attempt's pods ran in (two: it ran twice).
+        self._workers_ran: dict[str, set[str]] = {}
         self.watches: list[KindWatch] = []
 
     async def start(self) -> None:
@@ -194,6 +197,7 @@ class Watching:
             event, _ = observe_job_deleted(inv, progress, now)
             followed.progress.pop(inv, None)
             followed.gpu_types.pop(inv, None)
+            self._workers_ran.pop(inv, None)
             await self._outlet.deliver(event)
             followed.attempts.pop(inv, None)
             return
@@ -290,9 +294,36 @@ class Watching:
         extra = None
         if nodes is not None:
             event, extra = await nodes.on_pod(kind, inv, pod, event)
-        if worker is not None and event is not None:
-            event = replace(event, cluster=worker)
+        if worker is not None:
+            again = self._ran_in(inv, worker, pod)
+            if event is not None:
+                event = replace(event, cluster=worker)
+            if again is not None:
+                # Its own event, after the pod's: the pod's may carry a note of its own.
+                await self._outlet.deliver(event)
+                event = again
         return event, extra
+
+    def _ran_in(self, inv: str, worker: str, pod: KubeObject) -> BackendEvent | None:
+        """The note that the attempt's work runs in a second worker (MultiKueue dispatched it
+        again after taking it back from a lost worker, whose run went on), when this pod is the
+        first that ran in `worker`; None otherwise."""
+        phase = (pod.get("status") or {}).get("phase")
+        if phase not in ("Running", "Succeeded", "Failed") or pod.get("gone"):
+            return None
+        ran = self._workers_ran.setdefault(inv, set())
+        if worker in ran:
+            return None
+        ran.add(worker)
+        if len(ran) < 2:
+            return None
+        where = ", ".join(sorted(ran))
+        message = (
+            f"Kueue: its work ran in {len(ran)} workers ({where}): MultiKueue dispatched it again "
+            "after taking it back, and the run it was taken from went on; both are this attempt "
+            "of its one Job, and the first to end is its end"
+        )
+        return note_event(inv, self._clock.now(), RAN_AGAIN, message)
 
     def _whose(self, pod: KubeObject) -> tuple[str, int] | None:
         """The invocation and attempt a pod runs; None for a pod that is not an invocation's (a
