@@ -135,6 +135,14 @@ OPTIONS = [
         ),
         id="multikueue-workers",
     ),
+    pytest.param(
+        DeployOptions(
+            admission="kueue",
+            kubernetes=KubernetesSettings(nominate_wait_s=30.0),
+            worker_secrets=(WorkerSecret("worker-1", SecretKey("eops-worker-1", "kubeconfig")),),
+        ),
+        id="multikueue-the-gateway-nominates",
+    ),
 ]
 
 

@@ -266,7 +266,7 @@ def values_yaml() -> str:
     return _HEADER + intro + "\n" + "\n".join(_values_lines(_nested(ALL_VALUES), 0)) + "\n"
 
 
-_JSON_TYPES = {bool: "boolean", int: "integer", str: "string", list: "array"}
+_JSON_TYPES = {bool: "boolean", int: "integer", float: "number", str: "string", list: "array"}
 
 
 def _schema_of(value: Value) -> dict[str, Any]:

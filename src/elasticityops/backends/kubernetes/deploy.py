@@ -242,6 +242,7 @@ DEPLOY_KUBERNETES = (
     "kube-gpu-driver-version",
     "kube-workload",
     "kube-local-queue",
+    "kube-nominate-wait",
 )
 """The `kubernetes` knobs that `render deploy` takes (by name); build_deploy reads only these."""
 
@@ -458,6 +459,15 @@ WORKERS = Value(
         ),
     ),
 )
+NOMINATE_WAIT = Value(
+    "kueue.nominateWait",
+    lambda o: o.kubernetes.nominate_wait_s,
+    knob="kube-nominate-wait",
+    about="With kueue.workers and the manager's Kueue given an external multiKueue.dispatcherName: "
+    "the gateway nominates one worker per Workload, the next after this many seconds unadmitted "
+    "(EOPS_KUBE_NOMINATE_WAIT; 0: Kueue's own dispatcher; docs/multi-cluster.md).",
+    schema=(("minimum", 0), ("maximum", 3600)),
+)
 # What the chart computes from kueue.workers before the Deployment (ops/chart_workers.py sets
 # these template variables): EOPS_KUBE_WORKERS's entries and the kubeconfigs' volume sources.
 KUBE_WORKERS_VAR = "$kubeWorkers"
@@ -507,6 +517,7 @@ CHART_VALUES: tuple[Value, ...] = (
     KUEUE_ON,
     LOCAL_QUEUE,
     WORKERS,
+    NOMINATE_WAIT,
 )
 """The chart's values, in the order values.yaml lists them (every Value the template reads but
 the namespace)."""
@@ -633,6 +644,7 @@ def _deployment() -> Node:
         When(KUEUE, {"name": "EOPS_ADMISSION", "value": "kueue"}),
         When(KUEUE, {"name": "EOPS_KUBE_LOCAL_QUEUE", "value": LOCAL_QUEUE}),
         When(MULTIKUEUE, {"name": "EOPS_KUBE_WORKERS", "value": KUBE_WORKERS}),
+        When(present(NOMINATE_WAIT), {"name": "EOPS_KUBE_NOMINATE_WAIT", "value": text(NOMINATE_WAIT)}),
         When(
             present(DATABASE_SECRET),
             {

@@ -126,13 +126,20 @@ def evaluate(node: Node, options: Any) -> Any:
     if isinstance(node, Value):
         return node.of(options)
     if isinstance(node, Text):
-        return "".join(str(evaluate(part, options)) for part in node.parts)
+        return "".join(_as_go_prints(evaluate(part, options)) for part in node.parts)
     if isinstance(node, dict):
         out = {key: evaluate(value, options) for key, value in node.items()}
         return {key: value for key, value in out.items() if value is not ABSENT}
     if isinstance(node, list):
         return [item for item in (evaluate(value, options) for value in node) if item is not ABSENT]
     return node
+
+
+def _as_go_prints(value: Any) -> str:
+    """`value` as the chart's `print` writes it: a whole float without its ".0" (Go's %v)."""
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    return str(value)
 
 
 def objects(template: list[Node], options: Any) -> list[dict[str, Any]]:
