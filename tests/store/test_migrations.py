@@ -904,3 +904,65 @@ def test_rows_from_0015_are_in_no_batch_after_0016(store_url: str, run: asyncio.
     _migrate_to(store_url, "0015", down=True)
     assert "batch_id" not in {c["name"] for c in _columns(store_url, "invocations")}
     assert "batches" not in _table_names(store_url)
+
+
+# 0013-0018's node records: keyed by the node's name alone.
+_NODES_0018 = sqlalchemy.table(
+    "gpu_node_history",
+    *(sqlalchemy.column(n) for n in ("name", "gpu_type", "capacity", "created_at", "unused")),
+)
+
+
+def test_node_records_from_0018_are_the_gateways_own_clusters_after_0019(
+    store_url: str, run: asyncio.Runner
+) -> None:
+    """0019: gpu_node_history keyed by (cluster, name); a record from before is the gateway's own
+    cluster's (""), read back as such; a worker's node of the same name is a record of its own;
+    down again, only the gateway's own cluster's are kept."""
+    from elasticityops.domain.events import BackendEvent
+    from elasticityops.domain.node_history import NodeHistory, NodeHistoryWrite
+    from elasticityops.pricing.table import Capacity
+
+    _migrate_to(store_url, "0018")
+    made = datetime(2026, 12, 1, 10, 0, tzinfo=UTC)
+    with _engine(store_url) as engine, engine.begin() as conn:
+        conn.execute(
+            insert(_NODES_0018),
+            [
+                {
+                    "name": "gpu-1",
+                    "gpu_type": "nvidia-tesla-t4",
+                    "capacity": "spot",
+                    "created_at": made,
+                    "unused": 1,
+                }
+            ],
+        )
+    own = NodeHistory("gpu-1", "nvidia-tesla-t4", Capacity.spot, made, unused=True)
+    theirs = NodeHistory("gpu-1", "nvidia-l4", Capacity.on_demand, made, unused=False)
+
+    async def body() -> None:
+        store = await open_store(store_url)
+        try:
+            assert await store.gpu_node_history() == [own]
+            assert await store.gpu_node_history("worker-1") == []
+            write = NodeHistoryWrite("gpu-1", theirs, cluster="worker-1")
+            await store.record(BackendEvent("", node_history=(write,)))
+            assert await store.gpu_node_history("worker-1") == [theirs]
+            assert await store.gpu_node_history() == [own], "the same name in another cluster"
+            await store.record(
+                BackendEvent("", node_history=(NodeHistoryWrite("gpu-1", None, cluster="worker-1"),))
+            )
+            assert await store.gpu_node_history("worker-1") == []
+            assert await store.gpu_node_history() == [own]
+            await store.record(BackendEvent("", node_history=(write,)))
+        finally:
+            await store.close()
+
+    run.run(body())
+    assert _versions(store_url) == [HEAD]
+    _migrate_to(store_url, "0018", down=True)
+    with _engine(store_url) as engine, engine.begin() as conn:
+        assert conn.execute(select(_NODES_0018.c.name, _NODES_0018.c.gpu_type)).all() == [
+            ("gpu-1", "nvidia-tesla-t4")
+        ]

@@ -61,6 +61,7 @@ class NodeHistoryWrite:
 
     name: str
     history: NodeHistory | None
+    cluster: str = ""  # MultiKueue's worker whose node it is; "": the gateway's own cluster's
 
 
 def idle_after_charge(last: LastJob, until: datetime, capacity: Capacity | None) -> Charge | None:

@@ -29,9 +29,10 @@ class SqlCostLedger(Database):
 
         await self._write(run)
 
-    async def gpu_node_history(self) -> list[NodeHistory]:
-        """Every GPU node's record (domain/node_history.py): the node watch's start reads them."""
-        return await self._read(node_history.read)
+    async def gpu_node_history(self, cluster: str = "") -> list[NodeHistory]:
+        """Every GPU node's record of one cluster (domain/node_history.py; "": the gateway's own,
+        else a MultiKueue worker's): the node watch's start reads them."""
+        return await self._read(lambda conn: node_history.read(conn, cluster))
 
     async def node_seconds_of(self, invocation_id: str) -> dict[Phase, PhaseTotal]:
         return await self._read(lambda conn: ledger.of_invocation(conn, invocation_id))

@@ -19,22 +19,25 @@ def write(conn: Connection, writes: Sequence[NodeHistoryWrite]) -> None:
     """Each change in order, in the caller's transaction: a record kept (inserted, or replacing
     the node's), or the node forgotten."""
     maker = postgresql.insert if conn.dialect.name == "postgresql" else sqlite.insert
+    table = gpu_node_history
     for change in writes:
         if change.history is None:
-            conn.execute(delete(gpu_node_history).where(gpu_node_history.c.name == change.name))
+            conn.execute(delete(table).where(table.c.cluster == change.cluster, table.c.name == change.name))
             continue
-        row = _row(change.history)
-        statement = maker(gpu_node_history).values(**row)
+        row = {"cluster": change.cluster, **_row(change.history)}
+        statement = maker(table).values(**row)
+        keys = ("cluster", "name")
         conn.execute(
             statement.on_conflict_do_update(
-                index_elements=["name"], set_={k: statement.excluded[k] for k in row if k != "name"}
+                index_elements=list(keys), set_={k: statement.excluded[k] for k in row if k not in keys}
             )
         )
 
 
-def read(conn: Connection) -> list[NodeHistory]:
-    query = select(gpu_node_history).order_by(gpu_node_history.c.name)
-    return [_history(row) for row in conn.execute(query).mappings()]
+def read(conn: Connection, cluster: str = "") -> list[NodeHistory]:
+    """The records of one cluster's nodes ("": the gateway's own; else a MultiKueue worker's)."""
+    query = select(gpu_node_history).where(gpu_node_history.c.cluster == cluster)
+    return [_history(row) for row in conn.execute(query.order_by(gpu_node_history.c.name)).mappings()]
 
 
 def _row(history: NodeHistory) -> dict[str, Any]:

@@ -252,7 +252,10 @@ node_seconds_totals = Table(
 gpu_node_history = Table(
     "gpu_node_history",
     metadata,
-    Column("name", String(253), primary_key=True),  # a Node's name: a DNS subdomain
+    # MultiKueue's worker whose node it is ("": the gateway's own cluster), and the Node's name
+    # (a DNS subdomain): two clusters may each have a node of one name.
+    Column("cluster", String(256), primary_key=True),
+    Column("name", String(253), primary_key=True),
     Column("gpu_type", String(64), nullable=False),
     Column("capacity", String(16), nullable=False),  # pricing.table.Capacity
     Column("created_at", UtcDateTime, nullable=False),

@@ -668,7 +668,7 @@ class NodeRecords:
         self.records = list(records)
         self.reads = 0
 
-    async def gpu_node_history(self) -> list[NodeHistory]:
+    async def gpu_node_history(self, cluster: str = "") -> list[NodeHistory]:
         self.reads += 1
         return list(self.records)
 

@@ -20,6 +20,7 @@ from elasticityops.backends.kubernetes.kueue_workloads import KUEUE_API
 from elasticityops.backends.kubernetes.settings import KubernetesSettings
 from elasticityops.domain.clock import ManualClock
 from elasticityops.domain.kueue_notes import RAN_AGAIN
+from elasticityops.domain.node_history import NodeHistory, NodeHistoryWrite
 from elasticityops.domain.node_seconds import Phase
 from elasticityops.pricing.table import Capacity
 
@@ -64,6 +65,17 @@ def _kubeconfig(tmp_path: Path, url: str) -> Path:
     return path
 
 
+class _Records:
+    """The store's node records as the backend reads them at its start, by cluster."""
+
+    def __init__(self) -> None:
+        self.asked: list[str] = []
+
+    async def gpu_node_history(self, cluster: str = "") -> list[NodeHistory]:
+        self.asked.append(cluster)
+        return []
+
+
 class _Store:
     """What the capacity page reads of the store and the function cache: nothing in flight."""
 
@@ -93,8 +105,13 @@ async def test_a_workers_gpu_nodes_are_watched_there_and_its_pod_is_placed_and_c
             local_queue="eops",
             workers=f"worker-1={_kubeconfig(tmp_path, worker.url)}",
         )
+        records = _Records()
         backend = KubernetesBackend(
-            settings, clock, KubeApi.at(manager.url, settings, clock), watch_gpu_nodes=True
+            settings,
+            clock,
+            KubeApi.at(manager.url, settings, clock),
+            watch_gpu_nodes=True,
+            node_history=records,
         )
         sink = Sink()
         await backend.start(sink)
@@ -128,7 +145,11 @@ async def test_a_workers_gpu_nodes_are_watched_there_and_its_pod_is_placed_and_c
             assert [(c.source, c.spans[0].phase, c.spans[0].seconds, c.cluster) for c in closed.charges] == [
                 ("node/w1-fresh", Phase.warm_unused, 120, "worker-1")
             ]
-            assert closed.node_history == (), "a worker's nodes are not written to the store's records"
+            # Its record goes as the worker's: kept across a restart, apart from the manager's.
+            assert closed.node_history == (NodeHistoryWrite("w1-fresh", None, cluster="worker-1"),)
+            assert sorted(records.asked) == ["", "worker-1"], "each cluster's records read at the start"
+            writes = [w for e in sink.events for w in e.node_history]
+            assert {w.cluster for w in writes} == {"worker-1"}, writes
 
             capacity = await gather(_Store(), _Store(), backend, None, None, clock)  # type: ignore[arg-type]
 

@@ -74,13 +74,12 @@ class KubernetesBackend:
         )
         # MultiKueue's workers' GPU nodes, each watched in its worker (the manager has none):
         # their states for the capacity page, and the node time they add to the invocations run
-        # on them. Not kept across a restart (the store's node records are the gateway's own
-        # cluster's): after one, a worker node's time before it is seen again is not charged.
+        # on them, their records kept in the store under the worker's name.
         self.worker_gpu_nodes: dict[str, GpuNodes] = (
             {} if self.gpu_nodes is None else {name: GpuNodes() for name in self._workloads.workers}
         )
         worker_nodes = {
-            name: NodeTracking(nodes, None, clock, followed, outlet, cluster=name)
+            name: NodeTracking(nodes, node_history, clock, followed, outlet, cluster=name)
             for name, nodes in self.worker_gpu_nodes.items()
         }
         self._reaper = Reaper(settings, self._workloads)

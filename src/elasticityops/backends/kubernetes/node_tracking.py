@@ -35,7 +35,7 @@ class NodeTracking:
         cluster: str | None = None,
     ) -> None:
         """`cluster`: the MultiKueue worker whose nodes these are (None: the gateway's own
-        cluster's); the node time they close is charged to it."""
+        cluster's); the node time they close is charged to it, and their records are its."""
         self._nodes = nodes
         self._cluster = cluster
         # Where the nodes' records are read at each start (the store; they are written through
@@ -49,14 +49,14 @@ class NodeTracking:
         """The nodes' records, before the node watch's first list. A store that cannot be read
         now leaves them as they are: this start keeps none (what it would write would be its
         own partial view over what another gateway knew) and charges only what it sees. Without
-        a store (a MultiKueue worker's nodes), it begins again from what the first list shows:
-        what it saw before this start may have changed unseen."""
+        a store, it begins again from what the first list shows: what it saw before this start
+        may have changed unseen."""
         if self._history is None:
             self._nodes.restore(())
             self._nodes.records.keeping = False
             return
         try:
-            records = await self._history.gpu_node_history()
+            records = await self._history.gpu_node_history(self._cluster or "")
         except EopsError as exc:
             log.warning("GPU node records not read (%s): nodes' past before this start is not charged", exc)
             self._nodes.records.keeping = False
@@ -126,6 +126,7 @@ class NodeTracking:
         writes = tuple(self._nodes.history_writes())
         if self._cluster is not None:
             charges = [replace(c, cluster=self._cluster) for c in charges]
+            writes = tuple(replace(w, cluster=self._cluster) for w in writes)
         if charges or writes:
             await self._outlet.emit(BackendEvent("", charges=tuple(charges), node_history=writes))
 

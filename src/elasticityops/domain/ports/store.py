@@ -275,9 +275,10 @@ class PayloadSource(Protocol):
 class NodeHistorySource(Protocol):
     """Where the GPU node watch reads the nodes' records at its start (the Store)."""
 
-    async def gpu_node_history(self) -> list[NodeHistory]:
-        """Every GPU node's record (domain/node_history.py), written with the events that
-        changed them: what a starting node watch goes on from."""
+    async def gpu_node_history(self, cluster: str = "") -> list[NodeHistory]:
+        """Every GPU node's record of one cluster (domain/node_history.py; "": the gateway's
+        own, else a MultiKueue worker's), written with the events that changed them: what a
+        starting node watch goes on from."""
         ...
 
 
