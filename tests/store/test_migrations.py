@@ -74,6 +74,7 @@ OUR_TABLES = {
     "node_seconds",
     "node_seconds_totals",
     "gpu_node_history",
+    "worker_node_history",
     "batches",
     "webhook_secrets",
     "invocation_webhooks",
@@ -906,53 +907,43 @@ def test_rows_from_0015_are_in_no_batch_after_0016(store_url: str, run: asyncio.
     assert "batches" not in _table_names(store_url)
 
 
-# 0013-0018's node records: keyed by the node's name alone.
-_NODES_0018 = sqlalchemy.table(
-    "gpu_node_history",
-    *(sqlalchemy.column(n) for n in ("name", "gpu_type", "capacity", "created_at", "unused")),
-)
-
-
-def test_node_records_from_0018_are_the_gateways_own_clusters_after_0019(
+def test_node_records_from_0018_stay_the_gateways_own_after_0019_beside_the_workers(
     store_url: str, run: asyncio.Runner
 ) -> None:
-    """0019: gpu_node_history keyed by (cluster, name); a record from before is the gateway's own
-    cluster's (""), read back as such; a worker's node of the same name is a record of its own;
-    down again, only the gateway's own cluster's are kept."""
+    """0019: worker_node_history keeps MultiKueue's workers' node records, by worker and name; a
+    record from before stays in gpu_node_history, the gateway's own cluster's (a release before
+    0019 keeps writing there during a rolling update); a worker's node of the same name is a
+    record of its own; down again, the workers' table goes and the own cluster's stay."""
     from elasticityops.domain.events import BackendEvent
     from elasticityops.domain.node_history import NodeHistory, NodeHistoryWrite
     from elasticityops.pricing.table import Capacity
 
     _migrate_to(store_url, "0018")
     made = datetime(2026, 12, 1, 10, 0, tzinfo=UTC)
+    row = {
+        "name": "gpu-1",
+        "gpu_type": "nvidia-tesla-t4",
+        "capacity": "spot",
+        "created_at": made,
+        "unused": 1,
+    }
     with _engine(store_url) as engine, engine.begin() as conn:
-        conn.execute(
-            insert(_NODES_0018),
-            [
-                {
-                    "name": "gpu-1",
-                    "gpu_type": "nvidia-tesla-t4",
-                    "capacity": "spot",
-                    "created_at": made,
-                    "unused": 1,
-                }
-            ],
-        )
+        conn.execute(insert(tables.gpu_node_history), [row])
     own = NodeHistory("gpu-1", "nvidia-tesla-t4", Capacity.spot, made, unused=True)
     theirs = NodeHistory("gpu-1", "nvidia-l4", Capacity.on_demand, made, unused=False)
+    write = NodeHistoryWrite("gpu-1", theirs, cluster="worker-1")
 
     async def body() -> None:
         store = await open_store(store_url)
         try:
             assert await store.gpu_node_history() == [own]
             assert await store.gpu_node_history("worker-1") == []
-            write = NodeHistoryWrite("gpu-1", theirs, cluster="worker-1")
             await store.record(BackendEvent("", node_history=(write,)))
             assert await store.gpu_node_history("worker-1") == [theirs]
+            assert await store.gpu_node_history("worker-2") == []
             assert await store.gpu_node_history() == [own], "the same name in another cluster"
-            await store.record(
-                BackendEvent("", node_history=(NodeHistoryWrite("gpu-1", None, cluster="worker-1"),))
-            )
+            gone = NodeHistoryWrite("gpu-1", None, cluster="worker-1")
+            await store.record(BackendEvent("", node_history=(gone,)))
             assert await store.gpu_node_history("worker-1") == []
             assert await store.gpu_node_history() == [own]
             await store.record(BackendEvent("", node_history=(write,)))
@@ -963,6 +954,6 @@ def test_node_records_from_0018_are_the_gateways_own_clusters_after_0019(
     assert _versions(store_url) == [HEAD]
     _migrate_to(store_url, "0018", down=True)
     with _engine(store_url) as engine, engine.begin() as conn:
-        assert conn.execute(select(_NODES_0018.c.name, _NODES_0018.c.gpu_type)).all() == [
-            ("gpu-1", "nvidia-tesla-t4")
-        ]
+        kept = conn.execute(select(tables.gpu_node_history.c.name, tables.gpu_node_history.c.gpu_type)).all()
+        assert kept == [("gpu-1", "nvidia-tesla-t4")]
+        assert "worker_node_history" not in inspect(engine).get_table_names()

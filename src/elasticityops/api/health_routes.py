@@ -135,7 +135,8 @@ async def metrics(request: Request) -> Response:
     rt.metrics.node_seconds.totals = await rt.store.node_seconds_totals()
     rt.metrics.webhooks_pending.set(await rt.store.webhooks_pending())
     own, workers = gpu_node_states(rt.backend)
-    nodes = None if own is None else {"": own, **workers}
+    # The leader's watch only: a follower's holds nothing, and its zeros would read as no nodes.
+    nodes = None if own is None or rt.role != "leader" else {"": own, **workers}
     body = rt.metrics.render(
         counts, in_use, free, budget_free, pools, leader=rt.role == "leader", client=client, nodes=nodes
     )

@@ -1,43 +1,54 @@
 """The GPU nodes' records (domain/node_history.py) in SQL: written in the transaction of the
 event that changed them (beside the charges they close), read whole when the node watch starts.
-A few rows: one per GPU node of the cluster."""
+A few rows: one per GPU node of the cluster, and of each MultiKueue worker (a table of their
+own, under the worker's name)."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from typing import Any
 
-from sqlalchemy import Connection, delete, select
+from sqlalchemy import Connection, Table, delete, select
 from sqlalchemy.dialects import postgresql, sqlite
 
 from elasticityops.domain.node_history import LastJob, NodeHistory, NodeHistoryWrite
 from elasticityops.pricing.table import Capacity
-from elasticityops.store.tables import gpu_node_history
+from elasticityops.store.tables import gpu_node_history, worker_node_history
 
 
 def write(conn: Connection, writes: Sequence[NodeHistoryWrite]) -> None:
     """Each change in order, in the caller's transaction: a record kept (inserted, or replacing
     the node's), or the node forgotten."""
     maker = postgresql.insert if conn.dialect.name == "postgresql" else sqlite.insert
-    table = gpu_node_history
     for change in writes:
+        table, key = _where(change.cluster, change.name)
         if change.history is None:
-            conn.execute(delete(table).where(table.c.cluster == change.cluster, table.c.name == change.name))
+            conn.execute(delete(table).where(*(table.c[k] == v for k, v in key.items())))
             continue
-        row = {"cluster": change.cluster, **_row(change.history)}
+        row = {**key, **_row(change.history)}
         statement = maker(table).values(**row)
-        keys = ("cluster", "name")
         conn.execute(
             statement.on_conflict_do_update(
-                index_elements=list(keys), set_={k: statement.excluded[k] for k in row if k not in keys}
+                index_elements=list(key), set_={k: statement.excluded[k] for k in row if k not in key}
             )
         )
 
 
 def read(conn: Connection, cluster: str = "") -> list[NodeHistory]:
     """The records of one cluster's nodes ("": the gateway's own; else a MultiKueue worker's)."""
-    query = select(gpu_node_history).where(gpu_node_history.c.cluster == cluster)
-    return [_history(row) for row in conn.execute(query.order_by(gpu_node_history.c.name)).mappings()]
+    table, _ = _where(cluster)
+    query = select(table)
+    if cluster:
+        query = query.where(table.c.cluster == cluster)
+    return [_history(row) for row in conn.execute(query.order_by(table.c.name)).mappings()]
+
+
+def _where(cluster: str, name: str = "") -> tuple[Table, dict[str, str]]:
+    """The table a cluster's records are in (the gateway's own: gpu_node_history; a worker's:
+    worker_node_history, under its name), and a record's key there."""
+    if not cluster:
+        return gpu_node_history, {"name": name}
+    return worker_node_history, {"cluster": cluster, "name": name}
 
 
 def _row(history: NodeHistory) -> dict[str, Any]:

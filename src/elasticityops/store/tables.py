@@ -246,26 +246,41 @@ node_seconds_totals = Table(
     Column("usd", Float, nullable=False),  # the priced part only
 )
 
+
 # What the GPU node watch knows of each node's past that the node-seconds attribution needs
 # (domain/node_history.py), one row per node: written when one of those facts changes, read
 # when the watch starts (a restart, a new leader), deleted with the node's last charges.
+def _node_record() -> list[Column[Any]]:
+    return [
+        Column("gpu_type", String(64), nullable=False),
+        Column("capacity", String(16), nullable=False),  # pricing.table.Capacity
+        Column("created_at", UtcDateTime, nullable=False),
+        Column("unused", Integer, nullable=False),  # 1: seen from its creation, no job used it yet
+        # Its last job, ended, whose idle time after is not charged yet; all NULL: none.
+        Column("last_invocation", String(40), nullable=True),
+        Column("last_attempt", Integer, nullable=True),
+        Column("last_function", String(64), nullable=True),
+        Column("last_gpu_type", String(64), nullable=True),
+        Column("last_ended_at", UtcDateTime, nullable=True),
+    ]
+
+
 gpu_node_history = Table(
     "gpu_node_history",
     metadata,
-    # MultiKueue's worker whose node it is ("": the gateway's own cluster), and the Node's name
-    # (a DNS subdomain): two clusters may each have a node of one name.
+    Column("name", String(253), primary_key=True),  # a Node's name: a DNS subdomain
+    *_node_record(),
+)
+
+# The same records of MultiKueue's workers' GPU nodes, each under its worker's name (two
+# clusters may each have a node of one name). A table of its own, not a column of the one above:
+# a release before it keeps writing that one during a rolling update.
+worker_node_history = Table(
+    "worker_node_history",
+    metadata,
     Column("cluster", String(256), primary_key=True),
     Column("name", String(253), primary_key=True),
-    Column("gpu_type", String(64), nullable=False),
-    Column("capacity", String(16), nullable=False),  # pricing.table.Capacity
-    Column("created_at", UtcDateTime, nullable=False),
-    Column("unused", Integer, nullable=False),  # 1: seen from its creation, no job used it yet
-    # Its last job, ended, whose idle time after is not charged yet; all NULL: none.
-    Column("last_invocation", String(40), nullable=True),
-    Column("last_attempt", Integer, nullable=True),
-    Column("last_function", String(64), nullable=True),
-    Column("last_gpu_type", String(64), nullable=True),
-    Column("last_ended_at", UtcDateTime, nullable=True),
+    *_node_record(),
 )
 
 # Completion webhooks (domain/webhooks.py). Each function's signing secret (`whsec_...`), with

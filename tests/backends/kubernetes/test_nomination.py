@@ -174,6 +174,9 @@ async def test_a_refused_write_is_tried_again_and_a_gone_workload_forgotten() ->
     assert nominator.waiting() == {"worker-1": 1}, "a Workload gone is not counted"
     nominator.forget("a")  # its Job deleted (a cancel) while it waited
     assert nominator.waiting() == {}
+    await _see(nominator, "b")
+    nominator.clear()  # the backend starts again (a new leader): the first list tells afresh
+    assert nominator.waiting() == {}
 
 
 def test_the_nomination_is_applied_with_the_admission_status_kueue_writes_with_it() -> None:

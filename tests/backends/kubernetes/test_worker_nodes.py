@@ -17,6 +17,7 @@ from elasticityops.api.console.capacity import gather
 from elasticityops.backends.kubernetes.api import KubeApi
 from elasticityops.backends.kubernetes.backend import KubernetesBackend
 from elasticityops.backends.kubernetes.kueue_workloads import KUEUE_API
+from elasticityops.backends.kubernetes.labels import ATTEMPT_LABEL
 from elasticityops.backends.kubernetes.settings import KubernetesSettings
 from elasticityops.domain.clock import ManualClock
 from elasticityops.domain.kueue_notes import RAN_AGAIN
@@ -163,6 +164,11 @@ async def test_a_workers_gpu_nodes_are_watched_there_and_its_pod_is_placed_and_c
             again["metadata"]["name"] = f"eops-{INV}-q9z8w"
             await backend._watching.on_worker_pod("worker-2", "ADDED", again)
             await backend._watching.on_worker_pod("worker-2", "MODIFIED", again)
+            # A later attempt (a retry) running in another worker is no second run of this one.
+            retried = pod(node="w3-a", phase="Running", state=running)
+            retried["metadata"]["name"] = f"eops-{INV}-1-k2j4h"
+            retried["metadata"]["labels"][ATTEMPT_LABEL] = "1"
+            await backend._watching.on_worker_pod("worker-3", "ADDED", retried)
             said = [e.note.message for e in sink.events if e.note is not None and e.note.kind == RAN_AGAIN]
             assert said == [
                 "Kueue: its work ran in 2 workers (worker-1, worker-2): MultiKueue dispatched it again "

@@ -85,7 +85,7 @@ class KubernetesBackend:
         self._reaper = Reaper(settings, self._workloads)
         self._worker_secrets = WorkerSecrets(settings, clock, self._workloads, outlet, launch_material)
         workloads_path = f"{KUEUE_API}/namespaces/{settings.namespace}/workloads"
-        nominator = (
+        self._nominator = nominator = (
             Nominator(
                 lambda: self._workloads.api,
                 workloads_path,
@@ -161,6 +161,8 @@ class KubernetesBackend:
 
     async def start(self, sink: EventSink) -> None:
         await self._outlet.open(sink)
+        if self._nominator is not None:
+            self._nominator.clear()
         # The first lists happen before start returns, so launches and adoptions that follow
         # meet a complete picture.
         await self._watching.start()

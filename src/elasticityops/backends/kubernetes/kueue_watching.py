@@ -59,6 +59,9 @@ class KueueWatching:
     async def on_workload(self, kind: str, workload: KubeObject) -> None:
         view = read_workload(workload, self._instance)
         if view is None:
+            if kind == "DELETED" and self._nominator is not None:
+                # Gone while the watch was away: a relist tells only its name.
+                self._nominator.forget(str((workload.get("metadata") or {}).get("name", "")))
             return
         inv = view.invocation
         if kind == "DELETED":

@@ -73,6 +73,12 @@ class Nominator:
         self._views[name] = (view, workload)
         await self._decide(name)
 
+    def clear(self) -> None:
+        """Begin again (the backend starts: a new leader): the watch's first list shows what
+        waits now; what this replica knew before may have ended meanwhile."""
+        self._views.clear()
+        self._nominated.clear()
+
     def forget(self, name: str) -> None:
         """The Workload is gone (its Job deleted: the work ended, or was cancelled)."""
         self._views.pop(name, None)
@@ -99,31 +105,41 @@ class Nominator:
             if nominated and len(nominated) < len(self._workers):
                 self._recheck(name, since + self._wait_s - now)
             return
+        if not await self._write(name, workload, step.clusters, step.added):
+            return
         if nominated:
             self._shunned.update(shun(nominated, now, self._wait_s))
-        try:
-            await self._api().request(
-                "PATCH",
-                f"{self._path}/{name}/status",
-                params={"fieldManager": KUEUE_ADMISSION_MANAGER, "force": "true"},
-                body=nomination_apply(workload, step.clusters),
-                content_type=APPLY_PATCH,
-            )
-        except NotFound:
-            self._views.pop(name, None)
-            return
-        except EopsError as exc:
-            # A 409 (the Workload changed since it was read) or a failed write: tried again at
-            # the Workload's next event, or at the re-check below.
-            log.warning("MultiKueue: could not nominate %s for %s: %s", step.added, name, exc)
-            self._recheck(name, min(self._wait_s, 5.0))
-            return
+        if name not in self._views:
+            return  # admitted, or gone, while the write was on its way
         self._nominated[name] = (step.clusters, now)
         await self._outlet.deliver(
             note_event(view.invocation, self._clock.now(), NOMINATED, f"Kueue: {step.why}")
         )
         if len(step.clusters) < len(self._workers):
             self._recheck(name, self._wait_s)
+
+    async def _write(self, name: str, workload: KubeObject, clusters: Sequence[str], added: str) -> bool:
+        """Apply the nomination; False when it was not written (tried again later, or the
+        Workload is gone)."""
+        try:
+            await self._api().request(
+                "PATCH",
+                f"{self._path}/{name}/status",
+                params={"fieldManager": KUEUE_ADMISSION_MANAGER, "force": "true"},
+                body=nomination_apply(workload, clusters),
+                content_type=APPLY_PATCH,
+            )
+        except NotFound:
+            self.forget(name)
+            return False
+        except EopsError as exc:
+            # A 409 (the Workload changed since it was read) or a failed write (a Role without
+            # `patch` on workloads/status: 403): tried again at the Workload's next event, or at
+            # the re-check below; meanwhile Kueue, waiting for a nomination, dispatches nothing.
+            log.warning("MultiKueue: could not nominate %s for %s: %s", added, name, exc)
+            self._recheck(name, min(self._wait_s, 5.0))
+            return False
+        return True
 
     def _recheck(self, name: str, after_s: float) -> None:
         if name in self._rechecks:

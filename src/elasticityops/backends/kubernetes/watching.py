@@ -68,9 +68,11 @@ class Watching:
         self._kueue = kueue
         self._worker_kueue = dict(worker_kueue or {})  # by MultiKueue worker: its Workloads' watch
         self._worker_nodes = dict(worker_nodes or {})  # by MultiKueue worker: its GPU nodes
-        # By invocation: the MultiKueue workers its current attempt's pods ran in (two: it ran twice).
-        self._workers_ran: dict[str, set[str]] = {}
+        # By invocation: its attempt whose pods ran in these MultiKueue workers (two: it ran twice).
+        self._workers_ran: dict[str, tuple[int, set[str]]] = {}
         self.watches: list[KindWatch] = []
+        # By id of a watch: what it waits for before it runs (a worker's pods: its nodes' list).
+        self._after: dict[int, asyncio.Event] = {}
 
     async def start(self) -> None:
         """Make the watches and their first lists, so launches and adoptions that follow meet a
@@ -109,14 +111,23 @@ class Watching:
                 continue
             await watch.relist()
 
-    def _node_watch(self, api: KubeApi, nodes: NodeTracking) -> KindWatch:
+    def _node_watch(
+        self, api: KubeApi, nodes: NodeTracking, listed: asyncio.Event | None = None
+    ) -> KindWatch:
+        """`listed`: set once its first list is in (what a worker's pod watch waits for)."""
+
+        async def on_listed() -> None:
+            await nodes.listed()
+            if listed is not None:
+                listed.set()
+
         return KindWatch(
             api,
             NODES_PATH,
             {"labelSelector": ACCELERATOR_LABEL},
             nodes.on_node,
             self._clock,
-            on_listed=nodes.listed,
+            on_listed=on_listed,
         )
 
     def _pods_watch(self, api: KubeApi, handler: Handler) -> KindWatch:
@@ -146,23 +157,30 @@ class Watching:
         workers' mirrored."""
         w = self._workloads
         watches: list[KindWatch] = []
+        self._after = {}
         for name in w.workers:
             api = w.worker_api(name)
             assert api is not None  # a configured worker
+            pods = self._pods_watch(api, functools.partial(self.on_worker_pod, name))
             if (nodes := self._worker_nodes.get(name)) is not None:
                 await nodes.restore()
-                watches.append(self._node_watch(api, nodes))
-            watches += [
-                self._pods_watch(api, functools.partial(self.on_worker_pod, name)),
-                self._events_watch(api),
-            ]
+                # The nodes' first list before the pods': a pod bound to a node then finds the
+                # node known, as in the gateway's own cluster (each worker lists when it runs).
+                listed = self._after[id(pods)] = asyncio.Event()
+                watches.append(self._node_watch(api, nodes, listed))
+            watches += [pods, self._events_watch(api)]
             if (kueue := self._worker_kueue.get(name)) is not None:
                 watches.append(KindWatch(api, kueue.path, {}, kueue.on_workload, self._clock))
         return watches
 
     def run(self) -> list[asyncio.Task[None]]:
         """The watches, from where their first lists left off."""
-        return [asyncio.create_task(w.run(), name=f"watch {w.path}") for w in self.watches]
+        return [asyncio.create_task(self._run(w), name=f"watch {w.path}") for w in self.watches]
+
+    async def _run(self, watch: KindWatch) -> None:
+        if (first := self._after.get(id(watch))) is not None:
+            await first.wait()
+        await watch.run()
 
     def restarts(self) -> Counter[str]:
         """Watches started again, by why, since they were made."""
@@ -295,7 +313,7 @@ class Watching:
         if nodes is not None:
             event, extra = await nodes.on_pod(kind, inv, pod, event)
         if worker is not None:
-            again = self._ran_in(inv, worker, pod)
+            again = self._ran_in(inv, attempt_of(pod), worker, pod)
             if event is not None:
                 event = replace(event, cluster=worker)
             if again is not None:
@@ -304,14 +322,20 @@ class Watching:
                 event = again
         return event, extra
 
-    def _ran_in(self, inv: str, worker: str, pod: KubeObject) -> BackendEvent | None:
+    def _ran_in(self, inv: str, attempt: int, worker: str, pod: KubeObject) -> BackendEvent | None:
         """The note that the attempt's work runs in a second worker (MultiKueue dispatched it
         again after taking it back from a lost worker, whose run went on), when this pod is the
-        first that ran in `worker`; None otherwise."""
+        first of `attempt` that ran in `worker`; None otherwise. A later attempt (a retry, a
+        preemption's) starts afresh wherever it runs."""
         phase = (pod.get("status") or {}).get("phase")
         if phase not in ("Running", "Succeeded", "Failed") or pod.get("gone"):
             return None
-        ran = self._workers_ran.setdefault(inv, set())
+        seen_attempt, ran = self._workers_ran.get(inv, (attempt, set()))
+        if seen_attempt != attempt:
+            if attempt < seen_attempt:
+                return None  # an older attempt's pod, while it goes
+            ran = set()
+        self._workers_ran[inv] = (attempt, ran)
         if worker in ran:
             return None
         ran.add(worker)
