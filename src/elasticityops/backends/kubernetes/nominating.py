@@ -49,15 +49,15 @@ class Nominator:
         self._wait_s = wait_s
         self._views: dict[str, tuple[WorkloadView, KubeObject]] = {}  # by name: waiting for a worker
         self._nominated: dict[str, tuple[tuple[str, ...], float]] = {}  # by name: (workers, since)
+        # `_nominated`'s workers counted, kept with it (`_keep`, `forget`): read at each choice,
+        # which a burst of thousands of Workloads would otherwise pay for in a count of all.
+        self._waiting: Counter[str] = Counter()
         self._shunned: dict[str, float] = {}
         self._rechecks: set[str] = set()
 
     def waiting(self) -> Counter[str]:
         """This gateway's Workloads nominated to each worker and not admitted yet."""
-        counts: Counter[str] = Counter()
-        for workers, _since in self._nominated.values():
-            counts.update(workers)
-        return counts
+        return +self._waiting
 
     async def seen(self, view: WorkloadView, workload: KubeObject) -> None:
         """A manager's Workload of ours as the watch shows it now (`view` its reading)."""
@@ -67,8 +67,7 @@ class Nominator:
         if view.cluster is not None or view.finished or view.deactivated is not None or not view.reserved:
             # Admitted in a worker (or done, or back to waiting for quota: Kueue clears the
             # nomination then, and the next reservation starts afresh).
-            self._views.pop(name, None)
-            self._nominated.pop(name, None)
+            self.forget(name)
             return
         self._views[name] = (view, workload)
         await self._decide(name)
@@ -78,11 +77,21 @@ class Nominator:
         waits now; what this replica knew before may have ended meanwhile."""
         self._views.clear()
         self._nominated.clear()
+        self._waiting.clear()
 
     def forget(self, name: str) -> None:
         """The Workload is gone (its Job deleted: the work ended, or was cancelled)."""
         self._views.pop(name, None)
-        self._nominated.pop(name, None)
+        self._unkeep(name)
+
+    def _keep(self, name: str, workers: tuple[str, ...], since: float) -> None:
+        self._unkeep(name)
+        self._nominated[name] = (workers, since)
+        self._waiting.update(workers)
+
+    def _unkeep(self, name: str) -> None:
+        if (was := self._nominated.pop(name, None)) is not None:
+            self._waiting.subtract(was[0])
 
     async def _decide(self, name: str) -> None:
         seen = self._views.get(name)
@@ -97,9 +106,9 @@ class Nominator:
         else:
             since = now  # nominated by someone else (a gateway before this one): from now on
             if nominated:
-                self._nominated[name] = (nominated, since)
+                self._keep(name, nominated, since)
         step = next_nomination(
-            self._workers, nominated, since, now, self.waiting(), self._shunned, self._wait_s
+            self._workers, nominated, since, now, self._waiting, self._shunned, self._wait_s
         )
         if step is None:
             if nominated and len(nominated) < len(self._workers):
@@ -111,7 +120,7 @@ class Nominator:
             self._shunned.update(shun(nominated, now, self._wait_s))
         if name not in self._views:
             return  # admitted, or gone, while the write was on its way
-        self._nominated[name] = (step.clusters, now)
+        self._keep(name, step.clusters, now)
         await self._outlet.deliver(
             note_event(view.invocation, self._clock.now(), NOMINATED, f"Kueue: {step.why}")
         )
