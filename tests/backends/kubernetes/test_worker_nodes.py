@@ -6,17 +6,14 @@ worker."""
 from __future__ import annotations
 
 import asyncio
-import re
 from datetime import timedelta
 from pathlib import Path
 
 import pytest
-import yaml
 
 from elasticityops.api.console.capacity import gather
 from elasticityops.backends.kubernetes.api import KubeApi
 from elasticityops.backends.kubernetes.backend import KubernetesBackend
-from elasticityops.backends.kubernetes.kueue_workloads import KUEUE_API
 from elasticityops.backends.kubernetes.labels import ATTEMPT_LABEL
 from elasticityops.backends.kubernetes.settings import KubernetesSettings
 from elasticityops.domain.clock import ManualClock
@@ -28,42 +25,17 @@ from elasticityops.pricing.table import Capacity
 from .builders import INV, T0, gpu_node, pod, scheduled, ts
 from .scripted_server import Reply, scripted
 from .test_backend import Sink
+from .test_worker_rbac import NODES, NS, quiet_routes, worker_kubeconfig
 
 pytestmark = pytest.mark.anyio
 
-NS = "elasticityops"
-NODES = "/api/v1/nodes"
-EMPTY = {"items": [], "metadata": {"resourceVersion": "1"}}
-
 
 def _routes(nodes: list[dict[str, object]] | None = None) -> dict[str, list[Reply]]:
-    routes: dict[str, list[Reply]] = {}
-    for path in (
-        f"/apis/batch/v1/namespaces/{NS}/jobs",
-        f"/api/v1/namespaces/{NS}/pods",
-        f"/api/v1/namespaces/{NS}/events",
-        f"{KUEUE_API}/namespaces/{NS}/workloads",
-    ):
-        routes[f"^GET {re.escape(path)}\\?.*watch=true"] = [Reply(hold=True)]
-        routes[f"^GET {re.escape(path)}\\?"] = [Reply(200, EMPTY)]
+    """A cluster with nothing of ours but these GPU nodes."""
     listed = {"items": nodes or [], "metadata": {"resourceVersion": "1"}}
-    routes[f"^GET {NODES}\\?.*watch=true"] = [Reply(hold=True)]
-    routes[f"^GET {NODES}\\?"] = [Reply(200, listed)]
-    return routes
-
-
-def _kubeconfig(tmp_path: Path, url: str) -> Path:
-    path = tmp_path / "worker-1.kubeconfig"
-    config = {
-        "apiVersion": "v1",
-        "kind": "Config",
-        "current-context": "w",
-        "clusters": [{"name": "w", "cluster": {"server": url}}],
-        "users": [{"name": "w", "user": {"token": "t"}}],
-        "contexts": [{"name": "w", "context": {"cluster": "w", "user": "w"}}],
-    }
-    path.write_text(yaml.safe_dump(config))
-    return path
+    return quiet_routes(
+        **{f"^GET {NODES}\\?.*watch=true": [Reply(hold=True)], f"^GET {NODES}\\?": [Reply(200, listed)]}
+    )
 
 
 class _Records:
@@ -104,7 +76,7 @@ async def test_a_workers_gpu_nodes_are_watched_there_and_its_pod_is_placed_and_c
             max_retries=1,
             concurrency=4,
             local_queue="eops",
-            workers=f"worker-1={_kubeconfig(tmp_path, worker.url)}",
+            workers=f"worker-1={worker_kubeconfig(tmp_path, worker.url)}",
         )
         records = _Records()
         backend = KubernetesBackend(

@@ -48,8 +48,9 @@ NODES = "/api/v1/nodes"
 EMPTY = {"items": [], "metadata": {"resourceVersion": "1"}}
 
 
-def _quiet(**extra: list[Reply]) -> dict[str, list[Reply]]:
-    """Routes of a cluster with nothing of ours: empty lists, watches that stay open."""
+def quiet_routes(**extra: list[Reply]) -> dict[str, list[Reply]]:
+    """Routes of a cluster with nothing of ours: empty lists, watches that stay open (`extra`
+    first: a request takes the first route it matches)."""
     routes: dict[str, list[Reply]] = dict(extra)
     for path in (JOBS, PODS, EVENTS, WORKLOADS, NODES):
         routes.setdefault(f"^GET {re.escape(path)}\\?.*watch=true", [Reply(hold=True)])
@@ -78,7 +79,7 @@ def request_right(method: str, target: str) -> tuple[str, str, str]:
     return group, f"{resource}/{sub}" if sub else str(resource), verb
 
 
-def _kubeconfig(tmp_path: Path, url: str) -> Path:
+def worker_kubeconfig(tmp_path: Path, url: str) -> Path:
     path = tmp_path / "worker-1.kubeconfig"
     path.write_text(
         yaml.safe_dump(
@@ -109,7 +110,7 @@ async def test_the_gateway_asks_a_worker_for_exactly_the_rights_its_role_grants(
     running = pod(node="n", phase="Running", state={"running": {"startedAt": ts(1)}})
     worker_job = job()
     worker_job["metadata"] = {**worker_job["metadata"], "uid": "worker-copy-uid"}
-    worker_routes = _quiet(
+    worker_routes = quiet_routes(
         **{
             f"^GET {re.escape(JOBS)}/{job_name(INV, 0)}$": [Reply(200, worker_job)],
             f"^POST {re.escape(SECRETS)}": [Reply(201, {})],
@@ -123,13 +124,13 @@ async def test_the_gateway_asks_a_worker_for_exactly_the_rights_its_role_grants(
     async def material(invocation_id: str) -> tuple[bytes, str]:
         return b'{"x": 1}', "token"
 
-    async with scripted([], _quiet()) as manager, scripted([], worker_routes) as worker:
+    async with scripted([], quiet_routes()) as manager, scripted([], worker_routes) as worker:
         settings = KubernetesSettings(
             namespace=NS,
             max_retries=1,
             concurrency=4,
             local_queue="eops",
-            workers=f"worker-1={_kubeconfig(tmp_path, worker.url)}",
+            workers=f"worker-1={worker_kubeconfig(tmp_path, worker.url)}",
         )
         backend = KubernetesBackend(
             settings,
