@@ -11,6 +11,7 @@ import threading
 import time
 from collections import Counter, defaultdict
 from concurrent.futures import ThreadPoolExecutor
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -54,6 +55,8 @@ class PodCounter(Sampler):
         self.seen: dict[str, set[tuple[str, str]]] = defaultdict(set)  # (worker, pod uid)
         self.nodes: dict[str, set[tuple[str, str]]] = defaultdict(set)  # (worker, node name)
         self.ran: dict[str, set[str]] = defaultdict(set)  # the workers where a pod of it ran
+        # By invocation, each worker's earliest pod start (the pod's own startTime, to the second)
+        self.started: dict[str, dict[str, datetime]] = defaultdict(dict)
         self._clusters = clusters
 
     def look(self) -> None:
@@ -67,8 +70,12 @@ class PodCounter(Sampler):
                 self.seen[inv].add((worker, pod["metadata"]["uid"]))
                 if node := (pod.get("spec") or {}).get("nodeName"):
                     self.nodes[inv].add((worker, node))
-                if (pod.get("status") or {}).get("phase") in ("Running", "Succeeded", "Failed"):
+                pod_status = pod.get("status") or {}
+                if pod_status.get("phase") in ("Running", "Succeeded", "Failed"):
                     self.ran[inv].add(worker)
+                    if at := pod_status.get("startTime"):
+                        at = datetime.fromisoformat(at.replace("Z", "+00:00"))
+                        self.started[inv][worker] = min(self.started[inv].get(worker, at), at)
 
 
 def _states(server: RunningServer, ids: list[str]) -> dict[str, dict[str, Any]]:
@@ -170,6 +177,9 @@ def _stuck(clusters: ClusterSet, states: dict[str, dict[str, Any]]) -> str:
     return "not ended: " + json.dumps(told, indent=1, default=str)
 
 
+# A pod's start reaches the gateway through its worker's watch, its end through the manager's:
+# a run that began this long before the end (startTime is to the second) is one it has heard of.
+GATEWAY_LAG = timedelta(seconds=5)
 RUN_S = 60  # each run: long enough to be going when its worker is lost, on a loaded machine too
 
 
@@ -228,11 +238,21 @@ def test_a_worker_lost_mid_run_loses_nothing_and_the_timeline_says_where_each_ru
         # Work that ran in both workers is shown so, never hidden: one note, naming both.
         again = [n["message"] for n in s["notes"] if n["kind"] == RAN_AGAIN]
         if len(pods.ran[inv]) > 1:
-            assert again == [
+            told = [
                 f"Kueue: its work ran in 2 workers ({', '.join(sorted(pods.ran[inv]))}): MultiKueue "
                 "dispatched it again after taking it back, and the run it was taken from went on; "
                 "both are this attempt of its one Job, and the first to end is its end"
-            ], (pods.ran[inv], s["notes"])
+            ]
+            ended = datetime.fromisoformat(s["timeline"]["finished"].replace("Z", "+00:00"))
+            second = max(pods.started[inv].values(), default=ended)
+            seen = (pods.ran[inv], pods.started[inv], ended, s["notes"])
+            if second + GATEWAY_LAG < ended:
+                assert again == told, seen
+            else:
+                # The second run began as the work ended (the lost worker's run, back, ended
+                # first): the gateway follows an invocation to its end and no further, so it
+                # may have heard of that run too late to say so. It says nothing else.
+                assert again in ([], told), seen
         else:
             assert again == [], (pods.ran[inv], again)
         if inv not in on_lost:  # ran in the other worker, or ended before the loss

@@ -20,6 +20,7 @@ from elasticityops.devcluster.cluster_set import ClusterSet
 from elasticityops.devcluster.stages import SIMULATED_OUTPUT
 from elasticityops.domain.errors import NotFound
 from elasticityops.domain.kueue_notes import DISPATCHED, IN_WORKER
+from helpers.kueue import wait_for
 from helpers.multikueue import gateway_env, hold_queue
 from helpers.server import RunningServer
 
@@ -61,8 +62,15 @@ def test_an_invocation_runs_in_a_worker_and_the_gateway_follows_it_to_its_end(
     running = wait_state(gateway, inv, {"running"}, timeout=150)
     worker = running["cluster"]
     assert worker in multikueue_set.record.worker_names, running
-    dispatched = [n["message"] for n in running["notes"] if n["kind"] == DISPATCHED]
-    assert dispatched == [f"Kueue: MultiKueue runs it in cluster {worker}"], running["notes"]
+
+    def dispatched() -> list[str]:
+        return [n["message"] for n in status(gateway, inv)["notes"] if n["kind"] == DISPATCHED]
+
+    # The worker's pod and the manager's Workload are two watches, either of which the gateway
+    # may hear first: the pod can say "running" (naming its worker) a moment before the note of
+    # MultiKueue's dispatch is written, so the note is waited for, not read at that instant.
+    wait_for(dispatched, 30, "the note of MultiKueue's dispatch")
+    assert dispatched() == [f"Kueue: MultiKueue runs it in cluster {worker}"], status(gateway, inv)["notes"]
     assert running["node"], "the worker's pod told the gateway its node"
     # The capacity page splits the GPUs in use by the worker that runs them.
     capacity = httpx.get(f"{gateway.url}/v1/capacity", headers=gateway.auth, timeout=30).json()

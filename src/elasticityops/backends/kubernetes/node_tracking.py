@@ -44,6 +44,9 @@ class NodeTracking:
         self._clock = clock
         self._followed = followed
         self._outlet = outlet
+        # Each of our pods on a node, by its name: a pod deleted while the pod watch was away is
+        # told by its name alone (the relist after a 410), and its node is freed through this.
+        self._held: dict[str, tuple[str, Occupant]] = {}
 
     async def restore(self) -> None:
         """The nodes' records, before the node watch's first list. A store that cannot be read
@@ -104,17 +107,33 @@ class NodeTracking:
                 warm=None if where is None else where.warm,
                 node_capacity=None if where is None else where.capacity,
             )
+        name = str(meta.get("name", ""))
         if kind == "DELETED" or meta.get("deletionTimestamp") or self._followed.progress[inv].finished:
+            self._held.pop(name, None)
             nodes.vacated(node, inv, now, _occupant(inv, pod))
-        elif event is None or event.capacity_ready is None:
-            # Seen on its node without news of the binding (a relist after a restart).
-            news.extend(nodes.occupied(node, inv, now))
+        else:
+            self._held[name] = (node, _occupant(inv, pod))
+            if event is None or event.capacity_ready is None:
+                # Seen on its node without news of the binding (a relist after a restart).
+                news.extend(nodes.occupied(node, inv, now))
         await self.news(news)
         return event, extra
+
+    async def pod_gone(self, name: str) -> None:
+        """Our pod `name` went while the pod watch was away (a relist after a 410 tells its name
+        alone): its node is free of it, as of now (when it went is not known), so the node is
+        idle again and its idle time after this job is charged from here."""
+        held = self._held.pop(name, None)
+        if held is None:
+            return
+        node, occupant = held
+        self._nodes.vacated(node, occupant.invocation_id, self._clock.now().timestamp(), occupant)
+        await self.news([])
 
     async def vacated(self, inv: str, pod: KubeObject) -> None:
         """A preempted attempt's pod is gone: its node is free of it."""
         node = (pod.get("spec") or {}).get("nodeName")
+        self._held.pop(str((pod.get("metadata") or {}).get("name", "")), None)
         if isinstance(node, str) and node:
             self._nodes.vacated(node, inv, self._clock.now().timestamp(), _occupant(inv, pod))
             await self.news([])

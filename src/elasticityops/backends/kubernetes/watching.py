@@ -265,6 +265,9 @@ class Watching:
     ) -> None:
         followed = self._followed
         bare = self._workloads.bare_pods
+        if pod.get("gone") and nodes is not None:
+            # Its node, known from before: a name is all a relist tells of a pod gone meanwhile.
+            await nodes.pod_gone(str((pod.get("metadata") or {}).get("name", "")))
         named = self._whose(pod)
         if named is None:
             return
