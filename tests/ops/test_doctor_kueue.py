@@ -9,7 +9,7 @@ from dataclasses import replace
 
 import pytest
 
-from elasticityops.ops.doctor.check_access import KUEUE_ACCESS
+from elasticityops.ops.doctor.check_access import KUEUE_ACCESS, NOMINATE_ACCESS
 from elasticityops.ops.doctor.checks import REQUIRED_ACCESS, Status, exit_code, required_access, run_checks
 from elasticityops.ops.doctor.options import GatherOptions
 from elasticityops.ops.doctor.snapshot import (
@@ -365,6 +365,30 @@ def test_reading_workloads_denied_is_a_kueue_fault_with_the_grant() -> None:
     # The general permissions check is about the rest, and passes.
     [general] = [f for f in findings if f.check == "permissions"]
     assert general.status is Status.passed
+
+
+def test_the_nomination_right_is_reviewed_only_for_a_nominating_gateway_and_named_when_denied() -> None:
+    assert not set(NOMINATE_ACCESS) & set(required_access("job", kueue=True))
+    asked = required_access("job", kueue=True, nominate=True)
+    assert [r.label for r in asked if r.group == "kueue.x-k8s.io" and r.subresource] == [
+        "patch workloads/status.kueue.x-k8s.io"
+    ]
+    assert not [r for r in required_access("job", kueue=False, nominate=True) if r.group == "kueue.x-k8s.io"]
+
+    snapshot = kueue_healthy()
+    allowed = replace(
+        snapshot, access=(*snapshot.access, *(replace(r, allowed=True) for r in NOMINATE_ACCESS))
+    )
+    [passed] = [f for f in run_checks(allowed) if f.check == "kueue-access"]
+    assert passed.status is Status.passed
+    assert "and patch workloads/status (to nominate workers)" in passed.message
+    denied = replace(snapshot, access=(*snapshot.access, *NOMINATE_ACCESS))
+    [finding] = [f for f in run_checks(denied) if f.check == "kueue-access"]
+    assert finding.status is Status.fail
+    assert "cannot patch workloads/status.kueue.x-k8s.io" in finding.message
+    assert "MultiKueue dispatches nothing until it does" in finding.message
+    assert "Workload for its timeline" not in finding.message, "reading Workloads is allowed"
+    assert "--verb=patch --resource=workloads/status.kueue.x-k8s.io" in finding.fix
 
 
 @pytest.mark.parametrize(

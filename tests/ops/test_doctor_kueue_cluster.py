@@ -44,9 +44,13 @@ def test_doctor_finds_the_rendered_kueue_healthy_then_names_the_missing_local_qu
     with dev_cluster.api() as api, applied(api, kueue_manifests(inputs)):
         wait_active(api, f"{KUEUE}/admissionchecks/eops-provisioning")
         wait_active(api, f"{KUEUE}/clusterqueues/{ns}")
-        _, findings = kueue_doctor(dev_cluster.kubeconfig_path, ns)
+        # As a gateway that nominates workers runs: the right to write nominations is reviewed too.
+        _, findings = kueue_doctor(
+            dev_cluster.kubeconfig_path, ns, "--admission", "kueue", "--kube-nominate-wait", "30"
+        )
         kueue = [(f["check"], f["status"], f["message"]) for f in findings if f["check"].startswith("kueue")]
         assert [(check, status) for check, status, _ in kueue] == [(c, "pass") for c in KUEUE_CHECKS], kueue
+        assert "and patch workloads/status (to nominate workers)" in kueue[-1][2]
         assert f"LocalQueue eops in namespace {ns} submits to ClusterQueue {ns}" in kueue[1][2]
         assert "GPU quota: nvidia-tesla-t4 2" in kueue[2][2]
         assert "eops-provisioning" in kueue[3][2]

@@ -21,6 +21,9 @@ LEFT_WORKER = "KueueLeftWorker"
 # MultiKueue with the gateway as its external dispatcher: the workers the gateway nominated for
 # the work (the manager's Workload's status.nominatedClusterNames), and why.
 NOMINATED = "KueueNominated"
+# ...and a nomination the manager's API server refused for good (a Role without `patch` on
+# workloads/status, a webhook's rejection): MultiKueue dispatches nothing until it is written.
+NOT_NOMINATED = "KueueNotNominated"
 # MultiKueue: one attempt's work ran in more than one worker (dispatched again after the manager
 # took it back from a lost worker, whose run went on): a second run, shown, never hidden.
 RAN_AGAIN = "KueueRanAgain"
@@ -35,6 +38,7 @@ KINDS = frozenset(
         IN_WORKER,
         LEFT_WORKER,
         NOMINATED,
+        NOT_NOMINATED,
         RAN_AGAIN,
     }
 )

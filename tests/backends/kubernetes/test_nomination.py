@@ -19,9 +19,9 @@ from elasticityops.backends.kubernetes.kueue_workloads import (
 from elasticityops.backends.kubernetes.nominating import Nominator
 from elasticityops.backends.kubernetes.outlet import Outlet
 from elasticityops.domain.clock import ManualClock
-from elasticityops.domain.errors import NotFound, TemporaryError
+from elasticityops.domain.errors import Conflict, NotFound, PermanentError, TemporaryError
 from elasticityops.domain.events import BackendEvent
-from elasticityops.domain.kueue_notes import NOMINATED
+from elasticityops.domain.kueue_notes import NOMINATED, NOT_NOMINATED
 from elasticityops.domain.nomination import SHUN_FACTOR, next_nomination, shun
 
 WORKERS = ("worker-1", "worker-2", "worker-3")
@@ -227,3 +227,48 @@ def test_the_nomination_is_applied_with_the_admission_status_kueue_writes_with_i
             "nominatedClusterNames": ["worker-2"],
         },
     }
+
+
+@pytest.mark.anyio
+async def test_a_nomination_refused_for_good_is_told_once_in_the_timeline() -> None:
+    """A Role without `patch` on workloads/status: the work would wait unseen; its timeline
+    says why, once while the refusal says the same, and a conflict or a busy server (tried
+    again, mended by themselves) say nothing."""
+    clock = ManualClock()
+    api = _Api()
+    events: list[BackendEvent] = []
+
+    async def sink(event: BackendEvent) -> None:
+        events.append(event)
+
+    outlet = Outlet(Followed(), cast(Any, None))
+    await outlet.open(sink)
+    nominator = Nominator(lambda: cast(Any, api), "/w", ["worker-1", "worker-2"], clock, outlet, 30.0)
+    api.refuse = Conflict("409 Conflict")
+    await _see(nominator, "a")
+    api.refuse = TemporaryError("503 the server is busy")
+    await _see(nominator, "a")
+    assert events == []
+    api.refuse = PermanentError(
+        "workloads/status: 403 Forbidden (the gateway's service account lacks a permission)"
+    )
+    for _ in range(3):  # its events, and the re-checks every 5 s
+        await _see(nominator, "a")
+        await _settled()
+        clock.advance(5)
+        await _settled()
+    said = [(e.invocation_id, e.note.kind, e.note.message) for e in events if e.note is not None]
+    assert said == [
+        (
+            "inv-a",
+            NOT_NOMINATED,
+            "Kueue: the gateway could not nominate cluster worker-1 to MultiKueue, which dispatches "
+            "nothing until it can (tried again every 5 s): workloads/status: 403 Forbidden (the "
+            "gateway's service account lacks a permission)",
+        )
+    ]
+    api.refuse = None
+    clock.advance(5)
+    await _settled()
+    assert api.patches == [("/w/a/status", ["worker-1"])], "written once it is allowed"
+    assert [e.note.kind for e in events if e.note is not None] == [NOT_NOMINATED, NOMINATED]

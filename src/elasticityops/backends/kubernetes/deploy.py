@@ -271,7 +271,8 @@ ROLE_RULES: list[KubeObject] = [
 ]
 # MultiKueue with the gateway as its dispatcher (--kube-nominate-wait): the workers each Workload
 # may go to (status.nominatedClusterNames; nominating.py), nothing else of it. Rendered always;
-# `eops doctor` does not ask for it (a gateway that does not nominate never uses it).
+# `eops doctor` asks for it only with --kube-nominate-wait (a gateway that does not nominate
+# never uses it).
 NOMINATE_RULES: list[KubeObject] = [
     {"apiGroups": ["kueue.x-k8s.io"], "resources": ["workloads/status"], "verbs": ["patch"]}
 ]

@@ -20,9 +20,9 @@ from elasticityops.backends.kubernetes.kueue_workloads import (
 from elasticityops.backends.kubernetes.objects import KubeObject
 from elasticityops.backends.kubernetes.outlet import Outlet
 from elasticityops.domain.clock import Clock
-from elasticityops.domain.errors import EopsError, NotFound
+from elasticityops.domain.errors import Conflict, EopsError, NotFound, TemporaryError
 from elasticityops.domain.events import note_event
-from elasticityops.domain.kueue_notes import NOMINATED
+from elasticityops.domain.kueue_notes import NOMINATED, NOT_NOMINATED
 from elasticityops.domain.nomination import next_nomination, shun
 
 log = logging.getLogger(__name__)
@@ -54,6 +54,7 @@ class Nominator:
         self._waiting: Counter[str] = Counter()
         self._shunned: dict[str, float] = {}
         self._rechecks: set[str] = set()
+        self._refused: dict[str, str] = {}  # by name: why its nomination was refused, as told
 
     def waiting(self) -> Counter[str]:
         """This gateway's Workloads nominated to each worker and not admitted yet."""
@@ -82,6 +83,7 @@ class Nominator:
     def forget(self, name: str) -> None:
         """The Workload is gone (its Job deleted: the work ended, or was cancelled)."""
         self._views.pop(name, None)
+        self._refused.pop(name, None)
         self._unkeep(name)
 
     def _keep(self, name: str, workers: tuple[str, ...], since: float) -> None:
@@ -114,7 +116,7 @@ class Nominator:
             if nominated and len(nominated) < len(self._workers):
                 self._recheck(name, since + self._wait_s - now)
             return
-        if not await self._write(name, workload, step.clusters, step.added):
+        if not await self._write(view, workload, step.clusters, step.added):
             return
         if nominated:
             self._shunned.update(shun(nominated, now, self._wait_s))
@@ -127,9 +129,12 @@ class Nominator:
         if len(step.clusters) < len(self._workers):
             self._recheck(name, self._wait_s)
 
-    async def _write(self, name: str, workload: KubeObject, clusters: Sequence[str], added: str) -> bool:
+    async def _write(
+        self, view: WorkloadView, workload: KubeObject, clusters: Sequence[str], added: str
+    ) -> bool:
         """Apply the nomination; False when it was not written (tried again later, or the
         Workload is gone)."""
+        name = view.name
         try:
             await self._api().request(
                 "PATCH",
@@ -147,8 +152,22 @@ class Nominator:
             # the re-check below; meanwhile Kueue, waiting for a nomination, dispatches nothing.
             log.warning("MultiKueue: could not nominate %s for %s: %s", added, name, exc)
             self._recheck(name, min(self._wait_s, 5.0))
+            await self._refusal(view, added, exc)
             return False
+        self._refused.pop(name, None)
         return True
+
+    async def _refusal(self, view: WorkloadView, added: str, exc: EopsError) -> None:
+        """A refusal that trying again will not mend by itself (not a 409, not a busy server)
+        is told in the timeline, once while it says the same: the work waits for it."""
+        if isinstance(exc, Conflict | TemporaryError) or self._refused.get(view.name) == str(exc):
+            return
+        self._refused[view.name] = str(exc)
+        message = (
+            f"Kueue: the gateway could not nominate cluster {added} to MultiKueue, which "
+            f"dispatches nothing until it can (tried again every {min(self._wait_s, 5.0):g} s): {exc}"
+        )
+        await self._outlet.deliver(note_event(view.invocation, self._clock.now(), NOT_NOMINATED, message))
 
     def _recheck(self, name: str, after_s: float) -> None:
         if name in self._rechecks:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from elasticityops.backends.kubernetes.deploy import BARE_POD_RULES, NODE_RULES, ROLE_RULES
+from elasticityops.backends.kubernetes.deploy import BARE_POD_RULES, NODE_RULES, NOMINATE_RULES, ROLE_RULES
 from elasticityops.ops.doctor.findings import Finding, Status, names
 from elasticityops.ops.doctor.snapshot import AccessRule, ClusterSnapshot
 
@@ -48,13 +48,16 @@ _GRANTED: tuple[AccessRule, ...] = (
 REQUIRED_ACCESS: tuple[AccessRule, ...] = tuple(r for r in _GRANTED if r.group != KUEUE_GROUP)
 KUEUE_ACCESS: tuple[AccessRule, ...] = tuple(r for r in _GRANTED if r.group == KUEUE_GROUP)
 BARE_POD_ACCESS: tuple[AccessRule, ...] = _rules_to_access(BARE_POD_RULES, namespaced=True)
+NOMINATE_ACCESS: tuple[AccessRule, ...] = _rules_to_access(NOMINATE_RULES, namespaced=True)
 
 
-def required_access(workload: str, kueue: bool = False) -> tuple[AccessRule, ...]:
+def required_access(workload: str, kueue: bool = False, nominate: bool = False) -> tuple[AccessRule, ...]:
     """What the gateway needs with `workload` (job, or pod: it creates and deletes the pods too),
-    and with Kueue admission (`kueue`: it reads each Job's Workload)."""
+    with Kueue admission (`kueue`: it reads each Job's Workload) and as MultiKueue's dispatcher
+    (`nominate`: it writes each Workload's nominated workers)."""
     bare = BARE_POD_ACCESS if workload == "pod" else ()
-    return (*REQUIRED_ACCESS, *bare, *(KUEUE_ACCESS if kueue else ()))
+    kueue_rules = (*KUEUE_ACCESS, *(NOMINATE_ACCESS if nominate else ())) if kueue else ()
+    return (*REQUIRED_ACCESS, *bare, *kueue_rules)
 
 
 def grant_command(missing: list[AccessRule], namespace: str) -> str:

@@ -374,17 +374,34 @@ def check_kueue_access(s: ClusterSnapshot) -> list[Finding]:
     missing = [rule for rule in reviewed if not rule.allowed]
     who = f" for {s.identity}" if s.identity else ""
     if missing:
+        why = []
+        if any(not r.subresource for r in missing):
+            why.append(
+                "it follows each Job's Workload for its timeline, queue position and Kueue's preemptions"
+            )
+        if any(r.subresource for r in missing):
+            why.append(
+                "with --kube-nominate-wait it writes each Workload's nominated workers, and "
+                "MultiKueue dispatches nothing until it does"
+            )
         return [
             Finding(
                 check,
                 Status.fail,
                 f"ElasticityOps cannot {names([r.label for r in missing])} in namespace {s.namespace}{who}: "
-                "it follows each Job's Workload for its timeline, queue position and Kueue's preemptions",
+                + "; ".join(why),
                 grant_command(missing, s.namespace),
             )
         ]
     labels = ", ".join(rule.verb for rule in KUEUE_ACCESS)
-    return [Finding(check, Status.passed, f"may {labels} workloads.{KUEUE_GROUP} in {s.namespace}{who}")]
+    nominates = (
+        " and patch workloads/status (to nominate workers)" if any(r.subresource for r in reviewed) else ""
+    )
+    return [
+        Finding(
+            check, Status.passed, f"may {labels} workloads.{KUEUE_GROUP}{nominates} in {s.namespace}{who}"
+        )
+    ]
 
 
 def check_kueue(s: ClusterSnapshot) -> list[Finding]:

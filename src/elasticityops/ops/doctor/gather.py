@@ -90,7 +90,9 @@ class _Reader:
             return None
 
 
-async def _access(reader: _Reader, namespace: str, workload: str, kueue: bool) -> tuple[AccessRule, ...]:
+async def _access(
+    reader: _Reader, namespace: str, workload: str, kueue: bool, nominate: bool
+) -> tuple[AccessRule, ...]:
     async def review(rule: AccessRule) -> AccessRule:
         attributes: dict[str, str] = {"verb": rule.verb, "group": rule.group, "resource": rule.resource}
         if rule.subresource:
@@ -110,7 +112,8 @@ async def _access(reader: _Reader, namespace: str, workload: str, kueue: bool) -
             reason=str(status.get("reason") or status.get("evaluationError") or ""),
         )
 
-    return tuple(await asyncio.gather(*(review(rule) for rule in required_access(workload, kueue))))
+    rules = required_access(workload, kueue, nominate)
+    return tuple(await asyncio.gather(*(review(rule) for rule in rules)))
 
 
 async def _identity(reader: _Reader) -> str:
@@ -351,7 +354,10 @@ async def gather(options: GatherOptions) -> ClusterSnapshot:
             lease,
             kueue,
         ) = await asyncio.gather(
-            reader.section("access", _access(reader, namespace, options.workload, queue is not None)),
+            reader.section(
+                "access",
+                _access(reader, namespace, options.workload, queue is not None, options.nominate_wait_s > 0),
+            ),
             reader.section("identity", _identity(reader)),
             reader.section("nodes", _list(reader, NODES)),
             reader.section("daemonsets", _list(reader, DAEMONSETS, namespace="*")),

@@ -72,6 +72,17 @@ class GatherOptions:
         help="The Kueue LocalQueue in --namespace the gateway submits to (eops serve "
         "--kube-local-queue); naming one checks Kueue as --admission kueue does.",
     )
+    nominate_wait_s: float = knob(
+        0.0,
+        env="EOPS_KUBE_NOMINATE_WAIT",
+        flag="kube-nominate-wait",
+        unit="seconds",
+        ge=0,
+        le=3600,
+        shown="0: Kueue's own dispatcher nominates",
+        help="As eops serve --kube-nominate-wait (the gateway as MultiKueue's dispatcher): above 0, "
+        "also checks the right to write each Workload's nominated workers (patch workloads/status).",
+    )
     timeout_s: float = knob(
         10.0, flag="timeout", unit="seconds", gt=0, le=3600, help="Timeout of each API request."
     )
