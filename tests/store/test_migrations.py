@@ -75,6 +75,7 @@ OUR_TABLES = {
     "node_seconds_totals",
     "gpu_node_history",
     "worker_node_history",
+    "kept_logs",
     "batches",
     "webhook_secrets",
     "invocation_webhooks",

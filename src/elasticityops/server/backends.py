@@ -10,15 +10,16 @@ from typing import Protocol
 from elasticityops.domain.clock import Clock
 from elasticityops.domain.errors import FieldProblem, InvalidInput
 from elasticityops.domain.invocations import callback_token
-from elasticityops.domain.ports import Backend, NodeHistorySource, PayloadSource
+from elasticityops.domain.ports import Backend, LogKeeper, NodeHistorySource, PayloadSource
 from elasticityops.ha.elector import LeaseStore
 from elasticityops.headroom.controller import WarmUnits
 from elasticityops.settings import Settings
 
 
-class BackendStore(NodeHistorySource, PayloadSource, Protocol):
+class BackendStore(NodeHistorySource, PayloadSource, LogKeeper, Protocol):
     """What a backend reads of the store: its GPU node records, and payloads (a Secret made
-    again where MultiKueue runs the Job)."""
+    again where MultiKueue runs the Job); and where it keeps the logs of pods that go as they
+    end (MultiKueue's workers)."""
 
 
 BackendFactory = Callable[[Settings, Clock, BackendStore], Backend]
@@ -77,6 +78,7 @@ def _kubernetes(settings: Settings, clock: Clock, store: BackendStore) -> Backen
         watch_gpu_nodes=watch_nodes,
         node_history=store,
         launch_material=launch_material,
+        log_keeper=store,
     )
 
 

@@ -20,6 +20,7 @@ from elasticityops.store.database import make_engine, translate
 from elasticityops.store.functions import SqlFunctions
 from elasticityops.store.housekeeping import SqlHousekeeping
 from elasticityops.store.invocation_reads import SqlInvocationReads
+from elasticityops.store.kept_logs import SqlKeptLogs
 from elasticityops.store.new_invocations import SqlNewInvocations
 from elasticityops.store.settings import StoreSettings
 from elasticityops.store.tokens import SqlTokens
@@ -35,6 +36,7 @@ class SqlStore(
     SqlTransitions,
     SqlCancels,
     SqlCostLedger,
+    SqlKeptLogs,
     SqlTokens,
     SqlHousekeeping,
     SqlWebhooks,

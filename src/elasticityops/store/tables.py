@@ -283,6 +283,20 @@ worker_node_history = Table(
     *_node_record(),
 )
 
+# The output of attempts whose pods go as they end (MultiKueue's workers), kept by the gateway
+# before it lets the pod go (domain/kept_logs.py): the last bytes of one pod's log per attempt
+# and worker cluster.
+kept_logs = Table(
+    "kept_logs",
+    metadata,
+    Column("invocation_id", String(40), primary_key=True),
+    Column("attempt", Integer, primary_key=True),
+    Column("cluster", String(256), primary_key=True),
+    Column("data", LargeBinary, nullable=False),
+    Column("dropped", Integer, nullable=False),  # 1: the log was longer, its beginning not kept
+    Column("kept_at", UtcDateTime, nullable=False),
+)
+
 # Completion webhooks (domain/webhooks.py). Each function's signing secret (`whsec_...`), with
 # the URL it was issued for: a deploy that sets another URL gets a new one ("": the spec has no
 # webhook now; the secret stays for messages still in the outbox).

@@ -24,7 +24,7 @@ from helpers.kueue import wait_for
 from helpers.multikueue import gateway_env, hold_queue
 from helpers.server import RunningServer
 
-from .cluster_support import deploy, invoke, runs, start_k8s_gateway, status, wait_state
+from .cluster_support import deploy, invoke, pods_of, runs, start_k8s_gateway, status, wait_state
 
 pytestmark = [pytest.mark.cluster, pytest.mark.slow, pytest.mark.cluster_lane("multikueue")]
 
@@ -98,6 +98,18 @@ def test_an_invocation_runs_in_a_worker_and_the_gateway_follows_it_to_its_end(
 
     done = wait_state(gateway, inv, {"succeeded", "failed"}, timeout=120)
     assert (done["state"], done["exit_code"], done["cluster"]) == ("succeeded", 0, worker)
+    # MultiKueue deletes the worker's copy as the work ends, and the pod goes with it once the
+    # gateway has kept its log and taken its finalizer off: the log is still there to read.
+    wait_for(
+        lambda: _worker_object(multikueue_set, worker, f"/apis/batch/v1/namespaces/{NS}/jobs/{name}") is None,
+        90,
+        "MultiKueue to delete the worker's copy of the Job",
+    )
+    wait_for(
+        lambda: not pods_of(multikueue_set.cluster(worker), NS, inv), 90, "the worker's pod to be let go"
+    )
+    logs = httpx.get(f"{gateway.url}/v1/invocations/{inv}/logs", headers=gateway.auth, timeout=30)
+    assert (logs.status_code, logs.text) == (200, "".join(f"{line}\n" for line in SIMULATED_OUTPUT))
     cost = httpx.get(
         f"{gateway.url}/v1/cost", params={"since": "1h", "by": "cluster"}, headers=gateway.auth, timeout=30
     ).json()

@@ -19,6 +19,7 @@ import yaml
 from elasticityops.backends.kubernetes.api import KubeApi
 from elasticityops.backends.kubernetes.backend import KubernetesBackend
 from elasticityops.backends.kubernetes.kueue_workloads import KUEUE_API
+from elasticityops.backends.kubernetes.labels import KEEP_LOG_FINALIZER
 from elasticityops.backends.kubernetes.manifests import job_name
 from elasticityops.backends.kubernetes.settings import KubernetesSettings
 from elasticityops.backends.kubernetes.worker_rbac import (
@@ -118,6 +119,7 @@ async def test_the_gateway_asks_a_worker_for_exactly_the_rights_its_role_grants(
                 Reply(200, {"items": [running], "metadata": {}})
             ],
             f"^GET {re.escape(PODS)}/[^/?]+/log": [Reply(200, raw=b"hello from the worker\n")],
+            f"^PATCH {re.escape(PODS)}/[^/?]+$": [Reply(200, {})],
         }
     )
 
@@ -155,6 +157,11 @@ async def test_the_gateway_asks_a_worker_for_exactly_the_rights_its_role_grants(
             await _until(worker, ("", "secrets", "create"))
             in_worker = replace(invocation(), cluster="worker-1")
             logs = [chunk async for chunk in backend.logs(in_worker, follow=False)]
+            # The pod ended: its log is kept, and the pod let go of (its finalizer taken off).
+            ended = pod(node="n", phase="Succeeded", state={"terminated": {"exitCode": 0}})
+            ended["metadata"]["finalizers"] = [KEEP_LOG_FINALIZER]
+            await backend._watching.on_worker_pod("worker-1", "MODIFIED", ended)
+            await _until(worker, ("", "pods", "patch"))
         finally:
             await backend.stop()
     assert b"".join(logs) == b"hello from the worker\n"
@@ -175,6 +182,7 @@ _WATCHED = (("", "pods"), ("", "events"), ("kueue.x-k8s.io", "workloads"), ("", 
         ("GET", f"{PODS}/p-1/log?container=job", ("", "pods/log", "get")),
         ("GET", f"{JOBS}/eops-x", ("batch", "jobs", "get")),
         ("POST", SECRETS, ("", "secrets", "create")),
+        ("PATCH", f"{PODS}/p-1", ("", "pods", "patch")),
         ("DELETE", f"{JOBS}/eops-x", ("batch", "jobs", "delete")),
         ("GET", f"{WORKLOADS}?watch=true", ("kueue.x-k8s.io", "workloads", "watch")),
         ("GET", f"{NODES}?labelSelector=x&watch=true", ("", "nodes", "watch")),

@@ -25,7 +25,8 @@ from elasticityops.backends.kubernetes.gpu_nodes import GpuNodes
 from elasticityops.backends.kubernetes.kueue_watching import KueueWatching
 from elasticityops.backends.kubernetes.kueue_workloads import KUEUE_API
 from elasticityops.backends.kubernetes.launching import Launcher
-from elasticityops.backends.kubernetes.manifests import CALLBACK_TOKEN_BYTES, SECRET_DATA_LIMIT
+from elasticityops.backends.kubernetes.log_keeping import LogKeeping
+from elasticityops.backends.kubernetes.manifests import CALLBACK_TOKEN_BYTES, SECRET_DATA_LIMIT, keeps_logs
 from elasticityops.backends.kubernetes.node_tracking import NodeTracking
 from elasticityops.backends.kubernetes.nominating import Nominator
 from elasticityops.backends.kubernetes.outlet import Outlet
@@ -39,7 +40,7 @@ from elasticityops.backends.kubernetes.worker_secrets import LaunchMaterial, Wor
 from elasticityops.backends.kubernetes.workloads import Workloads
 from elasticityops.domain.clock import Clock, SystemClock
 from elasticityops.domain.invocations import Invocation, State
-from elasticityops.domain.ports import ClientCounters, EventSink, LaunchRequest, NodeHistorySource
+from elasticityops.domain.ports import ClientCounters, EventSink, LaunchRequest, LogKeeper, NodeHistorySource
 from elasticityops.domain.queue import QueueStatus
 
 
@@ -55,9 +56,12 @@ class KubernetesBackend:
         watch_gpu_nodes: bool = False,
         node_history: NodeHistorySource | None = None,
         launch_material: LaunchMaterial | None = None,
+        log_keeper: LogKeeper | None = None,
     ) -> None:
         """`launch_material`: an invocation's payload and callback token again, for the payload
-        Secret MultiKueue does not copy to the worker that runs its Job (worker_secrets.py)."""
+        Secret MultiKueue does not copy to the worker that runs its Job (worker_secrets.py).
+        `log_keeper`: where the logs of MultiKueue's workers' pods are kept as they end, for a
+        read after MultiKueue deleted the pod (log_keeping.py; the store)."""
         self.settings = settings
         clock = clock or SystemClock()
         self._workloads = Workloads(settings, clock, api)
@@ -131,13 +135,21 @@ class KubernetesBackend:
             self._kueue,
             worker_kueue,
             worker_nodes,
+            LogKeeping(self._workloads, log_keeper, clock, outlet, settings.keep_log_bytes)
+            if keeps_logs(settings)
+            else None,
         )
         self._sweep = Sweep(settings, clock, followed, outlet, self._reaper)
         self._launcher = Launcher(settings, clock, self._workloads, followed, outlet)
         self._stopper = Stopper(clock, self._workloads, followed, outlet)
         self._tasks: list[asyncio.Task[None]] = []  # the watches and the sweep, while started
         self._logs = PodLogs(
-            clock, self._workloads, followed, lambda: bool(self._tasks), settings.ttl_after_finished_seconds
+            clock,
+            self._workloads,
+            followed,
+            lambda: bool(self._tasks),
+            settings.ttl_after_finished_seconds,
+            log_keeper,
         )
         self._counted_before: tuple[Counter[str], int, Counter[str], int] = (Counter(), 0, Counter(), 0)
 

@@ -22,6 +22,8 @@ INVOCATION_ANNOTATION = "elasticityops.dev/invocation-id"
 GPU_TYPE_LABEL = "elasticityops.dev/gpu-type"  # the GPU type a Job was launched on
 WARM_SHAPE_LABEL = "elasticityops.dev/warm-shape"  # the shape a warm-capacity object holds
 SAFE_TO_EVICT_ANNOTATION = "cluster-autoscaler.kubernetes.io/safe-to-evict"
+# On each pod MultiKueue runs in a worker: held until the gateway has kept its log (log_keeping.py).
+KEEP_LOG_FINALIZER = "eops.dev/keep-log"
 # MultiKueue's controller: the AdmissionCheck's controllerName, and the `spec.managedBy` of a Job
 # it runs in a worker (the Job controller leaves such a Job on the manager alone).
 MULTIKUEUE_CONTROLLER = "kueue.x-k8s.io/multikueue"

@@ -27,6 +27,7 @@ from elasticityops.backends.kubernetes.labels import (
     INSTANCE_LABEL,
     INVOCATION_ANNOTATION,
     INVOCATION_LABEL,
+    KEEP_LOG_FINALIZER,
     MANAGED_BY,
     MANAGED_BY_LABEL,
     MULTIKUEUE_CONTROLLER,
@@ -242,6 +243,9 @@ def build_job(
             "template": {
                 "metadata": {
                     "labels": dict(labels),
+                    # MultiKueue deletes the worker's copy of the Job as the work ends, and its
+                    # pod with it: the pod waits for the gateway to keep its log (log_keeping.py).
+                    **({"finalizers": [KEEP_LOG_FINALIZER]} if keeps_logs(settings) else {}),
                     # The function's annotations, then the invocation's own (`eops.dev/` keys,
                     # so a per-request hint overrides the function's default), then ours, which
                     # must win.
@@ -256,6 +260,12 @@ def build_job(
             },
         },
     }
+
+
+def keeps_logs(settings: KubernetesSettings) -> bool:
+    """Whether the gateway keeps its pods' logs: on a MultiKueue manager (whose Jobs run in the
+    workers), unless EOPS_KUBE_KEEP_LOG_BYTES is 0."""
+    return bool(settings.local_queue and settings.workers and settings.keep_log_bytes > 0)
 
 
 def kueue_labels(invocation: Invocation, settings: KubernetesSettings) -> dict[str, str]:

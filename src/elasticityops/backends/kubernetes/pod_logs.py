@@ -23,6 +23,7 @@ from elasticityops.backends.kubernetes.workloads import Workloads
 from elasticityops.domain.clock import Clock
 from elasticityops.domain.errors import NotFound
 from elasticityops.domain.invocations import Invocation
+from elasticityops.domain.ports import LogKeeper
 
 # How often a log follow on a backend without watches asks the API whether the pod started.
 _UNWATCHED_POLL_S = 1.0
@@ -36,12 +37,16 @@ class PodLogs:
         followed: Followed,
         watched: Callable[[], bool],
         ttl_after_finished_s: int,
+        keeper: LogKeeper | None = None,
     ) -> None:
+        """`keeper`: where the logs of pods that went as they ended were kept (MultiKueue's
+        workers, log_keeping.py): read once the pod is gone."""
         self._clock = clock
         self._workloads = workloads
         self._followed = followed
         self._watched = watched  # whether this backend's watches run (they update the progress)
         self._ttl_s = ttl_after_finished_s
+        self._keeper = keeper
 
     async def logs(
         self, invocation: Invocation, follow: bool, attempt: int | None = None
@@ -51,9 +56,16 @@ class PodLogs:
         wanted = invocation.attempt if attempt is None else attempt
         follow = follow and wanted == invocation.attempt  # an earlier attempt is over
         # MultiKueue runs it in a worker: its pod is there (the cluster is the current attempt's).
-        api = self._workloads.api_for(invocation.cluster if wanted == invocation.attempt else None)
+        cluster = invocation.cluster if wanted == invocation.attempt else None
+        api = self._workloads.api_for(cluster)
         pod = await self._wait_for_pod(api, invocation.id, wanted, follow)
         if pod is None:
+            kept = (
+                None if self._keeper is None else await self._keeper.kept_log(invocation.id, wanted, cluster)
+            )
+            if kept is not None:
+                yield kept.shown()
+                return
             if _gone(invocation, wanted):
                 raise NotFound(
                     f"attempt {wanted} of {invocation.id} has no pod any more, so no logs: Kubernetes "

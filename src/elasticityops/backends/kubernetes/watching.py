@@ -18,6 +18,7 @@ from elasticityops.backends.kubernetes.followed import Followed
 from elasticityops.backends.kubernetes.gpu_nodes import NODES_PATH
 from elasticityops.backends.kubernetes.kueue_watching import KueueWatching
 from elasticityops.backends.kubernetes.labels import ACCELERATOR_LABEL, ATTEMPT_LABEL
+from elasticityops.backends.kubernetes.log_keeping import LogKeeping
 from elasticityops.backends.kubernetes.node_tracking import NodeTracking
 from elasticityops.backends.kubernetes.objects import KubeObject, parse_time
 from elasticityops.backends.kubernetes.observe import (
@@ -58,8 +59,10 @@ class Watching:
         kueue: KueueWatching | None = None,
         worker_kueue: Mapping[str, KueueWatching] | None = None,
         worker_nodes: Mapping[str, NodeTracking] | None = None,
+        log_keeping: LogKeeping | None = None,
     ) -> None:
         self._clock = clock
+        self._log_keeping = log_keeping  # MultiKueue's workers' pods: their logs kept as they end
         self._workloads = workloads
         self._followed = followed
         self._outlet = outlet
@@ -258,6 +261,8 @@ class Watching:
         that it runs in `worker` (a run MultiKueue moved away from a lost worker may go on there
         and end first: the record names where the run it ended with ran); its node is one of
         the worker's, followed by that worker's GPU node watch (when nodes are watched)."""
+        if self._log_keeping is not None and kind != "DELETED":
+            self._log_keeping.on_pod(worker, pod)
         await self._on_pod(kind, pod, self._worker_nodes.get(worker), worker)
 
     async def _on_pod(

@@ -30,8 +30,10 @@ WORKER_RULES: list[KubeObject] = [
     # watching.py: the pods of the Jobs MultiKueue runs there and the Events about them, each a
     # list then a watch; pod_logs.py lists an attempt's pods to find the one to read.
     {"apiGroups": [""], "resources": ["pods", "events"], "verbs": ["list", "watch"]},
-    # pod_logs.py: the log of the current attempt's pod.
+    # pod_logs.py: the log of the current attempt's pod; log_keeping.py reads it as the pod ends...
     {"apiGroups": [""], "resources": ["pods/log"], "verbs": ["get"]},
+    # ...and then takes its finalizer (KEEP_LOG_FINALIZER) off the pod, letting it go.
+    {"apiGroups": [""], "resources": ["pods"], "verbs": ["patch"]},
     # worker_secrets.py: MultiKueue's copy of the Job, by name (its uid owns the payload Secret)...
     {"apiGroups": ["batch"], "resources": ["jobs"], "verbs": ["get"]},
     # ...and the payload Secret, made, never read (a 409 says it is there already).

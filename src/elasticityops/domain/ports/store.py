@@ -15,6 +15,7 @@ from elasticityops.domain.batches import Batch, BatchStatus
 from elasticityops.domain.events import BackendEvent
 from elasticityops.domain.functions import FunctionSpec
 from elasticityops.domain.invocations import FailureReason, Invocation, Note, State
+from elasticityops.domain.kept_logs import KeptLog
 from elasticityops.domain.node_history import NodeHistory
 from elasticityops.domain.node_seconds import Charge, CostGroup, Phase, PhaseTotal, RunningTotal
 from elasticityops.domain.results import ResultSummary
@@ -282,6 +283,21 @@ class NodeHistorySource(Protocol):
         ...
 
 
+class LogKeeper(Protocol):
+    """The output of attempts whose pods are deleted as they end (MultiKueue's workers), kept
+    before the gateway lets the pod go (domain/kept_logs.py)."""
+
+    async def keep_log(self, log: KeptLog) -> None:
+        """Keep it (replacing what was kept of the same attempt in the same cluster); committed
+        before it returns: the pod is let go only after it."""
+        ...
+
+    async def kept_log(self, invocation_id: str, attempt: int, cluster: str | None = None) -> KeptLog | None:
+        """What was kept of that attempt: the one from `cluster` where given and kept, else the
+        latest kept; None when nothing was."""
+        ...
+
+
 class TokenStore(Protocol):
     """API tokens, kept by their hash."""
 
@@ -394,6 +410,7 @@ class Store(
     CancelStore,
     LedgerStore,
     NodeHistorySource,
+    LogKeeper,
     TokenStore,
     Housekeeping,
     WebhookStore,
