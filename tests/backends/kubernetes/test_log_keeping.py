@@ -189,3 +189,14 @@ def test_only_a_multikueue_managers_jobs_carry_the_finalizer() -> None:
     workers = {"local_queue": "eops", "workers": "worker-1=/dev/null"}
     assert finalizers(**workers) == [KEEP_LOG_FINALIZER]
     assert finalizers(**workers, keep_log_bytes=0) == [], "keeping none adds none"
+
+
+async def test_a_gateway_that_keeps_no_logs_still_lets_go_the_pods_made_while_it_did(
+    tmp_path: Path, worker: ScriptedServer
+) -> None:
+    keeper = _Keeper()
+    backend = await _backend(tmp_path, worker, ManualClock(T0), keeper, keep=0)
+    await backend._watching.on_worker_pod("worker-1", "MODIFIED", _ended())
+    await _settled(worker, "PATCH")
+    assert [s.method for s in worker.seen] == ["PATCH"], "not read"
+    assert keeper.logs == []

@@ -26,7 +26,7 @@ from elasticityops.backends.kubernetes.kueue_watching import KueueWatching
 from elasticityops.backends.kubernetes.kueue_workloads import KUEUE_API
 from elasticityops.backends.kubernetes.launching import Launcher
 from elasticityops.backends.kubernetes.log_keeping import LogKeeping
-from elasticityops.backends.kubernetes.manifests import CALLBACK_TOKEN_BYTES, SECRET_DATA_LIMIT, keeps_logs
+from elasticityops.backends.kubernetes.manifests import CALLBACK_TOKEN_BYTES, SECRET_DATA_LIMIT
 from elasticityops.backends.kubernetes.node_tracking import NodeTracking
 from elasticityops.backends.kubernetes.nominating import Nominator
 from elasticityops.backends.kubernetes.outlet import Outlet
@@ -135,8 +135,9 @@ class KubernetesBackend:
             self._kueue,
             worker_kueue,
             worker_nodes,
+            # With workers, always: a pod made while logs were kept carries the finalizer still.
             LogKeeping(self._workloads, log_keeper, clock, outlet, settings.keep_log_bytes)
-            if keeps_logs(settings)
+            if self._workloads.workers
             else None,
         )
         self._sweep = Sweep(settings, clock, followed, outlet, self._reaper)

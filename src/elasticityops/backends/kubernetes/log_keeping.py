@@ -30,18 +30,24 @@ STRATEGIC_MERGE = "application/strategic-merge-patch+json"
 # A pod's log is the kubelet's current file (10 MiB by default): read within this, or let go.
 READ_TIMEOUT_S = 120.0
 STORE_RETRY_S = 5.0  # a store away (PostgreSQL restarting): the pod waits, and this is tried again
+# Logs read at once: a burst's pods end together, and each read is a stream through the worker's
+# API server to its node; their bytes are held only until kept (2 x the limit each at most).
+CONCURRENT_READS = 8
 
 
 class LogKeeping:
     def __init__(
         self, workloads: Workloads, keeper: LogKeeper | None, clock: Clock, outlet: Outlet, limit: int
     ) -> None:
-        """`keeper`: where the logs are kept (the store); None keeps none, and lets each pod go."""
+        """`keeper`: where the logs are kept (the store); None, or a `limit` of 0 bytes, keeps
+        none and lets each pod go (pods made while the gateway kept logs still carry the
+        finalizer after it stops keeping them)."""
         self._workloads = workloads
-        self._keeper = keeper
+        self._keeper = keeper if limit > 0 else None
         self._clock = clock
         self._outlet = outlet
         self._limit = limit
+        self._reads = asyncio.Semaphore(CONCURRENT_READS)
         self._busy: set[tuple[str, str]] = set()  # (worker, pod uid) being kept now
         self.kept = 0
         self.let_go = 0
@@ -63,9 +69,11 @@ class LogKeeping:
     async def _keep(self, worker: str, pod: KubeObject, key: tuple[str, str]) -> None:
         try:
             name = str((pod.get("metadata") or {}).get("name", ""))
-            data = await self._read(worker, name)
-            if data is not None and self._keeper is not None:
-                await self._store(pod, worker, data)
+            if self._keeper is not None:
+                async with self._reads:
+                    data = await self._read(worker, name)
+                if data is not None:
+                    await self._store(pod, worker, data)
             await self._let_go(worker, name)
         finally:
             self._busy.discard(key)
@@ -95,10 +103,11 @@ class LogKeeping:
             dropped=data[1],
             kept_at=self._clock.now(),
         )
-        assert self._keeper is not None
+        keeper = self._keeper
+        assert keeper is not None
         while True:
             try:
-                await self._keeper.keep_log(kept)
+                await keeper.keep_log(kept)
                 self.kept += 1
                 return
             except TemporaryError as exc:
