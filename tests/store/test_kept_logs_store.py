@@ -27,8 +27,8 @@ def test_logs_are_kept_per_attempt_and_worker_replaced_and_read_back(
         second = KeptLog("inv-1", 0, "worker-2", b"again\n", True, T0 + timedelta(seconds=5))
         await store.keep_log(second)
         assert await store.kept_log("inv-1", 0, "worker-1") == first, "the worker the record names"
-        assert await store.kept_log("inv-1", 0) == second, "else the latest"
-        assert await store.kept_log("inv-1", 0, "worker-9") == second
+        assert await store.kept_log("inv-1", 0) == second, "no worker named: the latest"
+        assert await store.kept_log("inv-1", 0, "worker-9") is None, "another worker's run is not its"
         # Kept again (a gateway that restarted before letting the pod go): replaced, not doubled.
         again = KeptLog("inv-1", 0, "worker-1", b"hello, once more\n", False, T0 + timedelta(seconds=9))
         await store.keep_log(again)
@@ -48,6 +48,12 @@ def test_only_the_last_bytes_are_kept_and_a_read_says_the_beginning_is_not() -> 
     assert last([b"abc", b"def"], 6) == (b"abcdef", False)
     assert last([b"abc", b"def"], 4) == (b"cdef", True)
     assert last([b"x" * 100] * 1000 + [b"end"], 8) == (b"xxxxxend", True), "a long stream, trimmed as read"
+    # Cut inside a line (or a character): from the first whole line on.
+    assert last([b"line 1\n", "é2\n".encode(), b"end\n"], 7) == (b"end\n", True)
+    tail = LastBytes(8)
+    for _ in range(1000):
+        tail.add(b"y" * 7)
+        assert len(tail._buffer) <= 16, "never more than twice the limit held"
     assert KeptLog("i", 0, "w", b"tail\n", False, T0).shown() == b"tail\n"
     assert KeptLog("i", 0, "w", b"tail\n", True, T0).shown() == (
         b"[eops: the log was longer; its last 5 bytes were kept]\ntail\n"

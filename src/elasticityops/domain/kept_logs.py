@@ -41,8 +41,15 @@ class LastBytes:
             self._trim()
 
     def value(self) -> bytes:
+        """What is kept: with its beginning dropped, from its first whole line on (the cut may
+        fall inside a line, or inside a character)."""
         self._trim()
-        return bytes(self._buffer)
+        data = bytes(self._buffer)
+        if self.dropped:
+            start = data.find(b"\n") + 1
+            if 0 < start < len(data):
+                data = data[start:]
+        return data
 
     def _trim(self) -> None:
         over = len(self._buffer) - self._limit

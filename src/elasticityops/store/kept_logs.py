@@ -43,9 +43,12 @@ class SqlKeptLogs(Database):
                 kept_logs.c.invocation_id == invocation_id, kept_logs.c.attempt == attempt
             )
             rows = {r.cluster: r for r in conn.execute(query)}
-            if not rows:
+            if cluster is not None:
+                row = rows.get(cluster)
+            else:
+                row = max(rows.values(), key=lambda r: r.kept_at, default=None)
+            if row is None:
                 return None
-            row = rows[cluster] if cluster in rows else max(rows.values(), key=lambda r: r.kept_at)
             return KeptLog(
                 invocation_id=row.invocation_id,
                 attempt=row.attempt,

@@ -12,20 +12,23 @@ import json
 import re
 from collections.abc import AsyncIterator
 from dataclasses import replace
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
+import orjson
 import pytest
 
 from elasticityops.backends.kubernetes.api import KubeApi
 from elasticityops.backends.kubernetes.backend import KubernetesBackend
-from elasticityops.backends.kubernetes.labels import KEEP_LOG_FINALIZER
+from elasticityops.backends.kubernetes.decode import decode_pod
+from elasticityops.backends.kubernetes.labels import ATTEMPT_LABEL, KEEP_LOG_FINALIZER
 from elasticityops.backends.kubernetes.settings import KubernetesSettings
 from elasticityops.domain.clock import ManualClock
 from elasticityops.domain.errors import TemporaryError
 from elasticityops.domain.kept_logs import KeptLog
 
-from .builders import INV, T0, invocation, pod
+from .builders import INV, T0, invocation, pod, ts
 from .scripted_server import Reply, ScriptedServer, scripted
 from .test_worker_rbac import NS, PODS, quiet_routes, worker_kubeconfig
 
@@ -111,15 +114,17 @@ async def test_an_ended_pods_last_bytes_are_kept_and_then_it_is_let_go(
     await asyncio.sleep(0.1)
     assert worker.seen == []
 
-    ended = _ended()
+    # As the watch hands it over (decoded to the fields the gateway reads: the finalizers too).
+    _, ended = decode_pod(orjson.dumps({"type": "MODIFIED", "object": _ended()}))
     await watching.on_worker_pod("worker-1", "MODIFIED", ended)
     await watching.on_worker_pod("worker-1", "MODIFIED", ended)  # seen again while kept: read once
     await _settled(worker, "PATCH")
     assert [(k.invocation_id, k.attempt, k.cluster, k.data, k.dropped) for k in keeper.logs] == [
-        (INV, 0, "worker-1", b"2\nthe end of it\n", True)
+        (INV, 0, "worker-1", b"the end of it\n", True)
     ]
     [read] = [s for s in worker.seen if s.method == "GET"]
-    assert read.target == f"{PODS}/{POD}/log?container=job"
+    # The last lines only (an eighth of a line per byte kept): not the kubelet's whole file.
+    assert read.target == f"{PODS}/{POD}/log?container=job&tailLines=2"
     [patch] = [s for s in worker.seen if s.method == "PATCH"]
     assert patch.headers["content-type"] == "application/strategic-merge-patch+json"
     assert json.loads(patch.body) == {
@@ -130,7 +135,7 @@ async def test_an_ended_pods_last_bytes_are_kept_and_then_it_is_let_go(
     # The pod gone (MultiKueue deleted the worker's Job): a read of the logs answers what was kept.
     gone = replace(invocation(), cluster="worker-1")
     logs = b"".join([chunk async for chunk in backend.logs(gone, follow=False)])
-    assert logs == b"[eops: the log was longer; its last 16 bytes were kept]\n2\nthe end of it\n"
+    assert logs == b"[eops: the log was longer; its last 14 bytes were kept]\nthe end of it\n"
 
 
 async def test_a_store_away_holds_the_pod_until_its_log_is_kept(
@@ -159,15 +164,18 @@ async def test_a_pod_whose_log_cannot_be_read_is_let_go_without_one(tmp_path: Pa
     )
     async with scripted([], routes) as worker:
         keeper = _Keeper()
-        backend = await _backend(tmp_path, worker, ManualClock(T0), keeper)
-        # Cancelled before it started: deleted, never ran.
+        clock = ManualClock(T0)
+        backend = await _backend(tmp_path, worker, clock, keeper)
+        # Cancelled before it started: deleted (no grace period left), never ran.
         deleting = pod(node="n", phase="Pending")
         deleting["metadata"] = {
             **deleting["metadata"],
             "finalizers": [KEEP_LOG_FINALIZER],
-            "deletionTimestamp": "x",
+            "deletionTimestamp": ts(0),
         }
         await backend._watching.on_worker_pod("worker-1", "MODIFIED", deleting)
+        await asyncio.sleep(0.05)
+        clock.advance(2)
         await _settled(worker, "PATCH")
         assert keeper.logs == []
         # Already gone when let go (404): nothing more is asked.
@@ -200,3 +208,54 @@ async def test_a_gateway_that_keeps_no_logs_still_lets_go_the_pods_made_while_it
     await _settled(worker, "PATCH")
     assert [s.method for s in worker.seen] == ["PATCH"], "not read"
     assert keeper.logs == []
+
+
+async def test_pods_ending_together_are_each_kept_and_a_failed_step_is_tried_again(tmp_path: Path) -> None:
+    """Two pods of one burst end at once: each read and let go (a pod is known by its uid). A
+    read the API server answered 503 and a let-go it refused are tried again after 5 s."""
+    other = f"eops-{INV}-2-q9z8w"
+    routes = quiet_routes(
+        **{
+            LOG: [Reply(503, {"message": "busy"}), Reply(200, raw=b"first\n")],
+            f"^GET {re.escape(PODS)}/{other}/log": [Reply(200, raw=b"second\n")],
+            PATCH: [Reply(200, {})],
+            f"^PATCH {re.escape(PODS)}/{other}$": [Reply(500, {"message": "etcd"}), Reply(200, {})],
+        }
+    )
+    async with scripted([], routes) as worker:
+        clock = ManualClock(T0)
+        keeper = _Keeper()
+        backend = await _backend(tmp_path, worker, clock, keeper, keep=1024)
+        second = _ended(name=other, uid="uid-2")
+        second["metadata"]["labels"] = {**second["metadata"]["labels"], ATTEMPT_LABEL: "2"}
+        await backend._watching.on_worker_pod("worker-1", "MODIFIED", _ended())
+        await backend._watching.on_worker_pod("worker-1", "MODIFIED", second)
+        await _settled(worker, "PATCH")
+        clock.advance(5)
+        await _settled(worker, "PATCH", 3)
+        assert sorted((k.attempt, k.data) for k in keeper.logs) == [(0, b"first\n"), (2, b"second\n")]
+        patched = [s.target for s in worker.seen if s.method == "PATCH"]
+        assert sorted(patched) == sorted([f"{PODS}/{POD}", f"{PODS}/{other}", f"{PODS}/{other}"])
+
+
+async def test_a_pod_deleted_while_running_is_read_once_its_grace_period_is_over(
+    tmp_path: Path, worker: ScriptedServer
+) -> None:
+    """A cancel or a timeout: what it prints after SIGTERM, within its grace period, is kept too."""
+    clock = ManualClock(T0)
+    keeper = _Keeper()
+    backend = await _backend(tmp_path, worker, clock, keeper, keep=1024)
+    deleting = pod(node="n", phase="Running", state={"running": {"startedAt": "x"}})
+    deleting["metadata"] = {
+        **deleting["metadata"],
+        "finalizers": [KEEP_LOG_FINALIZER],
+        "deletionTimestamp": (T0 + timedelta(seconds=30)).strftime("%Y-%m-%dT%H:%M:%SZ"),
+    }
+    await backend._watching.on_worker_pod("worker-1", "MODIFIED", deleting)
+    await asyncio.sleep(0.1)
+    clock.advance(31)
+    await asyncio.sleep(0.1)
+    assert worker.seen == [], "not before its grace period and a margin"
+    clock.advance(1)
+    await _settled(worker, "PATCH")
+    assert [k.data for k in keeper.logs] == [b"line 1\nline 2\nthe end of it\n"]

@@ -21,10 +21,13 @@ Decoder = Callable[[bytes], tuple[str, KubeObject]]
 
 class _Meta(msgspec.Struct, omit_defaults=True):
     name: str = ""
+    uid: str = ""
     resourceVersion: str = ""
     creationTimestamp: str | None = None
     deletionTimestamp: str | None = None
     labels: dict[str, str] | None = None
+    # A worker's pod waits on the gateway's finalizer until its log is kept (log_keeping.py).
+    finalizers: list[str] | None = None
 
 
 class _PodSpec(msgspec.Struct, omit_defaults=True):

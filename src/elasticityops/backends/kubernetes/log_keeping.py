@@ -1,21 +1,28 @@
 """On a MultiKueue manager, each pod of ours in a worker carries the finalizer
 KEEP_LOG_FINALIZER (manifests.py): MultiKueue deletes the worker's copy of the Job as soon as
 the work ends, and its pod with it, so the pod's log would be gone before anyone asked. Once
-the pod has ended (or is being deleted), the gateway reads the last bytes of its log, keeps them
-in the store (committed), and only then takes its finalizer off, letting the pod go. A pod
-whose log cannot be read (it never started; its node is gone) is let go all the same: nothing
-is held for a log that is not there. A pod seen again while this is under way is not read
-twice; one the gateway did not let go (it stopped first) is seen again by the next leader's
-first list, and kept then."""
+the pod has ended, the gateway reads the last bytes of its log, keeps them in the store
+(committed), and only then takes its finalizer off, letting the pod go.
+
+A pod being deleted before it ended (a cancel, a timeout) is read once its grace period is
+over (its deletionTimestamp), when what it printed after SIGTERM is in the log too. A log that
+cannot be read (the pod never started; its node is gone) lets the pod go without one, after a
+few tries where the failure may pass (a busy API server); so does a store that refuses it for
+minutes: nothing is held for ever for a log. A pod seen again while this is under way is not
+read twice; one the gateway did not let go (it stopped first) is seen again by the next
+leader's first list, and kept then."""
 
 from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Awaitable, Callable
+from datetime import datetime
+from typing import TypeVar
 
 from elasticityops.backends.kubernetes.labels import INVOCATION_LABEL, KEEP_LOG_FINALIZER
 from elasticityops.backends.kubernetes.manifests import CONTAINER_NAME
-from elasticityops.backends.kubernetes.objects import KubeObject
+from elasticityops.backends.kubernetes.objects import KubeObject, parse_time
 from elasticityops.backends.kubernetes.observe import attempt_of
 from elasticityops.backends.kubernetes.outlet import Outlet
 from elasticityops.backends.kubernetes.workloads import Workloads
@@ -25,14 +32,22 @@ from elasticityops.domain.kept_logs import KeptLog, LastBytes
 from elasticityops.domain.ports import LogKeeper
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 STRATEGIC_MERGE = "application/strategic-merge-patch+json"
 # A pod's log is the kubelet's current file (10 MiB by default): read within this, or let go.
 READ_TIMEOUT_S = 120.0
-STORE_RETRY_S = 5.0  # a store away (PostgreSQL restarting): the pod waits, and this is tried again
+RETRY_S = 5.0  # between tries of a read, a keep or a let-go that failed in a way that may pass
+READ_TRIES = 3
+LET_GO_TRIES = 5
+STORE_TRIES = 60  # five minutes of a store away (PostgreSQL restarting), then the pod goes
+GRACE_MARGIN_S = 2.0  # after a deleted pod's grace period, for the kubelet to have stopped it
 # Logs read at once: a burst's pods end together, and each read is a stream through the worker's
 # API server to its node; their bytes are held only until kept (2 x the limit each at most).
 CONCURRENT_READS = 8
+# A read asks for at most this many of the log's last lines per byte kept (tailLines): the
+# kubelet's whole file need not cross the API server for the last 16 KiB of it.
+LINES_PER_BYTE = 1 / 8
 
 
 class LogKeeping:
@@ -47,51 +62,81 @@ class LogKeeping:
         self._clock = clock
         self._outlet = outlet
         self._limit = limit
+        self._tail_lines = max(1, int(limit * LINES_PER_BYTE))
         self._reads = asyncio.Semaphore(CONCURRENT_READS)
         self._busy: set[tuple[str, str]] = set()  # (worker, pod uid) being kept now
         self.kept = 0
         self.let_go = 0
+
+    def clear(self) -> None:
+        """Begin again (the backend starts): a keep a stop cancelled before it began is not
+        under way any more, and the first lists show its pod again."""
+        self._busy.clear()
 
     def on_pod(self, worker: str, pod: KubeObject) -> None:
         """A pod of ours in `worker`, as its watch shows it: kept and let go once it has ended."""
         meta = pod.get("metadata") or {}
         if KEEP_LOG_FINALIZER not in (meta.get("finalizers") or ()):
             return
-        phase = (pod.get("status") or {}).get("phase")
-        if phase not in ("Succeeded", "Failed") and not meta.get("deletionTimestamp"):
+        ended = (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed")
+        deleting = parse_time(meta.get("deletionTimestamp"))
+        if not ended and deleting is None:
             return
-        key = (worker, str(meta.get("uid", "")))
+        key = (worker, str(meta.get("uid") or meta.get("name", "")))
         if key in self._busy:
             return
         self._busy.add(key)
-        self._outlet.chore(self._keep(worker, pod, key))
+        self._outlet.chore(self._keep(worker, pod, key, None if ended else deleting))
 
-    async def _keep(self, worker: str, pod: KubeObject, key: tuple[str, str]) -> None:
+    async def _keep(self, worker: str, pod: KubeObject, key: tuple[str, str], until: datetime | None) -> None:
+        """`until`: a pod deleted before it ended is read once its grace period is over."""
         try:
+            if until is not None:
+                await self._clock.sleep(
+                    max(0.0, (until - self._clock.now()).total_seconds()) + GRACE_MARGIN_S
+                )
             name = str((pod.get("metadata") or {}).get("name", ""))
             if self._keeper is not None:
                 async with self._reads:
-                    data = await self._read(worker, name)
+                    data = await self._tries(
+                        READ_TRIES, f"reading the log of {name}", lambda: self._read(worker, name)
+                    )
                 if data is not None:
                     await self._store(pod, worker, data)
-            await self._let_go(worker, name)
+            await self._tries(LET_GO_TRIES, f"letting pod {name} go", lambda: self._let_go(worker, name))
         finally:
             self._busy.discard(key)
 
-    async def _read(self, worker: str, name: str) -> tuple[bytes, bool] | None:
-        """The last bytes of the pod's log and whether its beginning was dropped; None when it
-        cannot be read."""
+    async def _tries(self, tries: int, what: str, act: Callable[[], Awaitable[T]]) -> T | None:
+        """`act`, tried again after RETRY_S while it fails in a way that may pass; None when
+        it failed for good, or `tries` times, or the object is gone."""
+        for left in range(tries - 1, -1, -1):
+            try:
+                return await act()
+            except NotFound:
+                return None
+            except (TemporaryError, TimeoutError) as exc:
+                if not left:
+                    log.warning("%s in a MultiKueue worker failed %d times: %s", what, tries, exc)
+                    return None
+            except EopsError as exc:
+                log.info("%s in a MultiKueue worker failed: %s", what, exc)
+                return None
+            await self._clock.sleep(RETRY_S)
+        return None
+
+    async def _read(self, worker: str, name: str) -> tuple[bytes, bool]:
+        """The last bytes of the pod's log, and whether its beginning was dropped."""
         api = self._workloads.api_for(worker)
         tail = LastBytes(self._limit)
-        path = f"{self._workloads.pods_path}/{name}/log"
-        try:
-            async with asyncio.timeout(READ_TIMEOUT_S):
-                async for chunk in api.stream(path, {"container": CONTAINER_NAME}, False):
-                    tail.add(chunk)
-        except (EopsError, TimeoutError) as exc:
-            log.info("the log of pod %s in %s is not kept: %s", name, worker, exc or "read too slowly")
-            return None
-        return tail.value(), tail.dropped
+        lines = 0
+        params: dict[str, str | int] = {"container": CONTAINER_NAME, "tailLines": self._tail_lines}
+        async with asyncio.timeout(READ_TIMEOUT_S):
+            async for chunk in api.stream(f"{self._workloads.pods_path}/{name}/log", params, False):
+                tail.add(chunk)
+                lines += chunk.count(b"\n")
+        # As many lines as asked for: there may have been more before them.
+        return tail.value(), tail.dropped or lines >= self._tail_lines
 
     async def _store(self, pod: KubeObject, worker: str, data: tuple[bytes, bool]) -> None:
         labels = (pod.get("metadata") or {}).get("labels") or {}
@@ -105,28 +150,18 @@ class LogKeeping:
         )
         keeper = self._keeper
         assert keeper is not None
-        while True:
-            try:
-                await keeper.keep_log(kept)
-                self.kept += 1
-                return
-            except TemporaryError as exc:
-                log.warning("the log of %s waits for the store: %s", kept.invocation_id, exc)
-                await self._clock.sleep(STORE_RETRY_S)
-            except EopsError as exc:
-                # Refused for good: no pod is held for it.
-                log.warning("the log of %s is not kept: %s", kept.invocation_id, exc)
-                return
 
-    async def _let_go(self, worker: str, name: str) -> None:
+        async def keep() -> bool:
+            await keeper.keep_log(kept)
+            return True
+
+        if await self._tries(STORE_TRIES, f"keeping the log of {kept.invocation_id}", keep):
+            self.kept += 1
+
+    async def _let_go(self, worker: str, name: str) -> bool:
         body = {"metadata": {"$deleteFromPrimitiveList/finalizers": [KEEP_LOG_FINALIZER]}}
-        try:
-            await self._workloads.api_for(worker).request(
-                "PATCH", f"{self._workloads.pods_path}/{name}", body=body, content_type=STRATEGIC_MERGE
-            )
-            self.let_go += 1
-        except NotFound:
-            pass
-        except EopsError as exc:
-            # Seen again at its next event (its deletion) or the next list, and tried then.
-            log.warning("pod %s in %s not let go: %s", name, worker, exc)
+        await self._workloads.api_for(worker).request(
+            "PATCH", f"{self._workloads.pods_path}/{name}", body=body, content_type=STRATEGIC_MERGE
+        )
+        self.let_go += 1
+        return True

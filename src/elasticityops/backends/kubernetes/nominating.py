@@ -79,6 +79,7 @@ class Nominator:
         self._views.clear()
         self._nominated.clear()
         self._waiting.clear()
+        self._refused.clear()
 
     def forget(self, name: str) -> None:
         """The Workload is gone (its Job deleted: the work ended, or was cancelled)."""

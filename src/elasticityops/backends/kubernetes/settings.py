@@ -153,12 +153,12 @@ class KubernetesSettings:
         "finished Jobs do not pile up.",
     )
     keep_log_bytes: int = knob(
-        65_536,
+        16_384,
         env="EOPS_KUBE_KEEP_LOG_BYTES",
         unit="bytes",
         ge=0,
         le=10_485_760,
-        shown="64 KiB",
+        shown="16 KiB",
         help="With --kube-workers: the last bytes of each pod's log the gateway keeps before it "
         "lets the pod go (MultiKueue deletes the worker's copy as the work ends); 0 keeps none "
         "(docs/multi-cluster.md).",

@@ -80,6 +80,8 @@ class Watching:
     async def start(self) -> None:
         """Make the watches and their first lists, so launches and adoptions that follow meet a
         complete picture."""
+        if self._log_keeping is not None:
+            self._log_keeping.clear()
         w = self._workloads
         api = w.api
         by_label = {"labelSelector": w.selector}

@@ -293,8 +293,8 @@ class LogKeeper(Protocol):
         ...
 
     async def kept_log(self, invocation_id: str, attempt: int, cluster: str | None = None) -> KeptLog | None:
-        """What was kept of that attempt: the one from `cluster` where given and kept, else the
-        latest kept; None when nothing was."""
+        """What was kept of that attempt: the one from `cluster` where given (another worker's
+        run is not this one's), else the latest kept; None when nothing was."""
         ...
 
 
