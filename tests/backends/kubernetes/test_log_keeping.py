@@ -259,3 +259,19 @@ async def test_a_pod_deleted_while_running_is_read_once_its_grace_period_is_over
     clock.advance(1)
     await _settled(worker, "PATCH")
     assert [k.data for k in keeper.logs] == [b"line 1\nline 2\nthe end of it\n"]
+
+
+async def test_at_most_eight_logs_are_read_at_once(tmp_path: Path) -> None:
+    """A burst's pods end together: their logs are read a few at a time, not all at once."""
+    routes = quiet_routes(**{f"^GET {re.escape(PODS)}/[^/?]+/log": [Reply(hold=True)]})
+    async with scripted([], routes) as worker:
+        backend = await _backend(tmp_path, worker, ManualClock(T0), _Keeper())
+        try:
+            for i in range(12):
+                ended = _ended(name=f"eops-{INV}-{i}-abcde", uid=f"uid-{i}")
+                await backend._watching.on_worker_pod("worker-1", "MODIFIED", ended)
+            await _settled(worker, "GET", 8)
+            await asyncio.sleep(0.2)
+            assert sum(s.method == "GET" for s in worker.seen) == 8
+        finally:
+            await backend.stop()

@@ -97,10 +97,9 @@ class LogKeeping:
                 )
             name = str((pod.get("metadata") or {}).get("name", ""))
             if self._keeper is not None:
-                async with self._reads:
-                    data = await self._tries(
-                        READ_TRIES, f"reading the log of {name}", lambda: self._read(worker, name)
-                    )
+                data = await self._tries(
+                    READ_TRIES, f"reading the log of {name}", lambda: self._read(worker, name)
+                )
                 if data is not None:
                     await self._store(pod, worker, data)
             await self._tries(LET_GO_TRIES, f"letting pod {name} go", lambda: self._let_go(worker, name))
@@ -131,10 +130,12 @@ class LogKeeping:
         tail = LastBytes(self._limit)
         lines = 0
         params: dict[str, str | int] = {"container": CONTAINER_NAME, "tailLines": self._tail_lines}
-        async with asyncio.timeout(READ_TIMEOUT_S):
-            async for chunk in api.stream(f"{self._workloads.pods_path}/{name}/log", params, False):
-                tail.add(chunk)
-                lines += chunk.count(b"\n")
+        # Each try takes a turn (a retry waits outside, not holding one from the pods behind it).
+        async with self._reads:
+            async with asyncio.timeout(READ_TIMEOUT_S):  # the read's own time, not its wait for a turn
+                async for chunk in api.stream(f"{self._workloads.pods_path}/{name}/log", params, False):
+                    tail.add(chunk)
+                    lines += chunk.count(b"\n")
         # As many lines as asked for: there may have been more before them.
         return tail.value(), tail.dropped or lines >= self._tail_lines
 
