@@ -7,7 +7,8 @@ One worker first: the one with the fewest of this gateway's Workloads still wait
 admitted there, passing over workers recently shunned (a Workload nominated there was not
 admitted in time: a stocked-out region, a full quota, a worker lost). If no worker admits it
 within `wait_s`, the next is nominated too, until every worker is; the ones that let it wait are
-shunned for a while, so the work that follows goes elsewhere first. Pure."""
+shunned for a while, so the work that follows goes elsewhere first. The wait counts from when
+the worker got its copy (`wait_began`). Pure."""
 
 from __future__ import annotations
 
@@ -50,6 +51,19 @@ def next_nomination(
             f"(now {', '.join((*nominated, pick))})"
         )
     return Nomination((*nominated, pick), pick, why)
+
+
+def wait_began(nominated_at: float, copied_at: float | None, worker_progress_at: float | None) -> float:
+    """When the wait for the last worker nominated began: when MultiKueue's copy of the Workload
+    appeared there (the worker has it now, and admits it or not); until then, the latest of its
+    nomination and the last copy of any Workload MultiKueue made in that worker. MultiKueue's
+    copies to a worker go through one 5-QPS client, so at a thousand Workloads a copy comes
+    minutes after its nomination: a worker that keeps receiving copies is behind, not refusing,
+    and is not passed over for it; one that receives none for the wait (lost, or its link
+    down) is."""
+    if copied_at is not None:
+        return copied_at
+    return max(nominated_at, worker_progress_at if worker_progress_at is not None else nominated_at)
 
 
 def shun(nominated: Sequence[str], now: float, wait_s: float) -> dict[str, float]:

@@ -22,7 +22,7 @@ from elasticityops.domain.clock import ManualClock
 from elasticityops.domain.errors import Conflict, NotFound, PermanentError, TemporaryError
 from elasticityops.domain.events import BackendEvent
 from elasticityops.domain.kueue_notes import NOMINATED, NOT_NOMINATED
-from elasticityops.domain.nomination import SHUN_FACTOR, next_nomination, shun
+from elasticityops.domain.nomination import SHUN_FACTOR, next_nomination, shun, wait_began
 
 WORKERS = ("worker-1", "worker-2", "worker-3")
 
@@ -272,3 +272,52 @@ async def test_a_nomination_refused_for_good_is_told_once_in_the_timeline() -> N
     await _settled()
     assert api.patches == [("/w/a/status", ["worker-1"])], "written once it is allowed"
     assert [e.note.kind for e in events if e.note is not None] == [NOT_NOMINATED, NOMINATED]
+
+
+def test_the_wait_counts_from_the_copy_in_the_worker_or_while_the_worker_keeps_receiving_copies() -> None:
+    assert wait_began(10.0, 55.0, 60.0) == 55.0, "its copy is there: from then"
+    assert wait_began(10.0, None, None) == 10.0, "no copy anywhere: from its nomination"
+    assert wait_began(10.0, None, 50.0) == 50.0, "others' copies still coming: MultiKueue is behind"
+    assert wait_began(10.0, None, 5.0) == 10.0
+
+
+@pytest.mark.anyio
+async def test_a_worker_behind_on_copies_is_not_passed_over_and_a_stalled_one_is() -> None:
+    """At a thousand Workloads MultiKueue's 5-QPS client makes each copy minutes after its
+    nomination: the wait counts from the copy, and a worker that keeps receiving copies waits
+    on; one that receives none for the wait gets the next worker added."""
+    clock = ManualClock()
+    api = _Api()
+    outlet = Outlet(Followed(), cast(Any, None))
+
+    async def sink(event: BackendEvent) -> None:
+        pass
+
+    await outlet.open(sink)
+    nominator = Nominator(lambda: cast(Any, api), "/w", ["worker-1", "worker-2"], clock, outlet, 30.0)
+    await _see(nominator, "a")
+    assert api.patches == [("/w/a/status", ["worker-1"])]
+    for _ in range(4):  # copies of other Workloads keep coming to worker-1, not yet a's
+        clock.advance(10)
+        nominator.copied("other", "worker-1")
+        await _settled()
+    assert len(api.patches) == 1, "40 s after its nomination, worker-1 is behind, not refusing"
+    nominator.copied("a", "worker-1")  # its copy is there now (t=40): 30 s from here
+    clock.advance(29)
+    await _settled()
+    assert len(api.patches) == 1
+    clock.advance(1)
+    await _settled()
+    assert api.patches[1:] == [("/w/a/status", ["worker-1", "worker-2"])]
+
+    # A worker that receives no copy at all for the wait (lost, its link down): passed over.
+    await _see(nominator, "b")
+    [(_, first)] = api.patches[2:]
+    assert len(first) == 1
+    await _settled()  # its re-check asleep on the clock
+    clock.advance(29)
+    await _settled()
+    assert len(api.patches) == 3
+    clock.advance(1)
+    await _settled()
+    assert len(api.patches) == 4, "no copy in its worker for 30 s: the other added"

@@ -120,7 +120,13 @@ class KubernetesBackend:
             if self._kueue is None
             else {
                 name: KueueWatching(
-                    settings.namespace, settings.instance, clock, followed, outlet, worker=name
+                    settings.namespace,
+                    settings.instance,
+                    clock,
+                    followed,
+                    outlet,
+                    worker=name,
+                    nominator=nominator,
                 )
                 for name in self._workloads.workers
             }

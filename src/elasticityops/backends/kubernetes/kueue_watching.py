@@ -41,8 +41,9 @@ class KueueWatching:
         nominator: Nominator | None = None,
     ) -> None:
         """`worker`: the watch of that MultiKueue worker's Workloads, which only tells what its
-        Kueue says (IN_WORKER notes: why the work went to another worker, or waited); the
-        manager's Workloads decide the rest."""
+        Kueue says (IN_WORKER notes: why the work went to another worker, or waited) and, to
+        the `nominator`, that MultiKueue's copy is there; the manager's Workloads decide the
+        rest."""
         self.path = f"{KUEUE_API}/namespaces/{namespace}/workloads"
         self._instance = instance
         self._clock = clock
@@ -82,12 +83,20 @@ class KueueWatching:
         fresh = [(k, m) for k, m in view.notes if told.get(k) != m]
         told.update(fresh)
         if self._worker is not None:
-            for _, message in fresh:
-                await self._outlet.deliver(note_event(inv, now, IN_WORKER, f"{self._worker}: {message}"))
+            await self._in_worker(self._worker, view, fresh, now)
             return
         for note_kind, message in fresh:
             await self._outlet.deliver(self._manager_note(view, now, note_kind, message))
         await self._go_on(view, workload, now)
+
+    async def _in_worker(
+        self, worker: str, view: WorkloadView, fresh: list[tuple[str, str]], now: datetime
+    ) -> None:
+        """A worker's copy of the Workload: there (for the nominator), and what its Kueue says."""
+        if self._nominator is not None:
+            self._nominator.copied(view.name, worker)
+        for _, message in fresh:
+            await self._outlet.deliver(note_event(view.invocation, now, IN_WORKER, f"{worker}: {message}"))
 
     def _gone(self, view: WorkloadView) -> None:
         if self._nominator is not None:

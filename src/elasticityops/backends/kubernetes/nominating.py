@@ -23,7 +23,7 @@ from elasticityops.domain.clock import Clock
 from elasticityops.domain.errors import Conflict, EopsError, NotFound, TemporaryError
 from elasticityops.domain.events import note_event
 from elasticityops.domain.kueue_notes import NOMINATED, NOT_NOMINATED
-from elasticityops.domain.nomination import next_nomination, shun
+from elasticityops.domain.nomination import next_nomination, shun, wait_began
 
 log = logging.getLogger(__name__)
 APPLY_PATCH = "application/apply-patch+yaml"  # JSON is YAML: a server-side apply
@@ -55,6 +55,10 @@ class Nominator:
         self._shunned: dict[str, float] = {}
         self._rechecks: set[str] = set()
         self._refused: dict[str, str] = {}  # by name: why its nomination was refused, as told
+        # By name, the workers where MultiKueue's copy of it appeared, and when (monotonic); by
+        # worker, when the last copy of any appeared there (the worker's watch, `copied`).
+        self._copied: dict[str, dict[str, float]] = {}
+        self._progress: dict[str, float] = {}
 
     def waiting(self) -> Counter[str]:
         """This gateway's Workloads nominated to each worker and not admitted yet."""
@@ -73,6 +77,12 @@ class Nominator:
         self._views[name] = (view, workload)
         await self._decide(name)
 
+    def copied(self, name: str, worker: str) -> None:
+        """MultiKueue's copy of the Workload `name` is in `worker` (its watch saw it)."""
+        now = self._clock.monotonic()
+        self._copied.setdefault(name, {}).setdefault(worker, now)
+        self._progress[worker] = now
+
     def clear(self) -> None:
         """Begin again (the backend starts: a new leader): the watch's first list shows what
         waits now; what this replica knew before may have ended meanwhile."""
@@ -80,11 +90,14 @@ class Nominator:
         self._nominated.clear()
         self._waiting.clear()
         self._refused.clear()
+        self._copied.clear()
+        self._progress.clear()
 
     def forget(self, name: str) -> None:
         """The Workload is gone (its Job deleted: the work ended, or was cancelled)."""
         self._views.pop(name, None)
         self._refused.pop(name, None)
+        self._copied.pop(name, None)
         self._unkeep(name)
 
     def _keep(self, name: str, workers: tuple[str, ...], since: float) -> None:
@@ -102,14 +115,7 @@ class Nominator:
             return
         view, workload = seen
         now = self._clock.monotonic()
-        ours = self._nominated.get(name)
-        nominated = view.nominated
-        if ours is not None and len(ours[0]) >= len(nominated):
-            nominated, since = ours  # our write may be ahead of the watch
-        else:
-            since = now  # nominated by someone else (a gateway before this one): from now on
-            if nominated:
-                self._keep(name, nominated, since)
+        nominated, since = self._nominated_since(name, view.nominated, now)
         step = next_nomination(
             self._workers, nominated, since, now, self._waiting, self._shunned, self._wait_s
         )
@@ -129,6 +135,23 @@ class Nominator:
         )
         if len(step.clusters) < len(self._workers):
             self._recheck(name, self._wait_s)
+
+    def _nominated_since(
+        self, name: str, nominated: tuple[str, ...], now: float
+    ) -> tuple[tuple[str, ...], float]:
+        """The workers the Workload is nominated to, and since when the wait for the last of
+        them counts (wait_began)."""
+        ours = self._nominated.get(name)
+        if ours is not None and len(ours[0]) >= len(nominated):
+            nominated, since = ours  # our write may be ahead of the watch
+        else:
+            since = now  # nominated by someone else (a gateway before this one): from now on
+            if nominated:
+                self._keep(name, nominated, since)
+        if not nominated:
+            return nominated, since
+        last = nominated[-1]
+        return nominated, wait_began(since, self._copied.get(name, {}).get(last), self._progress.get(last))
 
     async def _write(
         self, view: WorkloadView, workload: KubeObject, clusters: Sequence[str], added: str
