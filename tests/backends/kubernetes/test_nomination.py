@@ -321,3 +321,30 @@ async def test_a_worker_behind_on_copies_is_not_passed_over_and_a_stalled_one_is
     clock.advance(1)
     await _settled()
     assert len(api.patches) == 4, "no copy in its worker for 30 s: the other added"
+
+
+@pytest.mark.anyio
+async def test_no_worker_is_added_while_one_holds_quota_for_its_copy() -> None:
+    """The worker's Kueue reserved quota for its copy: it took the work, and the manager's
+    `clusterName` waits only on MultiKueue's backlog, so the wait adds no other worker."""
+    clock = ManualClock()
+    api = _Api()
+    outlet = Outlet(Followed(), cast(Any, None))
+
+    async def sink(event: BackendEvent) -> None:
+        pass
+
+    await outlet.open(sink)
+    nominator = Nominator(lambda: cast(Any, api), "/w", ["worker-1", "worker-2"], clock, outlet, 30.0)
+    await _see(nominator, "a")
+    nominator.copied("a", "worker-1", reserved=True)
+    await _settled()
+    clock.advance(90)
+    await _settled()
+    assert api.patches == [("/w/a/status", ["worker-1"])]
+    nominator.copied("a", "worker-1", reserved=False)  # evicted there: the wait goes on from here
+    await _see(nominator, "a")
+    await _settled()
+    clock.advance(30)
+    await _settled()
+    assert api.patches[1:] == [("/w/a/status", ["worker-1", "worker-2"])]

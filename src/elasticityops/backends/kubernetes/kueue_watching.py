@@ -94,7 +94,7 @@ class KueueWatching:
     ) -> None:
         """A worker's copy of the Workload: there (for the nominator), and what its Kueue says."""
         if self._nominator is not None:
-            self._nominator.copied(view.name, worker)
+            self._nominator.copied(view.name, worker, view.reserved)
         for _, message in fresh:
             await self._outlet.deliver(note_event(view.invocation, now, IN_WORKER, f"{worker}: {message}"))
 

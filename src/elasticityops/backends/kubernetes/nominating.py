@@ -59,6 +59,7 @@ class Nominator:
         # worker, when the last copy of any appeared there (the worker's watch, `copied`).
         self._copied: dict[str, dict[str, float]] = {}
         self._progress: dict[str, float] = {}
+        self._taken: dict[str, set[str]] = {}  # by name: the workers whose copy has quota there
 
     def waiting(self) -> Counter[str]:
         """This gateway's Workloads nominated to each worker and not admitted yet."""
@@ -77,11 +78,19 @@ class Nominator:
         self._views[name] = (view, workload)
         await self._decide(name)
 
-    def copied(self, name: str, worker: str) -> None:
-        """MultiKueue's copy of the Workload `name` is in `worker` (its watch saw it)."""
+    def copied(self, name: str, worker: str, reserved: bool = False) -> None:
+        """MultiKueue's copy of the Workload `name` is in `worker` (its watch saw it), and
+        whether the worker's Kueue reserved quota for it there: the worker took it, and only
+        MultiKueue's own backlog stands between that and `status.clusterName` on the manager,
+        so no other worker is nominated while it holds."""
         now = self._clock.monotonic()
         self._copied.setdefault(name, {}).setdefault(worker, now)
         self._progress[worker] = now
+        taken = self._taken.setdefault(name, set())
+        if reserved:
+            taken.add(worker)
+        else:
+            taken.discard(worker)
 
     def clear(self) -> None:
         """Begin again (the backend starts: a new leader): the watch's first list shows what
@@ -92,12 +101,14 @@ class Nominator:
         self._refused.clear()
         self._copied.clear()
         self._progress.clear()
+        self._taken.clear()
 
     def forget(self, name: str) -> None:
         """The Workload is gone (its Job deleted: the work ended, or was cancelled)."""
         self._views.pop(name, None)
         self._refused.pop(name, None)
         self._copied.pop(name, None)
+        self._taken.pop(name, None)
         self._unkeep(name)
 
     def _keep(self, name: str, workers: tuple[str, ...], since: float) -> None:
@@ -116,6 +127,12 @@ class Nominator:
         view, workload = seen
         now = self._clock.monotonic()
         nominated, since = self._nominated_since(name, view.nominated, now)
+        if self._taken.get(name):
+            # A worker took it: nothing to add while it holds (looked at again after the wait,
+            # or at the Workload's next event, should its copy lose the quota).
+            if len(nominated) < len(self._workers):
+                self._recheck(name, self._wait_s)
+            return
         step = next_nomination(
             self._workers, nominated, since, now, self._waiting, self._shunned, self._wait_s
         )
