@@ -102,13 +102,9 @@ def _view(name: str, **fields: Any) -> WorkloadView:
     return WorkloadView(**base)
 
 
-async def _settled() -> None:
-    for _ in range(5):
-        await asyncio.sleep(0)
-
-
-@pytest.mark.anyio
-async def test_the_nominator_spreads_the_work_and_adds_a_worker_to_one_left_waiting() -> None:
+async def _nominating() -> tuple[Nominator, _Api, ManualClock, list[BackendEvent]]:
+    """A Nominator over two workers (wait 30 s) on a recording stand-in for the manager, its
+    events collected."""
     clock = ManualClock()
     api = _Api()
     events: list[BackendEvent] = []
@@ -119,6 +115,17 @@ async def test_the_nominator_spreads_the_work_and_adds_a_worker_to_one_left_wait
     outlet = Outlet(Followed(), cast(Any, None))
     await outlet.open(sink)
     nominator = Nominator(lambda: cast(Any, api), "/w", ["worker-1", "worker-2"], clock, outlet, 30.0)
+    return nominator, api, clock, events
+
+
+async def _settled() -> None:
+    for _ in range(5):
+        await asyncio.sleep(0)
+
+
+@pytest.mark.anyio
+async def test_the_nominator_spreads_the_work_and_adds_a_worker_to_one_left_waiting() -> None:
+    nominator, api, clock, events = await _nominating()
 
     await _see(nominator, "a", reserved=False)  # no quota yet: nothing to dispatch
     assert api.patches == []
@@ -152,15 +159,7 @@ async def test_the_nominator_spreads_the_work_and_adds_a_worker_to_one_left_wait
 
 @pytest.mark.anyio
 async def test_a_refused_write_is_tried_again_and_a_gone_workload_forgotten() -> None:
-    clock = ManualClock()
-    api = _Api()
-    outlet = Outlet(Followed(), cast(Any, None))
-
-    async def sink(event: BackendEvent) -> None:
-        pass
-
-    await outlet.open(sink)
-    nominator = Nominator(lambda: cast(Any, api), "/w", ["worker-1", "worker-2"], clock, outlet, 30.0)
+    nominator, api, clock, _ = await _nominating()
     api.refuse = TemporaryError("503 the server is busy")
     await _see(nominator, "a")
     assert api.patches == []
@@ -234,16 +233,7 @@ async def test_a_nomination_refused_for_good_is_told_once_in_the_timeline() -> N
     """A Role without `patch` on workloads/status: the work would wait unseen; its timeline
     says why, once while the refusal says the same, and a conflict or a busy server (tried
     again, mended by themselves) say nothing."""
-    clock = ManualClock()
-    api = _Api()
-    events: list[BackendEvent] = []
-
-    async def sink(event: BackendEvent) -> None:
-        events.append(event)
-
-    outlet = Outlet(Followed(), cast(Any, None))
-    await outlet.open(sink)
-    nominator = Nominator(lambda: cast(Any, api), "/w", ["worker-1", "worker-2"], clock, outlet, 30.0)
+    nominator, api, clock, events = await _nominating()
     api.refuse = Conflict("409 Conflict")
     await _see(nominator, "a")
     api.refuse = TemporaryError("503 the server is busy")
@@ -286,15 +276,7 @@ async def test_a_worker_behind_on_copies_is_not_passed_over_and_a_stalled_one_is
     """At a thousand Workloads MultiKueue's 5-QPS client makes each copy minutes after its
     nomination: the wait counts from the copy, and a worker that keeps receiving copies waits
     on; one that receives none for the wait gets the next worker added."""
-    clock = ManualClock()
-    api = _Api()
-    outlet = Outlet(Followed(), cast(Any, None))
-
-    async def sink(event: BackendEvent) -> None:
-        pass
-
-    await outlet.open(sink)
-    nominator = Nominator(lambda: cast(Any, api), "/w", ["worker-1", "worker-2"], clock, outlet, 30.0)
+    nominator, api, clock, _ = await _nominating()
     await _see(nominator, "a")
     assert api.patches == [("/w/a/status", ["worker-1"])]
     for _ in range(4):  # copies of other Workloads keep coming to worker-1, not yet a's
@@ -327,15 +309,7 @@ async def test_a_worker_behind_on_copies_is_not_passed_over_and_a_stalled_one_is
 async def test_no_worker_is_added_while_one_holds_quota_for_its_copy() -> None:
     """The worker's Kueue reserved quota for its copy: it took the work, and the manager's
     `clusterName` waits only on MultiKueue's backlog, so the wait adds no other worker."""
-    clock = ManualClock()
-    api = _Api()
-    outlet = Outlet(Followed(), cast(Any, None))
-
-    async def sink(event: BackendEvent) -> None:
-        pass
-
-    await outlet.open(sink)
-    nominator = Nominator(lambda: cast(Any, api), "/w", ["worker-1", "worker-2"], clock, outlet, 30.0)
+    nominator, api, clock, _ = await _nominating()
     await _see(nominator, "a")
     nominator.copied("a", "worker-1", reserved=True)
     await _settled()
