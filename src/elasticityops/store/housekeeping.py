@@ -7,10 +7,10 @@ from collections.abc import Callable
 from datetime import datetime
 
 from sqlalchemy import Connection, select
-from sqlalchemy.dialects import postgresql, sqlite
 
 from elasticityops.domain.ports import ClockReading
 from elasticityops.store.database import Database
+from elasticityops.store.dialect_insert import dialect_insert
 from elasticityops.store.tables import gateway_secrets
 
 
@@ -23,9 +23,8 @@ class SqlHousekeeping(Database):
         transaction), so replicas starting together all get the one that was stored first."""
 
         def run(conn: Connection) -> bytes:
-            dialect_insert = postgresql.insert if conn.dialect.name == "postgresql" else sqlite.insert
             conn.execute(
-                dialect_insert(gateway_secrets)
+                dialect_insert(conn, gateway_secrets)
                 .values(name=name, value=candidate, created_at=at)
                 .on_conflict_do_nothing(index_elements=["name"])
             )

@@ -5,10 +5,10 @@ once the pod is gone."""
 from __future__ import annotations
 
 from sqlalchemy import Connection, select
-from sqlalchemy.dialects import postgresql, sqlite
 
 from elasticityops.domain.kept_logs import KeptLog
 from elasticityops.store.database import Database
+from elasticityops.store.dialect_insert import dialect_insert
 from elasticityops.store.tables import kept_logs
 
 
@@ -26,8 +26,7 @@ class SqlKeptLogs(Database):
         }
 
         def run(conn: Connection) -> None:
-            maker = postgresql.insert if conn.dialect.name == "postgresql" else sqlite.insert
-            statement = maker(kept_logs).values(**row)
+            statement = dialect_insert(conn, kept_logs).values(**row)
             conn.execute(
                 statement.on_conflict_do_update(
                     index_elements=["invocation_id", "attempt", "cluster"],

@@ -9,24 +9,23 @@ from collections.abc import Sequence
 from typing import Any
 
 from sqlalchemy import Connection, Table, delete, select
-from sqlalchemy.dialects import postgresql, sqlite
 
 from elasticityops.domain.node_history import LastJob, NodeHistory, NodeHistoryWrite
 from elasticityops.pricing.table import Capacity
+from elasticityops.store.dialect_insert import dialect_insert
 from elasticityops.store.tables import gpu_node_history, worker_node_history
 
 
 def write(conn: Connection, writes: Sequence[NodeHistoryWrite]) -> None:
     """Each change in order, in the caller's transaction: a record kept (inserted, or replacing
     the node's), or the node forgotten."""
-    maker = postgresql.insert if conn.dialect.name == "postgresql" else sqlite.insert
     for change in writes:
         table, key = _where(change.cluster, change.name)
         if change.history is None:
             conn.execute(delete(table).where(*(table.c[k] == v for k, v in key.items())))
             continue
         row = {**key, **_row(change.history)}
-        statement = maker(table).values(**row)
+        statement = dialect_insert(conn, table).values(**row)
         conn.execute(
             statement.on_conflict_do_update(
                 index_elements=list(key), set_={k: statement.excluded[k] for k in row if k not in key}

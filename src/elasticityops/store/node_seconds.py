@@ -10,7 +10,6 @@ from datetime import datetime
 from typing import Any
 
 from sqlalchemy import Connection, Insert, and_, case, func, insert, select
-from sqlalchemy.dialects import postgresql, sqlite
 
 from elasticityops.domain.invocations import Invocation
 from elasticityops.domain.node_seconds import (
@@ -26,6 +25,7 @@ from elasticityops.domain.node_seconds import (
     ended_attempt,
 )
 from elasticityops.pricing.table import Capacity, PriceTable, prices
+from elasticityops.store.dialect_insert import dialect_insert
 from elasticityops.store.tables import node_seconds, node_seconds_totals
 
 
@@ -125,9 +125,8 @@ def _summed(ledger: list[dict[str, Any]]) -> dict[_TotalKey, tuple[float, float]
 
 
 def _add_to_total(conn: Connection, key: _TotalKey, seconds: float, usd: float) -> Insert:
-    maker = postgresql.insert if conn.dialect.name == "postgresql" else sqlite.insert
     function_, phase, capacity, cluster = key
-    statement = maker(node_seconds_totals).values(
+    statement = dialect_insert(conn, node_seconds_totals).values(
         function=function_, phase=phase, capacity=capacity, cluster=cluster, seconds=seconds, usd=usd
     )
     return statement.on_conflict_do_update(
