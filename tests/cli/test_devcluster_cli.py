@@ -59,6 +59,8 @@ def _refused(result: Result, *names: str) -> None:
     [
         (("up", "--workers", "3"), ("--workers", "add --multikueue")),
         (("up", "--multikueue", "--workers", "9"), ("--workers 9", "1 to 4")),
+        (("up", "--pods-ready-timeout", "60"), ("--pods-ready-timeout", "add --kueue or --multikueue")),
+        (("up", "--multikueue", "--pods-ready-timeout", "-1"), ("--pods-ready-timeout: -1", "0 for off")),
         (
             ("stockout", "--cluster", "worker-1", "--zone", "us-central1-a", "--all"),
             ("--zone or --all", "both given"),

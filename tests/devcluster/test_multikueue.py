@@ -59,10 +59,22 @@ def test_kueue_as_a_manager_gets_the_multikueue_section() -> None:
     assert config["multiKueue"]["dispatcherName"] == "kueue.x-k8s.io/multikueue-dispatcher-incremental"
 
 
+def test_kueue_waits_for_pods_ready_where_asked_and_lets_other_work_in_meanwhile() -> None:
+    ports = KueuePorts(webhook=1, health=2, metrics=3)
+    assert "waitForPodsReady" not in kueue_setup.manager_config(ports, "/certs")
+    config = kueue_setup.manager_config(ports, "/certs", pods_ready_timeout_s=45)
+    assert config["waitForPodsReady"] == {
+        "timeout": "45s",
+        "blockAdmission": False,
+        "requeuingStrategy": {"timestamp": "Eviction", "backoffBaseSeconds": 45},
+    }
+
+
 def test_the_manager_cluster_has_no_nodes_and_runs_kueue_as_a_manager(tmp_path: Path) -> None:
     settings = AutoscalerSettings(baseline=2, stockout_zones=("us-east4-a",))  # worker-2's zone
-    worker = ClusterConfig(state_dir=tmp_path, autoscaler=settings, api_qps=123)
+    worker = ClusterConfig(state_dir=tmp_path, autoscaler=settings, api_qps=123, pods_ready_timeout_s=45)
     cfg = manager_config(worker, tmp_path, MultiKueueManager())
+    assert cfg.pods_ready_timeout_s is None, "no pods on the manager: the workers' Kueue waits for them"
     assert cfg.autoscaler.validated().stockout_zones == (), "the workers' stockouts are theirs"
     assert cfg.state_dir == tmp_path / "manager"
     assert (cfg.nodes, cfg.kueue, cfg.multikueue) == (False, True, MultiKueueManager())

@@ -21,6 +21,10 @@ from elasticityops.devcluster.kueue_setup import DISPATCHERS, MultiKueueManager
 # counted from when the work was dispatched there, so a lost worker's work moves at once), and
 # orphans are swept from a worker back again within seconds.
 TIMINGS = MultiKueueManager(worker_lost_timeout_s=20.0, gc_interval_s=10.0)
+# A worker's Kueue evicts work whose pod is not ready this long after admission (waitForPodsReady),
+# and MultiKueue dispatches it again: how work leaves a stocked-out region. Above what a pod takes
+# here on a loaded machine (a scale-up is ~10 s), below a test's patience.
+PODS_READY_S = 45.0
 
 
 @pytest.fixture(scope="session")
@@ -36,7 +40,7 @@ def multikueue_set(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster
     atexit.register(down_set, root)
     try:
         tc = ensure_built(allow_build=allow_build, autoscaler="required", kueue=True)
-        cfg = ClusterConfig(state_dir=root, autoscaler=TEST_KNOBS)
+        cfg = ClusterConfig(state_dir=root, autoscaler=TEST_KNOBS, pods_ready_timeout_s=PODS_READY_S)
         started = up_set(root, cfg, 2, set_objects(2, TEST_KNOBS.max_nodes), tc, TIMINGS)
     except DevClusterError as exc:
         pytest.fail(f"the MultiKueue set did not start: {exc}", pytrace=False)

@@ -14,6 +14,7 @@ from rich.table import Table
 
 from elasticityops.cli.devcluster_set import (
     DEFAULT_WORKERS,
+    SET_PODS_READY_S,
     cluster_option,
     set_status,
     up_set,
@@ -191,6 +192,15 @@ def up(
         "gateway (an external dispatcher: `eops serve --kube-nominate-wait S` nominates; "
         "docs/multi-cluster.md).",
     ),
+    pods_ready_timeout: float | None = typer.Option(
+        None,
+        "--pods-ready-timeout",
+        metavar="SECONDS",
+        help="With --kueue or --multikueue: Kueue's waitForPodsReady, a Workload whose pod is not "
+        f"ready this long after admission is evicted and queued again; on a MultiKueue worker the "
+        f"manager then dispatches it again, so work leaves a stocked-out region (--multikueue: "
+        f"default {SET_PODS_READY_S:g}; 0: off, as upstream's default).",
+    ),
     workers: int | None = typer.Option(
         None,
         "--workers",
@@ -207,6 +217,7 @@ def up(
     from elasticityops.devcluster.multikueue import worker_settings
 
     _check_set_flags(multikueue, workers, dispatcher)
+    pods_ready_s = _pods_ready_s(pods_ready_timeout, kueue, multikueue)
     try:
         settings = AutoscalerSettings(
             enabled=autoscaling,
@@ -228,7 +239,12 @@ def up(
         usage_error("up", str(exc))
     try:
         tc = _build_with_progress("required" if autoscaling else "if-found", kueue=kueue or multikueue)
-        cfg = ClusterConfig(state_dir=state_dir.expanduser(), autoscaler=settings, kueue=kueue or multikueue)
+        cfg = ClusterConfig(
+            state_dir=state_dir.expanduser(),
+            autoscaler=settings,
+            kueue=kueue or multikueue,
+            pods_ready_timeout_s=pods_ready_s,
+        )
         if multikueue:
             up_set(cfg, DEFAULT_WORKERS if workers is None else workers, tc, dispatcher or "all-at-once")
             return
@@ -247,6 +263,17 @@ def up(
     # The kubectl built with the control plane, for machines that have none of their own.
     console.print(f"kubectl of the same version: {tc.binary('kubectl')}")
     console.print(f"stop it with: eops dev-cluster down --state-dir {cluster.state_dir}")
+
+
+def _pods_ready_s(given: float | None, kueue: bool, multikueue: bool) -> float | None:
+    """Kueue's waitForPodsReady timeout from --pods-ready-timeout (None: off)."""
+    if given is None:
+        return SET_PODS_READY_S if multikueue else None
+    if not (kueue or multikueue):
+        usage_error("up", "--pods-ready-timeout: a setting of Kueue; add --kueue or --multikueue")
+    if given < 0:
+        usage_error("up", f"--pods-ready-timeout: {given:g} is negative; give seconds, or 0 for off")
+    return given or None
 
 
 def _check_set_flags(multikueue: bool, workers: int | None, dispatcher: str | None) -> None:

@@ -167,7 +167,7 @@ def _install_kueue(
     """Kueue's configuration written, and what its manager needs before it starts installed."""
     kueue_ports = KueuePorts(ports.kueue_webhook, ports.kueue_health, ports.kueue_metrics)
     lay.kueue.mkdir()
-    config = manager_config(kueue_ports, str(lay.kueue / "certs"), cfg.multikueue)
+    config = manager_config(kueue_ports, str(lay.kueue / "certs"), cfg.multikueue, cfg.pods_ready_timeout_s)
     timeout = cfg.startup_timeout
     (lay.kueue / "config.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
     pki = install_kueue(api, build, kueue_ports, timeout)

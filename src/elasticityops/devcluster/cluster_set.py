@@ -51,6 +51,7 @@ def manager_config(worker: ClusterConfig, root: Path, timings: MultiKueueManager
         nodes=False,
         kueue=True,
         multikueue=timings,
+        pods_ready_timeout_s=None,  # no pods of its own: the workers' Kueue decides readiness
         # No nodes, no cloud: none of the workers' stocked-out zones is the manager's.
         autoscaler=replace(worker.autoscaler, enabled=False, baseline=0, stockout_zones=()),
     )

@@ -148,6 +148,11 @@ class ClusterConfig:
     as a MultiKueue manager cluster, which only dispatches, needs."""
     multikueue: MultiKueueManager | None = None
     """With `kueue`: this cluster's Kueue is a MultiKueue manager, with these timings."""
+    pods_ready_timeout_s: float | None = None
+    """With `kueue`: Kueue's waitForPodsReady, a Workload whose pods are not all ready this long
+    after admission evicted and queued again (a MultiKueue worker's then goes back to the manager,
+    which dispatches it again: how work leaves a stocked-out region). None: off, upstream's
+    default."""
     apf_enabled: bool = True  # API priority and fairness; off lifts the inflight limits too
     job_workers: int = 5  # --concurrent-job-syncs; upstream's 5 keeps Job throughput realistic
     etcd_compaction_s: int = 300

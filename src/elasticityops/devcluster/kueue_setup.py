@@ -84,13 +84,35 @@ class MultiKueueManager:
         }
 
 
-def manager_config(ports: KueuePorts, cert_dir: str, multikueue: MultiKueueManager | None = None) -> Manifest:
+def manager_config(
+    ports: KueuePorts,
+    cert_dir: str,
+    multikueue: MultiKueueManager | None = None,
+    pods_ready_timeout_s: float | None = None,
+) -> Manifest:
     """Kueue's Configuration (config.kueue.x-k8s.io/v1beta2) for a manager out of the cluster;
-    with `multikueue`, one that dispatches to worker clusters."""
+    with `multikueue`, one that dispatches to worker clusters; with `pods_ready_timeout_s`, one
+    that evicts a Workload whose pods are not ready that long after its admission."""
     config = _config(ports, cert_dir)
     if multikueue is not None:
         config["multiKueue"] = multikueue.to_config()
+    if pods_ready_timeout_s is not None:
+        config["waitForPodsReady"] = pods_ready(pods_ready_timeout_s)
     return config
+
+
+def pods_ready(timeout_s: float) -> Manifest:
+    """Kueue's waitForPodsReady (configuration_types.go; v1beta2 has no `enable`: the section
+    is the switch). Other admissions go on meanwhile (blockAdmission false: one pod waiting
+    for a node in a stocked-out zone must not hold up the queue). An evicted Workload is queued
+    again after `timeout_s` at first, doubling (upstream's base is 60 s); on a MultiKueue worker
+    the manager takes it back at once (MultiKueueRedoAdmissionOnEvictionInWorker, on by default
+    since v0.16) and dispatches it again."""
+    return {
+        "timeout": f"{timeout_s:g}s",
+        "blockAdmission": False,
+        "requeuingStrategy": {"timestamp": "Eviction", "backoffBaseSeconds": max(1, round(timeout_s))},
+    }
 
 
 def _config(ports: KueuePorts, cert_dir: str) -> Manifest:

@@ -1,6 +1,8 @@
 """A run MultiKueue takes back from its worker (kueue_watching.py): when the manager's Workload
 stops naming the worker its attempt ran in, the timeline says so once, and a dispatch anywhere,
-the same worker too, is noted (and its payload Secret placed) again.
+the same worker too, is noted (and its payload Secret placed) again; an end that came from a
+run in another worker than the one the manager names now deletes the Job (MultiKueue then removes
+the copy that would wait for its payload Secret forever).
 tests/backends/kubernetes/test_multikueue_faults_cluster.py proves it with a worker lost on
 real control planes; here the decisions alone, on Workloads of Kueue v0.17.0's shape."""
 
@@ -29,7 +31,9 @@ class _Clock:
         return datetime(2026, 12, 6, 12, 0, tzinfo=UTC)
 
 
-def _workload(cluster: str | None, *, evicted: bool = False, attempt: int = 0) -> dict[str, Any]:
+def _workload(
+    cluster: str | None, *, evicted: bool = False, attempt: int = 0, check: str | None = None
+) -> dict[str, Any]:
     labels = {
         "elasticityops.dev/invocation": INV,
         "elasticityops.dev/attempt": str(attempt),
@@ -50,6 +54,8 @@ def _workload(cluster: str | None, *, evicted: bool = False, attempt: int = 0) -
     status: dict[str, Any] = {"conditions": conditions}
     if cluster is not None:
         status["clusterName"] = cluster
+    if check is not None:  # the MultiKueue check's message
+        status["admissionChecks"] = [{"name": "eops-multikueue", "state": "Retry", "message": check}]
     return {
         "metadata": {"name": f"job-eops-{INV}-1a2b3", "creationTimestamp": "2026-12-06T10:00:00Z"},
         "spec": {
@@ -61,6 +67,20 @@ def _workload(cluster: str | None, *, evicted: bool = False, attempt: int = 0) -
     }
 
 
+class _Deletes:
+    """The part of Workloads the outlet's stop_job uses: each delete sent is kept."""
+
+    workload_path = "/apis/batch/v1/namespaces/default/jobs"
+    kind = "Job"
+
+    def __init__(self) -> None:
+        self.api = self
+        self.deleted: list[str] = []
+
+    async def delete(self, path: str, propagation: str) -> None:
+        self.deleted.append(path)
+
+
 class _Watched:
     def __init__(self) -> None:
         self.followed = Followed()
@@ -68,9 +88,12 @@ class _Watched:
         self.followed.progress[INV] = Progress(job_seen=True, started=True)
         self.events: list[BackendEvent] = []
         self.placed: list[tuple[str, int, str]] = []
-        outlet = Outlet(self.followed, cast(Any, None))  # no Job is stopped here
-        asyncio.run(outlet.open(self._sink))
-        self.kueue = KueueWatching("default", "gw1", cast(Any, _Clock()), self.followed, outlet, self._place)
+        self.jobs = _Deletes()
+        self.outlet = Outlet(self.followed, cast(Any, self.jobs))
+        asyncio.run(self.outlet.open(self._sink))
+        self.kueue = KueueWatching(
+            "default", "gw1", cast(Any, _Clock()), self.followed, self.outlet, self._place
+        )
 
     async def _sink(self, event: BackendEvent) -> None:
         self.events.append(event)
@@ -79,7 +102,21 @@ class _Watched:
         self.placed.append((inv, attempt, cluster))
 
     def see(self, workload: dict[str, Any]) -> None:
-        asyncio.run(self.kueue.on_workload("MODIFIED", workload))
+        async def seen() -> None:
+            await self.kueue.on_workload("MODIFIED", workload)
+            await asyncio.gather(*self.outlet.chores)
+
+        asyncio.run(seen())
+
+    def ended_in(self, worker: str, attempt: int = 0) -> None:
+        """The end of `attempt` came from a pod in `worker` (watching.py tells this)."""
+
+        async def ended() -> None:
+            self.followed.progress[INV] = Progress(job_seen=True, started=True, finished=True)
+            self.kueue.run_ended(INV, attempt, worker)
+            await asyncio.gather(*self.outlet.chores)
+
+        asyncio.run(ended())
 
     def said(self, *kinds: str) -> list[tuple[str, str]]:
         return [
@@ -131,3 +168,80 @@ def test_an_ended_invocation_or_a_preempted_one_leaves_no_note() -> None:
     workload["status"]["conditions"][-1].update(reason="Preempted", message="Preempted by a higher one")
     preempted.see(workload)
     assert preempted.said(LEFT_WORKER) == []
+
+
+JOB = "/apis/batch/v1/namespaces/default/jobs/eops-inv-a"
+
+
+def test_an_end_from_the_lost_worker_while_the_manager_names_another_deletes_the_job_once() -> None:
+    w = _Watched()
+    w.see(_workload("worker-1"))
+    w.see(_workload("worker-2"))  # taken back and admitted again in worker-2
+    w.ended_in("worker-1")  # the lost worker's run went on and ended first
+    assert w.jobs.deleted == [JOB]
+    w.see(_workload("worker-2"))  # seen again while the Job goes: no second delete
+    assert w.jobs.deleted == [JOB]
+
+
+def test_an_end_heard_before_the_manager_names_the_other_worker_deletes_the_job_then() -> None:
+    w = _Watched()
+    w.see(_workload("worker-1"))
+    w.ended_in("worker-1")  # the end's pod event comes first: nothing strays yet
+    assert w.jobs.deleted == []
+    w.see(_workload("worker-2"))
+    assert w.jobs.deleted == [JOB]
+
+
+def test_an_end_from_the_worker_the_manager_names_or_a_finished_workload_deletes_nothing() -> None:
+    same = _Watched()
+    same.see(_workload("worker-1"))
+    same.ended_in("worker-1")
+    same.see(_workload("worker-1"))
+    assert same.jobs.deleted == []
+
+    finished = _Watched()
+    finished.see(_workload("worker-1"))
+    finished.ended_in("worker-1")
+    done = _workload("worker-2")
+    done["status"]["conditions"].append({"type": "Finished", "status": "True", "reason": "", "message": ""})
+    finished.see(done)
+    assert finished.jobs.deleted == []
+
+    older = _Watched()
+    older.see(_workload("worker-1"))
+    older.ended_in("worker-2", attempt=1)  # another attempt's end: not this Workload's
+    assert older.jobs.deleted == []
+
+
+EVICTED_THERE = (
+    'Workload evicted on worker cluster: "worker-1", resetting for re-admission. Previously: "Ready"'
+)
+
+
+def test_work_its_worker_evicted_is_said_so_and_its_wait_for_a_node_starts_again() -> None:
+    """waitForPodsReady in worker-1 (its pod got no node in time: the region is stocked out):
+    the run there is gone, not going on, and the next pod's wait for a node counts from now."""
+    w = _Watched()
+    w.followed.progress[INV] = Progress(job_seen=True, pending_since=datetime(2026, 12, 6, 11, 0, tzinfo=UTC))
+    w.see(_workload("worker-1"))
+    # The check says so while the Workload still names worker-1; the update that takes it back
+    # only says it was reset (as Kueue v0.17.0 does).
+    w.see(_workload("worker-1", check=EVICTED_THERE))
+    w.see(_workload(None, evicted=True, check="Reset to Pending after eviction. Previously: Retry"))
+    assert w.said(LEFT_WORKER) == [
+        (
+            LEFT_WORKER,
+            "Kueue: MultiKueue took it back from cluster worker-1, whose Kueue evicted it "
+            f"({EVICTED_THERE}): it is admitted again, in whichever worker takes it first",
+        )
+    ]
+    assert w.followed.progress[INV].pending_since == _Clock().now()
+
+
+def test_a_run_that_had_its_node_keeps_its_wait_as_it_was() -> None:
+    w = _Watched()
+    w.followed.progress[INV] = Progress(job_seen=True, started=True, capacity_ready=True)
+    w.see(_workload("worker-1"))
+    w.see(_workload(None, evicted=True))
+    assert w.said(LEFT_WORKER) == [(LEFT_WORKER, LEFT)]
+    assert w.followed.progress[INV].pending_since is None

@@ -11,11 +11,13 @@ from typing import Any, cast
 import pytest
 
 from elasticityops.backends.kubernetes.followed import Followed
+from elasticityops.backends.kubernetes.kueue_watching import KueueWatching
 from elasticityops.backends.kubernetes.kueue_workloads import (
     KUEUE_ADMISSION_MANAGER,
     WorkloadView,
     nomination_apply,
 )
+from elasticityops.backends.kubernetes.labels import ATTEMPT_LABEL, INSTANCE_LABEL, INVOCATION_LABEL
 from elasticityops.backends.kubernetes.nominating import Nominator
 from elasticityops.backends.kubernetes.outlet import Outlet
 from elasticityops.domain.clock import ManualClock
@@ -306,19 +308,81 @@ async def test_a_worker_behind_on_copies_is_not_passed_over_and_a_stalled_one_is
 
 
 @pytest.mark.anyio
-async def test_no_worker_is_added_while_one_holds_quota_for_its_copy() -> None:
-    """The worker's Kueue reserved quota for its copy: it took the work, and the manager's
-    `clusterName` waits only on MultiKueue's backlog, so the wait adds no other worker."""
+async def test_no_worker_is_added_while_one_has_admitted_its_copy() -> None:
+    """The worker's Kueue admitted its copy: it took the work, and the manager's `clusterName`
+    waits only on MultiKueue's backlog, so the wait adds no other worker."""
     nominator, api, clock, _ = await _nominating()
     await _see(nominator, "a")
-    nominator.copied("a", "worker-1", reserved=True)
+    nominator.copied("a", "worker-1", admitted=True)
     await _settled()
     clock.advance(90)
     await _settled()
     assert api.patches == [("/w/a/status", ["worker-1"])]
-    nominator.copied("a", "worker-1", reserved=False)  # evicted there: the wait goes on from here
+    nominator.copied("a", "worker-1", admitted=False)  # evicted there: the wait goes on from here
     await _see(nominator, "a")
     await _settled()
     clock.advance(30)
     await _settled()
     assert api.patches[1:] == [("/w/a/status", ["worker-1", "worker-2"])]
+
+
+def _worker_copy(name: str, *, admitted: bool) -> dict[str, Any]:
+    """MultiKueue's copy of Workload `name` in a worker, its quota reserved there."""
+    labels = {INVOCATION_LABEL: f"inv-{name}", ATTEMPT_LABEL: "0", INSTANCE_LABEL: "gw1"}
+    conditions = [
+        {"type": "QuotaReserved", "status": "True", "reason": "QuotaReserved", "message": ""},
+        {"type": "Admitted", "status": str(admitted), "reason": "", "message": ""},
+    ]
+    checks = [] if admitted else [{"name": "dws", "state": "Pending", "message": "no T4 in us-east4"}]
+    return {
+        "metadata": {"name": name},
+        "spec": {
+            "queueName": "eops",
+            "podSets": [{"name": "main", "template": {"metadata": {"labels": labels}}}],
+        },
+        "status": {"conditions": conditions, "admissionChecks": checks},
+    }
+
+
+@pytest.mark.anyio
+async def test_a_copy_with_quota_whose_capacity_check_waits_does_not_hold_the_next_worker_off() -> None:
+    """In worker-1 the copy has quota but is not admitted: its capacity check (DWS) finds no GPU
+    in that region. MultiKueue waits for an admission, so after the wait worker-2 is nominated
+    as for a copy given nothing at all; an admitted copy holds it off."""
+    for admitted, after in ((False, [["worker-1"], ["worker-1", "worker-2"]]), (True, [["worker-1"]])):
+        nominator, api, clock, _ = await _nominating()
+        followed = Followed()
+        followed.launching("inv-a", 0, "nvidia-tesla-t4")
+        outlet = Outlet(followed, cast(Any, None))
+        await outlet.open(_ignore)
+        worker = KueueWatching(
+            "default", "gw1", cast(Any, clock), followed, outlet, worker="worker-1", nominator=nominator
+        )
+        await _see(nominator, "a")
+        await worker.on_workload("ADDED", _worker_copy("a", admitted=admitted))
+        await _settled()
+        clock.advance(30)
+        await _settled()
+        assert [clusters for _, clusters in api.patches] == after, admitted
+
+
+async def _ignore(event: BackendEvent) -> None:
+    return None
+
+
+@pytest.mark.anyio
+async def test_a_worker_the_work_was_taken_back_from_is_passed_over_for_a_while() -> None:
+    """MultiKueue took a Workload back from worker-1 (its Kueue evicted it there: no node in
+    time, a stocked-out region): that Workload's next nomination, and the next ones', go to
+    worker-2 first until the shun is over."""
+    nominator, api, clock, _ = await _nominating()
+    nominator.left("worker-1")
+    await _see(nominator, "a")
+    await _see(nominator, "b")  # worker-2 has one waiting now; worker-1 is still passed over
+    clock.advance(SHUN_FACTOR * 30)
+    await _see(nominator, "c")
+    assert api.patches == [
+        ("/w/a/status", ["worker-2"]),
+        ("/w/b/status", ["worker-2"]),
+        ("/w/c/status", ["worker-1"]),
+    ]

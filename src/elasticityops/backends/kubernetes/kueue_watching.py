@@ -6,6 +6,7 @@ function's retries decide what follows, as for the gateway's own preemption) and
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from dataclasses import replace
 from datetime import datetime
@@ -14,6 +15,7 @@ from elasticityops.backends.kubernetes.followed import Followed
 from elasticityops.backends.kubernetes.kueue_workloads import (
     KUEUE_API,
     WorkloadView,
+    evicted_in_worker,
     queue_position,
     read_workload,
 )
@@ -26,6 +28,8 @@ from elasticityops.domain.invocations import FailureReason, State
 from elasticityops.domain.kueue_notes import DISPATCHED, IN_WORKER, LEFT_WORKER, QUEUED
 
 KUEUE = "Kueue"
+
+log = logging.getLogger(__name__)
 
 
 class KueueWatching:
@@ -56,6 +60,10 @@ class KueueWatching:
         self._nominator = nominator
         self._views: dict[str, WorkloadView] = {}  # by invocation: its current attempt's
         self._told: dict[str, dict[str, str]] = {}  # by invocation: the last message of each kind
+        # By invocation: the MultiKueue check's word that a worker's Kueue evicted it.
+        self._evicted: dict[str, str] = {}
+        # By invocation: the attempt whose end came from a run in this MultiKueue worker.
+        self._ended_in: dict[str, tuple[int, str]] = {}
 
     async def on_workload(self, kind: str, workload: KubeObject) -> None:
         view = read_workload(workload, self._instance)
@@ -77,8 +85,8 @@ class KueueWatching:
             self._told.pop(inv, None)
         self._views[inv] = view
         now = self._clock.now()
-        if self._worker is None and before is not None:
-            await self._left_worker(before, view, now)
+        if self._worker is None:
+            await self._where_it_runs(before, view, workload, now)
         told = self._told.setdefault(inv, {})
         fresh = [(k, m) for k, m in view.notes if told.get(k) != m]
         told.update(fresh)
@@ -89,12 +97,25 @@ class KueueWatching:
             await self._outlet.deliver(self._manager_note(view, now, note_kind, message))
         await self._go_on(view, workload, now)
 
+    async def _where_it_runs(
+        self, before: WorkloadView | None, view: WorkloadView, workload: KubeObject, now: datetime
+    ) -> None:
+        """The manager's Workload: whether MultiKueue took the work back from its worker, and
+        whether a run elsewhere has ended it already."""
+        if view.cluster is not None and (why := evicted_in_worker(workload)) is not None:
+            # Said while it still names the worker; the update that takes it back says only
+            # "Reset to Pending after eviction".
+            self._evicted[view.invocation] = why
+        if before is not None:
+            await self._left_worker(before, view, now)
+        self._stop_stray_run(view)
+
     async def _in_worker(
         self, worker: str, view: WorkloadView, fresh: list[tuple[str, str]], now: datetime
     ) -> None:
         """A worker's copy of the Workload: there (for the nominator), and what its Kueue says."""
         if self._nominator is not None:
-            self._nominator.copied(view.name, worker, view.reserved)
+            self._nominator.copied(view.name, worker, view.admitted)
         for _, message in fresh:
             await self._outlet.deliver(note_event(view.invocation, now, IN_WORKER, f"{worker}: {message}"))
 
@@ -105,13 +126,44 @@ class KueueWatching:
         if (mine := self._views.get(inv)) is not None and mine.attempt <= view.attempt:
             self._views.pop(inv, None)
             self._told.pop(inv, None)
+            self._ended_in.pop(inv, None)
+            self._evicted.pop(inv, None)
+
+    def run_ended(self, invocation_id: str, attempt: int, worker: str) -> None:
+        """The end of `attempt` came from its run in MultiKueue's `worker` (the watch of that
+        worker's pods says so as it tells the end)."""
+        self._ended_in[invocation_id] = (attempt, worker)
+        if (view := self._views.get(invocation_id)) is not None:
+            self._stop_stray_run(view)
+
+    def _stop_stray_run(self, view: WorkloadView) -> None:
+        """An attempt that ended from its run in one worker while the manager's Workload names
+        another: MultiKueue took the work back from the first (a worker lost a while) and
+        admitted it again in the second, and that copy still runs or waits, holding a node,
+        for a payload Secret the gateway makes no more (it follows an invocation to its end
+        only). Its Job on the manager is deleted, once: MultiKueue then removes every copy."""
+        inv = view.invocation
+        ended = self._ended_in.get(inv)
+        if ended is None or ended[0] != view.attempt or view.cluster in (None, ended[1]) or view.finished:
+            return
+        del self._ended_in[inv]
+        log.info(
+            "%s ended from its run in %s while MultiKueue runs it again in %s: its Job goes",
+            inv,
+            ended[1],
+            view.cluster,
+        )
+        self._outlet.stop_job(inv, view.attempt)
 
     async def _left_worker(self, before: WorkloadView, view: WorkloadView, now: datetime) -> None:
-        """The manager's Workload no longer names the worker its attempt ran in: MultiKueue
-        evicted it (a worker lost past its workerLostTimeout) to be admitted again, in whichever
-        worker takes it first. The timeline says so; a dispatch anywhere, that worker too, is
-        news again (with a payload Secret of its own). The run in the lost worker may go on,
-        and Kueue may yet take its end as the work's: the first run to end is its end."""
+        """The manager's Workload no longer names the worker its attempt ran in: MultiKueue took
+        it back, to be admitted again in whichever worker takes it first. Either the worker was
+        lost past workerLostTimeout (its run may go on, and Kueue may yet take its end as the
+        work's: the first run to end is its end), or the worker's Kueue evicted it (its pod was
+        not ready in time, waitForPodsReady: a stocked-out region), and that run is gone. The
+        timeline says which; a dispatch anywhere, that worker too, is news again (with a
+        payload Secret of its own); the wait for a node starts again; and the nominator, if
+        any, passes that worker over for a while."""
         inv = view.invocation
         left = before.cluster
         progress = self._followed.progress.get(inv)
@@ -126,11 +178,24 @@ class KueueWatching:
         ):
             return
         self._told.get(inv, {}).pop(DISPATCHED, None)
-        message = (
-            f"Kueue: MultiKueue took it back from cluster {left}: it is admitted again, in "
-            f"whichever worker takes it first; its run in {left} may go on, and the first run "
-            "to end is its end"
-        )
+        if not progress.capacity_ready:
+            # Its next pod, in whichever worker, waits for a node of its own: the provisioning
+            # timeout counts from now, not from the pod that waited in vain.
+            self._followed.progress[inv] = progress._replace(pending_since=now)
+        if self._nominator is not None:
+            self._nominator.left(left)
+        evicted = self._evicted.pop(inv, None)
+        if evicted is not None and f'"{left}"' in evicted:
+            message = (
+                f"Kueue: MultiKueue took it back from cluster {left}, whose Kueue evicted it "
+                f"({evicted}): it is admitted again, in whichever worker takes it first"
+            )
+        else:
+            message = (
+                f"Kueue: MultiKueue took it back from cluster {left}: it is admitted again, in "
+                f"whichever worker takes it first; its run in {left} may go on, and the first run "
+                "to end is its end"
+            )
         await self._outlet.deliver(note_event(inv, now, LEFT_WORKER, message))
 
     def _manager_note(self, view: WorkloadView, now: datetime, kind: str, message: str) -> BackendEvent:

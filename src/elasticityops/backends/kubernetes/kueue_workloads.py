@@ -54,6 +54,8 @@ class WorkloadView:
     name: str = ""  # the Workload's own name (Kueue's, derived from its Job's)
     reserved: bool = False  # quota reserved (on a MultiKueue manager: dispatching may begin)
     finished: bool = False
+    # Admitted: quota reserved and every admission check Ready (a capacity check, DWS, too)
+    admitted: bool = False
     nominated: tuple[str, ...] = ()  # MultiKueue: the workers it may be dispatched to now
 
 
@@ -97,12 +99,29 @@ def read_workload(workload: KubeObject, instance: str) -> WorkloadView | None:
         name=str((workload.get("metadata") or {}).get("name") or ""),
         reserved=_true(conditions.get("QuotaReserved")),
         finished=_true(conditions.get("Finished")),
+        admitted=_true(conditions.get("Admitted")),
         nominated=tuple(
             n
             for n in status.get("nominatedClusterNames") or ()
             if isinstance(n, str) and _CLUSTER_NAME.fullmatch(n)
         ),
     )
+
+
+# The MultiKueue check's message on the manager when the worker's Kueue evicted the work
+# (multikueue/workload.go, MultiKueueRedoAdmissionOnEvictionInWorker): Kueue v0.17.0's words.
+_EVICTED_IN_WORKER = "Workload evicted on worker cluster"
+
+
+def evicted_in_worker(workload: KubeObject) -> str | None:
+    """The MultiKueue check's message where a worker's Kueue evicted this manager's Workload
+    (its pod not ready in time there, say) and MultiKueue reset it for admission again; None
+    otherwise (a worker lost, say)."""
+    for check in (workload.get("status") or {}).get("admissionChecks") or []:
+        message = str((check or {}).get("message") or "") if isinstance(check, dict) else ""
+        if message.startswith(_EVICTED_IN_WORKER):
+            return _clip(message)
+    return None
 
 
 def _notes(

@@ -78,19 +78,28 @@ class Nominator:
         self._views[name] = (view, workload)
         await self._decide(name)
 
-    def copied(self, name: str, worker: str, reserved: bool = False) -> None:
+    def copied(self, name: str, worker: str, admitted: bool = False) -> None:
         """MultiKueue's copy of the Workload `name` is in `worker` (its watch saw it), and
-        whether the worker's Kueue reserved quota for it there: the worker took it, and only
-        MultiKueue's own backlog stands between that and `status.clusterName` on the manager,
-        so no other worker is nominated while it holds."""
+        whether the worker's Kueue admitted it there: the worker took it, and only MultiKueue's
+        own backlog stands between that and `status.clusterName` on the manager, so no other
+        worker is nominated while it holds. Admitted, not merely given quota: MultiKueue picks
+        the first worker that admits (MultiKueueWaitForWorkloadAdmitted, on since v0.16), and a
+        worker whose capacity check (DWS) finds no GPU in its region reserves quota all the
+        same, so a copy with quota alone must not keep the next worker from being nominated."""
         now = self._clock.monotonic()
         self._copied.setdefault(name, {}).setdefault(worker, now)
         self._progress[worker] = now
         taken = self._taken.setdefault(name, set())
-        if reserved:
+        if admitted:
             taken.add(worker)
         else:
             taken.discard(worker)
+
+    def left(self, worker: str) -> None:
+        """MultiKueue took a Workload back from `worker` (lost, or its Kueue evicted the work:
+        its pod got no node in time, a stocked-out region): the work that follows, this one's
+        next dispatch too, goes elsewhere first for a while."""
+        self._shunned.update(shun([worker], self._clock.monotonic(), self._wait_s))
 
     def clear(self) -> None:
         """Begin again (the backend starts: a new leader): the watch's first list shows what

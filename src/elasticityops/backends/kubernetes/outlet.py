@@ -63,10 +63,13 @@ class Outlet:
         self.chores.add(task)
         task.add_done_callback(self.chores.discard)
 
-    def stop_job(self, invocation_id: str) -> None:
-        """Delete the Job (or bare pod) of the attempt followed now, in the background (named
-        now: by the time the delete is sent, the next attempt may be followed)."""
-        self.chore(self._delete_job(invocation_id, self._followed.attempts.get(invocation_id, 0)))
+    def stop_job(self, invocation_id: str, attempt: int | None = None) -> None:
+        """Delete the Job (or bare pod) of `attempt`, by default the one followed now, in the
+        background (named now: by the time the delete is sent, the next attempt may be
+        followed)."""
+        if attempt is None:
+            attempt = self._followed.attempts.get(invocation_id, 0)
+        self.chore(self._delete_job(invocation_id, attempt))
 
     async def _delete_job(self, invocation_id: str, attempt: int) -> None:
         w = self._workloads

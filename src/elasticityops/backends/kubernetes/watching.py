@@ -323,6 +323,9 @@ class Watching:
         if nodes is not None:
             event, extra = await nodes.on_pod(kind, inv, pod, event)
         if worker is not None:
+            if event is not None and event.finished is not None and self._kueue is not None:
+                # Before the end is told: a retry it starts would be the attempt followed then.
+                self._kueue.run_ended(inv, attempt_of(pod), worker)
             again = self._ran_in(inv, attempt_of(pod), worker, pod)
             if event is not None:
                 event = replace(event, cluster=worker)
