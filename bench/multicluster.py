@@ -5,8 +5,8 @@ invocations that ran in two clusters or twice, and the CPU of the gateway, each 
 API server.
 
     .venv/bin/python bench/multicluster.py [--invocations 200] [--run-seconds 5]
-        [--phases one-cluster,all-at-once,incremental,gateway] [--nominate-wait 30]
-        [--out DIR] [--markdown]
+        [--phases one-cluster,all-at-once,incremental,gateway,stockout] [--nominate-wait 30]
+        [--pods-ready-timeout 120] [--out DIR] [--markdown]
 
 What it does, in order:
 1. checks its prerequisites (the dev cluster's binaries with the real cluster-autoscaler and
@@ -24,14 +24,22 @@ What it does, in order:
 4. each phase: a fresh gateway (SQLite), one function whose pods run --run-seconds (kwok), all
    invocations in one batch request; the workers' pods are polled every second (which worker,
    when Running) and the gateway's list read until every invocation has ended;
-5. prints one row per phase (and a Markdown table with --markdown) and writes OUT/multicluster.json.
+5. `stockout` (a set of its own, the gateway's nominations, the workers' Kueue with
+   waitForPodsReady of --pods-ready-timeout s): worker-1's region is out of GPUs from before the
+   batch until half of the invocations have ended (its static pool gone, every zone stocked
+   out), then back; what it measures is that every invocation ends, how many ran in worker-2
+   after worker-1's Kueue evicted them, and that none ran twice;
+6. prints one row per phase (and a Markdown table with --markdown) and writes OUT/multicluster.json.
 
 Goal (the issue's): accept-to-running through MultiKueue within 15% of one cluster's, nothing
 lost, no invocation run in two clusters. MultiKueue's clients to the workers run at client-go's
 5 QPS in Kueue v0.17.0 and cannot be set (docs/multi-cluster.md); the phases show what that costs.
-Not measured here: a region stocked out for half the run (a worker's best-effort
-ProvisioningRequest never fails on a stockout, docs/kueue.md, so MultiKueue would not move the
-work: the stockout case needs a capacity check that fails, which upstream's autoscaler lacks).
+A stocked-out region moves its work through the workers' waitForPodsReady (docs/multi-cluster.md,
+"A region out of GPUs"), not a capacity check: upstream's best-effort ProvisioningRequest never
+fails on a stockout (docs/kueue.md). The timeout counts from the worker's admission, and
+MultiKueue copies the Job there afterwards through its 5-QPS client: at a thousand invocations
+that backlog alone can pass 120 s, so give --pods-ready-timeout room (the phase's healthy work
+would be evicted too; the JSON counts every move).
 Exit code 0 whether or not the goal is met (the JSON says); 2 when a prerequisite is missing.
 """
 
@@ -58,7 +66,8 @@ from k8s_burst import cpu_by_process, cpu_spent, free_port, gateway_ready, machi
 ROOT = Path(__file__).resolve().parents[1]
 NS = "default"  # where the set's LocalQueue `eops` is, on the manager and every worker
 
-PHASES = ("one-cluster", *DISPATCHERS)
+STOCKOUT = "stockout"
+PHASES = ("one-cluster", *DISPATCHERS, STOCKOUT)
 INVOCATION_LABEL = "elasticityops.dev/invocation"
 
 
@@ -69,6 +78,7 @@ class Seen:
     running_at: dict[str, float] = field(default_factory=dict)  # invocation -> first Running
     clusters: dict[str, set[str]] = field(default_factory=dict)  # invocation -> workers with a pod
     pods: dict[str, set[str]] = field(default_factory=dict)  # invocation -> pod names
+    ran: dict[str, set[str]] = field(default_factory=dict)  # invocation -> pods seen Running or done
 
 
 def prerequisites() -> Any:
@@ -87,7 +97,7 @@ def prerequisites() -> Any:
         return None
 
 
-def start_set(root: Path, dispatcher: str, nodes: int, tc: Any) -> Any:
+def start_set(root: Path, dispatcher: str, nodes: int, tc: Any, pods_ready_s: float | None = None) -> Any:
     from elasticityops.cli.devcluster_set import set_objects
     from elasticityops.devcluster.cluster_set import up_set
     from elasticityops.devcluster.config import AutoscalerSettings, ClusterConfig
@@ -96,7 +106,7 @@ def start_set(root: Path, dispatcher: str, nodes: int, tc: Any) -> Any:
     knobs = AutoscalerSettings(
         baseline=nodes, max_nodes=nodes + 10, provision_delay="fixed:5", driver_delay="fixed:0"
     )
-    cfg = ClusterConfig(state_dir=root, autoscaler=knobs)
+    cfg = ClusterConfig(state_dir=root, autoscaler=knobs, pods_ready_timeout_s=pods_ready_s)
     return up_set(root, cfg, 2, set_objects(2, knobs.max_nodes), tc, MultiKueueManager(dispatcher=dispatcher))
 
 
@@ -141,6 +151,7 @@ def look(workers: dict[str, Any], seen: Seen, t0: float) -> None:
             seen.pods.setdefault(inv, set()).add(f"{name}/{pod['metadata']['name']}")
             if (pod.get("status") or {}).get("phase") in ("Running", "Succeeded"):
                 seen.running_at.setdefault(inv, time.monotonic() - t0)
+                seen.ran.setdefault(inv, set()).add(f"{name}/{pod['metadata']['name']}")
 
 
 def ended(http: httpx.Client) -> list[dict[str, Any]]:
@@ -171,8 +182,9 @@ def run_phase(
     env = {}
     if name != "one-cluster":
         env["EOPS_KUBE_WORKERS"] = ",".join(f"{w}={c.kubeconfig_path}" for w, c in workers.items())
-    if name == "gateway":
+    if name in ("gateway", STOCKOUT):
         env["EOPS_KUBE_NOMINATE_WAIT"] = f"{nominate_wait_s:g}"
+    stocked = workers["worker-1"] if name == STOCKOUT else None
     proc, url, token = start_gateway(manager.kubeconfig_path, tmp / name, env)
     seen = Seen()
     try:
@@ -186,6 +198,9 @@ def run_phase(
                 "max_concurrency": max(500, n),
             }
             http.put("/v1/functions/far", json=fn).raise_for_status()
+            if stocked is not None:
+                region_out(stocked, True, n)
+            out_s: float | None = None
             cpu0 = cpu_by_process()
             t0 = time.monotonic()
             answer = http.post(
@@ -201,7 +216,11 @@ def run_phase(
                 if all_running_s is None and ids <= set(seen.running_at):
                     all_running_s = max(seen.running_at[i] for i in ids)
                 items = [i for i in ended(http) if i["id"] in ids]
-                if sum(1 for i in items if i["state"] in ("succeeded", "failed", "cancelled")) >= n:
+                finished = sum(1 for i in items if i["state"] in ("succeeded", "failed", "cancelled"))
+                if stocked is not None and out_s is None and finished >= n / 2:
+                    out_s = time.monotonic() - t0
+                    region_out(stocked, False, n)  # half done: the region has GPUs again
+                if finished >= n:
                     done_s = time.monotonic() - t0
                     break
                 time.sleep(1.0)
@@ -223,7 +242,17 @@ def run_phase(
                 "states": states,
                 "by_cluster": by_cluster,
                 "in_two_clusters": sum(1 for i in ids if len(seen.clusters.get(i, ())) > 1),
-                "run_twice": sum(1 for i in ids if len(seen.pods.get(i, ())) > 1),
+                # a pod that ran (Running or done) more than once: work done twice
+                "run_twice": sum(1 for i in ids if len(seen.ran.get(i, ())) > 1),
+                # with a region out: how long, and the work whose pod waited there and ran elsewhere
+                "region_out_s": None if stocked is None else round(out_s or time.monotonic() - t0, 1),
+                "moved": sum(
+                    1
+                    for i in items
+                    if stocked is not None
+                    and "worker-1" in seen.clusters.get(i["id"], ())
+                    and i.get("cluster") not in (None, "worker-1")
+                ),
                 "cpu_s": {k: round(v, 1) for k, v in sorted(spent.items()) if v >= 0.5},
                 "gateway_peak_rss_mib": round(proc.memory_info().rss / 2**20),
             }
@@ -231,18 +260,39 @@ def run_phase(
         stop_gateway(proc)
 
 
+def region_out(cluster: Any, out: bool, nodes: int) -> None:
+    """`cluster`'s region out of GPUs (its static pool gone, every zone stocked out: nothing free,
+    nothing new), once its GPU nodes are gone; or (`out` false) back, with its `nodes` again."""
+    from elasticityops.devcluster.nodes import zones_of
+
+    if not out:
+        cluster.configure_cloud(baseline=nodes, stockout_zones=())
+        return
+    cluster.configure_cloud(baseline=0, stockout_zones=zones_of(cluster.autoscaler_settings.region))
+    deadline = time.monotonic() + 120
+    while True:
+        with cluster.api() as api:
+            left, _ = api.list("/api/v1/nodes", {"labelSelector": "cloud.google.com/gke-accelerator"})
+        if not left:
+            return
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"{len(left)} GPU nodes still there 120 s after the region went out")
+        time.sleep(1.0)
+
+
 def markdown(rows: list[dict[str, Any]]) -> str:
     lines = [
         "| phase | accepted (s) | p50 running (s) | all running (s) | all done (s) | states | by cluster "
-        "| in two clusters | run twice | gateway CPU (s) | Kueue CPU (s) | API servers CPU (s) |",
-        "|---|---:|---:|---:|---:|---|---|---:|---:|---:|---:|---:|",
+        "| in two clusters | moved | run twice | gateway CPU (s) | Kueue CPU (s) | API servers CPU (s) |",
+        "|---|---:|---:|---:|---:|---|---|---:|---:|---:|---:|---:|---:|",
     ]
     for r in rows:
         cpu = r["cpu_s"]
         lines.append(
             f"| {r['phase']} | {r['accepted_s']} | {r['p50_running_s']} | {r['all_running_s']} "
             f"| {r['all_done_s']} "
-            f"| {r['states']} | {r['by_cluster']} | {r['in_two_clusters']} | {r['run_twice']} "
+            f"| {r['states']} | {r['by_cluster']} | {r['in_two_clusters']} | {r.get('moved', 0)} "
+            f"| {r['run_twice']} "
             f"| {cpu.get('gateway', 0)} | {cpu.get('kueue', 0)} | {cpu.get('kube-apiserver', 0)} |"
         )
     return "\n".join(lines)
@@ -256,6 +306,12 @@ def main() -> int:
     ap.add_argument("--timeout", type=float, default=3600.0, help="seconds a phase may take")
     ap.add_argument(
         "--nominate-wait", type=float, default=30.0, help="the gateway phase's --kube-nominate-wait (s)"
+    )
+    ap.add_argument(
+        "--pods-ready-timeout",
+        type=float,
+        default=120.0,
+        help="the stockout phase's workers' Kueue waitForPodsReady (s, default 120)",
     )
     ap.add_argument("--out", type=Path, default=None, help="results dir (default a temporary one)")
     ap.add_argument("--markdown", action="store_true", help="also print a Markdown table")
@@ -276,16 +332,19 @@ def main() -> int:
     out = (args.out or Path(tempfile.mkdtemp(prefix="eops-multicluster-"))).resolve()
     out.mkdir(parents=True, exist_ok=True)
     rows: list[dict[str, Any]] = []
-    # one set per dispatcher; one-cluster runs on the first set's worker-1
-    dispatchers = [p for p in phases if p in DISPATCHERS] or ["all-at-once"]
-    for k, dispatcher in enumerate(dispatchers):
-        root = out / f"set-{dispatcher}"
+    # one set per dispatcher, and the stockout phase's own (the gateway's, waiting for pods to be
+    # ready); one-cluster runs on the first set's worker-1
+    sets = [p for p in phases if p in DISPATCHERS or p == STOCKOUT] or ["all-at-once"]
+    for k, kind in enumerate(sets):
+        dispatcher = "gateway" if kind == STOCKOUT else kind
+        pods_ready = args.pods_ready_timeout if kind == STOCKOUT else None
+        root = out / f"set-{kind}"
         print(f"{time.strftime('%H:%M:%S')} starting a set ({dispatcher} dispatcher) in {root}", flush=True)
-        clusters = start_set(root, DISPATCHERS[dispatcher], args.invocations, tc)
+        clusters = start_set(root, DISPATCHERS[dispatcher], args.invocations, tc, pods_ready)
         try:
             workers = {w: clusters.cluster(w) for w in clusters.record.worker_names}
             todo = (["one-cluster"] if k == 0 and "one-cluster" in phases else []) + (
-                [dispatcher] if dispatcher in phases else []
+                [kind] if kind in phases else []
             )
             for phase in todo:
                 on = {"worker-1": workers["worker-1"]} if phase == "one-cluster" else workers

@@ -154,6 +154,18 @@ def test_a_dispatch_back_to_the_worker_multikueue_took_it_from_is_kept_again() -
     assert [n.kind for n in again.notes] == ["KueueDispatched", "KueueLeftWorker", "KueueDispatched"]
 
 
+def test_a_nomination_of_the_same_worker_after_it_was_taken_back_is_kept_again() -> None:
+    """The gateway nominated worker-1, MultiKueue took the work back from it, and the gateway
+    nominates worker-1 again (the only one left): both nominations are in the timeline."""
+    said = "Kueue: the gateway nominated cluster worker-1 to MultiKueue (0 of its workloads waiting there)"
+    nominated = note_event("inv-1", AT, "KueueNominated", said)
+    left = note_event(
+        "inv-1", LATER, "KueueLeftWorker", "Kueue: MultiKueue took it back from cluster worker-1"
+    )
+    after = apply_event(apply_event(apply_event(inv(), nominated), left), nominated)
+    assert [n.kind for n in after.notes] == ["KueueNominated", "KueueLeftWorker", "KueueNominated"]
+
+
 @pytest.mark.parametrize(
     ("make", "words"),
     [

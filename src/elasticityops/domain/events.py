@@ -179,9 +179,9 @@ def apply_event(inv: Invocation, event: BackendEvent) -> Invocation:
     return after
 
 
-# A note that takes back the word of an earlier kind: after it, that word again is news (MultiKueue
-# dispatching the work back to the worker it took it from).
-_TAKES_BACK = {kueue_notes.LEFT_WORKER: kueue_notes.DISPATCHED}
+# A note that takes back the word of earlier kinds: after it, that word again is news (MultiKueue
+# dispatching the work back to the worker it took it from, the gateway nominating it again).
+_TAKES_BACK = {kueue_notes.LEFT_WORKER: frozenset({kueue_notes.DISPATCHED, kueue_notes.NOMINATED})}
 
 
 def _told_already(inv: Invocation, note: Note) -> bool:
@@ -191,7 +191,7 @@ def _told_already(inv: Invocation, note: Note) -> bool:
     for earlier in reversed(inv.notes):
         if earlier.kind == note.kind:
             return earlier.message == note.message
-        if _TAKES_BACK.get(earlier.kind) == note.kind:
+        if note.kind in _TAKES_BACK.get(earlier.kind, ()):
             return False
     return False
 

@@ -6,6 +6,7 @@ is in test_multikueue_gateway_cluster.py)."""
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable, Callable
 from typing import Any, cast
 
 import pytest
@@ -68,10 +69,13 @@ class _Api:
     def __init__(self) -> None:
         self.patches: list[tuple[str, Any]] = []
         self.refuse: Exception | None = None
+        self.meanwhile: Callable[[], Awaitable[None]] | None = None  # runs while a write is on its way
 
     async def request(self, method: str, path: str, **options: Any) -> Any:
         if self.refuse is not None:
             raise self.refuse
+        if self.meanwhile is not None:
+            await self.meanwhile()
         assert method == "PATCH"
         assert options["params"] == {"fieldManager": KUEUE_ADMISSION_MANAGER, "force": "true"}
         assert options["content_type"] == "application/apply-patch+yaml"
@@ -386,3 +390,22 @@ async def test_a_worker_the_work_was_taken_back_from_is_passed_over_for_a_while(
         ("/w/b/status", ["worker-2"]),
         ("/w/c/status", ["worker-1"]),
     ]
+
+
+@pytest.mark.anyio
+async def test_a_nomination_the_worker_admits_before_the_write_returns_is_still_told() -> None:
+    """MultiKueue and an idle worker take well under a second: the watch may show the Workload
+    admitted there before the gateway's write has returned. Its nomination is still said."""
+    nominator, api, _, events = await _nominating()
+
+    async def admitted_there() -> None:
+        await _see(nominator, "a", cluster="worker-1")
+
+    api.meanwhile = admitted_there
+    await _see(nominator, "a")
+    assert api.patches == [("/w/a/status", ["worker-1"])]
+    told = [e.note.message for e in events if e.note is not None and e.note.kind == NOMINATED]
+    assert told == [
+        "Kueue: the gateway nominated cluster worker-1 to MultiKueue (0 of its workloads waiting there)"
+    ]
+    assert nominator.waiting() == {}, "nothing kept of a Workload already admitted"

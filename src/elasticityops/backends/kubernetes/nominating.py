@@ -149,16 +149,19 @@ class Nominator:
             if nominated and len(nominated) < len(self._workers):
                 self._recheck(name, since + self._wait_s - now)
             return
+        at = self._clock.now()
         if not await self._write(view, workload, step.clusters, step.added):
             return
         if nominated:
             self._shunned.update(shun(nominated, now, self._wait_s))
+        # Said even where the worker admitted it while the write was on its way (MultiKueue and
+        # an idle worker take well under a second): the nomination is what sent it there.
+        note = note_event(view.invocation, at, NOMINATED, f"Kueue: {step.why}")
         if name not in self._views:
-            return  # admitted, or gone, while the write was on its way
+            await self._outlet.deliver(note)
+            return  # admitted, or gone, meanwhile: nothing to keep
         self._keep(name, step.clusters, now)
-        await self._outlet.deliver(
-            note_event(view.invocation, self._clock.now(), NOMINATED, f"Kueue: {step.why}")
-        )
+        await self._outlet.deliver(note)
         if len(step.clusters) < len(self._workers):
             self._recheck(name, self._wait_s)
 
