@@ -109,7 +109,7 @@ def pods_ready(timeout_s: float) -> Manifest:
     the manager takes it back at once (MultiKueueRedoAdmissionOnEvictionInWorker, on by default
     since v0.16) and dispatches it again."""
     return {
-        "timeout": f"{timeout_s:g}s",
+        "timeout": f"{timeout_s:.0f}s",
         "blockAdmission": False,
         "requeuingStrategy": {"timestamp": "Eviction", "backoffBaseSeconds": max(1, round(timeout_s))},
     }

@@ -34,11 +34,19 @@ def next_nomination(
     waiting: Mapping[str, int],
     shunned_until: Mapping[str, float],
     wait_s: float,
+    barred_until: Mapping[str, float] | None = None,
 ) -> Nomination | None:
     """The nomination to write now, or None. `nominated`: what the Workload names now, since
     `since` (when this gateway nominated it, or first saw it nominated); `waiting`: this
-    gateway's Workloads nominated to each worker and not yet admitted."""
+    gateway's Workloads nominated to each worker and not yet admitted; `barred_until`: workers
+    MultiKueue took work back from (a stocked-out region, a lost worker), never added to a
+    nomination until then (a first nomination takes one if nothing else is left)."""
     left = [w for w in sorted(workers) if w not in nominated]
+    if nominated:
+        # Added, it would likely admit the work again beside the other worker: two copies
+        # admitted at once is what Kueue v0.17.0 handles worst (an eviction then leaves the
+        # other copy deactivated for good, kueue#11452).
+        left = [w for w in left if (barred_until or {}).get(w, 0.0) <= now]
     if not left or (nominated and now - since < wait_s):
         return None
     pick = min(left, key=lambda w: (shunned_until.get(w, 0.0) > now, waiting.get(w, 0), w))
@@ -51,6 +59,22 @@ def next_nomination(
             f"(now {', '.join((*nominated, pick))})"
         )
     return Nomination((*nominated, pick), pick, why)
+
+
+def recheck_after(
+    workers: Sequence[str],
+    nominated: Sequence[str],
+    since: float,
+    now: float,
+    barred_until: Mapping[str, float],
+    wait_s: float,
+) -> float:
+    """Seconds until next_nomination may add a worker to `nominated`: the end of the wait, or,
+    that over, the end of the first bar of the workers left (at least a second)."""
+    if now < since + wait_s:
+        return since + wait_s - now
+    ends = [barred_until.get(w, 0.0) for w in workers if w not in nominated]
+    return max(1.0, min(ends, default=now) - now)
 
 
 def wait_began(nominated_at: float, copied_at: float | None, worker_progress_at: float | None) -> float:

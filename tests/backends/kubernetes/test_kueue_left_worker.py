@@ -245,3 +245,38 @@ def test_a_run_that_had_its_node_keeps_its_wait_as_it_was() -> None:
     w.see(_workload(None, evicted=True))
     assert w.said(LEFT_WORKER) == [(LEFT_WORKER, LEFT)]
     assert w.followed.progress[INV].pending_since is None
+
+
+def test_a_stray_copy_of_an_attempt_a_retry_has_replaced_still_goes() -> None:
+    """Attempt 0 ended (failed) from its run in the lost worker-1 while the manager named no
+    worker; the function's retry launched attempt 1; then MultiKueue admitted attempt 0's
+    Workload again, in worker-2. That copy goes: attempt 0's Job, not attempt 1's."""
+    w = _Watched()
+    w.see(_workload("worker-1"))
+    w.see(_workload(None, evicted=True))
+    w.ended_in("worker-1")
+    w.followed.launching(INV, 1, "nvidia-tesla-t4")  # the retry
+    w.see(_workload("worker-2"))  # attempt 0's Workload, no longer followed
+    assert w.jobs.deleted == [JOB]
+
+
+def test_a_dispatch_seen_after_the_end_places_no_payload() -> None:
+    """The lost worker's run ended it; the manager then names worker-2: no payload Secret goes
+    there (that copy is to go, not to run the work again)."""
+    w = _Watched()
+    w.see(_workload("worker-1"))
+    w.see(_workload(None, evicted=True))
+    w.ended_in("worker-1")
+    w.see(_workload("worker-2"))
+    assert w.placed == [(INV, 0, "worker-1")]
+    assert w.jobs.deleted == [JOB]
+
+
+def test_an_eviction_said_of_one_attempt_is_not_told_of_the_next() -> None:
+    w = _Watched()
+    w.see(_workload("worker-1", check=EVICTED_THERE))  # attempt 0 evicted there, then preempted
+    w.followed.launching(INV, 1, "nvidia-tesla-t4")
+    w.followed.progress[INV] = Progress(job_seen=True, started=True, capacity_ready=True)
+    w.see(_workload("worker-1", attempt=1))
+    w.see(_workload(None, evicted=True, attempt=1))  # attempt 1: worker-1 lost, not evicting
+    assert w.said(LEFT_WORKER) == [(LEFT_WORKER, LEFT)]

@@ -25,7 +25,7 @@ from elasticityops.domain.clock import ManualClock
 from elasticityops.domain.errors import Conflict, NotFound, PermanentError, TemporaryError
 from elasticityops.domain.events import BackendEvent
 from elasticityops.domain.kueue_notes import NOMINATED, NOT_NOMINATED
-from elasticityops.domain.nomination import SHUN_FACTOR, next_nomination, shun, wait_began
+from elasticityops.domain.nomination import SHUN_FACTOR, next_nomination, recheck_after, shun, wait_began
 
 WORKERS = ("worker-1", "worker-2", "worker-3")
 
@@ -409,3 +409,27 @@ async def test_a_nomination_the_worker_admits_before_the_write_returns_is_still_
         "Kueue: the gateway nominated cluster worker-1 to MultiKueue (0 of its workloads waiting there)"
     ]
     assert nominator.waiting() == {}, "nothing kept of a Workload already admitted"
+
+
+@pytest.mark.anyio
+async def test_a_worker_the_work_was_taken_back_from_is_not_added_to_a_waiting_nomination() -> None:
+    """worker-2 lets the Workload wait, but worker-1 is where MultiKueue just took work back from
+    (its region out of GPUs): adding it would likely have the work admitted in both at once, so
+    it is added only once its bar is over."""
+    nominator, api, clock, _ = await _nominating()
+    nominator.left("worker-1")
+    await _see(nominator, "a")
+    await _settled()
+    clock.advance(30)
+    await _settled()
+    assert api.patches == [("/w/a/status", ["worker-2"])], "worker-1 not added while barred"
+    clock.advance(SHUN_FACTOR * 30 - 30)
+    await _settled()
+    assert api.patches == [("/w/a/status", ["worker-2"]), ("/w/a/status", ["worker-2", "worker-1"])]
+
+
+def test_the_recheck_of_a_nomination_waits_for_the_wait_then_for_the_first_bar() -> None:
+    assert recheck_after(WORKERS, ("worker-1",), 10.0, 20.0, {}, 30.0) == 20.0
+    barred = {"worker-2": 100.0, "worker-3": 70.0}
+    assert recheck_after(WORKERS, ("worker-1",), 10.0, 50.0, barred, 30.0) == 20.0
+    assert recheck_after(WORKERS, ("worker-1",), 10.0, 69.5, barred, 30.0) == 1.0, "at least a second"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
@@ -19,6 +20,7 @@ from elasticityops.backends.kubernetes.observe import (
     observe_job_event,
     observe_pod,
     overdue,
+    waiting_for_a_node,
 )
 from elasticityops.domain.events import BackendEvent, Finished
 from elasticityops.domain.invocations import FailureReason, Note, State
@@ -487,3 +489,24 @@ def test_a_lost_node_seen_on_the_deleted_pod_is_told_by_the_job() -> None:
     event, _ = observe_job(job([condition("Failed", "BackoffLimitExceeded")]), progress, NOW)
     assert end(event).lost_node == "gpu-7"
     assert end(event).message.startswith("gpu-7 went away: its node disappeared")
+
+
+def test_the_wait_for_a_node_counts_from_when_kueue_lets_the_job_go() -> None:
+    """Held (suspended) is no wait for a node; let go after a hold seen here, the wait starts
+    then, not at the Job's old startTime or creation (an eviction and a second admission keep
+    them); a Job first seen running counts from its startTime."""
+    created = datetime(2026, 12, 7, 9, 0, tzinfo=UTC)
+    now = created + timedelta(minutes=5)
+    job: dict[str, Any] = {
+        "metadata": {"creationTimestamp": "2026-12-07T09:00:00Z"},
+        "spec": {"suspend": True},
+        "status": {"startTime": "2026-12-07T09:01:00Z"},
+    }
+    held = waiting_for_a_node(job, Progress(pending_since=created), now)
+    assert (held.pending_since, held.held) == (None, True)
+    job["spec"]["suspend"] = False
+    let_go = waiting_for_a_node(job, held, now)
+    assert (let_go.pending_since, let_go.held) == (now, False)
+    assert waiting_for_a_node(job, let_go, now + timedelta(minutes=1)) == let_go
+    first = waiting_for_a_node(job, Progress(), now)
+    assert first.pending_since == created + timedelta(minutes=1)

@@ -62,8 +62,8 @@ class KueueWatching:
         self._told: dict[str, dict[str, str]] = {}  # by invocation: the last message of each kind
         # By invocation: the MultiKueue check's word that a worker's Kueue evicted it.
         self._evicted: dict[str, str] = {}
-        # By invocation: the attempt whose end came from a run in this MultiKueue worker.
-        self._ended_in: dict[str, tuple[int, str]] = {}
+        # By (invocation, attempt): the MultiKueue worker whose run ended that attempt.
+        self._ended_in: dict[tuple[str, int], str] = {}
 
     async def on_workload(self, kind: str, workload: KubeObject) -> None:
         view = read_workload(workload, self._instance)
@@ -79,10 +79,14 @@ class KueueWatching:
         if inv not in self._followed.attempts or not self._followed.current(inv, view.attempt):
             # Not followed: its Job is gone (a Workload outlives it while it is collected); the
             # Jobs are listed before the Workloads, so every live one is followed by now. Or an
-            # older attempt's, while it goes.
+            # older attempt's, while it goes: one whose run ended in another worker than the
+            # one this names still goes (a retry follows the next attempt meanwhile).
+            if self._worker is None:
+                self._stop_stray_run(view)
             return
         if (before := self._views.get(inv)) is not None and before.attempt != view.attempt:
             self._told.pop(inv, None)
+            self._evicted.pop(inv, None)
         self._views[inv] = view
         now = self._clock.now()
         if self._worker is None:
@@ -102,9 +106,9 @@ class KueueWatching:
     ) -> None:
         """The manager's Workload: whether MultiKueue took the work back from its worker, and
         whether a run elsewhere has ended it already."""
-        if view.cluster is not None and (why := evicted_in_worker(workload)) is not None:
+        if (why := evicted_in_worker(workload)) is not None:
             # Said while it still names the worker; the update that takes it back says only
-            # "Reset to Pending after eviction".
+            # "Reset to Pending after eviction". (_left_worker checks it names that worker.)
             self._evicted[view.invocation] = why
         if before is not None:
             await self._left_worker(before, view, now)
@@ -126,14 +130,14 @@ class KueueWatching:
         if (mine := self._views.get(inv)) is not None and mine.attempt <= view.attempt:
             self._views.pop(inv, None)
             self._told.pop(inv, None)
-            self._ended_in.pop(inv, None)
+            self._ended_in.pop((inv, view.attempt), None)
             self._evicted.pop(inv, None)
 
     def run_ended(self, invocation_id: str, attempt: int, worker: str) -> None:
         """The end of `attempt` came from its run in MultiKueue's `worker` (the watch of that
         worker's pods says so as it tells the end)."""
-        self._ended_in[invocation_id] = (attempt, worker)
-        if (view := self._views.get(invocation_id)) is not None:
+        self._ended_in[(invocation_id, attempt)] = worker
+        if (view := self._views.get(invocation_id)) is not None and view.attempt == attempt:
             self._stop_stray_run(view)
 
     def _stop_stray_run(self, view: WorkloadView) -> None:
@@ -142,18 +146,23 @@ class KueueWatching:
         admitted it again in the second, and that copy still runs or waits, holding a node,
         for a payload Secret the gateway makes no more (it follows an invocation to its end
         only). Its Job on the manager is deleted, once: MultiKueue then removes every copy."""
-        inv = view.invocation
-        ended = self._ended_in.get(inv)
-        if ended is None or ended[0] != view.attempt or view.cluster in (None, ended[1]) or view.finished:
+        key = (view.invocation, view.attempt)
+        ended = self._ended_in.get(key)
+        if ended is None:
             return
-        del self._ended_in[inv]
+        if view.finished:
+            del self._ended_in[key]  # MultiKueue removes its copies itself
+            return
+        if view.cluster in (None, ended):
+            return
+        del self._ended_in[key]
         log.info(
             "%s ended from its run in %s while MultiKueue runs it again in %s: its Job goes",
-            inv,
-            ended[1],
+            view.invocation,
+            ended,
             view.cluster,
         )
-        self._outlet.stop_job(inv, view.attempt)
+        self._outlet.stop_job(view.invocation, view.attempt)
 
     async def _left_worker(self, before: WorkloadView, view: WorkloadView, now: datetime) -> None:
         """The manager's Workload no longer names the worker its attempt ran in: MultiKueue took
@@ -203,7 +212,10 @@ class KueueWatching:
         if kind == DISPATCHED and view.cluster is not None:
             # The record of where it ran outlives MultiKueue's copy in the worker.
             event = replace(event, cluster=view.cluster)
-            if self._dispatched is not None:
+            progress = self._followed.progress.get(view.invocation)
+            if self._dispatched is not None and not (progress is not None and progress.finished):
+                # No payload for a dispatch after its end (a run in a lost worker ended it): that
+                # copy is to go, not to run the work again.
                 self._dispatched(view.invocation, view.attempt, view.cluster)
         return event
 

@@ -23,7 +23,7 @@ from elasticityops.domain.clock import Clock
 from elasticityops.domain.errors import Conflict, EopsError, NotFound, TemporaryError
 from elasticityops.domain.events import note_event
 from elasticityops.domain.kueue_notes import NOMINATED, NOT_NOMINATED
-from elasticityops.domain.nomination import next_nomination, shun, wait_began
+from elasticityops.domain.nomination import next_nomination, recheck_after, shun, wait_began
 
 log = logging.getLogger(__name__)
 APPLY_PATCH = "application/apply-patch+yaml"  # JSON is YAML: a server-side apply
@@ -53,6 +53,9 @@ class Nominator:
         # which a burst of thousands of Workloads would otherwise pay for in a count of all.
         self._waiting: Counter[str] = Counter()
         self._shunned: dict[str, float] = {}
+        # Workers MultiKueue took work back from, until when no Workload has them added (only
+        # a first nomination with nothing else left takes one).
+        self._barred: dict[str, float] = {}
         self._rechecks: set[str] = set()
         self._refused: dict[str, str] = {}  # by name: why its nomination was refused, as told
         # By name, the workers where MultiKueue's copy of it appeared, and when (monotonic); by
@@ -99,7 +102,9 @@ class Nominator:
         """MultiKueue took a Workload back from `worker` (lost, or its Kueue evicted the work:
         its pod got no node in time, a stocked-out region): the work that follows, this one's
         next dispatch too, goes elsewhere first for a while."""
-        self._shunned.update(shun([worker], self._clock.monotonic(), self._wait_s))
+        taken_back = shun([worker], self._clock.monotonic(), self._wait_s)
+        self._shunned.update(taken_back)
+        self._barred.update(taken_back)
 
     def clear(self) -> None:
         """Begin again (the backend starts: a new leader): the watch's first list shows what
@@ -143,11 +148,12 @@ class Nominator:
                 self._recheck(name, self._wait_s)
             return
         step = next_nomination(
-            self._workers, nominated, since, now, self._waiting, self._shunned, self._wait_s
+            self._workers, nominated, since, now, self._waiting, self._shunned, self._wait_s, self._barred
         )
         if step is None:
             if nominated and len(nominated) < len(self._workers):
-                self._recheck(name, since + self._wait_s - now)
+                after = recheck_after(self._workers, nominated, since, now, self._barred, self._wait_s)
+                self._recheck(name, after)
             return
         at = self._clock.now()
         if not await self._write(view, workload, step.clusters, step.added):

@@ -59,6 +59,7 @@ class Progress(NamedTuple):
     cancelling: bool = False  # we deleted its Job to cancel it
     success_seen: bool = False  # Job Complete seen; waiting a moment for the pod's result
     pending_since: datetime | None = None  # first seen without a node
+    held: bool = False  # its Job seen suspended (by Kueue): once let go, the wait starts then
     last_note: str = ""  # kind + message of the latest note, to drop repeats
     last_wait: str = ""  # the latest explanation of the wait, for a no-capacity failure
     disruption: str = ""  # why the pod was taken away, for the Job's failure
@@ -476,6 +477,27 @@ def attempt_of_job_name(name: str) -> tuple[str, int] | None:
     if sep and head.startswith("inv-") and "-" not in head[len("inv-") :] and number.isdigit():
         return head, int(number)
     return rest, 0
+
+
+def waiting_for_a_node(job: KubeObject, progress: Progress, now: datetime) -> Progress:
+    """Since when the Job's work has waited for a node, as its Job shows it (the provisioning
+    timeout counts from there; the pod's own watch may set it first)."""
+    if (job.get("spec") or {}).get("suspend"):
+        # Held by Kueue (or suspended by anyone): waiting in a queue is no wait for a node, so
+        # the provisioning timeout counts from when it is let go.
+        return progress._replace(pending_since=None, held=True)
+    if progress.held:
+        # Let go after a hold seen here (Kueue admitted it, or admitted it again after an
+        # eviction: its startTime and creation may be from before).
+        return progress._replace(pending_since=None if progress.capacity_ready else now, held=False)
+    if progress.pending_since is None and not progress.capacity_ready:
+        status = job.get("status") or {}
+        # A Job let go by Kueue starts then (startTime); one never held, when it was made.
+        begun = parse_time(status.get("startTime")) or parse_time(
+            (job.get("metadata") or {}).get("creationTimestamp")
+        )
+        return progress._replace(pending_since=begun or now)
+    return progress
 
 
 def overdue(progress: Progress, now: datetime, timeout_seconds: float) -> bool:

@@ -20,7 +20,7 @@ from elasticityops.backends.kubernetes.kueue_watching import KueueWatching
 from elasticityops.backends.kubernetes.labels import ACCELERATOR_LABEL, ATTEMPT_LABEL
 from elasticityops.backends.kubernetes.log_keeping import LogKeeping
 from elasticityops.backends.kubernetes.node_tracking import NodeTracking
-from elasticityops.backends.kubernetes.objects import KubeObject, parse_time
+from elasticityops.backends.kubernetes.objects import KubeObject
 from elasticityops.backends.kubernetes.observe import (
     Progress,
     attempt_of,
@@ -34,6 +34,7 @@ from elasticityops.backends.kubernetes.observe import (
     observe_job_event,
     observe_pod,
     observe_pod_deleted,
+    waiting_for_a_node,
 )
 from elasticityops.backends.kubernetes.outlet import Outlet
 from elasticityops.backends.kubernetes.reaping import Reaper
@@ -225,17 +226,7 @@ class Watching:
             followed.attempts.pop(inv, None)
             return
         progress = progress._replace(job_seen=True)
-        if (job.get("spec") or {}).get("suspend"):
-            # Held by Kueue (or suspended by anyone): waiting in a queue is no wait for a node,
-            # so the provisioning timeout counts from when it is let go.
-            progress = progress._replace(pending_since=None)
-        elif progress.pending_since is None and not progress.capacity_ready:
-            status = job.get("status") or {}
-            # A Job let go by Kueue starts then (startTime); one never held, when it was made.
-            begun = parse_time(status.get("startTime")) or parse_time(
-                (job.get("metadata") or {}).get("creationTimestamp")
-            )
-            progress = progress._replace(pending_since=begun or now)
+        progress = waiting_for_a_node(job, progress, now)
         event, after = observe_job(job, progress, now)
         if event is not None and event.finished is not None and event.finished.state is State.succeeded:
             # Complete, but the pod's own end (with the termination message, the small result)
