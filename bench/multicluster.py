@@ -38,8 +38,9 @@ A stocked-out region moves its work through the workers' waitForPodsReady (docs/
 "A region out of GPUs"), not a capacity check: upstream's best-effort ProvisioningRequest never
 fails on a stockout (docs/kueue.md). The timeout counts from the worker's admission, and
 MultiKueue copies the Job there afterwards through its 5-QPS client: at a thousand invocations
-that backlog alone can pass 120 s, so give --pods-ready-timeout room (the phase's healthy work
-would be evicted too; the JSON counts every move).
+that backlog alone can pass 120 s, so give --pods-ready-timeout room (healthy work would be
+evicted and moved too; `moved` counts the invocations that had a pod in worker-1 and ended in
+another worker).
 Exit code 0 whether or not the goal is met (the JSON says); 2 when a prerequisite is missing.
 """
 

@@ -433,3 +433,15 @@ def test_the_recheck_of_a_nomination_waits_for_the_wait_then_for_the_first_bar()
     barred = {"worker-2": 100.0, "worker-3": 70.0}
     assert recheck_after(WORKERS, ("worker-1",), 10.0, 50.0, barred, 30.0) == 20.0
     assert recheck_after(WORKERS, ("worker-1",), 10.0, 69.5, barred, 30.0) == 1.0, "at least a second"
+
+
+@pytest.mark.anyio
+async def test_no_worker_is_nominated_while_an_eviction_is_under_way() -> None:
+    """Evicted, its quota not yet given back: a copy made now would be deactivated at once, and
+    Kueue v0.17.0 never reactivates it (kueue#11598). The nomination waits for the next
+    reservation."""
+    nominator, api, _, _ = await _nominating()
+    await _see(nominator, "a", evicted=True)
+    assert api.patches == []
+    await _see(nominator, "a")  # the eviction done, quota reserved again
+    assert api.patches == [("/w/a/status", ["worker-1"])]

@@ -56,6 +56,7 @@ class WorkloadView:
     finished: bool = False
     # Admitted: quota reserved and every admission check Ready (a capacity check, DWS, too)
     admitted: bool = False
+    evicted: bool = False  # Evicted: Kueue is taking its quota back (done once QuotaReserved goes)
     nominated: tuple[str, ...] = ()  # MultiKueue: the workers it may be dispatched to now
 
 
@@ -100,6 +101,7 @@ def read_workload(workload: KubeObject, instance: str) -> WorkloadView | None:
         reserved=_true(conditions.get("QuotaReserved")),
         finished=_true(conditions.get("Finished")),
         admitted=_true(conditions.get("Admitted")),
+        evicted=evicted,
         nominated=tuple(
             n
             for n in status.get("nominatedClusterNames") or ()

@@ -73,9 +73,17 @@ class Nominator:
         name = view.name
         if not name:
             return
-        if view.cluster is not None or view.finished or view.deactivated is not None or not view.reserved:
+        if (
+            view.cluster is not None
+            or view.finished
+            or view.deactivated is not None
+            or not view.reserved
+            or view.evicted
+        ):
             # Admitted in a worker (or done, or back to waiting for quota: Kueue clears the
-            # nomination then, and the next reservation starts afresh).
+            # nomination then, and the next reservation starts afresh). Not while an eviction is
+            # under way either (its quota still held): a copy made then is deactivated at once
+            # and stays so in Kueue v0.17.0 (kueue#11598 has dispatchers skip that moment).
             self.forget(name)
             return
         self._views[name] = (view, workload)
