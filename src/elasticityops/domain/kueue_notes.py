@@ -27,8 +27,12 @@ NOT_NOMINATED = "KueueNotNominated"
 # MultiKueue: one attempt's work ran in more than one worker (dispatched again after the manager
 # took it back from a lost worker, whose run went on): a second run, shown, never hidden.
 RAN_AGAIN = "KueueRanAgain"
+# MultiKueue on Kueue v0.17.0: the manager's Job still counted a pod of a worker copy MultiKueue
+# had deleted, which kept Kueue's eviction from finishing; the gateway cleared it (stale_jobs.py).
+JOB_UNSTUCK = "KueueJobUnstuck"
 KINDS = frozenset(
     {
+        JOB_UNSTUCK,
         QUEUED,
         QUOTA_RESERVED,
         ADMISSION_CHECK,

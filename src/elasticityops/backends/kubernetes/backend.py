@@ -33,6 +33,7 @@ from elasticityops.backends.kubernetes.outlet import Outlet
 from elasticityops.backends.kubernetes.pod_logs import PodLogs
 from elasticityops.backends.kubernetes.reaping import Reaper
 from elasticityops.backends.kubernetes.settings import KubernetesSettings
+from elasticityops.backends.kubernetes.stale_jobs import StaleJobs
 from elasticityops.backends.kubernetes.stopping import Stopper
 from elasticityops.backends.kubernetes.sweep import Sweep
 from elasticityops.backends.kubernetes.watching import Watching
@@ -112,6 +113,7 @@ class KubernetesBackend:
                 outlet,
                 self._worker_secrets.place,
                 nominator=nominator,
+                stale_jobs=StaleJobs(self._workloads) if self._workloads.workers else None,
             )
         )
         # MultiKueue's workers' Kueue: why each did or did not take the work (notes only).

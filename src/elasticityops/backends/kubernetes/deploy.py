@@ -276,6 +276,11 @@ ROLE_RULES: list[KubeObject] = [
 NOMINATE_RULES: list[KubeObject] = [
     {"apiGroups": ["kueue.x-k8s.io"], "resources": ["workloads/status"], "verbs": ["patch"]}
 ]
+# MultiKueue's manager (--kube-workers): a Job's pod count MultiKueue left stale, set right
+# (stale_jobs.py; nothing else of a Job's status is written). Rendered always, as the above.
+STALE_JOB_RULES: list[KubeObject] = [
+    {"apiGroups": ["batch"], "resources": ["jobs/status"], "verbs": ["patch"]}
+]
 # The `pod` workload: the gateway makes and deletes each invocation's pod itself (no Job).
 BARE_POD_RULES: list[KubeObject] = [{"apiGroups": [""], "resources": ["pods"], "verbs": ["create", "delete"]}]
 NODE_RULES: list[KubeObject] = [
@@ -774,6 +779,7 @@ def deploy_template() -> list[Node]:
             "rules": [
                 *ROLE_RULES,
                 *NOMINATE_RULES,
+                *STALE_JOB_RULES,
                 *(When(BARE_PODS, rule) for rule in BARE_POD_RULES),
                 *(When(HA, rule) for rule in LEASE_RULES),
             ],

@@ -22,10 +22,11 @@ from elasticityops.backends.kubernetes.kueue_workloads import (
 from elasticityops.backends.kubernetes.nominating import Nominator
 from elasticityops.backends.kubernetes.objects import KubeObject
 from elasticityops.backends.kubernetes.outlet import Outlet
+from elasticityops.backends.kubernetes.stale_jobs import STALE_AFTER_S, StaleJobs
 from elasticityops.domain.clock import Clock
 from elasticityops.domain.events import BackendEvent, Finished, note_event
 from elasticityops.domain.invocations import FailureReason, State
-from elasticityops.domain.kueue_notes import DISPATCHED, IN_WORKER, LEFT_WORKER, QUEUED
+from elasticityops.domain.kueue_notes import DISPATCHED, IN_WORKER, JOB_UNSTUCK, LEFT_WORKER, QUEUED
 
 KUEUE = "Kueue"
 
@@ -43,6 +44,7 @@ class KueueWatching:
         dispatched: Callable[[str, int, str], None] | None = None,
         worker: str | None = None,
         nominator: Nominator | None = None,
+        stale_jobs: StaleJobs | None = None,
     ) -> None:
         """`worker`: the watch of that MultiKueue worker's Workloads, which only tells what its
         Kueue says (IN_WORKER notes: why the work went to another worker, or waited) and, to
@@ -58,6 +60,9 @@ class KueueWatching:
         self._worker = worker
         # MultiKueue with the gateway as its external dispatcher: it nominates the workers.
         self._nominator = nominator
+        # MultiKueue's manager: Jobs whose stale pod count keeps an eviction from finishing.
+        self._stale_jobs = stale_jobs
+        self._unsticking: set[tuple[str, int]] = set()
         self._views: dict[str, WorkloadView] = {}  # by invocation: its current attempt's
         self._told: dict[str, dict[str, str]] = {}  # by invocation: the last message of each kind
         # By invocation: the MultiKueue check's word that a worker's Kueue evicted it.
@@ -225,6 +230,27 @@ class KueueWatching:
         await self._end_if_taken(view, now)
         if self._nominator is not None:
             await self._nominator.seen(view, workload)
+        key = (view.invocation, view.attempt)
+        if self._stale_jobs is not None and _evicting(view) and key not in self._unsticking:
+            self._unsticking.add(key)
+            self._outlet.chore(self._unstick_later(*key))
+
+    async def _unstick_later(self, inv: str, attempt: int) -> None:
+        """Still evicting STALE_AFTER_S later: its Job's pod count may be stale (stale_jobs.py)."""
+        try:
+            await self._clock.sleep(STALE_AFTER_S)
+            view = self._views.get(inv)
+            if view is None or view.attempt != attempt or not _evicting(view) or self._stale_jobs is None:
+                return
+            if await self._stale_jobs.clear(inv, attempt):
+                message = (
+                    "Kueue: its Job on the manager still counted a pod of a worker copy MultiKueue had "
+                    "deleted (kueue#15380), which kept Kueue from taking its quota back to admit it "
+                    "again; the gateway set that count to 0"
+                )
+                await self._outlet.deliver(note_event(inv, self._clock.now(), JOB_UNSTUCK, message))
+        finally:
+            self._unsticking.discard((inv, attempt))
 
     async def _end_if_taken(self, view: WorkloadView, now: datetime) -> None:
         """Preempted by Kueue, or deactivated: the attempt ends here, and its Job goes."""
@@ -260,3 +286,8 @@ class KueueWatching:
             return None
         said = self._told.get(invocation_id, {}).get(QUEUED)
         return place, said or f"Kueue: waiting in LocalQueue {view.queue}"
+
+
+def _evicting(view: WorkloadView) -> bool:
+    """Kueue is taking the manager's Workload's quota back, to admit it again, in no worker now."""
+    return view.evicted and view.reserved and view.cluster is None and not view.finished
