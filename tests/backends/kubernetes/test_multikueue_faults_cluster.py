@@ -262,8 +262,8 @@ def test_a_worker_lost_mid_run_loses_nothing_and_the_timeline_says_where_each_ru
         if len(pods.ran[inv]) > 1:
             told = [
                 f"Kueue: its work ran in 2 workers ({', '.join(sorted(pods.ran[inv]))}): MultiKueue "
-                "dispatched it again after taking it back, and the run it was taken from went on; "
-                "both are this attempt of its one Job, and the first to end is its end"
+                "took it back from one and dispatched it again, and the run there had begun too (a "
+                "lost worker's goes on, an evicted one stops); both are this attempt of its one Job"
             ]
             ended = datetime.fromisoformat(s["timeline"]["finished"].replace("Z", "+00:00"))
             second = max(pods.started[inv].values(), default=ended)

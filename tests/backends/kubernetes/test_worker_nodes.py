@@ -158,9 +158,9 @@ async def test_a_workers_gpu_nodes_are_watched_there_and_its_pod_is_placed_and_c
         await backend._watching.on_worker_pod("worker-3", "ADDED", retried)
         said = [e.note.message for e in sink.events if e.note is not None and e.note.kind == RAN_AGAIN]
         assert said == [
-            "Kueue: its work ran in 2 workers (worker-1, worker-2): MultiKueue dispatched it again "
-            "after taking it back, and the run it was taken from went on; both are this attempt "
-            "of its one Job, and the first to end is its end"
+            "Kueue: its work ran in 2 workers (worker-1, worker-2): MultiKueue took it back from one "
+            "and dispatched it again, and the run there had begun too (a lost worker's goes on, "
+            "an evicted one stops); both are this attempt of its one Job"
         ]
     assert capacity.nodes_by_cluster == {
         "worker-1": {"provisioning": 0, "ready": 1, "idle": 0, "scaling_down": 0}

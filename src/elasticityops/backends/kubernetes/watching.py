@@ -347,9 +347,9 @@ class Watching:
             return None
         where = ", ".join(sorted(ran))
         message = (
-            f"Kueue: its work ran in {len(ran)} workers ({where}): MultiKueue dispatched it again "
-            "after taking it back, and the run it was taken from went on; both are this attempt "
-            "of its one Job, and the first to end is its end"
+            f"Kueue: its work ran in {len(ran)} workers ({where}): MultiKueue took it back from one "
+            "and dispatched it again, and the run there had begun too (a lost worker's goes on, "
+            "an evicted one stops); both are this attempt of its one Job"
         )
         return note_event(inv, self._clock.now(), RAN_AGAIN, message)
 
