@@ -280,3 +280,14 @@ def test_an_eviction_said_of_one_attempt_is_not_told_of_the_next() -> None:
     w.see(_workload("worker-1", attempt=1))
     w.see(_workload(None, evicted=True, attempt=1))  # attempt 1: worker-1 lost, not evicting
     assert w.said(LEFT_WORKER) == [(LEFT_WORKER, LEFT)]
+
+
+def test_an_evicted_pod_that_had_a_node_but_never_started_leaves_the_next_one_a_wait_of_its_own() -> None:
+    """Its node never turned ready (or its image never came) within waitForPodsReady: the next
+    pod, in another worker, is timed out on its own wait for a node."""
+    w = _Watched()
+    w.followed.progress[INV] = Progress(job_seen=True, capacity_ready=True)
+    w.see(_workload("worker-1", check=EVICTED_THERE))
+    w.see(_workload(None, evicted=True, check="Reset to Pending after eviction. Previously: Retry"))
+    after = w.followed.progress[INV]
+    assert (after.capacity_ready, after.pending_since) == (False, _Clock().now())

@@ -192,14 +192,17 @@ class KueueWatching:
         ):
             return
         self._told.get(inv, {}).pop(DISPATCHED, None)
-        if not progress.capacity_ready:
+        evicted = self._evicted.pop(inv, None)
+        if evicted is not None and f'"{left}"' not in evicted:
+            evicted = None  # said of another worker it left before
+        if not progress.capacity_ready or (evicted is not None and not progress.started):
             # Its next pod, in whichever worker, waits for a node of its own: the provisioning
-            # timeout counts from now, not from the pod that waited in vain.
-            self._followed.progress[inv] = progress._replace(pending_since=now)
+            # timeout counts from now, not from the pod that waited in vain (an evicted one
+            # that had a node but never started, too: that node is gone with it).
+            self._followed.progress[inv] = progress._replace(pending_since=now, capacity_ready=False)
         if self._nominator is not None:
             self._nominator.left(left)
-        evicted = self._evicted.pop(inv, None)
-        if evicted is not None and f'"{left}"' in evicted:
+        if evicted is not None:
             message = (
                 f"Kueue: MultiKueue took it back from cluster {left}, whose Kueue evicted it "
                 f"({evicted}): it is admitted again, in whichever worker takes it first"
