@@ -24,7 +24,7 @@ TIMINGS = MultiKueueManager(worker_lost_timeout_s=20.0, gc_interval_s=10.0)
 # A worker's Kueue evicts work whose pod is not ready this long after admission (waitForPodsReady),
 # and MultiKueue dispatches it again: how work leaves a stocked-out region. Above what a pod takes
 # here on a loaded machine (a scale-up is ~10 s), below a test's patience.
-PODS_READY_S = 45.0
+PODS_READY_S = 60.0
 
 
 @pytest.fixture(scope="session")
