@@ -21,8 +21,9 @@ console = Console(stderr=True)
 DEFAULT_WORKERS = 2
 # A set's workers evict a Workload whose pod is not ready this long after admission (Kueue's
 # waitForPodsReady): a pod waiting for a node in a stocked-out region goes back to the manager,
-# which dispatches it again. Well above a scale-up here (tens of seconds).
-SET_PODS_READY_S = 120.0
+# which dispatches it again. Well above a healthy scale-up with `up`'s default delays (a 10-s
+# autoscaler loop, 60 s to boot, 60 s to install the driver), or healthy work is moved too.
+SET_PODS_READY_S = 300.0
 SET_NAMESPACE = "default"  # where the set's LocalQueue `eops` is, on the manager and every worker
 
 
