@@ -510,3 +510,14 @@ def test_the_wait_for_a_node_counts_from_when_kueue_lets_the_job_go() -> None:
     assert waiting_for_a_node(job, let_go, now + timedelta(minutes=1)) == let_go
     first = waiting_for_a_node(job, Progress(), now)
     assert first.pending_since == created + timedelta(minutes=1)
+
+
+def test_a_pod_evicted_before_it_started_leaves_the_next_a_wait_for_a_node_of_its_own() -> None:
+    """waitForPodsReady evicted it with a node but not started (its node never turned ready):
+    once Kueue lets the Job go again, the next pod's wait is timed out from then."""
+    now = datetime(2026, 12, 7, 9, 0, tzinfo=UTC)
+    job: dict[str, Any] = {"metadata": {}, "spec": {"suspend": False}, "status": {}}
+    had_a_node = waiting_for_a_node(job, Progress(capacity_ready=True, held=True), now)
+    assert (had_a_node.capacity_ready, had_a_node.pending_since, had_a_node.held) == (False, now, False)
+    ran = waiting_for_a_node(job, Progress(capacity_ready=True, started=True, held=True), now)
+    assert (ran.capacity_ready, ran.pending_since) == (True, None)

@@ -45,28 +45,37 @@ def test_a_suspended_multikueue_job_that_counts_a_pod_is_stale_and_nothing_else_
 
 
 class _Manager:
-    """The manager's API as StaleJobs uses it: the Job read, its status patched."""
+    """The manager's API as StaleJobs uses it: the Job read (each look the next of `jobs`, the
+    last one after), its status patched."""
 
     jobs_path = "/apis/batch/v1/namespaces/default/jobs"
 
-    def __init__(self, job: dict[str, Any] | None) -> None:
+    def __init__(self, *jobs: dict[str, Any] | None) -> None:
         self.api = self
-        self.job = job
+        self.jobs = list(jobs)
         self.gets: list[str] = []
         self.patches: list[tuple[str, Any]] = []
 
     async def get(self, path: str) -> dict[str, Any]:
         self.gets.append(path)
-        if self.job is None:
+        job = self.jobs.pop(0) if len(self.jobs) > 1 else self.jobs[0]
+        if job is None:
             raise NotFound(path)
-        return self.job
+        return job
 
     async def patch(self, path: str, body: Any) -> dict[str, Any]:
         self.patches.append((path, body))
         return {}
 
 
-def _workload(*, evicted: bool, reserved: bool = True, cluster: str | None = None) -> dict[str, Any]:
+EVICTED_THERE = (
+    'Workload evicted on worker cluster: "worker-1", resetting for re-admission. Previously: "Ready"'
+)
+
+
+def _workload(
+    *, evicted: bool, reserved: bool = True, cluster: str | None = None, check: str | None = None
+) -> dict[str, Any]:
     labels = {INVOCATION_LABEL: INV, ATTEMPT_LABEL: "0", INSTANCE_LABEL: "gw1"}
     conditions = [
         {"type": "QuotaReserved", "status": str(reserved), "reason": "", "message": ""},
@@ -75,6 +84,8 @@ def _workload(*, evicted: bool, reserved: bool = True, cluster: str | None = Non
     status: dict[str, Any] = {"conditions": conditions}
     if cluster is not None:
         status["clusterName"] = cluster
+    if check is not None:
+        status["admissionChecks"] = [{"name": "eops-multikueue", "state": "Retry", "message": check}]
     return {
         "metadata": {"name": f"job-eops-{INV}-1a2b3"},
         "spec": {
@@ -105,15 +116,30 @@ async def _watch(manager: _Manager, *workloads: dict[str, Any], wait_s: float) -
         await watching.on_workload("MODIFIED", workload)
     for _ in range(5):
         await asyncio.sleep(0)
-    clock.advance(wait_s)
-    await asyncio.gather(*outlet.chores)
+    while wait_s > 0:  # a look at a time: each one sleeps again from where it woke
+        clock.advance(min(wait_s, STALE_AFTER_S))
+        wait_s -= STALE_AFTER_S
+        for _ in range(10):
+            await asyncio.sleep(0)
+    for task in list(outlet.chores):
+        task.cancel()  # a look still going on: what it did so far is what counts
+    await asyncio.gather(*outlet.chores, return_exceptions=True)
     return events
+
+
+# Taken back from worker-1 after its Kueue evicted it (the check says so while it names worker-1),
+# and now evicting on the manager, its quota still held, in no worker.
+EVICTED_IN_WORKER_1 = (
+    _workload(evicted=False, cluster="worker-1"),
+    _workload(evicted=False, cluster="worker-1", check=EVICTED_THERE),
+    _workload(evicted=True),
+)
 
 
 @pytest.mark.anyio
 async def test_an_eviction_stuck_on_a_stale_pod_count_is_freed_and_said() -> None:
     manager = _Manager(_job())
-    events = await _watch(manager, _workload(evicted=True), wait_s=STALE_AFTER_S)
+    events = await _watch(manager, *EVICTED_IN_WORKER_1, wait_s=STALE_AFTER_S)
     assert manager.patches == [(f"{JOB}/status", {"status": {"active": 0, "ready": 0}})]
     said = [e.note.message for e in events if e.note is not None and e.note.kind == JOB_UNSTUCK]
     [message] = said
@@ -121,19 +147,35 @@ async def test_an_eviction_stuck_on_a_stale_pod_count_is_freed_and_said() -> Non
 
 
 @pytest.mark.anyio
-async def test_an_eviction_that_finishes_in_time_or_a_job_that_is_not_stale_is_left_alone() -> None:
+async def test_a_stuck_eviction_is_looked_at_again_until_it_is_freed() -> None:
+    """A Workload stuck so gets no more updates: a first look that finds the count still
+    mirrored (or the API server busy) is not the last."""
+    manager = _Manager(_job(active=0), _job())
+    await _watch(manager, *EVICTED_IN_WORKER_1, wait_s=2 * STALE_AFTER_S)
+    assert manager.gets == [JOB, JOB]
+    assert manager.patches == [(f"{JOB}/status", {"status": {"active": 0, "ready": 0}})]
+
+
+@pytest.mark.anyio
+async def test_a_lost_worker_or_an_eviction_that_finishes_or_a_true_count_is_left_alone() -> None:
+    lost = _Manager(_job())
+    lost_worker = (_workload(evicted=False, cluster="worker-1"), _workload(evicted=True))
+    await _watch(lost, *lost_worker, wait_s=STALE_AFTER_S)
+    assert lost.gets == [], "a lost worker's pod may still run: its count is true"
+
     finished = _Manager(_job())
-    await _watch(finished, _workload(evicted=True), _workload(evicted=False), wait_s=STALE_AFTER_S)
+    await _watch(finished, *EVICTED_IN_WORKER_1, _workload(evicted=False), wait_s=STALE_AFTER_S)
     assert (finished.gets, finished.patches) == ([], []), "the eviction finished: nothing read"
 
     counted_right = _Manager(_job(active=0))
-    await _watch(counted_right, _workload(evicted=True), wait_s=STALE_AFTER_S)
+    await _watch(counted_right, *EVICTED_IN_WORKER_1, wait_s=STALE_AFTER_S)
     assert (counted_right.gets, counted_right.patches) == ([JOB], [])
 
-    in_a_worker = _Manager(_job())
-    await _watch(in_a_worker, _workload(evicted=True, cluster="worker-1"), wait_s=STALE_AFTER_S)
-    assert in_a_worker.gets == [], "still in a worker: MultiKueue mirrors its count"
+    again_in_a_worker = _Manager(_job())
+    moved = (*EVICTED_IN_WORKER_1, _workload(evicted=True, cluster="worker-2"))
+    await _watch(again_in_a_worker, *moved, wait_s=STALE_AFTER_S)
+    assert again_in_a_worker.gets == [], "in a worker again: MultiKueue mirrors its count"
 
     gone = _Manager(None)
-    await _watch(gone, _workload(evicted=True), wait_s=STALE_AFTER_S)
+    await _watch(gone, *EVICTED_IN_WORKER_1, wait_s=STALE_AFTER_S)
     assert gone.patches == []

@@ -6,6 +6,7 @@ function's retries decide what follows, as for the gateway's own preemption) and
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Callable
 from dataclasses import replace
@@ -62,7 +63,11 @@ class KueueWatching:
         self._nominator = nominator
         # MultiKueue's manager: Jobs whose stale pod count keeps an eviction from finishing.
         self._stale_jobs = stale_jobs
-        self._unsticking: set[tuple[str, int]] = set()
+        # By (invocation, attempt): the look at its Job while its eviction lasts, and whether the
+        # eviction is its worker's Kueue's (the copy there gone), not a worker lost (whose pod
+        # may still run: its count is then true, and MultiKueue's to settle).
+        self._unsticking: dict[tuple[str, int], asyncio.Task[None]] = {}
+        self._evicted_there: set[tuple[str, int]] = set()
         self._views: dict[str, WorkloadView] = {}  # by invocation: its current attempt's
         self._told: dict[str, dict[str, str]] = {}  # by invocation: the last message of each kind
         # By invocation: the MultiKueue check's word that a worker's Kueue evicted it.
@@ -111,6 +116,8 @@ class KueueWatching:
     ) -> None:
         """The manager's Workload: whether MultiKueue took the work back from its worker, and
         whether a run elsewhere has ended it already."""
+        if view.cluster is not None:
+            self._evicted_there.discard((view.invocation, view.attempt))  # dispatched again
         if (why := evicted_in_worker(workload)) is not None:
             # Said while it still names the worker; the update that takes it back says only
             # "Reset to Pending after eviction". (_left_worker checks it names that worker.)
@@ -137,6 +144,8 @@ class KueueWatching:
             self._told.pop(inv, None)
             self._ended_in.pop((inv, view.attempt), None)
             self._evicted.pop(inv, None)
+            self._evicted_there.discard((inv, view.attempt))
+            self._unsticking.pop((inv, view.attempt), None)
 
     def run_ended(self, invocation_id: str, attempt: int, worker: str) -> None:
         """The end of `attempt` came from its run in MultiKueue's `worker` (the watch of that
@@ -203,6 +212,7 @@ class KueueWatching:
         if self._nominator is not None:
             self._nominator.left(left)
         if evicted is not None:
+            self._evicted_there.add((inv, view.attempt))
             message = (
                 f"Kueue: MultiKueue took it back from cluster {left}, whose Kueue evicted it "
                 f"({evicted}): it is admitted again, in whichever worker takes it first"
@@ -234,26 +244,32 @@ class KueueWatching:
         if self._nominator is not None:
             await self._nominator.seen(view, workload)
         key = (view.invocation, view.attempt)
-        if self._stale_jobs is not None and _evicting(view) and key not in self._unsticking:
-            self._unsticking.add(key)
-            self._outlet.chore(self._unstick_later(*key))
+        if self._stale_jobs is None or not self._stuck_maybe(view):
+            return
+        if (task := self._unsticking.get(key)) is None or task.done():
+            self._unsticking[key] = self._outlet.chore(self._unstick(*key))
 
-    async def _unstick_later(self, inv: str, attempt: int) -> None:
-        """Still evicting STALE_AFTER_S later: its Job's pod count may be stale (stale_jobs.py)."""
-        try:
+    def _stuck_maybe(self, view: WorkloadView) -> bool:
+        """Evicting after its worker's Kueue evicted it: the copy there is gone, so a pod its
+        Job still counts may be no pod at all (stale_jobs.py)."""
+        return _evicting(view) and (view.invocation, view.attempt) in self._evicted_there
+
+    async def _unstick(self, inv: str, attempt: int) -> None:
+        """Every STALE_AFTER_S while the eviction lasts: its Job's pod count may be stale. A
+        Workload stuck so gets no more updates, so this looks again by itself."""
+        while True:
             await self._clock.sleep(STALE_AFTER_S)
             view = self._views.get(inv)
-            if view is None or view.attempt != attempt or not _evicting(view) or self._stale_jobs is None:
+            if view is None or view.attempt != attempt or not self._stuck_maybe(view):
                 return
-            if await self._stale_jobs.clear(inv, attempt):
+            if self._stale_jobs is not None and await self._stale_jobs.clear(inv, attempt):
                 message = (
                     "Kueue: its Job on the manager still counted a pod of a worker copy MultiKueue had "
                     "deleted (kueue#15380), which kept Kueue from taking its quota back to admit it "
                     "again; the gateway set that count to 0"
                 )
                 await self._outlet.deliver(note_event(inv, self._clock.now(), JOB_UNSTUCK, message))
-        finally:
-            self._unsticking.discard((inv, attempt))
+                return
 
     async def _end_if_taken(self, view: WorkloadView, now: datetime) -> None:
         """Preempted by Kueue, or deactivated: the attempt ends here, and its Job goes."""

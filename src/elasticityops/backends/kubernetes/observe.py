@@ -488,8 +488,11 @@ def waiting_for_a_node(job: KubeObject, progress: Progress, now: datetime) -> Pr
         return progress._replace(pending_since=None, held=True)
     if progress.held:
         # Let go after a hold seen here (Kueue admitted it, or admitted it again after an
-        # eviction: its startTime and creation may be from before).
-        return progress._replace(pending_since=None if progress.capacity_ready else now, held=False)
+        # eviction: its startTime and creation may be from before). A pod evicted before it
+        # started leaves the next one a wait for a node of its own, its node or not.
+        if progress.started:
+            return progress._replace(pending_since=None, held=False)
+        return progress._replace(pending_since=now, capacity_ready=False, held=False)
     if progress.pending_since is None and not progress.capacity_ready:
         status = job.get("status") or {}
         # A Job let go by Kueue starts then (startTime); one never held, when it was made.

@@ -58,10 +58,11 @@ class Outlet:
             # adoption replays what matters.
             log.exception("delivering an event of %s failed: %s", event.invocation_id, event)
 
-    def chore(self, coro: Coroutine[Any, Any, None]) -> None:
+    def chore(self, coro: Coroutine[Any, Any, None]) -> asyncio.Task[None]:
         task = asyncio.create_task(coro)
         self.chores.add(task)
         task.add_done_callback(self.chores.discard)
+        return task
 
     def stop_job(self, invocation_id: str, attempt: int | None = None) -> None:
         """Delete the Job (or bare pod) of `attempt`, by default the one followed now, in the
