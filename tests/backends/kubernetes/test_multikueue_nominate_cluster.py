@@ -6,20 +6,17 @@ other worker first."""
 
 from __future__ import annotations
 
-import contextlib
 from collections.abc import Iterator
-from typing import Any
 
 import pytest
 
 from elasticityops.devcluster.cluster_set import ClusterSet
-from elasticityops.domain.errors import NotFound
 from elasticityops.domain.kueue_notes import DISPATCHED, IN_WORKER, NOMINATED
-from helpers.kueue import wait_for
-from helpers.multikueue import GATEWAY_DISPATCHER, dispatched_by, gateway_env, hold_queue
+from helpers.multikueue import hold_queue
 from helpers.server import RunningServer
 
-from .cluster_support import deploy, invoke, runs, start_k8s_gateway, wait_state
+from .cluster_support import deploy, invoke, runs, wait_state
+from .nominating_support import nominating_gateway
 
 pytestmark = [pytest.mark.cluster, pytest.mark.slow, pytest.mark.cluster_lane("multikueue")]
 
@@ -31,54 +28,8 @@ WAIT_S = 8.0
 def nominating(
     multikueue_set: ClusterSet, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[RunningServer]:
-    env = {
-        **gateway_env(multikueue_set, NS, tmp_path_factory.mktemp("workers")),
-        "EOPS_KUBE_NOMINATE_WAIT": f"{WAIT_S:g}",
-    }
-    with dispatched_by(multikueue_set, GATEWAY_DISPATCHER):
-        _no_work_left(multikueue_set)
-        server = start_k8s_gateway(multikueue_set.manager, NS, tmp_path_factory.mktemp("gw"), env=env)
-        try:
-            yield server
-        finally:
-            server.stop()
-
-
-def _no_work_left(clusters: ClusterSet) -> None:
-    """The set is the lane's: an earlier test's Job whose Workload has not finished would be
-    this gateway's to nominate too (it follows every Job of its instance in the namespace), and
-    its count of Workloads waiting would not start at 0. Each one is shown (for what left it)
-    and its Job deleted, and the test starts once their Workloads are gone."""
-    path = f"/apis/kueue.x-k8s.io/v1beta2/namespaces/{NS}/workloads"
-
-    def unfinished() -> list[dict[str, Any]]:
-        with clusters.manager.api() as api:
-            workloads, _ = api.list(path)
-        return [
-            w
-            for w in workloads
-            if not any(
-                c.get("type") == "Finished" and c.get("status") == "True"
-                for c in (w.get("status") or {}).get("conditions") or []
-            )
-        ]
-
-    left = unfinished()
-    for workload in left:
-        status = workload.get("status") or {}
-        print(
-            "left by an earlier test:",
-            workload["metadata"]["name"],
-            [(c.get("type"), c.get("status"), c.get("reason")) for c in status.get("conditions") or []],
-            status.get("clusterName"),
-            status.get("nominatedClusterNames"),
-        )
-        for owner in workload["metadata"].get("ownerReferences") or []:
-            if owner.get("kind") == "Job":
-                with clusters.manager.api() as api, contextlib.suppress(NotFound):
-                    api.delete(f"/apis/batch/v1/namespaces/{NS}/jobs/{owner['name']}")
-    if left:
-        wait_for(lambda: not unfinished(), 90, "the earlier tests' Workloads to go")
+    with nominating_gateway(multikueue_set, NS, tmp_path_factory, WAIT_S) as server:
+        yield server
 
 
 def _notes(record: dict[str, object], kind: str) -> list[str]:

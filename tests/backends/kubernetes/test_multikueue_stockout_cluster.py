@@ -21,10 +21,11 @@ from elasticityops.devcluster.nodes import zones_of
 from elasticityops.domain.errors import NotFound
 from elasticityops.domain.kueue_notes import DISPATCHED, LEFT_WORKER, NOMINATED
 from helpers.kueue import wait_for
-from helpers.multikueue import GATEWAY_DISPATCHER, PODS_READY_S, dispatched_by, gateway_env
+from helpers.multikueue import PODS_READY_S
 from helpers.server import RunningServer
 
-from .cluster_support import deploy, invoke, pods_of, runs, start_k8s_gateway, wait_state
+from .cluster_support import deploy, invoke, pods_of, runs, wait_state
+from .nominating_support import nominating_gateway
 
 pytestmark = [pytest.mark.cluster, pytest.mark.slow, pytest.mark.cluster_lane("multikueue")]
 
@@ -39,16 +40,8 @@ HOLDER = "eops-test-holder"
 def nominating(
     multikueue_set: ClusterSet, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[RunningServer]:
-    env = {
-        **gateway_env(multikueue_set, NS, tmp_path_factory.mktemp("workers")),
-        "EOPS_KUBE_NOMINATE_WAIT": f"{WAIT_S:g}",
-    }
-    with dispatched_by(multikueue_set, GATEWAY_DISPATCHER):
-        server = start_k8s_gateway(multikueue_set.manager, NS, tmp_path_factory.mktemp("gw"), env=env)
-        try:
-            yield server
-        finally:
-            server.stop()
+    with nominating_gateway(multikueue_set, NS, tmp_path_factory, WAIT_S) as server:
+        yield server
 
 
 @contextlib.contextmanager
