@@ -165,7 +165,8 @@ _PHASES_HELP = (
     "node-seconds per phase: provisioning (node created for it until it was placed), "
     "idle_before_start (placed until the container ran: image pull, start), run, idle_after "
     "(its node idle after it ended until reused or removed), warm_unused (warm capacity no "
-    "invocation used; only in reports)"
+    "invocation used; only in reports), run_again (the same attempt run a second time in another "
+    "MultiKueue worker, beside the run the record charges)"
 )
 
 

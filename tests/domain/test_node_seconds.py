@@ -15,6 +15,7 @@ from elasticityops.domain.node_seconds import (
     AttemptTimes,
     Phase,
     PhaseTotal,
+    RunElsewhere,
     Span,
     attempt_spans,
     by_hour,
@@ -23,6 +24,7 @@ from elasticityops.domain.node_seconds import (
     invocation_cost,
     live_attempt,
     priced_as,
+    run_again_charge,
     totals,
     warm_unused_span,
 )
@@ -188,3 +190,32 @@ def test_a_node_is_priced_as_it_named_or_as_its_backend(
     assert priced_as(inv, unnamed=Capacity.local) == expected
     requeued = advance(inv, State.queued, at(90))
     assert priced_as(requeued, unnamed=Capacity.local) is None, "a requeue forgets the node"
+
+
+@pytest.mark.parametrize(
+    ("cluster", "attempt", "run", "charged"),
+    [
+        pytest.param("worker-2", 0, RunElsewhere("worker-1", at(10), at(70)), 60, id="the-other-worker"),
+        pytest.param("worker-1", 0, RunElsewhere("worker-1", at(10), at(70)), None, id="the-records-own"),
+        pytest.param(None, 0, RunElsewhere("worker-1", at(10), at(70)), None, id="no-worker-named-yet"),
+        pytest.param("worker-2", 1, RunElsewhere("worker-1", at(10), at(70)), None, id="another-attempt"),
+        pytest.param("worker-2", None, RunElsewhere("worker-1", at(10), at(70)), None, id="attempt-unknown"),
+        pytest.param("worker-2", 0, RunElsewhere("worker-1", at(70), at(10)), None, id="no-time"),
+    ],
+)
+def test_a_run_elsewhere_is_charged_as_run_again_only_beside_the_records_run(
+    cluster: str | None, attempt: int | None, run: RunElsewhere, charged: float | None
+) -> None:
+    inv = replace(invocation(State.succeeded), cluster=cluster, gpu_type="nvidia-tesla-t4")
+    charge = run_again_charge(inv, attempt, run)
+    if charged is None:
+        assert charge is None
+        return
+    assert charge is not None
+    assert (charge.source, charge.attempt, charge.cluster, charge.gpu_type) == (
+        inv.id,
+        0,
+        "worker-1",
+        "nvidia-tesla-t4",
+    )
+    assert [(span.phase, span.seconds) for span in charge.spans] == [(Phase.run_again, charged)]

@@ -9,7 +9,7 @@ from dataclasses import replace
 
 import pytest
 
-from elasticityops.ops.doctor.check_access import KUEUE_ACCESS, NOMINATE_ACCESS
+from elasticityops.ops.doctor.check_access import KUEUE_ACCESS, NOMINATE_ACCESS, STALE_JOB_ACCESS
 from elasticityops.ops.doctor.checks import REQUIRED_ACCESS, Status, exit_code, required_access, run_checks
 from elasticityops.ops.doctor.options import GatherOptions
 from elasticityops.ops.doctor.snapshot import (
@@ -283,6 +283,36 @@ def multikueue(k: KueueReading, inactive_workers: dict[str, Condition]) -> Kueue
     )
 
 
+def test_the_stale_job_right_is_named_on_a_multikueue_manager_only() -> None:
+    """The gateway on MultiKueue's manager sets a Job's pod count Kueue v0.17.0 leaves stale
+    after an eviction in a worker (stale_jobs.py): without `patch jobs/status` that work can be
+    stuck for good, a warning with the grant; one cluster never needs it, so no finding, and
+    the general permissions check never counts it."""
+    assert [r.label for r in STALE_JOB_ACCESS] == ["patch jobs.batch/status"]
+    assert set(STALE_JOB_ACCESS) <= set(required_access("job", kueue=True))
+    snapshot = kueue_healthy()
+    assert snapshot.kueue is not None
+    manager = multikueue(snapshot.kueue, {})
+    denied = replace(snapshot, access=(*snapshot.access, *STALE_JOB_ACCESS))
+    granted = tuple(replace(r, allowed=True) for r in STALE_JOB_ACCESS)
+    allowed = replace(snapshot, access=(*snapshot.access, *granted))
+
+    [finding] = [f for f in run_checks(replace(denied, kueue=manager)) if f.check == "kueue-stale-jobs"]
+    assert finding.status is Status.warn
+    assert "cannot patch jobs.batch/status in namespace" in finding.message
+    assert "never dispatched again" in finding.message
+    assert "--verb=patch --resource=jobs.batch/status" in finding.fix
+    [passed] = [f for f in run_checks(replace(allowed, kueue=manager)) if f.check == "kueue-stale-jobs"]
+    assert passed.status is Status.passed
+    assert "may patch jobs.batch/status" in passed.message
+
+    one_cluster = run_checks(denied)
+    assert "kueue-stale-jobs" not in [f.check for f in one_cluster]
+    [general] = [f for f in one_cluster if f.check == "permissions"]
+    assert general.status is Status.passed, general.message
+    assert exit_code(one_cluster) == 0
+
+
 def test_a_multikueue_manager_connected_to_its_workers_passes() -> None:
     snapshot = kueue_healthy()
     assert snapshot.kueue is not None
@@ -371,7 +401,7 @@ def test_the_nomination_right_is_reviewed_only_for_a_nominating_gateway_and_name
     assert not set(NOMINATE_ACCESS) & set(required_access("job", kueue=True))
     asked = required_access("job", kueue=True, nominate=True)
     assert [r.label for r in asked if r.group == "kueue.x-k8s.io" and r.subresource] == [
-        "patch workloads/status.kueue.x-k8s.io"
+        "patch workloads.kueue.x-k8s.io/status"
     ]
     assert not [r for r in required_access("job", kueue=False, nominate=True) if r.group == "kueue.x-k8s.io"]
 
@@ -385,10 +415,10 @@ def test_the_nomination_right_is_reviewed_only_for_a_nominating_gateway_and_name
     denied = replace(snapshot, access=(*snapshot.access, *NOMINATE_ACCESS))
     [finding] = [f for f in run_checks(denied) if f.check == "kueue-access"]
     assert finding.status is Status.fail
-    assert "cannot patch workloads/status.kueue.x-k8s.io" in finding.message
+    assert "cannot patch workloads.kueue.x-k8s.io/status" in finding.message
     assert "MultiKueue dispatches nothing until it does" in finding.message
     assert "Workload for its timeline" not in finding.message, "reading Workloads is allowed"
-    assert "--verb=patch --resource=workloads/status.kueue.x-k8s.io" in finding.fix
+    assert "--verb=patch --resource=workloads.kueue.x-k8s.io/status" in finding.fix
 
 
 @pytest.mark.parametrize(
@@ -418,6 +448,7 @@ def test_the_kueue_rights_are_reviewed_only_with_kueue_admission() -> None:
         ("get", "workloads", "kueue.x-k8s.io"),
         ("list", "workloads", "kueue.x-k8s.io"),
         ("watch", "workloads", "kueue.x-k8s.io"),
+        ("patch", "jobs", "batch"),  # reported only on a MultiKueue manager: test below
     }
 
 

@@ -77,7 +77,8 @@ class NodeSecondsCollector(Collector):
             "eops_invocation_node_seconds",
             "Node-seconds caused by invocations, by function, phase (provisioning, "
             "idle_before_start, run, idle_after; warm_unused: warm capacity no invocation used, "
-            'function ""), capacity (spot, on-demand, local: what the node was priced as) and '
+            'function ""; run_again: the same attempt run once more in another MultiKueue worker), '
+            "capacity (spot, on-demand, local: what the node was priced as) and "
             'cluster (MultiKueue\'s worker that ran it; "" with one cluster)',
             labels=["function", "phase", "capacity", "cluster"],
         )

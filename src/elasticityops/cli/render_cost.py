@@ -17,6 +17,7 @@ _PHASE_LABELS = {
     Phase.run: "RUN",
     Phase.idle_after: "IDLE AFTER",
     Phase.warm_unused: "WARM UNUSED",
+    Phase.run_again: "RUN AGAIN",
 }
 
 

@@ -10,6 +10,12 @@ no invocation used is a bucket of its own. Every second of a node is in exactly 
     started                  -> ended          : run
     ended                    -> reuse / removal: idle_after
     headroom never used                        : warm_unused
+    the attempt's work run once more elsewhere : run_again
+
+`run_again` is MultiKueue's: the manager took the work back from a worker (lost, or whose Kueue
+evicted it) and dispatched the same attempt of its one Job to another, and the first worker's
+pod had begun to run too. The record's run is charged as `run`; the other run's, from its
+container's start to its end on its own node, as `run_again`, never hidden in `run`.
 """
 
 from __future__ import annotations
@@ -34,6 +40,7 @@ class Phase(StrEnum):
     run = "run"
     idle_after = "idle_after"
     warm_unused = "warm_unused"
+    run_again = "run_again"
 
 
 @dataclass(frozen=True)
@@ -92,6 +99,39 @@ def warm_unused_span(since: datetime, until: datetime) -> Span | None:
     no invocation used."""
     span = Span(Phase.warm_unused, since, max(since, until))
     return span if span.seconds > 0 else None
+
+
+@dataclass(frozen=True)
+class RunElsewhere:
+    """A run of an invocation's attempt that ended in MultiKueue's `worker`: its container's
+    start and end (or the moment its pod was deleted) as the worker's pod says, and its node's
+    capacity where known (None: the backend's)."""
+
+    worker: str
+    started: datetime
+    ended: datetime
+    capacity: Capacity | None = None
+
+
+def run_again_charge(inv: Invocation, attempt: int | None, run: RunElsewhere) -> Charge | None:
+    """The charge of `run` where it is not the run the record charges: the record names
+    another worker for this attempt (the worker its last word came from, the one its end came
+    from once it ended). None for the record's own run, for an older attempt's, and where no
+    worker is named yet."""
+    if attempt != inv.attempt or inv.cluster is None or inv.cluster == run.worker:
+        return None
+    span = Span(Phase.run_again, run.started, max(run.started, run.ended))
+    if span.seconds <= 0:
+        return None
+    return Charge(
+        source=inv.id,
+        attempt=inv.attempt,
+        function=inv.function,
+        gpu_type=inv.gpu_type,
+        spans=(span,),
+        capacity=run.capacity,
+        cluster=run.worker,
+    )
 
 
 def by_hour(span: Span) -> Iterator[tuple[datetime, float]]:

@@ -195,6 +195,11 @@ def _unfinished(clusters: ClusterSet, ids: list[str]) -> list[str]:
     return left
 
 
+def _run_again_s(gateway: Any, inv: str) -> float:
+    cost = gateway_status(gateway, inv).get("cost") or {}
+    return float((cost.get("node_seconds") or {}).get("run_again", 0.0))
+
+
 # A pod's start reaches the gateway through its worker's watch, its end through the manager's:
 # a run that began this long before the end (startTime is to the second) is one it has heard of.
 GATEWAY_LAG = timedelta(seconds=5)
@@ -248,6 +253,14 @@ def test_a_worker_lost_mid_run_loses_nothing_and_the_timeline_says_where_each_ru
         # run ended the invocation would wait there, holding a node, for a payload Secret the
         # gateway no longer makes (it deletes that Job on the manager instead).
         wait_for(lambda: not _unfinished(multikueue_set, ids), 90, "every Workload to finish or go")
+        # Work that ran in both workers is charged for both: the run the record does not end
+        # with, once its pod is over, as run_again in its own worker (docs/cost.md).
+        ran_twice = [inv for inv in ids if len(pods.ran[inv]) > 1]
+        wait_for(
+            lambda: all(_run_again_s(gateway, inv) > 0 for inv in ran_twice),
+            60,
+            f"the second run of each of {ran_twice} charged as run_again",
+        )
     finally:
         gateway.stop(timeout=60)
     assert {inv: s["state"] for inv, s in finals.items()} == dict.fromkeys(ids, "succeeded")
@@ -263,7 +276,8 @@ def test_a_worker_lost_mid_run_loses_nothing_and_the_timeline_says_where_each_ru
             told = [
                 f"Kueue: its work ran in 2 workers ({', '.join(sorted(pods.ran[inv]))}): MultiKueue "
                 "took it back from one and dispatched it again, and the run there had begun too (a "
-                "lost worker's goes on, an evicted one stops); both are this attempt of its one Job"
+                "lost worker's goes on, an evicted one stops); both are this attempt of its one Job, "
+                "and the run it does not end with is charged as run_again"
             ]
             ended = datetime.fromisoformat(s["timeline"]["finished"].replace("Z", "+00:00"))
             second = max(pods.started[inv].values(), default=ended)

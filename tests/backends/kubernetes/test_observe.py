@@ -20,6 +20,7 @@ from elasticityops.backends.kubernetes.observe import (
     observe_job_event,
     observe_pod,
     overdue,
+    run_span,
     waiting_for_a_node,
 )
 from elasticityops.domain.events import BackendEvent, Finished
@@ -521,3 +522,38 @@ def test_a_pod_evicted_before_it_started_leaves_the_next_a_wait_for_a_node_of_it
     assert (had_a_node.capacity_ready, had_a_node.pending_since, had_a_node.held) == (False, now, False)
     ran = waiting_for_a_node(job, Progress(capacity_ready=True, started=True, held=True), now)
     assert (ran.capacity_ready, ran.pending_since) == (True, None)
+
+
+@pytest.mark.parametrize(
+    ("the_pod", "span"),
+    [
+        pytest.param(
+            pod(phase="Succeeded", state={"terminated": {"startedAt": ts(40), "finishedAt": ts(100)}}),
+            (40, 100),
+            id="finished",
+        ),
+        pytest.param(
+            {
+                **pod(phase="Running", state={"running": {"startedAt": ts(40)}}, deleting=True),
+            },
+            (40, 100),
+            id="stopped-while-running: to its deletion (no grace period named)",
+        ),
+        pytest.param(pod(phase="Running", state={"running": {"startedAt": ts(40)}}), None, id="running-on"),
+        pytest.param(
+            pod(phase="Failed", state={"waiting": {"reason": "ImagePullBackOff"}}), None, id="never-ran"
+        ),
+        pytest.param(pod(phase="Pending", deleting=True), None, id="deleted-before-it-ran"),
+    ],
+)
+def test_a_pods_run_span_is_known_once_it_is_over(
+    the_pod: dict[str, Any], span: tuple[int, int] | None
+) -> None:
+    got = run_span(the_pod)
+    assert (None if got is None else tuple(int((t - T0).total_seconds()) for t in got)) == span
+
+
+def test_a_stopped_runs_end_is_when_its_deletion_was_asked() -> None:
+    stopped = pod(phase="Running", state={"running": {"startedAt": ts(40)}}, deleting=True)
+    stopped["metadata"]["deletionGracePeriodSeconds"] = 30  # deletionTimestamp 100: asked at 70
+    assert run_span(stopped) == (T0 + timedelta(seconds=40), T0 + timedelta(seconds=70))

@@ -151,6 +151,23 @@ async def test_a_workers_gpu_nodes_are_watched_there_and_its_pod_is_placed_and_c
         again["metadata"]["name"] = f"eops-{INV}-q9z8w"
         await backend._watching.on_worker_pod("worker-2", "ADDED", again)
         await backend._watching.on_worker_pod("worker-2", "MODIFIED", again)
+        # Each run, once over, is told once with its span (the store keeps it as run_again
+        # unless it is the record's own): worker-2's stopped while it ran (its deletion asked
+        # at 90 s), worker-1's finished.
+        stopped = {**again, "metadata": {**again["metadata"], "uid": "b2", "deletionTimestamp": ts(120)}}
+        stopped["metadata"]["deletionGracePeriodSeconds"] = 30
+        await backend._watching.on_worker_pod("worker-2", "MODIFIED", stopped)
+        await backend._watching.on_worker_pod("worker-2", "DELETED", stopped)
+        done = {"terminated": {"startedAt": ts(40), "finishedAt": ts(100), "exitCode": 0}}
+        await backend._watching.on_worker_pod(
+            "worker-1", "MODIFIED", pod(node="w1-old", phase="Succeeded", state=done)
+        )
+        told = [
+            (e.attempt, r.worker, (r.started - T0).seconds, (r.ended - T0).seconds, r.capacity)
+            for e in sink.events
+            if (r := e.run_elsewhere) is not None
+        ]
+        assert told == [(0, "worker-2", 40, 90, None), (0, "worker-1", 40, 100, Capacity.spot)], told
         # A later attempt (a retry) running in another worker is no second run of this one.
         retried = pod(node="w3-a", phase="Running", state=running)
         retried["metadata"]["name"] = f"eops-{INV}-1-k2j4h"
@@ -160,8 +177,10 @@ async def test_a_workers_gpu_nodes_are_watched_there_and_its_pod_is_placed_and_c
         assert said == [
             "Kueue: its work ran in 2 workers (worker-1, worker-2): MultiKueue took it back from one "
             "and dispatched it again, and the run there had begun too (a lost worker's goes on, "
-            "an evicted one stops); both are this attempt of its one Job"
+            "an evicted one stops); both are this attempt of its one Job, and the run it does not "
+            "end with is charged as run_again"
         ]
+
     assert capacity.nodes_by_cluster == {
         "worker-1": {"provisioning": 0, "ready": 1, "idle": 0, "scaling_down": 0}
     }

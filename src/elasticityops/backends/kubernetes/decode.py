@@ -25,6 +25,8 @@ class _Meta(msgspec.Struct, omit_defaults=True):
     resourceVersion: str = ""
     creationTimestamp: str | None = None
     deletionTimestamp: str | None = None
+    # With deletionTimestamp, when the deletion was asked (a run stopped: worker_runs.py).
+    deletionGracePeriodSeconds: int | None = None
     labels: dict[str, str] | None = None
     # A worker's pod waits on the gateway's finalizer until its log is kept (log_keeping.py).
     finalizers: list[str] | None = None

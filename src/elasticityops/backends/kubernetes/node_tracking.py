@@ -20,6 +20,7 @@ from elasticityops.domain.events import BackendEvent, note_event
 from elasticityops.domain.invocations import Note
 from elasticityops.domain.node_seconds import Charge
 from elasticityops.domain.ports import NodeHistorySource
+from elasticityops.pricing.table import Capacity
 
 log = logging.getLogger(__name__)
 
@@ -118,6 +119,11 @@ class NodeTracking:
                 news.extend(nodes.occupied(node, inv, now))
         await self.news(news)
         return event, extra
+
+    def capacity_of(self, node: object) -> Capacity | None:
+        """What GPU node `node` is priced as; None where it is not one this watch knows."""
+        state = self._nodes.nodes.get(node) if isinstance(node, str) else None
+        return None if state is None else state.capacity
 
     async def pod_gone(self, name: str) -> None:
         """Our pod `name` went while the pod watch was away (a relist after a 410 tells its name

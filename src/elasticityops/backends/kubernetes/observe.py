@@ -305,6 +305,29 @@ def pod_ended_at(pod: KubeObject) -> datetime | None:
     return max(known) if known else parse_time((pod.get("metadata") or {}).get("creationTimestamp"))
 
 
+def run_span(pod: KubeObject) -> tuple[datetime, datetime] | None:
+    """When its container ran, once the pod is over: from the container's start to its finish,
+    or to the moment the pod's deletion was asked for (a run stopped while it ran). None while
+    it runs on, and where its container never started."""
+    if not pod_over(pod):
+        return None
+    state = (_container_status(pod) or {}).get("state") or {}
+    terminated = state.get("terminated") or {}
+    started = parse_time((state.get("running") or terminated).get("startedAt"))
+    if started is None:
+        return None
+    ended = parse_time(terminated.get("finishedAt")) or _deletion_asked(pod) or pod_ended_at(pod)
+    return None if ended is None else (started, max(started, ended))
+
+
+def _deletion_asked(pod: KubeObject) -> datetime | None:
+    meta = pod.get("metadata") or {}
+    deadline = parse_time(meta.get("deletionTimestamp"))
+    if deadline is None:
+        return None
+    return deadline - timedelta(seconds=int(meta.get("deletionGracePeriodSeconds") or 0))
+
+
 def observe_pod_deleted(inv: str, progress: Progress, now: datetime) -> Observed:
     """A bare pod that vanished before its end was seen: cancelled by us, taken away with its
     node or by an eviction (its function's retries apply), or deleted by someone else."""

@@ -25,6 +25,7 @@ from elasticityops.backends.kubernetes.observe import (
     Progress,
     attempt_of,
     attempt_of_job_name,
+    container_started,
     events_field_selector,
     invocation_of,
     job_name_of_pod,
@@ -34,16 +35,19 @@ from elasticityops.backends.kubernetes.observe import (
     observe_job_event,
     observe_pod,
     observe_pod_deleted,
+    run_span,
     waiting_for_a_node,
 )
 from elasticityops.backends.kubernetes.outlet import Outlet
 from elasticityops.backends.kubernetes.reaping import Reaper
 from elasticityops.backends.kubernetes.watch import Handler, KindWatch
+from elasticityops.backends.kubernetes.worker_runs import WorkerRuns
 from elasticityops.backends.kubernetes.workloads import Workloads
 from elasticityops.domain.clock import Clock
 from elasticityops.domain.events import BackendEvent, Finished, note_event
 from elasticityops.domain.invocations import State
 from elasticityops.domain.kueue_notes import RAN_AGAIN
+from elasticityops.domain.node_seconds import RunElsewhere
 
 SUCCESS_GRACE_SECONDS = 2.0
 
@@ -72,8 +76,9 @@ class Watching:
         self._kueue = kueue
         self._worker_kueue = dict(worker_kueue or {})  # by MultiKueue worker: its Workloads' watch
         self._worker_nodes = dict(worker_nodes or {})  # by MultiKueue worker: its GPU nodes
-        # By invocation: its attempt whose pods ran in these MultiKueue workers (two: it ran twice).
-        self._workers_ran: dict[str, tuple[int, set[str]]] = {}
+        # By invocation: the MultiKueue workers its attempt ran in (two: it ran twice), kept past
+        # its end for the second run's charge.
+        self._worker_runs = WorkerRuns()
         self.watches: list[KindWatch] = []
         # By id of a watch: what it waits for before it runs (a worker's pods: its nodes' list).
         self._after: dict[int, asyncio.Event] = {}
@@ -221,7 +226,6 @@ class Watching:
             event, _ = observe_job_deleted(inv, progress, now)
             followed.progress.pop(inv, None)
             followed.gpu_types.pop(inv, None)
-            self._workers_ran.pop(inv, None)
             await self._outlet.deliver(event)
             followed.attempts.pop(inv, None)
             return
@@ -256,7 +260,33 @@ class Watching:
         the worker's, followed by that worker's GPU node watch (when nodes are watched)."""
         if self._log_keeping is not None and kind != "DELETED":
             self._log_keeping.on_pod(worker, pod)
-        await self._on_pod(kind, pod, self._worker_nodes.get(worker), worker)
+        nodes = self._worker_nodes.get(worker)
+        await self._on_pod(kind, pod, nodes, worker)
+        # After the pod's own event: a run that ended the invocation is then the record's own.
+        await self._run_elsewhere(worker, pod, nodes)
+
+    async def _run_elsewhere(self, worker: str, pod: KubeObject, nodes: NodeTracking | None) -> None:
+        """The end of a run of an attempt that ran in two workers (MultiKueue dispatched it again
+        after taking it back), told once per pod, even long after the invocation's end: the
+        store charges it as `run_again` unless it is the run the record charges."""
+        inv = invocation_of(pod)
+        if inv is None or not container_started(pod):
+            return
+        attempt = attempt_of(pod)
+        runs = self._worker_runs
+        runs.ran(inv, attempt, worker)
+        span = run_span(pod)
+        uid = str((pod.get("metadata") or {}).get("uid", ""))
+        if (
+            span is None
+            or len(runs.workers(inv, attempt)) < 2
+            or not uid
+            or not runs.first_end(inv, attempt, uid)
+        ):
+            return
+        capacity = None if nodes is None else nodes.capacity_of((pod.get("spec") or {}).get("nodeName"))
+        run = RunElsewhere(worker, started=span[0], ended=span[1], capacity=capacity)
+        await self._outlet.emit(BackendEvent(inv, attempt=attempt, run_elsewhere=run))
 
     async def _on_pod(
         self, kind: str, pod: KubeObject, nodes: NodeTracking | None, worker: str | None = None
@@ -334,22 +364,17 @@ class Watching:
         phase = (pod.get("status") or {}).get("phase")
         if phase not in ("Running", "Succeeded", "Failed") or pod.get("gone"):
             return None
-        seen_attempt, ran = self._workers_ran.get(inv, (attempt, set()))
-        if seen_attempt != attempt:
-            if attempt < seen_attempt:
-                return None  # an older attempt's pod, while it goes
-            ran = set()
-        self._workers_ran[inv] = (attempt, ran)
-        if worker in ran:
-            return None
-        ran.add(worker)
+        if not self._worker_runs.ran(inv, attempt, worker):
+            return None  # known already, or an older attempt's pod while it goes
+        ran = self._worker_runs.workers(inv, attempt)
         if len(ran) < 2:
             return None
         where = ", ".join(sorted(ran))
         message = (
             f"Kueue: its work ran in {len(ran)} workers ({where}): MultiKueue took it back from one "
             "and dispatched it again, and the run there had begun too (a lost worker's goes on, "
-            "an evicted one stops); both are this attempt of its one Job"
+            "an evicted one stops); both are this attempt of its one Job, and the run it does not "
+            "end with is charged as run_again"
         )
         return note_event(inv, self._clock.now(), RAN_AGAIN, message)
 

@@ -4,7 +4,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from elasticityops.backends.kubernetes.deploy import BARE_POD_RULES, NODE_RULES, NOMINATE_RULES, ROLE_RULES
+from elasticityops.backends.kubernetes.deploy import (
+    BARE_POD_RULES,
+    NODE_RULES,
+    NOMINATE_RULES,
+    ROLE_RULES,
+    STALE_JOB_RULES,
+)
 from elasticityops.ops.doctor.findings import Finding, Status, names
 from elasticityops.ops.doctor.snapshot import AccessRule, ClusterSnapshot
 
@@ -49,14 +55,25 @@ REQUIRED_ACCESS: tuple[AccessRule, ...] = tuple(r for r in _GRANTED if r.group !
 KUEUE_ACCESS: tuple[AccessRule, ...] = tuple(r for r in _GRANTED if r.group == KUEUE_GROUP)
 BARE_POD_ACCESS: tuple[AccessRule, ...] = _rules_to_access(BARE_POD_RULES, namespaced=True)
 NOMINATE_ACCESS: tuple[AccessRule, ...] = _rules_to_access(NOMINATE_RULES, namespaced=True)
+# Used only on a MultiKueue manager (stale_jobs.py): reviewed with Kueue admission, reported by
+# the Kueue checks where the queue dispatches through MultiKueue, never by check_permissions.
+STALE_JOB_ACCESS: tuple[AccessRule, ...] = _rules_to_access(STALE_JOB_RULES, namespaced=True)
+_STALE_JOB_LABELS = frozenset(r.label for r in STALE_JOB_ACCESS)  # a reviewed rule differs in `allowed`
+
+
+def is_kueue_access(rule: AccessRule) -> bool:
+    """Whether `rule` is one the Kueue checks report (check_kueue.py), not check_permissions."""
+    return rule.group == KUEUE_GROUP or rule.label in _STALE_JOB_LABELS
 
 
 def required_access(workload: str, kueue: bool = False, nominate: bool = False) -> tuple[AccessRule, ...]:
     """What the gateway needs with `workload` (job, or pod: it creates and deletes the pods too),
     with Kueue admission (`kueue`: it reads each Job's Workload) and as MultiKueue's dispatcher
-    (`nominate`: it writes each Workload's nominated workers)."""
+    (`nominate`: it writes each Workload's nominated workers). With Kueue the right a MultiKueue
+    manager needs is reviewed too: whether the queue dispatches through MultiKueue is known
+    only from the Kueue objects, read beside the reviews."""
     bare = BARE_POD_ACCESS if workload == "pod" else ()
-    kueue_rules = (*KUEUE_ACCESS, *(NOMINATE_ACCESS if nominate else ())) if kueue else ()
+    kueue_rules = (*KUEUE_ACCESS, *(NOMINATE_ACCESS if nominate else ()), *STALE_JOB_ACCESS) if kueue else ()
     return (*REQUIRED_ACCESS, *bare, *kueue_rules)
 
 
@@ -70,8 +87,10 @@ def grant_command(missing: list[AccessRule], namespace: str) -> str:
         resources = ",".join(
             sorted(
                 {
-                    (f"{r.resource}/{r.subresource}" if r.subresource else r.resource)
+                    # kubectl's form: resource.group/subresource (deployments.apps/scale)
+                    r.resource
                     + (f".{r.group}" if r.group else "")
+                    + (f"/{r.subresource}" if r.subresource else "")
                     for r in namespaced
                 }
             )
@@ -97,7 +116,7 @@ def check_permissions(s: ClusterSnapshot) -> list[Finding]:
                 "has it by default)",
             )
         ]
-    access = [rule for rule in s.access if rule.group != KUEUE_GROUP]  # check_kueue's
+    access = [rule for rule in s.access if not is_kueue_access(rule)]
     missing = [rule for rule in access if not rule.allowed]
     who = f" for {s.identity}" if s.identity else ""
     if not access:

@@ -10,7 +10,7 @@ Without Kueue admission they say nothing."""
 
 from __future__ import annotations
 
-from elasticityops.ops.doctor.check_access import KUEUE_ACCESS, KUEUE_GROUP, grant_command
+from elasticityops.ops.doctor.check_access import KUEUE_ACCESS, KUEUE_GROUP, STALE_JOB_ACCESS, grant_command
 from elasticityops.ops.doctor.findings import Finding, Status, names
 from elasticityops.ops.doctor.snapshot import ClusterSnapshot, KueueObject, KueueReading, LabelSelector
 from elasticityops.ops.kueue import KUEUE_API, KueueInputs
@@ -317,6 +317,41 @@ def check_multikueue(s: ClusterSnapshot, k: KueueReading) -> list[Finding]:
     return findings
 
 
+def check_stale_job_access(s: ClusterSnapshot, k: KueueReading) -> list[Finding]:
+    """On a MultiKueue manager: may the gateway set a Job's pod count that Kueue v0.17.0 leaves
+    stale after a worker's Kueue evicted the work (stale_jobs.py)? Without it that work can stay
+    on the manager for good, its quota held, and never be dispatched again."""
+    check = "kueue-stale-jobs"
+    if not k.multikueue_config or "access" in s.unreadable:
+        return []  # one cluster never needs it; the permissions check says why nothing was reviewed
+    reviewed = [rule for rule in s.access if rule.label in {r.label for r in STALE_JOB_ACCESS}]
+    if not reviewed:
+        return []  # a snapshot gathered without Kueue admission
+    missing = [rule for rule in reviewed if not rule.allowed]
+    who = f" for {s.identity}" if s.identity else ""
+    if missing:
+        return [
+            Finding(
+                check,
+                Status.warn,
+                f"ElasticityOps cannot {names([r.label for r in missing])} in namespace {s.namespace}{who}: "
+                "after a worker's Kueue evicts the work (a region out of GPUs, waitForPodsReady), "
+                "Kueue v0.17.0 can leave the manager's Job counting a pod that is gone, and that "
+                "work is then never dispatched again; the gateway sets the count right only with "
+                'this right (docs/multi-cluster.md, "A region out of GPUs")',
+                grant_command(missing, s.namespace),
+            )
+        ]
+    return [
+        Finding(
+            check,
+            Status.passed,
+            f"may {names([r.label for r in reviewed])} in {s.namespace}{who} (a pod count MultiKueue "
+            "leaves stale after an eviction in a worker)",
+        )
+    ]
+
+
 def check_workload_priorities(s: ClusterSnapshot, k: KueueReading) -> list[Finding]:
     check = "kueue-priorities"
     if "kueue-priorities" in s.unreadable:
@@ -417,6 +452,7 @@ def check_kueue(s: ClusterSnapshot) -> list[Finding]:
         check_cluster_queue,
         check_admission_checks,
         check_multikueue,
+        check_stale_job_access,
         check_workload_priorities,
     ):
         findings.extend(part(s, k))

@@ -79,9 +79,10 @@ class AccessRule:
 
     @property
     def label(self) -> str:
-        resource = f"{self.resource}/{self.subresource}" if self.subresource else self.resource
-        resource = f"{resource}.{self.group}" if self.group else resource
-        return f"{self.verb} {resource}"
+        # kubectl create role's form (resource.group/subresource), so a message and its fix agree
+        group = f".{self.group}" if self.group else ""
+        sub = f"/{self.subresource}" if self.subresource else ""
+        return f"{self.verb} {self.resource}{group}{sub}"
 
 
 @dataclass(frozen=True)

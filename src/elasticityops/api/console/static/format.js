@@ -152,7 +152,8 @@ export function preview(result, limit = 2000) {
 // The phases of node time (domain/node_seconds.py Phase), in the order they happen, and how
 // the page names them.
 export const COST_PHASES = [["provisioning", "provisioning"], ["idle_before_start", "idle before start"],
-  ["run", "run"], ["idle_after", "idle after"], ["warm_unused", "warm, not used"]];
+  ["run", "run"], ["idle_after", "idle after"], ["warm_unused", "warm, not used"],
+  ["run_again", "run again elsewhere"]];
 
 // GET /v1/cost's groups (by function, hour, capacity and cluster) summed over one key
 // ("function", "hour", "capacity" or "cluster"):
