@@ -7,10 +7,14 @@ import csv
 import io
 import json
 from collections.abc import Iterator
+from datetime import UTC, datetime
 
 import pytest
+from rich.console import Console
 
+from elasticityops.cli.render_cost import cost_table
 from elasticityops.client import Client
+from elasticityops.wire import CostGroupOut, CostReportOut
 from helpers.server import RunningServer
 
 from .runner import Eops
@@ -87,3 +91,26 @@ def test_cost_has_help(eops: Eops) -> None:
     assert shown.code == 0, shown.output
     assert "--since" in shown.stdout
     assert "--by" in shown.stdout
+
+
+def test_the_table_shows_run_again_only_where_a_group_has_any() -> None:
+    """MultiKueue's second runs (docs/cost.md) get a column of their own, and only then."""
+
+    def report(*groups: CostGroupOut) -> str:
+        at = datetime(2026, 12, 7, 12, tzinfo=UTC)
+        out = CostReportOut(
+            since=at, until=at, by=["cluster"], groups=list(groups), total_node_seconds=1, usd=0
+        )
+        console = Console(width=200, record=True)
+        console.print(cost_table(out))
+        return console.export_text()
+
+    once = CostGroupOut(cluster="worker-1", node_seconds={"run": 60.0}, total_node_seconds=60, usd=0.01)
+    twice = CostGroupOut(
+        cluster="worker-2", node_seconds={"run": 60.0, "run_again": 30.0}, total_node_seconds=90, usd=0.02
+    )
+    assert "RUN AGAIN" not in report(once)
+    shown = report(once, twice)
+    assert "RUN AGAIN" in shown
+    [line] = [row for row in shown.splitlines() if row.startswith("worker-2")]
+    assert "30s" in line.replace(" ", "") or "30.0s" in line, line

@@ -59,12 +59,13 @@ def cost_table(report: CostReportOut) -> RenderableType:
     keys: list[str] = [k for k in ("function", "hour", "capacity", "cluster") if k in report.by]
     for key in keys:
         table.add_column(key.upper(), no_wrap=True)
-    for phase in Phase:
+    phases = _shown_phases(report.groups)
+    for phase in phases:
         table.add_column(_PHASE_LABELS[phase], justify="right", no_wrap=True)
     table.add_column("TOTAL", justify="right", no_wrap=True)
     table.add_column("COST", justify="right", no_wrap=True)
     for group in report.groups:
-        table.add_row(*_keys(group, keys), *_cells(group))
+        table.add_row(*_keys(group, keys), *_cells(group, phases))
     parts: list[RenderableType] = [head, table]
     return Group(*parts)
 
@@ -83,9 +84,16 @@ def _keys(group: CostGroupOut, keys: list[str]) -> list[str]:
     return cells
 
 
-def _cells(group: CostGroupOut) -> list[str]:
+def _shown_phases(groups: list[CostGroupOut]) -> list[Phase]:
+    """Every phase of a node's life, and run_again (MultiKueue's second runs) only where a group
+    has any: most reports have none, and a column of zeros says nothing."""
+    again = any(g.node_seconds.get(Phase.run_again.value, 0.0) > 0 for g in groups)
+    return [p for p in Phase if p is not Phase.run_again or again]
+
+
+def _cells(group: CostGroupOut, phases: list[Phase]) -> list[str]:
     return [
-        *(seconds(group.node_seconds.get(p.value, 0.0)) for p in Phase),
+        *(seconds(group.node_seconds.get(p.value, 0.0)) for p in phases),
         seconds(group.total_node_seconds),
         dollars(group.usd, group.unpriced_node_seconds),
     ]
