@@ -256,6 +256,7 @@ def test_a_worker_lost_mid_run_loses_nothing_and_the_timeline_says_where_each_ru
         # Work that ran in both workers is charged for both: the run the record does not end
         # with, once its pod is over, as run_again in its own worker (docs/cost.md).
         ran_twice = [inv for inv in ids if len(pods.ran[inv]) > 1]
+        print(f"ran in both workers: {ran_twice}")
         wait_for(
             lambda: all(_run_again_s(gateway, inv) > 0 for inv in ran_twice),
             60,
