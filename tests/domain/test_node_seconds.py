@@ -15,8 +15,8 @@ from elasticityops.domain.node_seconds import (
     AttemptTimes,
     Phase,
     PhaseTotal,
-    RunElsewhere,
     Span,
+    WorkerRun,
     attempt_spans,
     by_hour,
     ended_attempt,
@@ -192,30 +192,74 @@ def test_a_node_is_priced_as_it_named_or_as_its_backend(
     assert priced_as(requeued, unnamed=Capacity.local) is None, "a requeue forgets the node"
 
 
-@pytest.mark.parametrize(
-    ("cluster", "attempt", "run", "charged"),
-    [
-        pytest.param("worker-2", 0, RunElsewhere("worker-1", at(10), at(70)), 60, id="the-other-worker"),
-        pytest.param("worker-1", 0, RunElsewhere("worker-1", at(10), at(70)), None, id="the-records-own"),
-        pytest.param(None, 0, RunElsewhere("worker-1", at(10), at(70)), None, id="no-worker-named-yet"),
-        pytest.param("worker-2", 1, RunElsewhere("worker-1", at(10), at(70)), None, id="another-attempt"),
-        pytest.param("worker-2", None, RunElsewhere("worker-1", at(10), at(70)), None, id="attempt-unknown"),
-        pytest.param("worker-2", 0, RunElsewhere("worker-1", at(70), at(10)), None, id="no-time"),
-    ],
-)
-def test_a_run_elsewhere_is_charged_as_run_again_only_beside_the_records_run(
-    cluster: str | None, attempt: int | None, run: RunElsewhere, charged: float | None
-) -> None:
-    inv = replace(invocation(State.succeeded), cluster=cluster, gpu_type="nvidia-tesla-t4")
-    charge = run_again_charge(inv, attempt, run)
-    if charged is None:
-        assert charge is None
-        return
-    assert charge is not None
-    assert (charge.source, charge.attempt, charge.cluster, charge.gpu_type) == (
-        inv.id,
+def ended_in(cluster: str, started: float, finished: float, state: State = State.succeeded) -> Invocation:
+    """The record of an attempt that ran in MultiKueue's workers: its run counts from its first
+    start to its end, and it names the worker of the run it ended with."""
+    inv = invocation(state)
+    timeline = replace(inv.timeline, started=at(started), finished=at(finished))
+    return replace(inv, timeline=timeline, cluster=cluster, gpu_type="nvidia-tesla-t4")
+
+
+def run(worker: str, started: float, ended: float) -> WorkerRun:
+    return WorkerRun(worker, at(started), at(ended))
+
+
+RUNS_CASES = [
+    pytest.param(
+        ended_in("w2", 2, 200),
+        [run("w1", 2, 250), run("w2", 100, 200)],
         0,
-        "worker-1",
-        "nvidia-tesla-t4",
-    )
-    assert [(span.phase, span.seconds) for span in charge.spans] == [(Phase.run_again, charged)]
+        (150, "w1", 250),
+        id="lost-worker-first: its run from 2 s went on to 250 s, the record's from 2 s counts w2's",
+    ),
+    pytest.param(
+        ended_in("w1", 2, 150),
+        [run("w1", 2, 150), run("w2", 100, 160)],
+        0,
+        (60, "w2", 160),
+        id="the-other-stopped-after-the-end: its whole run",
+    ),
+    pytest.param(
+        ended_in("w2", 40, 300),
+        [run("w1", 40, 70), run("w2", 200, 300)],
+        0,
+        None,
+        id="evicted-before-the-other-began: the record's run counts both already",
+    ),
+    pytest.param(
+        ended_in("w2", 2, 200), [run("w1", 2, 250), run("w2", 100, 200)], 150, None, id="told-again: nothing"
+    ),
+    pytest.param(
+        ended_in("w3", 0, 300),
+        [run("w1", 0, 100), run("w2", 50, 200), run("w3", 150, 300)],
+        50,  # what an earlier telling charged; all three held 400 s against the record's 300
+        (50, "w2", 200),
+        id="three-workers: a run told later adds its part",
+    ),
+    pytest.param(ended_in("w1", 0, 60), [run("w1", 0, 60), run("w1", 0, 60)], 0, None, id="one-worker"),
+    pytest.param(ended_in("w2", 0, 60), [run("w1", 0, 60.5), run("w2", 0, 60)], 60, None, id="noise"),
+]
+
+
+@pytest.mark.parametrize(("inv", "runs", "charged_s", "charge"), RUNS_CASES)
+def test_what_the_runs_held_beyond_the_records_run_is_charged_as_run_again(
+    inv: Invocation, runs: list[WorkerRun], charged_s: float, charge: tuple[float, str, float] | None
+) -> None:
+    got = run_again_charge(inv, 0, runs, charged_s)
+    if charge is None:
+        assert got is None
+        return
+    assert got is not None
+    [span] = got.spans
+    seconds, worker, end = charge
+    assert (span.phase, span.seconds, got.cluster, span.end) == (Phase.run_again, seconds, worker, at(end))
+    assert (got.source, got.attempt, got.gpu_type) == (inv.id, 0, "nvidia-tesla-t4")
+
+
+def test_runs_are_not_charged_before_the_record_ends_nor_for_another_attempt() -> None:
+    runs = [run("w1", 2, 250), run("w2", 100, 200)]
+    going = ended_in("w2", 2, 200, State.running)
+    going = replace(going, timeline=replace(going.timeline, finished=None))
+    assert run_again_charge(going, 0, runs, 0) is None
+    assert run_again_charge(ended_in("w2", 2, 200), 1, runs, 0) is None
+    assert run_again_charge(ended_in("w2", 2, 200), None, runs, 0) is None

@@ -19,8 +19,8 @@ from elasticityops.domain.invocations import State, new_invocation_id
 from elasticityops.domain.node_seconds import (
     Charge,
     Phase,
-    RunElsewhere,
     Span,
+    WorkerRun,
     idle_after_span,
     warm_unused_span,
 )
@@ -419,48 +419,43 @@ def test_active_invocations_are_counted_by_the_worker_cluster_that_runs_them(
     run.run(body())
 
 
-def test_a_run_in_a_second_worker_is_charged_as_run_again_once_and_the_records_own_never(
+def test_what_runs_in_two_workers_held_beyond_the_records_run_is_charged_as_run_again(
     store: SqlStore, run: asyncio.Runner
 ) -> None:
-    """MultiKueue ran one attempt in two workers: the run the record ends with is its `run`;
-    the other, told when its pod is over (before or after the end), is `run_again` in its own
-    worker, once however often it is told; the record's own run and an older attempt's are
-    never charged again."""
+    """MultiKueue ran one attempt in two workers (then three): the record's run counts from its
+    first start to its end; what the runs held beyond it is run_again, charged once the record
+    has ended, once however often the runs are told, a run told later adding its part."""
 
     async def body() -> None:
         inv = await admitted(store)
         await store.record(BackendEvent(inv, cluster="worker-1", node="a1", capacity_ready=at(0)))
         await store.record(BackendEvent(inv, started=at(2)))
         await store.record(BackendEvent(inv, cluster="worker-2", node="b1"))
-        # The lost worker's run, over while the record runs on in worker-2: charged now.
-        lost = RunElsewhere("worker-1", started=at(2), ended=at(32), capacity=Capacity.spot)
-        await store.record(BackendEvent(inv, attempt=0, run_elsewhere=lost))
-        await store.record(BackendEvent(inv, attempt=0, run_elsewhere=lost))  # told again
+        lost = WorkerRun("worker-1", started=at(2), ended=at(32), capacity=Capacity.spot)
+        await store.record(BackendEvent(inv, attempt=0, worker_runs=(lost,)))  # before the end: nothing
         await store.record(BackendEvent(inv, cluster="worker-2", finished=Finished.succeeded(at(62))))
-        # The record's own run, told after its end, and an older attempt's: nothing.
-        own = RunElsewhere("worker-2", started=at(20), ended=at(62))
-        await store.record(BackendEvent(inv, attempt=0, run_elsewhere=own))
-        older = RunElsewhere("worker-3", at(0), at(9))
-        await store.record(BackendEvent(inv, attempt=-1, run_elsewhere=older))
+        both = (lost, WorkerRun("worker-2", started=at(20), ended=at(62)))
+        await store.record(BackendEvent(inv, attempt=0, worker_runs=both))
+        await store.record(BackendEvent(inv, attempt=0, worker_runs=both))  # told again
+        await store.record(BackendEvent(inv, attempt=-1, worker_runs=both))  # an older attempt's
         phases = await store.node_seconds_of(inv)
+        # 30 s + 42 s held, the record's run counting 60 s of it (from worker-1's start).
         assert {p: round(t.seconds) for p, t in phases.items() if t.seconds} == {
             Phase.idle_before_start: 2,
             Phase.run: 60,
-            Phase.run_again: 30,
+            Phase.run_again: 12,
         }
-        assert phases[Phase.run_again].usd < 30 * T4_PER_S, "priced as its spot node"
+        assert phases[Phase.run_again].usd < 12 * T4_PER_S, "priced as worker-1's spot node"
         since, until = T0 - timedelta(hours=1), T0 + timedelta(hours=1)
         by_cluster = {g.cluster: round(g.seconds) for g in await store.cost_report(since, until, ["cluster"])}
-        assert by_cluster == {"worker-2": 62, "worker-1": 30}
+        assert by_cluster == {"worker-2": 62, "worker-1": 12}
 
-        # A second run told after the end (a lost worker back once the work ended elsewhere).
-        other = await admitted(store)
-        placed = BackendEvent(other, cluster="worker-1", node="a2", capacity_ready=at(0), started=at(1))
-        await store.record(placed)
-        await store.record(BackendEvent(other, finished=Finished.succeeded(at(11))))
-        late = RunElsewhere("worker-2", started=at(5), ended=at(25))
-        await store.record(BackendEvent(other, attempt=0, run_elsewhere=late))
-        charged = await store.node_seconds_of(other)
-        assert round(charged[Phase.run_again].seconds) == 20
+        # A third worker's run, told later, adds its part to the hour's row.
+        third = (*both, WorkerRun("worker-3", started=at(40), ended=at(70)))
+        await store.record(BackendEvent(inv, attempt=0, worker_runs=third))
+        phases = await store.node_seconds_of(inv)
+        assert round(phases[Phase.run_again].seconds) == 42
+        totals = {(t.phase, t.cluster): round(t.seconds) for t in await store.node_seconds_totals()}
+        assert totals[(Phase.run_again, "worker-1")] == 42, "the totals grow as the row does"
 
     run.run(body())

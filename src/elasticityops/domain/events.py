@@ -22,7 +22,7 @@ from elasticityops.domain.invocations import (
     mark_capacity_ready,
 )
 from elasticityops.domain.node_history import NodeHistoryWrite
-from elasticityops.domain.node_seconds import Charge, RunElsewhere
+from elasticityops.domain.node_seconds import Charge, WorkerRun
 from elasticityops.domain.results import as_stored
 from elasticityops.pricing.table import Capacity
 
@@ -113,10 +113,10 @@ class BackendEvent:
     """Node time the observation closed that no transition of the invocation ends (its node's
     idle time after it, warm capacity no one used): written to the ledger as they are. An
     event of node time only names no invocation (invocation_id "")."""
-    run_elsewhere: RunElsewhere | None = None
-    """A run of this attempt that ended in a MultiKueue worker which ran it beside another
-    (node_seconds.run_again_charge decides, against the record, whether it is charged as
-    `run_again`): written with the event, changing nothing else of the record."""
+    worker_runs: tuple[WorkerRun, ...] = ()
+    """The runs of this attempt that are over in MultiKueue's workers, where it ran in more than
+    one (told again each time one more is over): what they held beyond the record's run is
+    charged as `run_again` (node_seconds.run_again_charge), changing nothing else of the record."""
     node_history: tuple[NodeHistoryWrite, ...] = ()
     """The changes of GPU nodes' records the observation made (domain/node_history.py),
     written in the same transaction as `charges`, in order: a record forgotten with the
@@ -131,7 +131,7 @@ class BackendEvent:
             ("started", self.started),
             ("finished", self.finished),
             ("charges", self.charges or None),
-            ("run_elsewhere", self.run_elsewhere),
+            ("worker_runs", self.worker_runs or None),
             ("node_history", self.node_history or None),
         )
         return tuple(name for name, value in told if value is not None)

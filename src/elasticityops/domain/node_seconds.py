@@ -14,8 +14,9 @@ no invocation used is a bucket of its own. Every second of a node is in exactly 
 
 `run_again` is MultiKueue's: the manager took the work back from a worker (lost, or whose Kueue
 evicted it) and dispatched the same attempt of its one Job to another, and the first worker's
-pod had begun to run too. The record's run is charged as `run`; the other run's, from its
-container's start to its end on its own node, as `run_again`, never hidden in `run`.
+pod had begun to run too. The record's run is charged as `run` (from its first start, in
+whichever worker, to its end); what the runs held of their own nodes beyond that, each from its
+container's start to its end, as `run_again` (run_again_charge), never hidden in `run`.
 """
 
 from __future__ import annotations
@@ -102,35 +103,55 @@ def warm_unused_span(since: datetime, until: datetime) -> Span | None:
 
 
 @dataclass(frozen=True)
-class RunElsewhere:
-    """A run of an invocation's attempt that ended in MultiKueue's `worker`: its container's
-    start and end (or the moment its pod was deleted) as the worker's pod says, and its node's
-    capacity where known (None: the backend's)."""
+class WorkerRun:
+    """One run of an attempt in MultiKueue's `worker`, over: its container's start and end (or
+    the moment its pod's deletion was asked), as the worker's pod says, and its node's capacity
+    where known (None: the backend's)."""
 
     worker: str
     started: datetime
     ended: datetime
     capacity: Capacity | None = None
 
+    @property
+    def seconds(self) -> float:
+        return max(0.0, (self.ended - self.started).total_seconds())
 
-def run_again_charge(inv: Invocation, attempt: int | None, run: RunElsewhere) -> Charge | None:
-    """The charge of `run` where it is not the run the record charges: the record names
-    another worker for this attempt (the worker its last word came from, the one its end came
-    from once it ended). None for the record's own run, for an older attempt's, and where no
-    worker is named yet."""
-    if attempt != inv.attempt or inv.cluster is None or inv.cluster == run.worker:
+
+RUN_AGAIN_NOISE_S = 1.0
+"""Below this, what the runs held beyond the record's run is the kubelet's whole-second
+timestamps, not a second run."""
+
+
+def run_again_charge(
+    inv: Invocation, attempt: int | None, runs: Sequence[WorkerRun], charged_s: float
+) -> Charge | None:
+    """What the attempt's runs in its workers held beyond what the record's `run` counts, less
+    what is charged as `run_again` already: charged as `run_again`. The record's run counts from
+    its first start (whichever worker's run that was) to its end; each run held a node of its
+    own from its own start to its own end, so the node time of all of them, less the record's
+    run, is what the record does not count. Telling the same runs again adds nothing; a run
+    told later adds its part. None until the record has ended (the run that ends it tells all
+    of them again), for another attempt, with runs in one worker only, and where nothing is
+    beyond. The charge ends at the latest end of a run outside the worker the record names."""
+    tl = inv.timeline
+    if attempt != inv.attempt or not inv.state.terminal or len({r.worker for r in runs}) < 2:
         return None
-    span = Span(Phase.run_again, run.started, max(run.started, run.ended))
-    if span.seconds <= 0:
+    counted = 0.0 if tl.started is None or tl.finished is None else (tl.finished - tl.started).total_seconds()
+    extra = sum(r.seconds for r in runs) - max(0.0, counted) - charged_s
+    if extra < RUN_AGAIN_NOISE_S:
+        return None
+    last = max((r for r in runs if r.worker != inv.cluster), key=lambda r: r.ended, default=None)
+    if last is None:
         return None
     return Charge(
         source=inv.id,
         attempt=inv.attempt,
         function=inv.function,
         gpu_type=inv.gpu_type,
-        spans=(span,),
-        capacity=run.capacity,
-        cluster=run.worker,
+        spans=(Span(Phase.run_again, last.ended - timedelta(seconds=extra), last.ended),),
+        capacity=last.capacity,
+        cluster=last.worker,
     )
 
 

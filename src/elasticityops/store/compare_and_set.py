@@ -14,7 +14,7 @@ from sqlalchemy import Connection, Dialect, select
 from elasticityops.domain.changes import apply_change, preempting
 from elasticityops.domain.events import BackendEvent, apply_event
 from elasticityops.domain.invocations import Invocation, Note, State
-from elasticityops.domain.node_seconds import Charge, run_again_charge
+from elasticityops.domain.node_seconds import run_again_charge
 from elasticityops.domain.ports import Change
 from elasticityops.store import driver, node_history, rows, webhook_outbox
 from elasticityops.store import node_seconds as ledger
@@ -55,29 +55,32 @@ def record_many(
     milestones and result), each changed row one compare-and-set UPDATE. An event that changes
     nothing (unknown id, ended already, a repeat) writes nothing and yields None."""
     outcomes = fold_many(conn, [(seen.invocation_id, seen) for seen in events], _with_event, pricing)
-    told = [charge for seen in events for charge in seen.charges] + _runs_again(conn, events)
+    told = [charge for seen in events for charge in seen.charges]
     if told:
         ledger.write(conn, told, pricing)
+    _runs_again(conn, events, pricing)
     changed = [change for seen in events for change in seen.node_history]
     if changed:
         node_history.write(conn, changed)
     return outcomes
 
 
-def _runs_again(conn: Connection, events: list[BackendEvent]) -> list[Charge]:
-    """The charges of the runs elsewhere these events tell, judged against the rows as the
-    batch left them: a run told right after the end it made is the record's own."""
-    told = [(seen, seen.run_elsewhere) for seen in events if seen.run_elsewhere is not None]
+def _runs_again(conn: Connection, events: list[BackendEvent], pricing: ledger.Pricing) -> None:
+    """What the runs these events tell held beyond the record's run, less what was charged so
+    far, added as run_again: judged against the rows as the batch left them (the run that
+    ends an invocation tells its runs right after its end)."""
+    told = [seen for seen in events if seen.worker_runs]
     if not told:
-        return []
-    now = _read_current(conn, [seen.invocation_id for seen, _ in told])
-    charges = []
-    for seen, run in told:
+        return
+    now = _read_current(conn, [seen.invocation_id for seen in told])
+    for seen in told:
         inv = now.get(seen.invocation_id)
-        charge = None if inv is None else run_again_charge(inv, seen.attempt, run)
+        if inv is None:
+            continue
+        charged = ledger.run_again_charged_s(conn, inv.id, inv.attempt)
+        charge = run_again_charge(inv, seen.attempt, seen.worker_runs, charged)
         if charge is not None:
-            charges.append(charge)
-    return charges
+            ledger.add(conn, [charge], pricing)
 
 
 def preempting_many(

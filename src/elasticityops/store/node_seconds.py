@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Connection, Insert, and_, case, func, insert, select
+from sqlalchemy import Connection, Insert, and_, case, func, insert, select, update
 
 from elasticityops.domain.invocations import Invocation
 from elasticityops.domain.node_seconds import (
@@ -62,8 +62,69 @@ def charge_of(inv: Invocation, times: AttemptTimes, now: datetime) -> Charge:
     )
 
 
+# A phase a later release adds is skipped by this one's reads, not an error, while two releases
+# share the database (a rolling update: docs/migrations.md).
+_KNOWN = frozenset(phase.value for phase in Phase)
+
+
+def run_again_charged_s(conn: Connection, source: str, attempt: int) -> float:
+    """What one attempt has been charged as run_again so far (node_seconds.run_again_charge
+    charges the rest)."""
+    query = select(func.coalesce(func.sum(node_seconds.c.seconds), 0.0)).where(
+        and_(
+            node_seconds.c.source == source,
+            node_seconds.c.attempt == attempt,
+            node_seconds.c.phase == Phase.run_again.value,
+        )
+    )
+    return float(conn.execute(query).scalar_one())
+
+
+def add(conn: Connection, charges: Sequence[Charge], pricing: Pricing) -> None:
+    """Like `write`, but a row whose key is there already grows by the charge instead of being
+    kept as it was: run_again's charges are increments (the caller subtracts what was charged),
+    and two in one hour share its row. The totals grow by the same, under the row's cluster."""
+    rows = _rows(charges, pricing)
+    fresh = _new_only(conn, rows)
+    new_ids = {id(row) for row in fresh}
+    there = [row for row in rows if id(row) not in new_ids]
+    if fresh:
+        conn.execute(insert(node_seconds), fresh)
+    for row in there:
+        key = and_(
+            node_seconds.c.source == row["source"],
+            node_seconds.c.attempt == row["attempt"],
+            node_seconds.c.phase == row["phase"],
+            node_seconds.c.hour == row["hour"],
+        )
+        # The row stays what it was (its cluster, its capacity); the increment is priced as it.
+        cluster, capacity = conn.execute(
+            select(node_seconds.c.cluster, node_seconds.c.capacity).where(key)
+        ).one()
+        price = pricing.table.per_hour(row["gpu_type"], Capacity(capacity))
+        row.update(
+            cluster=cluster, capacity=capacity, usd=None if price is None else row["seconds"] * price / 3600
+        )
+        grown = func.coalesce(node_seconds.c.usd, 0.0) + row["usd"]
+        usd = node_seconds.c.usd if row["usd"] is None else grown
+        conn.execute(
+            update(node_seconds).where(key).values(seconds=node_seconds.c.seconds + row["seconds"], usd=usd)
+        )
+    for total_key, (seconds, usd) in _summed(rows).items():
+        conn.execute(_add_to_total(conn, total_key, seconds, usd))
+
+
 def write(conn: Connection, charges: Sequence[Charge], pricing: Pricing) -> None:
     """The ledger rows of the charges, and their totals, in the caller's transaction."""
+    ledger = _new_only(conn, _rows(charges, pricing))
+    if not ledger:
+        return
+    conn.execute(insert(node_seconds), ledger)
+    for key, (seconds, usd) in _summed(ledger).items():
+        conn.execute(_add_to_total(conn, key, seconds, usd))
+
+
+def _rows(charges: Sequence[Charge], pricing: Pricing) -> list[dict[str, Any]]:
     ledger: list[dict[str, Any]] = []
     for charge in charges:
         capacity = charge.capacity or pricing.capacity
@@ -85,12 +146,7 @@ def write(conn: Connection, charges: Sequence[Charge], pricing: Pricing) -> None
                         "usd": usd,
                     }
                 )
-    ledger = _new_only(conn, ledger)
-    if not ledger:
-        return
-    conn.execute(insert(node_seconds), ledger)
-    for key, (seconds, usd) in _summed(ledger).items():
-        conn.execute(_add_to_total(conn, key, seconds, usd))
+    return ledger
 
 
 def _new_only(conn: Connection, ledger: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -145,7 +201,7 @@ def of_invocation(conn: Connection, invocation_id: str) -> dict[Phase, PhaseTota
         .where(node_seconds.c.source == invocation_id)
         .group_by(node_seconds.c.phase)
     )
-    return {Phase(row[0]): PhaseTotal(*row[1:]) for row in conn.execute(query)}
+    return {Phase(row[0]): PhaseTotal(*row[1:]) for row in conn.execute(query) if row[0] in _KNOWN}
 
 
 def report(conn: Connection, since: datetime, until: datetime, by: Sequence[str]) -> list[CostGroup]:
@@ -164,6 +220,8 @@ def report(conn: Connection, since: datetime, until: datetime, by: Sequence[str]
     )
     groups: dict[tuple[Any, ...], dict[Phase, PhaseTotal]] = {}
     for row in conn.execute(query):
+        if row[len(keys)] not in _KNOWN:
+            continue
         key = tuple(row[: len(keys)])
         groups.setdefault(key, {})[Phase(row[len(keys)])] = PhaseTotal(*row[len(keys) + 1 :])
     out = []
@@ -191,6 +249,7 @@ def totals(conn: Connection) -> list[RunningTotal]:
     return [
         RunningTotal(f, Phase(p), Capacity(c), s, u, cluster)
         for f, p, c, cluster, s, u in conn.execute(query)
+        if p in _KNOWN
     ]
 
 

@@ -151,9 +151,9 @@ async def test_a_workers_gpu_nodes_are_watched_there_and_its_pod_is_placed_and_c
         again["metadata"]["name"] = f"eops-{INV}-q9z8w"
         await backend._watching.on_worker_pod("worker-2", "ADDED", again)
         await backend._watching.on_worker_pod("worker-2", "MODIFIED", again)
-        # Each run, once over, is told once with its span (the store keeps it as run_again
-        # unless it is the record's own): worker-2's stopped while it ran (its deletion asked
-        # at 90 s), worker-1's finished.
+        # Each run over is told with those over before it (the store charges what they held
+        # beyond the record's run as run_again): worker-2's stopped while it ran (its deletion
+        # asked at 90 s), then worker-1's finished, which ends the invocation.
         stopped = {**again, "metadata": {**again["metadata"], "uid": "b2", "deletionTimestamp": ts(120)}}
         stopped["metadata"]["deletionGracePeriodSeconds"] = 30
         await backend._watching.on_worker_pod("worker-2", "MODIFIED", stopped)
@@ -163,11 +163,18 @@ async def test_a_workers_gpu_nodes_are_watched_there_and_its_pod_is_placed_and_c
             "worker-1", "MODIFIED", pod(node="w1-old", phase="Succeeded", state=done)
         )
         told = [
-            (e.attempt, r.worker, (r.started - T0).seconds, (r.ended - T0).seconds, r.capacity)
+            [
+                (e.attempt, r.worker, (r.started - T0).seconds, (r.ended - T0).seconds, r.capacity)
+                for r in e.worker_runs
+            ]
             for e in sink.events
-            if (r := e.run_elsewhere) is not None
+            if e.worker_runs
         ]
-        assert told == [(0, "worker-2", 40, 90, None), (0, "worker-1", 40, 100, Capacity.spot)], told
+        w2, w1 = (0, "worker-2", 40, 90, None), (0, "worker-1", 40, 100, Capacity.spot)
+        assert told == [[w2], [w2, w1]], told
+        # The pod's own event goes first: a run that ends the invocation is the record's by then.
+        kinds = [e.parts for e in sink.events if e.finished is not None or e.worker_runs][-2:]
+        assert kinds == [("finished",), ("worker_runs",)], kinds
         # A later attempt (a retry) running in another worker is no second run of this one.
         retried = pod(node="w3-a", phase="Running", state=running)
         retried["metadata"]["name"] = f"eops-{INV}-1-k2j4h"

@@ -47,7 +47,7 @@ from elasticityops.domain.clock import Clock
 from elasticityops.domain.events import BackendEvent, Finished, note_event
 from elasticityops.domain.invocations import State
 from elasticityops.domain.kueue_notes import RAN_AGAIN
-from elasticityops.domain.node_seconds import RunElsewhere
+from elasticityops.domain.node_seconds import WorkerRun
 
 SUCCESS_GRACE_SECONDS = 2.0
 
@@ -266,27 +266,23 @@ class Watching:
         await self._run_elsewhere(worker, pod, nodes)
 
     async def _run_elsewhere(self, worker: str, pod: KubeObject, nodes: NodeTracking | None) -> None:
-        """The end of a run of an attempt that ran in two workers (MultiKueue dispatched it again
-        after taking it back), told once per pod, even long after the invocation's end: the
-        store charges it as `run_again` unless it is the run the record charges."""
+        """A run of an attempt that ran in two workers (MultiKueue dispatched it again after
+        taking it back), over: every run of it over so far is told, even long after the
+        invocation's end, and the store charges what they held beyond the record's run as
+        `run_again` (node_seconds.run_again_charge)."""
         inv = invocation_of(pod)
         if inv is None or not container_started(pod):
             return
         attempt = attempt_of(pod)
-        runs = self._worker_runs
-        runs.ran(inv, attempt, worker)
+        self._worker_runs.ran(inv, attempt, worker)
         span = run_span(pod)
         uid = str((pod.get("metadata") or {}).get("uid", ""))
-        if (
-            span is None
-            or len(runs.workers(inv, attempt)) < 2
-            or not uid
-            or not runs.first_end(inv, attempt, uid)
-        ):
+        if span is None or not uid:
             return
         capacity = None if nodes is None else nodes.capacity_of((pod.get("spec") or {}).get("nodeName"))
-        run = RunElsewhere(worker, started=span[0], ended=span[1], capacity=capacity)
-        await self._outlet.emit(BackendEvent(inv, attempt=attempt, run_elsewhere=run))
+        runs = self._worker_runs.over(inv, attempt, uid, WorkerRun(worker, span[0], span[1], capacity))
+        if runs:
+            await self._outlet.emit(BackendEvent(inv, attempt=attempt, worker_runs=runs))
 
     async def _on_pod(
         self, kind: str, pod: KubeObject, nodes: NodeTracking | None, worker: str | None = None

@@ -1,12 +1,15 @@
-"""Which MultiKueue workers each invocation's attempt ran in, and the runs that ended there, told
-once each (watching.py). Kept past the invocation's end: MultiKueue may have dispatched the
-same attempt again after taking it back from a worker whose pod went on, and that run can end
-long after the record did (a lost worker's pod is seen again only once the worker is back)."""
+"""Which MultiKueue workers each invocation's attempt ran in, and the runs that are over there
+(watching.py tells them, for their run_again charge). Kept past the invocation's end: MultiKueue
+may have dispatched the same attempt again after taking it back from a worker whose pod went
+on, and that run can end long after the record did (a lost worker's pod is seen again only once
+the worker is back); and a run over before the second worker's began counts once it has."""
 
 from __future__ import annotations
 
 from collections import OrderedDict
 from dataclasses import dataclass, field
+
+from elasticityops.domain.node_seconds import WorkerRun
 
 LIMIT = 10_000
 """Invocations remembered, the newest kept: a run that ends after this many newer invocations
@@ -17,7 +20,7 @@ ran in the workers is not charged again (its KueueRanAgain note was already writ
 class _Runs:
     attempt: int
     workers: set[str] = field(default_factory=set)
-    told: set[str] = field(default_factory=set)  # pods (by uid) whose run's end was told
+    over: dict[str, WorkerRun] = field(default_factory=dict)  # by pod uid
 
 
 class WorkerRuns:
@@ -39,13 +42,15 @@ class WorkerRuns:
         runs = self._by_invocation.get(invocation_id)
         return frozenset() if runs is None or runs.attempt != attempt else frozenset(runs.workers)
 
-    def first_end(self, invocation_id: str, attempt: int, pod_uid: str) -> bool:
-        """Whether this is the first time the end of that pod's run is told."""
+    def over(self, invocation_id: str, attempt: int, pod_uid: str, run: WorkerRun) -> tuple[WorkerRun, ...]:
+        """That pod's run is over: every run of the attempt over so far, where this one is news
+        and the attempt has run in two workers or more; none otherwise (a run kept now is told
+        with the next one)."""
         runs = self._runs(invocation_id, attempt)
-        if runs is None or pod_uid in runs.told:
-            return False
-        runs.told.add(pod_uid)
-        return True
+        if runs is None or pod_uid in runs.over:
+            return ()
+        runs.over[pod_uid] = run
+        return tuple(runs.over.values()) if len(runs.workers) > 1 else ()
 
     def _runs(self, invocation_id: str, attempt: int) -> _Runs | None:
         runs = self._by_invocation.get(invocation_id)

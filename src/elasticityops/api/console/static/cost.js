@@ -5,7 +5,7 @@
 // The report is admin-only: an invoke token's session is told so instead of a broken page.
 import { api, events } from "./api.js";
 import { svg, widthOf, yAxis } from "./chart.js";
-import { COST_PHASES, costBy, el, hourSlots, scroll, seconds, usd, when } from "./format.js";
+import { costBy, el, hourSlots, scroll, seconds, shownPhases, usd, when } from "./format.js";
 
 const RANGES = [["1h", "last hour"], ["24h", "last 24 hours"], ["7d", "last 7 days"]];
 
@@ -21,6 +21,7 @@ function needsAdmin(main, session) {
 
 function chart(report, width) {
   const height = 220, left = 60, right = 10, top = 16, bottom = 26;  // drawn at its shown width: text unscaled
+  const phases = shownPhases(report.groups);
   const slots = hourSlots(report.since, report.until);
   const hours = new Map(costBy(report.groups, "hour").map((h) => [Date.parse(h.key), h]));
   const most = Math.max(1, ...[...hours.values()].map((h) => h.total));
@@ -36,10 +37,10 @@ function chart(report, width) {
     const h = hours.get(t);
     if (!h) return;
     const group = svg("g", { class: "hour", "data-hour": new Date(t).toISOString() });
-    group.append(svg("title", {}, `${when(t)}: ${COST_PHASES
+    group.append(svg("title", {}, `${when(t)}: ${phases
       .map(([p, name]) => `${name} ${seconds(h.node_seconds[p])}`).join(", ")}; ${usd(h.usd)}`));
     let base = height - bottom;
-    for (const [p] of COST_PHASES) {
+    for (const [p] of phases) {
       const tall = y(h.node_seconds[p]);
       if (tall <= 0) continue;
       base -= tall;
@@ -54,14 +55,15 @@ function chart(report, width) {
 // The chart's numbers as a table too (hours with node time only): what a screen reader or the
 // keyboard reads, as the bars' titles show only under a pointer.
 function hourTable(report) {
+  const phases = shownPhases(report.groups);
   const rows = costBy(report.groups, "hour").filter((h) => h.total > 0);
   return el("details", { class: "hours" }, el("summary", { text: `Per hour as a table (${rows.length} ${rows.length === 1 ? "hour" : "hours"})` }),
     scroll(el("table", { class: "list", id: "hour-table" },
       el("thead", {}, el("tr", {}, el("th", { scope: "col", text: "Hour" }),
-        COST_PHASES.map(([, name]) => el("th", { scope: "col", class: "num", text: name })),
+        phases.map(([, name]) => el("th", { scope: "col", class: "num", text: name })),
         el("th", { scope: "col", class: "num", text: "total" }), el("th", { scope: "col", class: "num", text: "cost" }))),
       el("tbody", {}, rows.map((h) => el("tr", {}, el("th", { scope: "row", text: when(h.key) }),
-        COST_PHASES.map(([p]) => el("td", { class: "num", text: seconds(h.node_seconds[p]) })),
+        phases.map(([p]) => el("td", { class: "num", text: seconds(h.node_seconds[p]) })),
         el("td", { class: "num", text: seconds(h.total) }), el("td", { class: "num", text: usd(h.usd) })))))));
 }
 
@@ -75,21 +77,22 @@ const KEYS = {
 
 function table(report, key) {
   const { id, heading, name } = KEYS[key];
+  const phases = shownPhases(report.groups);
   const rows = costBy(report.groups, key);
-  const cells = (r) => [...COST_PHASES.map(([p]) => el("td", { class: "num", "data-phase": p,
+  const cells = (r) => [...phases.map(([p]) => el("td", { class: "num", "data-phase": p,
     "data-seconds": r.node_seconds[p].toFixed(3), text: seconds(r.node_seconds[p]) })),
   el("td", { class: "num", text: seconds(r.total) }),
   el("td", { class: "num", "data-usd": r.usd.toFixed(6),
     text: r.unpriced ? `${usd(r.usd)} + ${seconds(r.unpriced)} unpriced` : usd(r.usd) })];
   return el("table", { class: "list", id },
     el("thead", {}, el("tr", {}, el("th", { scope: "col", text: heading }),
-      COST_PHASES.map(([, text]) => el("th", { scope: "col", class: "num", text })),
+      phases.map(([, text]) => el("th", { scope: "col", class: "num", text })),
       el("th", { scope: "col", class: "num", text: "total" }), el("th", { scope: "col", class: "num", text: "cost" }))),
     el("tbody", {}, rows.length ? rows.map((r) => el("tr", { [`data-${key}`]: r.key },
       el("th", { scope: "row", text: name(r.key) }), cells(r)))
-      : el("tr", {}, el("td", { colspan: String(COST_PHASES.length + 3), class: "muted", text: "no node time in this range" }))),
+      : el("tr", {}, el("td", { colspan: String(phases.length + 3), class: "muted", text: "no node time in this range" }))),
     el("tfoot", {}, el("tr", {}, el("th", { scope: "row", text: "all" }),
-      cells({ node_seconds: Object.fromEntries(COST_PHASES.map(([p]) => [p, rows.reduce((s, r) => s + r.node_seconds[p], 0)])),
+      cells({ node_seconds: Object.fromEntries(phases.map(([p]) => [p, rows.reduce((s, r) => s + r.node_seconds[p], 0)])),
         total: report.total_node_seconds, usd: report.usd, unpriced: report.unpriced_node_seconds }))));
 }
 
@@ -120,7 +123,7 @@ export function render(main, arg, { session }) {
       ...(report.groups.some((g) => g.cluster) ? [el("h2", { text: "Per cluster (node-seconds)" }),
         scroll(table(report, "cluster"))] : []),
       el("h2", { text: "Per hour" }), chart(report, width),
-      el("p", { class: "legend" }, COST_PHASES.map(([p, text]) => el("span", { class: `key k-${p}`, text }))),
+      el("p", { class: "legend" }, shownPhases(report.groups).map(([p, text]) => el("span", { class: `key k-${p}`, text }))),
       hourTable(report),
       el("p", { class: "muted", text: `${when(hourSlots(report.since, report.until)[0])} ` +
         `(the start of the range's first hour: the ledger's grain) to ${when(report.until)}; ` +

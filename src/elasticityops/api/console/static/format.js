@@ -155,6 +155,13 @@ export const COST_PHASES = [["provisioning", "provisioning"], ["idle_before_star
   ["run", "run"], ["idle_after", "idle after"], ["warm_unused", "warm, not used"],
   ["run_again", "run again elsewhere"]];
 
+// The phases a report shows: every phase of a node's life, and run_again (MultiKueue's second
+// runs) only where a group has any, as `eops cost` does.
+export function shownPhases(groups) {
+  const again = groups.some((g) => (g.node_seconds.run_again || 0) > 0);
+  return COST_PHASES.filter(([p]) => p !== "run_again" || again);
+}
+
 // GET /v1/cost's groups (by function, hour, capacity and cluster) summed over one key
 // ("function", "hour", "capacity" or "cluster"):
 // [{key, node_seconds: {phase: s}, total, usd, unpriced}] in the key's order.
