@@ -450,6 +450,8 @@ class Dispatcher:
             self._tell(recorded[1])
             if event.note is not None:
                 self._consider_spill(recorded[1])  # a stockout, say, moves it at once
+        elif event.worker_runs:
+            self.hub.changed(event.invocation_id)  # no row changed, but maybe its cost (run_again)
         self.preempter.on_event(event)
         if event.finished is not None:
             # The job is over (even if a cancel ended the invocation first): its GPU is free.
