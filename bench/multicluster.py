@@ -98,7 +98,14 @@ def prerequisites() -> Any:
         return None
 
 
-def start_set(root: Path, dispatcher: str, nodes: int, tc: Any, pods_ready_s: float | None = None) -> Any:
+def start_set(
+    root: Path,
+    dispatcher: str,
+    nodes: int,
+    tc: Any,
+    pods_ready_s: float | None = None,
+    worker_qps: float = 0.0,
+) -> Any:
     from elasticityops.cli.devcluster_set import set_objects
     from elasticityops.devcluster.cluster_set import up_set
     from elasticityops.devcluster.config import AutoscalerSettings, ClusterConfig
@@ -108,7 +115,8 @@ def start_set(root: Path, dispatcher: str, nodes: int, tc: Any, pods_ready_s: fl
         baseline=nodes, max_nodes=nodes + 10, provision_delay="fixed:5", driver_delay="fixed:0"
     )
     cfg = ClusterConfig(state_dir=root, autoscaler=knobs, pods_ready_timeout_s=pods_ready_s)
-    return up_set(root, cfg, 2, set_objects(2, knobs.max_nodes), tc, MultiKueueManager(dispatcher=dispatcher))
+    timings = MultiKueueManager(dispatcher=dispatcher, worker_qps=worker_qps)
+    return up_set(root, cfg, 2, set_objects(2, knobs.max_nodes), tc, timings)
 
 
 def start_gateway(kubeconfig: Path, data: Path, env: dict[str, str]) -> tuple[psutil.Popen, str, str]:
@@ -314,6 +322,13 @@ def main() -> int:
         default=120.0,
         help="the stockout phase's workers' Kueue waitForPodsReady (s, default 120)",
     )
+    ap.add_argument(
+        "--worker-qps",
+        type=float,
+        default=0.0,
+        help="the MultiKueue managers' clients to their workers, QPS (burst twice it): the dev "
+        "cluster's Kueue patch standing in for later releases' gate; 0: upstream's 5 (default)",
+    )
     ap.add_argument("--out", type=Path, default=None, help="results dir (default a temporary one)")
     ap.add_argument("--markdown", action="store_true", help="also print a Markdown table")
     args = ap.parse_args()
@@ -341,7 +356,7 @@ def main() -> int:
         pods_ready = args.pods_ready_timeout if kind == STOCKOUT else None
         root = out / f"set-{kind}"
         print(f"{time.strftime('%H:%M:%S')} starting a set ({dispatcher} dispatcher) in {root}", flush=True)
-        clusters = start_set(root, DISPATCHERS[dispatcher], args.invocations, tc, pods_ready)
+        clusters = start_set(root, DISPATCHERS[dispatcher], args.invocations, tc, pods_ready, args.worker_qps)
         try:
             workers = {w: clusters.cluster(w) for w in clusters.record.worker_names}
             todo = (["one-cluster"] if k == 0 and "one-cluster" in phases else []) + (
@@ -380,6 +395,7 @@ def main() -> int:
         "machine": machine(),
         "invocations": args.invocations,
         "run_seconds": args.run_seconds,
+        "worker_qps": args.worker_qps or "client-go's 5 (upstream)",
         "rows": rows,
         "goal": goal,
     }

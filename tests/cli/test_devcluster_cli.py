@@ -61,6 +61,11 @@ def _refused(result: Result, *names: str) -> None:
         (("up", "--multikueue", "--workers", "9"), ("--workers 9", "1 to 4")),
         (("up", "--pods-ready-timeout", "60"), ("--pods-ready-timeout", "add --kueue or --multikueue")),
         (("up", "--multikueue", "--pods-ready-timeout", "-1"), ("--pods-ready-timeout: -1", "0 for off")),
+        (("up", "--multikueue-worker-qps", "500"), ("--multikueue-worker-qps", "add --multikueue")),
+        (
+            ("up", "--multikueue", "--multikueue-worker-qps", "0"),
+            ("--multikueue-worker-qps: 0", "1 to 100000"),
+        ),
         (
             ("stockout", "--cluster", "worker-1", "--zone", "us-central1-a", "--all"),
             ("--zone or --all", "both given"),

@@ -3,16 +3,19 @@ record, and Kueue's configuration as a manager (the objects: tests/ops/test_rend
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
 
-from elasticityops.devcluster import kueue_setup, multikueue
+from elasticityops.devcluster import components, kueue_setup, multikueue, paths
+from elasticityops.devcluster.build import _patched_kueue, download_module
 from elasticityops.devcluster.cluster_set import manager_config
 from elasticityops.devcluster.config import AutoscalerSettings, ClusterConfig
 from elasticityops.devcluster.install import object_path
 from elasticityops.devcluster.kueue_setup import KueuePorts, MultiKueueManager
 from elasticityops.devcluster.multikueue import SetRecord, read_record
+from elasticityops.devcluster.versions import KUEUE_MODULE_PATH, KUEUE_VERSION
 from elasticityops.ops.kueue_multikueue import multikueue_cluster, multikueue_config
 
 
@@ -148,3 +151,40 @@ def test_a_cluster_knows_its_region_after_a_restart_of_its_cloud(tmp_path: Path)
     assert AutoscalerSettings.read(path).region == "us-west1"
     with pytest.raises(ValueError, match="unknown zone 'us-central1-a'; zones are us-west1-a, us-west1-b"):
         AutoscalerSettings(region="us-west1", stockout_zones=("us-central1-a",)).validated()
+
+
+MULTIKUEUE_CLUSTER_GO = "pkg/controller/admissionchecks/multikueue/multikueuecluster.go"
+
+
+def test_the_managers_clients_to_its_workers_get_the_patched_rate_only_when_asked() -> None:
+    """Kueue v0.17.0 paces them at client-go's 5 QPS, set nowhere (kueue#14973); the dev
+    cluster's build patch reads the rate from the manager's environment."""
+    assert MultiKueueManager().env() == {}
+    assert components.kueue_env(None) is None, "a cluster that is no manager: the CLI's own"
+    assert components.kueue_env(MultiKueueManager()) is None, "upstream's rate: nothing set"
+    rated = components.kueue_env(MultiKueueManager(worker_qps=500))
+    assert rated is not None
+    assert rated[kueue_setup.WORKER_QPS_ENV] == "500"
+    assert rated["PATH"] == os.environ["PATH"], "the rest of the environment is kept"
+    assert "multiKueue" in kueue_setup.manager_config(
+        KueuePorts(1, 2, 3), "/certs", MultiKueueManager(worker_qps=500)
+    ), "the rate is not in Kueue's Configuration: v0.17.0 would refuse an unknown field"
+
+
+def test_the_kueue_build_patch_applies_to_the_pinned_module_and_is_part_of_the_stamp(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The patch applies to exactly the module the build downloads (git apply takes no fuzz),
+    reads the variable the manager is given, and a change to it builds Kueue again."""
+    module = Path(download_module(KUEUE_MODULE_PATH, KUEUE_VERSION, paths.KUEUE_MODULE)["Dir"])
+    wrapper = _patched_kueue(module, tmp_path / "src", tmp_path / "build.log")
+    patched = (tmp_path / "src" / "kueue" / MULTIKUEUE_CLUSTER_GO).read_text()
+    assert f'os.Getenv("{kueue_setup.WORKER_QPS_ENV}")' in patched
+    assert f"replace {KUEUE_MODULE_PATH} => {tmp_path / 'src' / 'kueue'}" in (wrapper / "go.mod").read_text()
+    assert (module / MULTIKUEUE_CLUSTER_GO).read_text() != patched, "the module cache is left as it was"
+
+    before = paths.kueue_stamp()
+    other = tmp_path / "other.patch"
+    other.write_text("a different patch\n")
+    monkeypatch.setattr(paths, "KUEUE_PATCHES", (other,))
+    assert paths.kueue_stamp() != before

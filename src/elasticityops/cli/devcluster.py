@@ -201,6 +201,15 @@ def up(
         f"manager then dispatches it again, so work leaves a stocked-out region (--multikueue: "
         f"default {SET_PODS_READY_S:g}; 0: off, as upstream's default).",
     ),
+    worker_qps: float | None = typer.Option(
+        None,
+        "--multikueue-worker-qps",
+        metavar="QPS",
+        help="With --multikueue: the rate of the manager's Kueue clients to each worker (burst "
+        "twice it). Kueue v0.17.0 keeps client-go's 5 QPS, set nowhere (kueue#14973); later "
+        "releases reuse clientConnection behind a gate, and the dev cluster's Kueue build carries "
+        "a patch that stands in for it (docs/multi-cluster.md). Default: upstream's 5.",
+    ),
     workers: int | None = typer.Option(
         None,
         "--workers",
@@ -217,6 +226,12 @@ def up(
     from elasticityops.devcluster.multikueue import worker_settings
 
     _check_set_flags(multikueue, workers, dispatcher)
+    if worker_qps is not None and not multikueue:
+        usage_error(
+            "up", "--multikueue-worker-qps: the rate of a MultiKueue manager's clients; add --multikueue"
+        )
+    if worker_qps is not None and not 0 < worker_qps <= 100_000:
+        usage_error("up", f"--multikueue-worker-qps: {worker_qps:g} is out of range; give 1 to 100000")
     pods_ready_s = _pods_ready_s(pods_ready_timeout, kueue, multikueue)
     try:
         settings = AutoscalerSettings(
@@ -246,7 +261,8 @@ def up(
             pods_ready_timeout_s=pods_ready_s,
         )
         if multikueue:
-            up_set(cfg, DEFAULT_WORKERS if workers is None else workers, tc, dispatcher or "all-at-once")
+            chosen = DEFAULT_WORKERS if workers is None else workers
+            up_set(cfg, chosen, tc, dispatcher or "all-at-once", worker_qps or 0.0)
             return
         with console.status("starting") as status:
 

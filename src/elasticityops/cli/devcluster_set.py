@@ -98,9 +98,11 @@ def set_objects(workers: int, max_nodes: int) -> SetObjects:
     return SetObjects(worker=objects(max_nodes), manager=manager)
 
 
-def up_set(cfg: ClusterConfig, workers: int, tc: Toolchain, dispatcher: str = "all-at-once") -> None:
+def up_set(
+    cfg: ClusterConfig, workers: int, tc: Toolchain, dispatcher: str = "all-at-once", worker_qps: float = 0.0
+) -> None:
     """`up --multikueue`: start the set, print where each cluster is. `dispatcher`: a key of
-    kueue_setup.DISPATCHERS."""
+    kueue_setup.DISPATCHERS; `worker_qps`: the manager's clients to the workers (0: upstream's)."""
     from elasticityops.devcluster.cluster_set import up_set as start_set
     from elasticityops.devcluster.errors import DevClusterError
     from elasticityops.devcluster.kueue_setup import DISPATCHERS, MultiKueueManager
@@ -118,7 +120,7 @@ def up_set(cfg: ClusterConfig, workers: int, tc: Toolchain, dispatcher: str = "a
                 workers,
                 set_objects(workers, cfg.autoscaler.max_nodes),
                 tc,
-                MultiKueueManager(dispatcher=DISPATCHERS[dispatcher]),
+                MultiKueueManager(dispatcher=DISPATCHERS[dispatcher], worker_qps=worker_qps),
                 step=step,
             )
         except (DevClusterError, ValueError) as exc:

@@ -35,6 +35,7 @@ from elasticityops.devcluster.paths import (
     GOMOD_DIR,
     HELM_MODULE,
     KUEUE_MODULE,
+    KUEUE_PATCHES,
     AutoscalerBuild,
     HelmBuild,
     KueueBuild,
@@ -217,11 +218,13 @@ def _copy(mod: Path, dest: Path) -> Path:
     return dest
 
 
-def _apply_patches(mod: Path, log: Path) -> None:
+def _apply_patches(
+    mod: Path, log: Path, patches: tuple[Path, ...] = PATCHES, what: str = "cluster-autoscaler"
+) -> None:
     git = shutil.which("git")
     if git is None:
-        raise BinariesMissingError("`git` is not on PATH: it applies the cluster-autoscaler's build patches")
-    for patch in PATCHES:
+        raise BinariesMissingError(f"`git` is not on PATH: it applies the {what}'s build patches")
+    for patch in patches:
         # git apply takes no fuzz: a patch that does not apply exactly is an error, never a guess.
         out = subprocess.run(
             [git, "apply", "--verbose", str(patch)], cwd=mod, capture_output=True, text=True, check=False
@@ -230,7 +233,7 @@ def _apply_patches(mod: Path, log: Path) -> None:
             f.write(f"$ git apply {patch}\n{out.stdout}{out.stderr}")
         if out.returncode != 0:
             raise BuildError(
-                f"the build patch {patch.name} does not apply to {mod} (another cluster-autoscaler "
+                f"the build patch {patch.name} does not apply to {mod} (another {what} "
                 f"release?):\n{out.stderr[-2000:]}"
             )
 
@@ -425,8 +428,10 @@ def ensure_kueue(*, allow_build: bool = True, progress: ProgressFn = _noop) -> K
     build = current_kueue()
     if _reused(KUEUE, build, allow_build, progress, "Kueue not built"):
         return build
-    cost = _build_one(KUEUE, KUEUE_MODULE, KUEUE_PACKAGE, kueue_ldflags(), build.binary, progress)
     module = Path(download_module(KUEUE_MODULE_PATH, KUEUE_VERSION, KUEUE_MODULE)["Dir"])
+    wrapper = _patched_kueue(module, build.root / "src", build.root / "build.log")
+    cost = _build_one(KUEUE, wrapper, KUEUE_PACKAGE, kueue_ldflags(), build.binary, progress)
+    shutil.rmtree(build.root / "src", ignore_errors=True)
     shutil.rmtree(build.crd_dir, ignore_errors=True)
     shutil.copytree(module / KUEUE_CRD_DIR, build.crd_dir)
     for copied in build.crd_dir.rglob("*"):
@@ -434,6 +439,22 @@ def ensure_kueue(*, allow_build: bool = True, progress: ProgressFn = _noop) -> K
     build.webhooks.write_bytes((module / KUEUE_WEBHOOK_FILE).read_bytes())
     _mark(build.marker, KUEUE_VERSION, cost)
     return build
+
+
+def _patched_kueue(module: Path, scratch: Path, log: Path) -> Path:
+    """A scratch copy of Kueue's module with the build patches applied, and a copy of the
+    wrapper module that builds it in place of the proxy's (`replace`): the same dependencies,
+    pinned by the wrapper's go.sum. Returns the wrapper's copy."""
+    scratch.mkdir(parents=True, exist_ok=True)
+    source = _copy(module, scratch / "kueue")
+    for path in [source, *source.rglob("*")]:
+        if not path.is_symlink():
+            path.chmod(0o755 if path.is_dir() else 0o644)  # the module cache's files are read-only
+    _apply_patches(source, log, KUEUE_PATCHES, "Kueue")
+    wrapper = _copy(KUEUE_MODULE, scratch / "wrapper")
+    with (wrapper / "go.mod").open("a") as mod:
+        mod.write(f"\nreplace {KUEUE_MODULE_PATH} => {source}\n")
+    return wrapper
 
 
 OPERATOR_CRDS = "prometheus-operator-crds"

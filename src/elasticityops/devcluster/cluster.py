@@ -293,6 +293,7 @@ def _up_once(cfg: ClusterConfig, tc: Toolchain, step: StepFn) -> ClusterState:
                         "kueue",
                         components.kueue(tc.kueue, lay),
                         answers_200(f"http://127.0.0.1:{ports.kueue_health}", "/readyz"),
+                        components.kueue_env(cfg.multikueue),
                     )
                 if cfg.nodes:
                     step(f"baseline nodes ({settings.baseline})")

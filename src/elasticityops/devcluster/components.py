@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from elasticityops.devcluster.config import AutoscalerSettings, ClusterConfig
+from elasticityops.devcluster.kueue_setup import MultiKueueManager
 from elasticityops.devcluster.nodes import POOL_LABEL
 from elasticityops.devcluster.paths import AutoscalerBuild, KueueBuild, Toolchain
 
@@ -293,6 +294,13 @@ def cluster_autoscaler_env(lay: Layout) -> dict[str, str]:
         POD_NAMESPACE=AUTOSCALER_NAMESPACE,
     )
     return env
+
+
+def kueue_env(manager: MultiKueueManager | None) -> dict[str, str] | None:
+    """A MultiKueue manager's environment where it sets its clients' rate to the workers (the
+    build patch reads it); None: the CLI's own."""
+    extra = {} if manager is None else manager.env()
+    return {**os.environ, **extra} if extra else None
 
 
 def kueue(build: KueueBuild, lay: Layout) -> list[str]:

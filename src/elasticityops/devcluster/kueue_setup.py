@@ -57,15 +57,21 @@ DISPATCHERS = {
 """`eops dev-cluster up --multikueue --dispatcher NAME`: the manager's multiKueue.dispatcherName."""
 
 
+WORKER_QPS_ENV = "EOPS_MULTIKUEUE_WORKER_QPS"  # read by the build patch, in the worker clients
+
+
 @dataclass(frozen=True)
 class MultiKueueManager:
-    """The `multiKueue` section of a MultiKueue manager's Configuration.
+    """The `multiKueue` section of a MultiKueue manager's Configuration, and the rate of its
+    clients to the workers.
 
-    Kueue's clients to the workers are NOT configured here: v0.17.0 builds each from the worker's
+    That rate is not in the Configuration: v0.17.0 builds each client from the worker's
     kubeconfig alone (pkg/controller/admissionchecks/multikueue/multikueuecluster.go,
     newClientWithWatch: `clientcmd.RESTConfigFromKubeConfig`, no QPS or Burst set), so they keep
     client-go's 5 QPS, burst 10 (kueue#14973); `clientConnection` paces only its own cluster's
-    client (cmd/kueue/main.go)."""
+    client (cmd/kueue/main.go). Later releases reuse `clientConnection` for them behind a gate;
+    the dev cluster's build patch (patches/kueue-multikueue-worker-rate.patch) stands in for it
+    with an environment variable (`worker_qps`, `env`)."""
 
     origin: str = "eops-dev"  # the label value that marks what this manager made on a worker
     # how the manager picks the workers that may admit a workload (configuration_types.go):
@@ -74,6 +80,12 @@ class MultiKueueManager:
     # s a workload stays dispatched to a worker Kueue lost the connection to (upstream's 15 min)
     worker_lost_timeout_s: float = 900.0
     gc_interval_s: float = 60.0  # s between two sweeps for orphans on the workers (upstream's 1 min)
+    # the clients to the workers: QPS (burst twice it); 0: client-go's 5 QPS, burst 10, upstream's
+    worker_qps: float = 0.0
+
+    def env(self) -> dict[str, str]:
+        """What the manager's Kueue process gets in its environment for the patched rate."""
+        return {WORKER_QPS_ENV: f"{self.worker_qps:g}"} if self.worker_qps > 0 else {}
 
     def to_config(self) -> Manifest:
         return {

@@ -87,12 +87,18 @@ def current_helm() -> HelmBuild:
 
 
 KUEUE_MODULE = GOMOD_DIR / "kueue"
+# Build-time patches applied to a scratch copy of Kueue's module (see each file's header).
+KUEUE_PATCHES: tuple[Path, ...] = (
+    Path(__file__).with_name("patches") / "kueue-multikueue-worker-rate.patch",
+)
 
 
 def kueue_stamp() -> str:
     digest = hashlib.sha256(RECIPE_VERSION.encode() + " ".join(kueue_ldflags()).encode())
     for fname in ("go.mod", "go.sum"):
         digest.update((KUEUE_MODULE / fname).read_bytes())
+    for patch in KUEUE_PATCHES:
+        digest.update(patch.read_bytes())
     return f"kueue{KUEUE_VERSION}-{digest.hexdigest()[:12]}"
 
 
