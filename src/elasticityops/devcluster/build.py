@@ -218,6 +218,16 @@ def _copy(mod: Path, dest: Path) -> Path:
     return dest
 
 
+def _writable_copy(tree: Path, dest: Path) -> Path:
+    """`_copy` of a tree from the Go module cache, whose files and directories are read-only
+    there, made writable (to patch it, and to remove or replace it later)."""
+    _copy(tree, dest)
+    for path in [dest, *dest.rglob("*")]:
+        if not path.is_symlink():
+            path.chmod(0o755 if path.is_dir() else 0o644)
+    return dest
+
+
 def _apply_patches(
     mod: Path, log: Path, patches: tuple[Path, ...] = PATCHES, what: str = "cluster-autoscaler"
 ) -> None:
@@ -432,10 +442,7 @@ def ensure_kueue(*, allow_build: bool = True, progress: ProgressFn = _noop) -> K
     wrapper = _patched_kueue(module, build.root / "src", build.root / "build.log")
     cost = _build_one(KUEUE, wrapper, KUEUE_PACKAGE, kueue_ldflags(), build.binary, progress)
     shutil.rmtree(build.root / "src", ignore_errors=True)
-    shutil.rmtree(build.crd_dir, ignore_errors=True)
-    shutil.copytree(module / KUEUE_CRD_DIR, build.crd_dir)
-    for copied in build.crd_dir.rglob("*"):
-        copied.chmod(0o755 if copied.is_dir() else 0o644)  # the module cache's copies are read-only
+    _writable_copy(module / KUEUE_CRD_DIR, build.crd_dir)
     build.webhooks.write_bytes((module / KUEUE_WEBHOOK_FILE).read_bytes())
     _mark(build.marker, KUEUE_VERSION, cost)
     return build
@@ -446,10 +453,7 @@ def _patched_kueue(module: Path, scratch: Path, log: Path) -> Path:
     wrapper module that builds it in place of the proxy's (`replace`): the same dependencies,
     pinned by the wrapper's go.sum. Returns the wrapper's copy."""
     scratch.mkdir(parents=True, exist_ok=True)
-    source = _copy(module, scratch / "kueue")
-    for path in [source, *source.rglob("*")]:
-        if not path.is_symlink():
-            path.chmod(0o755 if path.is_dir() else 0o644)  # the module cache's files are read-only
+    source = _writable_copy(module, scratch / "kueue")
     _apply_patches(source, log, KUEUE_PATCHES, "Kueue")
     wrapper = _copy(KUEUE_MODULE, scratch / "wrapper")
     with (wrapper / "go.mod").open("a") as mod:
