@@ -6,6 +6,13 @@ through the planner's engine and through a plain SimPy implementation of the sam
 the same start times. Usage:
 
     .venv/bin/python bench/planner_speed.py [--days 30] [--repeat 3] [--skip-simpy]
+
+End to end, as users run it (issue 42's measure: `eops plan run --no-plots --baseline 60
+--max-nodes 4500` on an 8-day synthetic trace, ~310,000 requests), each run a fresh process with
+the package that PYTHONPATH names, so that two checkouts compare side by side:
+
+    PYTHONPATH=src .venv/bin/python bench/planner_speed.py --plan-run 5
+    PYTHONPATH=/path/to/old/checkout/src .venv/bin/python bench/planner_speed.py --plan-run 5
 """
 
 from __future__ import annotations
@@ -15,8 +22,11 @@ import gc
 import json
 import os
 import platform
+import resource
 import statistics
+import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -52,16 +62,83 @@ def waits(arrivals: list[float], starts: list[float]) -> str:
     return f"wait p50 {p50:.1f} s, p95 {p95:.1f} s, p99 {p99:.1f} s, mean {w.mean():.2f} s"
 
 
+def plan_run(runs: int, days: float, seed: int) -> dict[str, object]:
+    """`eops plan run --no-plots` over a synthetic trace, `runs` fresh processes: wall and CPU
+    (user + system) of each, start-up and imports included, as a user waits for it."""
+    code = "import sys; from elasticityops.cli.main import main; sys.argv[0] = 'eops'; main()"
+    cmd = [sys.executable, "-c", code]
+    with tempfile.TemporaryDirectory(prefix="eops-plan-speed-") as tmp:
+        trace = Path(tmp) / "trace.csv"
+        made = subprocess.run(
+            [*cmd, "plan", "trace", "--days", str(days), "--seed", str(seed), "--out", str(trace)],
+            capture_output=True,
+            text=True,
+        )
+        if made.returncode != 0:
+            sys.exit(f"eops plan trace failed (is PYTHONPATH a checkout's src?): {made.stderr.strip()}")
+        requests = sum(1 for _ in trace.open()) - 1
+        run = [*cmd, "plan", "run", "--trace", str(trace), "--no-plots", "--baseline", "60"]
+        run += ["--max-nodes", "4500", "--out", str(Path(tmp) / "out")]
+        walls: list[float] = []
+        cpus: list[float] = []
+        for _ in range(runs):
+            before = resource.getrusage(resource.RUSAGE_CHILDREN)
+            t0 = time.perf_counter()
+            done = subprocess.run(run, capture_output=True, text=True)
+            walls.append(time.perf_counter() - t0)
+            after = resource.getrusage(resource.RUSAGE_CHILDREN)
+            cpus.append(after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime)
+            if done.returncode != 0:
+                sys.exit(f"eops plan run failed: {done.stderr.strip()}")
+        summary = json.loads((Path(tmp) / "out" / "summary.json").read_text())
+    import elasticityops
+
+    return {
+        "package": str(Path(elasticityops.__file__).resolve().parent),
+        "requests": requests,
+        "wall_s": walls,
+        "cpu_s": cpus,
+        "wall_s_median": statistics.median(walls),
+        "cpu_s_median": statistics.median(cpus),
+        "p95_wait_s": summary["time_to_start_s"]["p95"],
+    }
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--days", type=float, default=30.0)
+    parser.add_argument(
+        "--days", type=float, default=None, help="trace length (default 30; 8 with --plan-run)"
+    )
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--repeat", type=int, default=3, help="engine runs (best and median reported)")
     parser.add_argument("--skip-simpy", action="store_true")
     parser.add_argument("--json", type=Path, default=None, help="also write the figures here")
+    parser.add_argument(
+        "--plan-run",
+        type=int,
+        default=0,
+        metavar="RUNS",
+        help="instead: time `eops plan run --no-plots` end to end, RUNS fresh processes (--days 8 "
+        "is the issue's trace)",
+    )
     args = parser.parse_args()
+    if args.plan_run:
+        load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
+        days = args.days if args.days is not None else 8.0
+        figures = {
+            "machine": machine(),
+            "load_average_at_start": load,
+            **plan_run(args.plan_run, days, args.seed),
+        }
+        print(json.dumps(figures))
+        if args.json:
+            args.json.parent.mkdir(parents=True, exist_ok=True)
+            args.json.write_text(json.dumps(figures, indent=2) + "\n")
+        return
+    if args.days is None:
+        args.days = 30.0
     if hasattr(os, "sched_setaffinity"):
         cpu = min(os.sched_getaffinity(0))
         os.sched_setaffinity(0, {cpu})

@@ -4,18 +4,24 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from elasticityops.planner.config import settings_dict
-from elasticityops.planner.cost_plots import plot_cost_by_hour, plot_cost_vs_wait
-from elasticityops.planner.plots import PlottedRun, plot_demand, plot_wait_cdf
 from elasticityops.planner.recommend import Recommendation
 from elasticityops.planner.report import safe_name, write_html, write_invocations, write_json
 from elasticityops.planner.runner import RunOutcome
 from elasticityops.planner.trace import Trace
 
+if TYPE_CHECKING:
+    from elasticityops.planner.plots import PlottedRun
+
+# The plot modules are imported only where plots are drawn: matplotlib's import is ~0.4 s, a fifth
+# of `eops plan run --no-plots` on a 300k-request trace (BENCHMARKS.md, planner).
+
 
 def _plotted(trace: Trace, outcomes: Sequence[RunOutcome]) -> list[PlottedRun]:
+    from elasticityops.planner.plots import PlottedRun
+
     return [PlottedRun(o.summary, o.result, trace.arrival_s) for o in outcomes]
 
 
@@ -44,6 +50,9 @@ def write_run(
             path = out / f"invocations-{safe_name(o.summary.policy)}.csv"
             written.append(write_invocations(path, trace, o.result))
     if plots:
+        from elasticityops.planner.cost_plots import plot_cost_by_hour, plot_cost_vs_wait
+        from elasticityops.planner.plots import plot_demand, plot_wait_cdf
+
         runs_p = _plotted(trace, outcomes)
         cost_path = out / "cost_vs_wait.png"
         images = [
@@ -96,6 +105,8 @@ def write_recommendation(
     out.mkdir(parents=True, exist_ok=True)
     written = [write_json(out / "recommendation.json", {**recommendation_dict(rec), "settings": settings})]
     if plots:
+        from elasticityops.planner.cost_plots import plot_cost_vs_wait
+
         img = plot_cost_vs_wait(
             [c.summary for c in rec.evaluated],
             out / "frontier.png",
