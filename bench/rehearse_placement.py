@@ -7,9 +7,16 @@ node"); this reads what the real scheduler and autoscaler did, from the rehearsa
 store (`eops rehearse --out DIR` keeps it in DIR/gateway-NAMESPACE/eops.db):
 
     .venv/bin/python bench/rehearse_placement.py DIR/gateway-NAMESPACE/eops.db [--from 500] [--to 1300]
+        [--node-list FILE]
 
 Seconds count from the first invocation's acceptance. Only starts on a node that had run an
 invocation of the rehearsal before count (a node's first job has no free time to rank).
+
+With --node-list (the GPU nodes' names, one a line, in kube-scheduler's order: on the dev cluster
+`kubectl get nodes -o name` gives it, names sorting as the zones interleave), every listed node
+counts as free until its first job, and each start is also ranked by that order among the free
+nodes (0: the first free node in the list): a first-fit pick gives rank 0, a random one spreads
+(docs/planner.md, "Which empty node").
 """
 
 from __future__ import annotations
@@ -17,6 +24,7 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import json
+import math
 import sqlite3
 import statistics
 import sys
@@ -29,6 +37,7 @@ def main() -> int:
     ap.add_argument("db", type=Path, help="the rehearsal gateway's eops.db")
     ap.add_argument("--from", dest="lo", type=float, default=0.0, help="first second of the window")
     ap.add_argument("--to", dest="hi", type=float, default=float("inf"), help="end of the window (s)")
+    ap.add_argument("--node-list", type=Path, default=None, help="the nodes in the scheduler's order")
     args = ap.parse_args()
     if not args.db.is_file():
         print(
@@ -55,7 +64,13 @@ def main() -> int:
         if finished:
             events.append((at(finished), 0, node))
     events.sort()
-    free: dict[str, float] = {}
+    listed: list[str] = []
+    if args.node_list is not None:
+        listed = [line.strip().removeprefix("node/") for line in args.node_list.read_text().splitlines()]
+        listed = [n for n in listed if n]
+    position = {n: k for k, n in enumerate(listed)}
+    free: dict[str, float] = {n: -math.inf for n in listed}
+    by_list: list[int] = []
     ages: list[float] = []
     ranks: list[tuple[int, int]] = []
     used: Counter[str] = Counter()
@@ -65,7 +80,9 @@ def main() -> int:
             continue
         if args.lo <= t < args.hi:
             used[node] += 1
-            if node in free:
+            if node in free and node in position:
+                by_list.append(sorted(free, key=lambda n: position.get(n, len(position))).index(node))
+            if node in free and free[node] > -math.inf:
                 ages.append(t - free[node])
                 order = sorted(free, key=lambda n: -free[n])
                 ranks.append((order.index(node), len(order)))
@@ -89,6 +106,15 @@ def main() -> int:
         "mean_relative_rank": round(statistics.mean(r / max(1, m - 1) for r, m in ranks), 3),
         "free_for": {k: bins[k] for k in ("<10 s", "10-30 s", "30-120 s", ">120 s")},
     }
+    if listed:
+        report["listed_nodes"] = len(listed)
+        report["never_used_listed_nodes"] = sum(1 for n in listed if n not in used)
+        report["rank_in_node_list"] = {
+            "starts": len(by_list),
+            "first_free_share": round(sum(1 for r in by_list if r == 0) / max(1, len(by_list)), 3),
+            "among_first_6_share": round(sum(1 for r in by_list if r < 6) / max(1, len(by_list)), 3),
+            "median": statistics.median(by_list) if by_list else None,
+        }
     print(json.dumps(report, indent=2))
     return 0
 

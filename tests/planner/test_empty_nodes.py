@@ -5,15 +5,17 @@ from __future__ import annotations
 
 import random
 
+import pytest
+
 from elasticityops.planner.distributions import parse_distribution
 from elasticityops.planner.model import simulate
-from elasticityops.planner.model.empty_nodes import EmptyNodes
+from elasticityops.planner.model.empty_nodes import EmptyNodes, feasible_to_find
 from elasticityops.planner.settings import ClusterSettings
 
 
-def _pool(nodes: int, seed: int = 0) -> tuple[EmptyNodes, list[float]]:
+def _pool(nodes: int, seed: int = 0, pick: str = "random") -> tuple[EmptyNodes, list[float]]:
     since = [0.0] * nodes
-    pool = EmptyNodes(random.Random(seed), since)
+    pool = EmptyNodes(random.Random(seed), since, pick)
     for nd in range(nodes):
         pool.add(nd, float(nd))
     return pool, since
@@ -70,7 +72,77 @@ def test_the_idle_order_skips_nodes_that_left_and_lists_what_goes_within_the_hor
     assert len(pool.leaving_within(10.0, 12.0, 100.0)) == 2
 
 
-def _steady(soft_taints: int) -> int:
+def test_first_fit_takes_the_first_node_in_the_schedulers_order_unmarked_ones_first() -> None:
+    since = [0.0] * 10
+    pool = EmptyNodes(random.Random(0), since, "first-fit")
+    for nd in (7, 2, 9, 4):  # the order they emptied in is no part of it
+        pool.add(nd, 0.0)
+    assert pool.take(10) == 2
+    assert pool.take(10) == 4
+    pool.add(2, 1.0)
+    assert pool.take(10) == 2
+    pool.update_taints(1)  # one of 7 and 9 marked
+    (unmarked,) = pool.fresh
+    (marked,) = pool.marked
+    assert pool.take(10) == unmarked
+    assert pool.owed == []
+    assert pool.take(10) == marked  # only a marked one left: it owes an unmarking
+    assert pool.owed == [marked]
+    assert not pool
+
+
+def test_first_fit_search_starts_where_the_last_stopped_once_more_nodes_are_free_than_it_looks_for() -> None:
+    # 150 listed, all free: kube-scheduler stops at the 100th feasible node and the next search
+    # starts after it
+    pool, _ = _pool(150, pick="first-fit")
+    assert pool.take(150) == 0  # the search found 0..99
+    assert pool.take(150) == 100  # it found 100..149, then 1..50 (149 free left)
+    assert pool.take(150) == 51  # 51..99, 101..149, 1, 2
+    pool.remove(3)
+    assert pool.take(150) == 4  # a removed node is out of the order
+    # below 100 free, the search looks at every node and the start stays
+    small, _ = _pool(50, pick="first-fit")
+    assert [small.take(50) for _ in range(3)] == [0, 1, 2]
+    small.add(0, 5.0)
+    assert small.take(50) == 0
+
+
+def test_first_fit_prefers_an_unmarked_node_only_among_those_its_search_finds() -> None:
+    pool, _ = _pool(300, pick="first-fit")
+    pool.update_taints(10_000)  # all marked
+    pool.owed[:] = []
+    for nd in range(290, 300):  # the last ten lose their mark, as if lifted
+        pool.remove(nd)
+        pool.add(nd, 1.0)
+    # among 300 listed the search finds 144 (48%): the unmarked ones lie past them
+    assert pool.take(300) == 0
+    assert pool.owed == [0]
+    assert pool.take(300) == 144  # 144..287: still none unmarked
+    assert pool.take(300) == 290  # from 288 on they are among the first found
+
+
+def test_how_many_feasible_nodes_kube_scheduler_looks_for() -> None:
+    # pkg/scheduler/schedule_one.go numFeasibleNodesToFind, percentageOfNodesToScore unset
+    assert feasible_to_find(60) == 60
+    assert feasible_to_find(100) == 100
+    assert feasible_to_find(400) == 188  # 50 - 400 // 125 = 47%
+    assert feasible_to_find(1_000) == 420
+    assert feasible_to_find(6_000) == 300  # the share bottoms out at 5%
+
+
+def test_an_unknown_pick_is_refused() -> None:
+    with pytest.raises(ValueError, match="first-fit"):
+        EmptyNodes(random.Random(0), [], "best")
+
+
+def test_first_fit_lets_the_nodes_at_the_end_of_the_list_go() -> None:
+    # Without marks, a random pick keeps over twice the busy nodes (the test above); first-fit
+    # keeps the stream on the first nodes and lets the rest idle out, marks or none.
+    assert _steady(0, "first-fit") <= 50
+    assert _steady(10, "first-fit") <= 50
+
+
+def _steady(soft_taints: int, pick: str = "random") -> int:
     """Nodes alive at the end of a steady stream onto a big idle pool: 200 requests arrive at
     once (200 nodes made), then one 20 s request every 0.5 s for an hour (about 40 busy)."""
     arrivals = [0.0] * 200 + [600.0 + 0.5 * k for k in range(7200)]
@@ -80,6 +152,7 @@ def _steady(soft_taints: int) -> int:
         scale_down_after_s=300.0,
         scale_down_delay_after_add_s=0.0,
         soft_taint_count=soft_taints,
+        empty_node_pick=pick,
         horizon_s=4200.0,
     )
     result = simulate(arrivals, durations, settings)

@@ -36,6 +36,11 @@ def _reference() -> ModuleType:
         pytest.param(
             ClusterSettings(stockout_probability=0.3, seed=7, scale_down_after_s=120.0), id="stockouts"
         ),
+        pytest.param(ClusterSettings(empty_node_pick="first-fit"), id="first-fit"),
+        pytest.param(
+            ClusterSettings(empty_node_pick="first-fit", baseline=20, max_nodes=300, soft_taint_count=0),
+            id="first-fit-no-taints",
+        ),
     ],
 )
 def test_engine_matches_simpy_reference(cluster: ClusterSettings) -> None:

@@ -140,6 +140,15 @@ class ClusterSettings:
         "marked and pods spread over every empty node.",
         panel=_SCALE_DOWN,
     )
+    empty_node_pick: str = knob(
+        "random",
+        choices=("random", "first-fit"),
+        help="Which of the equally good empty GPU nodes kube-scheduler gives a pod: random "
+        "(up to 1.34, and 1.35+ on a control plane with many cores) or first-fit (1.35-1.36 on "
+        "a small control plane, such as the dev cluster's: the first free node in its list, so "
+        "the nodes at its end idle out).",
+        panel=_SCALE_DOWN,
+    )
     node_delete_time_s: float = knob(
         0.0,
         flag="node-delete-time",

@@ -10,20 +10,54 @@ nodes `DeletionCandidateOfClusterAutoscaler:PreferNoSchedule`, after first lifti
 marked nodes that got a pod since (core/scaledown/actuation/softtaint.go, one budget for both), and
 the scheduler's TaintToleration score then prefers unmarked nodes, so the marked ones idle out.
 
-The model: a pod (request or placeholder) takes a random unmarked empty node, else a random
-marked one (which then owes an unmarking); `update_taints` is the autoscaler's per-loop step. The
+Which of the equally scored empty nodes the scheduler takes depends on its version and its cores
+(`empty_node_pick`):
+- `random`: a random unmarked empty node, else a random marked one. kube-scheduler up to 1.34
+  drew among the best scores at random; 1.35 and 1.36 take the first of its feasible list, but
+  that list is filled by up to 16 filtering goroutines at once, and on a control plane with that
+  many cores its order is in effect random (kubernetes/kubernetes#141024).
+- `first-fit`: the first empty node in the scheduler's node list, counting from where its search
+  starts, unmarked ones first: kube-scheduler 1.35-1.36 on a small control plane, where a couple
+  of goroutines fill that list nearly in node order (measured on the dev cluster: 60 empty-or-busy
+  GPU nodes, ~42 of them free at each start, 40% of the starts went to the first free node in
+  name order and 85% to one of the first six, and 35 of the 60 nodes took all 213 starts; a
+  random pick would have spread them over all 60; BENCHMARKS.md, "Which empty node a pod takes,
+  again"). The node list is taken in the order the nodes were made (kube-scheduler interleaves
+  zones, which this model does not know). The search starts where the last one stopped: when
+  fewer empty nodes than it looks for are left (all of them below 100) it looks at every node
+  and the start stays; else it stops at the `_feasible_to_find`-th empty node and the next
+  search starts after it (kube-scheduler's numFeasibleNodesToFind and nextStartNodeIndex).
+
+A marked node a pod took owes an unmarking; `update_taints` is the autoscaler's per-loop step. The
 scale-down order (longest idle first) is a queue of (epoch, node) entries, dropped lazily once a
-node leaves the pool, so that every operation on the per-request path is O(1).
+node leaves the pool, so that every operation on the per-request path is O(1) (O(log n) and a
+memmove for first-fit's sorted lists).
 """
 
 from __future__ import annotations
 
 import random
+from bisect import bisect_left, insort
 from collections import deque
 from math import floor  # a pick's index: as int() for a draw in [0, 1), and cheaper to call
 
 NOT_EMPTY = -1  # slot of a node that is not in the pool
 NO_NODE = -1  # what `oldest` answers for an empty pool (an int: the engine's loop tests it cheaply)
+PICKS = ("random", "first-fit")  # settings.empty_node_pick
+
+# kube-scheduler 1.36 pkg/scheduler/schedule_one.go: it stops filtering once it has found this many
+# feasible nodes (minFeasibleNodesToFind, minFeasibleNodesPercentageToFind, the adaptive share when
+# percentageOfNodesToScore is unset)
+_MIN_FEASIBLE = 100
+_MIN_PERCENT = 5
+
+
+def feasible_to_find(listed: int) -> int:
+    """How many feasible nodes kube-scheduler looks for among `listed` nodes before it stops."""
+    if listed < _MIN_FEASIBLE:
+        return listed
+    percent = max(50 - listed // 125, _MIN_PERCENT)
+    return max(listed * percent // 100, _MIN_FEASIBLE)
 
 
 class EmptyNodes:
@@ -36,9 +70,26 @@ class EmptyNodes:
     goes in engine.py as well.
     """
 
-    __slots__ = ("epoch", "fresh", "idle_since", "marked", "owed", "pick", "queue", "slot", "tainted")
+    __slots__ = (
+        "by_id",
+        "epoch",
+        "first_fit",
+        "fresh",
+        "idle_since",
+        "marked",
+        "owed",
+        "pick",
+        "queue",
+        "slot",
+        "start",
+        "tainted",
+        "unmarked_by_id",
+    )
 
-    def __init__(self, rng: random.Random, idle_since: list[float]) -> None:
+    def __init__(self, rng: random.Random, idle_since: list[float], pick: str = "random") -> None:
+        if pick not in PICKS:
+            raise ValueError(f"empty-node pick {pick!r}: one of {', '.join(PICKS)}")
+        self.first_fit = pick == "first-fit"
         self.pick = rng.random  # every draw of the pool: the scheduler's picks, the taints' choice
         self.idle_since = idle_since  # per node, shared with the engine (written by `add`)
         self.fresh: list[int] = []
@@ -48,6 +99,11 @@ class EmptyNodes:
         self.epoch: list[int] = []  # per node: bumped each time it becomes empty
         self.queue: deque[tuple[int, int]] = deque()  # (epoch, node), longest idle first
         self.owed: list[int] = []  # marked nodes a pod took: their taint is lifted when budget allows
+        # first-fit only: the scheduler's order (node ids, ascending) of every empty node and of the
+        # unmarked ones, and the id its next search starts from
+        self.by_id: list[int] = []
+        self.unmarked_by_id: list[int] = []
+        self.start = 0
 
     def __len__(self) -> int:
         return len(self.fresh) + len(self.marked)
@@ -74,15 +130,47 @@ class EmptyNodes:
         self.idle_since[nd] = t
         self.epoch[nd] += 1
         self.queue.append((self.epoch[nd], nd))
+        if self.first_fit:
+            insort(self.by_id, nd)
+            if side is self.fresh:
+                insort(self.unmarked_by_id, nd)
 
-    def take(self) -> int:
-        """The scheduler's pick for a pod: a random unmarked empty node, else a random marked one
-        (the caller knows the pool is not empty)."""
-        side = self.fresh or self.marked
-        nd = side[floor(self.pick() * len(side))]
+    def take(self, listed: int = 0) -> int:
+        """The scheduler's pick for a pod (the caller knows the pool is not empty): a random
+        unmarked empty node, else a random marked one; or with first-fit, the first as module's
+        docstring says, `listed` being the nodes in the scheduler's list (ready, busy or not)."""
+        if self.first_fit:
+            nd = self._first(listed)
+            side = self.marked if self.tainted[nd] else self.fresh
+        else:
+            side = self.fresh or self.marked
+            nd = side[floor(self.pick() * len(side))]
         self._drop(side, nd)
         if side is self.marked:
             self.owed.append(nd)
+        return nd
+
+    def _first(self, listed: int) -> int:
+        """First-fit's pick, out of the sorted lists: the first unmarked empty node from the
+        search's start, if it is among the nodes the search finds, else the first empty node
+        found; the start moves past what the search found when it stopped early."""
+        every, unmarked = self.by_id, self.unmarked_by_id
+        free = len(every)
+        j = bisect_left(every, self.start)
+        if j == free:  # the search wraps around the node list
+            j = 0
+        found = free if free < _MIN_FEASIBLE else min(free, feasible_to_find(max(listed, free)))
+        nd = every[j]
+        if unmarked:
+            u = bisect_left(unmarked, self.start)
+            first = unmarked[u] if u < len(unmarked) else unmarked[0]
+            if found == free or (bisect_left(every, first) - j) % free < found:
+                nd = first
+        if found < free:
+            self.start = every[(j + found - 1) % free] + 1
+        every.pop(bisect_left(every, nd))
+        if not self.tainted[nd]:
+            unmarked.pop(bisect_left(unmarked, nd))
         return nd
 
     def remove(self, nd: int) -> None:
@@ -91,6 +179,10 @@ class EmptyNodes:
         if nd < len(self.slot):
             if self.slot[nd] != NOT_EMPTY:
                 self._drop(self.marked if self.tainted[nd] else self.fresh, nd)
+                if self.first_fit:
+                    self.by_id.pop(bisect_left(self.by_id, nd))
+                    if not self.tainted[nd]:
+                        self.unmarked_by_id.pop(bisect_left(self.unmarked_by_id, nd))
             self.tainted[nd] = 0
 
     def _drop(self, side: list[int], nd: int) -> None:
@@ -148,6 +240,7 @@ class EmptyNodes:
         fresh = self.fresh
         if budget > 0 and fresh:
             marked, pick = self.marked, self.pick
+            unmarked = self.unmarked_by_id if self.first_fit else None
             for _ in range(min(budget, len(fresh))):
                 k = floor(pick() * len(fresh))
                 nd = fresh[k]
@@ -158,3 +251,5 @@ class EmptyNodes:
                 flag[nd] = 1
                 slot[nd] = len(marked)
                 marked.append(nd)
+                if unmarked is not None:
+                    unmarked.pop(bisect_left(unmarked, nd))

@@ -4,8 +4,9 @@ Pure: no wall clock, no I/O; the only randomness is a `random.Random(settings.se
 
 The world, one GPU per node and one request per node:
 - Requests arrive in trace order. An arrival takes, in this order, a free baseline node, an empty
-  autoscaled node as the scheduler picks it (at random, preferring those without the
-  autoscaler's soft taint: empty_nodes.py), or a node held by a placeholder pod (preempting it;
+  autoscaled node as the scheduler picks it (at random or the first in its list, as
+  `empty_node_pick` says, preferring those without the autoscaler's soft taint: empty_nodes.py),
+  or a node held by a placeholder pod (preempting it;
   the placeholder becomes pending). Otherwise it waits (FIFO by pod creation time).
 - A node that frees (request ended, or node became ready) goes to the oldest waiting request,
   else to a pending placeholder (autoscaled nodes only), else it is empty.
@@ -113,7 +114,8 @@ def simulate(  # noqa: C901
 
     bfree = list(range(baseline - 1, -1, -1))  # free baseline nodes (stack)
     # empty autoscaled nodes: the scheduler's pick among them, their soft taints, their idle order
-    empty = EmptyNodes(random.Random(f"{s.seed}/placement"), idle_since)
+    empty = EmptyNodes(random.Random(f"{s.seed}/placement"), idle_since, s.empty_node_pick)
+    first_fit = empty.first_fit  # its pick and its `add` keep sorted lists: the pool's own methods
     # its state, which the per-request path reads and writes itself (the pool's `add` and `take`
     # written out below; none of it is ever rebound)
     fresh, marked, owed = empty.fresh, empty.marked, empty.owed
@@ -222,6 +224,8 @@ def simulate(  # noqa: C901
                     elif ph_head < len(ph_pend):
                         warm.append(nd)
                         ph_head += 1
+                    elif first_fit:
+                        empty.add(nd, t)
                     else:  # EmptyNodes.add written out (the engine reserved its node ids)
                         side = marked if tainted[nd] else fresh
                         slot[nd] = len(side)
@@ -273,7 +277,9 @@ def simulate(  # noqa: C901
                         if was_warm:
                             warm.remove(nd)
                             ph_pend.append(t)
-                        ph_head = _hold_placeholders(empty, warm, ph_pend, ph_head)
+                        ph_head = _hold_placeholders(
+                            empty, warm, ph_pend, ph_head, baseline + auto_alive - provisioning
+                        )
                         if was_warm and ph_head < len(ph_pend):
                             t_scan = t  # an unschedulable placeholder triggers a loop
                         continue
@@ -293,7 +299,7 @@ def simulate(  # noqa: C901
                         continue
                     if not (bfree or fresh or marked):
                         t_scan = t  # r takes a placeholder's node: the placeholder is pending
-                    nd = _take_free_node(bfree, empty, warm, ph_pend, t)
+                    nd = _take_free_node(bfree, empty, warm, ph_pend, t, baseline + auto_alive - provisioning)
             else:
                 if next_arr > t_scan:
                     break
@@ -305,6 +311,8 @@ def simulate(  # noqa: C901
                 next_arr = arr[i]
                 if bfree:
                     nd = bfree.pop()
+                elif first_fit and (fresh or marked):
+                    nd = empty.take(baseline + auto_alive - provisioning)
                 elif fresh or marked:
                     # EmptyNodes.take written out: a random unmarked node, else a random marked
                     # one, which then owes an unmarking; the last node of its list fills its slot
@@ -398,7 +406,7 @@ def simulate(  # noqa: C901
         held = len(warm) + len(ph_pend) - ph_head
         if target > held:
             ph_pend.extend([t] * (target - held))
-            ph_head = _hold_placeholders(empty, warm, ph_pend, ph_head)
+            ph_head = _hold_placeholders(empty, warm, ph_pend, ph_head, baseline + auto_alive - provisioning)
         elif target < held:
             _drop_placeholders(held - target, t, warm, empty, ph_pend, ph_head)
         # -- scale-up
@@ -594,23 +602,25 @@ def _next_tied(te: float, run_ending: dict[float, int], tied: dict[float, list[i
 
 
 def _take_free_node(
-    bfree: list[int], empty: EmptyNodes, warm: list[int], ph_pend: list[float], t: float
+    bfree: list[int], empty: EmptyNodes, warm: list[int], ph_pend: list[float], t: float, listed: int
 ) -> int:
     """A free node for a request, which the caller knows there is: a baseline node, else an empty
     one as the scheduler picks it, else one holding a placeholder, which is pending again from t."""
     if bfree:
         return bfree.pop()
     if empty:
-        return empty.take()
+        return empty.take(listed)
     ph_pend.append(t)
     return warm.pop()
 
 
-def _hold_placeholders(empty: EmptyNodes, warm: list[int], ph_pend: list[float], ph_head: int) -> int:
-    """Pending placeholders take empty nodes (as the scheduler picks them); returns the new head
-    of the pending placeholders."""
+def _hold_placeholders(
+    empty: EmptyNodes, warm: list[int], ph_pend: list[float], ph_head: int, listed: int
+) -> int:
+    """Pending placeholders take empty nodes (as the scheduler picks them, among `listed` nodes);
+    returns the new head of the pending placeholders."""
     while empty and ph_head < len(ph_pend):
-        warm.append(empty.take())
+        warm.append(empty.take(listed))
         ph_head += 1
     return ph_head
 
