@@ -59,6 +59,7 @@ def simulate_simpy(arrivals: Sequence[float], durations: Sequence[float], s: Clu
     tainted: set[int] = set()
     owed: list[int] = []  # tainted nodes a pod took
     place = random.Random(f"{s.seed}/placement")
+    queue_pick = random.Random(f"{s.seed}/queue").random  # pending_order random
 
     def unlist(side: list[int], nd: int) -> None:
         k = side.index(nd)
@@ -136,7 +137,14 @@ def simulate_simpy(arrivals: Sequence[float], durations: Sequence[float], s: Clu
 
     def free(nd: int) -> None:
         if pending:
-            _, _, ev = pending.popleft()
+            if s.pending_order == "newest-first":
+                _, _, ev = pending.pop()
+            elif s.pending_order == "random":
+                k = int(queue_pick() * len(pending))
+                _, _, ev = pending[k]
+                del pending[k]
+            else:
+                _, _, ev = pending.popleft()
             ev.succeed(nd)
         elif nd < base:
             bfree.append(nd)

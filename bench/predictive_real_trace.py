@@ -15,6 +15,7 @@ trace's peak busy GPUs (every request started on arrival) and `none`'s peak. Usa
 
     PYTHONPATH=src .venv/bin/python bench/predictive_real_trace.py [--trace FILE]
         [--start-h 0] [--hours 48] [--p95-wait 10] [--windows 300,600,1200] [--json-out FILE]
+        [--pending-order fifo|newest-first|random] [--empty-node-pick random|first-fit]
 
 Exit code 0 whether or not the goal is met (the JSON says); 2 when a prerequisite is missing.
 """
@@ -97,7 +98,7 @@ def compare(args: argparse.Namespace) -> dict[str, Any]:
     t0 = args.start_h * 3600.0
     keep = (full.arrival_s >= t0) & (full.arrival_s < t0 + args.hours * 3600.0)
     trace = Trace(full.arrival_s[keep] - t0, full.duration_s[keep])
-    settings = ClusterSettings()
+    settings = ClusterSettings(pending_order=args.pending_order, empty_node_pick=args.empty_node_pick)
     started = time.monotonic()
     rec = recommend(trace, settings, args.p95_wait, windows=args.windows)
     search_s = time.monotonic() - started
@@ -170,6 +171,15 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--p95-wait", type=float, default=10.0, help="p95 time-to-start target, s (default 10)")
     p.add_argument("--windows", default="300,600,1200", help="scale-down windows searched, s")
     p.add_argument("--json-out", type=Path, help="also write the JSON document here")
+    p.add_argument(
+        "--pending-order",
+        choices=("fifo", "newest-first", "random"),
+        default="fifo",
+        help="the model's queue",
+    )
+    p.add_argument(
+        "--empty-node-pick", choices=("random", "first-fit"), default="random", help="the model's pick"
+    )
     args = p.parse_args(argv)
     args.trace = args.trace or default_trace()
     args.windows = tuple(float(w) for w in args.windows.split(",") if w.strip())

@@ -177,6 +177,7 @@ def main() -> int:
     from elasticityops.planner.trace import write_trace
     from elasticityops.rehearse.cluster_map import planner_settings
     from elasticityops.rehearse.loads import compressed_day, normal_slice
+    from elasticityops.rehearse.prepare import local_cores
 
     out.mkdir(parents=True, exist_ok=True)
     total_min = args.minutes + args.warmup / 60.0
@@ -197,7 +198,7 @@ def main() -> int:
         scale_down_after=SCALE_DOWN_S,
         seed=args.seed + 1,
     ).validated()
-    settings = planner_settings(knobs).settings
+    settings = planner_settings(knobs, scheduler_cores=local_cores()).settings
     if args.warm is None:
         k, why = smallest_warm(trace, settings, args.p95_wait, args.warmup, trace.span_s)
         print(why)

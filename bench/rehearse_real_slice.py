@@ -195,6 +195,7 @@ def main() -> int:
     from elasticityops.planner.trace import load_trace
     from elasticityops.rehearse.cluster_map import planner_settings
     from elasticityops.rehearse.predict import predict
+    from elasticityops.rehearse.prepare import local_cores
 
     out.mkdir(parents=True, exist_ok=True)
     trace_path = out / "trace.csv"
@@ -215,7 +216,7 @@ def main() -> int:
         scale_down_after=SCALE_DOWN_S,
         seed=args.seed + 1,
     ).validated()
-    settings = planner_settings(knobs).settings
+    settings = planner_settings(knobs, scheduler_cores=local_cores()).settings
     named = {"none": "none", "predictive": f"predictive:{args.p95_wait:g}"}
     policies = [named[p] for p in (args.only or list(named))]
     last_arrival = float(trace.arrival_s.max())

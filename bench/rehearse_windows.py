@@ -46,6 +46,7 @@ def one_window(warmup_s: float, seed: int, minutes: float, start_hour: float, p9
     from elasticityops.rehearse.cluster_map import planner_settings
     from elasticityops.rehearse.loads import normal_slice
     from elasticityops.rehearse.predict import predict
+    from elasticityops.rehearse.prepare import local_cores
 
     trace = normal_slice(warmup_s / 60.0 + minutes, start_hour, seed)
     knobs = AutoscalerSettings(
@@ -57,7 +58,7 @@ def one_window(warmup_s: float, seed: int, minutes: float, start_hour: float, p9
         scale_down_after=SCALE_DOWN_S,
         seed=seed + 1,  # as the rehearsal bench seeds its cluster
     ).validated()
-    settings = planner_settings(knobs).settings
+    settings = planner_settings(knobs, scheduler_cores=local_cores()).settings
 
     def measure(policy: str) -> tuple[float, float]:
         m = predict(trace, settings, policy, warmup_s, trace.span_s).metrics

@@ -41,6 +41,12 @@ def _reference() -> ModuleType:
             ClusterSettings(empty_node_pick="first-fit", baseline=20, max_nodes=300, soft_taint_count=0),
             id="first-fit-no-taints",
         ),
+        pytest.param(ClusterSettings(pending_order="newest-first"), id="newest-first"),
+        pytest.param(
+            ClusterSettings(pending_order="newest-first", empty_node_pick="first-fit", baseline=20),
+            id="newest-first-first-fit",
+        ),
+        pytest.param(ClusterSettings(pending_order="random", seed=3), id="random-order"),
     ],
 )
 def test_engine_matches_simpy_reference(cluster: ClusterSettings) -> None:

@@ -86,3 +86,14 @@ def test_notes_say_what_the_planner_does_not_model() -> None:
     notes = planner_settings(knobs).notes
     assert any("same mean and variance" in n for n in notes)
     assert any("us-central1-a" in n for n in notes)
+
+
+def test_the_empty_node_pick_follows_the_schedulers_cores() -> None:
+    knobs = AutoscalerSettings()
+    assert planner_settings(knobs).settings.empty_node_pick == "random"  # cores unknown
+    two = planner_settings(knobs, scheduler_cores=2)
+    assert two.settings.empty_node_pick == "first-fit"
+    assert any("first-fit" in n for n in two.notes)
+    many = planner_settings(knobs, scheduler_cores=32)
+    assert many.settings.empty_node_pick == "random"
+    assert any("32 cores" in n for n in many.notes)

@@ -149,6 +149,15 @@ class ClusterSettings:
         "the nodes at its end idle out).",
         panel=_SCALE_DOWN,
     )
+    pending_order: str = knob(
+        "fifo",
+        choices=("fifo", "newest-first", "random"),
+        help="Which waiting request a node that frees goes to: fifo (first come, first served); "
+        "newest-first, as kube-scheduler's queue does when pods compete for nodes that free (a "
+        "pod that found no node backs off for up to 10 s while newer ones take them); random, "
+        "as measured while pods wait for new nodes.",
+        panel=_SCALE_DOWN,
+    )
     node_delete_time_s: float = knob(
         0.0,
         flag="node-delete-time",

@@ -63,13 +63,40 @@ def add_delays(first: Distribution, second: Distribution) -> tuple[Distribution,
     return Distribution("lognormal", mu, math.sqrt(sigma2), spec=spec), False
 
 
-def planner_settings(autoscaler: AutoscalerSettings, seed: int = 0) -> Mapped:
+# kube-scheduler (1.35-1.36) takes the first node of a feasible list that up to 16 goroutines fill
+# from the node list, so how random its pick among equal nodes is depends on its cores: nearly the
+# list's first free node on 2 (measured: BENCHMARKS.md, "Which empty node a pod takes, again"),
+# in effect random on many. Up to this many, the planner predicts a dev cluster with first-fit.
+FIRST_FIT_MAX_CORES = 4
+
+
+def empty_node_pick(scheduler_cores: int | None) -> tuple[str, str | None]:
+    """The planner's `empty_node_pick` for a kube-scheduler on this many cores (None: unknown),
+    and a note saying why when it is not the planner's default."""
+    if scheduler_cores is None:
+        return "random", None
+    if scheduler_cores <= FIRST_FIT_MAX_CORES:
+        return "first-fit", (
+            f"kube-scheduler on {scheduler_cores} core(s) gives a pod nearly the first free GPU node "
+            "in its list: the prediction picks empty nodes first-fit"
+        )
+    return "random", (
+        f"kube-scheduler on {scheduler_cores} cores: the prediction picks among empty nodes at "
+        f"random (first-fit, measured on 2 cores, is used up to {FIRST_FIT_MAX_CORES})"
+    )
+
+
+def planner_settings(
+    autoscaler: AutoscalerSettings, seed: int = 0, scheduler_cores: int | None = None
+) -> Mapped:
     """What the planner should assume to predict a rehearsal on a dev cluster with these knobs.
 
     Each dev-cluster flag maps to the planner knob of the same meaning (components.py sets
     scale-down-delay-after-add to the unneeded time, so both take scale_down_after); the T4
     node groups are one per zone, each capped at the pool size limit and the quota. Billing
-    has no minimum, since the measured idle time counts node objects second by second."""
+    has no minimum, since the measured idle time counts node objects second by second.
+    `scheduler_cores`, the cores of the machine the dev cluster's kube-scheduler runs on, decides
+    how it picks among empty nodes (`empty_node_pick`)."""
     boot = parse_distribution(autoscaler.provision_delay, "--provision-delay")
     driver = parse_distribution(autoscaler.driver_delay, "--driver-delay")
     delay, exact = add_delays(boot, driver)
@@ -86,6 +113,9 @@ def planner_settings(autoscaler: AutoscalerSettings, seed: int = 0) -> Mapped:
         )
     if not autoscaler.enabled:
         notes.append("the cluster runs no autoscaler: the planner still models one")
+    pick, why = empty_node_pick(scheduler_cores)
+    if why:
+        notes.append(why)
     settings = ClusterSettings(
         baseline=autoscaler.baseline,
         max_nodes=max(autoscaler.max_nodes, autoscaler.baseline),
@@ -96,6 +126,7 @@ def planner_settings(autoscaler: AutoscalerSettings, seed: int = 0) -> Mapped:
         max_provision_time_s=autoscaler.max_node_provision_time,
         scale_down_after_s=autoscaler.scale_down_after,
         scale_down_parallelism=autoscaler.max_scale_down_parallelism,
+        empty_node_pick=pick,
         scale_down_delay_after_add_s=autoscaler.scale_down_after,
         backoff_initial_s=autoscaler.backoff_initial,
         backoff_max_s=autoscaler.backoff_max,

@@ -154,9 +154,17 @@ def unmodelled_columns(path: Path) -> dict[str, set[str]]:
     return {k: v for k, v in found.items() if len(v) > 1}
 
 
+def local_cores() -> int | None:
+    """The cores this process may run on (as Go's GOMAXPROCS counts them), None if unknown."""
+    if hasattr(os, "sched_getaffinity"):
+        return len(os.sched_getaffinity(0))
+    return os.cpu_count()
+
+
 def cluster_settings(target: Target, baseline_nodes: int) -> tuple[ClusterSettings, list[str]]:
     if target.autoscaler is not None:
-        mapped = planner_settings(target.autoscaler)
+        # a dev cluster runs on this machine: its kube-scheduler has these cores
+        mapped = planner_settings(target.autoscaler, scheduler_cores=local_cores())
         return mapped.settings, list(mapped.notes)
     guess = ClusterSettings(baseline=baseline_nodes, min_billed_s=0.0, timeline_step_s=TIMELINE_STEP_S)
     return guess, [

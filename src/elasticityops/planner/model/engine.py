@@ -8,8 +8,9 @@ The world, one GPU per node and one request per node:
   `empty_node_pick` says, preferring those without the autoscaler's soft taint: empty_nodes.py),
   or a node held by a placeholder pod (preempting it;
   the placeholder becomes pending). Otherwise it waits (FIFO by pod creation time).
-- A node that frees (request ended, or node became ready) goes to the oldest waiting request,
-  else to a pending placeholder (autoscaled nodes only), else it is empty.
+- A node that frees (request ended, or node became ready) goes to a waiting request (the oldest,
+  the newest or a random one: `pending_order`), else to a pending placeholder (autoscaled nodes
+  only), else it is empty.
 - The autoscaler loop runs at t = 0, then `scan_interval_s` after each loop, and at once when a
   pod turns unschedulable (a request or a placeholder that finds no free node), as upstream's
   LoopTrigger does (cluster-autoscaler 1.36 loop/trigger.go; measured in BENCHMARKS.md, "Planner
@@ -33,7 +34,7 @@ from __future__ import annotations
 import heapq
 import math
 import random
-from bisect import bisect_left, bisect_right
+from bisect import bisect_left, bisect_right, insort
 from collections import deque
 from collections.abc import Sequence
 
@@ -53,6 +54,8 @@ from elasticityops.planner.model.result import SimResult, SimTimeSeries
 from elasticityops.planner.settings import ClusterSettings
 
 _READY, _FAIL, _PREEMPT = 0, 1, 2
+_ORDERS = ("fifo", "newest-first", "random")  # settings.pending_order, by index
+_FIFO, _NEWEST = 0, 1
 _INF = math.inf
 _STALL_S = 400 * 86_400.0  # a model that runs this far past the last arrival is stuck
 _LEAD_SAMPLES = 100  # node provisioning times averaged into the measured lead time
@@ -168,11 +171,15 @@ def simulate(  # noqa: C901
     # the fixed ones the cohort's three calls and one object per request were most of a run's
     # cost over 385784e (BENCHMARKS.md, planner).
     track_runs = not constant
-    # arrival times of the requests that started later than the policy's target wait (FIFO, so
-    # in order): the controller's own measure of how it is doing
+    # arrival times of the requests that started later than the policy's target wait (kept in
+    # arrival order): the controller's own measure of how it is doing
     waits = policy if isinstance(policy, WaitTargetHeadroom) else None  # the predictive rules
     late_after = waits.target_wait_s if waits else _INF
     late_arr: list[float] = []
+    # which waiting request a freed node goes to: the oldest (pend[head]), the newest (the end) or
+    # a random one; pend_t stays in creation order either way, its front the oldest waiting
+    order = _ORDERS.index(s.pending_order)
+    queue_pick = random.Random(f"{s.seed}/queue").random
     feedback_window = s.feedback_window_s
     first_ready = 0.0 if baseline else _INF  # when the cluster first had a node
     # provisioning times of the last nodes that became ready: what a controller measures
@@ -338,12 +345,24 @@ def simulate(  # noqa: C901
                 start[r] = t
             # ---- node nd is free at t: for r, or (r < 0) the oldest waiting request ----
             if r < 0:
-                r = pend[head]
-                head += 1
+                if order == _FIFO:  # settings.pending_order
+                    r = pend[head]
+                    head += 1
+                elif order == _NEWEST:
+                    r = pend.pop()
+                    pend_t.pop()
+                else:  # a random one: the others keep their (creation) order
+                    k = head + floor(queue_pick() * (len(pend) - head))
+                    r = pend.pop(k)
+                    pend_t.pop(k)
                 if start[r] < 0.0:  # a restart keeps the first start
                     start[r] = t
                     if t - arr[r] > late_after:
-                        late_arr.append(arr[r])
+                        # in arrival order, as _late_share bisects it (only FIFO starts in it)
+                        if order == _FIFO:
+                            late_arr.append(arr[r])
+                        else:
+                            insort(late_arr, arr[r])
             # ---- request r runs on node nd from t (new, waiting, or restarted after a preemption)
             running[nd] = r
             node_of[r] = nd
