@@ -1,9 +1,10 @@
 """The planner's cluster model written the plain SimPy way: one process per request, pending pods
 as events a freed node succeeds, an autoscaler loop process, one process per provisioning node.
 
-It follows the same rules as `elasticityops.planner.model.engine` (baseline pool, FIFO pending
-pods, an empty node picked at random among those without the autoscaler's soft taint, else among
-the tainted ones, up to `soft_taint_count` taints lifted or set per loop, GPU scale-up delay,
+It follows the same rules as `elasticityops.planner.model.engine` (baseline pool, pending pods
+served in `pending_order` (oldest, newest or a random one first), an empty node picked at
+random, or first-fit (`empty_node_pick`), among those without the autoscaler's soft taint, else
+among the tainted ones, up to `soft_taint_count` taints lifted or set per loop, GPU scale-up delay,
 quota and pool limits, stockouts and back-off, provisioning timeouts, scale-down window /
 parallelism / delays) and draws random numbers in the same order, so on a trace without
 simultaneous events the two give the same start times.

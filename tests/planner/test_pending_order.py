@@ -6,8 +6,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
+import pytest
 
-from elasticityops.planner.model import simulate
+from elasticityops.domain.headroom.sizing import HeadroomObservation, HeadroomPolicy, size_headroom
+from elasticityops.planner.model import engine, simulate
 from elasticityops.planner.policies import parse_policy
 from elasticityops.planner.settings import ClusterSettings
 from elasticityops.planner.trace import load_trace
@@ -42,15 +44,43 @@ def test_newest_first_reproduces_the_waits_measured_on_kube_scheduler() -> None:
     assert waits["fifo"][1] < 100.0  # first come, first served misses it by a factor of three
 
 
-def test_the_predictive_rule_runs_on_newest_first() -> None:
-    # its late share bisects the late requests' arrival times, which newest-first starts out of order
+@pytest.mark.parametrize("order", ["fifo", "newest-first", "random"])
+def test_the_late_share_the_predictive_rule_sees_is_the_one_the_run_had(
+    order: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The late share handed to the rule each decision equals a count over the run's own starts:
+    requests that arrived within the feedback window and started, or still waited, over the
+    target late. Orders other than fifo start requests out of arrival order, and the count
+    bisects their arrival times, so they must be kept sorted."""
     arrivals = [float(k) for k in range(0, 600, 2)] + [600.0 + k * 0.2 for k in range(1500)]
     durations = [30.0] * len(arrivals)
-    settings = ClusterSettings(pending_order="newest-first", max_nodes=60)
+    settings = ClusterSettings(pending_order=order, max_nodes=60, feedback_window_s=900.0)
     choice = parse_policy("predictive:10", settings)
+    seen: list[HeadroomObservation] = []
+
+    def recording(obs: HeadroomObservation, policy: HeadroomPolicy) -> int:
+        seen.append(obs)
+        return size_headroom(obs, policy)
+
+    monkeypatch.setattr(engine, "size_headroom", recording)
     result = simulate(arrivals, durations, settings, choice.sizing)
-    assert min(result.start_s) >= 0.0
-    assert max(np.asarray(result.start_s) - np.asarray(arrivals)) > 10.0  # some were late
+    arr = np.asarray(arrivals)
+    start = np.asarray(result.start_s)
+    first_ready = min(result.node_ready_s)
+    checked = 0
+    for obs in seen:
+        if obs.late_share is None:
+            continue
+        t = obs.now_s
+        since = t - min(settings.feedback_window_s, t - first_ready)
+        came = (arr >= since) & (arr <= t)
+        started_late = (start <= t) & (start - arr > 10.0)
+        waiting_late = (start > t) & (t - arr > 10.0)
+        expected = np.sum(came & (started_late | waiting_late)) / np.sum(came)
+        assert obs.late_share == pytest.approx(expected, abs=1e-9), t
+        checked += obs.late_share > 0
+    assert checked > 10  # lateness was there to count
+    assert max(start - arr) > 10.0
 
 
 def test_a_random_order_serves_neither_the_oldest_nor_the_newest_first_throughout() -> None:

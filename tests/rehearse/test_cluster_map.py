@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import random
 import statistics
+from pathlib import Path
 
 import pytest
 
@@ -97,3 +98,23 @@ def test_the_empty_node_pick_follows_the_schedulers_cores() -> None:
     many = planner_settings(knobs, scheduler_cores=32)
     assert many.settings.empty_node_pick == "random"
     assert any("32 cores" in n for n in many.notes)
+
+
+def test_the_cores_a_go_program_gets_here(tmp_path: Path) -> None:
+    # Go 1.25+: GOMAXPROCS if set, else the usable CPUs capped by a cgroup v2 limit (rounded up,
+    # at least 2)
+    from elasticityops.rehearse.prepare import local_cores
+
+    cpu_max = tmp_path / "cpu.max"
+    assert local_cores(cpu_max, {"GOMAXPROCS": "3"}) == 3
+    usable = local_cores(cpu_max, {})  # no such file: the usable CPUs
+    assert usable is not None
+    assert usable >= 1
+    cpu_max.write_text("max 100000\n")
+    assert local_cores(cpu_max, {}) == usable
+    cpu_max.write_text("50000 100000\n")  # half a core: Go still takes 2 (or fewer CPUs)
+    assert local_cores(cpu_max, {}) == min(usable, 2)
+    cpu_max.write_text("1000000 100000\n")  # 10 cores' worth: the CPUs bound it
+    assert local_cores(cpu_max, {}) == min(usable, 10)
+    cpu_max.write_text("garbage")
+    assert local_cores(cpu_max, {"GOMAXPROCS": "x"}) == usable

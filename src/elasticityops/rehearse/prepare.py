@@ -6,6 +6,7 @@ started by then."""
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
@@ -154,11 +155,25 @@ def unmodelled_columns(path: Path) -> dict[str, set[str]]:
     return {k: v for k, v in found.items() if len(v) > 1}
 
 
-def local_cores() -> int | None:
-    """The cores this process may run on (as Go's GOMAXPROCS counts them), None if unknown."""
-    if hasattr(os, "sched_getaffinity"):
-        return len(os.sched_getaffinity(0))
-    return os.cpu_count()
+CGROUP_CPU_MAX = Path("/sys/fs/cgroup/cpu.max")
+
+
+def local_cores(cpu_max: Path = CGROUP_CPU_MAX, environ: Mapping[str, str] = os.environ) -> int | None:
+    """How many cores a Go program started from here runs on (GOMAXPROCS, as Go 1.25+ sets it:
+    the variable if set, else the CPUs this process may use, capped by a cgroup v2 CPU limit
+    rounded up, at least 2), None if unknown."""
+    setting = environ.get("GOMAXPROCS", "").strip()
+    if setting.isdigit() and int(setting) > 0:
+        return int(setting)
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    try:
+        quota, period = cpu_max.read_text().split()[:2]
+        limit = math.ceil(int(quota) / int(period)) if quota != "max" else None
+    except (OSError, ValueError, ZeroDivisionError):
+        limit = None
+    if cores is not None and limit is not None:
+        return min(cores, max(2, limit))
+    return cores
 
 
 def cluster_settings(target: Target, baseline_nodes: int) -> tuple[ClusterSettings, list[str]]:

@@ -7,7 +7,8 @@ The world, one GPU per node and one request per node:
   autoscaled node as the scheduler picks it (at random or the first in its list, as
   `empty_node_pick` says, preferring those without the autoscaler's soft taint: empty_nodes.py),
   or a node held by a placeholder pod (preempting it;
-  the placeholder becomes pending). Otherwise it waits (FIFO by pod creation time).
+  the placeholder becomes pending). Otherwise it waits (in pod creation order; which waiting
+  request a freed node serves is `pending_order`'s).
 - A node that frees (request ended, or node became ready) goes to a waiting request (the oldest,
   the newest or a random one: `pending_order`), else to a pending placeholder (autoscaled nodes
   only), else it is empty.
@@ -715,8 +716,9 @@ def _oldest_uncovered(
     ph_p: int,
     provisioning: int,
 ) -> float:
-    """Creation time of the oldest pending pod that no provisioning node will serve: nodes on
-    their way will serve waiting requests first, then placeholders (a freed node's order)."""
+    """Creation time of the oldest pending pod that no provisioning node will serve, as the
+    autoscaler's young-pod filter counts: as many pods as nodes are on their way are covered
+    (requests before placeholders), the oldest first, whichever of them a freed node serves."""
     if real_p > provisioning:
         oldest = pend_t[head + provisioning]
         if ph_p and ph_pend[ph_head] < oldest:
