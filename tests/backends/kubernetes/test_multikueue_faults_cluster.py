@@ -137,22 +137,33 @@ def test_the_managers_kueue_restarted_and_the_leader_killed_mid_burst_lose_and_d
         assert unlike == {}, unlike
         assert all(s["attempt"] == 0 for s in finals.values()), "none retried"
         assert max(jobs.most.values()) == 1, "an invocation had two Jobs at once on the manager"
+        # MultiKueue itself may dispatch a workload again while the manager's Kueue restarts (a
+        # worker's copy kept its quota, nobody there to delete it: seen once in 2026-12-07's CI
+        # rehearsal, 1 of 24). The gateway cannot stop that; it must show and charge a second run
+        # (docs/multi-cluster.md). So a pod in a second worker is allowed only if it never ran,
+        # or if the invocation's timeline says its work ran twice.
         twice = {inv: sorted(seen) for inv, seen in pods.seen.items() if len(seen) > 1}
-        assert twice == {}, f"work run twice: {twice}"
         assert set(pods.seen) == set(ids), "every invocation's pod was seen in a worker"
+        unsaid = {}
         for inv in ids:
             with follower.client() as client:
                 notes = client.get(f"/v1/invocations/{inv}").json()["notes"]
+            ran_again = [n for n in notes if n["kind"] == RAN_AGAIN]
+            if len(pods.ran.get(inv, ())) > 1 and not ran_again:
+                unsaid[inv] = (sorted(pods.ran[inv]), twice.get(inv))
+            if inv not in twice:
+                assert not ran_again, (inv, ran_again)  # one worker ran it: no such note
             dispatched = [n["message"] for n in notes if n["kind"] == DISPATCHED]
             # At most once: a note the killed leader had not written yet is not written again
             # once the invocation has ended (the record's cluster, from the pods, still is).
             assert len(dispatched) <= 1, (inv, dispatched)
+        assert unsaid == {}, f"work ran in two workers and the timeline does not say so: {unsaid}"
         workers_of = {inv: s["cluster"] for inv, s in finals.items()}
         assert set(workers_of.values()) <= set(multikueue_set.record.worker_names), workers_of
         by_worker = Counter(worker for seen in pods.seen.values() for worker, _ in seen)
         print(
             f"Kueue away {away[0]:.1f} s; states at its stop {dict(at_restart)}, at the leader's kill "
-            f"{dict(at_kill)}; pods by worker {dict(by_worker)}"
+            f"{dict(at_kill)}; pods by worker {dict(by_worker)}; in two workers {twice}"
         )
     finally:
         for replica in replicas:
