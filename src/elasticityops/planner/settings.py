@@ -33,6 +33,11 @@ _PRICES = "Cluster: prices"
 _SIMULATION = "Simulation"
 
 
+# The choices of `empty_node_pick` and `pending_order`, declared once for the knobs and the model.
+EMPTY_NODE_PICKS = ("random", "first-fit")
+PENDING_ORDERS = ("fifo", "newest-first", "random")
+
+
 def _delay(raw: Any) -> Distribution:
     return raw if isinstance(raw, Distribution) else parse_distribution(str(raw))
 
@@ -142,7 +147,7 @@ class ClusterSettings:
     )
     empty_node_pick: str = knob(
         "random",
-        choices=("random", "first-fit"),
+        choices=EMPTY_NODE_PICKS,
         help="Which of the equally good empty GPU nodes kube-scheduler gives a pod: random "
         "(up to 1.34, and 1.35+ on a control plane with many cores) or first-fit (1.35-1.36 on "
         "a small control plane, such as the dev cluster's: the first free node in its list, so "
@@ -151,7 +156,7 @@ class ClusterSettings:
     )
     pending_order: str = knob(
         "fifo",
-        choices=("fifo", "newest-first", "random"),
+        choices=PENDING_ORDERS,
         help="Which waiting request a node that frees goes to: fifo (first come, first served); "
         "newest-first, as kube-scheduler's queue does when pods compete for nodes that free (a "
         "pod that found no node backs off for up to 10 s while newer ones take them); random, "

@@ -19,13 +19,13 @@ Which of the equally scored empty nodes the scheduler takes depends on its versi
 - `first-fit`: the first empty node in the scheduler's node list, counting from where its search
   starts, unmarked ones first: kube-scheduler 1.35-1.36 on a small control plane, where a couple
   of goroutines fill that list nearly in node order (measured on the dev cluster: 60 empty-or-busy
-  GPU nodes, ~42 of them free at each start, 40% of the starts went to the first free node in
-  name order and 85% to one of the first six, and 35 of the 60 nodes took all 213 starts; a
-  random pick would have spread them over all 60; BENCHMARKS.md, "Which empty node a pod takes,
+  GPU nodes, ~41 of them free at each start, 41% of the starts went to the first free node in
+  name order and 85% to one of the first six, and 35 of the 60 nodes took all 210 starts; a
+  random pick would have spread them over ~58; BENCHMARKS.md, "Which empty node a pod takes,
   again"). The node list is taken in the order the nodes were made (kube-scheduler interleaves
   zones, which this model does not know). The search starts where the last one stopped: when
   fewer empty nodes than it looks for are left (all of them below 100) it looks at every node
-  and the start stays; else it stops at the `_feasible_to_find`-th empty node and the next
+  and the start stays; else it stops at the `feasible_to_find`-th empty node and the next
   search starts after it (kube-scheduler's numFeasibleNodesToFind and nextStartNodeIndex).
 
 A marked node a pod took owes an unmarking; `update_taints` is the autoscaler's per-loop step. The
@@ -41,9 +41,10 @@ from bisect import bisect_left, insort
 from collections import deque
 from math import floor  # a pick's index: as int() for a draw in [0, 1), and cheaper to call
 
+from elasticityops.planner.settings import EMPTY_NODE_PICKS
+
 NOT_EMPTY = -1  # slot of a node that is not in the pool
 NO_NODE = -1  # what `oldest` answers for an empty pool (an int: the engine's loop tests it cheaply)
-PICKS = ("random", "first-fit")  # settings.empty_node_pick
 
 # kube-scheduler 1.36 pkg/scheduler/schedule_one.go: it stops filtering once it has found this many
 # feasible nodes (minFeasibleNodesToFind, minFeasibleNodesPercentageToFind, the adaptive share when
@@ -87,8 +88,8 @@ class EmptyNodes:
     )
 
     def __init__(self, rng: random.Random, idle_since: list[float], pick: str = "random") -> None:
-        if pick not in PICKS:
-            raise ValueError(f"empty-node pick {pick!r}: one of {', '.join(PICKS)}")
+        if pick not in EMPTY_NODE_PICKS:
+            raise ValueError(f"empty-node pick {pick!r}: one of {', '.join(EMPTY_NODE_PICKS)}")
         self.first_fit = pick == "first-fit"
         self.pick = rng.random  # every draw of the pool: the scheduler's picks, the taints' choice
         self.idle_since = idle_since  # per node, shared with the engine (written by `add`)
@@ -168,10 +169,14 @@ class EmptyNodes:
                 nd = first
         if found < free:
             self.start = every[(j + found - 1) % free] + 1
-        every.pop(bisect_left(every, nd))
-        if not self.tainted[nd]:
-            unmarked.pop(bisect_left(unmarked, nd))
+        self._unorder(nd)
         return nd
+
+    def _unorder(self, nd: int) -> None:
+        """First-fit: node `nd` leaves the pool's sorted lists (before its flag changes)."""
+        self.by_id.pop(bisect_left(self.by_id, nd))
+        if not self.tainted[nd]:
+            self.unmarked_by_id.pop(bisect_left(self.unmarked_by_id, nd))
 
     def remove(self, nd: int) -> None:
         """Node `nd` is gone (deleted by scale-down, or preempted, empty or not): out of the pool,
@@ -180,9 +185,7 @@ class EmptyNodes:
             if self.slot[nd] != NOT_EMPTY:
                 self._drop(self.marked if self.tainted[nd] else self.fresh, nd)
                 if self.first_fit:
-                    self.by_id.pop(bisect_left(self.by_id, nd))
-                    if not self.tainted[nd]:
-                        self.unmarked_by_id.pop(bisect_left(self.unmarked_by_id, nd))
+                    self._unorder(nd)
             self.tainted[nd] = 0
 
     def _drop(self, side: list[int], nd: int) -> None:

@@ -52,11 +52,10 @@ from elasticityops.domain.headroom.sizing import (
 from elasticityops.planner.distributions import Distribution
 from elasticityops.planner.model.empty_nodes import NO_NODE, NOT_EMPTY, EmptyNodes
 from elasticityops.planner.model.result import SimResult, SimTimeSeries
-from elasticityops.planner.settings import ClusterSettings
+from elasticityops.planner.settings import PENDING_ORDERS, ClusterSettings
 
 _READY, _FAIL, _PREEMPT = 0, 1, 2
-_ORDERS = ("fifo", "newest-first", "random")  # settings.pending_order, by index
-_FIFO, _NEWEST = 0, 1
+_FIFO, _NEWEST = PENDING_ORDERS.index("fifo"), PENDING_ORDERS.index("newest-first")
 _INF = math.inf
 _STALL_S = 400 * 86_400.0  # a model that runs this far past the last arrival is stuck
 _LEAD_SAMPLES = 100  # node provisioning times averaged into the measured lead time
@@ -179,7 +178,7 @@ def simulate(  # noqa: C901
     late_arr: list[float] = []
     # which waiting request a freed node goes to: the oldest (pend[head]), the newest (the end) or
     # a random one; pend_t stays in creation order either way, its front the oldest waiting
-    order = _ORDERS.index(s.pending_order)
+    order = PENDING_ORDERS.index(s.pending_order)
     queue_pick = random.Random(f"{s.seed}/queue").random
     feedback_window = s.feedback_window_s
     first_ready = 0.0 if baseline else _INF  # when the cluster first had a node
