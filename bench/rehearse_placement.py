@@ -22,47 +22,36 @@ nodes (0: the first free node in the list): a first-fit pick gives rank 0, a ran
 from __future__ import annotations
 
 import argparse
-import datetime as dt
 import json
 import math
-import sqlite3
 import statistics
 import sys
 from collections import Counter
 from pathlib import Path
 
+from rehearsal_store import STORE_HELP, missing_store, started_invocations
+
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("db", type=Path, help="the rehearsal gateway's eops.db")
+    ap.add_argument("db", type=Path, help=STORE_HELP)
     ap.add_argument("--from", dest="lo", type=float, default=0.0, help="first second of the window")
     ap.add_argument("--to", dest="hi", type=float, default=float("inf"), help="end of the window (s)")
     ap.add_argument("--node-list", type=Path, default=None, help="the nodes in the scheduler's order")
     args = ap.parse_args()
-    if not args.db.is_file():
-        print(
-            f"error: no such file {args.db}: give DIR/gateway-NAMESPACE/eops.db of a rehearsal",
-            file=sys.stderr,
-        )
+    if problem := missing_store(args.db):
+        print(f"error: {problem}", file=sys.stderr)
         return 2
-    con = sqlite3.connect(f"file:{args.db}?mode=ro", uri=True)
-    rows = con.execute(
-        "select accepted_at, started_at, finished_at, node from invocations "
-        "where node is not null and started_at is not null"
-    ).fetchall()
+    rows = started_invocations(args.db, on_a_node=True)
     if not rows:
         print("error: no invocation in that store ran on a node", file=sys.stderr)
         return 2
-    t0 = min(dt.datetime.fromisoformat(r[0]) for r in rows)
-
-    def at(text: str) -> float:
-        return (dt.datetime.fromisoformat(text) - t0).total_seconds()
-
     events: list[tuple[float, int, str]] = []
-    for _accepted, started, finished, node in rows:
-        events.append((at(started), 1, node))
-        if finished:
-            events.append((at(finished), 0, node))
+    for row in rows:
+        assert row.node is not None
+        events.append((row.started_s, 1, row.node))
+        if row.finished_s is not None:
+            events.append((row.finished_s, 0, row.node))
     events.sort()
     listed: list[str] = []
     if args.node_list is not None:

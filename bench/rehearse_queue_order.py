@@ -19,13 +19,13 @@ the planner's waits for the same trace on such a cluster, side by side.
 from __future__ import annotations
 
 import argparse
-import datetime as dt
 import json
-import sqlite3
 import sys
 from pathlib import Path
 
 import numpy as np
+
+from rehearsal_store import STORE_HELP, missing_store, started_invocations
 
 
 def newer_first_share(arrived: np.ndarray, started: np.ndarray, min_wait: float) -> tuple[float, int]:
@@ -48,27 +48,20 @@ def percentiles(waits: np.ndarray) -> dict[str, float]:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("db", type=Path, help="the rehearsal gateway's eops.db")
+    ap.add_argument("db", type=Path, help=STORE_HELP)
     ap.add_argument("--min-wait", type=float, default=3.0, help="a wait longer than this counts (s)")
     ap.add_argument("--trace", type=Path, default=None, help="the trace the rehearsal replayed")
     ap.add_argument("--baseline", type=int, default=0, help="the cluster's GPU nodes (with --trace)")
     args = ap.parse_args()
-    if not args.db.is_file():
-        print(
-            f"error: no such file {args.db}: give DIR/gateway-NAMESPACE/eops.db of a rehearsal",
-            file=sys.stderr,
-        )
+    if problem := missing_store(args.db):
+        print(f"error: {problem}", file=sys.stderr)
         return 2
-    con = sqlite3.connect(f"file:{args.db}?mode=ro", uri=True)
-    rows = con.execute(
-        "select accepted_at, started_at from invocations where started_at is not null"
-    ).fetchall()
+    rows = started_invocations(args.db)
     if not rows:
         print("error: no invocation in that store started", file=sys.stderr)
         return 2
-    t0 = min(dt.datetime.fromisoformat(r[0]) for r in rows)
-    arrived = np.array([(dt.datetime.fromisoformat(a) - t0).total_seconds() for a, _ in rows])
-    started = np.array([(dt.datetime.fromisoformat(s) - t0).total_seconds() for _, s in rows])
+    arrived = np.array([row.accepted_s for row in rows])
+    started = np.array([row.started_s for row in rows])
     share, pairs = newer_first_share(arrived, started, args.min_wait)
     report: dict[str, object] = {
         "started": len(rows),

@@ -113,6 +113,22 @@ def import_command(args: argparse.Namespace, out: Path) -> list[str]:
     ]  # fmt: skip
 
 
+def cluster_knobs(max_nodes: int = 400, seed: int = 0) -> Any:
+    """The dev cluster's autoscaler knobs of this bench (seed: the import's; the cluster's delays
+    draw from seed + 1), for its own cluster and for predictions of its runs made later."""
+    from elasticityops.devcluster.config import AutoscalerSettings
+
+    return AutoscalerSettings(
+        baseline=0,
+        max_nodes=max_nodes,
+        scan_interval=10.0,
+        provision_delay=GKE_DELAY,
+        driver_delay="fixed:0",
+        scale_down_after=SCALE_DOWN_S,
+        seed=seed + 1,
+    ).validated()
+
+
 def busy_bins(trace: Any, bin_s: float = 600.0) -> list[float]:
     """Offered concurrency (run time started per bin / bin length) in bins of `bin_s`."""
     import numpy as np
@@ -190,7 +206,6 @@ def main() -> int:
         print(f"error: {missing}", file=sys.stderr)
         return 2
 
-    from elasticityops.devcluster.config import AutoscalerSettings
     from elasticityops.planner.synthetic import concurrency_profile
     from elasticityops.planner.trace import load_trace
     from elasticityops.rehearse.cluster_map import planner_settings
@@ -207,15 +222,7 @@ def main() -> int:
     bins = busy_bins(trace)
     print(f"trace: {len(trace)} requests over {trace.span_s / 60:.1f} min, peak concurrency {conc.max()}")
     print(f"offered GPUs per 10 min: {bins}")
-    knobs = AutoscalerSettings(
-        baseline=0,
-        max_nodes=args.max_nodes,
-        scan_interval=10.0,
-        provision_delay=GKE_DELAY,
-        driver_delay="fixed:0",
-        scale_down_after=SCALE_DOWN_S,
-        seed=args.seed + 1,
-    ).validated()
+    knobs = cluster_knobs(args.max_nodes, args.seed)
     settings = planner_settings(knobs, scheduler_cores=local_cores()).settings
     named = {"none": "none", "predictive": f"predictive:{args.p95_wait:g}"}
     policies = [named[p] for p in (args.only or list(named))]

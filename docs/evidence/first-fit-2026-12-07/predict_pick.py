@@ -16,10 +16,12 @@ from pathlib import Path
 
 import numpy as np
 
-from elasticityops.devcluster.config import AutoscalerSettings
 from elasticityops.planner.trace import load_trace
 from elasticityops.rehearse.cluster_map import planner_settings
 from elasticityops.rehearse.predict import predict
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "bench"))
+from rehearse_real_slice import cluster_knobs
 
 PICKS = ("random", "first-fit")
 
@@ -27,16 +29,7 @@ PICKS = ("random", "first-fit")
 def main() -> None:
     evidence = Path(sys.argv[1])
     trace, _ = load_trace(evidence.parent / "trace.csv")
-    knobs = AutoscalerSettings(
-        baseline=0,
-        max_nodes=400,
-        scan_interval=10.0,
-        provision_delay="lognormal:median=240,p95=420",
-        driver_delay="fixed:0",
-        scale_down_after=600.0,
-        seed=1,
-    ).validated()
-    base = planner_settings(knobs).settings
+    base = planner_settings(cluster_knobs()).settings
     with (evidence / "series-none.csv").open() as handle:
         measured = list(csv.DictReader(handle))
     mt = np.array([float(r["t_s"]) for r in measured])
@@ -45,7 +38,8 @@ def main() -> None:
     last = float(trace.arrival_s.max())
     series = {}
     for pick in PICKS:
-        settings = dataclasses.replace(base, empty_node_pick=pick)
+        # the queue as the planner had it then (first come, first served): the pick alone differs
+        settings = dataclasses.replace(base, empty_node_pick=pick, pending_order="fifo")
         p = predict(trace, settings, "none", 600.0, last)
         series[pick] = (
             np.array(p.timeline.t_s),

@@ -18,13 +18,13 @@ from pathlib import Path
 
 import numpy as np
 
-from elasticityops.devcluster.config import AutoscalerSettings
 from elasticityops.planner.trace import load_trace
 from elasticityops.rehearse.cluster_map import planner_settings
 from elasticityops.rehearse.predict import predict
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "bench"))
 from rehearse_queue_order import newer_first_share
+from rehearse_real_slice import cluster_knobs
 
 WARMUP_S = 600.0
 
@@ -40,16 +40,7 @@ def main() -> None:
     hi = float(sys.argv[3]) if len(sys.argv) > 3 else 3599.0
     policy = "none" if name == "none" else "predictive:10"
     trace, _ = load_trace(run / "trace.csv")
-    knobs = AutoscalerSettings(
-        baseline=0,
-        max_nodes=400,
-        scan_interval=10.0,
-        provision_delay="lognormal:median=240,p95=420",
-        driver_delay="fixed:0",
-        scale_down_after=600.0,
-        seed=1,
-    ).validated()
-    base = planner_settings(knobs).settings
+    base = planner_settings(cluster_knobs()).settings
     with (run / "rehearsal" / f"invocations-{name}.csv").open() as handle:
         rows = list(csv.DictReader(handle))
     arrived = np.array([float(r["arrival_s"]) for r in rows])
