@@ -109,7 +109,6 @@ def test_the_cores_a_go_program_gets_here(tmp_path: Path) -> None:
     cpu_max = tmp_path / "cpu.max"
     assert local_cores(cpu_max, {"GOMAXPROCS": "3"}) == 3
     usable = local_cores(cpu_max, {})  # no such file: the usable CPUs
-    assert usable is not None
     assert usable >= 1
     cpu_max.write_text("max 100000\n")
     assert local_cores(cpu_max, {}) == usable

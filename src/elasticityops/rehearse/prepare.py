@@ -19,6 +19,7 @@ from elasticityops.devcluster.config import AutoscalerSettings
 from elasticityops.domain.errors import EopsError, FieldProblem, InvalidInput
 from elasticityops.planner.config import settings_dict
 from elasticityops.planner.model import ModelStalledError
+from elasticityops.planner.parallel_runs import usable_cores
 from elasticityops.planner.settings import ClusterSettings
 from elasticityops.planner.trace import Trace, load_trace
 from elasticityops.rehearse import cluster
@@ -158,22 +159,20 @@ def unmodelled_columns(path: Path) -> dict[str, set[str]]:
 CGROUP_CPU_MAX = Path("/sys/fs/cgroup/cpu.max")
 
 
-def local_cores(cpu_max: Path = CGROUP_CPU_MAX, environ: Mapping[str, str] = os.environ) -> int | None:
+def local_cores(cpu_max: Path = CGROUP_CPU_MAX, environ: Mapping[str, str] = os.environ) -> int:
     """How many cores a Go program started from here runs on (GOMAXPROCS, as Go 1.25+ sets it:
     the variable if set, else the CPUs this process may use, capped by a cgroup v2 CPU limit
-    rounded up, at least 2), None if unknown."""
+    rounded up, at least 2)."""
     setting = environ.get("GOMAXPROCS", "").strip()
     if setting.isdigit() and int(setting) > 0:
         return int(setting)
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    cores = usable_cores()
     try:
         quota, period = cpu_max.read_text().split()[:2]
         limit = math.ceil(int(quota) / int(period)) if quota != "max" else None
     except (OSError, ValueError, ZeroDivisionError):
         limit = None
-    if cores is not None and limit is not None:
-        return min(cores, max(2, limit))
-    return cores
+    return cores if limit is None else min(cores, max(2, limit))
 
 
 def cluster_settings(target: Target, baseline_nodes: int) -> tuple[ClusterSettings, list[str]]:
