@@ -13,6 +13,7 @@ from elasticityops.planner.model import engine, simulate
 from elasticityops.planner.policies import parse_policy
 from elasticityops.planner.settings import ClusterSettings
 from elasticityops.planner.trace import load_trace
+from helpers.bench import load_bench
 
 EVIDENCE = Path(__file__).resolve().parents[2] / "docs" / "evidence" / "scheduler-queue-2026-12-07"
 
@@ -87,15 +88,9 @@ def test_a_random_order_serves_neither_the_oldest_nor_the_newest_first_throughou
     trace, _ = load_trace(EVIDENCE / "trace.csv")
     settings = ClusterSettings(baseline=20, max_nodes=20, pending_order="random")
     result = simulate(trace.arrival_s.tolist(), trace.duration_s.tolist(), settings)
-    started = np.asarray(result.start_s)
-    waited = np.flatnonzero(started - trace.arrival_s > 3.0)
-    later_first = sum(
-        1
-        for i in waited
-        for j in waited
-        if trace.arrival_s[i] < trace.arrival_s[j] < started[i] - 3.0 and started[j] < started[i]
+    # bench/rehearse_queue_order.py's measure, as the rehearsals were measured with it
+    share, pairs = load_bench("rehearse_queue_order").newer_first_share(
+        trace.arrival_s, np.asarray(result.start_s), 3.0
     )
-    together = sum(
-        1 for i in waited for j in waited if trace.arrival_s[i] < trace.arrival_s[j] < started[i] - 3.0
-    )
-    assert 0.35 < later_first / together < 0.65
+    assert pairs > 0
+    assert 0.35 < share < 0.65
