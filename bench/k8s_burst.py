@@ -24,7 +24,11 @@ First an unreported warm-up (--warmup invocations through the ceiling loop), the
   of the real Kueue (`--kueue`, implied by this phase), whose ClusterQueue `eops render kueue`
   makes with a quota of --invocations T4s (so the quota holds nothing back: what is measured is
   what passing through Kueue costs), no admission check; Kueue's manager's CPU is in
-  `phase_cpu_s`.
+  `phase_cpu_s`. Kueue runs with its default feature gates, so it writes each Workload's status
+  by server-side apply;
+- eops-kueue-merge: the same with Kueue's WorkloadRequestUseMergePatch gate on (alpha in v0.17),
+  its writes merge patches instead: Kueue is restarted with the gate before this phase and
+  without it before an eops-kueue one (`kueue_gates` in the phase's output).
 For each: seconds from the first request to all Jobs (or bare pods) created, all pods created,
 all pods started (Running or
 done) and all pods succeeded; Jobs created per second. Pods run --run-seconds (kwok).
@@ -307,7 +311,7 @@ async def run_eops(cluster: DevCluster, phase: Phase, ns: str, args: argparse.Na
     env.update({"PYTHONUNBUFFERED": "1", **{k: v for k, v in args.gateway_env}})
     if phase.name.endswith("-pods"):
         env["EOPS_KUBE_WORKLOAD"] = "pod"
-    if phase.name == "eops-kueue":
+    if phase.name in KUEUE_PHASES:
         env["EOPS_ADMISSION"] = "kueue"
     log = (tmp / "gateway.log").open("wb")
     profile = ["-m", "cProfile", "-o", args.profile_gateway] if args.profile_gateway else []
@@ -534,7 +538,10 @@ async def run_phase(
             thread = threading.Thread(target=run_naive_sync, args=(cluster, phase, ns, args))
             thread.start()
             await asyncio.to_thread(thread.join)
-        elif name == "eops-kueue":
+        elif name in KUEUE_PHASES:
+            gates = {MERGE_PATCH_GATE: name == "eops-kueue-merge"}
+            phase.extra["kueue_gates"] = gates
+            phase.extra["kueue_restart_s"] = round(cluster.set_kueue_feature_gates(gates), 1)
             with kueue_queue(cluster, ns, n):
                 await run_eops(cluster, phase, ns, args, tmp)
                 await wait_until(
@@ -590,6 +597,10 @@ def _kueue_path(manifest: dict[str, Any]) -> str:
     return f"{KUEUE_API}/namespaces/{ns}/{plural}" if ns else f"{KUEUE_API}/{plural}"
 
 
+KUEUE_PHASES = ("eops-kueue", "eops-kueue-merge")
+MERGE_PATCH_GATE = "WorkloadRequestUseMergePatch"
+
+
 def machine() -> str:
     model = cpu_model() or "unknown CPU"
     mem = psutil.virtual_memory().total / 2**30
@@ -637,7 +648,7 @@ def main() -> int:
         "--kueue", action="store_true", help="run Kueue beside the cluster (implied by eops-kueue)"
     )
     args = ap.parse_args()
-    kueue = args.kueue or "eops-kueue" in args.phases.split(",")
+    kueue = args.kueue or any(p in KUEUE_PHASES for p in args.phases.split(","))
 
     tc = ensure_built(allow_build=False, kueue=kueue)
     if kueue and tc.kueue is None:

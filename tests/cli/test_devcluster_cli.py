@@ -63,6 +63,30 @@ def _refused(result: Result, *names: str) -> None:
         (("up", "--multikueue", "--pods-ready-timeout", "-1"), ("--pods-ready-timeout: -1", "0 for off")),
         (("up", "--multikueue-worker-qps", "500"), ("--multikueue-worker-qps", "add --multikueue")),
         (
+            ("up", "--kueue-feature-gate", "WorkloadRequestUseMergePatch=true"),
+            ("--kueue-feature-gate", "add --kueue or --multikueue"),
+        ),
+        (
+            ("up", "--kueue", "--kueue-feature-gate", "WorkloadRequestUseMergePatch"),
+            ("--kueue-feature-gate 'WorkloadRequestUseMergePatch'", "NAME=true or NAME=false"),
+        ),
+        (
+            ("up", "--kueue", "--kueue-feature-gate", "lower=true"),
+            ("--kueue-feature-gate 'lower=true'", "NAME=true"),
+        ),
+        (
+            ("up", "--kueue", "--kueue-feature-gate", "A1=yes"),
+            ("--kueue-feature-gate 'A1=yes'", "NAME=false"),
+        ),
+        (
+            ("up", "--kueue", "--kueue-feature-gate", "Ab=true", "--kueue-feature-gate", "Ab=false"),
+            ("Ab given twice", "each gate once"),
+        ),
+        (
+            ("up", "--multikueue", "--kueue-feature-gate", "VisibilityOnDemand=true"),
+            ("--kueue-feature-gate", "needs a Service"),
+        ),
+        (
             ("up", "--multikueue", "--multikueue-worker-qps", "0"),
             ("--multikueue-worker-qps: 0", "1 to 100000"),
         ),

@@ -6,6 +6,7 @@ from __future__ import annotations
 import base64
 import textwrap
 
+import pytest
 import yaml
 
 from elasticityops.devcluster import kueue_setup
@@ -102,6 +103,19 @@ def test_the_manager_listens_on_loopback_only_and_manages_batch_jobs() -> None:
     assert config["integrations"]["frameworks"] == ["batch/job"]
     assert config["leaderElection"] == {"leaderElect": False}
     assert config["featureGates"] == {"VisibilityOnDemand": False}, "an APIService needs a Service"
+
+
+def test_feature_gates_are_set_on_top_of_the_dev_clusters_own() -> None:
+    ports = KueuePorts(webhook=1, health=2, metrics=3)
+    merge = {"WorkloadRequestUseMergePatch": True}
+    config = kueue_setup.manager_config(ports, "/certs", feature_gates=merge)
+    assert config["featureGates"] == {"VisibilityOnDemand": False, "WorkloadRequestUseMergePatch": True}
+    off = kueue_setup.with_feature_gates(config, {"WorkloadRequestUseMergePatch": False})
+    assert off["featureGates"]["WorkloadRequestUseMergePatch"] is False
+    assert config["featureGates"]["WorkloadRequestUseMergePatch"] is True, "the given config is kept"
+    assert kueue_setup.with_feature_gates(config, {}) == config
+    with pytest.raises(ValueError, match="VisibilityOnDemand: its APIService needs a Service"):
+        kueue_setup.manager_config(ports, "/certs", feature_gates={"VisibilityOnDemand": True})
 
 
 def test_the_rotator_is_handed_a_certificate_for_the_service_and_loopback() -> None:

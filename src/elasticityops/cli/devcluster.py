@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -201,6 +202,14 @@ def up(
         f"manager then dispatches it again, so work leaves a stocked-out region (--multikueue: "
         f"default {SET_PODS_READY_S:g}; 0: off, as upstream's default).",
     ),
+    kueue_feature_gate: list[str] = typer.Option(
+        [],
+        "--kueue-feature-gate",
+        metavar="NAME=true|false",
+        help="With --kueue or --multikueue: a Kueue feature gate on top of its defaults, once per "
+        "gate (every Kueue of a set gets it); e.g. WorkloadRequestUseMergePatch=true, which writes "
+        'Workloads by merge patch instead of server-side apply (docs/kueue.md, "How fast").',
+    ),
     worker_qps: float | None = typer.Option(
         None,
         "--multikueue-worker-qps",
@@ -233,6 +242,7 @@ def up(
     if worker_qps is not None and not 0 < worker_qps <= 100_000:
         usage_error("up", f"--multikueue-worker-qps: {worker_qps:g} is out of range; give 1 to 100000")
     pods_ready_s = _pods_ready_s(pods_ready_timeout, kueue, multikueue)
+    gates = _kueue_gates(kueue_feature_gate, kueue or multikueue)
     try:
         settings = AutoscalerSettings(
             enabled=autoscaling,
@@ -259,6 +269,7 @@ def up(
             autoscaler=settings,
             kueue=kueue or multikueue,
             pods_ready_timeout_s=pods_ready_s,
+            kueue_feature_gates=gates,
         )
         if multikueue:
             chosen = DEFAULT_WORKERS if workers is None else workers
@@ -290,6 +301,34 @@ def _pods_ready_s(given: float | None, kueue: bool, multikueue: bool) -> float |
     if given < 0:
         usage_error("up", f"--pods-ready-timeout: {given:g} is negative; give seconds, or 0 for off")
     return given or None
+
+
+_GATE = re.compile(r"[A-Z][A-Za-z0-9]{1,99}")
+
+
+def _kueue_gates(given: list[str], kueue: bool) -> tuple[tuple[str, bool], ...]:
+    """--kueue-feature-gate NAME=true|false, each once, as (name, on) pairs."""
+    from elasticityops.devcluster.kueue_setup import with_feature_gates
+
+    flag = "--kueue-feature-gate"
+    if given and not kueue:
+        usage_error("up", f"{flag}: a setting of Kueue; add --kueue or --multikueue")
+    gates: dict[str, bool] = {}
+    for item in given:
+        name, sep, value = item.partition("=")
+        on = {"true": True, "false": False}.get(value.strip().lower())
+        if not sep or on is None or not _GATE.fullmatch(name.strip()):
+            usage_error(
+                "up", f"{flag} {item!r}: give NAME=true or NAME=false, e.g. WorkloadRequestUseMergePatch=true"
+            )
+        if name.strip() in gates:
+            usage_error("up", f"{flag}: {name.strip()} given twice; give each gate once")
+        gates[name.strip()] = on
+    try:
+        with_feature_gates({}, gates)
+    except ValueError as exc:
+        usage_error("up", f"{flag}: {exc}")
+    return tuple(gates.items())
 
 
 def _check_set_flags(multikueue: bool, workers: int | None, dispatcher: str | None) -> None:

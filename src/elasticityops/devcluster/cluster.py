@@ -15,7 +15,7 @@ import shutil
 import ssl
 import subprocess
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
@@ -40,7 +40,7 @@ from elasticityops.devcluster.install import (
     install_namespace,
     install_priority_classes,
 )
-from elasticityops.devcluster.kueue_setup import KueuePorts, manager_config
+from elasticityops.devcluster.kueue_setup import KueuePorts, manager_config, with_feature_gates
 from elasticityops.devcluster.multikueue import read_record
 from elasticityops.devcluster.nodes import ROLE_AUTOSCALED, ROLE_BASELINE, ROLE_LABEL, node_ready
 from elasticityops.devcluster.paths import KueueBuild, Toolchain
@@ -167,7 +167,13 @@ def _install_kueue(
     """Kueue's configuration written, and what its manager needs before it starts installed."""
     kueue_ports = KueuePorts(ports.kueue_webhook, ports.kueue_health, ports.kueue_metrics)
     lay.kueue.mkdir()
-    config = manager_config(kueue_ports, str(lay.kueue / "certs"), cfg.multikueue, cfg.pods_ready_timeout_s)
+    config = manager_config(
+        kueue_ports,
+        str(lay.kueue / "certs"),
+        cfg.multikueue,
+        cfg.pods_ready_timeout_s,
+        dict(cfg.kueue_feature_gates),
+    )
     timeout = cfg.startup_timeout
     (lay.kueue / "config.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
     pki = install_kueue(api, build, kueue_ports, timeout)
@@ -510,6 +516,17 @@ class DevCluster:
         webhooks fail, so a Job that names a queue is refused, and nothing is admitted."""
         with contextlib.ExitStack() as clients:
             return self._restart("kueue", down_s, self._readiness("kueue", clients), timeout)
+
+    def set_kueue_feature_gates(self, gates: Mapping[str, bool], timeout: float = 60.0) -> float:
+        """Set Kueue's feature gates `gates` (on top of those it runs with) and restart it, as a
+        changed Deployment rolls out; the seconds it was away (0.0 when nothing changed)."""
+        path = self.layout.kueue / "config.yaml"
+        config = yaml.safe_load(path.read_text())
+        changed = with_feature_gates(config, gates)
+        if changed == config:
+            return 0.0
+        path.write_text(yaml.safe_dump(changed, sort_keys=False))
+        return self.restart_kueue(timeout=timeout)
 
     def replay_pods(self) -> int:
         """Touch (annotate) every Pending or Running pod of a kwok-managed node so that kwok

@@ -153,6 +153,10 @@ class ClusterConfig:
     after admission evicted and queued again (a MultiKueue worker's then goes back to the manager,
     which dispatches it again: how work leaves a stocked-out region). None: off, upstream's
     default."""
+    kueue_feature_gates: tuple[tuple[str, bool], ...] = ()
+    """With `kueue`: Kueue feature gates set on top of its defaults, (name, on) pairs; e.g.
+    WorkloadRequestUseMergePatch (alpha in v0.17), which writes Workloads by merge patch instead
+    of server-side apply (BENCHMARKS.md, "Through Kueue")."""
     apf_enabled: bool = True  # API priority and fairness; off lifts the inflight limits too
     job_workers: int = 5  # --concurrent-job-syncs; upstream's 5 keeps Job throughput realistic
     etcd_compaction_s: int = 300

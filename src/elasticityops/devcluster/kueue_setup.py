@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import base64
 import copy
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -101,16 +101,33 @@ def manager_config(
     cert_dir: str,
     multikueue: MultiKueueManager | None = None,
     pods_ready_timeout_s: float | None = None,
+    feature_gates: Mapping[str, bool] | None = None,
 ) -> Manifest:
     """Kueue's Configuration (config.kueue.x-k8s.io/v1beta2) for a manager out of the cluster;
     with `multikueue`, one that dispatches to worker clusters; with `pods_ready_timeout_s`, one
-    that evicts a Workload whose pods are not ready that long after its admission."""
-    config = _config(ports, cert_dir)
+    that evicts a Workload whose pods are not ready that long after its admission;
+    `feature_gates` on top of the dev cluster's own (`with_feature_gates`)."""
+    config = with_feature_gates(_config(ports, cert_dir), feature_gates or {})
     if multikueue is not None:
         config["multiKueue"] = multikueue.to_config()
     if pods_ready_timeout_s is not None:
         config["waitForPodsReady"] = pods_ready(pods_ready_timeout_s)
     return config
+
+
+VISIBILITY_GATE = "VisibilityOnDemand"
+"""Kept off: its APIService needs a Service in the cluster, which a dev cluster has not."""
+
+
+def with_feature_gates(config: Manifest, gates: Mapping[str, bool]) -> Manifest:
+    """`config` with `gates` set among its featureGates (Kueue refuses a name it does not know
+    when it starts). The visibility API's gate stays off whatever is asked."""
+    if gates.get(VISIBILITY_GATE):
+        raise ValueError(
+            f"Kueue feature gate {VISIBILITY_GATE}: its APIService needs a Service, which a dev "
+            "cluster has not; leave it off (docs/kueue.md, queue_position)"
+        )
+    return {**config, "featureGates": {**config.get("featureGates", {}), **gates}}
 
 
 def pods_ready(timeout_s: float) -> Manifest:
@@ -146,7 +163,7 @@ def _config(ports: KueuePorts, cert_dir: str) -> Manifest:
         # own writes (Workloads, unsuspends) below what the control plane takes.
         "clientConnection": {"qps": 500, "burst": 1000},
         "integrations": {"frameworks": list(FRAMEWORKS)},
-        "featureGates": {"VisibilityOnDemand": False},
+        "featureGates": {VISIBILITY_GATE: False},
     }
 
 
