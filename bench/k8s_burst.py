@@ -525,12 +525,21 @@ async def run_phase(
     cluster: DevCluster, name: str, args: argparse.Namespace, tmp: Path, n: int, tag: str
 ) -> Phase:
     ns = f"burst-{name}-{tag}"
-    make_namespace(cluster, ns)
     phase = Phase(name, n)
+    if name in KUEUE_PHASES:
+        gates = {MERGE_PATCH_GATE: name == "eops-kueue-merge"}
+        phase.extra["kueue_gates"] = gates
+        phase.extra["kueue_restart_s"] = round(cluster.set_kueue_feature_gates(gates), 1)
+    make_namespace(cluster, ns)
     done = asyncio.Event()
     observer = asyncio.create_task(Observer(str(cluster.kubeconfig_path), ns, phase).run(done))
     await asyncio.sleep(1.0)  # the watches are listening before the first request
     cpu0 = psutil.cpu_times()
+    if args.pprof_apiserver:
+        where = Path(args.pprof_apiserver) / f"apiserver-{name}-{tag}.pprof"
+        threading.Thread(
+            target=apiserver_profile, args=(cluster, where, args.pprof_seconds), daemon=True
+        ).start()
     try:
         if name in ("ceiling", "ceiling-pods"):
             await run_ceiling(cluster, phase, ns, args)
@@ -539,9 +548,6 @@ async def run_phase(
             thread.start()
             await asyncio.to_thread(thread.join)
         elif name in KUEUE_PHASES:
-            gates = {MERGE_PATCH_GATE: name == "eops-kueue-merge"}
-            phase.extra["kueue_gates"] = gates
-            phase.extra["kueue_restart_s"] = round(cluster.set_kueue_feature_gates(gates), 1)
             with kueue_queue(cluster, ns, n):
                 await run_eops(cluster, phase, ns, args, tmp)
                 await wait_until(
@@ -560,6 +566,20 @@ async def run_phase(
     print(json.dumps(phase.summary()), flush=True)
     drop_namespace(cluster, ns, args.drain_timeout)
     return phase
+
+
+def apiserver_profile(cluster: DevCluster, where: Path, seconds: int) -> None:
+    """The API server's CPU profile over the first `seconds` of a phase (its /debug/pprof, on by
+    default: --profiling), written to `where` for `go tool pprof -top`."""
+    url = f"{cluster.server}/debug/pprof/profile?seconds={seconds}"
+    try:
+        got = httpx.get(url, verify=cluster.credentials.ssl_context(), timeout=seconds + 60)
+        got.raise_for_status()
+    except httpx.HTTPError as exc:
+        print(f"no API server profile for {where.name}: {exc}", file=sys.stderr, flush=True)
+        return
+    where.parent.mkdir(parents=True, exist_ok=True)
+    where.write_bytes(got.content)
 
 
 @contextlib.contextmanager
@@ -643,6 +663,14 @@ def main() -> int:
     ap.add_argument("--spy-seconds", type=int, default=8, help="how long --spy-gateway samples")
     ap.add_argument("--gateway-log", default="", help="keep a copy of the gateway's log here")
     ap.add_argument("--profile-gateway", default="", help="write a cProfile of the gateway here")
+    ap.add_argument(
+        "--pprof-apiserver",
+        default="",
+        metavar="DIR",
+        help="write the API server's CPU profile of each phase's first --pprof-seconds into DIR "
+        "(apiserver-PHASE-ROUND.pprof; read with `go tool pprof -top FILE`)",
+    )
+    ap.add_argument("--pprof-seconds", type=int, default=30, help="how long --pprof-apiserver samples")
 
     ap.add_argument(
         "--kueue", action="store_true", help="run Kueue beside the cluster (implied by eops-kueue)"
