@@ -5,6 +5,8 @@ from __future__ import annotations
 import random
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from elasticityops.domain.headroom.run_times import RunCohort
 
@@ -98,3 +100,58 @@ def test_settings_are_checked() -> None:
         RunCohort(window_s=0, min_ended=1)
     with pytest.raises(ValueError, match="window_s"):
         RunCohort(window_s=10, min_ended=0)
+
+
+def test_the_shares_of_the_window_are_each_measured_as_a_window_of_their_own() -> None:
+    runs: RunCohort[str] = RunCohort(window_s=1000, min_ended=1, shares=(0.1, 1.0))
+    runs.started("old", 0)
+    runs.ended("old", 500)
+    runs.started("new", 950)
+    runs.ended("new", 960)
+    # the last 100 s hold the new run only; the whole window both
+    assert runs.means(1000) == ((100.0, 10.0, 1), (1000.0, 255.0, 2))
+    assert runs.mean_s(1000) == pytest.approx(255.0)
+    runs.started("running", 990)  # counts for the time it has run, in both
+    assert runs.means(1000) == ((100.0, 20.0, 1), (1000.0, 260.0, 2))
+    # at 1,200 the old run has left both windows, the new and the running one only the short one
+    assert runs.means(1200) == ((1000.0, 10.0 + 210.0, 1),)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(
+        st.tuples(st.sampled_from(["start", "end", "drop", "look"]), st.integers(0, 12), st.floats(0, 400)),
+        max_size=120,
+    )
+)
+def test_measured_together_the_windows_agree_with_one_cohort_each(
+    steps: list[tuple[str, int, float]],
+) -> None:
+    shares = (0.125, 0.25, 0.5, 1.0)
+    together: RunCohort[int] = RunCohort(window_s=800, min_ended=2, shares=shares)
+    apart = [RunCohort[int](window_s=800 * f, min_ended=2) for f in shares]
+    now = 0.0
+    for op, key, step in steps:
+        now += step
+        for runs in (together, *apart):
+            if op == "start":
+                runs.started(key, now)
+            elif op == "end":
+                runs.ended(key, now)
+            elif op == "drop":
+                runs.dropped(key)
+        if op == "look":
+            expected = [
+                (800 * f, m) for f, c in zip(shares, apart, strict=True) if (m := c.mean_s(now)) is not None
+            ]
+            got = [(w, m) for w, m, _ in together.means(now)]
+            assert [w for w, _ in got] == [w for w, _ in expected]
+            assert [m for _, m in got] == pytest.approx([m for _, m in expected], rel=1e-9, abs=1e-6)
+            assert together.mean_s(now) == apart[-1].mean_s(now)
+
+
+def test_shares_are_checked() -> None:
+    with pytest.raises(ValueError, match="shares"):
+        RunCohort(window_s=10, min_ended=1, shares=(0.5,))
+    with pytest.raises(ValueError, match="shares"):
+        RunCohort(window_s=10, min_ended=1, shares=(0.0, 1.0))

@@ -20,6 +20,7 @@ from elasticityops.domain.headroom.sizing import (
     nodes_needed,
     normal_ppf,
     poisson_quantile,
+    run_time_for,
     size_headroom,
     trend_for,
     unheld_supply,
@@ -315,3 +316,23 @@ def test_predictive_takes_the_trend_of_the_shortest_window_it_can_trust() -> Non
     ramp = steady(rate=4.0, run_s=25.0, busy=100, held=30, arrival_trends=((1800.0, 0.002), (7200.0, 0.0)))
     flat = replace(ramp, arrival_trends=((1800.0, 0.0), (7200.0, 0.0)))
     assert size_headroom(ramp, PREDICTIVE) > size_headroom(flat, PREDICTIVE) + 20
+
+
+def test_predictive_takes_the_run_time_of_the_shortest_window_it_can_trust() -> None:
+    # 11 requests a second of ~30 s: a load of ~330, trusted from 330 / 0.25^2 = 5,280 ended runs
+    means = ((900.0, 28.5, 9_000), (1800.0, 30.0, 18_000), (7200.0, 34.0, 70_000))
+    assert run_time_for(steady(run_time_means=means), 11.0, 0.25) == 28.5
+    # the same load with a tenth of the runs measured: only the 2 hours hold enough
+    few = ((900.0, 28.5, 900), (1800.0, 30.0, 1_800), (7200.0, 34.0, 7_000))
+    assert run_time_for(steady(run_time_means=few), 11.0, 0.25) == 34.0
+    # at a tenth of the rate the quarter-hour's 900 runs are enough (a load of ~31 needs 502)
+    assert run_time_for(steady(run_time_means=few), 1.1, 0.25) == 28.5
+    # none trusted, or none measured: the observation's own run time, then Little's law
+    assert run_time_for(steady(run_time_means=few, run_s=40.0), 30.0, 0.25) == 40.0
+    assert run_time_for(steady(run_s=40.0), 11.0, 0.25) == 40.0
+    little = steady(rate=2.0, busy=60, run_s=None)
+    assert run_time_for(little, 2.0, 0.25) == pytest.approx(30.0)
+    # on a plateau of short runs whose mix got shorter, the pool follows the recent run time
+    plateau = steady(rate=11.0, run_s=34.0, busy=330, held=30)
+    recent = replace(plateau, run_time_means=means)
+    assert size_headroom(recent, PREDICTIVE) < size_headroom(plateau, PREDICTIVE) - 20

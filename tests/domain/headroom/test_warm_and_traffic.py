@@ -102,6 +102,16 @@ def test_traffic_log_measures_rates_busy_runs_and_late_share() -> None:
     # the 10 still running count by their time so far (domain/headroom/run_times.py)
     so_far = sum(300.0 - starts[i] for i in range(20, 30))
     assert obs.run_time_mean_s == pytest.approx((20 * 40.0 + so_far) / 20)
+    # and over the shorter windows too (RUN_TIME_SHARES), which the last 300 s fill alike
+    assert [(w, n) for w, _, n in obs.run_time_means] == [
+        (900.0, 20),
+        (1800.0, 20),
+        (3600.0, 20),
+        (7200.0, 20),
+    ]
+    assert {round(m, 9) for _, m, _ in obs.run_time_means} == {round(obs.run_time_mean_s, 9)}
+    late = log.observe(1300.0, 3600.0, ClusterPicture(free_nodes=2, lead_time_s=90.0))
+    assert [w for w, _, _ in late.run_time_means] == [1800.0, 3600.0, 7200.0]  # 900 s: none started
     assert obs.late_share == pytest.approx(10 / 30)
     assert obs.free_nodes == 2
     assert obs.lead_time_s == 90.0

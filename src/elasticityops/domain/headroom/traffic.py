@@ -15,7 +15,7 @@ from __future__ import annotations
 from bisect import bisect_left, bisect_right, insort
 from dataclasses import dataclass
 
-from elasticityops.domain.headroom.run_times import RunCohort
+from elasticityops.domain.headroom.run_times import RUN_TIME_SHARES, RunCohort
 from elasticityops.domain.headroom.sizing import HeadroomObservation
 
 # The arrival trend is also measured over these shares of the trend window (the sizing picks
@@ -61,7 +61,9 @@ class TrafficLog:
         self._waiting: dict[str, float] = {}  # admitted, not started: id -> accepted time
         self._running: set[str] = set()
         self._requeued: set[str] = set()  # preempted back to the queue, arrived already
-        self._runs: RunCohort[str] = RunCohort(windows.run_time_s, windows.run_time_min_ended)
+        self._runs: RunCohort[str] = RunCohort(
+            windows.run_time_s, windows.run_time_min_ended, RUN_TIME_SHARES
+        )
         self._busy_t: list[float] = []
         self._busy_sum: list[float] = [0.0]  # running totals of the busy samples
 
@@ -138,6 +140,7 @@ class TrafficLog:
             arrival_trend_per_s2=self._trend(now, age, w.trend_s),
             arrival_trends=tuple((w.trend_s * f, self._trend(now, age, w.trend_s * f)) for f in TREND_SHARES),
             run_time_mean_s=self._runs.mean_s(now),
+            run_time_means=self._runs.means(now),
             late_share=self._late_share(now, min(w.feedback_s, age)),
             lead_time_s=cluster.lead_time_s,
             scale_down_in_s=cluster.scale_down_in_s,

@@ -39,7 +39,7 @@ from bisect import bisect_left, bisect_right, insort
 from collections import deque
 from collections.abc import Sequence
 
-from elasticityops.domain.headroom.run_times import RunCohort
+from elasticityops.domain.headroom.run_times import RUN_TIME_SHARES, RunCohort
 from elasticityops.domain.headroom.sizing import (
     HeadroomObservation,
     HeadroomPolicy,
@@ -166,7 +166,7 @@ def simulate(  # noqa: C901
     # busy nodes over any recent window, as a controller sampling its cluster would have it
     seen_t: list[float] = []
     seen_busy = [0]
-    run_times: RunCohort[int] = RunCohort(s.run_time_window_s, s.run_time_min_ended)
+    run_times: RunCohort[int] = RunCohort(s.run_time_window_s, s.run_time_min_ended, RUN_TIME_SHARES)
     # Only a policy sized at run time reads the run-time cohort and the completion times; for
     # the fixed ones the cohort's three calls and one object per request were most of a run's
     # cost over 385784e (BENCHMARKS.md, planner).
@@ -415,6 +415,7 @@ def simulate(  # noqa: C901
                 if t > first_ready
                 else None,
                 run_time_mean_s=run_times.mean_s(t),
+                run_time_means=run_times.means(t),
                 lead_time_s=lead_now,
                 scale_down_in_s=empty.leaving_within(window, t, lead_horizon),
                 history_s=t,
