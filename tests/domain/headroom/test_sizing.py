@@ -330,7 +330,7 @@ def test_predictive_takes_the_run_time_of_the_shortest_window_it_can_trust() -> 
     # none trusted, or none measured: the observation's own run time, then Little's law
     assert run_time_for(steady(run_time_means=few, run_s=40.0), 30.0, 0.25) == 40.0
     assert run_time_for(steady(run_s=40.0), 11.0, 0.25) == 40.0
-    little = steady(rate=2.0, busy=60, run_s=None)
+    little = steady(rate=2.0, busy=60, run_time_mean_s=None)
     assert run_time_for(little, 2.0, 0.25) == pytest.approx(30.0)
     # on a plateau of short runs whose mix got shorter, the pool follows the recent run time
     plateau = steady(rate=11.0, run_s=34.0, busy=330, held=30)

@@ -109,6 +109,7 @@ def test_traffic_log_measures_rates_busy_runs_and_late_share() -> None:
         (3600.0, 20),
         (7200.0, 20),
     ]
+    assert obs.run_time_mean_s is not None
     assert {round(m, 9) for _, m, _ in obs.run_time_means} == {round(obs.run_time_mean_s, 9)}
     late = log.observe(1300.0, 3600.0, ClusterPicture(free_nodes=2, lead_time_s=90.0))
     assert [w for w, _, _ in late.run_time_means] == [1800.0, 3600.0, 7200.0]  # 900 s: none started
