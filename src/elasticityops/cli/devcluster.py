@@ -205,9 +205,9 @@ def up(
     kueue_feature_gate: list[str] = typer.Option(
         [],
         "--kueue-feature-gate",
-        metavar="NAME=true|false",
-        help="With --kueue or --multikueue: a Kueue feature gate on top of its defaults, once per "
-        "gate (every Kueue of a set gets it); e.g. WorkloadRequestUseMergePatch=true, which writes "
+        metavar="NAME=BOOL",
+        help="With --kueue or --multikueue: a Kueue feature gate on top of its defaults, BOOL "
+        "true or false, once per gate (every Kueue of a set gets it); e.g. WorkloadRequestUseMergePatch=true, which writes "
         'Workloads by merge patch instead of server-side apply (docs/kueue.md, "How fast").',
     ),
     worker_qps: float | None = typer.Option(
