@@ -207,8 +207,9 @@ def up(
         "--kueue-feature-gate",
         metavar="NAME=BOOL",
         help="With --kueue or --multikueue: a Kueue feature gate on top of its defaults, BOOL "
-        "true or false, once per gate (every Kueue of a set gets it); e.g. WorkloadRequestUseMergePatch=true, which writes "
-        'Workloads by merge patch instead of server-side apply (docs/kueue.md, "How fast").',
+        "true or false, once per gate (every Kueue of a set gets it); e.g. "
+        "WorkloadRequestUseMergePatch=true, which writes Workloads by merge patch instead of "
+        'server-side apply (docs/kueue.md, "How fast").',
     ),
     worker_qps: float | None = typer.Option(
         None,
