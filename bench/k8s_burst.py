@@ -535,11 +535,15 @@ async def run_phase(
     observer = asyncio.create_task(Observer(str(cluster.kubeconfig_path), ns, phase).run(done))
     await asyncio.sleep(1.0)  # the watches are listening before the first request
     cpu0 = psutil.cpu_times()
-    if args.pprof_apiserver:
+    if args.pprof_apiserver and tag != "warmup":
+        for running in _PROFILES:  # one CPU profile at a time: Go refuses a second (a 500)
+            running.join()
         where = Path(args.pprof_apiserver) / f"apiserver-{name}-{tag}.pprof"
-        threading.Thread(
+        profile = threading.Thread(
             target=apiserver_profile, args=(cluster, where, args.pprof_seconds), daemon=True
-        ).start()
+        )
+        _PROFILES[:] = [profile]
+        profile.start()
     try:
         if name in ("ceiling", "ceiling-pods"):
             await run_ceiling(cluster, phase, ns, args)
@@ -566,6 +570,9 @@ async def run_phase(
     print(json.dumps(phase.summary()), flush=True)
     drop_namespace(cluster, ns, args.drain_timeout)
     return phase
+
+
+_PROFILES: list[threading.Thread] = []
 
 
 def apiserver_profile(cluster: DevCluster, where: Path, seconds: int) -> None:
