@@ -189,7 +189,16 @@ def test_the_capacity_page_moves_when_a_burst_arrives(
     t4 = page.locator('#gpus [data-meter="nvidia-tesla-t4"]')
     expect(t4).to_have_attribute("data-cap", "2")
     expect(t4.locator(".value")).to_have_text("2 of 2 (no cap of its own)")
-    assert t4.locator(".bar").evaluate("b => b.getBoundingClientRect().width") > 0
+    # The bar read in the same render as its count: on a loaded machine the page's next sample
+    # can come between two reads, with a slot free for a moment between two jobs.
+    page.wait_for_function(
+        """() => {
+            const m = document.querySelector('#gpus [data-meter="nvidia-tesla-t4"]');
+            return m !== null && m.dataset.used !== "0"
+                && m.querySelector(".bar").getBoundingClientRect().width > 0;
+        }""",
+        timeout=10_000,
+    )
     time.sleep(2.5)  # two samples of the burst in the chart
     page.screenshot(path=shots / "capacity.png")
     # The chart is named for the span its samples cover (seconds here, at a sample a second),
