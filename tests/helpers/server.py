@@ -101,7 +101,7 @@ class RunningServer:
             os.kill(self.pid, signal.SIGKILL)
         return self.process.wait(20.0)
 
-    def again(self, *, port: int | None = None, ready_timeout: float = 90.0) -> RunningServer:
+    def again(self, *, port: int | None = None, ready_timeout: float = 180.0) -> RunningServer:
         """A new `eops serve` on the same data dir with the same arguments and environment
         (on a fresh port unless given); this one must have ended (`kill` or `stop` it)."""
         if self.process.poll() is None:
@@ -122,7 +122,7 @@ def start_server(
     port: int | None = None,
     env: Mapping[str, str] | None = None,
     cwd: Path = REPO,
-    ready_timeout: float = 90.0,
+    ready_timeout: float = 180.0,
 ) -> RunningServer:
     """Start `eops serve --host 127.0.0.1 --port P --data-dir DATA_DIR ARGS...` with `env` on
     top of `base_env()`, and return once /readyz answers 200 and the admin token is printed.
@@ -181,7 +181,7 @@ def running_server(
     port: int | None = None,
     env: Mapping[str, str] | None = None,
     cwd: Path = REPO,
-    ready_timeout: float = 90.0,
+    ready_timeout: float = 180.0,
 ) -> Iterator[RunningServer]:
     """`start_server` for the length of a with block; stopped by PID at its end."""
     server = start_server(data_dir, *args, port=port, env=env, cwd=cwd, ready_timeout=ready_timeout)
