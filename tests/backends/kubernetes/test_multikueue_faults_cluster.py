@@ -118,7 +118,13 @@ def test_the_managers_kueue_restarted_and_the_leader_killed_mid_burst_lose_and_d
             at_kill = Counter(s["state"] for s in _states(follower, ids).values())
             restarting.join(90)
             assert not restarting.is_alive(), "Kueue did not come back"
-            wait_for(lambda: leading([follower]), 30, "the follower leading")
+            # The lease expires in 3 s, but the new leader's dispatcher first reconciles every
+            # invocation with the manager (whose Kueue may still be starting): 30 s was not
+            # enough in a CI rehearsal at load 13-15.
+            try:
+                wait_for(lambda: leading([follower]), 120, "the follower leading")
+            except AssertionError as exc:
+                raise AssertionError(f"{exc}\n{follower.output()[-3000:]}") from None
             deadline = time.monotonic() + 240
             while True:
                 finals = _states(follower, ids)

@@ -56,21 +56,15 @@ def _worker_object(clusters: ClusterSet, worker: str, path: str) -> dict[str, An
 def test_an_invocation_runs_in_a_worker_and_the_gateway_follows_it_to_its_end(
     multikueue_set: ClusterSet, gateway: RunningServer
 ) -> None:
-    deploy(gateway, name="far", annotations=runs(8))
+    # Long enough that what only exists while it runs (its GPU in use, MultiKueue's copy of the
+    # Job in the worker) is still there to read on a loaded machine: with 8 s, a CI rehearsal at
+    # load 13 read the capacity after the run had ended.
+    deploy(gateway, name="far", annotations=runs(30))
     payload = {"region": "anywhere", "n": 7}
     inv = invoke(gateway, "far", payload)
     running = wait_state(gateway, inv, {"running"}, timeout=150)
     worker = running["cluster"]
     assert worker in multikueue_set.record.worker_names, running
-
-    def dispatched() -> list[str]:
-        return [n["message"] for n in status(gateway, inv)["notes"] if n["kind"] == DISPATCHED]
-
-    # The worker's pod and the manager's Workload are two watches, either of which the gateway
-    # may hear first: the pod can say "running" (naming its worker) a moment before the note of
-    # MultiKueue's dispatch is written, so the note is waited for, not read at that instant.
-    wait_for(dispatched, 30, "the note of MultiKueue's dispatch")
-    assert dispatched() == [f"Kueue: MultiKueue runs it in cluster {worker}"], status(gateway, inv)["notes"]
     assert running["node"], "the worker's pod told the gateway its node"
     # The capacity page splits the GPUs in use by the worker that runs them.
     capacity = httpx.get(f"{gateway.url}/v1/capacity", headers=gateway.auth, timeout=30).json()
@@ -93,6 +87,14 @@ def test_an_invocation_runs_in_a_worker_and_the_gateway_follows_it_to_its_end(
     assert [o["uid"] for o in secret["metadata"]["ownerReferences"]] == [worker_job["metadata"]["uid"]]
     assert json.loads(base64.b64decode(secret["data"][PAYLOAD_KEY])) == payload
 
+    def dispatched() -> list[str]:
+        return [n["message"] for n in status(gateway, inv)["notes"] if n["kind"] == DISPATCHED]
+
+    # The worker's pod and the manager's Workload are two watches, either of which the gateway
+    # may hear first: the pod can say "running" (naming its worker) a moment before the note of
+    # MultiKueue's dispatch is written, so the note is waited for, not read at that instant.
+    wait_for(dispatched, 30, "the note of MultiKueue's dispatch")
+    assert dispatched() == [f"Kueue: MultiKueue runs it in cluster {worker}"], status(gateway, inv)["notes"]
     logs = httpx.get(f"{gateway.url}/v1/invocations/{inv}/logs", headers=gateway.auth, timeout=30)
     assert (logs.status_code, logs.text) == (200, "".join(f"{line}\n" for line in SIMULATED_OUTPUT))
 
