@@ -35,7 +35,7 @@ _SIMULATION = "Simulation"
 
 # The choices of `empty_node_pick` and `pending_order`, declared once for the knobs and the model.
 EMPTY_NODE_PICKS = ("random", "first-fit")
-PENDING_ORDERS = ("fifo", "newest-first", "random", "kube-scheduler")
+PENDING_ORDERS = ("fifo", "newest-first", "random")
 
 
 def _delay(raw: Any) -> Distribution:
@@ -160,8 +160,7 @@ class ClusterSettings:
         help="Which waiting request a node that frees goes to: fifo (first come, first served); "
         "newest-first, as kube-scheduler's queue does when pods compete for nodes that free (a "
         "pod that found no node backs off for up to 10 s while newer ones take them); random, "
-        "as measured while pods wait for new nodes; kube-scheduler: its queue modelled, each "
-        "pod's failed attempts and back-off (planner/model/scheduler_queue.py).",
+        "as measured while pods wait for new nodes.",
         panel=_SCALE_DOWN,
     )
     node_delete_time_s: float = knob(

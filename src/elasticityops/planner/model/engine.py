@@ -52,12 +52,10 @@ from elasticityops.domain.headroom.sizing import (
 from elasticityops.planner.distributions import Distribution
 from elasticityops.planner.model.empty_nodes import NO_NODE, NOT_EMPTY, EmptyNodes
 from elasticityops.planner.model.result import SimResult, SimTimeSeries
-from elasticityops.planner.model.scheduler_queue import SchedulerQueue
 from elasticityops.planner.settings import PENDING_ORDERS, ClusterSettings
 
 _READY, _FAIL, _PREEMPT = 0, 1, 2
 _FIFO, _NEWEST = PENDING_ORDERS.index("fifo"), PENDING_ORDERS.index("newest-first")
-_KUBE = PENDING_ORDERS.index("kube-scheduler")
 _INF = math.inf
 _STALL_S = 400 * 86_400.0  # a model that runs this far past the last arrival is stuck
 _LEAD_SAMPLES = 100  # node provisioning times averaged into the measured lead time
@@ -182,8 +180,6 @@ def simulate(  # noqa: C901
     # a random one; pend_t stays in creation order either way, its front the oldest waiting
     order = PENDING_ORDERS.index(s.pending_order)
     queue_pick = random.Random(f"{s.seed}/queue").random
-    # kube-scheduler's queue: each waiting pod's failed attempts and back-off (None otherwise)
-    kube = SchedulerQueue(n) if order == _KUBE else None
     feedback_window = s.feedback_window_s
     first_ready = 0.0 if baseline else _INF  # when the cluster first had a node
     # provisioning times of the last nodes that became ready: what a controller measures
@@ -254,8 +250,6 @@ def simulate(  # noqa: C901
                 tm = misc[0][0] if misc else _INF
                 if kind == _READY:
                     provisioning -= 1
-                    if kube is not None and head < len(pend):
-                        kube.moved(t, pend, head)
                     ready_at[nd] = t
                     prov_seen.append(t - created[nd])
                     first_ready = min(first_ready, t)
@@ -308,8 +302,6 @@ def simulate(  # noqa: C901
                     if not (bfree or fresh or marked or warm):
                         pend.append(r)
                         pend_t.append(t)
-                        if kube is not None:
-                            kube.failed(r, t)
                         t_scan = t  # an unschedulable pod triggers a loop
                         continue
                     if not (bfree or fresh or marked):
@@ -348,8 +340,6 @@ def simulate(  # noqa: C901
                 else:
                     pend.append(r)
                     pend_t.append(t)
-                    if kube is not None:
-                        kube.failed(r, t)
                     t_scan = t  # upstream's loop trigger: an unschedulable pod starts a loop
                     continue
                 start[r] = t
@@ -361,11 +351,8 @@ def simulate(  # noqa: C901
                 elif order == _NEWEST:
                     r = pend.pop()
                     pend_t.pop()
-                else:  # random, or kube-scheduler's pick; the others keep their creation order
-                    if kube is None:
-                        k = head + floor(queue_pick() * (len(pend) - head))
-                    else:
-                        k = kube.pick(t, pend, head)
+                else:  # a random one: the others keep their (creation) order
+                    k = head + floor(queue_pick() * (len(pend) - head))
                     r = pend.pop(k)
                     pend_t.pop(k)
                 if start[r] < 0.0:  # a restart keeps the first start
