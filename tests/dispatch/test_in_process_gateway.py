@@ -225,11 +225,12 @@ async def test_launches_in_flight_are_bounded_by_launch_concurrency(tmp_path: Pa
     async with gateway(tmp_path, backend) as gw:
         limit = gw.runtime.dispatcher.settings.launch_concurrency  # type: ignore[attr-defined]
         ids = await asyncio.gather(*(gw.invoke() for _ in range(limit + 16)))
-        await eventually(lambda: backend.in_flight >= limit, 20)
+        # bounds that only detect a hang: 20 s ran out in 3 xdist workers on 2 cores
+        await eventually(lambda: backend.in_flight >= limit, 60)
         await asyncio.sleep(0.3)  # time for any launch past the bound to begin
         assert backend.most_in_flight == limit
         backend.gate.set()
-        await eventually(lambda: len(backend.launched) == len(ids), 20)
+        await eventually(lambda: len(backend.launched) == len(ids), 60)
     assert sorted(backend.launched) == sorted(ids)
     assert backend.most_in_flight == limit
 
