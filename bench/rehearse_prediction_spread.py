@@ -1,18 +1,20 @@
 #!/usr/bin/env python3
 """How far a rehearsal's prediction moves with the planner's own random draws (issue 42): the
 planner draws each node's provisioning time from the same distribution as the dev cluster, but
-not the same numbers, so one prediction is one sample. This predicts a finished run of
-bench/rehearse_real_slice.py again under seeds 1..N, for each queue order, and prints the median
+not the same numbers, so one prediction is one sample. This predicts a finished rehearsal (of
+`eops rehearse`, or bench/rehearse_real_slice.py) again under seeds 1..N, for each queue order,
+with the cluster and planner settings it recorded, and prints the median
 and the 10th-90th percentile band of the predicted p95 wait and idle GPU time beside what was
 measured: a measurement outside the band is a gap in the model, not bad luck.
 
     PYTHONPATH=src .venv/bin/python bench/rehearse_prediction_spread.py SUMMARY TRACE \\
-        [--seeds 20] [--orders newest-first,fifo,random] [--json-out FILE]
+        [--policy NAME] [--seeds 20] [--orders newest-first,fifo,random] [--json-out FILE]
 
-SUMMARY is the run's summary.json (`eops rehearse`'s: one policy, its measurement and the
-planner settings it predicted with), TRACE the trace.csv it replayed; e.g. the evidence in
-docs/evidence/rehearse-real-2026-12-07/ (`none/summary.json` with `trace.csv`). The prediction
-of the run's own settings is recomputed first and must match the one in SUMMARY.
+SUMMARY is the run's summary.json (`eops rehearse`'s: per policy its measurement, and the
+cluster and planner settings it predicted with; --policy picks one where it holds several),
+TRACE the trace.csv it replayed; e.g. the evidence in docs/evidence/rehearse-real-2026-12-07/
+(`none/summary.json` with `trace.csv`). The run's own prediction is recomputed first; a warning
+says so when today's planner no longer gives it.
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ from machine_info import machine
 def _check(summary: Path, trace: Path) -> str | None:
     for path in (summary, trace):
         if not path.is_file():
-            return f"{path} not found: pass a summary.json and trace.csv of bench/rehearse_real_slice.py"
+            return f"{path} not found: pass a rehearsal's summary.json and the trace.csv it replayed"
     try:
         import numpy  # noqa: F401
 
@@ -51,6 +53,7 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("summary", type=Path, help="the rehearsal's summary.json")
     ap.add_argument("trace", type=Path, help="the trace.csv it replayed")
+    ap.add_argument("--policy", default=None, help="the policy of SUMMARY to predict, where it has several")
     ap.add_argument("--seeds", type=int, default=20, help="predictions per order (seeds 1..N)")
     ap.add_argument("--orders", default="newest-first,fifo,random", help="queue orders, comma-separated")
     ap.add_argument("--json-out", type=Path, default=None, help="write the figures here too")
@@ -59,24 +62,33 @@ def main() -> int:
         print(problem, file=sys.stderr)
         return 2
 
+    from elasticityops.devcluster.config import AutoscalerSettings
     from elasticityops.planner.settings import PENDING_ORDERS
     from elasticityops.planner.trace import load_trace
     from elasticityops.rehearse.cluster_map import planner_settings
     from elasticityops.rehearse.predict import predict
-    from rehearse_real_slice import cluster_knobs
 
     orders = [o.strip() for o in args.orders.split(",") if o.strip()]
     if unknown := [o for o in orders if o not in PENDING_ORDERS]:
         print(f"--orders: unknown {unknown}; choose from {', '.join(PENDING_ORDERS)}", file=sys.stderr)
         return 2
     run = json.loads(args.summary.read_text())
-    (row,) = run["policies"]
+    rows = {row["policy"]: row for row in run["policies"]}
+    if args.policy is None and len(rows) == 1:
+        (row,) = rows.values()
+    elif args.policy in rows:
+        row = rows[args.policy]
+    else:
+        print(f"--policy: name one of {', '.join(rows)} (the policies of {args.summary})", file=sys.stderr)
+        return 2
     used = run["planner_settings"]
     start_s, end_s = row["measured_window_s"]
     trace, _ = load_trace(args.trace)
-    knobs = run["cluster"]["autoscaler"]
+    # the cluster the run had, as `eops rehearse` recorded it: any rehearsal's summary will do
+    knobs = dict(run["cluster"]["autoscaler"])
+    knobs["stockout_zones"] = tuple(knobs["stockout_zones"])
     base = dataclasses.replace(
-        planner_settings(cluster_knobs(knobs["max_nodes"], knobs["seed"] - 1)).settings,
+        planner_settings(AutoscalerSettings(**knobs).validated()).settings,
         empty_node_pick=used["empty-node-pick"],
     )
     again = predict(

@@ -60,3 +60,13 @@ def test_a_missing_file_or_an_unknown_order_is_refused_by_name(tmp_path: Path) -
     )
     assert unknown.returncode == 2
     assert "--orders: unknown ['lifo']" in unknown.stderr
+
+
+def test_a_summary_of_several_policies_needs_one_named(tmp_path: Path) -> None:
+    run = json.loads((EVIDENCE / "none" / "summary.json").read_text())
+    run["policies"].append({**run["policies"][0], "policy": "warm:2"})
+    both = tmp_path / "summary.json"
+    both.write_text(json.dumps(run))
+    refused = _spread(tmp_path, str(both), str(EVIDENCE / "trace.csv"))
+    assert refused.returncode == 2
+    assert "--policy: name one of none, warm:2" in refused.stderr
